@@ -1,0 +1,70 @@
+# Arbiter — two commands: `make run` (set up and serve the demo) and `make test` (set up and run the suite).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+# A Python >= 3.12: PATH first, then pyenv's installed versions.
+BASE_PYTHON := $(shell for c in python3.13 python3.12 python3 python; do \
+	  p=$$(command -v $$c 2>/dev/null) || continue; \
+	  $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo $$p; exit 0; }; \
+	done; \
+	for p in $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
+	  $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo $$p; exit 0; }; \
+	done)
+
+.PHONY: help setup run test lint demo migrate chromium clean
+
+help:
+	@echo "make run    set up (venv, packages, database, demo study) and serve http://$(HOST):$(PORT)"
+	@echo "make test   set up and run the whole test suite"
+	@echo "make lint   ruff + mypy"
+
+$(STAMP): pyproject.toml
+	@if [ -z "$(BASE_PYTHON)" ]; then echo "error: Arbiter needs Python >= 3.12 (Django 6); none found on PATH or in pyenv's versions" >&2; exit 1; fi
+	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+node_modules/.installed: package.json package-lock.json
+	@command -v npm >/dev/null || { echo "error: npm is needed to install htmx (apt-get install npm)" >&2; exit 1; }
+	npm ci --no-audit --no-fund --silent
+	@touch node_modules/.installed
+
+setup: $(STAMP) node_modules/.installed
+	@mkdir -p var
+
+migrate: setup
+	$(PY) manage.py migrate --noinput -v0
+
+demo: migrate
+	@$(PY) manage.py shell -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo').exists() else 1)" \
+	  && echo "Demo study already present (delete var/ to start over)." \
+	  || $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users
+
+run: demo
+	@echo "Arbiter on http://$(HOST):$(PORT)/  (tasks run in-process; set CELERY_BROKER_URL for real workers)"
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+# Debian's Chromium for the browser tests (Playwright drives it; no browser download).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium"; \
+	  else echo "warning: /usr/bin/chromium missing; install Debian's chromium package for the browser tests"; fi; \
+	fi
+
+test: setup chromium
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy annotation calibration judges ranking config
+
+clean:
+	rm -rf $(VENV) node_modules var

@@ -1,0 +1,227 @@
+"""Safe image intake, content-addressed storage and media neutralization (SPEC §2, §8).
+
+Every image that enters Arbiter is opened with Pillow restricted to PNG, JPEG and WebP, checked
+against byte, edge and pixel limits *before* its pixels are decoded (so a decompression bomb is
+refused, not loaded), decoded fully (a truncated file is refused), and re-encoded from pixels as
+PNG: no metadata chunk, no trailing bytes, no name from the bundle survives. The file is stored
+under the SHA-256 of the re-encoded bytes, so re-encoding the same pixels gives the same name.
+
+Writes are staged: :class:`ImageStaging` writes new files under a staging folder and moves them
+into place only when the caller commits; on any error nothing new is left in the media folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import uuid
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from PIL import Image, ImageDraw, ImageFile, ImageOps
+
+from annotation.errors import ValidationFailed
+
+ALLOWED_FORMATS = ("PNG", "JPEG", "WEBP")
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+# Our own limit (checked before decoding) is the one that matters; keep Pillow's bomb guard on too.
+Image.MAX_IMAGE_PIXELS = max(int(getattr(settings, "ARBITER_IMAGE_MAX_PIXELS", 60_000_000)), 1)
+
+NEUTRAL_FILL = (200, 200, 200)
+NEUTRAL_EDGE = (120, 120, 120)
+
+
+@dataclass(frozen=True)
+class CleanImage:
+    """A validated image, re-encoded as metadata-free PNG."""
+
+    sha256: str
+    png: bytes
+    width: int
+    height: int
+
+    @property
+    def relative_path(self) -> str:
+        return f"images/{self.sha256[:2]}/{self.sha256}.png"
+
+
+def _limits() -> tuple[int, int, int]:
+    return (
+        int(settings.ARBITER_IMAGE_MAX_BYTES),
+        int(settings.ARBITER_IMAGE_MAX_PIXELS),
+        int(settings.ARBITER_IMAGE_MAX_EDGE),
+    )
+
+
+def encode_png(image: Image.Image) -> bytes:
+    """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks)."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", compress_level=6)
+    return buffer.getvalue()
+
+
+def _normalized_mode(image: Image.Image) -> Image.Image:
+    if image.mode in ("RGB", "RGBA", "L"):
+        return image
+    has_alpha = image.mode in ("LA", "PA", "RGBa", "La") or (image.mode == "P" and "transparency" in image.info)
+    return image.convert("RGBA" if has_alpha else "RGB")
+
+
+def clean_image(data: bytes, *, where: str) -> CleanImage:
+    """Validate and re-encode image bytes. ``where`` names the source for error messages."""
+    max_bytes, max_pixels, max_edge = _limits()
+    if not data:
+        raise ValidationFailed("the image file is empty", where=where)
+    if len(data) > max_bytes:
+        raise ValidationFailed(f"the image is {len(data):,} bytes, over the {max_bytes:,}-byte limit", where=where)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as image:
+                width, height = image.size
+                if width < 1 or height < 1:
+                    raise ValidationFailed("the image has no pixels", where=where)
+                if width > max_edge or height > max_edge or width * height > max_pixels:
+                    raise ValidationFailed(
+                        f"the image is too large: {width} × {height} pixels, over the limit "
+                        f"({max_edge} px per edge, {max_pixels:,} pixels)",
+                        where=where,
+                    )
+                image.load()
+                pixels = ImageOps.exif_transpose(image)
+                pixels = _normalized_mode(pixels)
+                png = encode_png(pixels)
+                width, height = pixels.size
+    except ValidationFailed:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ValidationFailed(
+            "the image is too large to decode safely (decompression bomb refused)", where=where
+        ) from None
+    except Image.UnidentifiedImageError:
+        raise ValidationFailed("not a PNG, JPEG or WebP image", where=where) from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ValidationFailed(f"the image cannot be decoded ({' '.join(str(exc).split())})", where=where) from None
+    return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height)
+
+
+def _box_pixels(bbox_1000: Sequence[float], width: int, height: int) -> tuple[int, int, int, int]:
+    x0, y0, x1, y1 = bbox_1000
+    return (
+        round(x0 * width / 1000),
+        round(y0 * height / 1000),
+        round(x1 * width / 1000) - 1,
+        round(y1 * height / 1000) - 1,
+    )
+
+
+def neutralize_media(image: CleanImage, media: Sequence[dict[str, Any]]) -> CleanImage | None:
+    """Hide photograph and chart interiors, keep their presence and geometry (SPEC §2 settings).
+
+    Each region becomes a flat grey box with its outline and a diagonal cross, so a rater or a
+    judge still sees that a picture is there and where, but not what it shows. ``None`` when the
+    image has no media regions.
+    """
+    if not media:
+        return None
+    with Image.open(io.BytesIO(image.png)) as source:
+        canvas = source.convert("RGB")
+    draw = ImageDraw.Draw(canvas)
+    for region in media:
+        box = _box_pixels(region["bbox_1000"], canvas.width, canvas.height)
+        if box[2] < box[0] or box[3] < box[1]:
+            continue
+        draw.rectangle(box, fill=NEUTRAL_FILL, outline=NEUTRAL_EDGE, width=2)
+        draw.line((box[0], box[1], box[2], box[3]), fill=NEUTRAL_EDGE, width=1)
+        draw.line((box[0], box[3], box[2], box[1]), fill=NEUTRAL_EDGE, width=1)
+    png = encode_png(canvas)
+    return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=canvas.width, height=canvas.height)
+
+
+@dataclass
+class ImageStaging:
+    """Collects new image files under a staging folder; :meth:`publish` moves them into place.
+
+    Use through :func:`staged_images`. Files that already exist (same content hash) are not
+    rewritten, so publishing is idempotent and a rollback only removes what this import added.
+    """
+
+    root: Path
+    staging: Path
+    staged: dict[str, CleanImage] = field(default_factory=dict)
+    published: list[Path] = field(default_factory=list)
+    created_dirs: list[Path] = field(default_factory=list)
+
+    def add(self, image: CleanImage) -> CleanImage:
+        if image.sha256 in self.staged or (self.root / image.relative_path).exists():
+            self.staged.setdefault(image.sha256, image)
+            return image
+        path = self.staging / f"{image.sha256}.png"
+        path.write_bytes(image.png)
+        self.staged[image.sha256] = image
+        return image
+
+    def publish(self) -> None:
+        for sha, image in self.staged.items():
+            source = self.staging / f"{sha}.png"
+            if not source.exists():
+                continue
+            target = self.root / image.relative_path
+            for folder in (target.parent.parent, target.parent):
+                if not folder.exists():
+                    folder.mkdir()
+                    self.created_dirs.append(folder)
+            if target.exists():
+                source.unlink()
+                continue
+            os.replace(source, target)
+            self.published.append(target)
+
+    def unpublish(self) -> None:
+        for path in self.published:
+            path.unlink(missing_ok=True)
+        self.published.clear()
+        for folder in reversed(self.created_dirs):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        self.created_dirs.clear()
+
+
+@contextmanager
+def staged_images() -> Iterator[ImageStaging]:
+    """Stage image files for one all-or-nothing import.
+
+    The caller adds images, writes its rows inside ``transaction.atomic()`` and calls
+    ``publish()`` just before leaving the atomic block; if the block raises, published files are
+    removed again. The staging folder is always deleted.
+    """
+    root = Path(settings.MEDIA_ROOT)
+    staging_parent = root / ".staging"
+    staging_parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_parent / uuid.uuid4().hex
+    staging.mkdir()
+    stage = ImageStaging(root=root, staging=staging)
+    try:
+        yield stage
+    except BaseException:
+        stage.unpublish()
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            staging_parent.rmdir()
+        except OSError:
+            pass
+
+
+def stored_image_path(relative: str) -> Path:
+    return Path(settings.MEDIA_ROOT) / relative

@@ -1,0 +1,24 @@
+"""Base class for Arbiter management commands: one-line errors, exit status 1, nothing written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.errors import ArbiterError
+
+
+class ArbiterCommand(BaseCommand):
+    """Subclasses implement ``run(**options)``; project errors become ``CommandError`` (one line)."""
+
+    def handle(self, *args: Any, **options: Any) -> str | None:
+        try:
+            return self.run(*args, **options)
+        except ArbiterError as exc:
+            raise CommandError(str(exc)) from None
+        except (OSError, ValueError) as exc:
+            raise CommandError(" ".join(str(exc).split())) from None
+
+    def run(self, *args: Any, **options: Any) -> str | None:
+        raise NotImplementedError

@@ -1,0 +1,441 @@
+"""The study data model (SPEC §2) — the ground floor: imports no other app.
+
+Canonical identities (SPEC §3) are enforced by the schema: a comparison's candidates never
+change, one vote per trial, no comparison twice in a block, blocks of a study are disjoint.
+Other study kinds (SPEC §11) reuse Study / Block / Assignment / Trial / Vote; a trial then points
+at a candidate (rating) or, later, a predicate (checklist) instead of a comparison.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def new_token() -> str:
+    """An opaque, URL-safe identifier that carries no information about what it names."""
+    return secrets.token_urlsafe(18)
+
+
+class StudyKind(models.TextChoices):
+    PAIRWISE_REFERENCE = "pairwise_reference", "Pairwise with reference"
+    PAIRWISE = "pairwise", "Pairwise without reference"
+    CHECKLIST = "checklist", "Checklist predicates"
+    RATING = "rating", "Ratings"
+
+
+class Study(models.Model):
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32, choices=StudyKind.choices, default=StudyKind.PAIRWISE_REFERENCE)
+    instructions_md = models.TextField(blank=True)
+    # Empty means "use the project's default prompt" (judges app); SPEC §6: study data, editable.
+    judge_prompt = models.TextField(blank=True)
+    seed = models.BigIntegerField(default=20260830)
+    hidden_repeats = models.PositiveIntegerField(default=6)
+    min_gap = models.PositiveIntegerField(default=20)
+    neutralize_media = models.BooleanField(default=True)
+    # Prolific-style completion code shown at the end of an assignment; empty: one per assignment.
+    completion_code = models.CharField(max_length=64, blank=True)
+    # Opaque token of the public participant link (SPEC §4 study links).
+    link_token = models.CharField(max_length=40, unique=True, default=new_token)
+    accepting_participants = models.BooleanField(default=True)
+    # Kind-specific settings (rating scale, equivalence margin, ...) and free bundle metadata.
+    options = models.JSONField(default=dict, blank=True)
+    researchers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="studies")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class AxisScope(models.TextChoices):
+    FIXED = "fixed", "Fixed (always scored)"
+    CONDITIONAL = "conditional", "Conditional (when the page has a target)"
+
+
+class Axis(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="axes")
+    axis_id = models.CharField(max_length=80)
+    scope = models.CharField(max_length=16, choices=AxisScope.choices)
+    description = models.TextField(blank=True)
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["study", "position"]
+        verbose_name_plural = "axes"
+        constraints = [
+            models.UniqueConstraint(fields=["study", "axis_id"], name="axis_unique_id"),
+            models.UniqueConstraint(fields=["study", "position"], name="axis_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return self.axis_id
+
+
+class StoredImage(models.Model):
+    """An image re-encoded from pixels (no metadata), stored under its content hash."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    file = models.FileField(upload_to="images/", max_length=200)
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    size_bytes = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.sha256[:12]
+
+
+class System(models.Model):
+    """A model or pipeline under test. Its name and id are never shown to raters or judges."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    external_id = models.CharField(max_length=120)
+    name = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "position", "external_id"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="system_unique_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Page(models.Model):
+    """The reference item: a page with its reference image (or, for `pairwise`, a text brief)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pages")
+    external_id = models.CharField(max_length=120)
+    image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    neutralized_image = models.ForeignKey(
+        StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    text = models.TextField(blank=True)
+    # [{axis, role, bbox_1000: [x0, y0, x1, y1], description}]
+    targets = models.JSONField(default=list, blank=True)
+    # [{kind: photo|chart, bbox_1000}]
+    media = models.JSONField(default=list, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "position", "external_id"]
+        constraints = [models.UniqueConstraint(fields=["study", "external_id"], name="page_unique_id")]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    def active_axis_ids(self, axes: list[Axis]) -> list[str]:
+        """Fixed axes always; conditional ones when the page has a target for them (SPEC §2)."""
+        targeted = {t.get("axis") for t in self.targets}
+        return [a.axis_id for a in axes if a.scope == AxisScope.FIXED or a.axis_id in targeted]
+
+
+class Candidate(models.Model):
+    """One system's rendering of one page. A failed render has no image and is never scheduled."""
+
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="candidates")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="candidates")
+    image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    neutralized_image = models.ForeignKey(
+        StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    rendered = models.BooleanField(default=True)
+    media = models.JSONField(default=list, blank=True)
+    # Imported metric scores for score–preference analyses (SPEC §11): {metric: score}.
+    metrics = models.JSONField(default=dict, blank=True)
+    # Opaque id for exports of other kinds' items; never derived from the system.
+    external_id = models.CharField(max_length=120, blank=True)
+
+    class Meta:
+        ordering = ["page", "system"]
+        constraints = [
+            models.UniqueConstraint(fields=["page", "system"], name="candidate_unique_page_system"),
+            models.CheckConstraint(
+                condition=Q(rendered=False, image__isnull=True) | Q(rendered=True),
+                name="candidate_failed_render_has_no_image",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.page_id}/{self.system_id}"
+
+
+class ComparisonSet(models.TextChoices):
+    HUMAN = "human", "Human study"
+    DEPLOYMENT = "deployment", "Deployment"
+
+
+class Comparison(models.Model):
+    """Page + canonical candidate A + canonical candidate B. Never changes once created (SPEC §3)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
+    external_id = models.CharField(max_length=120)
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="comparisons")
+    candidate_a = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="+")
+    candidate_b = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="+")
+    set = models.CharField(max_length=16, choices=ComparisonSet.choices, default=ComparisonSet.HUMAN)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="comparison_unique_id"),
+            models.UniqueConstraint(fields=["page", "candidate_a", "candidate_b"], name="comparison_unique_pair"),
+            models.CheckConstraint(condition=~Q(candidate_a=models.F("candidate_b")), name="comparison_distinct"),
+        ]
+        indexes = [models.Index(fields=["study", "set"])]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Block(models.Model):
+    """An ordered set of items for human annotation; a study's blocks are disjoint (SPEC §2, §4)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="blocks")
+    name = models.CharField(max_length=80)
+    position = models.PositiveIntegerField(default=0)
+    target_raters = models.PositiveIntegerField(default=1)
+    # The seed the schedule used, recorded so the plan can be reproduced (SPEC §4).
+    seed = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "position", "name"]
+        constraints = [models.UniqueConstraint(fields=["study", "name"], name="block_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class BlockItem(models.Model):
+    """One member of a block: a comparison (pairwise kinds) or a candidate (rating kind)."""
+
+    block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    comparison = models.ForeignKey(
+        Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="block_items"
+    )
+    candidate = models.ForeignKey(
+        Candidate, null=True, blank=True, on_delete=models.CASCADE, related_name="block_items"
+    )
+
+    class Meta:
+        ordering = ["block", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["block", "position"], name="blockitem_unique_position"),
+            # Disjoint blocks: a comparison belongs to at most one block (of its one study).
+            models.UniqueConstraint(
+                fields=["comparison"], condition=Q(comparison__isnull=False), name="blockitem_unique_comparison"
+            ),
+            models.UniqueConstraint(
+                fields=["block", "candidate"], condition=Q(candidate__isnull=False), name="blockitem_unique_candidate"
+            ),
+            models.CheckConstraint(
+                condition=Q(comparison__isnull=False) | Q(candidate__isnull=False), name="blockitem_has_target"
+            ),
+        ]
+
+
+class Rater(models.Model):
+    """A person who judges trials: a rater account, a study-link participant, or an imported id."""
+
+    class Source(models.TextChoices):
+        ACCOUNT = "account", "Rater account"
+        LINK = "link", "Study link participant"
+        IMPORT = "import", "Imported votes"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="raters")
+    external_id = models.CharField(max_length=200)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="rater_profiles"
+    )
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORT)
+    # Crowd-platform context (e.g. Prolific STUDY_ID, SESSION_ID); never shown back to others.
+    platform = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "external_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="rater_unique_id"),
+            models.UniqueConstraint(
+                fields=["study", "user"], condition=Q(user__isnull=False), name="rater_unique_user"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class AssignmentState(models.TextChoices):
+    OPEN = "open", "Open (no rater yet)"
+    ACTIVE = "active", "In progress"
+    FINISHED = "finished", "Finished"
+    VOIDED = "voided", "Voided"
+
+
+class Assignment(models.Model):
+    """One rater's pass through one block (SPEC §2). Planned in full before anyone starts."""
+
+    block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="assignments")
+    # The rater slot within the block: slot parity drives the display-order alternation (SPEC §4).
+    slot = models.PositiveIntegerField()
+    rater = models.ForeignKey(Rater, null=True, blank=True, on_delete=models.PROTECT, related_name="assignments")
+    state = models.CharField(max_length=16, choices=AssignmentState.choices, default=AssignmentState.OPEN)
+    seed = models.BigIntegerField(null=True, blank=True)
+    token = models.CharField(max_length=40, unique=True, default=new_token)
+    created_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    completion_code = models.CharField(max_length=64, blank=True)
+    voided_at = models.DateTimeField(null=True, blank=True)
+    void_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["block", "slot", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["block", "slot"], condition=~Q(state="voided"), name="assignment_unique_live_slot"
+            ),
+            models.UniqueConstraint(
+                fields=["block", "rater"],
+                condition=Q(rater__isnull=False) & ~Q(state="voided"),
+                name="assignment_unique_live_rater",
+            ),
+        ]
+        indexes = [models.Index(fields=["block", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.block_id}#{self.slot}"
+
+
+class Trial(models.Model):
+    """One showing of an item in an assignment (SPEC §2).
+
+    ``swapped``: canonical B is shown in the "A" slot. ``is_repeat``/``repeat_of``: hidden repeat.
+    ``token`` is the only identifier a rater ever sees.
+    """
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="trials")
+    position = models.PositiveIntegerField()
+    comparison = models.ForeignKey(
+        Comparison, null=True, blank=True, on_delete=models.PROTECT, related_name="trials"
+    )
+    candidate = models.ForeignKey(Candidate, null=True, blank=True, on_delete=models.PROTECT, related_name="trials")
+    swapped = models.BooleanField(default=False)
+    is_repeat = models.BooleanField(default=False)
+    repeat_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats"
+    )
+    token = models.CharField(max_length=40, unique=True, default=new_token)
+    shown_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["assignment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "position"], name="trial_unique_position"),
+            models.UniqueConstraint(
+                fields=["assignment", "comparison"],
+                condition=Q(is_repeat=False, comparison__isnull=False),
+                name="trial_unique_main_comparison",
+            ),
+            models.UniqueConstraint(
+                fields=["assignment", "candidate"],
+                condition=Q(is_repeat=False, candidate__isnull=False),
+                name="trial_unique_main_candidate",
+            ),
+            models.CheckConstraint(
+                condition=Q(is_repeat=False, repeat_of__isnull=True) | Q(is_repeat=True, repeat_of__isnull=False),
+                name="trial_repeat_has_original",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment_id}:{self.position}"
+
+
+class Label(models.TextChoices):
+    A = "A", "A"
+    B = "B", "B"
+    TIE = "TIE", "Tie"
+    CANNOT_JUDGE = "CANNOT_JUDGE", "Cannot judge"
+    # Checklist kind (SPEC §11).
+    YES = "YES", "Yes"
+    NO = "NO", "No"
+    UNCLEAR = "UNCLEAR", "Unclear"
+
+
+PAIRWISE_LABELS = (Label.A, Label.B, Label.TIE, Label.CANNOT_JUDGE)
+
+
+class Vote(models.Model):
+    """The answer to a trial, stored canonically (SPEC §3): A/B as the comparison defines them."""
+
+    trial = models.OneToOneField(Trial, on_delete=models.CASCADE, related_name="vote")
+    label = models.CharField(max_length=16, choices=Label.choices, blank=True)
+    confidence = models.PositiveSmallIntegerField(null=True, blank=True)
+    # {axis_id: integer −2…+2}, canonical sign; only the page's active axes.
+    axis_scores = models.JSONField(default=dict, blank=True)
+    rationale = models.TextField(blank=True)
+    # Kind-specific answers: ratings {dimension: int}, evidence note, ...
+    answers = models.JSONField(default=dict, blank=True)
+    response_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Idempotency: the client's key for this submission; a retry with the same key is a no-op.
+    idempotency_key = models.CharField(max_length=80, blank=True)
+    request_hash = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trial"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(confidence__isnull=True) | Q(confidence__gte=1, confidence__lte=5),
+                name="vote_confidence_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trial_id}={self.label}"
+
+
+class AuditEvent(models.Model):
+    """Append-only log of who imported, voided, froze or published what."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=60)
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    target = models.CharField(max_length=300, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.target}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if self.pk is not None:
+            raise ValueError("audit events are append-only")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit events are append-only")

@@ -1,0 +1,14 @@
+"""Test settings: the embedded default unless DATABASE_URL / CELERY_BROKER_URL point at real services."""
+
+from __future__ import annotations
+
+from .base import *  # noqa: F403
+from .base import env_bool
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+
+# Tests run tasks in-process unless they start a real worker (tests/conftest.py
+# ``celery_worker_process`` switches this off for its test and for the worker it starts).
+CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)

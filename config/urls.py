@@ -1,0 +1,29 @@
+"""URL map. Each area owns one URL module; web pages and their REST endpoints (under api/) sit together."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.authtoken.views import obtain_auth_token
+
+from annotation.views.home import home
+
+urlpatterns = [
+    path("", home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/auth/token/", obtain_auth_token, name="api-token"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("annotation.urls.studies")),
+    path("", include("annotation.urls.rater")),
+    path("", include("annotation.urls.research")),
+    path("", include("annotation.urls.votes")),
+    path("", include("judges.urls")),
+    path("", include("calibration.urls.agreement")),
+    path("", include("calibration.urls.calibration")),
+    path("", include("ranking.urls")),
+]

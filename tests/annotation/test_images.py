@@ -1,0 +1,117 @@
+"""Image intake (annotation/images.py): formats, limits, metadata stripping, neutralization, staging."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image, PngImagePlugin
+
+from annotation.errors import ValidationFailed
+from annotation.images import clean_image, neutralize_media, staged_images
+
+
+def png_bytes(size: tuple[int, int] = (40, 30), color: tuple[int, int, int] = (10, 120, 200), **save: object) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG", **save)
+    return buffer.getvalue()
+
+
+def huge_png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims width × height pixels, with a tiny (invalid) body."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+
+
+def test_reencoded_png_has_no_metadata_and_same_pixels() -> None:
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Source", "alpha-parser-v2/e00.png")
+    original = png_bytes(pnginfo=info)
+    clean = clean_image(original, where="images/e00.png")
+    assert b"alpha-parser" not in clean.png
+    assert b"tEXt" not in clean.png and b"iTXt" not in clean.png and b"eXIf" not in clean.png
+    with Image.open(io.BytesIO(clean.png)) as a, Image.open(io.BytesIO(original)) as b:
+        assert a.tobytes() == b.convert("RGB").tobytes()
+    # Same pixels again → same content hash (export/import stability).
+    assert clean_image(clean.png, where="x").sha256 == clean.sha256
+
+
+def test_jpeg_exif_is_dropped() -> None:
+    buffer = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x010E] = "made by beta-render-7b"  # ImageDescription
+    Image.new("RGB", (20, 20), (200, 10, 10)).save(buffer, format="JPEG", exif=exif.tobytes())
+    assert b"beta-render" in buffer.getvalue()
+    clean = clean_image(buffer.getvalue(), where="c.jpg")
+    assert b"beta-render" not in clean.png
+    assert clean.png.startswith(b"\x89PNG")
+
+
+def test_polyglot_trailing_html_is_removed() -> None:
+    polyglot = png_bytes() + b"<html><script>alert('gamma-doc-large')</script></html>"
+    clean = clean_image(polyglot, where="p.png")
+    assert b"<script" not in clean.png and b"gamma" not in clean.png
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b"", "empty"),
+        (b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n", "not a PNG, JPEG or WebP"),
+        (b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>', "not a PNG, JPEG or WebP"),
+        (png_bytes()[:60], "cannot be decoded"),
+        (huge_png_header(30_000, 30_000), "too large"),
+        (huge_png_header(15_000, 14_000), "too large"),
+    ],
+    ids=["empty", "eps", "svg", "truncated", "30k-square", "200-megapixel"],
+)
+def test_bad_images_are_refused_with_one_line(data: bytes, fragment: str) -> None:
+    with pytest.raises(ValidationFailed) as caught:
+        clean_image(data, where="images/bad.png")
+    message = str(caught.value)
+    assert fragment in message
+    assert message.startswith("images/bad.png")
+    assert "\n" not in message
+
+
+def test_neutralization_hides_interior_and_keeps_outside() -> None:
+    buffer = io.BytesIO()
+    image = Image.new("RGB", (100, 100), (255, 255, 255))
+    for x in range(50, 90):
+        for y in range(50, 90):
+            image.putpixel((x, y), (x * 2, y, 255 - x))  # a "photo"
+    image.save(buffer, format="PNG")
+    clean = clean_image(buffer.getvalue(), where="p.png")
+    neutral = neutralize_media(clean, [{"kind": "photo", "bbox_1000": [500, 500, 900, 900]}])
+    assert neutral is not None and neutral.sha256 != clean.sha256
+    with Image.open(io.BytesIO(neutral.png)) as out:
+        assert out.size == (100, 100)
+        assert out.getpixel((10, 10)) == (255, 255, 255)  # outside untouched
+        interior = {out.getpixel((x, y)) for x in range(55, 85) for y in range(60, 62)}
+        assert len(interior) <= 2  # flat fill (plus the diagonal cross)
+    assert neutralize_media(clean, []) is None
+
+
+def test_staging_publishes_on_success_and_cleans_on_error(settings: object, tmp_path: Path) -> None:
+    media = Path(settings.MEDIA_ROOT)  # type: ignore[attr-defined]
+    first = clean_image(png_bytes(color=(1, 2, 3)), where="a.png")
+    with staged_images() as stage:
+        stage.add(first)
+        stage.publish()
+    assert (media / first.relative_path).exists()
+
+    second = clean_image(png_bytes(color=(4, 5, 6)), where="b.png")
+    before = sorted(p.relative_to(media) for p in media.rglob("*"))
+    with pytest.raises(RuntimeError), staged_images() as stage:
+        stage.add(second)
+        stage.publish()
+        raise RuntimeError("the database write failed")
+    after = sorted(p.relative_to(media) for p in media.rglob("*"))
+    assert after == before

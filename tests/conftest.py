@@ -1,0 +1,156 @@
+"""Shared fixtures: personas, real-service switches and a real Celery worker.
+
+Real services are opt-in through the environment, exactly as in production:
+- ``DATABASE_URL`` pointing at PostgreSQL runs the whole suite there (tests marked ``postgres``
+  need it and are skipped on SQLite);
+- ``CELERY_BROKER_URL`` makes tests marked ``broker`` start a real worker (``celery_worker_process``).
+With ``ARBITER_REQUIRE_SERVICES=1`` (set by .ci/run for its real-service pass) a test that would be
+skipped for want of PostgreSQL or a broker fails instead, so CI cannot pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIRE_SERVICES = os.environ.get("ARBITER_REQUIRE_SERVICES") == "1"
+
+
+def _on_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+def _missing(reason: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(f"real-service pass: {reason}")
+    pytest.skip(reason)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("postgres") and not _on_postgres():
+        _missing("needs PostgreSQL (set DATABASE_URL=postgres://...)")
+    if item.get_closest_marker("broker") and not settings.CELERY_BROKER_URL:
+        _missing("needs a real Celery broker (set CELERY_BROKER_URL)")
+
+
+@pytest.fixture(autouse=True)
+def _media_root(tmp_path: Path, settings: object) -> Iterator[Path]:
+    """Every test gets its own media folder, so file assertions see only what the test wrote."""
+    media = tmp_path / "media"
+    media.mkdir()
+    settings.MEDIA_ROOT = media  # type: ignore[attr-defined]
+    yield media
+
+
+@pytest.fixture
+def make_user(db: None):  # type: ignore[no-untyped-def]
+    from django.contrib.auth import get_user_model
+
+    from annotation.roles import ensure_groups
+
+    def make(username: str, *, role: str | None = None, password: str = "pw-arbiter-123", **extra: object):
+        from django.contrib.auth.models import Group
+
+        ensure_groups()
+        user = get_user_model().objects.create_user(username=username, password=password, **extra)
+        if role:
+            user.groups.add(Group.objects.get(name=role))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def researcher(make_user):  # type: ignore[no-untyped-def]
+    return make_user("rita-researcher", role="researcher")
+
+
+@pytest.fixture
+def other_researcher(make_user):  # type: ignore[no-untyped-def]
+    return make_user("oscar-other-researcher", role="researcher")
+
+
+@pytest.fixture
+def admin_user(make_user):  # type: ignore[no-untyped-def]
+    return make_user("ada-admin", role="admin", is_staff=True)
+
+
+@pytest.fixture
+def rater_user(make_user):  # type: ignore[no-untyped-def]
+    return make_user("rae-rater", role="rater")
+
+
+@pytest.fixture
+def examples_dir() -> Path:
+    """The SPEC §8 example files (../shared/examples), with a copy in fixtures/ as fallback."""
+    for candidate in (ROOT.parent / "shared" / "examples", ROOT / "fixtures" / "examples"):
+        if (candidate / "bundle" / "study.json").exists():
+            return candidate
+    pytest.fail("SPEC examples not found (../shared/examples or fixtures/examples)")
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db: None) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker on the configured broker, using the test database.
+
+    Tests that use it must be transactional (the worker is another process and only sees
+    committed rows). The worker is killed at the end; ``worker.send_signal(SIGKILL)`` in a test
+    simulates a crash.
+    """
+    if not settings.CELERY_BROKER_URL:
+        _missing("needs a real Celery broker (set CELERY_BROKER_URL)")
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
+    if db["ENGINE"].endswith("postgresql"):
+        user = db.get("USER") or ""
+        host = db.get("HOST") or "127.0.0.1"
+        port = db.get("PORT") or 5432
+        env["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{db['NAME']}"
+    else:
+        _missing("a real worker needs a database shared between processes (PostgreSQL)")
+    env["MEDIA_ROOT"] = str(settings.MEDIA_ROOT)
+    env["ARBITER_CELERY_EAGER"] = "0"
+    from config.celery_app import app
+
+    app.conf.task_always_eager = False
+
+    with app.connection_for_write() as conn:  # start from an empty queue
+        conn.default_channel.queue_purge("celery")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=prefork", "--concurrency=2",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", "celery", "--loglevel=WARNING"],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        replies = app.control.ping(timeout=1.0)
+        if replies:
+            break
+        if worker.poll() is not None:
+            pytest.fail("the Celery worker exited during start-up")
+    else:
+        os.killpg(worker.pid, signal.SIGKILL)
+        pytest.fail("the Celery worker did not answer a ping within 30 s")
+    try:
+        yield worker
+    finally:
+        app.conf.task_always_eager = True
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()

@@ -1,0 +1,79 @@
+"""Configuration from the environment (README "Configuration"; SECURITY.md row 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "CELERY_"))}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key() -> None:
+    result = manage("check", DJANGO_SETTINGS_MODULE="config.settings.production")
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY must be set" in result.stderr
+
+
+def test_production_passes_the_deploy_check(tmp_path: Path) -> None:
+    result = manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DJANGO_SETTINGS_MODULE="config.settings.production",
+        DJANGO_SECRET_KEY="x7!" + "k" * 60 + "Qz#9-production-secret-for-the-test",
+        DJANGO_ALLOWED_HOSTS="arbiter.example.org",
+        DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3",
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_malformed_boolean_environment_fails_loudly() -> None:
+    result = manage("check", DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_DEBUG="maybe")
+    assert result.returncode != 0
+    assert "DJANGO_DEBUG must be a boolean" in result.stderr
+
+
+def test_database_url_and_broker_come_from_the_environment(tmp_path: Path) -> None:
+    code = (
+        "from django.conf import settings as s;"
+        "print(s.DATABASES['default']['ENGINE'], s.DATABASES['default']['NAME'], s.CELERY_TASK_ALWAYS_EAGER, s.MEDIA_ROOT)"
+    )
+    embedded = manage("shell", "--no-imports", "-c", code, DJANGO_SETTINGS_MODULE="config.settings.local")
+    assert embedded.returncode == 0, embedded.stderr
+    engine, name, eager, _media = embedded.stdout.split()
+    assert engine.endswith("sqlite3") and name.endswith("var/arbiter.sqlite3") and eager == "True"
+
+    configured = manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        code,
+        DJANGO_SETTINGS_MODULE="config.settings.local",
+        DATABASE_URL="postgres://someone@db.internal:5433/arbiter",
+        CELERY_BROKER_URL="redis://127.0.0.1:6379/3",
+        MEDIA_ROOT=str(tmp_path / "m"),
+    )
+    assert configured.returncode == 0, configured.stderr
+    engine, name, eager, media = configured.stdout.split()
+    assert engine.endswith("postgresql") and name == "arbiter" and eager == "False"
+    assert media == str(tmp_path / "m")
+
+
+@pytest.mark.django_db
+def test_role_groups_exist_after_migrate() -> None:
+    from django.contrib.auth.models import Group
+
+    assert set(Group.objects.values_list("name", flat=True)) >= {"admin", "researcher", "rater"}
