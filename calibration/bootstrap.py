@@ -64,13 +64,18 @@ def bootstrap_page_blocks(units: BootstrapUnits, *, resamples: int, seed: int) -
     if resamples < 1:
         raise ValueError("resamples must be at least 1")
     rng = np.random.default_rng(seed)
-    counts = np.zeros((resamples, units.n_units), dtype=np.int32)
-    rows = np.arange(resamples)[:, None]
+    n_units = units.n_units
+    row_offset = np.arange(resamples, dtype=np.int64)[:, None] * n_units
+    flat: list[np.ndarray] = []
     for stratum in np.unique(units.stratum_of_unit):
         members = np.flatnonzero(units.stratum_of_unit == stratum)
         draws = rng.integers(0, len(members), size=(resamples, len(members)))
-        np.add.at(counts, (rows, members[draws]), 1)
-    return counts
+        flat.append((row_offset + members[draws]).ravel())
+    if not flat:
+        return np.zeros((resamples, n_units), dtype=np.int32)
+    # One bincount over (resample, unit) cells: the same counts as np.add.at, several times faster.
+    counts = np.bincount(np.concatenate(flat), minlength=resamples * n_units)
+    return counts.reshape(resamples, n_units).astype(np.int32)
 
 
 def comparison_weights(units: BootstrapUnits, counts: np.ndarray) -> np.ndarray:

@@ -1,0 +1,180 @@
+"""Davidson (1970) tie model on human labels A / TIE / B — reported beside plain Bradley–Terry.
+
+Beyond the paper (SPEC §7 fits plain Bradley–Terry with ties as ½ points); this is an optional
+second view for human-labelled comparisons where ties are frequent. Pure module, no Django.
+
+Model, with d = θ_a − θ_b and tie parameter ν = e^η > 0:
+
+    P(A) = e^{d/2} / D,   P(TIE) = ν / D,   P(B) = e^{−d/2} / D,   D = e^{d/2} + e^{−d/2} + ν
+
+Given that the comparison is not a tie, P(A | not tie) = σ(d): θ is on the same logit scale as
+SPEC §7's Bradley–Terry, and we report the same ``400 θ / ln 10`` score. The fit maximizes
+
+    Σ_i w_i log P(y_i) − λ Σ_m θ_m²   (λ = 10⁻³ as in SPEC §7; η unpenalized)
+
+which is concave (−log D is −logsumexp of affine functions) and strictly concave in θ; we use
+damped Newton steps on the exact (M+1)×(M+1) Hessian until the gradient norm is below 10⁻¹⁰, then
+centre θ (the penalty already centres the optimum, as for Bradley–Terry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ranking.bradley_terry import L2_PENALTY, SCORE_SCALE, ranks_from_theta
+
+GRADIENT_TOLERANCE = 1e-10
+MAX_NEWTON_ITERATIONS = 200
+_LABEL_VALUE = {"A": 1, "TIE": 0, "B": -1}
+
+
+@dataclass(frozen=True, eq=False)
+class DavidsonFit:
+    """Fitted Davidson model: θ centered, ``scores = 400 θ / ln 10``, ranks (1 = best), ν."""
+
+    theta: np.ndarray
+    scores: np.ndarray
+    ranks: np.ndarray
+    tie_parameter: float
+    log_likelihood: float
+    iterations: int
+    gradient_norm: float
+
+    def probabilities(self, a: int, b: int) -> tuple[float, float, float]:
+        """(P(A), P(TIE), P(B)) for system ``a`` shown as A against ``b``."""
+        half = 0.5 * (self.theta[a] - self.theta[b])
+        up, down, nu = np.exp(half), np.exp(-half), self.tie_parameter
+        total = up + down + nu
+        return float(up / total), float(nu / total), float(down / total)
+
+
+def _outcomes(labels: Sequence[object] | np.ndarray) -> np.ndarray:
+    """+1 (A), 0 (TIE), −1 (B) from labels "A"/"TIE"/"B" or outcomes 1 / 0.5 / 0 for A."""
+    values = np.empty(len(labels), dtype=np.int64)
+    for i, label in enumerate(labels):
+        if isinstance(label, str):
+            if label.upper() not in _LABEL_VALUE:
+                raise ValueError(f"label {i} is {label!r}; expected A, TIE or B")
+            values[i] = _LABEL_VALUE[label.upper()]
+        else:
+            number = float(label)  # type: ignore[arg-type]
+            if number not in (0.0, 0.5, 1.0):
+                raise ValueError(f"outcome {i} is {number!r}; expected 1 (A), 0.5 (TIE) or 0 (B)")
+            values[i] = round(2 * number) - 1
+    return values
+
+
+def _terms(
+    d: np.ndarray, eta: float, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per comparison: log P(y), ∂/∂d, ∂/∂η, ∂²/∂d², ∂²/∂η², ∂²/∂d∂η (stable in d)."""
+    half = 0.5 * d
+    # Scale D by e^{−|d|/2} so no exponential overflows: D̃ = e^{h−m} + e^{−h−m} + e^{η−m}, m = |h|.
+    shift = np.abs(half)
+    up = np.exp(half - shift)
+    down = np.exp(-half - shift)
+    tie = np.exp(eta - shift)
+    total = up + down + tie
+    log_d = shift + np.log(total)
+    log_p = np.where(y > 0, half, np.where(y < 0, -half, eta)) - log_d
+    p_up, p_down, p_tie = up / total, down / total, tie / total
+    d_d = 0.5 * y - 0.5 * (p_up - p_down)
+    d_eta = (y == 0) - p_tie
+    # −log D second derivatives: −Var-type terms of the three-point "softmax".
+    dd = -0.25 * (p_up + p_down - (p_up - p_down) ** 2)
+    ee = -(p_tie - p_tie**2)
+    de = 0.5 * (p_up - p_down) * p_tie
+    return log_p, d_d, d_eta, dd, ee, de
+
+
+def fit_davidson(
+    a: np.ndarray,
+    b: np.ndarray,
+    labels: Sequence[object] | np.ndarray,
+    n_systems: int,
+    *,
+    weights: np.ndarray | None = None,
+    l2: float = L2_PENALTY,
+) -> DavidsonFit:
+    """Fit the Davidson tie model to canonical human labels (A, TIE, B) of comparisons a vs b."""
+    a_arr = np.asarray(a, dtype=np.int64)
+    b_arr = np.asarray(b, dtype=np.int64)
+    y = _outcomes(labels)
+    if not (len(a_arr) == len(b_arr) == len(y)):
+        raise ValueError("a, b and labels must have the same length")
+    if n_systems < 1 or (
+        len(a_arr) and (min(a_arr.min(), b_arr.min()) < 0 or max(a_arr.max(), b_arr.max()) >= n_systems)
+    ):
+        raise ValueError(f"system indices must lie in [0, {n_systems - 1}]")
+    if np.any(a_arr == b_arr):
+        raise ValueError("a comparison compares a system with itself")
+    if not l2 > 0:
+        raise ValueError("l2 must be positive")
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != y.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite, non-negative, one per comparison")
+    n_ties = float(np.sum(w * (y == 0)))
+    n_total = float(np.sum(w))
+    if n_ties == 0 or n_ties == n_total:
+        raise ValueError("the Davidson model needs at least one tie and one non-tie (ν is not identified)")
+
+    m = int(n_systems)
+
+    def objective(theta: np.ndarray, eta: float) -> float:
+        log_p = _terms(theta[a_arr] - theta[b_arr], eta, y)[0]
+        return float(np.sum(w * log_p) - l2 * theta @ theta)
+
+    theta = np.zeros(m)
+    tie_share = n_ties / n_total
+    eta = float(np.log(2 * tie_share / (1 - tie_share)))  # the ν of equal systems
+    value = objective(theta, eta)
+    grad_norm = np.inf
+    iterations = 0
+    for iterations in range(1, MAX_NEWTON_ITERATIONS + 1):
+        _, d_d, d_eta, dd, ee, de = _terms(theta[a_arr] - theta[b_arr], eta, y)
+        grad = np.zeros(m + 1)
+        grad[:m] = np.bincount(a_arr, w * d_d, m) - np.bincount(b_arr, w * d_d, m) - 2 * l2 * theta
+        grad[m] = np.sum(w * d_eta)
+        grad_norm = float(np.linalg.norm(grad))
+        if grad_norm < GRADIENT_TOLERANCE:
+            iterations -= 1
+            break
+        hess = np.zeros((m + 1, m + 1))
+        flat_ab = a_arr * (m + 1) + b_arr
+        flat_ba = b_arr * (m + 1) + a_arr
+        size = (m + 1) * (m + 1)
+        off = np.bincount(flat_ab, w * dd, size) + np.bincount(flat_ba, w * dd, size)
+        hess += -off.reshape(m + 1, m + 1)
+        diag = np.bincount(a_arr, w * dd, m) + np.bincount(b_arr, w * dd, m)
+        hess[np.arange(m), np.arange(m)] += diag - 2 * l2
+        cross = np.bincount(a_arr, w * de, m) - np.bincount(b_arr, w * de, m)
+        hess[:m, m] = cross
+        hess[m, :m] = cross
+        hess[m, m] = np.sum(w * ee)
+        step = np.linalg.solve(-hess, grad)
+        slope = float(grad @ step)
+        t = 1.0
+        for _halving in range(60):
+            new_theta, new_eta = theta + t * step[:m], eta + t * step[m]
+            new_value = objective(new_theta, new_eta)
+            if new_value >= value + 1e-4 * t * slope - 1e-13 * (1 + abs(value)):
+                break
+            t *= 0.5
+        moved = float(np.max(np.abs(t * step)))
+        theta, eta, value = new_theta, new_eta, new_value
+        if moved <= 1e-15 * (1 + float(np.max(np.abs(theta)))):
+            break
+    theta = theta - theta.mean()
+    log_p = _terms(theta[a_arr] - theta[b_arr], eta, y)[0]
+    return DavidsonFit(
+        theta=theta,
+        scores=SCORE_SCALE * theta,
+        ranks=ranks_from_theta(theta),
+        tie_parameter=float(np.exp(eta)),
+        log_likelihood=float(np.sum(w * log_p)),
+        iterations=int(iterations),
+        gradient_norm=grad_norm,
+    )
