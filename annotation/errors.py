@@ -17,7 +17,7 @@ class ValidationFailed(ArbiterError):
 
     def __init__(self, message: str, *, where: str = "", field: str = "") -> None:
         parts = [p for p in (where, f"field '{field}'" if field else "") if p]
-        prefix = ": ".join([" ".join(parts)]) if parts else ""
+        prefix = ", ".join(parts)
         super().__init__(f"{prefix}: {message}" if prefix else message)
         self.where = where
         self.field = field

@@ -1,5 +1,14 @@
+"""Human votes CSV exchange (SPEC §8): REST import and export."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from annotation.api.votes import VotesExportApi, VotesImportApi
+
+app_name = "votes"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("api/studies/<slug:slug>/votes/import/", VotesImportApi.as_view(), name="api-import"),
+    path("api/studies/<slug:slug>/votes/export/", VotesExportApi.as_view(), name="api-export"),
+]

@@ -1,5 +1,16 @@
+"""Agreement report (SPEC §5): researcher page, HTML download and REST endpoint."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from calibration.api.agreement import AgreementReportApi
+from calibration.views.agreement import agreement_download_html, agreement_page
+
+app_name = "agreement"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("studies/<slug:slug>/agreement/", agreement_page, name="page"),
+    path("studies/<slug:slug>/agreement/report.html", agreement_download_html, name="download-html"),
+    path("api/studies/<slug:slug>/agreement/", AgreementReportApi.as_view(), name="api"),
+]

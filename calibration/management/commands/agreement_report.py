@@ -1,0 +1,43 @@
+"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N]`` (SPEC §5, §9, §10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from annotation.errors import NotFound
+from annotation.management.base import ArbiterCommand
+from annotation.models import Study
+from calibration.services.agreement import DEFAULT_RESAMPLES, agreement_report_write
+
+
+class Command(ArbiterCommand):
+    help = "Human reference and inter-rater agreement (SPEC §5) as JSON, and optionally a self-contained HTML page."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("slug", help="study slug")
+        parser.add_argument("--json", dest="json_path", type=Path, required=True, help="JSON report to write")
+        parser.add_argument("--html", dest="html_path", type=Path, default=None, help="HTML report to write")
+        parser.add_argument(
+            "--bootstrap", type=int, default=DEFAULT_RESAMPLES,
+            help=f"page-block bootstrap resamples (default {DEFAULT_RESAMPLES})",
+        )
+        parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the study's seed)")
+
+    def run(self, *args: Any, **options: Any) -> None:
+        study = Study.objects.filter(slug=options["slug"]).first()
+        if study is None:
+            raise NotFound(f"no study with slug {options['slug']!r}")
+        report = agreement_report_write(
+            study=study,
+            json_path=options["json_path"],
+            html_path=options["html_path"],
+            resamples=options["bootstrap"],
+            seed=options["seed"],
+        )
+        kappa = report["fleiss_kappa"]["value"]
+        self.stdout.write(
+            f"{study.slug}: {report['n_comparisons']} comparisons, {report['n_valid_annotations']} valid votes, "
+            f"Fleiss κ {'n/a' if kappa is None else f'{kappa:.3f}'}; wrote {options['json_path']}"
+            + (f" and {options['html_path']}" if options["html_path"] else "")
+        )

@@ -1,0 +1,102 @@
+"""Agreement report for a study (SPEC §5, §9 ``agreement_report``, §10 keys).
+
+Selector (``annotation.selectors.votes.votes_frame``, voided assignments excluded) → pure
+statistics (``calibration.agreement.agreement_report``) → plain JSON dict. The command, the
+researcher page and the REST endpoint all go through ``agreement_report_compute``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from annotation.errors import ValidationFailed
+from annotation.models import Study
+from annotation.selectors.votes import votes_frame
+from calibration.agreement import agreement_report
+from calibration.reports import agreement_figures, render_agreement_html
+
+DEFAULT_RESAMPLES = 2000  # SPEC §9 default of the command and the REST endpoint
+PAGE_RESAMPLES = 200  # the researcher page computes on request, so it starts smaller
+MAX_RESAMPLES = 100_000
+
+
+@dataclass(frozen=True)
+class StudyAgreement:
+    """A computed agreement report with the votes it was computed from (for the figures)."""
+
+    study: Study
+    report: dict[str, Any]
+    votes: pd.DataFrame
+
+
+def check_bootstrap_options(resamples: Any, seed: Any, *, max_resamples: int = MAX_RESAMPLES) -> tuple[int, int]:
+    """Validate the bootstrap resample count and seed (integers; 1 ≤ resamples ≤ max, seed ≥ 0)."""
+    try:
+        r = int(str(resamples).strip())
+    except ValueError:
+        raise ValidationFailed(f"expected an integer 1–{max_resamples}, got {resamples!r}", field="bootstrap") from None
+    if not 1 <= r <= max_resamples:
+        raise ValidationFailed(f"expected an integer 1–{max_resamples}, got {r}", field="bootstrap")
+    try:
+        s = int(str(seed).strip())
+    except ValueError:
+        raise ValidationFailed(f"expected a non-negative integer, got {seed!r}", field="seed") from None
+    if s < 0:
+        raise ValidationFailed(f"expected a non-negative integer, got {s}", field="seed")
+    return r, s
+
+
+def agreement_report_compute(*, study: Study, resamples: int, seed: int | None = None) -> StudyAgreement:
+    """SPEC §5 agreement for ``study``; ``seed=None`` uses the study's seed."""
+    resamples, seed = check_bootstrap_options(resamples, study.seed if seed is None else seed)
+    votes = votes_frame(study=study)
+    try:
+        result = agreement_report(votes, resamples=resamples, seed=seed)
+    except ValueError as exc:  # stored data the statistics refuse: say so in one line
+        raise ValidationFailed(f"study '{study.slug}' votes: {exc}") from None
+    report = {"study": study.slug, **result.to_dict()}
+    return StudyAgreement(study=study, report=report, votes=votes)
+
+
+def agreement_report_for_study(*, study: Study, resamples: int, seed: int | None = None) -> dict[str, Any]:
+    """The SPEC §10 ``agreement_report`` JSON object (plain types, NaN as null)."""
+    return agreement_report_compute(study=study, resamples=resamples, seed=seed).report
+
+
+def agreement_report_html(agreement: StudyAgreement) -> str:
+    """The self-contained HTML page (inline CSS, SVG figures as data URIs, no script)."""
+    figures = agreement_figures(agreement.report, agreement.votes)
+    return render_agreement_html(study=agreement.study, report=agreement.report, figures=figures)
+
+
+def agreement_report_write(
+    *, study: Study, json_path: Path, html_path: Path | None = None, resamples: int, seed: int | None = None
+) -> dict[str, Any]:
+    """Compute once; write the JSON report (and the HTML page); return the report."""
+    agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
+    html = agreement_report_html(agreement) if html_path is not None else None
+    _write_text(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")
+    if html_path is not None and html is not None:
+        _write_text(Path(html_path), html)
+    return agreement.report
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write next to the target and move into place: no partial file on failure."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

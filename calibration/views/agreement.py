@@ -1,0 +1,68 @@
+"""Researcher page for the agreement report (SPEC §5) and its self-contained HTML download.
+
+Computed on request from the stored votes (voided assignments excluded) with a smaller default
+bootstrap than the command; ``?bootstrap=&seed=`` change it.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from annotation.errors import ArbiterError
+from annotation.models import Study
+from annotation.roles import is_researcher, studies_for
+from calibration.reports import agreement_context, agreement_figures
+from calibration.services.agreement import (
+    PAGE_RESAMPLES,
+    agreement_report_compute,
+    agreement_report_html,
+    check_bootstrap_options,
+)
+
+MAX_PAGE_RESAMPLES = 10_000
+
+
+def _study(request: HttpRequest, slug: str) -> Study:
+    if not is_researcher(request.user):
+        raise PermissionDenied
+    return get_object_or_404(studies_for(request.user), slug=slug)
+
+
+def _options(request: HttpRequest, study: Study) -> tuple[int, int]:
+    return check_bootstrap_options(
+        request.GET.get("bootstrap") or PAGE_RESAMPLES,
+        request.GET.get("seed") or study.seed,
+        max_resamples=MAX_PAGE_RESAMPLES,
+    )
+
+
+@login_required
+@require_GET
+def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    try:
+        resamples, seed = _options(request, study)
+        agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    figures = agreement_figures(agreement.report, agreement.votes)
+    context = agreement_context(study=study, report=agreement.report, figures=figures)
+    return render(request, "calibration/agreement.html", {**context, "max_bootstrap": MAX_PAGE_RESAMPLES})
+
+
+@login_required
+@require_GET
+def agreement_download_html(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    try:
+        resamples, seed = _options(request, study)
+        agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    response = HttpResponse(agreement_report_html(agreement), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-agreement.html"'
+    return response
