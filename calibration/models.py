@@ -55,3 +55,26 @@ class CoefficientSet(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise FrozenError(f"coefficient set {self.name!r} is frozen and cannot be deleted")
+
+
+class CalibrationReport(models.Model):
+    """A computed SPEC §6 calibration report (the JSON of ``calibrate``, without per-comparison
+    predictions), kept so the researcher page can show the last one and freeze exactly what it
+    shows. Reports are records, not frozen sets: they may be deleted."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="calibration_reports")
+    report = models.JSONField()
+    resamples = models.PositiveIntegerField()
+    seed = models.BigIntegerField()
+    data_hash = models.CharField(max_length=64, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_label = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}@{self.created_at:%Y-%m-%d %H:%M}"

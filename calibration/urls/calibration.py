@@ -1,5 +1,33 @@
+"""Calibration (SPEC §6): the researcher page, its downloads, and the REST endpoints."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from calibration.api.calibration import CalibrationReportApi, CoefficientSetDetailApi, CoefficientSetListApi
+from calibration.views.calibration import calibration_download, calibration_page
+
+app_name = "calibration"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("studies/<slug:slug>/calibration/", calibration_page, name="page"),
+    path(
+        "studies/<slug:slug>/calibration/report.html",
+        calibration_download,
+        {"fmt": "html"},
+        name="download-html",
+    ),
+    path(
+        "studies/<slug:slug>/calibration/report.json",
+        calibration_download,
+        {"fmt": "json"},
+        name="download-json",
+    ),
+    path("api/studies/<slug:slug>/calibration/", CalibrationReportApi.as_view(), name="api-report"),
+    path("api/studies/<slug:slug>/coefficients/", CoefficientSetListApi.as_view(), name="api-coefficients"),
+    path(
+        "api/studies/<slug:slug>/coefficients/<str:name>/",
+        CoefficientSetDetailApi.as_view(),
+        name="api-coefficient-set",
+    ),
+]

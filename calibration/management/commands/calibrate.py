@@ -1,0 +1,81 @@
+"""``calibrate SLUG --json PATH [--html PATH] [--freeze NAME] [--bootstrap N] [--seed N]
+[--pilot-size N] [--judges a,b,c]``: SPEC §6 calibration of a study's judges (report keys SPEC §10).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from annotation.errors import NotFound, ValidationFailed
+from annotation.management.base import ArbiterCommand
+from annotation.models import Study
+from calibration.calibration_plots import calibration_html
+from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
+from calibration.services.calibration import calibration_run
+
+
+def _writable(path: Path | None, flag: str) -> None:
+    if path is not None and not path.parent.is_dir():
+        raise ValidationFailed(f"folder {str(path.parent)!r} does not exist", field=flag)
+
+
+class Command(ArbiterCommand):
+    help = "Calibrate the study's judges against the human reference (SPEC §6) and optionally freeze the weights."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("slug", help="study slug")
+        parser.add_argument("--json", type=Path, required=True, help="write the JSON report here")
+        parser.add_argument("--html", type=Path, help="also write a self-contained HTML report here")
+        parser.add_argument(
+            "--freeze", metavar="NAME", help="freeze the fitted weights as a CoefficientSet NAME"
+        )
+        parser.add_argument(
+            "--bootstrap", type=int, default=DEFAULT_RESAMPLES, help="page-block resamples (5000)"
+        )
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed ({DEFAULT_SEED})")
+        parser.add_argument(
+            "--pilot-size", type=int, help="committee pilot size (default: the paper's 320/1872 share)"
+        )
+        parser.add_argument(
+            "--judges", help="comma-separated judge names (default: every judge with outputs)"
+        )
+
+    def run(self, *args: Any, **options: Any) -> None:
+        study = Study.objects.filter(slug=options["slug"]).first()
+        if study is None:
+            raise NotFound(f"no study with slug {options['slug']!r}")
+        json_path: Path = options["json"]
+        html_path: Path | None = options["html"]
+        _writable(json_path, "--json")
+        _writable(html_path, "--html")
+        judges = None
+        if options["judges"] is not None:
+            judges = [j.strip() for j in options["judges"].split(",") if j.strip()]
+            if not judges:
+                raise ValidationFailed("expected comma-separated judge names", field="--judges")
+        report, _, frozen = calibration_run(
+            study=study,
+            resamples=options["bootstrap"],
+            seed=options["seed"],
+            pilot_size=options["pilot_size"],
+            judges=judges,
+            freeze=options["freeze"],
+        )
+        json_path.write_text(
+            json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        if html_path is not None:
+            html_path.write_text(
+                calibration_html(report, title=f"Calibration · {study.title}"), encoding="utf-8"
+            )
+        brier = report["cv"]["brier"]["value"]
+        line = (
+            f"calibrated {len(report['judges'])} judges on {report['n_comparisons']} comparisons of {study.slug} "
+            f"({report['n_excluded']} left out); out-of-fold Brier "
+            + (f"{brier:.4f}" if brier is not None else "n/a")
+        )
+        if frozen is not None:
+            line += f"; frozen as {frozen.name!r}"
+        self.stdout.write(line)

@@ -1,0 +1,150 @@
+"""Reads that assemble the SPEC §6 calibration inputs of a study (the adapter in front of
+``calibration.judge_weights.calibrate``).
+
+- the human table: one row per human-set comparison — ``comparison, page, block, h, n_valid,
+  n_A, n_T, n_B, system_a, system_b`` — from the main (non-repeat) votes of non-voided
+  assignments (``annotation.selectors.votes.votes_frame``), counted and turned into ``h`` with
+  ``calibration.agreement.label_counts`` / ``human_reference`` (SPEC §5);
+- the judge outputs of the human set (``judges.selectors.judge_outputs_frame``);
+- each judge's vendor family (``Judge.family``, SPEC §6 committee eligibility).
+
+No writes. Identifiers are the bundle's external ids (comparison, page, system) and block names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from annotation.errors import ValidationFailed
+from annotation.models import BlockItem, Comparison, ComparisonSet, Study
+from annotation.selectors.votes import votes_frame
+from calibration.agreement import human_reference, label_counts
+from judges.models import Judge
+
+HUMAN_TABLE_COLUMNS: tuple[str, ...] = (
+    "comparison",
+    "page",
+    "block",
+    "h",
+    "n_valid",
+    "n_A",
+    "n_T",
+    "n_B",
+    "system_a",
+    "system_b",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class CalibrationInputs:
+    """Everything ``calibrate`` needs for one study (SPEC §6)."""
+
+    human: pd.DataFrame
+    judge_outputs: pd.DataFrame
+    judges: tuple[str, ...]
+    families: Mapping[str, str] | None
+    missing_families: tuple[str, ...]
+
+
+def human_reference_table(*, study: Study) -> pd.DataFrame:
+    """One row per human-set comparison, sorted by comparison id (SPEC §5 ``h_i``).
+
+    Comparisons without a valid main vote keep ``n_valid = 0`` and ``h = NaN`` (``calibrate``
+    counts and ignores them). The block is the comparison's schedule block; a comparison that is
+    in no block but has votes takes the block of its votes; otherwise the block is empty.
+    """
+    comps = list(
+        Comparison.objects.filter(study=study, set=ComparisonSet.HUMAN)
+        .order_by("external_id")
+        .values_list(
+            "external_id",
+            "page__external_id",
+            "candidate_a__system__external_id",
+            "candidate_b__system__external_id",
+        )
+    )
+    ids = [c[0] for c in comps]
+    block_of: dict[str, str] = dict(
+        BlockItem.objects.filter(block__study=study, comparison__set=ComparisonSet.HUMAN).values_list(
+            "comparison__external_id", "block__name"
+        )
+    )
+    votes = votes_frame(study=study, include_voided=False)
+    main = votes[~votes["is_repeat"].to_numpy(dtype=bool) & votes["comparison"].isin(ids)]
+    counts = label_counts(main["label"].to_numpy(), main["comparison"].to_numpy(), ids)  # B, TIE, A
+    for cid, blk in main.groupby("comparison", sort=False)["block"].first().items():
+        block_of.setdefault(str(cid), str(blk))
+    n_valid = counts.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        h = np.atleast_1d(human_reference(counts[:, 2], counts[:, 1], counts[:, 0])).astype(float)
+    return pd.DataFrame(
+        {
+            "comparison": pd.Series(ids, dtype=object),
+            "page": pd.Series([c[1] for c in comps], dtype=object),
+            "block": pd.Series([block_of.get(c, "") for c in ids], dtype=object),
+            "h": h if len(ids) else np.zeros(0),
+            "n_valid": n_valid.astype(np.int64),
+            "n_A": counts[:, 2].astype(np.int64),
+            "n_T": counts[:, 1].astype(np.int64),
+            "n_B": counts[:, 0].astype(np.int64),
+            "system_a": pd.Series([c[2] for c in comps], dtype=object),
+            "system_b": pd.Series([c[3] for c in comps], dtype=object),
+        },
+        columns=list(HUMAN_TABLE_COLUMNS),
+    )
+
+
+def human_set_judge_outputs(*, study: Study) -> pd.DataFrame:
+    """Judge outputs on the study's human-set comparisons (SPEC §6 calibration input)."""
+    from judges.selectors import judge_outputs_frame
+
+    return judge_outputs_frame(study=study, set=ComparisonSet.HUMAN)
+
+
+def judge_families(*, judges: Sequence[str]) -> dict[str, str]:
+    """``{judge name: vendor family}`` for the judges that have a family recorded."""
+    rows = Judge.objects.filter(name__in=list(judges)).values_list("name", "family")
+    return {name: family.strip() for name, family in rows if family and family.strip()}
+
+
+def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> CalibrationInputs:
+    """The human table, the human-set judge outputs and the judges' families of ``study``.
+
+    ``judges=None`` takes every judge with at least one output on the human set, sorted by name.
+    A named judge that has no output there is refused with one line.
+    """
+    human = human_reference_table(study=study)
+    outputs = human_set_judge_outputs(study=study)
+    present = sorted(set(outputs["judge"].astype(str))) if len(outputs) else []
+    if judges is None:
+        chosen = present
+    else:
+        chosen = [str(j).strip() for j in judges if str(j).strip()]
+        if len(set(chosen)) != len(chosen):
+            raise ValidationFailed("a judge is listed twice", field="judges")
+        unknown = [j for j in chosen if j not in present]
+        if unknown:
+            raise ValidationFailed(
+                f"no output on the human-set comparisons of study {study.slug} for judge(s) "
+                f"{', '.join(unknown)} (judges with outputs: {', '.join(present) or 'none'})",
+                field="judges",
+            )
+    if not chosen:
+        raise ValidationFailed(
+            f"study {study.slug} has no judge output on its human-set comparisons: import or run judges first"
+        )
+    if len(outputs):
+        outputs = outputs[outputs["judge"].astype(str).isin(chosen)].reset_index(drop=True)
+    families = judge_families(judges=chosen)
+    missing = tuple(j for j in chosen if j not in families)
+    return CalibrationInputs(
+        human=human,
+        judge_outputs=outputs,
+        judges=tuple(chosen),
+        families=None if missing else families,
+        missing_families=missing,
+    )

@@ -1,0 +1,318 @@
+"""Calibration of a study's judges (SPEC §6) and freezing of the fitted weights.
+
+``calibration_report_for_study`` reads the study (``calibration.selectors.calibration``), runs the
+pure ``calibration.judge_weights.calibrate`` and returns its JSON report (SPEC §10 ``calibrate``
+keys and extras) with the provenance a frozen set needs: the exact comparison ids of the fit and
+``data_hash`` — the SHA-256 of a canonical JSON of the fitted matrix ``x̄`` and ``h`` (see
+:func:`fit_data_hash`). ``coefficient_set_freeze`` turns such a report into an immutable
+``CoefficientSet``. The command, the researcher page and the REST endpoint all call these.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+from django.db import IntegrityError, transaction
+
+from annotation.errors import Conflict, ValidationFailed
+from annotation.models import AuditEvent, Study
+from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
+from calibration.models import CalibrationReport, CoefficientSet
+from calibration.selectors.calibration import calibration_inputs
+
+#: Libraries whose versions are recorded with every report and frozen set.
+RECORDED_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "statsmodels", "pandas")
+MAX_RESAMPLES = 100_000
+NAME_MAX_LENGTH = 120
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the numerical libraries the fit depends on."""
+    out = {}
+    for name in RECORDED_LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:  # pragma: no cover - all are dependencies
+            out[name] = "unknown"
+    return out
+
+
+def fit_data_hash(
+    *, comparisons: Sequence[object], judges: Sequence[str], x: np.ndarray, h: np.ndarray
+) -> str:
+    """SHA-256 of the canonical JSON of the fitted data (SPEC §6 "Freezing").
+
+    The JSON is ``{"comparisons": [...], "h": [...], "judges": [...], "x": [[...], ...]}``: the
+    comparison ids in fit order, ``h_i``, the judge names in column order and the matrix of
+    ``x̄_ij`` (one row per comparison), with sorted keys, no whitespace (separators ``,`` and
+    ``:``), floats in Python's shortest round-trip form, UTF-8.
+    """
+    x = np.asarray(x, dtype=float)
+    h = np.asarray(h, dtype=float)
+    if x.shape != (len(comparisons), len(judges)) or h.shape != (len(comparisons),):
+        raise ValueError("fit data: x must be (comparisons × judges) and h one value per comparison")
+    payload = {
+        "comparisons": [str(c) for c in comparisons],
+        "judges": [str(j) for j in judges],
+        "x": [[float(v) for v in row] for row in x.tolist()],
+        "h": [float(v) for v in h.tolist()],
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _check_parameters(resamples: int, seed: int, pilot_size: int | None) -> None:
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or not 1 <= resamples <= MAX_RESAMPLES:
+        raise ValidationFailed(f"expected an integer 1…{MAX_RESAMPLES}, got {resamples!r}", field="bootstrap")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValidationFailed(f"expected a non-negative integer, got {seed!r}", field="seed")
+    if pilot_size is not None and (
+        isinstance(pilot_size, bool) or not isinstance(pilot_size, int) or pilot_size < 1
+    ):
+        raise ValidationFailed(f"expected a positive integer, got {pilot_size!r}", field="pilot_size")
+
+
+def calibration_report_for_study(
+    *,
+    study: Study,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    pilot_size: int | None = None,
+    judges: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The SPEC §6 calibration report of ``study`` as a JSON-ready dict (SPEC §10 keys + extras).
+
+    Deterministic in (data, resamples, seed, pilot_size, judges). Besides the keys of
+    ``CalibrationResult.to_dict(include_predictions=True)`` it holds ``study``, ``pilot_size``,
+    ``fit_data{comparison_ids, data_hash}`` and ``library_versions``. Bad input raises a one-line
+    ``ArbiterError``.
+    """
+    _check_parameters(resamples, seed, pilot_size)
+    inputs = calibration_inputs(study=study, judges=judges)
+    warnings: list[str] = []
+    if inputs.missing_families:
+        warnings.append(
+            "no vendor family recorded for judge(s) "
+            + ", ".join(inputs.missing_families)
+            + ": committee audit skipped (set the judge's family)"
+        )
+    try:
+        result = calibrate(
+            inputs.judge_outputs,
+            inputs.human,
+            judges=list(inputs.judges),
+            resamples=resamples,
+            seed=seed,
+            pilot_size=pilot_size,
+            families=inputs.families,
+        )
+    except ValueError as exc:
+        raise ValidationFailed(f"study {study.slug}: {exc}") from None
+    report = result.to_dict(include_predictions=True)
+    pred = result.predictions
+    x = pred[[f"x:{j}" for j in result.judges]].to_numpy(dtype=float)
+    comparison_ids = [str(c) for c in pred["comparison"].tolist()]
+    data_hash = fit_data_hash(
+        comparisons=comparison_ids, judges=result.judges, x=x, h=pred["h"].to_numpy(dtype=float)
+    )
+    if warnings:
+        report["warnings"] = [*warnings, *report.get("warnings", [])]
+    return {
+        "study": study.slug,
+        **report,
+        "pilot_size": pilot_size,
+        "fit_data": {"comparison_ids": comparison_ids, "data_hash": data_hash},
+        "library_versions": library_versions(),
+    }
+
+
+def report_without_predictions(report: dict[str, Any]) -> dict[str, Any]:
+    """The report minus its per-comparison ``predictions`` (what is stored in the database)."""
+    return {k: v for k, v in report.items() if k != "predictions"}
+
+
+def actor_label(user: Any = None) -> str:
+    """The user's name, or the operating-system user for the command line."""
+    if user is not None and getattr(user, "is_authenticated", False):
+        return str(user.get_username())[:150]
+    try:
+        return f"os:{getpass.getuser()}"[:150]
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return "os:unknown"
+
+
+def _user_or_none(user: Any) -> Any:
+    return user if user is not None and getattr(user, "is_authenticated", False) else None
+
+
+def calibration_report_save(*, study: Study, report: dict[str, Any], user: Any = None) -> CalibrationReport:
+    """Store a computed report (without predictions) as the study's latest calibration."""
+    boot = report.get("bootstrap") or {}
+    return CalibrationReport.objects.create(
+        study=study,
+        report=report_without_predictions(report),
+        resamples=int(boot.get("resamples") or 0),
+        seed=int(boot.get("seed") or 0),
+        data_hash=str((report.get("fit_data") or {}).get("data_hash") or ""),
+        created_by=_user_or_none(user),
+        created_by_label=actor_label(user),
+    )
+
+
+def check_coefficient_set_name(name: object) -> str:
+    """A set name: 1–120 printable characters, no surrounding spaces, no '/' (it is a URL part)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationFailed("a coefficient set needs a non-empty name", field="name")
+    name = name.strip()
+    if len(name) > NAME_MAX_LENGTH:
+        raise ValidationFailed(f"at most {NAME_MAX_LENGTH} characters, got {len(name)}", field="name")
+    if "/" in name or not name.isprintable():
+        raise ValidationFailed(f"{name!r} contains '/' or a control character", field="name")
+    return name
+
+
+def refuse_existing_name(*, study: Study, name: str) -> None:
+    """One-line Conflict when ``name`` is already frozen in ``study`` (frozen sets are immutable)."""
+    if CoefficientSet.objects.filter(study=study, name=name).exists():
+        raise Conflict(
+            f"study {study.slug} already has a frozen coefficient set named {name!r}; "
+            "frozen sets are immutable: choose another name"
+        )
+
+
+def coefficient_set_create(
+    *,
+    study: Study,
+    name: str,
+    coefficients: dict[str, float],
+    comparison_ids: list[str],
+    data_hash: str,
+    versions: dict[str, str],
+    source: str,
+    report: dict[str, Any],
+    user: Any,
+    action: str,
+    details: dict[str, Any],
+) -> CoefficientSet:
+    """Create the frozen set and its AuditEvent in one transaction; a taken name is a Conflict."""
+    try:
+        with transaction.atomic():
+            refuse_existing_name(study=study, name=name)
+            label = actor_label(user)
+            coefficient_set = CoefficientSet.objects.create(
+                study=study,
+                name=name,
+                coefficients=coefficients,
+                comparison_ids=comparison_ids,
+                data_hash=data_hash,
+                library_versions=versions,
+                source=source,
+                report=report,
+                frozen_by=_user_or_none(user),
+                frozen_by_label=label,
+            )
+            AuditEvent.objects.create(
+                actor=_user_or_none(user),
+                actor_label=label,
+                action=action,
+                study=study,
+                target=name,
+                details=details,
+            )
+    except IntegrityError:  # a concurrent freeze took the name between the check and the insert
+        raise Conflict(
+            f"study {study.slug} already has a frozen coefficient set named {name!r}; "
+            "frozen sets are immutable: choose another name"
+        ) from None
+    return coefficient_set
+
+
+def coefficient_set_freeze(
+    *, study: Study, name: str, report: dict[str, Any], user: Any = None
+) -> CoefficientSet:
+    """Freeze the coefficients of a calibration ``report`` of ``study`` under ``name`` (SPEC §6).
+
+    Records the study, the exact comparison ids and the data hash of the fit, the library
+    versions, who froze it (``user``, or the OS user) and the report (without predictions).
+    A name that exists is refused with one line; so is a report of another study or one whose
+    coefficients are not all finite numbers.
+    """
+    name = check_coefficient_set_name(name)
+    if report.get("study") not in (None, study.slug):
+        raise ValidationFailed(f"the report is of study {report.get('study')!r}, not {study.slug!r}")
+    coefficients = report.get("coefficients")
+    judges = report.get("judges")
+    if not isinstance(coefficients, dict) or not coefficients or not isinstance(judges, list):
+        raise ValidationFailed("the report has no coefficients to freeze")
+    bad = [j for j in judges if not _finite_number(coefficients.get(j))]
+    if bad:
+        raise ValidationFailed(
+            f"coefficient of judge(s) {', '.join(map(str, bad))} is not a finite number: not frozen"
+        )
+    fit_data = report.get("fit_data") or {}
+    comparison_ids = [str(c) for c in fit_data.get("comparison_ids") or []]
+    data_hash = str(fit_data.get("data_hash") or "")
+    if not comparison_ids or len(data_hash) != 64:
+        raise ValidationFailed("the report does not record the data it was fitted on (fit_data): not frozen")
+    ordered = {str(j): float(coefficients[j]) for j in judges}
+    stored = report_without_predictions(report)
+    return coefficient_set_create(
+        study=study,
+        name=name,
+        coefficients=ordered,
+        comparison_ids=comparison_ids,
+        data_hash=data_hash,
+        versions=dict(report.get("library_versions") or library_versions()),
+        source="fit",
+        report=stored,
+        user=user,
+        action="coefficients.freeze",
+        details={
+            "coefficients": ordered,
+            "n_comparisons": report.get("n_comparisons"),
+            "data_hash": data_hash,
+            "bootstrap": report.get("bootstrap"),
+        },
+    )
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def calibration_run(
+    *,
+    study: Study,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    pilot_size: int | None = None,
+    judges: Sequence[str] | None = None,
+    freeze: str | None = None,
+    user: Any = None,
+) -> tuple[dict[str, Any], CalibrationReport, CoefficientSet | None]:
+    """Compute the report, store it as the study's latest and optionally freeze it as ``freeze``.
+
+    A ``freeze`` name that already exists is refused before anything is computed or written.
+    """
+    name = None
+    if freeze is not None:
+        name = check_coefficient_set_name(freeze)
+        refuse_existing_name(study=study, name=name)
+    report = calibration_report_for_study(
+        study=study, resamples=resamples, seed=seed, pilot_size=pilot_size, judges=judges
+    )
+    with transaction.atomic():
+        coefficient_set = (
+            coefficient_set_freeze(study=study, name=name, report=report, user=user)
+            if name is not None
+            else None
+        )
+        stored = calibration_report_save(study=study, report=report, user=user)
+    return report, stored, coefficient_set

@@ -1,0 +1,147 @@
+"""The researcher's calibration page (SPEC §6): the last report, recompute, freeze, download.
+
+GET shows the study's latest stored report; when there is none it computes one with a small
+bootstrap (``PAGE_RESAMPLES``) and stores it. POST ``action=recompute`` computes a new report with
+the chosen bootstrap and seed; POST ``action=freeze`` freezes the coefficients of the report shown
+(by id) under a name. Same services as the ``calibrate`` command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotation.errors import ArbiterError, ValidationFailed
+from annotation.models import Study
+from annotation.roles import is_researcher, studies_for
+from calibration.calibration_plots import calibration_context, calibration_html
+from calibration.judge_weights import DEFAULT_SEED
+from calibration.models import CalibrationReport
+from calibration.selectors.coefficients import (
+    calibration_report_get,
+    calibration_report_latest,
+    coefficient_sets_for_study,
+)
+from calibration.services.calibration import calibration_run, coefficient_set_freeze
+
+#: Resamples of the report computed when the page is first opened (fast; recompute for more).
+PAGE_RESAMPLES = 200
+MAX_PAGE_RESAMPLES = 20_000
+
+
+def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Logged-in researchers and admins only; anyone else logged in gets 403."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_researcher(request.user):
+            raise PermissionDenied("researchers only")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _study(request: HttpRequest, slug: str) -> Study:
+    return get_object_or_404(studies_for(request.user), slug=slug)
+
+
+def _form_int(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
+    raw = (request.POST.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationFailed(f"expected an integer, got {raw!r}", field=name) from None
+    if not low <= value <= high:
+        raise ValidationFailed(f"expected {low}…{high}, got {value}", field=name)
+    return value
+
+
+def _render(
+    request: HttpRequest,
+    study: Study,
+    stored: CalibrationReport | None,
+    *,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    context: dict[str, Any] = {
+        "study": study,
+        "stored": stored,
+        "error": error,
+        "coefficient_sets": coefficient_sets_for_study(study=study),
+        "page_resamples": PAGE_RESAMPLES,
+        "default_seed": DEFAULT_SEED,
+    }
+    if stored is not None:
+        context.update(calibration_context(stored.report))
+    return render(request, "calibration/calibration.html", context, status=status)
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def calibration_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    if request.method == "POST":
+        return _post(request, study)
+    stored = calibration_report_latest(study=study)
+    if stored is None:
+        try:
+            _, stored, _ = calibration_run(
+                study=study, resamples=PAGE_RESAMPLES, seed=DEFAULT_SEED, user=request.user
+            )
+        except ArbiterError as exc:
+            return _render(request, study, None, error=str(exc))
+    return _render(request, study, stored)
+
+
+def _post(request: HttpRequest, study: Study) -> HttpResponse:
+    action = request.POST.get("action")
+    latest = calibration_report_latest(study=study)
+    try:
+        if action == "recompute":
+            resamples = _form_int(request, "bootstrap", PAGE_RESAMPLES, 1, MAX_PAGE_RESAMPLES)
+            seed = _form_int(request, "seed", DEFAULT_SEED, 0, 2**63 - 1)
+            calibration_run(study=study, resamples=resamples, seed=seed, user=request.user)
+            messages.success(request, f"Recomputed with {resamples} resamples, seed {seed}.")
+        elif action == "freeze":
+            report_id = _form_int(request, "report", 0, 1, 2**63 - 1)
+            stored = calibration_report_get(study=study, report_id=report_id)
+            cs = coefficient_set_freeze(
+                study=study, name=request.POST.get("name", ""), report=stored.report, user=request.user
+            )
+            messages.success(request, f"Frozen as {cs.name!r}.")
+        else:
+            raise ValidationFailed("unknown action (expected recompute or freeze)", field="action")
+    except ArbiterError as exc:
+        return _render(request, study, latest, error=str(exc), status=exc.status_code)
+    return redirect("calibration:page", slug=study.slug)
+
+
+@researcher_required
+@require_GET
+def calibration_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The latest stored report as self-contained HTML or JSON (without per-comparison predictions)."""
+    study = _study(request, slug)
+    stored = calibration_report_latest(study=study)
+    if stored is None:
+        return redirect("calibration:page", slug=study.slug)
+    if fmt == "html":
+        body = calibration_html(stored.report, title=f"Calibration · {study.title}")
+        response = HttpResponse(body, content_type="text/html; charset=utf-8")
+    else:
+        body = json.dumps(stored.report, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+        response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-calibration.{fmt}"'
+    return response
