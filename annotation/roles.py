@@ -8,14 +8,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth.models import AnonymousUser, Group
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
-
     from annotation.models import Study
 
 ADMIN = "admin"
@@ -29,25 +27,25 @@ def ensure_groups() -> None:
         Group.objects.get_or_create(name=name)
 
 
-def _groups(user: AbstractBaseUser | AnonymousUser) -> set[str]:
+def _groups(user: Any) -> set[str]:
     if not user.is_authenticated:
         return set()
     cached = getattr(user, "_arbiter_groups", None)
     if cached is None:
-        cached = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
-        user._arbiter_groups = cached  # type: ignore[union-attr]
+        cached = set(user.groups.values_list("name", flat=True))
+        user._arbiter_groups = cached
     return cached
 
 
-def is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
-    return bool(user.is_authenticated and (user.is_superuser or user.is_staff or ADMIN in _groups(user)))  # type: ignore[union-attr]
+def is_admin(user: Any) -> bool:
+    return bool(user.is_authenticated and (user.is_superuser or user.is_staff or ADMIN in _groups(user)))
 
 
-def is_researcher(user: AbstractBaseUser | AnonymousUser) -> bool:
+def is_researcher(user: Any) -> bool:
     return is_admin(user) or RESEARCHER in _groups(user)
 
 
-def studies_for(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Study]:
+def studies_for(user: Any) -> QuerySet[Study]:
     """The studies a user may manage: all for admins, their own for researchers, none otherwise."""
     from annotation.models import Study
 

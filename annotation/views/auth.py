@@ -66,7 +66,8 @@ class ThrottledObtainAuthToken(ObtainAuthToken):
     """``POST /api/auth/token/`` with the same failure throttling as the login page."""
 
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        username = str(request.data.get("username", ""))
+        data = request.data if isinstance(request.data, dict) else {}
+        username = str(data.get("username", ""))
         if login_blocked(request._request, username):
             return Response({"detail": TOO_MANY}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         serializer = self.get_serializer(data=request.data)
