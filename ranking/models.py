@@ -10,7 +10,12 @@ from calibration.models import CoefficientSet
 
 
 class Leaderboard(models.Model):
-    """A computed (and optionally published) leaderboard: parameters, progress and result."""
+    """A computed (and optionally published) leaderboard: parameters, progress and result.
+
+    ``inputs`` is the snapshot the computation used (systems, each scored comparison's A, B, p̂ and
+    page), taken once when the run starts, so that bootstrap chunks computed on several workers
+    all see the same data even if judge outputs change meanwhile. ``result`` is the SPEC §10 JSON.
+    """
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -27,6 +32,8 @@ class Leaderboard(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     progress = models.FloatField(default=0.0)
     error = models.TextField(blank=True)
+    inputs = models.JSONField(default=dict, blank=True)
+    chunks_total = models.PositiveIntegerField(default=0)
     result = models.JSONField(default=dict, blank=True)
     published = models.BooleanField(default=False)
     public_token = models.CharField(max_length=40, unique=True, default=new_token)
@@ -34,10 +41,45 @@ class Leaderboard(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["study", "-created_at"]
 
     def __str__(self) -> str:
         return f"{self.study_id}:{self.coefficient_set_id}:{self.created_at:%Y-%m-%d}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+
+class LeaderboardChunk(models.Model):
+    """One seeded slice ``start..stop`` of a leaderboard's bootstrap, computed by one task.
+
+    ``result`` holds the chunk's resampled scores and ranks; the task that stores the last chunk
+    merges them (``ranking.bradley_terry.merge_bootstrap_results``) into the leaderboard.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Done"
+
+    leaderboard = models.ForeignKey(Leaderboard, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    start = models.PositiveIntegerField()
+    stop = models.PositiveIntegerField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    result = models.JSONField(default=dict, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["leaderboard", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["leaderboard", "index"], name="leaderboardchunk_unique_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.leaderboard_id}[{self.start}:{self.stop}]"

@@ -1,5 +1,28 @@
+"""Leaderboards (SPEC §7): researcher pages, the published page and their REST endpoints."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from ranking import api, views
+
+app_name = "ranking"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("studies/<slug:slug>/deployment-schedule/", views.schedule_page, name="schedule"),
+    path("studies/<slug:slug>/leaderboards/", views.leaderboards_page, name="leaderboards"),
+    path("studies/<slug:slug>/leaderboards/<int:pk>/", views.leaderboard_detail, name="detail"),
+    path("studies/<slug:slug>/leaderboards/<int:pk>/row/", views.leaderboard_row, name="row"),
+    path("studies/<slug:slug>/leaderboards/<int:pk>/publish/", views.leaderboard_publish_view, name="publish"),
+    path(
+        "studies/<slug:slug>/leaderboards/<int:pk>/leaderboard.<str:fmt>",
+        views.leaderboard_download,
+        name="download",
+    ),
+    path("leaderboard/<str:token>/", views.leaderboard_public, name="public"),
+    path("leaderboard/<str:token>/leaderboard.json", views.leaderboard_public_download, {"fmt": "json"}, name="public-json"),
+    path("leaderboard/<str:token>/leaderboard.csv", views.leaderboard_public_download, {"fmt": "csv"}, name="public-csv"),
+    path("api/studies/<slug:slug>/leaderboards/", api.LeaderboardListApi.as_view(), name="api-list"),
+    path("api/studies/<slug:slug>/leaderboards/<int:pk>/", api.LeaderboardDetailApi.as_view(), name="api-detail"),
+    path("api/leaderboards/<str:token>/", api.LeaderboardPublicApi.as_view(), name="api-public"),
+]

@@ -1,0 +1,109 @@
+"""REST endpoints for leaderboards (SPEC §7, §10).
+
+- ``GET/POST /api/studies/<slug>/leaderboards/``: a study's leaderboards / start one (202; the
+  computation is a Celery task). Researchers and admins, scoped by ``studies_for``: another
+  study's slug is a 404.
+- ``GET /api/studies/<slug>/leaderboards/<id>/``: status, progress and (when done) the result.
+- ``GET /api/leaderboards/<public_token>/``: the SPEC §10 JSON of a published leaderboard, to
+  anyone (no login); unpublished or unknown tokens are a 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import permissions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.api.votes import IsResearcher, study_for_request
+from ranking.models import Leaderboard
+from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study
+from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED, leaderboard_start
+
+
+class LeaderboardOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    coefficients = serializers.CharField(source="coefficient_set.name")
+    resamples = serializers.IntegerField()
+    seed = serializers.IntegerField()
+    use_human_labels = serializers.BooleanField()
+    status = serializers.CharField()
+    progress = serializers.FloatField()
+    error = serializers.CharField()
+    published = serializers.BooleanField()
+    public_token = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class LeaderboardDetailSerializer(LeaderboardOutputSerializer):
+    result = serializers.JSONField()
+
+
+class LeaderboardStartSerializer(serializers.Serializer):
+    coefficients = serializers.CharField(help_text="name of a frozen coefficient set of the study")
+    bootstrap = serializers.IntegerField(default=DEFAULT_RESAMPLES, help_text="bootstrap resamples")
+    seed = serializers.IntegerField(default=DEFAULT_SEED, help_text="bootstrap seed")
+    use_human_labels = serializers.BooleanField(default=False)
+    objective = serializers.DictField(
+        child=serializers.FloatField(), required=False, help_text="objective leaderboard {system: score}"
+    )
+
+
+class LeaderboardListApi(APIView):
+    permission_classes = [permissions.IsAuthenticated, IsResearcher]
+
+    @extend_schema(responses={200: LeaderboardOutputSerializer(many=True)}, summary="The study's leaderboards")
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_for_request(request, slug)
+        return Response(LeaderboardOutputSerializer(leaderboards_for_study(study=study), many=True).data)
+
+    @extend_schema(
+        request=LeaderboardStartSerializer,
+        responses={202: LeaderboardOutputSerializer, 400: OpenApiResponse(description="one-line reason")},
+        summary="Start computing a leaderboard (SPEC §7) as a background task",
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        study = study_for_request(request, slug)
+        data = LeaderboardStartSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values: dict[str, Any] = data.validated_data
+        leaderboard = leaderboard_start(
+            study=study,
+            coefficient_set=values["coefficients"],
+            resamples=values["bootstrap"],
+            seed=values["seed"],
+            use_human_labels=values["use_human_labels"],
+            objective=values.get("objective"),
+            user=request.user,
+        )
+        return Response(LeaderboardOutputSerializer(leaderboard).data, status=status.HTTP_202_ACCEPTED)
+
+
+class LeaderboardDetailApi(APIView):
+    permission_classes = [permissions.IsAuthenticated, IsResearcher]
+
+    @extend_schema(responses={200: LeaderboardDetailSerializer}, summary="One leaderboard: status, progress, result")
+    def get(self, request: Request, slug: str, pk: int) -> Response:
+        study = study_for_request(request, slug)
+        leaderboard = leaderboard_get(study=study, leaderboard_id=pk)
+        if leaderboard is None:
+            raise Http404("no such leaderboard")
+        return Response(LeaderboardDetailSerializer(leaderboard).data)
+
+
+class LeaderboardPublicApi(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="A published leaderboard's SPEC §10 JSON (public)")
+    def get(self, request: Request, token: str) -> Response:
+        leaderboard: Leaderboard | None = leaderboard_published(public_token=token)
+        if leaderboard is None:
+            raise Http404("no such leaderboard")
+        return Response(leaderboard.result)

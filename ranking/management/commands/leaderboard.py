@@ -1,0 +1,72 @@
+"""``leaderboard SLUG --coefficients NAME --json PATH [...]``: the SPEC §7 leaderboard (§9, §10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from annotation.errors import NotFound
+from annotation.management.base import ArbiterCommand
+from annotation.models import Study
+from ranking.services import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    check_leaderboard_options,
+    check_output_path,
+    coefficient_set_for,
+    leaderboard_compute,
+    leaderboard_write,
+    objective_read_csv,
+)
+
+
+class Command(ArbiterCommand):
+    # No system checks: they import every URLconf and view (matplotlib, statsmodels, ...), which
+    # would cost seconds at every start of a data command; `manage.py check` runs them.
+    requires_system_checks: list[str] = []
+    help = (
+        "Rank the study's systems from a frozen coefficient set (SPEC §7): proxy outcomes from each judge's "
+        "primary-order, repeat-0 output on every scheduled comparison (human-study ones included), "
+        "Bradley–Terry scores, soft preference, appearances, page-block bootstrap intervals and rank-1 shares."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--coefficients", required=True, help="name of a frozen coefficient set of the study")
+        parser.add_argument("--json", required=True, type=Path, help="write the SPEC §10 JSON here")
+        parser.add_argument("--html", type=Path, help="also write a self-contained HTML page")
+        parser.add_argument("--csv", type=Path, help="also write the systems table as CSV")
+        parser.add_argument("--bootstrap", default=DEFAULT_RESAMPLES, help=f"resamples (default {DEFAULT_RESAMPLES})")
+        parser.add_argument("--seed", default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
+        parser.add_argument("--objective", type=Path, help="objective leaderboard CSV 'system,score' to correlate with")
+        parser.add_argument(
+            "--use-human-labels", action="store_true", help="use h_i instead of p̂ on comparisons with human votes"
+        )
+
+    def run(self, *args: Any, **options: Any) -> None:
+        study = Study.objects.filter(slug=options["slug"]).first()
+        if study is None:
+            raise NotFound(f"no study with slug '{options['slug']}'")
+        resamples, seed = check_leaderboard_options(options["bootstrap"], options["seed"])
+        json_path = check_output_path(options["json"], option="--json")
+        html_path = check_output_path(options["html"], option="--html")
+        csv_path = check_output_path(options["csv"], option="--csv")
+        coefficient_set = coefficient_set_for(study=study, coefficient_set=options["coefficients"])
+        objective = objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
+        report = leaderboard_compute(
+            study=study,
+            coefficient_set=coefficient_set,
+            resamples=resamples,
+            seed=seed,
+            use_human_labels=options["use_human_labels"],
+            objective=objective,
+        )
+        leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
+        top = report["systems"][0]
+        self.stdout.write(
+            f"{len(report['systems'])} systems ranked from {report['n_comparisons']} comparisons on "
+            f"{report['n_pages']} pages ({report['n_skipped']} skipped); {resamples} resamples, seed {seed}; "
+            f"rank 1: {top['system']} ({top['rank1_share']:.0%} of resamples) -> {json_path}"
+        )

@@ -1,0 +1,761 @@
+"""Writes and computations of the ranking app (SPEC §7, §9, §10).
+
+- ``deployment_schedule_create``: the SPEC §7 deployment comparisons (``make_schedule``).
+- ``leaderboard_compute``: the SPEC §10 leaderboard JSON from a frozen CoefficientSet
+  (``leaderboard`` command; the task path below gives the same dict).
+- ``leaderboard_start`` / ``leaderboard_run`` / ``leaderboard_chunk_run``: the stored, queued
+  computation behind the researcher page and the REST endpoint. The run snapshots the inputs,
+  splits the bootstrap into seeded chunks (rows ``start..stop`` of one count matrix), each chunk
+  task stores its resamples, and the task that stores the last one merges them
+  (``merge_bootstrap_results``): bit-identical to one ``bootstrap_bradley_terry`` call.
+- ``leaderboard_publish``: publish / unpublish (audited).
+
+All formulas live in the pure modules ``ranking.bradley_terry``, ``ranking.deployment_schedule``,
+``calibration.bootstrap`` and ``ranking.proxy``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from annotation.errors import ArbiterError, Conflict, NotFound, ValidationFailed
+from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
+from annotation.services.audit import audit_record
+from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
+from calibration.models import CoefficientSet
+from ranking.bradley_terry import (
+    BootstrapResult,
+    appearances,
+    bootstrap_bradley_terry,
+    fit_bradley_terry,
+    merge_bootstrap_results,
+    soft_preference,
+)
+from ranking.deployment_schedule import DeploymentSchedule, make_deployment_schedule
+from ranking.models import Leaderboard, LeaderboardChunk
+from ranking.selectors import (
+    LeaderboardInputs,
+    deployment_external_ids,
+    leaderboard_inputs,
+    schedule_eligible_pages,
+    schedule_existing_human,
+)
+
+DEFAULT_RESAMPLES = 2000  # SPEC §7 (paper)
+DEFAULT_SEED = 20260831  # SPEC §7 (paper)
+MAX_RESAMPLES = 100_000
+# Resamples per bootstrap chunk task (ARBITER_LEADERBOARD_CHUNK_RESAMPLES overrides).
+DEFAULT_CHUNK_RESAMPLES = 500
+PROGRESS_PREPARED = 0.05
+
+ProgressCallback = Callable[[float], None]
+
+
+# --------------------------------------------------------------------------- options and input files
+
+
+def check_leaderboard_options(resamples: Any, seed: Any) -> tuple[int, int]:
+    """Bootstrap resamples (1…MAX_RESAMPLES) and seed (≥ 0), as integers; one-line error otherwise."""
+    try:
+        r = int(str(resamples).strip())
+    except ValueError:
+        raise ValidationFailed(f"expected an integer 1–{MAX_RESAMPLES}, got {resamples!r}", field="bootstrap") from None
+    if not 1 <= r <= MAX_RESAMPLES:
+        raise ValidationFailed(f"expected an integer 1–{MAX_RESAMPLES}, got {r}", field="bootstrap")
+    try:
+        s = int(str(seed).strip())
+    except ValueError:
+        raise ValidationFailed(f"expected a non-negative integer, got {seed!r}", field="seed") from None
+    if s < 0:
+        raise ValidationFailed(f"expected a non-negative integer, got {s}", field="seed")
+    return r, s
+
+
+def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
+    """An objective leaderboard CSV ``system,score`` (header required) → ``{system: score}``.
+
+    Every line is checked: the system must be one of ``systems`` (bundle ids) and appear once, the
+    score a finite number. Errors name ``source:line``.
+    """
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    header = next(reader, None)
+    if header is None:
+        raise ValidationFailed("the file is empty; expected a header 'system,score'", where=f"{source}:1")
+    names = [h.strip().lower() for h in header]
+    if "system" not in names or "score" not in names:
+        raise ValidationFailed(f"expected a header with columns 'system,score', got {','.join(header)!r}", where=f"{source}:1")
+    col_system, col_score = names.index("system"), names.index("score")
+    out: dict[str, float] = {}
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) <= max(col_system, col_score):
+            raise ValidationFailed(f"expected {len(header)} columns, got {len(row)}", where=f"{source}:{line}")
+        system, raw = row[col_system].strip(), row[col_score].strip()
+        if system not in systems:
+            raise ValidationFailed(
+                f"unknown system {system!r} (systems of the study: {', '.join(sorted(systems))})",
+                where=f"{source}:{line}", field="system",
+            )
+        if system in out:
+            raise ValidationFailed(f"system {system!r} is listed twice", where=f"{source}:{line}", field="system")
+        try:
+            score = float(raw)
+        except ValueError:
+            raise ValidationFailed(f"expected a number, got {raw!r}", where=f"{source}:{line}", field="score") from None
+        if not math.isfinite(score):
+            raise ValidationFailed(f"expected a finite number, got {raw!r}", where=f"{source}:{line}", field="score")
+        out[system] = score
+    if not out:
+        raise ValidationFailed("no system scores after the header", where=source)
+    return out
+
+
+def study_system_ids(*, study: Study) -> frozenset[str]:
+    return frozenset(System.objects.filter(study=study).values_list("external_id", flat=True))
+
+
+def objective_read_csv(*, study: Study, path: Path | str) -> dict[str, float]:
+    """Read and validate an objective leaderboard CSV file for ``study`` (SPEC §7, §9 ``--objective``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValidationFailed("no such file", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise ValidationFailed("not UTF-8 text", where=str(path)) from None
+    return objective_parse_csv(text, source=path.name, systems=study_system_ids(study=study))
+
+
+def check_objective(*, study: Study, objective: Mapping[str, Any] | None) -> dict[str, float]:
+    """An objective mapping from the API/page: known systems, finite numeric scores."""
+    if not objective:
+        return {}
+    if not isinstance(objective, Mapping):
+        raise ValidationFailed("expected an object {system: score}", field="objective")
+    systems = study_system_ids(study=study)
+    out: dict[str, float] = {}
+    for system, score in objective.items():
+        if system not in systems:
+            raise ValidationFailed(f"unknown system {system!r}", field=f"objective.{system}")
+        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(float(score)):
+            raise ValidationFailed(f"expected a finite number, got {score!r}", field=f"objective.{system}")
+        out[str(system)] = float(score)
+    return out
+
+
+def coefficient_set_for(*, study: Study, coefficient_set: CoefficientSet | str) -> CoefficientSet:
+    """The study's frozen set (given or by name); one-line NotFound naming the known sets."""
+    if isinstance(coefficient_set, CoefficientSet):
+        if coefficient_set.study_id != study.pk:
+            raise NotFound(f"coefficient set {coefficient_set.name!r} belongs to another study")
+        return coefficient_set
+    found = CoefficientSet.objects.filter(study=study, name=coefficient_set).first()
+    if found is None:
+        known = list(CoefficientSet.objects.filter(study=study).order_by("name").values_list("name", flat=True))
+        raise NotFound(
+            f"study {study.slug} has no coefficient set {coefficient_set!r} (frozen sets: {', '.join(known) or 'none'})"
+        )
+    return found
+
+
+# --------------------------------------------------------------------------- the leaderboard maths
+
+
+def leaderboard_prepare(
+    *, study: Study, coefficient_set: CoefficientSet, use_human_labels: bool = False
+) -> LeaderboardInputs:
+    """The scored comparisons (SPEC §7); refuses when fewer than two systems can be ranked."""
+    inputs = leaderboard_inputs(study=study, coefficient_set=coefficient_set, use_human_labels=use_human_labels)
+    if inputs.n_comparisons == 0:
+        raise ArbiterError(
+            f"no comparison of study {study.slug} can be scored with coefficient set {coefficient_set.name!r}: "
+            f"{inputs.n_skipped} comparisons lack a valid primary-order, repeat-0 output from some judge of the set "
+            f"({', '.join(inputs.judges) or 'no judges'})"
+        )
+    if len(inputs.systems) < 2:
+        raise ArbiterError(f"study {study.slug}: the scored comparisons involve fewer than two systems")
+    return inputs
+
+
+def inputs_snapshot(inputs: LeaderboardInputs) -> dict[str, Any]:
+    """JSON form of the inputs (floats round-trip exactly through JSON)."""
+    return {
+        "systems": list(inputs.systems),
+        "names": list(inputs.names),
+        "comparisons": list(inputs.comparisons),
+        "pages": list(inputs.pages),
+        "a": inputs.a.tolist(),
+        "b": inputs.b.tolist(),
+        "p": inputs.p.tolist(),
+        "from_human": inputs.from_human.tolist(),
+        "n_skipped": inputs.n_skipped,
+        "judges": list(inputs.judges),
+        "coefficients": list(inputs.coefficients),
+    }
+
+
+def inputs_from_snapshot(data: Mapping[str, Any]) -> LeaderboardInputs:
+    return LeaderboardInputs(
+        systems=tuple(data["systems"]),
+        names=tuple(data["names"]),
+        comparisons=tuple(data["comparisons"]),
+        pages=tuple(data["pages"]),
+        a=np.asarray(data["a"], dtype=np.int64),
+        b=np.asarray(data["b"], dtype=np.int64),
+        p=np.asarray(data["p"], dtype=np.float64),
+        from_human=np.asarray(data["from_human"], dtype=bool),
+        n_skipped=int(data["n_skipped"]),
+        judges=tuple(data["judges"]),
+        coefficients=tuple(float(x) for x in data["coefficients"]),
+    )
+
+
+def bootstrap_chunk(
+    inputs: LeaderboardInputs,
+    *,
+    resamples: int,
+    seed: int,
+    start: int,
+    stop: int,
+    counts: np.ndarray | None = None,
+) -> BootstrapResult:
+    """Rows ``start..stop`` of the SPEC §7 page-block bootstrap (units = pages, one stratum)."""
+    units = bootstrap_units(list(inputs.pages))
+    return bootstrap_bradley_terry(
+        inputs.a, inputs.b, inputs.p, len(inputs.systems), units,
+        resamples=resamples, seed=seed, chunk=(start, stop), counts=counts,
+    )
+
+
+def chunk_bounds(resamples: int, chunk_resamples: int) -> list[tuple[int, int]]:
+    size = max(1, int(chunk_resamples))
+    return [(lo, min(resamples, lo + size)) for lo in range(0, resamples, size)]
+
+
+def check_objective_coverage(systems: list[str], objective: Mapping[str, float]) -> None:
+    """At least two ranked systems must have an objective score to correlate."""
+    n = sum(1 for system in systems if system in objective)
+    if n < 2:
+        raise ArbiterError(f"the objective leaderboard scores {n} of the ranked systems; at least 2 are needed")
+
+
+def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[str, float]) -> dict[str, Any]:
+    """SPEC §7 objective vs subjective: Spearman ρ and Kendall τ (scipy) of the objective scores
+    against the Bradley–Terry scores, over the ranked systems that have an objective score."""
+    check_objective_coverage([row["system"] for row in systems], objective)
+    common = [row for row in systems if row["system"] in objective]
+    from scipy import stats  # imported here: only --objective needs it (a second of start-up otherwise)
+
+    x = np.array([objective[row["system"]] for row in common], dtype=float)
+    y = np.array([row["score"] for row in common], dtype=float)
+    rho = stats.spearmanr(x, y).statistic
+    tau = stats.kendalltau(x, y).statistic
+    return {
+        "spearman": _float_or_none(rho),
+        "kendall": _float_or_none(tau),
+        "n_systems": len(common),
+        "systems_without_objective": [row["system"] for row in systems if row["system"] not in objective],
+    }
+
+
+def _float_or_none(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def leaderboard_report(
+    *,
+    inputs: LeaderboardInputs,
+    coefficient_set_name: str,
+    boot: BootstrapResult,
+    use_human_labels: bool = False,
+    objective: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The SPEC §10 leaderboard JSON from the inputs and the (merged) bootstrap."""
+    m = len(inputs.systems)
+    fit = fit_bradley_terry(inputs.a, inputs.b, inputs.p, m)
+    soft = soft_preference(inputs.a, inputs.b, inputs.p, m)
+    appear = appearances(inputs.a, inputs.b, m)
+    rows: list[dict[str, Any]] = []
+    for k in range(m):
+        rows.append(
+            {
+                "system": inputs.systems[k],
+                "name": inputs.names[k],
+                "rank": int(fit.ranks[k]),
+                "score": float(fit.scores[k]),
+                "ci95": [float(boot.ci95[k, 0]), float(boot.ci95[k, 1])],
+                "rank_ci95": [int(boot.rank_ci95[k, 0]), int(boot.rank_ci95[k, 1])],
+                "soft_preference": float(soft[k]),
+                "appearances": int(appear[k]),
+                "rank1_share": float(boot.rank1_share[k]),
+            }
+        )
+    rows.sort(key=lambda row: row["rank"])
+    report: dict[str, Any] = {
+        "coefficients": coefficient_set_name,
+        "judges": dict(zip(inputs.judges, inputs.coefficients, strict=True)),
+        "n_comparisons": inputs.n_comparisons,
+        "n_skipped": inputs.n_skipped,
+        "n_pages": inputs.n_pages,
+        "use_human_labels": bool(use_human_labels),
+        "n_human_labels": int(inputs.from_human.sum()),
+        "bootstrap": {"resamples": int(boot.resamples), "seed": int(boot.seed), "units": "pages", "strata": 1},
+        "systems": rows,
+    }
+    if objective:
+        report["objective_vs_subjective"] = _objective_correlations(rows, objective)
+    return report
+
+
+def leaderboard_compute(
+    *,
+    study: Study,
+    coefficient_set: CoefficientSet | str,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    use_human_labels: bool = False,
+    objective: dict[str, float] | None = None,
+    progress: ProgressCallback | None = None,
+) -> dict[str, Any]:
+    """The SPEC §7 leaderboard of ``study`` as the SPEC §10 JSON dict.
+
+    ``objective``: ``{system: score}`` of an imported objective leaderboard (adds
+    ``objective_vs_subjective``). ``progress(fraction)`` is called as the bootstrap advances
+    (it then runs in ten seeded chunks of the same count matrix; the result is identical).
+    """
+    resamples, seed = check_leaderboard_options(resamples, seed)
+    cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
+    objective = check_objective(study=study, objective=objective)
+    inputs = leaderboard_prepare(study=study, coefficient_set=cset, use_human_labels=use_human_labels)
+    if progress is None:
+        boot = bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=0, stop=resamples)
+    else:
+        progress(PROGRESS_PREPARED)
+        counts = bootstrap_page_blocks(bootstrap_units(list(inputs.pages)), resamples=resamples, seed=seed)
+        parts = []
+        bounds = chunk_bounds(resamples, math.ceil(resamples / 10))
+        for k, (lo, hi) in enumerate(bounds, start=1):
+            parts.append(bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=lo, stop=hi, counts=counts))
+            progress(PROGRESS_PREPARED + (1 - PROGRESS_PREPARED) * k / len(bounds))
+        boot = merge_bootstrap_results(parts)
+    return leaderboard_report(
+        inputs=inputs, coefficient_set_name=cset.name, boot=boot, use_human_labels=use_human_labels, objective=objective
+    )
+
+
+# --------------------------------------------------------------------------- report files
+
+
+CSV_COLUMNS = (
+    "rank", "system", "name", "score", "ci95_low", "ci95_high", "rank_ci95_low", "rank_ci95_high",
+    "soft_preference", "appearances", "rank1_share",
+)
+
+
+def leaderboard_csv(report: Mapping[str, Any]) -> str:
+    """The systems table of a leaderboard report as CSV (one row per system, by rank)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in report.get("systems", []):
+        writer.writerow(
+            [
+                row["rank"], row["system"], row.get("name", ""), repr(row["score"]), repr(row["ci95"][0]),
+                repr(row["ci95"][1]), row["rank_ci95"][0], row["rank_ci95"][1], repr(row["soft_preference"]),
+                row["appearances"], repr(row["rank1_share"]),
+            ]
+        )
+    return buffer.getvalue()
+
+
+def leaderboard_json(report: Mapping[str, Any]) -> str:
+    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def leaderboard_context(*, study: Study, report: Mapping[str, Any]) -> dict[str, Any]:
+    """Template context shared by the published page, the researcher page and the HTML file."""
+    from ranking.plots import leaderboard_intervals_svg
+
+    return {"study": study, "report": report, "intervals_svg": leaderboard_intervals_svg(report.get("systems", []))}
+
+
+def leaderboard_html(*, study: Study, report: Mapping[str, Any]) -> str:
+    """A self-contained HTML page (SPEC §8 "Reports"): own CSS, inline SVG, no script."""
+    return render_to_string("ranking/leaderboard_report.html", leaderboard_context(study=study, report=report))
+
+
+def check_output_path(path: Path | str | None, *, option: str) -> Path | None:
+    if path is None:
+        return None
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ValidationFailed("the folder does not exist", where=str(path.parent), field=option)
+    return path
+
+
+def leaderboard_write(
+    *,
+    study: Study,
+    report: Mapping[str, Any],
+    json_path: Path | None,
+    html_path: Path | None = None,
+    csv_path: Path | None = None,
+) -> None:
+    if json_path is not None:
+        json_path.write_text(leaderboard_json(report), encoding="utf-8")
+    if csv_path is not None:
+        csv_path.write_text(leaderboard_csv(report), encoding="utf-8")
+    if html_path is not None:
+        html_path.write_text(leaderboard_html(study=study, report=report), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- stored, queued leaderboards
+
+
+def _chunk_resamples() -> int:
+    return int(getattr(settings, "ARBITER_LEADERBOARD_CHUNK_RESAMPLES", DEFAULT_CHUNK_RESAMPLES))
+
+
+def leaderboard_start(
+    *,
+    study: Study,
+    coefficient_set: CoefficientSet | str,
+    resamples: Any = DEFAULT_RESAMPLES,
+    seed: Any = DEFAULT_SEED,
+    use_human_labels: bool = False,
+    objective: Mapping[str, Any] | None = None,
+    user: Any = None,
+) -> Leaderboard:
+    """Create a queued Leaderboard and queue its computation once the row is committed."""
+    resamples, seed = check_leaderboard_options(resamples, seed)
+    cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
+    checked = check_objective(study=study, objective=objective)
+    leaderboard = Leaderboard.objects.create(
+        study=study,
+        coefficient_set=cset,
+        resamples=resamples,
+        seed=seed,
+        use_human_labels=bool(use_human_labels),
+        objective=checked,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    audit_record(
+        action="leaderboard.compute", user=user, study=study, target=f"leaderboard {leaderboard.pk}",
+        coefficients=cset.name, resamples=resamples, seed=seed, use_human_labels=bool(use_human_labels),
+    )
+    leaderboard_id = leaderboard.pk
+
+    def queue() -> None:
+        from ranking.tasks import leaderboard_run_task
+
+        leaderboard_run_task.delay(leaderboard_id)
+
+    transaction.on_commit(queue, robust=True)
+    return leaderboard
+
+
+def leaderboard_fail(leaderboard_id: int, message: str) -> None:
+    """Mark a leaderboard failed with a one-line reason (unless it already finished)."""
+    Leaderboard.objects.filter(pk=leaderboard_id).exclude(status=Leaderboard.Status.DONE).update(
+        status=Leaderboard.Status.FAILED, error=" ".join(message.split())[:2000], finished_at=timezone.now()
+    )
+
+
+def leaderboard_run(*, leaderboard_id: int) -> str:
+    """Claim a queued leaderboard, snapshot its inputs, and run or queue its bootstrap chunks."""
+    # A run whose worker died before it queued its chunks (chunks_total still 0) may be taken
+    # over once the task time limit has passed; a finished or chunked run never is.
+    stale = timezone.now() - timedelta(seconds=int(getattr(settings, "CELERY_TASK_TIME_LIMIT", 900)))
+    claimed = (
+        Leaderboard.objects.filter(pk=leaderboard_id)
+        .filter(
+            Q(status=Leaderboard.Status.QUEUED)
+            | Q(status=Leaderboard.Status.RUNNING, chunks_total=0, started_at__lt=stale)
+        )
+        .update(status=Leaderboard.Status.RUNNING, started_at=timezone.now(), progress=0.0, error="")
+    )
+    if not claimed:
+        return "not queued"
+    leaderboard = Leaderboard.objects.select_related("study", "coefficient_set").get(pk=leaderboard_id)
+    try:
+        inputs = leaderboard_prepare(
+            study=leaderboard.study,
+            coefficient_set=leaderboard.coefficient_set,
+            use_human_labels=leaderboard.use_human_labels,
+        )
+        if leaderboard.objective:
+            # Fails early (before any bootstrap) when too few ranked systems have an objective score.
+            check_objective_coverage(list(inputs.systems), leaderboard.objective)
+    except (ArbiterError, ValueError) as exc:
+        leaderboard_fail(leaderboard_id, str(exc))
+        return "failed"
+    bounds = chunk_bounds(leaderboard.resamples, _chunk_resamples())
+    with transaction.atomic():
+        LeaderboardChunk.objects.filter(leaderboard_id=leaderboard_id).delete()
+        LeaderboardChunk.objects.bulk_create(
+            LeaderboardChunk(leaderboard_id=leaderboard_id, index=k, start=lo, stop=hi)
+            for k, (lo, hi) in enumerate(bounds)
+        )
+        Leaderboard.objects.filter(pk=leaderboard_id).update(
+            inputs=inputs_snapshot(inputs), chunks_total=len(bounds), progress=PROGRESS_PREPARED
+        )
+    if len(bounds) == 1:
+        return leaderboard_chunk_run(leaderboard_id=leaderboard_id, index=0)
+    from ranking.tasks import leaderboard_chunk_task
+
+    for k in range(len(bounds)):
+        leaderboard_chunk_task.delay(leaderboard_id, k)
+    return f"queued {len(bounds)} chunks"
+
+
+def _chunk_document(part: BootstrapResult) -> dict[str, Any]:
+    return {
+        "scores": part.scores.tolist(),
+        "ranks": part.ranks.tolist(),
+        "max_iterations": part.max_iterations,
+        "max_gradient_norm": part.max_gradient_norm,
+    }
+
+
+def _chunk_result(chunk: LeaderboardChunk, *, resamples: int, seed: int, n_systems: int) -> BootstrapResult:
+    data = chunk.result
+    scores = np.asarray(data["scores"], dtype=np.float64).reshape(chunk.stop - chunk.start, n_systems)
+    ranks = np.asarray(data["ranks"], dtype=np.int64).reshape(chunk.stop - chunk.start, n_systems)
+    # Per-chunk summaries are not stored: merge_bootstrap_results recomputes them from all rows.
+    unknown = np.full((n_systems, 2), np.nan)
+    return BootstrapResult(
+        resamples=resamples, seed=seed, start=chunk.start, stop=chunk.stop, scores=scores, ranks=ranks,
+        ci95=unknown, rank_ci95=unknown, rank1_share=np.full(n_systems, np.nan),
+        max_iterations=int(data["max_iterations"]), max_gradient_norm=float(data["max_gradient_norm"]),
+    )
+
+
+def leaderboard_chunk_run(*, leaderboard_id: int, index: int) -> str:
+    """Compute one bootstrap chunk of a running leaderboard, store it; the last one merges.
+
+    Idempotent: a chunk already stored (a re-delivered task) is not recomputed; the merge happens
+    once, under a row lock on the leaderboard.
+    """
+    leaderboard = Leaderboard.objects.filter(pk=leaderboard_id).select_related("coefficient_set").first()
+    if leaderboard is None or leaderboard.status != Leaderboard.Status.RUNNING:
+        return "not running"
+    chunk = LeaderboardChunk.objects.filter(leaderboard_id=leaderboard_id, index=index).first()
+    if chunk is None:
+        return "no such chunk"
+    if chunk.status != LeaderboardChunk.Status.DONE:
+        try:
+            inputs = inputs_from_snapshot(leaderboard.inputs)
+            part = bootstrap_chunk(
+                inputs, resamples=leaderboard.resamples, seed=leaderboard.seed, start=chunk.start, stop=chunk.stop
+            )
+        except (ArbiterError, ValueError, KeyError) as exc:
+            leaderboard_fail(leaderboard_id, f"bootstrap chunk {index}: {exc}")
+            return "failed"
+        LeaderboardChunk.objects.filter(pk=chunk.pk, status=LeaderboardChunk.Status.PENDING).update(
+            status=LeaderboardChunk.Status.DONE, result=_chunk_document(part), finished_at=timezone.now()
+        )
+    return _leaderboard_merge_if_complete(leaderboard_id)
+
+
+def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
+    with transaction.atomic():
+        leaderboard = (
+            Leaderboard.objects.select_for_update().select_related("coefficient_set").filter(pk=leaderboard_id).first()
+        )
+        if leaderboard is None or leaderboard.status != Leaderboard.Status.RUNNING:
+            return "not running"
+        chunks = list(LeaderboardChunk.objects.filter(leaderboard_id=leaderboard_id).order_by("index"))
+        done = [c for c in chunks if c.status == LeaderboardChunk.Status.DONE]
+        if len(done) < leaderboard.chunks_total:
+            leaderboard.progress = PROGRESS_PREPARED + (1 - PROGRESS_PREPARED) * len(done) / max(1, leaderboard.chunks_total)
+            leaderboard.save(update_fields=["progress"])
+            return f"chunk stored ({len(done)}/{leaderboard.chunks_total})"
+        try:
+            inputs = inputs_from_snapshot(leaderboard.inputs)
+            m = len(inputs.systems)
+            boot = merge_bootstrap_results(
+                [_chunk_result(c, resamples=leaderboard.resamples, seed=leaderboard.seed, n_systems=m) for c in done]
+            )
+            report = leaderboard_report(
+                inputs=inputs,
+                coefficient_set_name=leaderboard.coefficient_set.name,
+                boot=boot,
+                use_human_labels=leaderboard.use_human_labels,
+                objective=leaderboard.objective or None,
+            )
+        except (ArbiterError, ValueError, KeyError) as exc:
+            leaderboard.status = Leaderboard.Status.FAILED
+            leaderboard.error = f"merging the bootstrap: {' '.join(str(exc).split())}"
+            leaderboard.finished_at = timezone.now()
+            leaderboard.save(update_fields=["status", "error", "finished_at"])
+            return "failed"
+        leaderboard.result = report
+        leaderboard.status = Leaderboard.Status.DONE
+        leaderboard.progress = 1.0
+        leaderboard.finished_at = timezone.now()
+        leaderboard.save(update_fields=["result", "status", "progress", "finished_at"])
+        # The chunks' resamples are merged into the result's intervals; keep only the summary.
+        LeaderboardChunk.objects.filter(leaderboard_id=leaderboard_id).update(result={})
+    return "done"
+
+
+def leaderboard_publish(*, leaderboard: Leaderboard, published: bool, user: Any = None) -> Leaderboard:
+    """Publish (public link, no login) or unpublish a finished leaderboard; audited."""
+    if published and leaderboard.status != Leaderboard.Status.DONE:
+        raise Conflict(f"leaderboard {leaderboard.pk} is {leaderboard.status}; only a finished leaderboard can be published")
+    with transaction.atomic():
+        changed = Leaderboard.objects.filter(pk=leaderboard.pk, published=not published).update(
+            published=published, published_at=timezone.now() if published else None
+        )
+        if changed:
+            audit_record(
+                action="leaderboard.publish" if published else "leaderboard.unpublish",
+                user=user,
+                study=leaderboard.study,
+                target=f"leaderboard {leaderboard.pk}",
+                coefficients=leaderboard.coefficient_set.name,
+                public_token=leaderboard.public_token,
+            )
+    leaderboard.refresh_from_db(fields=["published", "published_at"])
+    return leaderboard
+
+
+# --------------------------------------------------------------------------- deployment schedule
+
+
+@dataclass(frozen=True)
+class DeploymentScheduleOutcome:
+    """What ``deployment_schedule_create`` wrote: ids of the new comparisons and the quotas."""
+
+    created: int
+    replaced: int
+    first_id: str
+    last_id: str
+    schedule: DeploymentSchedule
+
+    def lines(self) -> list[str]:
+        q = self.schedule.quota
+        ids = f" ({self.first_id}–{self.last_id})" if self.created else ""
+        return [
+            f"created {self.created} deployment comparisons{ids}, seed {self.schedule.seed}"
+            + (f"; replaced {self.replaced}" if self.replaced else ""),
+            f"total {q.n_total} comparisons ({q.n_existing} human-study kept and counted)",
+            f"pair counts {q.pair_count_min}–{q.pair_count_max} over {q.n_pairs} pairs ({q.pairs_at_max} at {q.pair_count_max})",
+            f"appearances {q.appearances_min}–{q.appearances_max} per system",
+            f"pages used {q.n_pages_used} (comparisons per page {q.page_load_min}–{q.page_load_max})",
+        ]
+
+
+_D_ID = re.compile(r"^d(\d+)$")
+
+
+def deployment_schedule_create(
+    *, study: Study, comparisons: Any, seed: Any = DEFAULT_SEED, replace: bool = False, user: Any = None
+) -> DeploymentScheduleOutcome:
+    """SPEC §7 deployment comparisons for ``study``: N in total, the human-study ones included.
+
+    Eligible pages only (both candidates rendered with an image); pair counts and appearances
+    balanced to within one; seeded. Writes the new Comparison rows (set ``deployment``, ids
+    ``d00001``… after any existing ``d<n>`` id) in one transaction. Refused when the study already
+    has deployment comparisons, unless ``replace`` and none of them has judge outputs or trials.
+    """
+    try:
+        n = int(str(comparisons).strip())
+    except ValueError:
+        raise ValidationFailed(f"expected a positive integer, got {comparisons!r}", field="comparisons") from None
+    if n < 1:
+        raise ValidationFailed(f"expected a positive integer, got {n}", field="comparisons")
+    try:
+        seed = int(str(seed).strip())
+    except ValueError:
+        raise ValidationFailed(f"expected a non-negative integer, got {seed!r}", field="seed") from None
+    if seed < 0:
+        raise ValidationFailed(f"expected a non-negative integer, got {seed}", field="seed")
+    existing_deployment = Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT)
+    n_existing_deployment = existing_deployment.count()
+    if n_existing_deployment:
+        if not replace:
+            raise Conflict(
+                f"study {study.slug} already has {n_existing_deployment} deployment comparisons; "
+                f"use --replace to replace them (allowed only while none has judge outputs or trials)"
+            )
+        in_use = existing_deployment.filter(judge_outputs__isnull=False).distinct().count()
+        in_use += existing_deployment.filter(trials__isnull=False).distinct().count()
+        if in_use:
+            raise Conflict(
+                f"study {study.slug} already has {n_existing_deployment} deployment comparisons and some have judge "
+                f"outputs or trials; a schedule in use cannot be replaced"
+            )
+    systems = list(System.objects.filter(study=study).order_by("position", "external_id").values_list("external_id", flat=True))
+    pages = schedule_eligible_pages(study=study)
+    existing = schedule_existing_human(study=study)
+    try:
+        schedule = make_deployment_schedule(systems, pages, existing, n, seed=seed)
+    except ValueError as exc:
+        raise ArbiterError(f"cannot schedule {n} comparisons for study {study.slug}: {exc}") from None
+    page_ids = dict(Page.objects.filter(study=study).values_list("external_id", "id"))
+    candidate_ids = {
+        (page, system): cid
+        for cid, page, system in Candidate.objects.filter(page__study=study, rendered=True, image__isnull=False)
+        .values_list("id", "page__external_id", "system__external_id")
+    }
+    with transaction.atomic():
+        # Serialize schedule writes per study; a concurrent run that got here first wins.
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        if Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).count() != n_existing_deployment:
+            raise Conflict(f"the deployment comparisons of study {study.slug} changed meanwhile; run the command again")
+        replaced = 0
+        if n_existing_deployment:
+            Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).delete()
+            replaced = n_existing_deployment
+        numbers = [int(match.group(1)) for x in deployment_external_ids(study=study) if (match := _D_ID.match(x))]
+        first = max(numbers, default=0) + 1
+        width = max(5, len(str(first + len(schedule.comparisons) - 1)))
+        rows = [
+            Comparison(
+                study=study,
+                external_id=f"d{first + k:0{width}d}",
+                page_id=page_ids[page],
+                candidate_a_id=candidate_ids[(page, a)],
+                candidate_b_id=candidate_ids[(page, b)],
+                set=ComparisonSet.DEPLOYMENT,
+            )
+            for k, (page, a, b) in enumerate(schedule.comparisons)
+        ]
+        Comparison.objects.bulk_create(rows, batch_size=2000)
+        audit_record(
+            action="schedule.deployment",
+            user=user,
+            study=study,
+            target=f"{len(rows)} deployment comparisons",
+            comparisons=n,
+            seed=seed,
+            replaced=replaced,
+            quota=asdict(schedule.quota),
+        )
+    return DeploymentScheduleOutcome(
+        created=len(rows),
+        replaced=replaced,
+        first_id=rows[0].external_id if rows else "",
+        last_id=rows[-1].external_id if rows else "",
+        schedule=schedule,
+    )
