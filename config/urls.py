@@ -27,3 +27,5 @@ urlpatterns = [
     path("", include("calibration.urls.calibration")),
     path("", include("ranking.urls")),
 ]
+
+handler400 = "annotation.views.errors.bad_request"

@@ -6,6 +6,7 @@ is refused with 429 for the rest of the window, even with the right password.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +21,9 @@ from rest_framework.response import Response
 
 def _keys(request: HttpRequest, username: str) -> list[str]:
     address = request.META.get("REMOTE_ADDR", "")
-    return [f"login-fail:user:{username.strip().lower()}", f"login-fail:addr:{address}"]
+    # Hashed: the username is client input of any length; cache keys must stay short and safe.
+    user_key = hashlib.sha256(username.strip().lower().encode()).hexdigest()
+    return [f"login-fail:user:{user_key}", f"login-fail:addr:{address}"]
 
 
 def login_blocked(request: HttpRequest, username: str) -> bool:

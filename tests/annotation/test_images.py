@@ -115,3 +115,11 @@ def test_staging_publishes_on_success_and_cleans_on_error(settings: object, tmp_
         raise RuntimeError("the database write failed")
     after = sorted(p.relative_to(media) for p in media.rglob("*"))
     assert after == before
+
+
+def test_icc_profile_and_xmp_are_dropped() -> None:
+    buffer = io.BytesIO()
+    fake_icc = b"\x00" * 128 + b"desc-alpha-parser-profile"
+    Image.new("RGB", (16, 16), (0, 200, 0)).save(buffer, format="PNG", icc_profile=fake_icc)
+    clean = clean_image(buffer.getvalue(), where="i.png")
+    assert b"iCCP" not in clean.png and b"alpha-parser" not in clean.png
