@@ -1,0 +1,24 @@
+"""``export_judge_outputs SLUG PATH`` (SPEC §8, §9): finished outputs as JSONL, importable again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from annotation.management.base import ArbiterCommand
+from judges.management.commands._common import study_by_slug
+from judges.services.outputs import judge_outputs_export_jsonl
+
+
+class Command(ArbiterCommand):
+    help = "Export a study's judge outputs as JSONL."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("path")
+
+    def run(self, *args: Any, **o: Any) -> None:
+        n = judge_outputs_export_jsonl(study=study_by_slug(o["slug"]), path=Path(o["path"]))
+        self.stdout.write(f"exported {n} judge outputs")

@@ -1,0 +1,130 @@
+"""``run_judges SLUG --judge NAME [--set human|deployment] [--orders primary,swapped] [--repeats N]`` (SPEC §9).
+
+Creates the missing outputs and queues one task per unfinished call; running it again skips what
+is done. With eager tasks (no broker) the calls run here, ``--concurrency`` at a time (default:
+the judge's), behind a progress bar. With a broker, ``--wait`` polls the database until the run
+is finished (re-queueing calls whose worker died) and shows the same bar.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from annotation.errors import ArbiterError
+from annotation.management.base import ArbiterCommand
+from judges.management.commands._common import study_by_slug
+from judges.models import JudgeOutput, OutputStatus
+from judges.services.runs import (
+    judge_get,
+    judge_outputs_requeue,
+    judge_outputs_run_local,
+    judge_run_start,
+    tasks_run_eagerly,
+)
+
+BAR_WIDTH = 30
+
+
+class Command(ArbiterCommand):
+    help = "Queue judge calls for a study (idempotent: finished calls are skipped)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--judge", required=True)
+        parser.add_argument("--set", choices=["human", "deployment"], default=None)
+        parser.add_argument("--orders", default="primary,swapped")
+        parser.add_argument("--repeats", type=int, default=1)
+        parser.add_argument("--retry-failed", action="store_true", help="run failed calls again from scratch")
+        parser.add_argument("--wait", action="store_true", help="with a broker: wait for the run to finish")
+        parser.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after S seconds")
+        parser.add_argument("--concurrency", type=int, default=None, help="eager mode: calls in flight here")
+        parser.add_argument("--poll", type=float, default=1.0, help=argparse_hidden())
+
+    def run(self, *args: Any, **o: Any) -> None:
+        study = study_by_slug(o["slug"])
+        judge = judge_get(name=o["judge"])
+        eager = tasks_run_eagerly()
+        plan = judge_run_start(
+            study=study,
+            judge=judge,
+            set=o["set"],
+            orders=o["orders"],
+            repeats=o["repeats"],
+            retry_failed=o["retry_failed"],
+            dispatch=not eager,
+        )
+        self.stdout.write(
+            f"{judge.name}: {plan.calls} calls, {plan.created} new, {plan.done} already done, "
+            f"{len(plan.output_ids)} {'to run' if eager else 'queued'}"
+            + (f", {busy} held by a worker" if (busy := len(plan.unfinished_ids) - len(plan.output_ids)) else "")
+        )
+        ids = list(plan.output_ids)
+        if eager:
+            concurrency = o["concurrency"] or judge.concurrency
+            self._bar(0, len(ids), {})
+            seen: dict[str, int] = {}
+
+            def progress(done: int, status: str) -> None:
+                seen[status] = seen.get(status, 0) + 1
+                self._bar(done, len(ids), seen)
+
+            judge_outputs_run_local(output_ids=ids, concurrency=concurrency, progress=progress)
+            self._end()
+        elif o["wait"] and plan.unfinished_ids:
+            ids = list(plan.unfinished_ids)
+            self._wait(study, judge, ids, o["poll"], o["wait_timeout"])
+        counts = self._counts(ids)
+        if ids and (eager or o["wait"]):
+            self.stdout.write(
+                f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
+            )
+
+    def _counts(self, ids: list[int]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for start in range(0, len(ids), 5000):
+            for status in JudgeOutput.objects.filter(pk__in=ids[start : start + 5000]).values_list("status", flat=True):
+                counts[status] = counts.get(status, 0) + 1
+        return counts
+
+    def _wait(self, study: Any, judge: Any, ids: list[int], poll: float, timeout: float | None) -> None:
+        started = time.monotonic()
+        last_requeue = started
+        while True:
+            counts = self._counts(ids)
+            pending = counts.get(OutputStatus.PENDING, 0) + counts.get(OutputStatus.RUNNING, 0)
+            self._bar(len(ids) - pending, len(ids), counts)
+            if not pending:
+                self._end()
+                return
+            now = time.monotonic()
+            if now - last_requeue >= max(poll * 5, 5.0):
+                judge_outputs_requeue(study=study, judge=judge)
+                last_requeue = now
+            if timeout is not None and now - started > timeout:
+                self._end()
+                raise ArbiterError(f"gave up waiting after {timeout:g} s with {pending} calls unfinished (they stay queued)")
+            time.sleep(poll)
+
+    def _bar(self, done: int, total: int, counts: dict[str, int]) -> None:
+        filled = BAR_WIDTH * done // total if total else BAR_WIDTH
+        line = (
+            f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total}  valid {counts.get('valid', 0)}"
+            f"  invalid {counts.get('invalid', 0)}  failed {counts.get('failed', 0)}"
+        )
+        self.stdout.write(line, ending="")
+        self.stdout.flush()
+
+    def _end(self) -> None:
+        self.stdout.write("")
+        if hasattr(sys.stdout, "flush"):
+            sys.stdout.flush()
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS

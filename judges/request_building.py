@@ -1,0 +1,133 @@
+"""Building one judge request from the database (SPEC §6 "Judge request").
+
+Three images in order REFERENCE, CANDIDATE A, CANDIDATE B — for order ``swapped`` canonical B is
+sent as "CANDIDATE A" and canonical A as "CANDIDATE B" — the neutralized variants when
+``study.neutralize_media``; the study's prompt template (or the default) with the ``ACTIVE_AXES``
+array. Nothing that names a system (name, external id, candidate id) enters the request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from annotation.errors import ArbiterError
+from annotation.models import Axis, Comparison, StoredImage
+from judges.images import ImageTooLarge, PreparedImage, PreparedImageCache, prepare_image
+from judges.models import Judge, Order
+from judges.prompts import active_axes_payload, render_prompt
+from judges.providers import Endpoint, JudgeImage, JudgeRequest, encode_body, request_overhead_bytes
+
+_cache = PreparedImageCache()
+
+
+class RequestNotBuildable(ArbiterError):
+    """The comparison cannot be sent (missing image, image too large for the judge)."""
+
+
+@dataclass(frozen=True)
+class BuiltRequest:
+    body: bytes
+    active_axes: tuple[str, ...]
+    image_repairs: list[dict[str, Any]]
+    request: JudgeRequest
+
+
+def endpoint_of(judge: Judge) -> Endpoint:
+    return Endpoint(
+        provider=judge.provider,
+        base_url=judge.base_url,
+        model=judge.model,
+        api_key_env=judge.api_key_env,
+        timeout=float(judge.timeout_seconds),
+        concurrency=int(judge.concurrency),
+        max_tokens=int(judge.max_tokens),
+        temperature=judge.temperature,
+    )
+
+
+def _pick(image: StoredImage | None, neutral: StoredImage | None, neutralize: bool) -> StoredImage | None:
+    return (neutral or image) if neutralize else image
+
+
+def _prepared(stored: StoredImage, *, max_edge: int | None, max_bytes: int | None) -> PreparedImage:
+    def prepare() -> PreparedImage:
+        path = Path(settings.MEDIA_ROOT) / str(stored.file.name)
+        try:
+            png = path.read_bytes()
+        except OSError as exc:
+            raise RequestNotBuildable(f"image {stored.sha256[:12]} cannot be read ({exc.strerror})") from None
+        return prepare_image(png, stored.width, stored.height, max_edge=max_edge, max_bytes=max_bytes)
+
+    return _cache.get_or_prepare((stored.sha256, max_edge, max_bytes), prepare)
+
+
+def load_comparison(comparison_id: int) -> Comparison:
+    return Comparison.objects.select_related(
+        "study",
+        "page__image",
+        "page__neutralized_image",
+        "candidate_a__image",
+        "candidate_a__neutralized_image",
+        "candidate_b__image",
+        "candidate_b__neutralized_image",
+    ).get(pk=comparison_id)
+
+
+def study_axes(study_id: int) -> list[Axis]:
+    return list(Axis.objects.filter(study_id=study_id).order_by("position"))
+
+
+def build_judge_request(
+    *, judge: Judge, comparison: Comparison, order: str, axes: list[Axis], byte_scale: float = 1.0
+) -> BuiltRequest:
+    """The request body for one call, and the image repairs it needed."""
+    study = comparison.study
+    page = comparison.page
+    neutralize = bool(study.neutralize_media)
+    first, second = (
+        (comparison.candidate_a, comparison.candidate_b)
+        if order == Order.PRIMARY
+        else (comparison.candidate_b, comparison.candidate_a)
+    )
+    slots = [
+        ("REFERENCE", _pick(page.image, page.neutralized_image, neutralize)),
+        ("CANDIDATE A", _pick(first.image, first.neutralized_image, neutralize)),
+        ("CANDIDATE B", _pick(second.image, second.neutralized_image, neutralize)),
+    ]
+    for label, stored in slots:
+        if stored is None:
+            raise RequestNotBuildable(f"{label} has no image (page or candidate not rendered)")
+
+    active = page.active_axis_ids(axes)
+    prompt = render_prompt(study.judge_prompt, active_axes_payload(axes, page.targets, active))
+    max_bytes = judge.max_image_bytes or None
+    if judge.max_request_bytes:
+        skeleton = JudgeRequest(prompt, tuple(JudgeImage(label, "image/jpeg", b"") for label, _ in slots))
+        overhead = request_overhead_bytes(judge.provider, skeleton, model=judge.model)
+        # base64 turns 3 bytes into 4; the three images share what the prompt leaves.
+        budget = int((judge.max_request_bytes - overhead) / 3 * 3 / 4 * byte_scale)
+        if budget < 1024:
+            raise RequestNotBuildable(f"max_request_bytes {judge.max_request_bytes:,} leaves no room for three images")
+        max_bytes = min(max_bytes, budget) if max_bytes else budget
+    elif max_bytes and byte_scale < 1.0:
+        max_bytes = int(max_bytes * byte_scale)
+
+    images: list[JudgeImage] = []
+    repairs: list[dict[str, Any]] = []
+    for label, stored in slots:
+        assert stored is not None
+        try:
+            prepared = _prepared(stored, max_edge=judge.max_image_edge or None, max_bytes=max_bytes)
+        except ImageTooLarge as exc:
+            raise RequestNotBuildable(f"{label}: {exc}") from None
+        images.append(JudgeImage(label, prepared.mime, prepared.data))
+        if prepared.repair:
+            repairs.append({"image": label, **prepared.repair})
+    request = JudgeRequest(prompt, tuple(images))
+    body = encode_body(endpoint_of(judge), request)
+    return BuiltRequest(body=body, active_axes=tuple(active), image_repairs=repairs, request=request)
+

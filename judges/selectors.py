@@ -1,0 +1,106 @@
+"""Reads of the judges app: the outputs frame for calibration (SPEC §6) and run progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from django.db.models import Count, Q
+
+from annotation.models import Study
+from judges.models import Judge, JudgeOutput, OutputStatus
+
+FRAME_COLUMNS = ("comparison", "judge", "family", "order", "repeat", "status", "winner", "confidence")
+
+
+def judge_outputs_frame(*, study: Study, set: str | None = None) -> pd.DataFrame:
+    """One row per judge output of the study (optionally one comparison set), canonical values.
+
+    Columns: comparison (bundle id), judge (name), family, order, repeat, status, winner and
+    confidence (canonical; None unless status is valid).
+    """
+    rows = JudgeOutput.objects.filter(comparison__study=study)
+    if set:
+        rows = rows.filter(comparison__set=set)
+    values = rows.order_by("comparison_id", "judge__name", "order", "repeat").values_list(
+        "comparison__external_id", "judge__name", "judge__family", "order", "repeat", "status", "winner", "confidence"
+    )
+    records = [
+        (c, j, f, o, r, s, w if s == OutputStatus.VALID else None, k if s == OutputStatus.VALID else None)
+        for c, j, f, o, r, s, w, k in values
+    ]
+    frame = pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
+    frame["repeat"] = frame["repeat"].astype("int64")
+    frame["confidence"] = frame["confidence"].astype("Int64")
+    frame["winner"] = frame["winner"].astype(object)
+    return frame
+
+
+@dataclass(frozen=True)
+class JudgeProgress:
+    judge_id: int
+    judge: str
+    family: str
+    provider: str
+    total: int
+    valid: int
+    invalid: int
+    failed: int
+    pending: int  # pending + running
+
+    @property
+    def done(self) -> int:
+        return self.valid + self.invalid + self.failed
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "judge": self.judge,
+            "family": self.family,
+            "provider": self.provider,
+            "total": self.total,
+            "done": self.done,
+            "valid": self.valid,
+            "invalid": self.invalid,
+            "failed": self.failed,
+            "pending": self.pending,
+        }
+
+
+def judge_progress(*, study: Study, judge: Judge | None = None) -> list[JudgeProgress]:
+    """Per judge with outputs in the study: done (valid / invalid / failed) and pending counts."""
+    rows = JudgeOutput.objects.filter(comparison__study=study)
+    if judge is not None:
+        rows = rows.filter(judge=judge)
+    counts = (
+        rows.values("judge_id", "judge__name", "judge__family", "judge__provider")
+        .annotate(
+            total=Count("pk"),
+            valid=Count("pk", filter=Q(status=OutputStatus.VALID)),
+            invalid=Count("pk", filter=Q(status=OutputStatus.INVALID)),
+            failed=Count("pk", filter=Q(status=OutputStatus.FAILED)),
+            pending=Count("pk", filter=Q(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])),
+        )
+        .order_by("judge__name")
+    )
+    return [
+        JudgeProgress(
+            judge_id=r["judge_id"],
+            judge=r["judge__name"],
+            family=r["judge__family"],
+            provider=r["judge__provider"],
+            total=r["total"],
+            valid=r["valid"],
+            invalid=r["invalid"],
+            failed=r["failed"],
+            pending=r["pending"],
+        )
+        for r in counts
+    ]
+
+
+def judges_callable() -> list[Judge]:
+    return list(Judge.objects.exclude(provider="imported").order_by("name"))

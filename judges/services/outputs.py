@@ -1,0 +1,217 @@
+"""Judge outputs JSONL import / export (SPEC §8, §9 ``import_judge_outputs`` / ``export_judge_outputs``).
+
+Import: every line is checked before anything is written (all-or-nothing); each raw reply is
+validated and canonicalized by ``judges.validation.canonical_answer`` — the code live calls use.
+A line with ``"status": "failed"`` (no reply after the transport retries, as exported) stays
+failed. Unknown judges are created with ``provider="imported"``. An output that already exists
+for (judge, comparison, order, repeat) is an error. Errors read ``judges.jsonl line 3: ...``.
+
+Export: the finished outputs (valid, invalid, failed), one JSON object per line:
+``comparison, judge, order, repeat, raw, status, error`` and, for valid ones, the canonical
+``winner, confidence, axes [{id, score}], reason``. Exporting then importing round-trips.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.errors import ValidationFailed
+from annotation.models import Axis, Comparison, Study
+from annotation.services.audit import audit_record
+from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
+from judges.validation import InvalidReply, canonical_answer
+
+REQUIRED_KEYS = ("comparison", "judge", "order", "repeat", "raw")
+FINISHED = (OutputStatus.VALID, OutputStatus.INVALID, OutputStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class _Line:
+    number: int
+    comparison: Comparison
+    judge: str
+    family: str
+    order: str
+    repeat: int
+    raw: str
+    status: str
+    error: str
+    answer: Any
+
+
+def _read_lines(path: Path) -> list[tuple[int, str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValidationFailed("the file is not UTF-8 text", where=path.name) from None
+    except OSError as exc:
+        raise ValidationFailed(f"cannot read the file ({exc.strerror})", where=path.name) from None
+    return [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def _parse_line(
+    *, where: str, number: int, text: str, comparisons: dict[str, Comparison], axes: list[Axis]
+) -> _Line:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(f"not JSON ({exc.msg} at column {exc.colno})", where=where) from None
+    if not isinstance(data, dict):
+        raise ValidationFailed("expected a JSON object", where=where)
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        raise ValidationFailed(f"missing key(s) {', '.join(missing)}", where=where)
+    comparison_id = data["comparison"]
+    if not isinstance(comparison_id, str) or comparison_id not in comparisons:
+        raise ValidationFailed(f"unknown comparison {json.dumps(comparison_id)[:60]} in this study", where=where, field="comparison")
+    judge = data["judge"]
+    if not isinstance(judge, str) or not judge.strip() or len(judge) > 120:
+        raise ValidationFailed("expected a judge name (1–120 characters)", where=where, field="judge")
+    order = data["order"]
+    if order not in Order.values:
+        raise ValidationFailed(f"expected primary or swapped, got {json.dumps(order)[:40]}", where=where, field="order")
+    repeat = data["repeat"]
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
+        raise ValidationFailed(f"expected an integer ≥ 0, got {json.dumps(repeat)[:40]}", where=where, field="repeat")
+    raw = data["raw"]
+    if not isinstance(raw, str):
+        raise ValidationFailed("expected the raw reply as a string", where=where, field="raw")
+    status = data.get("status")
+    if status is not None and status not in FINISHED:
+        raise ValidationFailed(f"expected valid, invalid or failed, got {json.dumps(status)[:40]}", where=where, field="status")
+    family = data.get("family", "")
+    family = family if isinstance(family, str) else ""
+    comparison = comparisons[comparison_id]
+    error = data.get("error") if isinstance(data.get("error"), str) else ""
+    answer = None
+    if status == OutputStatus.FAILED:
+        error = error or "no reply (imported as failed)"
+    else:
+        active = comparison.page.active_axis_ids(axes)
+        try:
+            answer = canonical_answer(raw, active_axes=active, order=order)
+            status, error = OutputStatus.VALID, ""
+        except InvalidReply as exc:
+            status, error = OutputStatus.INVALID, str(exc)
+    return _Line(number, comparison, judge.strip(), family, order, repeat, raw, str(status), error or "", answer)
+
+
+def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) -> dict[str, int]:
+    """Import judge outputs; returns counts {lines, created, valid, invalid, failed, judges_created}."""
+    path = Path(path)
+    comparisons = {
+        c.external_id: c for c in Comparison.objects.filter(study=study).select_related("page")
+    }
+    axes = list(Axis.objects.filter(study=study).order_by("position"))
+    parsed: list[_Line] = []
+    seen: dict[tuple[str, str, str, int], int] = {}
+    for number, text in _read_lines(path):
+        where = f"{path.name} line {number}"
+        line = _parse_line(where=where, number=number, text=text, comparisons=comparisons, axes=axes)
+        key = (line.judge, line.comparison.external_id, line.order, line.repeat)
+        if key in seen:
+            raise ValidationFailed(
+                f"the output (judge, comparison, order, repeat) = {key} repeats line {seen[key]}", where=where
+            )
+        seen[key] = number
+        parsed.append(line)
+    if not parsed:
+        raise ValidationFailed("the file holds no judge outputs", where=path.name)
+
+    names = sorted({line.judge for line in parsed})
+    existing = set(
+        JudgeOutput.objects.filter(comparison__study=study, judge__name__in=names).values_list(
+            "judge__name", "comparison__external_id", "order", "repeat"
+        )
+    )
+    for line in parsed:
+        key = (line.judge, line.comparison.external_id, line.order, line.repeat)
+        if key in existing:
+            raise ValidationFailed(
+                f"an output for judge {line.judge}, comparison {key[1]}, order {line.order}, repeat {line.repeat} "
+                "already exists in this study",
+                where=f"{path.name} line {line.number}",
+            )
+
+    counts = {"lines": len(parsed), "created": 0, "valid": 0, "invalid": 0, "failed": 0, "judges_created": 0}
+    now = timezone.now()
+    with transaction.atomic():
+        judges = {j.name: j for j in Judge.objects.filter(name__in=names)}
+        for name in names:
+            if name not in judges:
+                family = next((line.family for line in parsed if line.judge == name and line.family), "")
+                judges[name] = Judge.objects.create(name=name, family=family, provider=Provider.IMPORTED)
+                counts["judges_created"] += 1
+        rows = []
+        for line in parsed:
+            answer = line.answer
+            rows.append(
+                JudgeOutput(
+                    judge=judges[line.judge],
+                    comparison=line.comparison,
+                    order=line.order,
+                    repeat=line.repeat,
+                    status=line.status,
+                    raw=line.raw,
+                    error=line.error,
+                    winner=answer.winner if answer else "",
+                    confidence=answer.confidence if answer else None,
+                    axis_scores=answer.axes_list() if answer else [],
+                    reason=answer.reason if answer else "",
+                    imported=True,
+                    finished_at=now,
+                )
+            )
+            counts[line.status] += 1
+        JudgeOutput.objects.bulk_create(rows, batch_size=1000)
+        counts["created"] = len(rows)
+        audit_record(action="judges.import_outputs", user=user, study=study, target=path.name, **counts)
+    return counts
+
+
+def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
+    """The SPEC §8 JSONL record of one finished output."""
+    record: dict[str, Any] = {
+        "comparison": output.comparison.external_id,
+        "judge": output.judge.name,
+        # Beyond SPEC §8 (extra keys are allowed): the vendor family, so a restored backup keeps
+        # committee eligibility (SPEC §6).
+        "family": output.judge.family,
+        "order": output.order,
+        "repeat": output.repeat,
+        "raw": output.raw,
+        "status": output.status,
+        "error": output.error,
+    }
+    if output.status == OutputStatus.VALID:
+        record.update(
+            winner=output.winner,
+            confidence=output.confidence,
+            axes=[{"id": a["id"], "score": a["score"]} for a in output.axis_scores],
+            reason=output.reason,
+        )
+    return record
+
+
+def judge_outputs_export_jsonl(*, study: Study, path: Path) -> int:
+    """Write the study's finished judge outputs as JSONL; returns the number of lines."""
+    path = Path(path)
+    outputs = (
+        JudgeOutput.objects.filter(comparison__study=study, status__in=FINISHED)
+        .select_related("comparison", "judge")
+        .order_by("comparison__external_id", "judge__name", "order", "repeat")
+    )
+    n = 0
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for output in outputs.iterator(chunk_size=2000):
+            handle.write(json.dumps(judge_output_record(output), ensure_ascii=False) + "\n")
+            n += 1
+    tmp.replace(path)
+    return n

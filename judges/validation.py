@@ -1,0 +1,151 @@
+"""Judge reply validation and canonicalization (SPEC §6 "Reply", SPEC §3).
+
+Pure: imports no Django and no project app. The live call path and the JSONL importer both use
+:func:`canonical_answer`, so an imported raw reply is judged exactly like a live one.
+
+Reply format (SPEC §6): strict JSON ``{"winner": "A|B|TIE", "confidence": 1..5, "reason": str,
+"axes": [{"id": AXIS_ID, "score": -2..2}]}``; the axes match the active axes in membership and
+order; scores and confidence are integers (``true``, ``1.0`` are refused). A reply that is exactly
+one fenced JSON block is unwrapped first. Anything else raises :class:`InvalidReply`.
+
+Canonicalization (SPEC §3): a ``swapped`` display showed canonical B as "A"; its answer is mapped
+back by exchanging A and B and negating every axis score; TIE is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+WINNERS = ("A", "B", "TIE")
+ORDERS = ("primary", "swapped")
+REPLY_KEYS = ("winner", "confidence", "reason", "axes")
+CONFIDENCE_RANGE = (1, 5)
+SCORE_RANGE = (-2, 2)
+
+# One fenced block and nothing else: ```json ... ``` (the language tag may be omitted).
+_FENCE = re.compile(r"\A```[ \t]*(?:json)?[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.IGNORECASE | re.DOTALL)
+
+
+class InvalidReply(ValueError):
+    """The reply does not follow the SPEC §6 format; ``str()`` is a one-line reason."""
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """A validated answer. ``axes`` is ``((axis_id, score), ...)`` in the active-axes order."""
+
+    winner: str
+    confidence: int
+    reason: str
+    axes: tuple[tuple[str, int], ...]
+
+    def axes_list(self) -> list[dict[str, Any]]:
+        return [{"id": axis_id, "score": score} for axis_id, score in self.axes]
+
+
+def unwrap_fence(raw: str) -> str:
+    """The JSON text of a reply: the body of a single fenced block, or the stripped reply."""
+    text = raw.strip()
+    match = _FENCE.match(text)
+    if match:
+        body = match.group("body")
+        if "```" in body:
+            raise InvalidReply("the reply holds more than one fenced block")
+        return body.strip()
+    return text
+
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidReply(f"{name} is not valid JSON")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidReply(f"key '{key}' appears twice")
+        result[key] = value
+    return result
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_reply(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
+    """Validate a raw reply as displayed (not yet canonical). Raises :class:`InvalidReply`."""
+    if not isinstance(raw, str):
+        raise InvalidReply("the reply is not text")
+    text = unwrap_fence(raw)
+    if not text:
+        raise InvalidReply("the reply is empty")
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidReply(f"the reply is not strict JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise InvalidReply("the reply is not a JSON object")
+    missing = [k for k in REPLY_KEYS if k not in data]
+    if missing:
+        raise InvalidReply(f"missing key(s): {', '.join(missing)}")
+    extra = sorted(k for k in data if k not in REPLY_KEYS)
+    if extra:
+        raise InvalidReply(f"unexpected key(s): {', '.join(extra)}")
+
+    winner = data["winner"]
+    if winner not in WINNERS or not isinstance(winner, str):
+        raise InvalidReply(f"$.winner must be one of A, B, TIE, got {json.dumps(winner)[:40]}")
+    confidence = data["confidence"]
+    low, high = CONFIDENCE_RANGE
+    if not _is_int(confidence) or not low <= confidence <= high:
+        raise InvalidReply(f"$.confidence must be an integer {low}..{high}, got {json.dumps(confidence)[:40]}")
+    reason = data["reason"]
+    if not isinstance(reason, str):
+        raise InvalidReply("$.reason must be a string")
+
+    axes = data["axes"]
+    if not isinstance(axes, list):
+        raise InvalidReply("$.axes must be a list")
+    got_ids: list[Any] = []
+    scores: list[int] = []
+    lo, hi = SCORE_RANGE
+    for i, item in enumerate(axes):
+        if not isinstance(item, dict):
+            raise InvalidReply(f"$.axes[{i}] must be an object")
+        if set(item) != {"id", "score"}:
+            raise InvalidReply(f"$.axes[{i}] must have exactly the keys id and score")
+        score = item["score"]
+        if not _is_int(score) or not lo <= score <= hi:
+            raise InvalidReply(f"$.axes[{i}].score must be an integer {lo}..{hi}, got {json.dumps(score)[:40]}")
+        got_ids.append(item["id"])
+        scores.append(score)
+    expected = list(active_axes)
+    if got_ids != expected:
+        if sorted(map(str, got_ids)) == sorted(expected) and len(got_ids) == len(expected):
+            raise InvalidReply(f"$.axes are out of order: expected {expected}, got {got_ids}")
+        raise InvalidReply(f"$.axes must be exactly the active axes {expected}, got {got_ids}")
+    return JudgeAnswer(winner=winner, confidence=confidence, reason=reason, axes=tuple(zip(expected, scores, strict=True)))
+
+
+def to_canonical(answer: JudgeAnswer, order: str) -> JudgeAnswer:
+    """Map a displayed answer back to canonical A/B (SPEC §3)."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be primary or swapped, got {order!r}")
+    if order == "primary":
+        return answer
+    winner = {"A": "B", "B": "A"}.get(answer.winner, answer.winner)
+    return JudgeAnswer(
+        winner=winner,
+        confidence=answer.confidence,
+        reason=answer.reason,
+        axes=tuple((axis_id, -score if score else 0) for axis_id, score in answer.axes),
+    )
+
+
+def canonical_answer(raw: str, *, active_axes: Sequence[str], order: str) -> JudgeAnswer:
+    """Validate a raw reply and return its canonical answer (SPEC §6, §3)."""
+    return to_canonical(parse_reply(raw, active_axes), order)

@@ -1,0 +1,67 @@
+"""Researcher page: run judges on a study and watch their progress (htmx polling)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from annotation.errors import ArbiterError
+from annotation.models import Study
+from annotation.roles import studies_for
+from judges.models import Judge
+from judges.selectors import judge_progress, judges_callable
+from judges.services.runs import judge_run_start
+
+
+def _study(request: HttpRequest, slug: str) -> Study:
+    study = studies_for(request.user).filter(slug=slug).first()
+    if study is None:
+        raise Http404("no such study")
+    return study
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def study_judges(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    progress = judge_progress(study=study)
+    context = {
+        "study": study,
+        "progress": progress,
+        "running": any(p.pending for p in progress),
+        "judges": judges_callable(),
+    }
+    template = "judges/study_judges.html"
+    if getattr(request, "htmx", False):
+        template += "#progress"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def study_judges_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    judge_pk = request.POST.get("judge", "")
+    judge = get_object_or_404(Judge, pk=int(judge_pk) if judge_pk.isdigit() else 0)
+    try:
+        repeats = int(request.POST.get("repeats") or 1)
+        plan = judge_run_start(
+            study=study,
+            judge=judge,
+            set=request.POST.get("set") or None,
+            orders=request.POST.getlist("orders") or ["primary", "swapped"],
+            repeats=repeats,
+            retry_failed=bool(request.POST.get("retry_failed")),
+            user=request.user,
+        )
+    except (ArbiterError, ValueError) as exc:
+        messages.error(request, str(exc))
+        return redirect("judges:study", slug=study.slug)
+    messages.success(
+        request, f"{judge.name}: {len(plan.output_ids)} calls queued ({plan.done} already done, {plan.created} new)."
+    )
+    return redirect("judges:study", slug=study.slug)

@@ -1,0 +1,232 @@
+"""A real HTTP server on loopback speaking the OpenAI-compatible (and Anthropic) protocol.
+
+Tests queue behaviours (``server.script.append("429")``); each request takes the next one, then
+``server.default``. Every request is inspected: the three labelled images must come in the order
+REFERENCE, CANDIDATE A, CANDIDATE B, and the prompt must carry an ``ACTIVE_AXES`` JSON array; any
+deviation is appended to ``server.problems`` (tests assert it stays empty). Images are decoded and
+classified by colour (see ``factories``), so a test can check which candidate was sent where.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from PIL import Image
+
+# The factories paint images in these colours (kept here: this module imports no Django).
+SYSTEM_COLOURS = {"alpha": (220, 30, 30), "beta": (30, 30, 220), "gamma": (30, 170, 30)}
+REFERENCE_COLOUR = (235, 235, 235)
+COLOURS = {"reference": REFERENCE_COLOUR, **SYSTEM_COLOURS}
+LABELS = ["REFERENCE", "CANDIDATE A", "CANDIDATE B"]
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    prompt: str = ""
+    labels: list[str] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)  # reference | alpha | beta | gamma
+    neutralized: list[bool] = field(default_factory=list)
+    mimes: list[str] = field(default_factory=list)
+    sizes: list[tuple[int, int]] = field(default_factory=list)
+    active_axes: list[dict[str, Any]] = field(default_factory=list)
+    behaviour: str = ""
+
+
+def _classify(data: bytes) -> tuple[str, bool, tuple[int, int]]:
+    with Image.open(io.BytesIO(data)) as image:
+        rgb = image.convert("RGB")
+    w, h = rgb.size
+    sample = rgb.getpixel((int(w * 0.3), int(h * 0.5)))
+    name = min(COLOURS, key=lambda k: sum((a - b) ** 2 for a, b in zip(COLOURS[k], sample, strict=True)))
+    media = rgb.getpixel((int(w * 0.72), int(h * 0.80)))
+    neutral = all(abs(c - 200) <= 12 for c in media)
+    return name, neutral, (w, h)
+
+
+def _active_axes(prompt: str) -> list[dict[str, Any]] | None:
+    marker = prompt.find("ACTIVE_AXES:")
+    if marker < 0:
+        return None
+    start = prompt.find("[", marker)
+    try:
+        value, _ = json.JSONDecoder().raw_decode(prompt[start:])
+    except (ValueError, IndexError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+class FakeProvider:
+    def __init__(self, *, delay: float = 0.0, inspect: bool = True, retry_after: str = "1", timeout_sleep: float = 3.0) -> None:
+        self.script: deque[str] = deque()
+        self.default = "valid"
+        self.winner = "A"
+        self.delay = delay
+        self.inspect = inspect
+        self.retry_after = retry_after
+        self.timeout_sleep = timeout_sleep
+        self.requests: list[Received] = []
+        self.problems: list[str] = []
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> FakeProvider:
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                provider._handle(self)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def root_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # -- handling -----------------------------------------------------------------------------
+    def _next(self) -> str:
+        with self._lock:
+            return self.script.popleft() if self.script else self.default
+
+    def _parse(self, path: str, headers: dict[str, str], body: bytes) -> Received:
+        got = Received(path=path, headers=headers, body=body)
+        data = json.loads(body)
+        content = data["messages"][0]["content"]
+        texts: list[str] = []
+        pending_label: str | None = None
+        for part in content:
+            kind = part.get("type")
+            if kind == "text":
+                if part["text"] in LABELS:
+                    pending_label = part["text"]
+                else:
+                    texts.append(part["text"])
+                continue
+            if kind == "image_url":
+                url = part["image_url"]["url"]
+                mime, b64 = url.split(";base64,", 1)
+                mime = mime.removeprefix("data:")
+            elif kind == "image":
+                mime, b64 = part["source"]["media_type"], part["source"]["data"]
+            else:
+                self.problems.append(f"unexpected content part {kind!r}")
+                continue
+            if pending_label is None:
+                self.problems.append("an image without a label before it")
+            got.labels.append(pending_label or "?")
+            pending_label = None
+            got.mimes.append(mime)
+            if self.inspect:
+                name, neutral, size = _classify(base64.b64decode(b64))
+                got.images.append(name)
+                got.neutralized.append(neutral)
+                got.sizes.append(size)
+        got.prompt = "\n".join(texts)
+        if got.labels != LABELS:
+            self.problems.append(f"images labelled {got.labels}, expected {LABELS}")
+        if self.inspect and got.images and got.images[0] != "reference":
+            self.problems.append(f"first image is {got.images[0]}, not the reference")
+        axes = _active_axes(got.prompt)
+        if axes is None:
+            self.problems.append("no ACTIVE_AXES JSON array in the prompt")
+        else:
+            got.active_axes = axes
+            for axis in axes:
+                if set(axis) != {"id", "scope", "description", "targets"}:
+                    self.problems.append(f"ACTIVE_AXES entry with keys {sorted(axis)}")
+        return got
+
+    def reply_text(self, behaviour: str, axes: list[str]) -> str:
+        scores = [{"id": a, "score": 1} for a in axes]
+        answer = {"winner": self.winner, "confidence": 4, "reason": "keeps the table", "axes": scores}
+        if behaviour == "fenced":
+            return "```json\n" + json.dumps(answer) + "\n```"
+        if behaviour == "wrong_order":
+            answer["axes"] = list(reversed(scores))
+        elif behaviour == "bad_confidence":
+            answer["confidence"] = 7
+        elif behaviour == "prose":
+            return "Candidate B looks better to me."
+        return json.dumps(answer)
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        length = int(h.headers.get("content-length") or 0)
+        body = h.rfile.read(length)
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        behaviour = self._next()
+        try:
+            got = self._parse(h.path, headers, body)
+        except Exception as exc:  # a malformed request is a test failure, reported through problems
+            self.problems.append(f"unparseable request: {exc!r}")
+            got = Received(path=h.path, headers=headers, body=body)
+        got.behaviour = behaviour
+        with self._lock:
+            self.requests.append(got)
+        if self.delay:
+            time.sleep(self.delay)
+        if behaviour == "hold":
+            self.holding.set()
+            self.release.wait(120)
+            behaviour = "valid"
+        if behaviour == "timeout":
+            time.sleep(self.timeout_sleep)
+            behaviour = "valid"
+        if behaviour in ("429", "500", "503", "413", "401"):
+            extra = {"Retry-After": self.retry_after} if behaviour == "429" else {}
+            self._send(h, int(behaviour), json.dumps({"error": {"message": behaviour}}).encode(), extra)
+            return
+        if behaviour == "broken":
+            self._send(h, 200, b"<html>gateway</html>", {})
+            return
+        text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
+        if got.path.endswith("/v1/messages"):
+            envelope: dict[str, Any] = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}]}
+        else:
+            envelope = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+        self._send(h, 200, json.dumps(envelope).encode(), {})
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str]) -> None:
+        try:
+            h.send_response(status)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(payload)))
+            for k, v in headers.items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass

@@ -1,0 +1,256 @@
+"""Live judge calls against a real loopback server speaking the OpenAI-compatible protocol (SPEC §6)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from annotation.models import Comparison, System
+from judges.models import JudgeOutput
+from judges.services.calls import judge_output_execute
+from tests.judges.factories import make_example_study, make_judge
+from tests.judges.fake_provider import FakeProvider
+
+pytestmark = pytest.mark.django_db
+
+KEY = "sk-test-secret-0123456789"
+
+
+def call(study, judge, *, comparison: str = "c1", order: str = "primary", repeat: int = 0) -> JudgeOutput:  # type: ignore[no-untyped-def]
+    output = JudgeOutput.objects.create(
+        judge=judge, comparison=Comparison.objects.get(study=study, external_id=comparison), order=order, repeat=repeat
+    )
+    judge_output_execute(output_id=output.pk)
+    output.refresh_from_db()
+    return output
+
+
+def test_valid_primary_call_sends_three_images_and_the_active_axes(provider: FakeProvider) -> None:
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    output = call(study, judge)
+    assert provider.problems == []
+    assert output.status == "valid", output.error
+    assert (output.winner, output.confidence, output.attempts) == ("A", 4, 1)
+    assert output.axis_scores == [
+        {"id": "GLOBAL_LAYOUT_FIDELITY", "score": 1},
+        {"id": "TEXT_VISUAL_PRESENTATION", "score": 1},
+        {"id": "TABLE", "score": 1},
+    ]
+    [request] = provider.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.images == ["reference", "alpha", "beta"]
+    assert request.neutralized == [True, True, True]
+    assert request.active_axes == [
+        {"id": "GLOBAL_LAYOUT_FIDELITY", "scope": "fixed", "description": "Regions, columns, spacing, reading order.", "targets": []},
+        {"id": "TEXT_VISUAL_PRESENTATION", "scope": "fixed", "description": "Wrapping, typography, emphasis.", "targets": []},
+        {"id": "TABLE", "scope": "conditional", "description": "Rows, columns, cell alignment.",
+         "targets": [{"role": "table", "bbox_1000": [66, 450, 934, 650]}]},
+    ]
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert json.loads(request.body)["model"] == "vlm-1"
+
+
+def test_swapped_order_sends_b_as_candidate_a_and_maps_the_answer_back(provider: FakeProvider) -> None:
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    output = call(study, judge, order="swapped")
+    assert provider.problems == []
+    assert provider.requests[0].images == ["reference", "beta", "alpha"]
+    assert output.winner == "B"  # the judge said "A" about canonical B
+    assert [a["score"] for a in output.axis_scores] == [-1, -1, -1]
+
+
+def test_conditional_axis_is_inactive_without_a_target(provider: FakeProvider) -> None:
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    output = call(study, judge, comparison="c2")
+    assert [a["id"] for a in provider.requests[0].active_axes] == ["GLOBAL_LAYOUT_FIDELITY", "TEXT_VISUAL_PRESENTATION"]
+    assert provider.requests[0].images == ["reference", "gamma", "alpha"]
+    assert output.status == "valid"
+
+
+def test_original_images_without_neutralization(provider: FakeProvider) -> None:
+    study = make_example_study(neutralize=False)
+    call(study, make_judge(base_url=provider.url))
+    assert provider.requests[0].neutralized == [False, False, False]
+
+
+def test_no_system_name_or_id_reaches_the_judge(provider: FakeProvider) -> None:
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    call(study, judge)
+    call(study, judge, comparison="c2", order="swapped")
+    for request in provider.requests:
+        body = request.body.decode()
+        for system in System.objects.filter(study=study):
+            assert system.name not in body
+            assert f'"{system.external_id}"' not in body and f" {system.external_id} " not in body
+        assert KEY not in body
+
+
+def test_fenced_reply_is_unwrapped(provider: FakeProvider) -> None:
+    provider.default = "fenced"
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert output.status == "valid"
+    assert output.raw.startswith("```json")
+
+
+@pytest.mark.parametrize("behaviour", ["wrong_order", "bad_confidence", "prose"])
+def test_an_invalid_reply_is_retried_then_the_valid_one_is_kept(provider: FakeProvider, behaviour: str) -> None:
+    provider.script.append(behaviour)
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert output.status == "valid"
+    assert output.invalid_attempts == 1
+    assert output.transport_failures == 0
+    assert len(provider.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [("wrong_order", "out of order"), ("bad_confidence", "$.confidence"), ("prose", "not strict JSON")],
+)
+def test_persistently_invalid_replies_are_stored_invalid_with_the_reason(
+    provider: FakeProvider, behaviour: str, reason: str
+) -> None:
+    provider.default = behaviour
+    output = call(make_example_study(), make_judge(base_url=provider.url, max_invalid_retries=2))
+    assert output.status == "invalid"
+    assert reason in output.error
+    assert output.invalid_attempts == 3
+    assert len(provider.requests) == 3
+    assert output.raw == provider.reply_text(behaviour, ["GLOBAL_LAYOUT_FIDELITY", "TEXT_VISUAL_PRESENTATION", "TABLE"])
+    assert output.winner == "" and output.confidence is None
+
+
+def test_429_retry_after_is_honoured_and_counted_as_transport(provider: FakeProvider) -> None:
+    provider.script.append("429")
+    started = time.monotonic()
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert time.monotonic() - started >= 1.0  # Retry-After: 1, though the backoff base is 10 ms
+    assert output.status == "valid"
+    assert (output.transport_failures, output.invalid_attempts) == (1, 0)
+
+
+def test_5xx_then_success(provider: FakeProvider) -> None:
+    provider.script.extend(["500", "503"])
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert output.status == "valid"
+    assert output.transport_failures == 2
+
+
+def test_persistent_5xx_is_stored_failed_apart_from_invalid(provider: FakeProvider) -> None:
+    provider.default = "500"
+    output = call(make_example_study(), make_judge(base_url=provider.url, max_transport_retries=3))
+    assert output.status == "failed"
+    assert "HTTP 500" in output.error
+    assert (output.transport_failures, output.invalid_attempts) == (4, 0)
+    assert len(provider.requests) == 4
+
+
+def test_timeouts_are_transport_failures(provider: FakeProvider) -> None:
+    provider.script.append("timeout")
+    provider.timeout_sleep = 1.5
+    output = call(make_example_study(), make_judge(base_url=provider.url, timeout_seconds=0.5))
+    assert output.status == "valid"
+    assert output.transport_failures == 1
+    assert output.error == ""
+
+
+def test_timeout_every_time_fails(provider: FakeProvider) -> None:
+    provider.default = "timeout"
+    provider.timeout_sleep = 1.0
+    output = call(make_example_study(), make_judge(base_url=provider.url, timeout_seconds=0.3, max_transport_retries=1))
+    assert output.status == "failed"
+    assert "timed out" in output.error
+
+
+def test_413_shrinks_the_images_for_the_next_attempt(provider: FakeProvider) -> None:
+    provider.script.append("413")
+    study = make_example_study(noise=True)
+    output = call(study, make_judge(base_url=provider.url, max_image_bytes=200_000))
+    assert output.status == "valid"
+    assert output.transport_failures == 1
+    first, second = provider.requests
+    assert len(second.body) < len(first.body)
+    assert output.image_repairs and all(r["sent"]["format"] == "jpeg" for r in output.image_repairs)
+
+
+def test_images_over_the_judge_limits_are_repaired_and_recorded(provider: FakeProvider) -> None:
+    study = make_example_study(image_size=(400, 520))
+    output = call(study, make_judge(base_url=provider.url, max_image_edge=260))
+    assert provider.problems == []
+    assert provider.requests[0].mimes == ["image/jpeg"] * 3
+    assert all(max(size) == 260 for size in provider.requests[0].sizes)
+    assert [r["image"] for r in output.image_repairs] == ["REFERENCE", "CANDIDATE A", "CANDIDATE B"]
+    assert output.image_repairs[0]["original"]["width"] == 400
+    assert output.image_repairs[0]["sent"] == {**output.image_repairs[0]["sent"], "width": 200, "height": 260}
+
+
+def test_request_size_limit_is_met_by_re_encoding(provider: FakeProvider) -> None:
+    study = make_example_study(noise=True)
+    limit = 400_000
+    output = call(study, make_judge(base_url=provider.url, max_request_bytes=limit))
+    assert output.status == "valid"
+    assert len(provider.requests[0].body) <= limit
+    assert output.image_repairs
+
+
+def test_missing_api_key_fails_without_calling(provider: FakeProvider, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("ARBITER_TEST_JUDGE_KEY")
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert output.status == "failed"
+    assert "ARBITER_TEST_JUDGE_KEY" in output.error
+    assert provider.requests == []
+
+
+def test_auth_error_is_not_retried(provider: FakeProvider) -> None:
+    provider.default = "401"
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert output.status == "failed"
+    assert len(provider.requests) == 1
+    assert KEY not in output.error
+
+
+def test_metadata_endpoint_in_the_database_is_refused_at_call_time(provider: FakeProvider) -> None:
+    output = call(make_example_study(), make_judge(base_url="http://169.254.169.254/v1"))
+    assert output.status == "failed"
+    assert "link-local" in output.error
+
+
+def test_anthropic_messages_protocol(provider: FakeProvider) -> None:
+    judge = make_judge("claude-judge", base_url=provider.root_url, provider="anthropic", model="claude-x")
+    output = call(make_example_study(), judge, order="swapped")
+    assert provider.problems == []
+    request = provider.requests[0]
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == KEY
+    assert "anthropic-version" in request.headers
+    assert request.images == ["reference", "beta", "alpha"]
+    assert output.status == "valid" and output.winner == "B"
+
+
+def test_study_prompt_template_is_used(provider: FakeProvider) -> None:
+    study = make_example_study(judge_prompt='Custom instructions. ACTIVE_AXES: {{ACTIVE_AXES}} please. {"keep": "braces"}')
+    call(study, make_judge(base_url=provider.url))
+    assert provider.problems == []
+    prompt = provider.requests[0].prompt
+    assert prompt.startswith("Custom instructions. ACTIVE_AXES: [")
+    assert '{"keep": "braces"}' in prompt
+
+
+def test_a_template_without_the_marker_gets_the_axes_appended(provider: FakeProvider) -> None:
+    study = make_example_study(judge_prompt="Which candidate is more faithful?")
+    call(study, make_judge(base_url=provider.url))
+    assert provider.problems == []
+    assert provider.requests[0].prompt.startswith("Which candidate is more faithful?\n\nACTIVE_AXES:\n[")
+
+
+def test_a_finished_output_is_not_called_again(provider: FakeProvider) -> None:
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    output = call(study, judge)
+    assert judge_output_execute(output_id=output.pk) == "skipped"
+    assert len(provider.requests) == 1

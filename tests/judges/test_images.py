@@ -1,0 +1,58 @@
+"""SPEC §6 image repairs: JPEG first, then downscaling on the long edge, aspect ratio kept."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from judges.images import ImageTooLarge, prepare_image
+from tests.judges.factories import image_bytes
+
+
+def _open(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data))
+
+
+def test_within_limits_the_original_png_is_sent_unchanged() -> None:
+    png = image_bytes((200, 10, 10), (300, 400))
+    prepared = prepare_image(png, 300, 400, max_edge=400, max_bytes=len(png))
+    assert prepared.data == png
+    assert prepared.mime == "image/png"
+    assert prepared.repair is None
+
+
+def test_over_the_byte_limit_it_becomes_a_jpeg_of_the_same_size_first() -> None:
+    png = image_bytes((200, 10, 10), (600, 800), noise=True)
+    limit = len(png) - 1
+    prepared = prepare_image(png, 600, 800, max_edge=None, max_bytes=limit)
+    assert prepared.mime == "image/jpeg"
+    assert _open(prepared.data).format == "JPEG"
+    assert len(prepared.data) <= limit
+    assert prepared.repair is not None
+    assert prepared.repair["steps"][0].startswith("re-encoded as JPEG")
+    assert prepared.repair["original"] == {"width": 600, "height": 800, "bytes": len(png), "format": "png"}
+
+
+def test_still_too_large_it_is_downscaled_keeping_the_aspect_ratio() -> None:
+    png = image_bytes((200, 10, 10), (600, 800), noise=True)
+    prepared = prepare_image(png, 600, 800, max_edge=None, max_bytes=40_000)
+    image = _open(prepared.data)
+    assert len(prepared.data) <= 40_000
+    assert max(image.size) < 800
+    assert abs(image.size[0] / image.size[1] - 600 / 800) < 0.01
+    assert any(step.startswith("downscaled") for step in prepared.repair["steps"])  # type: ignore[index]
+
+
+def test_edge_limit_downscales_the_long_edge() -> None:
+    png = image_bytes((10, 10, 200), (1000, 500))
+    prepared = prepare_image(png, 1000, 500, max_edge=400, max_bytes=None)
+    assert _open(prepared.data).size == (400, 200)
+    assert prepared.repair["sent"]["width"] == 400  # type: ignore[index]
+
+
+def test_impossible_limits_are_refused() -> None:
+    png = image_bytes((10, 10, 200), (600, 800), noise=True)
+    with pytest.raises(ImageTooLarge):
+        prepare_image(png, 600, 800, max_edge=None, max_bytes=200)
