@@ -19,7 +19,7 @@ import shutil
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,11 @@ def clean_image(data: bytes, *, where: str) -> CleanImage:
                         where=where,
                     )
                 image.load()
-                pixels = ImageOps.exif_transpose(image)
-                pixels = _normalized_mode(pixels)
+                # In place: a copy would double the peak memory of a large page.
+                ImageOps.exif_transpose(image, in_place=True)
+                pixels = _normalized_mode(image)
+                # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
+                pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
                 png = encode_png(pixels)
                 width, height = pixels.size
     except ValidationFailed:
@@ -155,25 +158,26 @@ class ImageStaging:
 
     root: Path
     staging: Path
-    staged: dict[str, CleanImage] = field(default_factory=dict)
+    # sha256 → relative path; the pixel bytes are on disk, not kept here (imports of 10,000 images).
+    staged: dict[str, str] = field(default_factory=dict)
     published: list[Path] = field(default_factory=list)
     created_dirs: list[Path] = field(default_factory=list)
 
     def add(self, image: CleanImage) -> CleanImage:
         if image.sha256 in self.staged or (self.root / image.relative_path).exists():
-            self.staged.setdefault(image.sha256, image)
+            self.staged.setdefault(image.sha256, image.relative_path)
             return image
         path = self.staging / f"{image.sha256}.png"
         path.write_bytes(image.png)
-        self.staged[image.sha256] = image
+        self.staged[image.sha256] = image.relative_path
         return image
 
     def publish(self) -> None:
-        for sha, image in self.staged.items():
+        for sha, relative_path in self.staged.items():
             source = self.staging / f"{sha}.png"
             if not source.exists():
                 continue
-            target = self.root / image.relative_path
+            target = self.root / relative_path
             for folder in (target.parent.parent, target.parent):
                 if not folder.exists():
                     folder.mkdir()
@@ -189,10 +193,8 @@ class ImageStaging:
             path.unlink(missing_ok=True)
         self.published.clear()
         for folder in reversed(self.created_dirs):
-            try:
+            with suppress(OSError):
                 folder.rmdir()
-            except OSError:
-                pass
         self.created_dirs.clear()
 
 
@@ -217,10 +219,8 @@ def staged_images() -> Iterator[ImageStaging]:
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        try:
+        with suppress(OSError):
             staging_parent.rmdir()
-        except OSError:
-            pass
 
 
 def stored_image_path(relative: str) -> Path:

@@ -10,7 +10,13 @@ from annotation.errors import ArbiterError
 
 
 class ArbiterCommand(BaseCommand):
-    """Subclasses implement ``run(**options)``; project errors become ``CommandError`` (one line)."""
+    """Subclasses implement ``run(**options)``; project errors become ``CommandError`` (one line).
+
+    System checks are skipped: they import every view and API module (seconds and ~200 MB per
+    command) and belong to ``manage.py check``, ``migrate`` and the servers, which run them.
+    """
+
+    requires_system_checks: list[str] = []  # type: ignore[assignment]
 
     def handle(self, *args: Any, **options: Any) -> str | None:
         try:

@@ -1,5 +1,23 @@
+"""Study pages for researchers and their REST endpoints (SPEC §8 bundles)."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from annotation.api import studies as api
+from annotation.views import studies as views
+
+app_name = "studies"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("studies/import/", views.study_import, name="import"),
+    path("studies/<slug:slug>/", views.study_detail, name="detail"),
+    path("studies/<slug:slug>/export/", views.study_export, name="export"),
+    path("api/studies/", api.StudyListApi.as_view(), name="api-list"),
+    path("api/studies/import/", api.StudyImportApi.as_view(), name="api-import"),
+    path("api/studies/<slug:slug>/", api.StudyDetailApi.as_view(), name="api-detail"),
+    path("api/studies/<slug:slug>/export/", api.StudyExportApi.as_view(), name="api-export"),
+    path("api/studies/<slug:slug>/systems/", api.SystemListApi.as_view(), name="api-systems"),
+    path("api/studies/<slug:slug>/pages/", api.PageListApi.as_view(), name="api-pages"),
+    path("api/studies/<slug:slug>/comparisons/", api.ComparisonListApi.as_view(), name="api-comparisons"),
+]

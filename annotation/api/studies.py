@@ -1,0 +1,238 @@
+"""REST endpoints for studies (SPEC §8): list, detail, bundle import/export, and researcher lists.
+
+Thin views: parse, call one selector or service, serialize. Researchers and admins only
+(annotation.roles.is_researcher); a study the caller may not manage answers 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from annotation.models import ComparisonSet
+from annotation.roles import is_researcher
+from annotation.selectors.studies import (
+    study_comparisons,
+    study_get_for_user,
+    study_list_for_user,
+    study_overview,
+    study_pages,
+    study_systems,
+)
+from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
+
+ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
+
+
+class IsResearcher(BasePermission):
+    message = "Only researchers and admins may manage studies."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return bool(request.user and request.user.is_authenticated and is_researcher(request.user))
+
+
+class ResearcherApi(APIView):
+    permission_classes = [IsAuthenticated, IsResearcher]
+
+
+def _paginate(view: APIView, request: Request, queryset: Any, serializer: type[serializers.Serializer]) -> Response:
+    pagination_class = getattr(view, "pagination_class", None)
+    paginator = pagination_class() if pagination_class else None
+    if paginator is None:
+        return Response(serializer(queryset, many=True).data)
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer(page, many=True).data)
+
+
+class StudyListApi(ResearcherApi):
+    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyListItem"
+
+        slug = serializers.SlugField()
+        title = serializers.CharField()
+        kind = serializers.CharField()
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(operation_id="studies_list", responses={200: OutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return _paginate(self, request, study_list_for_user(user=request.user), self.OutputSerializer)
+
+
+class StudyDetailApi(ResearcherApi):
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyDetail"
+
+        class AxisSerializer(serializers.Serializer):
+            class Meta:
+                ref_name = "StudyAxis"
+
+            id = serializers.CharField(source="axis_id")
+            scope = serializers.CharField()
+            description = serializers.CharField()
+
+        slug = serializers.SlugField()
+        title = serializers.CharField()
+        kind = serializers.CharField()
+        instructions_md = serializers.CharField()
+        judge_prompt = serializers.CharField()
+        neutralize_media = serializers.BooleanField()
+        created_at = serializers.DateTimeField()
+        axes = AxisSerializer(many=True)
+        counts = inline_serializer(
+            "StudyCounts",
+            fields={
+                "pages": serializers.IntegerField(),
+                "systems": serializers.IntegerField(),
+                "candidates": serializers.IntegerField(),
+                "failed_renders": serializers.IntegerField(),
+                "comparisons": serializers.IntegerField(),
+                "comparisons_by_set": serializers.DictField(child=serializers.IntegerField()),
+            },
+        )
+
+    @extend_schema(operation_id="studies_retrieve", responses={200: OutputSerializer, 404: ERROR})
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_get_for_user(user=request.user, slug=slug)
+        overview = study_overview(study=study)
+        data = {
+            "slug": study.slug,
+            "title": study.title,
+            "kind": study.kind,
+            "instructions_md": study.instructions_md,
+            "judge_prompt": study.judge_prompt,
+            "neutralize_media": study.neutralize_media,
+            "created_at": study.created_at,
+            "axes": overview.axes,
+            "counts": {
+                "pages": overview.pages,
+                "systems": overview.systems,
+                "candidates": overview.candidates,
+                "failed_renders": overview.failed_renders,
+                "comparisons": overview.comparisons,
+                "comparisons_by_set": overview.comparisons_by_set,
+            },
+        }
+        return Response(self.OutputSerializer(data).data)
+
+
+class StudyImportApi(ResearcherApi):
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyImportRequest"
+
+        file = serializers.FileField(help_text="A .zip study bundle (SPEC §8): study.json and its images.")
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyImported"
+
+        slug = serializers.SlugField()
+        title = serializers.CharField()
+
+    @extend_schema(
+        operation_id="studies_import",
+        request={"multipart/form-data": InputSerializer},
+        responses={201: OutputSerializer, 400: ERROR},
+        description="Import a study bundle, all or nothing. A bad bundle (or a slug in use) answers 400 "
+        "with one line naming the file, JSON path and field.",
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        if not serializer.is_valid():
+            errors = serializer.errors.get("file") or ["a .zip bundle is required"]
+            return Response({"detail": f"file: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
+        study = study_import_upload(upload=serializer.validated_data["file"], user=request.user)
+        return Response(self.OutputSerializer(study).data, status=status.HTTP_201_CREATED)
+
+
+class StudyExportApi(ResearcherApi):
+    @extend_schema(
+        operation_id="studies_export",
+        responses={(200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="the bundle"), 404: ERROR},
+    )
+    def get(self, request: Request, slug: str) -> FileResponse:
+        study = study_get_for_user(user=request.user, slug=slug)
+        handle = study_export_to_temporary_zip(study=study)
+        return FileResponse(handle, as_attachment=True, filename=f"{study.slug}.zip", content_type="application/zip")
+
+
+class SystemListApi(ResearcherApi):
+    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudySystem"
+
+        id = serializers.CharField(source="external_id")
+        name = serializers.CharField()
+        candidates = serializers.IntegerField(source="n_candidates")
+        failed_renders = serializers.IntegerField(source="n_failed")
+
+    @extend_schema(operation_id="studies_systems_list", responses={200: OutputSerializer(many=True), 404: ERROR})
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_get_for_user(user=request.user, slug=slug)
+        return _paginate(self, request, study_systems(study=study), self.OutputSerializer)
+
+
+class PageListApi(ResearcherApi):
+    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyPage"
+
+        id = serializers.CharField(source="external_id")
+        targets = serializers.JSONField()
+        media = serializers.JSONField()
+        meta = serializers.JSONField()
+        candidates = serializers.IntegerField(source="n_candidates")
+
+    @extend_schema(operation_id="studies_pages_list", responses={200: OutputSerializer(many=True), 404: ERROR})
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_get_for_user(user=request.user, slug=slug)
+        return _paginate(self, request, study_pages(study=study), self.OutputSerializer)
+
+
+class ComparisonListApi(ResearcherApi):
+    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyComparison"
+
+        id = serializers.CharField(source="external_id")
+        page = serializers.CharField(source="page.external_id")
+        a = serializers.CharField(source="candidate_a.system.external_id")
+        b = serializers.CharField(source="candidate_b.system.external_id")
+        set = serializers.CharField()
+
+    @extend_schema(
+        operation_id="studies_comparisons_list",
+        parameters=[OpenApiParameter("set", str, enum=[s.value for s in ComparisonSet], required=False)],
+        responses={200: OutputSerializer(many=True), 404: ERROR},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_get_for_user(user=request.user, slug=slug)
+        chosen = request.query_params.get("set") or None
+        if chosen is not None and chosen not in ComparisonSet.values:
+            return Response(
+                {"detail": f"set: expected one of {', '.join(ComparisonSet.values)}, got {chosen!r}"},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        return _paginate(self, request, study_comparisons(study=study, set=chosen), self.OutputSerializer)

@@ -1,0 +1,84 @@
+"""Reads about studies for researchers: scoping (annotation.roles.studies_for) and overview counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+
+from annotation.models import Axis, Candidate, Comparison, ComparisonSet, Page, Study, System
+from annotation.roles import studies_for
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+def study_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Study]:
+    """The studies a user may manage, by slug."""
+    return studies_for(user).order_by("slug")
+
+
+def study_get_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Study:
+    """A study the user may manage; Http404 otherwise (other researchers' studies do not exist for them)."""
+    study = studies_for(user).filter(slug=slug).first()
+    if study is None:
+        raise Http404("no such study")
+    return study
+
+
+@dataclass(frozen=True)
+class StudyOverview:
+    """Counts for the researcher's study page (SPEC §2 entities)."""
+
+    pages: int
+    systems: int
+    candidates: int
+    failed_renders: int
+    comparisons: int
+    comparisons_by_set: dict[str, int]
+    pages_with_media: int
+    pages_with_targets: int
+    axes: list[Axis]
+
+
+def study_overview(*, study: Study) -> StudyOverview:
+    candidates = Candidate.objects.filter(page__study=study).aggregate(
+        total=Count("id"), failed=Count("id", filter=Q(rendered=False))
+    )
+    by_set = dict(
+        Comparison.objects.filter(study=study).values_list("set").annotate(n=Count("id")).values_list("set", "n")
+    )
+    pages = Page.objects.filter(study=study)
+    return StudyOverview(
+        pages=pages.count(),
+        systems=System.objects.filter(study=study).count(),
+        candidates=candidates["total"],
+        failed_renders=candidates["failed"],
+        comparisons=sum(by_set.values()),
+        comparisons_by_set={s.value: by_set.get(s.value, 0) for s in ComparisonSet},
+        pages_with_media=pages.exclude(media=[]).count(),
+        pages_with_targets=pages.exclude(targets=[]).count(),
+        axes=list(study.axes.order_by("position")),
+    )
+
+
+def study_systems(*, study: Study) -> QuerySet[System]:
+    return System.objects.filter(study=study).annotate(
+        n_candidates=Count("candidates"),
+        n_failed=Count("candidates", filter=Q(candidates__rendered=False)),
+    ).order_by("position", "external_id")
+
+
+def study_pages(*, study: Study) -> QuerySet[Page]:
+    return Page.objects.filter(study=study).annotate(n_candidates=Count("candidates")).order_by("position", "external_id")
+
+
+def study_comparisons(*, study: Study, set: str | None = None) -> QuerySet[Comparison]:
+    comparisons = Comparison.objects.filter(study=study).select_related(
+        "page", "candidate_a__system", "candidate_b__system"
+    )
+    if set:
+        comparisons = comparisons.filter(set=set)
+    return comparisons.order_by("id")

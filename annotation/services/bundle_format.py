@@ -1,0 +1,524 @@
+"""The study bundle's ``study.json`` (SPEC §8) as a validated, typed in-memory value.
+
+:func:`study_spec_parse` turns the bytes of ``study.json`` into a :class:`StudySpec` or raises
+:class:`~annotation.errors.ValidationFailed` with one line naming the file, the JSON path and the
+field (``study.json $.candidates[4].system: unknown system 'delta'``). It checks everything that
+can be checked without the images and the database: types, required keys, unknown keys, ids,
+duplicates, references between pages / systems / candidates / comparisons / axes, bbox ranges.
+:func:`study_spec_to_json` is its inverse (the export), so export → import is the identity.
+
+Decisions (SPEC §8 is silent on them):
+- Unknown keys are refused, so a misspelt optional key (``"comparsions"``) is not silently dropped.
+- ``targets``, ``media`` (pages, candidates) and ``meta`` may be omitted (empty); a target's
+  ``role`` and ``description`` default to ``""``. ``judge_prompt`` and ``comparisons`` are optional.
+- A comparison needs an ``id``; its A/B order is kept as given; (a, b) and (b, a) on one page are
+  the same pair and refused as a duplicate; both sides must have rendered.
+- Only ``kind = "pairwise_reference"`` bundles are accepted until the other kinds (SPEC §11) land.
+
+No Django import: this module is plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from annotation.errors import ValidationFailed
+
+STUDY_JSON = "study.json"
+KINDS_SUPPORTED = ("pairwise_reference",)
+KINDS_KNOWN = ("pairwise_reference", "pairwise", "checklist", "rating")
+AXIS_SCOPES = ("fixed", "conditional")
+MEDIA_KINDS = ("photo", "chart")
+COMPARISON_SETS = ("human", "deployment")
+# Slugs that would collide with fixed URL segments (studies/import/, api/studies/import/).
+RESERVED_SLUGS = frozenset({"import", "new", "api"})
+
+SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]+$")
+AXIS_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_SLUG = 80
+MAX_TITLE = 200
+MAX_ID = 120
+MAX_AXIS_ID = 80
+MAX_NAME = 200
+MAX_ROLE = 200
+
+TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
+TOP_OPTIONAL = ("comparisons", "judge_prompt")
+
+
+@dataclass(frozen=True)
+class AxisSpec:
+    id: str
+    scope: str
+    description: str
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    axis: str
+    role: str
+    bbox_1000: tuple[float, float, float, float]
+    description: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"axis": self.axis, "role": self.role, "bbox_1000": list(self.bbox_1000), "description": self.description}
+
+
+@dataclass(frozen=True)
+class MediaRegion:
+    kind: str
+    bbox_1000: tuple[float, float, float, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "bbox_1000": list(self.bbox_1000)}
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    id: str
+    image: str
+    targets: tuple[TargetSpec, ...]
+    media: tuple[MediaRegion, ...]
+    meta: dict[str, Any]
+    # JSON path of this entry, for image errors found later (``$.pages[3]``).
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    page: str
+    system: str
+    image: str | None
+    rendered: bool
+    media: tuple[MediaRegion, ...]
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    id: str
+    page: str
+    a: str
+    b: str
+    set: str
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    slug: str
+    title: str
+    kind: str
+    instructions_md: str
+    axes: tuple[AxisSpec, ...]
+    systems: tuple[SystemSpec, ...]
+    pages: tuple[PageSpec, ...]
+    candidates: tuple[CandidateSpec, ...]
+    comparisons: tuple[ComparisonSpec, ...] = ()
+    judge_prompt: str = ""
+
+    def image_paths(self) -> list[str]:
+        """Every distinct image path the bundle names, in first-use order."""
+        seen: dict[str, None] = {}
+        for page in self.pages:
+            seen.setdefault(page.image, None)
+        for candidate in self.candidates:
+            if candidate.image is not None:
+                seen.setdefault(candidate.image, None)
+        return list(seen)
+
+
+# --- parsing helpers -------------------------------------------------------------------------
+
+
+class _Reader:
+    """Typed access to JSON values with errors that name ``file $.path``."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+
+    def fail(self, path: str, message: str) -> NoReturn:
+        raise ValidationFailed(message, where=f"{self.filename} {path}")
+
+    def obj(self, value: Any, path: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(path, f"expected an object, got {_type_name(value)}")
+        for key in required:
+            if key not in value:
+                self.fail(f"{path}.{key}", "required key is missing")
+        allowed = set(required) | set(optional)
+        for key in value:
+            if key not in allowed:
+                self.fail(
+                    f"{path}.{key}", f"unknown key (expected: {', '.join(list(required) + list(optional))})"
+                )
+        return value
+
+    def array(self, value: Any, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(path, f"expected an array, got {_type_name(value)}")
+        return value
+
+    def string(self, value: Any, path: str, *, max_length: int | None = None, empty: bool = True) -> str:
+        if not isinstance(value, str):
+            self.fail(path, f"expected a string, got {_type_name(value)}")
+        if not empty and not value.strip():
+            self.fail(path, "must not be empty")
+        if max_length is not None and len(value) > max_length:
+            self.fail(path, f"is {len(value)} characters long, over the limit of {max_length}")
+        if "\x00" in value:
+            self.fail(path, "contains a NUL character")
+        return value
+
+    def identifier(self, value: Any, path: str, *, max_length: int = MAX_ID) -> str:
+        text = self.string(value, path, max_length=max_length, empty=False)
+        if text != text.strip() or any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+            self.fail(path, f"id {text!r} has leading/trailing spaces or control characters")
+        return text
+
+    def choice(self, value: Any, path: str, choices: Sequence[str]) -> str:
+        text = self.string(value, path)
+        if text not in choices:
+            self.fail(path, f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(path, f"expected true or false, got {_type_name(value)}")
+        return value
+
+    def bbox(self, value: Any, path: str) -> tuple[float, float, float, float]:
+        items = self.array(value, path)
+        if len(items) != 4:
+            self.fail(path, f"expected [x0, y0, x1, y1], got {len(items)} numbers")
+        numbers: list[float] = []
+        for i, item in enumerate(items):
+            if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
+                self.fail(f"{path}[{i}]", f"expected a number, got {_type_name(item)}")
+            if not 0 <= item <= 1000:
+                self.fail(f"{path}[{i}]", f"{item} is outside 0…1000")
+            numbers.append(item)
+        x0, y0, x1, y1 = numbers
+        if x0 >= x1:
+            self.fail(path, f"x0 ({x0}) must be less than x1 ({x1})")
+        if y0 >= y1:
+            self.fail(path, f"y0 ({y0}) must be less than y1 ({y1})")
+        return (x0, y0, x1, y1)
+
+    def image_path(self, value: Any, path: str) -> str:
+        text = self.string(value, path, max_length=1000, empty=False)
+        problem = bundle_path_problem(text)
+        if problem:
+            self.fail(path, f"image path {text!r} {problem}")
+        return text
+
+    def media(self, value: Any, path: str) -> tuple[MediaRegion, ...]:
+        regions = []
+        for i, item in enumerate(self.array(value, path)):
+            where = f"{path}[{i}]"
+            raw = self.obj(item, where, ("kind", "bbox_1000"))
+            regions.append(
+                MediaRegion(
+                    kind=self.choice(raw["kind"], f"{where}.kind", MEDIA_KINDS),
+                    bbox_1000=self.bbox(raw["bbox_1000"], f"{where}.bbox_1000"),
+                )
+            )
+        return tuple(regions)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def bundle_path_problem(path: str) -> str:
+    """Why a bundle-relative path is unsafe, or ``""``. Used for image paths and ZIP entries."""
+    if "\\" in path:
+        return "contains a backslash"
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return "is absolute"
+    parts = path.split("/")
+    if any(part == ".." for part in parts):
+        return "contains '..'"
+    if any(ord(ch) < 32 for ch in path):
+        return "contains control characters"
+    return ""
+
+
+def _no_duplicate_keys(filename: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise ValidationFailed(f"duplicate key {key!r} in one object", where=filename)
+            result[key] = value
+        return result
+
+    return hook
+
+
+JSON_MAX_VALUES = 2_000_000
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(data: bytes, *, filename: str = STUDY_JSON) -> Any:
+    """Parse UTF-8 JSON; errors name ``file:line:column``."""
+    if not data.strip():
+        raise ValidationFailed("the file is empty", where=filename)
+    # A JSON bomb ([{},{},...] within the byte cap) would cost gigabytes as Python objects:
+    # count the values cheaply before parsing (SECURITY.md row 5).
+    values = data.count(b",") + data.count(b"{") + data.count(b"[")
+    if values > JSON_MAX_VALUES:
+        raise ValidationFailed(f"{values:,} JSON values, over the limit of {JSON_MAX_VALUES:,}", where=filename)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationFailed(f"not UTF-8 text (byte {exc.start})", where=filename) from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys(filename), parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(f"malformed JSON: {exc.msg}", where=f"{filename}:{exc.lineno}:{exc.colno}") from None
+    except ValueError as exc:
+        raise ValidationFailed(f"malformed JSON: {exc}", where=filename) from None
+    except RecursionError:
+        raise ValidationFailed("malformed JSON: nested too deeply", where=filename) from None
+
+
+# --- the parser ------------------------------------------------------------------------------
+
+
+def study_spec_parse(data: bytes, *, filename: str = STUDY_JSON) -> StudySpec:
+    """Validate ``study.json`` bytes (SPEC §8) whole and return the typed study.
+
+    Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
+    """
+    r = _Reader(filename)
+    root = r.obj(load_json(data, filename=filename), "$", TOP_REQUIRED, TOP_OPTIONAL)
+
+    slug = r.string(root["slug"], "$.slug", max_length=MAX_SLUG, empty=False)
+    if not SLUG_RE.match(slug):
+        r.fail("$.slug", f"{slug!r} is not a slug (letters, digits, '-' and '_' only)")
+    if slug.lower() in RESERVED_SLUGS:
+        r.fail("$.slug", f"{slug!r} is reserved; choose another slug")
+    title = r.string(root["title"], "$.title", max_length=MAX_TITLE, empty=False)
+    kind = r.choice(root["kind"], "$.kind", KINDS_KNOWN)
+    if kind not in KINDS_SUPPORTED:
+        r.fail("$.kind", f"bundles of kind {kind!r} cannot be imported yet (supported: {', '.join(KINDS_SUPPORTED)})")
+    instructions = r.string(root["instructions_md"], "$.instructions_md")
+    judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
+
+    axes: list[AxisSpec] = []
+    axis_ids: dict[str, str] = {}
+    for i, item in enumerate(r.array(root["axes"], "$.axes")):
+        where = f"$.axes[{i}]"
+        raw = r.obj(item, where, ("id", "scope"), ("description",))
+        axis_id = r.identifier(raw["id"], f"{where}.id", max_length=MAX_AXIS_ID)
+        if not AXIS_ID_RE.match(axis_id):
+            r.fail(f"{where}.id", f"axis id {axis_id!r} may hold only letters, digits, '_', '.' and '-'")
+        if axis_id in axis_ids:
+            r.fail(f"{where}.id", f"duplicate axis id {axis_id!r} (first at {axis_ids[axis_id]})")
+        axis_ids[axis_id] = where
+        axes.append(
+            AxisSpec(
+                id=axis_id,
+                scope=r.choice(raw["scope"], f"{where}.scope", AXIS_SCOPES),
+                description=r.string(raw.get("description", ""), f"{where}.description"),
+            )
+        )
+
+    systems: list[SystemSpec] = []
+    system_ids: dict[str, str] = {}
+    for i, item in enumerate(r.array(root["systems"], "$.systems")):
+        where = f"$.systems[{i}]"
+        raw = r.obj(item, where, ("id", "name"))
+        system_id = r.identifier(raw["id"], f"{where}.id")
+        if system_id in system_ids:
+            r.fail(f"{where}.id", f"duplicate system id {system_id!r} (first at {system_ids[system_id]})")
+        system_ids[system_id] = where
+        systems.append(SystemSpec(id=system_id, name=r.string(raw["name"], f"{where}.name", max_length=MAX_NAME)))
+    if not systems:
+        r.fail("$.systems", "a study needs at least one system")
+
+    pages: list[PageSpec] = []
+    page_ids: dict[str, str] = {}
+    for i, item in enumerate(r.array(root["pages"], "$.pages")):
+        where = f"$.pages[{i}]"
+        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta"))
+        page_id = r.identifier(raw["id"], f"{where}.id")
+        if page_id in page_ids:
+            r.fail(f"{where}.id", f"duplicate page id {page_id!r} (first at {page_ids[page_id]})")
+        page_ids[page_id] = where
+        image = r.image_path(raw["image"], f"{where}.image")
+        targets = []
+        for j, target in enumerate(r.array(raw.get("targets", []), f"{where}.targets")):
+            twhere = f"{where}.targets[{j}]"
+            traw = r.obj(target, twhere, ("axis", "bbox_1000"), ("role", "description"))
+            axis = r.string(traw["axis"], f"{twhere}.axis", empty=False)
+            if axis not in axis_ids:
+                r.fail(f"{twhere}.axis", f"unknown axis {axis!r}")
+            targets.append(
+                TargetSpec(
+                    axis=axis,
+                    role=r.string(traw.get("role", ""), f"{twhere}.role", max_length=MAX_ROLE),
+                    bbox_1000=r.bbox(traw["bbox_1000"], f"{twhere}.bbox_1000"),
+                    description=r.string(traw.get("description", ""), f"{twhere}.description"),
+                )
+            )
+        media = r.media(raw.get("media", []), f"{where}.media")
+        meta = raw.get("meta", {})
+        if not isinstance(meta, dict):
+            r.fail(f"{where}.meta", f"expected an object, got {_type_name(meta)}")
+        pages.append(PageSpec(id=page_id, image=image, targets=tuple(targets), media=media, meta=meta, where=where))
+    if not pages:
+        r.fail("$.pages", "a study needs at least one page")
+
+    candidates: list[CandidateSpec] = []
+    candidate_at: dict[tuple[str, str], CandidateSpec] = {}
+    candidate_where: dict[tuple[str, str], str] = {}
+    for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
+        where = f"$.candidates[{i}]"
+        raw = r.obj(item, where, ("page", "system", "image", "rendered"), ("media",))
+        page_id = r.string(raw["page"], f"{where}.page", empty=False)
+        if page_id not in page_ids:
+            r.fail(f"{where}.page", f"unknown page {page_id!r}")
+        system_id = r.string(raw["system"], f"{where}.system", empty=False)
+        if system_id not in system_ids:
+            r.fail(f"{where}.system", f"unknown system {system_id!r}")
+        key = (page_id, system_id)
+        if key in candidate_at:
+            r.fail(where, f"duplicate candidate for page {page_id!r} and system {system_id!r} (first at {candidate_where[key]})")
+        rendered = r.boolean(raw["rendered"], f"{where}.rendered")
+        candidate_image: str | None = None
+        if rendered:
+            candidate_image = r.image_path(raw["image"], f"{where}.image")
+        elif raw["image"] is not None:
+            r.fail(f"{where}.image", "a failed render (rendered: false) must have image null")
+        media = r.media(raw.get("media", []), f"{where}.media")
+        if not rendered and media:
+            r.fail(f"{where}.media", "a failed render (rendered: false) has no media regions")
+        spec = CandidateSpec(page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where)
+        candidate_at[key] = spec
+        candidate_where[key] = where
+        candidates.append(spec)
+
+    comparisons: list[ComparisonSpec] = []
+    comparison_ids: dict[str, str] = {}
+    pairs: dict[tuple[str, frozenset[str]], str] = {}
+    for i, item in enumerate(r.array(root.get("comparisons", []), "$.comparisons")):
+        where = f"$.comparisons[{i}]"
+        raw = r.obj(item, where, ("id", "page", "a", "b", "set"))
+        comparison_id = r.identifier(raw["id"], f"{where}.id")
+        if comparison_id in comparison_ids:
+            r.fail(f"{where}.id", f"duplicate comparison id {comparison_id!r} (first at {comparison_ids[comparison_id]})")
+        comparison_ids[comparison_id] = where
+        page_id = r.string(raw["page"], f"{where}.page", empty=False)
+        if page_id not in page_ids:
+            r.fail(f"{where}.page", f"unknown page {page_id!r}")
+        sides = {}
+        for side in ("a", "b"):
+            system_id = r.string(raw[side], f"{where}.{side}", empty=False)
+            if system_id not in system_ids:
+                r.fail(f"{where}.{side}", f"unknown system {system_id!r}")
+            candidate = candidate_at.get((page_id, system_id))
+            if candidate is None:
+                r.fail(f"{where}.{side}", f"system {system_id!r} has no candidate for page {page_id!r}")
+            if not candidate.rendered:
+                r.fail(
+                    f"{where}.{side}",
+                    f"system {system_id!r} failed to render page {page_id!r} (rendered: false); it cannot be compared",
+                )
+            sides[side] = system_id
+        if sides["a"] == sides["b"]:
+            r.fail(f"{where}.b", f"a comparison needs two different systems, got {sides['a']!r} twice")
+        pair = (page_id, frozenset(sides.values()))
+        if pair in pairs:
+            r.fail(
+                where,
+                f"duplicate pair {sides['a']!r}/{sides['b']!r} on page {page_id!r} (first at {pairs[pair]}; "
+                "A/B order does not make a new pair)",
+            )
+        pairs[pair] = where
+        comparisons.append(
+            ComparisonSpec(
+                id=comparison_id,
+                page=page_id,
+                a=sides["a"],
+                b=sides["b"],
+                set=r.choice(raw["set"], f"{where}.set", COMPARISON_SETS),
+            )
+        )
+
+    return StudySpec(
+        slug=slug,
+        title=title,
+        kind=kind,
+        instructions_md=instructions,
+        axes=tuple(axes),
+        systems=tuple(systems),
+        pages=tuple(pages),
+        candidates=tuple(candidates),
+        comparisons=tuple(comparisons),
+        judge_prompt=judge_prompt,
+    )
+
+
+def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
+    """The ``study.json`` object of a study (SPEC §8 keys only); the inverse of :func:`study_spec_parse`."""
+    document: dict[str, Any] = {
+        "slug": spec.slug,
+        "title": spec.title,
+        "kind": spec.kind,
+        "instructions_md": spec.instructions_md,
+        "axes": [{"id": a.id, "scope": a.scope, "description": a.description} for a in spec.axes],
+        "systems": [{"id": s.id, "name": s.name} for s in spec.systems],
+        "pages": [
+            {
+                "id": p.id,
+                "image": p.image,
+                "targets": [t.to_json() for t in p.targets],
+                "media": [m.to_json() for m in p.media],
+                "meta": p.meta,
+            }
+            for p in spec.pages
+        ],
+        "candidates": [
+            {
+                "page": c.page,
+                "system": c.system,
+                "image": c.image,
+                "rendered": c.rendered,
+                "media": [m.to_json() for m in c.media],
+            }
+            for c in spec.candidates
+        ],
+        "comparisons": [
+            {"id": c.id, "page": c.page, "a": c.a, "b": c.b, "set": c.set} for c in spec.comparisons
+        ],
+    }
+    if spec.judge_prompt:
+        document["judge_prompt"] = spec.judge_prompt
+    return document

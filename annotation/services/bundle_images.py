@@ -1,0 +1,67 @@
+"""Image work of a bundle import, runnable in worker processes (SPEC §8).
+
+Kept apart from ``bundles.py`` so a fresh worker process can import it without the Django app
+registry: it needs only settings (``DJANGO_SETTINGS_MODULE`` from the environment, the image
+limits from the parent) and ``annotation.images``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from PIL import Image
+
+from annotation.images import CleanImage, clean_image, neutralize_media
+
+if TYPE_CHECKING:
+    from annotation.services.bundle_format import MediaRegion
+
+# Image work is CPU-bound and Pillow holds the GIL while it encodes PNG into memory, so large
+# imports clean their images in worker processes (one per core, at most 4). Workers are started
+# fresh (forkserver/spawn, not fork: the web server may be multi-threaded) and get the image
+# limits passed explicitly. Small imports (tests, the examples) stay in this process, where
+# starting workers would cost more than it saves.
+IMAGE_WORKERS = max(1, min(4, os.cpu_count() or 1))
+PROCESS_POOL_MIN_IMAGES = 300
+IMAGE_SETTINGS = ("ARBITER_IMAGE_MAX_BYTES", "ARBITER_IMAGE_MAX_PIXELS", "ARBITER_IMAGE_MAX_EDGE")
+
+MediaKey = tuple[tuple[str, tuple[float, ...]], ...]
+
+
+def media_key(media: Iterable[MediaRegion]) -> MediaKey:
+    return tuple((m.kind, tuple(m.bbox_1000)) for m in media)
+
+
+def process_image(data: bytes, where: str, media_keys: list[MediaKey]) -> tuple[CleanImage, dict[MediaKey, CleanImage]]:
+    clean = clean_image(data, where=where)
+    neutral: dict[MediaKey, CleanImage] = {}
+    for key in media_keys:
+        variant = neutralize_media(clean, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key])
+        if variant is not None:
+            neutral[key] = variant
+    return clean, neutral
+
+
+def _start_image_worker(limits: dict[str, int], max_image_pixels: int | None) -> None:
+    """Give a fresh worker the parent's image limits (its settings module comes from the environment)."""
+    for name, value in limits.items():
+        setattr(settings, name, value)
+    Image.MAX_IMAGE_PIXELS = max_image_pixels
+
+
+def image_pool(n_images: int) -> Executor:
+    """Where ``process_image`` runs: worker processes for big imports, one helper thread otherwise."""
+    if n_images < PROCESS_POOL_MIN_IMAGES or IMAGE_WORKERS < 2:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="bundle-image")
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    return ProcessPoolExecutor(
+        max_workers=IMAGE_WORKERS,
+        mp_context=mp.get_context(method),
+        initializer=_start_image_worker,
+        initargs=({name: int(getattr(settings, name)) for name in IMAGE_SETTINGS}, Image.MAX_IMAGE_PIXELS),
+    )

@@ -1,0 +1,655 @@
+"""Study bundles (SPEC §8): import a folder or ``.zip`` whole or not at all, and export it back.
+
+Import runs in three steps, and only the last writes anything:
+
+1. open the bundle: a folder, or a ZIP whose entries are checked *before* any is read (count,
+   declared total size, absolute paths, ``..``, links, encryption, duplicate names); members are
+   read straight from the archive, never extracted, and never more than their cap;
+2. validate ``study.json`` into a typed :class:`~annotation.services.bundle_format.StudySpec`
+   (every reference, id and box), check every image file is there, refuse a slug in use;
+3. decode, check and re-encode every image (``annotation.images.clean_image``, in worker
+   processes for big bundles; a bomb or a truncated file is refused), make the media-neutralized
+   variants, stage the files, then write all rows in one transaction and publish the staged
+   files just before it commits.
+
+Any error raises :class:`~annotation.errors.ValidationFailed` (one line: file, JSON path, field)
+and leaves the database and the media folder as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from annotation.errors import ArbiterError, ValidationFailed
+from annotation.images import CleanImage, ImageStaging, staged_images
+from annotation.models import (
+    AuditEvent,
+    Axis,
+    Candidate,
+    Comparison,
+    Page,
+    StoredImage,
+    Study,
+    System,
+)
+from annotation.services.bundle_format import (
+    STUDY_JSON,
+    AxisSpec,
+    CandidateSpec,
+    ComparisonSpec,
+    MediaRegion,
+    PageSpec,
+    StudySpec,
+    SystemSpec,
+    TargetSpec,
+    bundle_path_problem,
+    study_spec_parse,
+    study_spec_to_json,
+)
+from annotation.services.bundle_images import IMAGE_WORKERS, MediaKey, image_pool, media_key, process_image
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.core.files.uploadedfile import UploadedFile
+
+# study.json of 1,000 pages × 10 systems is a few MB; this leaves a wide margin.
+STUDY_JSON_MAX_BYTES = 16 * 1024 * 1024
+
+# --- reading a bundle ------------------------------------------------------------------------
+
+
+class Bundle:
+    """Read access to the files of a bundle, by bundle-relative path."""
+
+    label: str
+
+    def has(self, relative: str) -> bool:
+        raise NotImplementedError
+
+    def read(self, relative: str, *, limit: int) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class FolderBundle(Bundle):
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.label = str(root)
+
+    def _path(self, relative: str) -> Path | None:
+        if bundle_path_problem(relative):
+            return None
+        path = (self.root / relative).resolve()
+        # A link inside the folder may not lead outside it.
+        if not path.is_relative_to(self.root) or not path.is_file():
+            return None
+        return path
+
+    def has(self, relative: str) -> bool:
+        return self._path(relative) is not None
+
+    def read(self, relative: str, *, limit: int) -> bytes:
+        path = self._path(relative)
+        if path is None:
+            raise ValidationFailed("no such file in the bundle", where=relative)
+        size = path.stat().st_size
+        if size > limit:
+            raise ValidationFailed(f"the file is {size:,} bytes, over the {limit:,}-byte limit", where=relative)
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise ValidationFailed(f"the file is over the {limit:,}-byte limit", where=relative)
+        return data
+
+
+class ZipBundle(Bundle):
+    """A ZIP bundle read member by member from the archive; nothing is extracted to disk."""
+
+    def __init__(self, path: Path, *, label: str | None = None) -> None:
+        self.label = label or path.name
+        try:
+            self.archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
+            raise ValidationFailed(f"not a readable ZIP file ({_one_line(exc)})", where=self.label) from None
+        try:
+            self.members = self._check_entries()
+        except BaseException:
+            self.archive.close()
+            raise
+
+    def _check_entries(self) -> dict[str, zipfile.ZipInfo]:
+        infos = self.archive.infolist()
+        max_entries = int(settings.ARBITER_BUNDLE_MAX_ENTRIES)
+        max_total = int(settings.ARBITER_BUNDLE_MAX_UNCOMPRESSED)
+        if len(infos) > max_entries:
+            raise ValidationFailed(f"the ZIP has {len(infos):,} entries, over the limit of {max_entries:,}", where=self.label)
+        total = sum(info.file_size for info in infos)
+        if total > max_total:
+            raise ValidationFailed(
+                f"the ZIP would unpack to {total:,} bytes, over the limit of {max_total:,}", where=self.label
+            )
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            name = info.filename
+            problem = bundle_path_problem(name)
+            if problem:
+                raise ValidationFailed(f"unsafe ZIP entry: the path {problem}", where=f"{self.label}: {name!r}")
+            # Unix mode bits live in the high 16 bits; whatever the "made by" system says, a link
+            # (or a device, a FIFO) is refused rather than read as a file.
+            mode = info.external_attr >> 16
+            if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                raise ValidationFailed(f"unsafe ZIP entry: {kind}", where=f"{self.label}: {name!r}")
+            if info.flag_bits & 0x1:
+                raise ValidationFailed("encrypted ZIP entries are not supported", where=f"{self.label}: {name!r}")
+            if info.is_dir():
+                continue
+            key = name
+            while key.startswith("./"):
+                key = key[2:]
+            if key in members:
+                raise ValidationFailed("the ZIP holds this name twice", where=f"{self.label}: {name!r}")
+            members[key] = info
+        # study.json at the top, or inside one top-level folder (a zipped bundle folder).
+        if STUDY_JSON not in members:
+            nested = [n for n in members if n.count("/") == 1 and n.endswith("/" + STUDY_JSON)]
+            if len(nested) != 1:
+                raise ValidationFailed(f"no {STUDY_JSON} at the top of the ZIP", where=self.label)
+            prefix = nested[0][: -len(STUDY_JSON)]
+            members = {n[len(prefix):]: i for n, i in members.items() if n.startswith(prefix)}
+        return members
+
+    def has(self, relative: str) -> bool:
+        return relative in self.members
+
+    def read(self, relative: str, *, limit: int) -> bytes:
+        info = self.members.get(relative)
+        if info is None:
+            raise ValidationFailed("no such file in the bundle", where=relative)
+        if info.file_size > limit:
+            raise ValidationFailed(f"the file is {info.file_size:,} bytes, over the {limit:,}-byte limit", where=relative)
+        try:
+            with self.archive.open(info) as member:
+                # Never trust the header: read at most one byte past the cap.
+                data = member.read(limit + 1)
+        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError, ValueError) as exc:
+            raise ValidationFailed(f"the ZIP entry cannot be read ({_one_line(exc)})", where=relative) from None
+        if len(data) > limit or len(data) != info.file_size:
+            raise ValidationFailed("the ZIP entry's size does not match its header", where=relative)
+        return data
+
+    def close(self) -> None:
+        self.archive.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextmanager
+def open_bundle(path: Path, *, label: str | None = None) -> Iterator[Bundle]:
+    """A folder or a ZIP file (recognized by content, not by name)."""
+    shown = label or str(path)
+    if path.is_dir():
+        bundle: Bundle = FolderBundle(path)
+    elif path.is_file():
+        if path.stat().st_size == 0:
+            raise ValidationFailed("the bundle file is empty", where=shown)
+        if not zipfile.is_zipfile(path):
+            raise ValidationFailed("not a ZIP file (a bundle is a folder or a .zip)", where=shown)
+        bundle = ZipBundle(path, label=shown)
+    else:
+        raise ValidationFailed("no such file or folder", where=shown)
+    try:
+        yield bundle
+    finally:
+        bundle.close()
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def study_spec_from_bundle(bundle: Bundle) -> StudySpec:
+    """Parse and check ``study.json`` and the presence of every image it names (no decoding)."""
+    if not bundle.has(STUDY_JSON):
+        raise ValidationFailed(f"no {STUDY_JSON} in the bundle", where=bundle.label)
+    spec = study_spec_parse(bundle.read(STUDY_JSON, limit=STUDY_JSON_MAX_BYTES))
+    for page in spec.pages:
+        if not bundle.has(page.image):
+            raise ValidationFailed(f"no file {page.image!r} in the bundle", where=f"{STUDY_JSON} {page.where}.image")
+    for candidate in spec.candidates:
+        if candidate.image is not None and not bundle.has(candidate.image):
+            raise ValidationFailed(
+                f"no file {candidate.image!r} in the bundle", where=f"{STUDY_JSON} {candidate.where}.image"
+            )
+    return spec
+
+
+def _slug_taken(slug: str) -> ValidationFailed:
+    return ValidationFailed(f"a study with slug {slug!r} already exists", where=f"{STUDY_JSON} $.slug")
+
+
+def _check_slug_free(slug: str) -> None:
+    if Study.objects.filter(slug=slug).exists():
+        raise _slug_taken(slug)
+
+
+# --- images ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the rows need to know about a staged image (no pixel bytes kept)."""
+
+    sha256: str
+    relative_path: str
+    width: int
+    height: int
+    size_bytes: int
+
+    @classmethod
+    def of(cls, image: CleanImage) -> ImageInfo:
+        return cls(image.sha256, image.relative_path, image.width, image.height, len(image.png))
+
+
+def _stage_images(
+    bundle: Bundle, spec: StudySpec, stage: ImageStaging
+) -> tuple[dict[str, ImageInfo], dict[tuple[str, MediaKey], ImageInfo]]:
+    """Clean every image once per path and every neutralized variant once per (path, regions).
+
+    Files are written to the staging folder as they are made; only their hashes stay in memory.
+    """
+    wanted: dict[str, set[MediaKey]] = {path: set() for path in spec.image_paths()}
+    for page in spec.pages:
+        if page.media:
+            wanted[page.image].add(media_key(page.media))
+    for candidate in spec.candidates:
+        if candidate.image is not None and candidate.media:
+            wanted[candidate.image].add(media_key(candidate.media))
+
+    max_bytes = int(settings.ARBITER_IMAGE_MAX_BYTES)
+    originals: dict[str, ImageInfo] = {}
+    neutralized: dict[tuple[str, MediaKey], ImageInfo] = {}
+
+    def collect(path: str, future: Future[tuple[CleanImage, dict[MediaKey, CleanImage]]]) -> None:
+        clean, variants = future.result()
+        stage.add(clean)
+        originals[path] = ImageInfo.of(clean)
+        for key, variant in variants.items():
+            stage.add(variant)
+            neutralized[(path, key)] = ImageInfo.of(variant)
+
+    window = 4 * IMAGE_WORKERS + 2  # bounded: only a few images' bytes are in memory at once
+    pending: list[tuple[str, Future[tuple[CleanImage, dict[MediaKey, CleanImage]]]]] = []
+    with image_pool(len(wanted)) as pool:
+        try:
+            for path, keys in wanted.items():
+                data = bundle.read(path, limit=max_bytes)
+                pending.append((path, pool.submit(process_image, data, path, sorted(keys))))
+                while len(pending) >= window:
+                    collect(*pending.pop(0))
+            while pending:
+                collect(*pending.pop(0))
+        except BaseException:
+            for _, future in pending:
+                future.cancel()
+            raise
+    return originals, neutralized
+
+
+def _stored_images(infos: Iterable[ImageInfo]) -> dict[str, StoredImage]:
+    """StoredImage rows by hash, creating the missing ones in bulk."""
+    by_sha = {info.sha256: info for info in infos}
+    shas = list(by_sha)
+    existing: dict[str, StoredImage] = {}
+    for start in range(0, len(shas), 500):
+        for row in StoredImage.objects.filter(sha256__in=shas[start : start + 500]):
+            existing[row.sha256] = row
+    new = [
+        StoredImage(sha256=sha, file=info.relative_path, width=info.width, height=info.height, size_bytes=info.size_bytes)
+        for sha, info in by_sha.items()
+        if sha not in existing
+    ]
+    # ignore_conflicts: another import may have stored the same pixels meanwhile.
+    StoredImage.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
+    missing = [sha for sha in shas if sha not in existing]
+    for start in range(0, len(missing), 500):
+        for row in StoredImage.objects.filter(sha256__in=missing[start : start + 500]):
+            existing[row.sha256] = row
+    return existing
+
+
+# --- import ----------------------------------------------------------------------------------
+
+
+def _write_study(
+    spec: StudySpec,
+    originals: dict[str, ImageInfo],
+    neutralized: dict[tuple[str, MediaKey], ImageInfo],
+    user: AbstractBaseUser | None,
+) -> Study:
+    _check_slug_free(spec.slug)
+    stored = _stored_images([*originals.values(), *neutralized.values()])
+
+    def image_row(path: str | None) -> StoredImage | None:
+        return None if path is None else stored[originals[path].sha256]
+
+    def neutral_row(path: str | None, media: tuple[MediaRegion, ...]) -> StoredImage | None:
+        if path is None or not media:
+            return None
+        info = neutralized.get((path, media_key(media)))
+        return None if info is None else stored[info.sha256]
+
+    study = Study.objects.create(
+        slug=spec.slug,
+        title=spec.title,
+        kind=spec.kind,
+        instructions_md=spec.instructions_md,
+        judge_prompt=spec.judge_prompt,
+        created_by=user,  # type: ignore[misc]
+    )
+    Axis.objects.bulk_create(
+        Axis(study=study, axis_id=a.id, scope=a.scope, description=a.description, position=i)
+        for i, a in enumerate(spec.axes)
+    )
+    systems = System.objects.bulk_create(
+        [System(study=study, external_id=s.id, name=s.name, position=i) for i, s in enumerate(spec.systems)],
+        batch_size=1000,
+    )
+    system_by_id = {s.external_id: s for s in systems}
+    pages = Page.objects.bulk_create(
+        [
+            Page(
+                study=study,
+                external_id=p.id,
+                image=image_row(p.image),
+                neutralized_image=neutral_row(p.image, p.media),
+                targets=[t.to_json() for t in p.targets],
+                media=[m.to_json() for m in p.media],
+                meta=p.meta,
+                position=i,
+            )
+            for i, p in enumerate(spec.pages)
+        ],
+        batch_size=1000,
+    )
+    page_by_id = {p.external_id: p for p in pages}
+    candidates = Candidate.objects.bulk_create(
+        [
+            Candidate(
+                page=page_by_id[c.page],
+                system=system_by_id[c.system],
+                image=image_row(c.image),
+                neutralized_image=neutral_row(c.image, c.media),
+                rendered=c.rendered,
+                media=[m.to_json() for m in c.media],
+            )
+            for c in spec.candidates
+        ],
+        batch_size=1000,
+    )
+    candidate_by_key = {(c.page.external_id, c.system.external_id): c for c in candidates}
+    Comparison.objects.bulk_create(
+        [
+            Comparison(
+                study=study,
+                external_id=c.id,
+                page=page_by_id[c.page],
+                candidate_a=candidate_by_key[(c.page, c.a)],
+                candidate_b=candidate_by_key[(c.page, c.b)],
+                set=c.set,
+            )
+            for c in spec.comparisons
+        ],
+        batch_size=1000,
+    )
+    if user is not None:
+        study.researchers.add(user)  # type: ignore[arg-type]
+    AuditEvent.objects.create(
+        actor=user,  # type: ignore[misc]
+        actor_label=user.get_username() if user is not None else "command line",
+        action="study.import",
+        study=study,
+        target=spec.slug,
+        details={
+            "axes": len(spec.axes),
+            "systems": len(spec.systems),
+            "pages": len(spec.pages),
+            "candidates": len(spec.candidates),
+            "comparisons": len(spec.comparisons),
+            "images": len(stored),
+        },
+    )
+    return study
+
+
+def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | None = None, label: str | None = None) -> Study:
+    """Import a study bundle (SPEC §8): a folder or a ``.zip``. All or nothing.
+
+    ``label`` is how errors name the bundle file (an upload's name instead of a temp path).
+    Raises ValidationFailed / Conflict with one line naming file, JSON path and field.
+    """
+    if user is not None and not user.is_authenticated:
+        user = None
+    with open_bundle(Path(path), label=label) as bundle:
+        spec = study_spec_from_bundle(bundle)
+        _check_slug_free(spec.slug)
+        with staged_images() as stage:
+            originals, neutralized = _stage_images(bundle, spec, stage)
+            try:
+                with transaction.atomic():
+                    study = _write_study(spec, originals, neutralized, user)
+                    stage.publish()
+            except IntegrityError as exc:
+                # A concurrent import of the same slug won the race; nothing of ours was kept.
+                if Study.objects.filter(slug=spec.slug).exists():
+                    raise _slug_taken(spec.slug) from None
+                raise ArbiterError(f"the import could not be saved ({_one_line(exc)})") from None
+    return study
+
+
+def study_import_upload(*, upload: UploadedFile, user: AbstractBaseUser | AnonymousUser | None = None) -> Study:
+    """Import an uploaded ``.zip`` bundle (web form and REST API). Same rules as the command."""
+    name = os.path.basename(upload.name or "bundle.zip")
+    limit = int(settings.ARBITER_MAX_UPLOAD_BYTES)
+    if upload.size is not None and upload.size > limit:
+        raise ValidationFailed(f"the upload is {upload.size:,} bytes, over the {limit:,}-byte limit", where=name)
+    if upload.size == 0:
+        raise ValidationFailed("the bundle file is empty", where=name)
+    temporary_path = getattr(upload, "temporary_file_path", None)
+    if temporary_path is not None:
+        return study_import_bundle(path=Path(temporary_path()), user=user, label=name)
+    with tempfile.NamedTemporaryFile(prefix="arbiter-bundle-", suffix=".zip") as handle:
+        for chunk in upload.chunks():
+            handle.write(chunk)
+        handle.flush()
+        return study_import_bundle(path=Path(handle.name), user=user, label=name)
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+def _neutral_name(used: set[str], *parts: str) -> str:
+    """``images/<page>.png`` or ``images/<page>-<system>.png`` when the ids are file-name safe."""
+    stem = "-".join(parts)
+    safe = all(p and not bundle_path_problem(p) and "/" not in p and not p.startswith(".") for p in parts)
+    name = f"images/{stem}.png" if safe and len(stem) <= 200 else f"images/{len(used) + 1:06d}.png"
+    counter = 1
+    while name in used:
+        counter += 1
+        name = f"images/{len(used) + counter:06d}.png"
+    used.add(name)
+    return name
+
+
+def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]:
+    """The study as a StudySpec; image references are ``#<StoredImage id>`` keys of the second value."""
+    images: dict[str, StoredImage] = {}
+
+    def ref(image: StoredImage | None, what: str) -> str:
+        if image is None:
+            raise ArbiterError(f"{what} has no image; a {study.kind} bundle needs one")
+        key = f"#{image.pk}"
+        images[key] = image
+        return key
+
+    def regions(media: list[dict[str, Any]]) -> tuple[MediaRegion, ...]:
+        return tuple(MediaRegion(kind=m["kind"], bbox_1000=tuple(m["bbox_1000"])) for m in media)  # type: ignore[arg-type]
+
+    pages = list(study.pages.select_related("image").order_by("position", "external_id"))
+    page_specs = tuple(
+        PageSpec(
+            id=p.external_id,
+            image=ref(p.image, f"page {p.external_id!r}"),
+            targets=tuple(
+                TargetSpec(
+                    axis=t["axis"],
+                    role=t.get("role", ""),
+                    bbox_1000=tuple(t["bbox_1000"]),  # type: ignore[arg-type]
+                    description=t.get("description", ""),
+                )
+                for t in p.targets
+            ),
+            media=regions(p.media),
+            meta=p.meta,
+        )
+        for p in pages
+    )
+    candidates = (
+        Candidate.objects.filter(page__study=study)
+        .select_related("page", "system", "image")
+        .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+    )
+    candidate_specs = tuple(
+        CandidateSpec(
+            page=c.page.external_id,
+            system=c.system.external_id,
+            image=ref(c.image, f"candidate {c.page.external_id}/{c.system.external_id}") if c.rendered else None,
+            rendered=c.rendered,
+            media=regions(c.media),
+        )
+        for c in candidates
+    )
+    comparisons = (
+        Comparison.objects.filter(study=study)
+        .select_related("page", "candidate_a__system", "candidate_b__system")
+        .order_by("id")
+    )
+    spec = StudySpec(
+        slug=study.slug,
+        title=study.title,
+        kind=study.kind,
+        instructions_md=study.instructions_md,
+        axes=tuple(AxisSpec(id=a.axis_id, scope=a.scope, description=a.description) for a in study.axes.order_by("position")),
+        systems=tuple(SystemSpec(id=s.external_id, name=s.name) for s in study.systems.order_by("position", "external_id")),
+        pages=page_specs,
+        candidates=candidate_specs,
+        comparisons=tuple(
+            ComparisonSpec(
+                id=c.external_id,
+                page=c.page.external_id,
+                a=c.candidate_a.system.external_id,
+                b=c.candidate_b.system.external_id,
+                set=c.set,
+            )
+            for c in comparisons
+        ),
+        judge_prompt=study.judge_prompt,
+    )
+    return spec, images
+
+
+def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[StudySpec, dict[str, Path]]:
+    """The spec with bundle paths for its images, and the media file behind every bundle path.
+
+    Each page's and each candidate's image is written once, under a name made from its ids
+    (``images/<page>.png``, ``images/<page>-<system>.png``), never under a stored name; two entries
+    with identical pixels still get a file each, so the exported ``study.json`` reads naturally.
+    """
+    used: set[str] = set()
+    sources: dict[str, Path] = {}
+
+    def assign(ref: str, *parts: str) -> str:
+        name = _neutral_name(used, *parts)
+        sources[name] = Path(settings.MEDIA_ROOT) / str(images[ref].file.name)
+        return name
+
+    pages = tuple(replace(p, image=assign(p.image, p.id)) for p in spec.pages)
+    candidates = tuple(
+        c if c.image is None else replace(c, image=assign(c.image, c.page, c.system)) for c in spec.candidates
+    )
+    return replace(spec, pages=pages, candidates=candidates), sources
+
+
+def study_export_bundle(*, study: Study, path: Path) -> Path:
+    """Write a bundle that :func:`study_import_bundle` takes back unchanged (SPEC §8).
+
+    A path ending in ``.zip`` gives a ZIP file (replaced atomically); any other path a folder,
+    which must not exist yet or be empty. Each image is written once, under a neutral name.
+    """
+    path = Path(path)
+    spec, images = study_spec_from_db(study)
+    spec, sources = _export_plan(spec, images)
+    for name, source in sources.items():
+        if not source.is_file():
+            raise ArbiterError(f"{name}: the stored image {source.name} is missing from the media folder")
+    document = json.dumps(study_spec_to_json(spec), indent=1, ensure_ascii=False) + "\n"
+
+    if path.suffix.lower() == ".zip":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".export-", suffix=".zip", dir=path.parent)
+        os.close(handle)
+        try:
+            with zipfile.ZipFile(temporary, "w") as archive:
+                archive.writestr(STUDY_JSON, document, compress_type=zipfile.ZIP_DEFLATED)
+                for name, source in sources.items():
+                    archive.write(source, name, compress_type=zipfile.ZIP_STORED)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return path
+
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise ArbiterError(f"{path}: the export folder already exists and is not empty")
+    # Written beside the target and renamed into place, so a failed export leaves no half folder.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary_dir = Path(tempfile.mkdtemp(prefix=".export-", dir=path.parent))
+    try:
+        (temporary_dir / "images").mkdir()
+        for name, source in sources.items():
+            shutil.copyfile(source, temporary_dir / name)
+        (temporary_dir / STUDY_JSON).write_text(document, encoding="utf-8")
+        temporary_dir.chmod(0o755)
+        os.replace(temporary_dir, path)
+    except BaseException:
+        shutil.rmtree(temporary_dir, ignore_errors=True)
+        raise
+    return path
+
+
+def study_export_to_temporary_zip(*, study: Study) -> BinaryIO:
+    """The study's ZIP bundle as an open, already unlinked temporary file (for downloads)."""
+    directory = Path(tempfile.mkdtemp(prefix="arbiter-export-"))
+    try:
+        path = study_export_bundle(study=study, path=directory / f"{study.slug}.zip")
+        return path.open("rb")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
