@@ -39,6 +39,9 @@ class JudgeListApi(APIView):
     permission_classes = [IsResearcher]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "JudgeCreateInput"
+
         name = serializers.CharField(max_length=120)
         family = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
         provider = serializers.ChoiceField(choices=["openai", "anthropic"], default="openai")
@@ -90,6 +93,9 @@ class StudyJudgeRunsApi(APIView):
     permission_classes = [IsResearcher]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "JudgeRunInput"
+
         judge = serializers.CharField()
         set = serializers.ChoiceField(choices=["human", "deployment"], required=False, allow_null=True, default=None)
         orders = serializers.ListField(child=serializers.ChoiceField(choices=["primary", "swapped"]), default=["primary", "swapped"])
@@ -97,6 +103,9 @@ class StudyJudgeRunsApi(APIView):
         retry_failed = serializers.BooleanField(default=False)
 
     class RunSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "JudgeRunQueued"
+
         judge = serializers.CharField()
         calls = serializers.IntegerField()
         created = serializers.IntegerField()

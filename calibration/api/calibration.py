@@ -112,6 +112,9 @@ class CoefficientSetListApi(APIView):
     parser_classes = [JSONParser]
 
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "CoefficientSetImportInput"
+
         name = serializers.CharField(help_text="name of the frozen set")
         coefficients = serializers.DictField(child=serializers.FloatField(), help_text="{judge: beta}")
         provenance = serializers.DictField(required=False, help_text="as written by export_coefficients")
