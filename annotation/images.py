@@ -76,6 +76,12 @@ def _normalized_mode(image: Image.Image) -> Image.Image:
 
 def clean_image(data: bytes, *, where: str) -> CleanImage:
     """Validate and re-encode image bytes. ``where`` names the source for error messages."""
+    return decode_clean_image(data, where=where)[0]
+
+
+def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Image]:
+    """:func:`clean_image` that also returns the decoded pixels (for neutralization without a
+    second decode: a 60-megapixel page costs 180 MB per copy)."""
     max_bytes, max_pixels, max_edge = _limits()
     if not data:
         raise ValidationFailed("the image file is empty", where=where)
@@ -84,24 +90,25 @@ def clean_image(data: bytes, *, where: str) -> CleanImage:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as image:
-                width, height = image.size
-                if width < 1 or height < 1:
-                    raise ValidationFailed("the image has no pixels", where=where)
-                if width > max_edge or height > max_edge or width * height > max_pixels:
-                    raise ValidationFailed(
-                        f"the image is too large: {width} × {height} pixels, over the limit "
-                        f"({max_edge} px per edge, {max_pixels:,} pixels)",
-                        where=where,
-                    )
-                image.load()
-                # In place: a copy would double the peak memory of a large page.
-                ImageOps.exif_transpose(image, in_place=True)
-                pixels = _normalized_mode(image)
-                # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
-                pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
-                png = encode_png(pixels)
-                width, height = pixels.size
+            # The buffer is in memory: nothing to close, and the pixels outlive this block.
+            image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+            width, height = image.size
+            if width < 1 or height < 1:
+                raise ValidationFailed("the image has no pixels", where=where)
+            if width > max_edge or height > max_edge or width * height > max_pixels:
+                raise ValidationFailed(
+                    f"the image is too large: {width} × {height} pixels, over the limit "
+                    f"({max_edge} px per edge, {max_pixels:,} pixels)",
+                    where=where,
+                )
+            image.load()
+            # In place: a copy would double the peak memory of a large page.
+            ImageOps.exif_transpose(image, in_place=True)
+            pixels = _normalized_mode(image)
+            # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
+            pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
+            png = encode_png(pixels)
+            width, height = pixels.size
     except ValidationFailed:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
@@ -112,7 +119,8 @@ def clean_image(data: bytes, *, where: str) -> CleanImage:
         raise ValidationFailed("not a PNG, JPEG or WebP image", where=where) from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValidationFailed(f"the image cannot be decoded ({' '.join(str(exc).split())})", where=where) from None
-    return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height)
+    clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height)
+    return clean, pixels
 
 
 def _box_pixels(bbox_1000: Sequence[float], width: int, height: int) -> tuple[int, int, int, int]:
@@ -125,17 +133,25 @@ def _box_pixels(bbox_1000: Sequence[float], width: int, height: int) -> tuple[in
     )
 
 
-def neutralize_media(image: CleanImage, media: Sequence[dict[str, Any]]) -> CleanImage | None:
+def neutralize_media(
+    image: CleanImage, media: Sequence[dict[str, Any]], *, pixels: Image.Image | None = None
+) -> CleanImage | None:
     """Hide photograph and chart interiors, keep their presence and geometry (SPEC §2 settings).
 
     Each region becomes a flat grey box with its outline and a diagonal cross, so a rater or a
     judge still sees that a picture is there and where, but not what it shows. ``None`` when the
-    image has no media regions.
+    image has no media regions. ``pixels`` (from :func:`decode_clean_image`) saves decoding the
+    PNG again; RGB pixels are drawn on in place, so the caller must not use them afterwards.
     """
     if not media:
         return None
-    with Image.open(io.BytesIO(image.png)) as source:
-        canvas = source.convert("RGB")
+    if pixels is not None and pixels.mode == "RGB":
+        canvas = pixels
+    elif pixels is not None:
+        canvas = pixels.convert("RGB")
+    else:
+        with Image.open(io.BytesIO(image.png)) as source:
+            canvas = source.convert("RGB")
     draw = ImageDraw.Draw(canvas)
     for region in media:
         box = _box_pixels(region["bbox_1000"], canvas.width, canvas.height)

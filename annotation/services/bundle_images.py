@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from PIL import Image
 
-from annotation.images import CleanImage, clean_image, neutralize_media
+from annotation.images import CleanImage, decode_clean_image, neutralize_media
 
 if TYPE_CHECKING:
     from annotation.services.bundle_format import MediaRegion
@@ -38,10 +38,14 @@ def media_key(media: Iterable[MediaRegion]) -> MediaKey:
 
 
 def process_image(data: bytes, where: str, media_keys: list[MediaKey]) -> tuple[CleanImage, dict[MediaKey, CleanImage]]:
-    clean = clean_image(data, where=where)
+    clean, pixels = decode_clean_image(data, where=where)
     neutral: dict[MediaKey, CleanImage] = {}
-    for key in media_keys:
-        variant = neutralize_media(clean, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key])
+    for index, key in enumerate(media_keys):
+        # The last variant may draw on the decoded pixels themselves; earlier ones need a copy.
+        canvas = pixels if index == len(media_keys) - 1 else pixels.copy()
+        variant = neutralize_media(
+            clean, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key], pixels=canvas
+        )
         if variant is not None:
             neutral[key] = variant
     return clean, neutral
