@@ -114,18 +114,31 @@ def judge_families(*, judges: Sequence[str]) -> dict[str, str]:
 def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> CalibrationInputs:
     """The human table, the human-set judge outputs and the judges' families of ``study``.
 
-    ``judges=None`` takes every judge with at least one output on the human set, sorted by name.
-    A named judge that has no output there is refused with one line.
+    ``judges=None`` takes every judge with at least one *valid* output on the human set and no
+    call still pending or running there (a run in progress would silently shrink the fit),
+    sorted by name. A named judge with no valid output, or with calls still unfinished, is
+    refused with one line.
     """
     human = human_reference_table(study=study)
     outputs = human_set_judge_outputs(study=study)
-    present = sorted(set(outputs["judge"].astype(str))) if len(outputs) else []
+    status = outputs["status"].astype(str) if len(outputs) else pd.Series([], dtype=str)
+    present = sorted(set(outputs.loc[status == "valid", "judge"].astype(str))) if len(outputs) else []
+    unfinished = (
+        sorted(set(outputs.loc[status.isin(["pending", "running"]), "judge"].astype(str))) if len(outputs) else []
+    )
     if judges is None:
-        chosen = present
+        chosen = [j for j in present if j not in unfinished]
     else:
         chosen = [str(j).strip() for j in judges if str(j).strip()]
         if len(set(chosen)) != len(chosen):
             raise ValidationFailed("a judge is listed twice", field="judges")
+        busy = [j for j in chosen if j in unfinished]
+        if busy:
+            raise ValidationFailed(
+                f"judge(s) {', '.join(busy)} still have calls pending or running on the human set of "
+                f"study {study.slug}: wait for the run to finish",
+                field="judges",
+            )
         unknown = [j for j in chosen if j not in present]
         if unknown:
             raise ValidationFailed(

@@ -198,3 +198,23 @@ def test_html_is_self_contained(cal, tmp_path: Path) -> None:  # type: ignore[no
         assert judge in html and f"{beta:.4f}" in html
     assert "Committee audit" in html and "human noise ceiling" in html
     assert "order consistency" in html and "repeat consistency" in html
+
+
+def test_a_judge_run_in_progress_is_left_out_not_fatal(cal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Queued calls of a new judge must neither break nor silently shrink the default fit."""
+    from annotation.models import Comparison
+    from judges.models import Judge, JudgeOutput
+
+    before = run("cal-cmd", tmp_path, "--bootstrap", "50", "--seed", "3", name="before.json")
+    newcomer = Judge.objects.create(name="newcomer", family="newfam")
+    comparisons = list(Comparison.objects.filter(study=cal.study, set="human"))
+    JudgeOutput.objects.bulk_create(
+        JudgeOutput(judge=newcomer, comparison=c, order="primary", repeat=0, status="pending") for c in comparisons
+    )
+    JudgeOutput.objects.filter(judge=newcomer, comparison=comparisons[0]).update(status="valid", winner="A")
+    after = run("cal-cmd", tmp_path, "--bootstrap", "50", "--seed", "3", name="after.json")
+    assert "newcomer" not in after["judges"]
+    assert after["coefficients"] == before["coefficients"]
+    assert after["n_comparisons"] == before["n_comparisons"]
+    with pytest.raises(CommandError, match="still have calls pending"):
+        run("cal-cmd", tmp_path, "--judges", ",".join([*before["judges"], "newcomer"]), name="x.json")
