@@ -118,17 +118,24 @@ def calibration_report_for_study(
     report = result.to_dict(include_predictions=True)
     pred = result.predictions
     x = pred[[f"x:{j}" for j in result.judges]].to_numpy(dtype=float)
+    h = pred["h"].to_numpy(dtype=float)
     comparison_ids = [str(c) for c in pred["comparison"].tolist()]
-    data_hash = fit_data_hash(
-        comparisons=comparison_ids, judges=result.judges, x=x, h=pred["h"].to_numpy(dtype=float)
-    )
+    data_hash = fit_data_hash(comparisons=comparison_ids, judges=result.judges, x=x, h=h)
     if warnings:
         report["warnings"] = [*warnings, *report.get("warnings", [])]
     return {
         "study": study.slug,
         **report,
         "pilot_size": pilot_size,
-        "fit_data": {"comparison_ids": comparison_ids, "data_hash": data_hash},
+        # The data the coefficients were fitted on (SPEC §6 "Freezing"), kept with every stored
+        # report and frozen set, so the fit can be re-checked against its hash later.
+        "fit_data": {
+            "comparison_ids": comparison_ids,
+            "judges": list(result.judges),
+            "x": x.tolist(),
+            "h": h.tolist(),
+            "data_hash": data_hash,
+        },
         "library_versions": library_versions(),
     }
 
@@ -261,6 +268,13 @@ def coefficient_set_freeze(
     data_hash = str(fit_data.get("data_hash") or "")
     if not comparison_ids or len(data_hash) != 64:
         raise ValidationFailed("the report does not record the data it was fitted on (fit_data): not frozen")
+    if "x" in fit_data and "h" in fit_data:
+        recomputed = fit_data_hash(
+            comparisons=comparison_ids, judges=[str(j) for j in fit_data.get("judges") or judges],
+            x=np.asarray(fit_data["x"], dtype=float), h=np.asarray(fit_data["h"], dtype=float),
+        )
+        if recomputed != data_hash:
+            raise ValidationFailed("the report's fit data does not match its data hash: not frozen")
     ordered = {str(j): float(coefficients[j]) for j in judges}
     stored = report_without_predictions(report)
     return coefficient_set_create(

@@ -78,6 +78,14 @@ def test_freeze_records_provenance(cal, report, researcher) -> None:  # type: ig
     }
     assert cs.frozen_by == researcher and cs.frozen_by_label == researcher.username
     assert "predictions" not in cs.report and cs.report["cv"] == report["cv"]
+    # The data it was fitted on is kept with the set and still hashes to its data hash.
+    stored = cs.report["fit_data"]
+    text = json.dumps(
+        {"comparisons": stored["comparison_ids"], "judges": stored["judges"], "x": stored["x"], "h": stored["h"]},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    assert hashlib.sha256(text.encode()).hexdigest() == cs.data_hash
     event = AuditEvent.objects.get(action="coefficients.freeze")
     assert event.study == cal.study and event.target == "v1" and event.actor == researcher
 
