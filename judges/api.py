@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.api.permissions import IsResearcher
 from annotation.errors import NotFound
 from annotation.models import Study
-from annotation.roles import is_admin, is_researcher, studies_for
+from annotation.roles import is_admin, studies_for
 from judges.models import Judge
 from judges.selectors import judge_progress
 from judges.services.judges import judge_create
 from judges.services.runs import judge_run_start
-
-
-class IsResearcher(permissions.BasePermission):
-    def has_permission(self, request: Request, view: object) -> bool:
-        return bool(request.user and is_researcher(request.user))
 
 
 class JudgeSerializer(serializers.ModelSerializer):

@@ -13,14 +13,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
-from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from annotation.api.permissions import IsResearcher
 from annotation.models import ComparisonSet
-from annotation.roles import is_researcher
 from annotation.selectors.studies import (
     study_comparisons,
     study_get_for_user,
@@ -32,13 +32,6 @@ from annotation.selectors.studies import (
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
-
-
-class IsResearcher(BasePermission):
-    message = "Only researchers and admins may manage studies."
-
-    def has_permission(self, request: Request, view: APIView) -> bool:
-        return bool(request.user and request.user.is_authenticated and is_researcher(request.user))
 
 
 class ResearcherApi(APIView):

@@ -22,17 +22,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import Study
-from annotation.roles import is_researcher, studies_for
+from annotation.roles import studies_for
 from annotation.services.votes import votes_export_csv, votes_import_csv
-
-
-class IsResearcher(permissions.BasePermission):
-    """Researchers and admins (SPEC §1); raters and participants are refused."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return bool(request.user and is_researcher(request.user))
 
 
 class CSVRenderer(BaseRenderer):

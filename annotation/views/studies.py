@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-from typing import Any
-
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, HttpRequest, HttpResponse
-from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.errors import ArbiterError
-from annotation.roles import is_researcher
 from annotation.selectors.studies import study_get_for_user, study_overview
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
-
-
-def researcher_required(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
-    """Logged-in researchers and admins only; anyone else logged in gets 403."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if not is_researcher(request.user):
-            raise PermissionDenied("researchers only")
-        return view(request, *args, **kwargs)
-
-    return wrapped
+from annotation.views.decorators import researcher_required
 
 
 @researcher_required

@@ -7,8 +7,6 @@ another study's slug is a 404. They call the same services as the ``calibrate``,
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -18,9 +16,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import Study
-from annotation.roles import is_researcher, studies_for
+from annotation.roles import studies_for
 from calibration.judge_weights import DEFAULT_SEED
 from calibration.models import CoefficientSet
 from calibration.selectors.coefficients import coefficient_set_get, coefficient_sets_for_study
@@ -31,13 +30,6 @@ from calibration.services.coefficients import coefficient_set_document, coeffici
 API_DEFAULT_RESAMPLES = 1000
 #: A request computes synchronously: cap its bootstrap (the command has no such cap).
 API_MAX_RESAMPLES = 20_000
-
-
-class IsResearcher(permissions.BasePermission):
-    """Researchers and admins (SPEC §1); raters and participants are refused."""
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return bool(request.user and is_researcher(request.user))
 
 
 def study_for_request(request: Request, slug: str) -> Study:

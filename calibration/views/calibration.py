@@ -9,20 +9,17 @@ the chosen bootstrap and seed; POST ``action=freeze`` freezes the coefficients o
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import Study
-from annotation.roles import is_researcher, studies_for
+from annotation.roles import studies_for
+from annotation.views.decorators import researcher_required
 from calibration.calibration_plots import calibration_context, calibration_html
 from calibration.judge_weights import DEFAULT_SEED
 from calibration.models import CalibrationReport
@@ -36,19 +33,6 @@ from calibration.services.calibration import calibration_run, coefficient_set_fr
 #: Resamples of the report computed when the page is first opened (fast; recompute for more).
 PAGE_RESAMPLES = 200
 MAX_PAGE_RESAMPLES = 20_000
-
-
-def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Logged-in researchers and admins only; anyone else logged in gets 403."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not is_researcher(request.user):
-            raise PermissionDenied("researchers only")
-        return view(request, *args, **kwargs)
-
-    return wrapped
 
 
 def _study(request: HttpRequest, slug: str) -> Study:

@@ -1,0 +1,19 @@
+"""DRF permissions shared by every app's API (roles of SPEC §1, annotation.roles)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from annotation.roles import is_researcher
+
+
+class IsResearcher(BasePermission):
+    """Researchers and admins; raters and study-link participants are refused."""
+
+    message = "Only researchers and admins may do this."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return bool(request.user and request.user.is_authenticated and is_researcher(request.user))
