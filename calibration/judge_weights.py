@@ -40,12 +40,13 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 
+from annotation.canonical import VOTE_VALUE
 from calibration import committee as committee_mod
 from calibration import judge_diagnostics as diag
 from calibration.bootstrap import BootstrapUnits, bootstrap_page_blocks, bootstrap_units, percentile_interval
 
 #: Canonical vote encoding (SPEC §3).
-VOTE_VALUES: Mapping[str, float] = {"A": 1.0, "TIE": 0.5, "B": 0.0}
+VOTE_VALUES: Mapping[str, float] = VOTE_VALUE  # SPEC §3 encoding
 ORDERS = ("primary", "swapped")
 DEFAULT_RESAMPLES = 5000  # paper: 5,000 page-block resamples for proxy alignment
 DEFAULT_SEED = 20260830  # paper seed for proxy alignment

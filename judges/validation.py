@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from annotation.canonical import negate_scores, swap_label
+
 WINNERS = ("A", "B", "TIE")
 ORDERS = ("primary", "swapped")
 REPLY_KEYS = ("winner", "confidence", "reason", "axes")
@@ -137,12 +139,11 @@ def to_canonical(answer: JudgeAnswer, order: str) -> JudgeAnswer:
         raise ValueError(f"order must be primary or swapped, got {order!r}")
     if order == "primary":
         return answer
-    winner = {"A": "B", "B": "A"}.get(answer.winner, answer.winner)
     return JudgeAnswer(
-        winner=winner,
+        winner=swap_label(answer.winner),
         confidence=answer.confidence,
         reason=answer.reason,
-        axes=tuple((axis_id, -score if score else 0) for axis_id, score in answer.axes),
+        axes=tuple(negate_scores(answer.axes)),
     )
 
 

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-VOTE_VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}  # SPEC §3
+from annotation.canonical import VOTE_VALUE
+
+__all__ = ["VOTE_VALUE", "proxy_outcomes"]
 
 
 def vote_value(winner: str) -> float:
