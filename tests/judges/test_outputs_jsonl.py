@@ -53,7 +53,7 @@ def test_the_spec_example_file(examples_dir: Path, tmp_path: Path) -> None:
     assert swapped["raw"].startswith("```json")
     assert prose["status"] == "invalid" and prose["error"]
     assert "winner" not in prose
-    assert set(primary) == {"comparison", "judge", "order", "repeat", "raw", "status", "error", "winner",
+    assert set(primary) == {"comparison", "judge", "order", "repeat", "raw", "status", "error", "winner", "family",
                             "confidence", "axes", "reason"}
     assert study.comparisons.count() == 3
 
