@@ -23,6 +23,10 @@ class ValidationFailed(ArbiterError):
         self.field = field
 
 
+class Forbidden(ArbiterError):
+    status_code = 403
+
+
 class NotFound(ArbiterError):
     status_code = 404
 

@@ -1,5 +1,23 @@
+"""Rater-facing URLs: the study link, trials, votes, images, and the rater API.
+
+Only opaque tokens appear in these paths (a study's link token, a trial's token).
+"""
+
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from annotation.api import rater as api
+from annotation.views import rater as views
+
+app_name = "rater"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("s/<str:link_token>/", views.study_link, name="link"),
+    path("s/<str:link_token>/instructions/", views.instructions, name="instructions"),
+    path("s/<str:link_token>/pause/", views.pause, name="pause"),
+    path("t/<str:trial_token>/vote/", views.trial_vote, name="vote"),
+    path("t/<str:trial_token>/<str:slot>.png", views.trial_image_view, name="image"),
+    path("api/rater/<str:link_token>/trial/", api.TrialNextApi.as_view(), name="api-trial"),
+    path("api/rater/trials/<str:trial_token>/vote/", api.VoteSubmitApi.as_view(), name="api-vote"),
+]

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "judges",
     "calibration",
     "ranking",
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -142,6 +143,9 @@ CACHES = {
 }
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
+
+# Origin printed in participant links (study_link); the request's host is used on web pages.
+ARBITER_PUBLIC_URL = env_str("ARBITER_PUBLIC_URL", "http://127.0.0.1:8000")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -1,0 +1,166 @@
+"""Rater API: the current trial and vote submission, for the session's own assignment only.
+
+Participants are not Django users: they are identified by their session (``views.rater``), and
+CSRF is enforced for every unsafe request. Response fields never name a system, a candidate, a
+page or whether a trial is a hidden repeat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import ensure_csrf_cookie
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.errors import NotFound
+from annotation.models import AssignmentState, Rater, Study, Trial
+from annotation.services.raters import (
+    Forbidden,
+    assignment_counts,
+    participant_claim,
+    rater_assignment,
+    trial_next,
+    vote_submit,
+)
+from annotation.views.rater import IMAGE_SLOTS, session_rater_id
+
+
+class _Csrf(CsrfViewMiddleware):
+    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
+        return reason
+
+
+class ParticipantSessionScheme(OpenApiAuthenticationExtension):
+    """Document the participant session (set by the study link) in the OpenAPI schema."""
+
+    target_class = "annotation.api.rater.ParticipantSessionAuthentication"
+    name = "participantSession"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "cookie", "name": "sessionid"}
+
+
+class ParticipantSessionAuthentication(BaseAuthentication):
+    """No user to authenticate (participants are sessions); only enforce CSRF on writes."""
+
+    def authenticate(self, request: Request) -> None:
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            check = _Csrf(lambda r: None)  # type: ignore[arg-type, return-value]
+            check.process_request(request._request)
+            reason = check.process_view(request._request, None, (), {})  # type: ignore[arg-type]
+            if reason:
+                raise PermissionDenied(f"CSRF failed: {reason}")
+        return None
+
+
+@method_decorator(ensure_csrf_cookie, name="get")
+class TrialNextApi(APIView):
+    """The participant's current trial. Sets the CSRF cookie, so a JSON-only client can vote."""
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class RaterTrialTarget(serializers.Serializer):
+        role = serializers.CharField()
+        description = serializers.CharField()
+        bbox_1000 = serializers.ListField(child=serializers.FloatField())
+
+    class RaterTrialAxis(serializers.Serializer):
+        id = serializers.CharField()
+        scope = serializers.CharField()
+        description = serializers.CharField()
+        targets = serializers.ListField(child=serializers.DictField())
+
+    class RaterTrial(serializers.Serializer):
+        finished = serializers.BooleanField()
+        number = serializers.IntegerField(required=False)
+        total = serializers.IntegerField()
+        answered = serializers.IntegerField()
+        trial = serializers.CharField(required=False)
+        images = serializers.DictField(child=serializers.CharField(), required=False)
+        axes = serializers.ListField(child=serializers.DictField(), required=False)
+        idempotency_key = serializers.CharField(required=False)
+        vote_url = serializers.CharField(required=False)
+        completion_code = serializers.CharField(required=False)
+
+    @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
+    def get(self, request: Request, link_token: str) -> Response:
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(request._request, study.pk)
+        if rater_id is None:
+            raise Forbidden("open the study link you were given first")
+        assignment = rater_assignment(rater_id)
+        if assignment is None:
+            assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
+        view = trial_next(assignment=assignment) if assignment.state == AssignmentState.ACTIVE else None
+        if view is None:
+            assignment.refresh_from_db()
+            answered, total = assignment_counts(assignment)
+            data: dict[str, Any] = {"finished": True, "total": total, "answered": answered,
+                                    "completion_code": assignment.completion_code}
+        else:
+            token = view.trial.token
+            data = {
+                "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
+                "trial": token,
+                "images": {s: reverse("rater:image", args=[token, s]) for s in IMAGE_SLOTS},
+                "axes": view.axes, "idempotency_key": view.idempotency_key,
+                "vote_url": reverse("rater:api-vote", args=[token]),
+            }
+        response = Response(self.RaterTrial(data).data)
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+class VoteSubmitApi(APIView):
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class RaterVoteInput(serializers.Serializer):
+        verdict = serializers.CharField()
+        confidence = serializers.JSONField()
+        axes = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+        rationale = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+        idempotency_key = serializers.CharField()
+
+    class RaterVoteResult(serializers.Serializer):
+        recorded = serializers.BooleanField()
+        trial = serializers.CharField()
+        finished = serializers.BooleanField()
+        completion_code = serializers.CharField(allow_blank=True)
+        next = serializers.CharField()
+
+    @extend_schema(request=RaterVoteInput, responses=RaterVoteResult, summary="Answer a trial (idempotent per key)")
+    def post(self, request: Request, trial_token: str) -> Response:
+        found = (
+            Trial.objects.filter(token=trial_token).order_by()
+            .values_list("assignment__block__study_id", "assignment__block__study__link_token").first()
+        )
+        if found is None:
+            raise NotFound("no such trial")
+        study_id, link_token = found
+        body = self.RaterVoteInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        result = vote_submit(
+            trial_token=trial_token, rater_id=session_rater_id(request._request, study_id), verdict=data["verdict"],
+            confidence=data["confidence"], axes=data["axes"], rationale=data["rationale"],
+            idempotency_key=data["idempotency_key"],
+        )
+        out = {"recorded": True, "trial": trial_token, "finished": result.finished,
+               "completion_code": result.completion_code,
+               "next": reverse("rater:api-trial", args=[link_token])}
+        return Response(self.RaterVoteResult(out).data, status=status.HTTP_200_OK)

@@ -1,0 +1,191 @@
+"""Live progress of a study's human schedule and per-rater quality signals (researcher pages).
+
+Voided assignments are counted apart and never in votes, coverage or quality: their votes stay in
+the database but are excluded from analysis. Coverage here is schedule coverage: the share of a
+block's comparisons that already have at least one valid (A / B / TIE) main vote.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q
+
+from annotation.models import Assignment, AssignmentState, Block, BlockItem, Label, Study, Trial, Vote
+
+LIVE = (AssignmentState.OPEN, AssignmentState.ACTIVE, AssignmentState.FINISHED)
+VALID = (Label.A, Label.B, Label.TIE)
+
+
+@dataclass(frozen=True)
+class BlockProgress:
+    block: Block
+    size: int
+    target: int
+    open: int
+    active: int
+    started: int
+    finished: int
+    voided: int
+    planned_trials: int
+    votes: int
+    covered: int
+
+    @property
+    def claimed(self) -> int:
+        return self.active + self.finished
+
+    @property
+    def vote_share(self) -> float:
+        return self.votes / self.planned_trials if self.planned_trials else 0.0
+
+    @property
+    def coverage(self) -> float:
+        return self.covered / self.size if self.size else 0.0
+
+    @property
+    def vote_percent(self) -> int:
+        return round(100 * self.vote_share)
+
+
+@dataclass(frozen=True)
+class StudyProgress:
+    blocks: list[BlockProgress]
+
+    @property
+    def totals(self) -> dict[str, float]:
+        b = self.blocks
+        size = sum(x.size for x in b)
+        planned = sum(x.planned_trials for x in b)
+        votes = sum(x.votes for x in b)
+        return {
+            "size": size, "target": sum(x.target for x in b), "claimed": sum(x.claimed for x in b),
+            "started": sum(x.started for x in b), "finished": sum(x.finished for x in b),
+            "voided": sum(x.voided for x in b), "planned_trials": planned, "votes": votes,
+            "vote_percent": round(100 * votes / planned) if planned else 0,
+            "coverage": (sum(x.covered for x in b) / size) if size else 0.0,
+        }
+
+
+def study_progress(study: Study, *, block: Block | None = None) -> StudyProgress:
+    """Per block: assignments by state, votes against planned trials, comparison coverage."""
+    blocks = Block.objects.filter(study=study).order_by("position", "name")
+    if block is not None:
+        blocks = blocks.filter(pk=block.pk)
+    blocks = blocks.annotate(
+        size=Count("items", distinct=True),
+        n_open=Count("assignments", filter=Q(assignments__state=AssignmentState.OPEN), distinct=True),
+        n_active=Count("assignments", filter=Q(assignments__state=AssignmentState.ACTIVE), distinct=True),
+        n_finished=Count("assignments", filter=Q(assignments__state=AssignmentState.FINISHED), distinct=True),
+        n_voided=Count("assignments", filter=Q(assignments__state=AssignmentState.VOIDED), distinct=True),
+        n_started=Count(
+            "assignments",
+            filter=Q(assignments__started_at__isnull=False) & ~Q(assignments__state=AssignmentState.VOIDED),
+            distinct=True,
+        ),
+    )
+    trials = (
+        Trial.objects.filter(assignment__block__study=study, assignment__state__in=LIVE)
+        .values("assignment__block_id")
+        .annotate(planned=Count("id"), votes=Count("vote"))
+    )
+    per_block = {row["assignment__block_id"]: row for row in trials}
+    covered_rows = (
+        Vote.objects.filter(
+            trial__assignment__block__study=study, trial__assignment__state__in=LIVE,
+            trial__is_repeat=False, label__in=VALID,
+        )
+        .values("trial__assignment__block_id")
+        .annotate(covered=Count("trial__comparison", distinct=True))
+    )
+    covered = {row["trial__assignment__block_id"]: row["covered"] for row in covered_rows}
+    rows = []
+    for b in blocks:
+        t: dict[str, Any] = dict(per_block.get(b.pk, {}))
+        rows.append(BlockProgress(
+            block=b, size=b.size, target=b.target_raters, open=b.n_open, active=b.n_active,
+            started=b.n_started, finished=b.n_finished, voided=b.n_voided,
+            planned_trials=int(t.get("planned", 0)), votes=int(t.get("votes", 0)), covered=covered.get(b.pk, 0),
+        ))
+    return StudyProgress(blocks=rows)
+
+
+@dataclass(frozen=True)
+class RaterQuality:
+    """Quality signals of one assignment: speed, consistency, position bias, abstention."""
+
+    assignment: Assignment
+    votes: int
+    trials: int
+    median_seconds: float | None
+    repeat_agree: int
+    repeat_pairs: int
+    left_share: float | None
+    decisive: int
+    cannot_judge_share: float | None
+
+    @property
+    def repeat_agreement(self) -> float | None:
+        return self.repeat_agree / self.repeat_pairs if self.repeat_pairs else None
+
+
+def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQuality]:
+    """One row per claimed assignment (voided ones included, flagged by their state).
+
+    - median seconds per trial: median server-measured response time;
+    - hidden-repeat agreement: original and repeat answered with the same canonical label (SPEC §5);
+    - left share: of the A/B answers, the share that chose the candidate shown on the left (a
+      position-bias signal: about 0.5 for an unbiased rater, since sides alternate);
+    - CANNOT_JUDGE share: of all answers.
+    """
+    assignments = (
+        Assignment.objects.filter(block__study=study, rater__isnull=False)
+        .select_related("block", "rater")
+        .order_by("block__position", "slot", "id")
+    )
+    if block is not None:
+        assignments = assignments.filter(block=block)
+    assignments = assignments.annotate(n_trials=Count("trials"))
+    ids = [a.pk for a in assignments]
+    votes = (
+        Vote.objects.filter(trial__assignment_id__in=ids)
+        .values_list("trial__assignment_id", "trial_id", "label", "response_ms", "trial__swapped",
+                     "trial__is_repeat", "trial__repeat_of_id")
+    )
+    by_assignment: dict[int, list[tuple]] = defaultdict(list)
+    for row in votes:
+        by_assignment[row[0]].append(row)
+    out = []
+    for a in assignments:
+        rows = by_assignment.get(a.pk, [])
+        label_of = {r[1]: r[2] for r in rows}
+        times = [r[3] for r in rows if r[3] is not None]
+        pairs = [(label_of.get(r[6]), r[2]) for r in rows if r[5] and r[6] in label_of]
+        decisive = [r for r in rows if r[2] in (Label.A, Label.B)]
+        left = sum(1 for r in decisive if (r[2] == Label.A) != bool(r[4]))
+        cannot = sum(1 for r in rows if r[2] == Label.CANNOT_JUDGE)
+        out.append(RaterQuality(
+            assignment=a, votes=len(rows), trials=a.n_trials,
+            median_seconds=statistics.median(times) / 1000 if times else None,
+            repeat_agree=sum(1 for o, r in pairs if o == r), repeat_pairs=len(pairs),
+            left_share=left / len(decisive) if decisive else None, decisive=len(decisive),
+            cannot_judge_share=cannot / len(rows) if rows else None,
+        ))
+    return out
+
+
+def block_assignments(block: Block) -> list[Assignment]:
+    """A block's assignments with their answered-trial counts, slot order (voided ones too)."""
+    return list(
+        Assignment.objects.filter(block=block)
+        .select_related("rater")
+        .annotate(n_trials=Count("trials", distinct=True), n_votes=Count("trials__vote", distinct=True))
+        .order_by("slot", "id")
+    )
+
+
+def block_size(block: Block) -> int:
+    return BlockItem.objects.filter(block=block).count()

@@ -1,0 +1,367 @@
+"""The human schedule: blocks, planned assignments and their trials (SPEC §4).
+
+The whole plan is written before anyone starts: every block gets ``target_raters`` assignments in
+state ``open`` (no rater yet), each with all of its trials, and every random choice comes from the
+recorded seed, so an analysis can rebuild the plan from the export alone.
+
+Decisions (written down here because the SPEC is silent):
+
+- Eligible comparisons: the study's ``human`` set whose two candidates are rendered with an image.
+- Too few comparisons for ``blocks × block_size`` is refused (no smaller last block: blocks of
+  unequal size would make per-block rater targets and agreement figures incomparable); the
+  message gives the largest block size that fits. Extra comparisons stay unscheduled and are
+  counted in the command's output.
+- A page's comparisons stay in one block whenever they fit (first fit over shuffled pages), so the
+  page-block bootstrap of SPEC §5 resamples whole pages within a block.
+- Display order: ``swapped = (slot + index of the comparison in its block) % 2`` — across a block's
+  slots each comparison's sides alternate, so each side is shown first to half the raters (±1).
+- Trial order: an independent permutation per assignment from ``default_rng(assignment.seed)``,
+  where ``assignment.seed`` is derived from (study seed, block position, slot) and exported.
+- Hidden repeats: per assignment, ``repeats`` comparisons drawn at random among those whose
+  main-order index ``i`` leaves room (``i ≤ n − min_gap``); each is inserted after a random main
+  index ``j ∈ [i + min_gap − 1, n − 1]`` so it lands at least ``min_gap`` trials after its original,
+  with the original's orientation.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+from django.db import transaction
+
+from annotation.errors import ArbiterError, ValidationFailed
+from annotation.models import (
+    Assignment,
+    Block,
+    BlockItem,
+    Comparison,
+    ComparisonSet,
+    Study,
+    Trial,
+)
+from annotation.services.audit import audit_record
+
+SCHEDULE_CSV_COLUMNS = (
+    "block",
+    "block_position",
+    "block_seed",
+    "target_raters",
+    "slot",
+    "assignment_seed",
+    "assignment_state",
+    "rater",
+    "position",
+    "comparison",
+    "page",
+    "system_a",
+    "system_b",
+    "block_index",
+    "swapped",
+    "repeat",
+    "repeat_of_position",
+)
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial of a planned assignment: ``index`` is the comparison's position in its block."""
+
+    position: int
+    index: int
+    swapped: bool
+    repeat_of_position: int | None
+
+
+def eligible_comparisons(study: Study) -> list[Comparison]:
+    """Human-set comparisons whose two candidates both rendered (SPEC §2, §4)."""
+    return list(
+        Comparison.objects.filter(
+            study=study,
+            set=ComparisonSet.HUMAN,
+            candidate_a__rendered=True,
+            candidate_b__rendered=True,
+            candidate_a__image__isnull=False,
+            candidate_b__image__isnull=False,
+        )
+        .select_related("page")
+        .order_by("page__position", "page__external_id", "external_id")
+    )
+
+
+def assignment_seed(seed: int, block_position: int, slot: int) -> int:
+    """The seed of one assignment's trial order, derived from the schedule seed (exported)."""
+    state = np.random.SeedSequence([seed, block_position, slot]).generate_state(1, dtype=np.uint32)
+    return int(state[0])
+
+
+def split_blocks(
+    comparisons: list[Comparison], *, blocks: int, block_size: int, seed: int
+) -> list[list[Comparison]]:
+    """Disjoint blocks of exactly ``block_size``; pages kept whole where they fit (first fit)."""
+    rng = np.random.default_rng([seed, 0])
+    by_page: dict[int, list[Comparison]] = defaultdict(list)
+    for comparison in comparisons:
+        by_page[comparison.page_id].append(comparison)
+    page_ids = sorted(by_page)
+    order = rng.permutation(len(page_ids))
+    filled: list[list[Comparison]] = [[] for _ in range(blocks)]
+    leftovers: list[Comparison] = []
+    for k in order:
+        group = by_page[page_ids[int(k)]]
+        group = [group[int(i)] for i in rng.permutation(len(group))]
+        home = next((b for b in filled if len(b) + len(group) <= block_size), None)
+        if home is not None:
+            home.extend(group)
+        else:
+            leftovers.extend(group)
+    # Pages that fit nowhere whole fill the remaining room (split across blocks).
+    for block in filled:
+        while len(block) < block_size and leftovers:
+            block.append(leftovers.pop(0))
+    return filled
+
+
+def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int) -> list[PlannedTrial]:
+    """Trial order, orientation and hidden repeats of one assignment (SPEC §4)."""
+    rng = np.random.default_rng(seed)
+    main = [int(i) for i in rng.permutation(n)]
+    eligible = n - min_gap + 1 if min_gap >= 1 else n
+    if repeats > max(eligible, 0):
+        raise ArbiterError(
+            f"cannot place {repeats} hidden repeats at least {min_gap} trials after their originals "
+            f"in a block of {n}: at most {max(eligible, 0)} fit (lower --repeats or --min-gap)"
+        )
+    originals = sorted(int(i) for i in rng.choice(max(eligible, 0), size=repeats, replace=False)) if repeats else []
+    inserted_after: dict[int, list[int]] = defaultdict(list)
+    for i in originals:
+        j = int(rng.integers(i + max(min_gap, 1) - 1, n))
+        inserted_after[j].append(i)
+    sequence: list[tuple[int, int | None]] = []  # (main index, main index of the original or None)
+    for j in range(n):
+        sequence.append((j, None))
+        sequence.extend((i, i) for i in inserted_after[j])
+    main_position = {j: pos for pos, (j, orig) in enumerate(sequence) if orig is None}
+    planned: list[PlannedTrial] = []
+    for pos, (j, orig) in enumerate(sequence):
+        index = main[j]
+        repeat_of = main_position[orig] if orig is not None else None
+        if repeat_of is not None and pos - repeat_of < min_gap:  # pragma: no cover - by construction
+            raise AssertionError("hidden repeat placed too close to its original")
+        planned.append(
+            PlannedTrial(
+                position=pos + 1,
+                index=index,
+                swapped=(slot + index) % 2 == 1,
+                repeat_of_position=None if repeat_of is None else repeat_of + 1,
+            )
+        )
+    return planned
+
+
+def _trials_create(assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial]) -> None:
+    plan = list(plan)
+    main = [
+        Trial(
+            assignment=assignment,
+            position=p.position,
+            comparison_id=items[p.index].comparison_id,
+            swapped=p.swapped,
+        )
+        for p in plan
+        if p.repeat_of_position is None
+    ]
+    Trial.objects.bulk_create(main)
+    by_position = {t.position: t for t in Trial.objects.filter(assignment=assignment).only("id", "position")}
+    Trial.objects.bulk_create(
+        [
+            Trial(
+                assignment=assignment,
+                position=p.position,
+                comparison_id=items[p.index].comparison_id,
+                swapped=p.swapped,
+                is_repeat=True,
+                repeat_of=by_position[p.repeat_of_position],
+            )
+            for p in plan
+            if p.repeat_of_position is not None
+        ]
+    )
+
+
+def _check_arguments(*, blocks: int, block_size: int, repeats: int, min_gap: int, raters: list[int], seed: int) -> None:
+    if blocks < 1:
+        raise ValidationFailed("must be at least 1", field="blocks")
+    if block_size < 1:
+        raise ValidationFailed("must be at least 1", field="block_size")
+    if repeats < 0:
+        raise ValidationFailed("must be 0 or more", field="repeats")
+    if min_gap < 1:
+        raise ValidationFailed("must be at least 1", field="min_gap")
+    if seed < 0:
+        raise ValidationFailed("must be a non-negative integer", field="seed")
+    if len(raters) != blocks:
+        raise ValidationFailed(
+            f"gives {len(raters)} rater targets for {blocks} blocks; give one per block (e.g. 5,5,4)",
+            field="raters",
+        )
+    if any(r < 1 for r in raters):
+        raise ValidationFailed("every block needs a rater target of at least 1", field="raters")
+
+
+def blocks_schedule(
+    *,
+    study: Study,
+    blocks: int,
+    block_size: int,
+    repeats: int,
+    min_gap: int,
+    raters: list[int],
+    seed: int,
+    actor: object | None = None,
+) -> list[Block]:
+    """Create the study's blocks and their full plan of open assignments and trials (SPEC §4)."""
+    _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
+    if study.blocks.exists():
+        raise ArbiterError(
+            f"study '{study.slug}' already has {study.blocks.count()} blocks; a study is scheduled once "
+            "(export the plan with export_schedule)"
+        )
+    comparisons = eligible_comparisons(study)
+    needed = blocks * block_size
+    if len(comparisons) < needed:
+        fit = len(comparisons) // blocks
+        raise ArbiterError(
+            f"study '{study.slug}' has {len(comparisons)} human comparisons with both candidates rendered, "
+            f"fewer than {blocks} blocks × {block_size} = {needed}"
+            + (f" (at most --block-size {fit} fits {blocks} blocks)" if fit else "")
+        )
+    if repeats > block_size - min_gap + 1:
+        raise ArbiterError(
+            f"cannot place {repeats} hidden repeats at least {min_gap} trials after their originals in a block "
+            f"of {block_size}: at most {max(block_size - min_gap + 1, 0)} fit (lower --repeats or --min-gap)"
+        )
+    groups = split_blocks(comparisons, blocks=blocks, block_size=block_size, seed=seed)
+    created: list[Block] = []
+    with transaction.atomic():
+        for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
+            block = Block.objects.create(
+                study=study, name=f"block-{b + 1}", position=b + 1, target_raters=target, seed=seed
+            )
+            BlockItem.objects.bulk_create(
+                [BlockItem(block=block, position=i, comparison=c) for i, c in enumerate(group)]
+            )
+            items = list(block.items.order_by("position"))
+            for slot in range(target):
+                a_seed = assignment_seed(seed, b + 1, slot)
+                assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
+                plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed)
+                _trials_create(assignment, items, plan)
+            created.append(block)
+        Study.objects.filter(pk=study.pk).update(seed=seed, hidden_repeats=repeats, min_gap=min_gap)
+        audit_record(
+            action="schedule_blocks", user=actor, study=study, target=study.slug,
+            blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed,
+            unscheduled=len(comparisons) - needed,
+        )
+    return created
+
+
+def assignment_plan_copy(*, source: Assignment) -> Assignment:
+    """A new open assignment for the same block slot with the same plan (fresh trial tokens)."""
+    copy = Assignment.objects.create(block=source.block, slot=source.slot, seed=source.seed)
+    trials = list(source.trials.order_by("position"))
+    Trial.objects.bulk_create(
+        [
+            Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
+                  candidate_id=t.candidate_id, swapped=t.swapped)
+            for t in trials
+            if not t.is_repeat
+        ]
+    )
+    by_position = {t.position: t for t in Trial.objects.filter(assignment=copy)}
+    original_position = {t.pk: t.position for t in trials}
+    Trial.objects.bulk_create(
+        [
+            Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
+                  candidate_id=t.candidate_id, swapped=t.swapped, is_repeat=True,
+                  repeat_of=by_position[original_position[int(t.repeat_of_id or 0)]])
+            for t in trials
+            if t.is_repeat
+        ]
+    )
+    return copy
+
+
+def schedule_rows(study: Study) -> Iterator[dict[str, object]]:
+    """Every planned trial of every assignment (voided ones included, with their state)."""
+    index_of = {
+        item.comparison_id: item.position for item in BlockItem.objects.filter(block__study=study)
+    }
+    trials = (
+        Trial.objects.filter(assignment__block__study=study)
+        .select_related(
+            "assignment__block", "assignment__rater", "comparison__page",
+            "comparison__candidate_a__system", "comparison__candidate_b__system", "repeat_of",
+        )
+        .order_by("assignment__block__position", "assignment__slot", "assignment_id", "position")
+    )
+    for t in trials.iterator(chunk_size=2000):
+        a = t.assignment
+        c = t.comparison
+        yield {
+            "block": a.block.name,
+            "block_position": a.block.position,
+            "block_seed": a.block.seed if a.block.seed is not None else "",
+            "target_raters": a.block.target_raters,
+            "slot": a.slot,
+            "assignment_seed": a.seed if a.seed is not None else "",
+            "assignment_state": a.state,
+            "rater": a.rater.external_id if a.rater else "",
+            "position": t.position,
+            "comparison": c.external_id if c else "",
+            "page": c.page.external_id if c else "",
+            "system_a": c.candidate_a.system.external_id if c else "",
+            "system_b": c.candidate_b.system.external_id if c else "",
+            "block_index": index_of.get(t.comparison_id, ""),
+            "swapped": int(t.swapped),
+            "repeat": int(t.is_repeat),
+            "repeat_of_position": t.repeat_of.position if t.repeat_of else "",
+        }
+
+
+def schedule_csv_write(*, study: Study, stream: TextIO) -> int:
+    """Write the schedule CSV to a text stream; returns the number of trial rows."""
+    writer = csv.DictWriter(stream, fieldnames=SCHEDULE_CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    n = 0
+    for row in schedule_rows(study):
+        writer.writerow(row)
+        n += 1
+    return n
+
+
+def schedule_csv_text(*, study: Study) -> str:
+    buffer = io.StringIO()
+    schedule_csv_write(study=study, stream=buffer)
+    return buffer.getvalue()
+
+
+def schedule_export_csv(*, study: Study, path: str | Path) -> int:
+    """Export the full plan (every trial of every assignment, with seeds) as CSV; returns rows."""
+    if not study.blocks.exists():
+        raise ArbiterError(f"study '{study.slug}' has no blocks yet; run schedule_blocks {study.slug} first")
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        raise ValidationFailed("the folder does not exist", where=str(target))
+    tmp = target.with_name(target.name + ".part")
+    with tmp.open("w", newline="", encoding="utf-8") as stream:
+        n = schedule_csv_write(study=study, stream=stream)
+    tmp.replace(target)
+    return n

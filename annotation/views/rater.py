@@ -1,0 +1,242 @@
+"""Rater pages: the study link, the trial page (htmx swaps trials), votes, images, instructions.
+
+Blinding (SPEC §4, task rule 5): nothing here renders a system, candidate, file name, page id or
+repeat flag. The only identifiers a rater sees are the study's link token and per-trial tokens.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlencode
+
+import markdown
+import nh3
+from django.contrib.auth.models import AnonymousUser
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation.errors import ArbiterError, Conflict, ValidationFailed
+from annotation.images import stored_image_path
+from annotation.models import Assignment, AssignmentState, Label, Rater, Study, Trial
+from annotation.roles import RATER, is_researcher
+from annotation.services.raters import (
+    ParticipationEnded,
+    StudyClosed,
+    StudyFull,
+    TrialView,
+    account_rater_get_or_create,
+    assignment_counts,
+    participant_claim,
+    participant_rater_get_or_create,
+    rater_assignment,
+    study_link_url,
+    trial_image,
+    trial_next,
+    vote_submit,
+)
+
+SESSION_RATERS = "arbiter.raters"
+PARTICIPANT_PARAMS = ("participant", "PROLIFIC_PID")
+PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
+VERDICTS = ((Label.A, "A", "a"), (Label.B, "B", "b"), (Label.TIE, "Tie", "t"), (Label.CANNOT_JUDGE, "Cannot judge", "x"))
+AXIS_SCALE = ((-2, "-2"), (-1, "-1"), (0, "0"), (1, "+1"), (2, "+2"))
+IMAGE_SLOTS = ("ref", "left", "right")
+MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
+                 "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
+
+
+def instructions_html(study: Study) -> str:
+    """The study's Markdown instructions, rendered and sanitized (no scripts, styles or events)."""
+    return _markdown_safe(study.instructions_md or "")
+
+
+@lru_cache(maxsize=64)
+def _markdown_safe(text: str) -> str:
+    # Cached by the text itself: every trial page shows the instructions, which rarely change.
+    html = markdown.markdown(text, extensions=["tables", "sane_lists"])
+    return nh3.clean(html, tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}}, link_rel="noopener noreferrer")
+
+
+def session_rater_id(request: HttpRequest, study_id: int) -> int | None:
+    """The rater this browser session speaks for in a study: a link participant or an account."""
+    rater_id = request.session.get(SESSION_RATERS, {}).get(str(study_id))
+    if rater_id is not None:
+        return int(rater_id)
+    user = request.user
+    if user.is_authenticated:
+        return Rater.objects.filter(study_id=study_id, user=user).values_list("pk", flat=True).order_by().first()
+    return None
+
+
+def _session_rater_set(request: HttpRequest, study: Study, rater: Rater) -> None:
+    raters = dict(request.session.get(SESSION_RATERS, {}))
+    raters[str(study.pk)] = rater.pk
+    request.session.cycle_key()  # a new session id once an identity is attached (no fixation)
+    request.session[SESSION_RATERS] = raters
+
+
+def _is_staff_visitor(user: Any) -> bool:
+    if isinstance(user, AnonymousUser) or not user.is_authenticated:
+        return False
+    return is_researcher(user) and not user.groups.filter(name=RATER).exists()
+
+
+def _notice(request: HttpRequest, study: Study, title: str, message: str, *, status: int = 200) -> HttpResponse:
+    return render(request, "annotation/rater/notice.html", {"study": study, "title": title, "message": message},
+                  status=status)
+
+
+def _state_context(
+    study: Study, assignment: Assignment, view: TrialView | None, **extra: Any
+) -> dict[str, Any]:
+    context: dict[str, Any] = {
+        "study": study,
+        "verdicts": VERDICTS,
+        "axis_scale": AXIS_SCALE,
+        "instructions_html": instructions_html(study),
+        "view": view,
+        "done": view is None,
+        **extra,
+    }
+    if view is None:
+        _answered, total = assignment_counts(assignment)
+        context.update({"total": total, "completion_code": assignment.completion_code})
+    else:
+        token = view.trial.token
+        context["images"] = {s: reverse("rater:image", args=[token, s]) for s in IMAGE_SLOTS}
+        posted = extra.get("posted") or {}
+        context["axes"] = [
+            {**axis, "index": i, "value": (posted.get("axes") or {}).get(axis["id"], ""),
+             "bboxes": [",".join(f"{v:g}" for v in t["bbox_1000"]) for t in axis["targets"]]}
+            for i, axis in enumerate(view.axes)
+        ]
+        ref = view.trial.comparison.page.image if view.trial.comparison else None  # type: ignore[union-attr]
+        context["ref_size"] = (ref.width, ref.height) if ref else None
+    return context
+
+
+def _render_state(request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, **extra: Any) -> HttpResponse:
+    assignment.refresh_from_db()
+    view = trial_next(assignment=assignment) if assignment.state == AssignmentState.ACTIVE else None
+    template = "annotation/rater/trial.html"
+    if getattr(request, "htmx", False):
+        template += "#state"
+    response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
+    response["Vary"] = "HX-Request"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
+    """The participant entry point: exchange ``?participant=`` for a session, then show the trial."""
+    study = get_object_or_404(Study, link_token=link_token)
+    external_id = next((request.GET[p] for p in PARTICIPANT_PARAMS if request.GET.get(p)), "")
+    if external_id:
+        platform = {p: request.GET.get(p, "") for p in PLATFORM_PARAMS}
+        try:
+            joined = participant_rater_get_or_create(study=study, external_id=external_id, platform=platform)
+        except ValidationFailed as exc:
+            return _notice(request, study, "This link is not valid", str(exc), status=400)
+        _session_rater_set(request, study, joined)
+        return redirect(reverse("rater:link", args=[link_token]))
+    rater_id = session_rater_id(request, study.pk)
+    rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+    if rater is None and request.user.is_authenticated:
+        if _is_staff_visitor(request.user):
+            return _notice(
+                request, study, "This is the participant link",
+                "You are signed in as a researcher, so opening it here would not take a rater's place. "
+                "To try the study as a participant, open this link in a private window and add "
+                "?participant=your-test-id.",
+            )
+        rater = account_rater_get_or_create(study=study, user=request.user)  # type: ignore[arg-type]
+    if rater is None:
+        return render(request, "annotation/rater/join.html", {"study": study})
+    try:
+        assignment = participant_claim(study=study, rater=rater)
+    except StudyFull:
+        return _notice(request, study, "This study is full",
+                       "Thank you for your interest! All places in this study are already taken, so there is "
+                       "nothing left to do. If you came from a crowd-work platform, please return the study there.")
+    except StudyClosed:
+        return _notice(request, study, "This study is closed",
+                       "Thank you for your interest. The study is not accepting participants at the moment.")
+    except ParticipationEnded as exc:
+        return _notice(request, study, "Participation ended", str(exc))
+    return _render_state(request, study, assignment)
+
+
+@require_POST
+def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
+    """Submit an answer (htmx swaps in the next trial; without JS: redirect back to the link)."""
+    trial = get_object_or_404(Trial.objects.select_related("assignment__block__study"), token=trial_token)
+    study = trial.assignment.block.study
+    rater_id = session_rater_id(request, study.pk)
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        return _notice(request, study, "Not your trial", "Open the study link you were given to continue.",
+                       status=403)
+    axes = {k.removeprefix("axis:"): v for k, v in request.POST.items() if k.startswith("axis:")}
+    posted = {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
+              "axes": axes, "rationale": request.POST.get("rationale", "")}
+    try:
+        vote_submit(
+            trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
+            axes=axes, rationale=posted["rationale"], idempotency_key=request.POST.get("idempotency_key", ""),
+        )
+    except ValidationFailed as exc:
+        return _render_state(request, study, trial.assignment, status=400, error=str(exc), posted=posted)
+    except Conflict as exc:
+        return _render_state(request, study, trial.assignment, status=409, notice=f"{exc}. Here is your current trial.")
+    except ArbiterError as exc:
+        return _notice(request, study, "Not available", str(exc), status=exc.status_code)
+    if getattr(request, "htmx", False):
+        return _render_state(request, study, trial.assignment)
+    return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
+
+
+@require_GET
+def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpResponseBase:
+    """An image of a trial the session owns: no file name, no metadata, private caching only."""
+    found = trial_image(trial_token=trial_token, slot=slot)
+    if found is None or not found.live or found.file is None or found.rater_id is None:
+        raise Http404
+    if found.rater_id != session_rater_id(request, found.study_id):
+        raise Http404
+    try:
+        handle = stored_image_path(found.file).open("rb")
+    except OSError:
+        raise Http404 from None
+    response = FileResponse(handle, content_type="image/png")
+    if "Content-Disposition" in response:
+        del response["Content-Disposition"]
+    response["Cache-Control"] = "private, max-age=86400"
+    return response
+
+
+@require_GET
+def instructions(request: HttpRequest, link_token: str) -> HttpResponse:
+    study = get_object_or_404(Study, link_token=link_token)
+    return render(request, "annotation/rater/instructions.html",
+                  {"study": study, "instructions_html": instructions_html(study)})
+
+
+@require_GET
+def pause(request: HttpRequest, link_token: str) -> HttpResponse:
+    """Progress is saved with every vote; this page says how to come back."""
+    study = get_object_or_404(Study, link_token=link_token)
+    rater_id = session_rater_id(request, study.pk)
+    rater = Rater.objects.filter(pk=rater_id).order_by().first() if rater_id else None
+    assignment = rater_assignment(rater) if rater else None
+    answered, total = assignment_counts(assignment) if assignment else (0, 0)
+    resume = reverse("rater:link", args=[study.link_token])
+    if rater is not None and rater.source == Rater.Source.LINK:
+        resume_url = f"{study_link_url(study=study)}?{urlencode({'participant': rater.external_id})}"
+    else:
+        resume_url = study_link_url(study=study)
+    return render(request, "annotation/rater/pause.html", {
+        "study": study, "answered": answered, "total": total, "resume": resume, "resume_url": resume_url,
+    })

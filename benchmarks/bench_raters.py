@@ -1,0 +1,367 @@
+"""Load benchmark of the rater flow: N concurrent raters against gunicorn + PostgreSQL on loopback.
+
+Each simulated rater joins through the study link (``?participant=``) and then, like a browser
+(``--flow html``, default): fetches the trial's three images (once each, as a browser cache
+would), posts its answer as htmx does — the response is the next trial's HTML — and pauses for an
+exponential "think time" (``--think`` mean). ``--flow api`` uses the JSON rater API instead (fetch
+trial, images, submit). 5 % of submissions are sent twice, like a double click. A rater that
+finishes its assignment joins again under a new participant id. Arrivals are spread over
+``--ramp`` seconds. Reported per N: latency p50 / p95 / p99 (all requests, the steady-state
+"flow" without joins, and per kind), throughput, errors, and CPU per request (server processes;
+PostgreSQL not included; and this load generator). Afterwards every acknowledged vote is checked
+against the database: none lost, none duplicated, none stored without an acknowledgement.
+
+Run (own database, dropped and recreated; nothing else is touched):
+    .venv/bin/python benchmarks/bench_raters.py [--seconds 30] [--raters 50,200] [--think 1.0]
+        [--flow html|api] [--ramp 5] [--workers 3 --threads 8]
+        [--database-url postgres://postgres@127.0.0.1:5432/arbiter_raters_bench]
+Target: p95 < 100 ms at 200 raters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PY = sys.executable
+GUNICORN = str(Path(PY).with_name("gunicorn"))
+
+
+@dataclass
+class Stats:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    acknowledged: dict[str, str] = field(default_factory=dict)  # trial token -> idempotency key
+    replay_mismatch: int = 0
+    joins: int = 0
+    full: int = 0
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def server_cpu_seconds(master_pid: int) -> float:
+    """User + system CPU of the gunicorn master and its workers (from /proc; Linux only)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [master_pid]
+    try:
+        children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+        pids += [int(p) for p in children]
+    except OSError:
+        return float("nan")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def recreate_database(url: str, *, create: bool = True) -> None:
+    import psycopg
+
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    if not re.fullmatch(r"[a-z0-9_]+", name) or name in ("arbiter", "postgres"):
+        raise SystemExit(f"refusing to recreate database {name!r}: give a dedicated benchmark database")
+    admin = parsed._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if create:
+            conn.execute(f"CREATE DATABASE {name}")
+
+
+def build_study(pages: int, blocks: int, block_size: int, raters_per_block: int) -> tuple[str, str]:
+    import django
+
+    django.setup()
+    from annotation.services.scheduling import blocks_schedule
+    from tests.annotation.rater_factories import make_rater_study
+
+    rs = make_rater_study(slug="bench", pages=pages, failed_render=False, image_size=(700, 1400))
+    blocks_schedule(study=rs.study, blocks=blocks, block_size=block_size, repeats=2, min_gap=5,
+                    raters=[raters_per_block] * blocks, seed=1)
+    return rs.study.link_token, rs.study.slug
+
+
+async def timed(stats: Stats, kind: str, coro):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    try:
+        response = await coro
+    except httpx.HTTPError as exc:
+        stats.errors[f"{kind}: {type(exc).__name__}"] += 1
+        return None
+    stats.latencies[kind].append((time.perf_counter() - start) * 1000)
+    return response
+
+
+TOKEN_RE = re.compile(r'action="/t/([^/"]+)/vote/"')
+KEY_RE = re.compile(r'name="idempotency_key" value="([^"]+)"')
+AXIS_RE = re.compile(r'name="axis:([A-Za-z0-9_]+)"')
+IMAGE_RE = re.compile(r'src="(/t/[^"]+\.png)"')
+
+
+def random_answer(rng: random.Random, axes: list[str]) -> tuple[str, int, dict[str, int]]:
+    return (rng.choice(["A", "B", "TIE", "A", "B", "CANNOT_JUDGE"]), rng.randint(1, 5),
+            {a: rng.randint(-2, 2) for a in axes})
+
+
+async def fetch_images(client: httpx.AsyncClient, urls: list[str], stats: Stats) -> None:
+    for url in urls:
+        img = await timed(stats, "image", client.get(url))
+        if img is None or img.status_code != 200 or not img.content.startswith(b"\x89PNG"):
+            stats.errors[f"image: HTTP {getattr(img, 'status_code', '-')}"] += 1
+
+
+async def html_trials(client, html: str, csrf: str, deadline: float, think: float, stats: Stats,  # type: ignore[no-untyped-def]
+                      rng: random.Random) -> None:
+    """What a browser does: each htmx POST of an answer returns the next trial's HTML."""
+    while time.perf_counter() < deadline:
+        token, key = TOKEN_RE.search(html), KEY_RE.search(html)
+        if token is None or key is None:
+            return  # finished: the completion page
+        await fetch_images(client, list(dict.fromkeys(IMAGE_RE.findall(html))), stats)  # the browser cache dedupes
+        verdict, confidence, axes = random_answer(rng, list(dict.fromkeys(AXIS_RE.findall(html))))
+        form = {"verdict": verdict, "confidence": str(confidence), "rationale": "", "idempotency_key": key.group(1),
+                **{f"axis:{a}": str(v) for a, v in axes.items()}}
+        headers = {"X-CSRFToken": csrf, "HX-Request": "true", "Referer": str(client.base_url) + "/"}
+        sends = 2 if rng.random() < 0.05 else 1  # a double click now and then
+        next_html = None
+        for _ in range(sends):
+            r = await timed(stats, "vote", client.post(f"/t/{token.group(1)}/vote/", data=form, headers=headers))
+            if r is None or r.status_code != 200:
+                stats.errors[f"vote: HTTP {getattr(r, 'status_code', '-')}"] += 1
+                continue
+            stats.acknowledged[token.group(1)] = key.group(1)
+            next_html = r.text
+        if next_html is None:
+            return
+        html = next_html
+        if think > 0:
+            await asyncio.sleep(rng.expovariate(1 / think))
+
+
+async def api_trials(client, link: str, csrf: str, deadline: float, think: float, stats: Stats,  # type: ignore[no-untyped-def]
+                     rng: random.Random) -> None:
+    """The JSON API: fetch the current trial, its images, submit."""
+    while time.perf_counter() < deadline:
+        r = await timed(stats, "trial", client.get(f"/api/rater/{link}/trial/"))
+        if r is None or r.status_code != 200:
+            stats.errors[f"trial: HTTP {getattr(r, 'status_code', '-')}"] += 1
+            await asyncio.sleep(0.5)
+            continue
+        data = r.json()
+        if data["finished"]:
+            return
+        await fetch_images(client, list(data["images"].values()), stats)
+        verdict, confidence, axes = random_answer(rng, [a["id"] for a in data["axes"]])
+        body = {"verdict": verdict, "confidence": confidence, "axes": axes, "rationale": "",
+                "idempotency_key": data["idempotency_key"]}
+        headers = {"X-CSRFToken": csrf, "Referer": str(client.base_url) + "/"}
+        answers = []
+        for _ in range(2 if rng.random() < 0.05 else 1):
+            v = await timed(stats, "vote", client.post(data["vote_url"], json=body, headers=headers))
+            if v is None or v.status_code != 200:
+                stats.errors[f"vote: HTTP {getattr(v, 'status_code', '-')}"] += 1
+                continue
+            answers.append(v.json())
+            stats.acknowledged[data["trial"]] = body["idempotency_key"]
+        if len(answers) == 2 and answers[0] != answers[1]:
+            stats.replay_mismatch += 1
+        if think > 0:
+            await asyncio.sleep(rng.expovariate(1 / think))
+
+
+async def rater(
+    base: str, link: str, prefix: str, deadline: float, think: float, stats: Stats, seed: int, delay: float,
+    flow: str,
+) -> None:
+    rng = random.Random(seed)
+    await asyncio.sleep(delay)  # arrivals spread over the ramp-up, as participants trickle in
+    n = 0
+    limits = httpx.Limits(keepalive_expiry=10.0)  # below the server's keep-alive: no stale-socket errors
+    while time.perf_counter() < deadline:
+        n += 1
+        async with httpx.AsyncClient(base_url=base, timeout=30.0, limits=limits) as client:
+            r = await timed(stats, "join", client.get(f"/s/{link}/", params={"participant": f"{prefix}-{n}"},
+                                                      follow_redirects=True))
+            if r is None or r.status_code != 200:
+                stats.errors[f"join: HTTP {getattr(r, 'status_code', '-')}"] += 1
+                return
+            if b"This study is full" in r.content:
+                stats.full += 1
+                return
+            stats.joins += 1
+            csrf = client.cookies.get("csrftoken", "")
+            if flow == "html":
+                await html_trials(client, r.text, csrf, deadline, think, stats, rng)
+            else:
+                await api_trials(client, link, csrf, deadline, think, stats, rng)
+
+
+async def warm_up(base: str, link: str, n: int) -> None:
+    """Each gunicorn worker imports the URLconf (and with it numpy/scipy) on its first request:
+    a one-time start-up cost of seconds that must not be counted as rater latency."""
+    async with httpx.AsyncClient(base_url=base, timeout=120.0) as client:
+        for _ in range(3):
+            await asyncio.gather(*(client.get(f"/s/{link}/") for _ in range(n)))
+
+
+async def run_level(
+    base: str, link: str, n: int, seconds: float, think: float, ramp: float, flow: str, label: str
+) -> Stats:
+    stats = Stats()
+    deadline = time.perf_counter() + seconds
+    await asyncio.gather(*(
+        rater(base, link, f"{label}-r{i}", deadline, think, stats, seed=i, delay=ramp * i / n, flow=flow)
+        for i in range(n)
+    ))
+    return stats
+
+
+def verify_votes(all_stats: list[Stats]) -> dict[str, int]:
+    from annotation.models import Trial, Vote
+
+    acknowledged: dict[str, str] = {}
+    for s in all_stats:
+        acknowledged.update(s.acknowledged)
+    stored = dict(
+        Vote.objects.filter(trial__assignment__block__study__slug="bench").values_list("trial__token", "idempotency_key")
+    )
+    lost = sum(1 for token, key in acknowledged.items() if stored.get(token) != key)
+    unacknowledged = sum(1 for token in stored if token not in acknowledged)
+    per_trial = Trial.objects.filter(assignment__block__study__slug="bench", vote__isnull=False).count()
+    return {"acknowledged": len(acknowledged), "stored": len(stored), "lost": lost,
+            "unacknowledged": unacknowledged, "duplicated": len(stored) - per_trial}
+
+
+def report(n: int, stats: Stats, seconds: float) -> None:
+    print(f"\n(load average now {os.getloadavg()[0]:.1f}; 'flow' = trial + image + vote, the steady state; html flow: 'vote' returns the next trial)")
+    every = [x for values in stats.latencies.values() for x in values]
+    total = len(every)
+    print(f"\nN = {n} raters, {seconds:.0f} s: {total} requests ({total / seconds:.0f}/s), "
+          f"{len(stats.acknowledged)} votes, {stats.joins} joins, errors {sum(stats.errors.values())}"
+          + (f" {dict(stats.errors)}" if stats.errors else "")
+          + (f", replay mismatches {stats.replay_mismatch}" if stats.replay_mismatch else "")
+          + (f", study full for {stats.full}" if stats.full else ""))
+    steady = [x for kind in ("trial", "image", "vote") for x in stats.latencies.get(kind, [])]
+    print(f"  {'kind':<6} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    for kind in ("all", "flow", "join", "trial", "image", "vote"):
+        values = {"all": every, "flow": steady}.get(kind) or stats.latencies.get(kind, [])
+        if values:
+            print(f"  {kind:<6} {len(values):>7} {pct(values, 50):>8.1f} {pct(values, 95):>8.1f} {pct(values, 99):>8.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--raters", default="50,200")
+    parser.add_argument("--think", type=float, default=1.0, help="mean pause between trials, seconds (0: none)")
+    parser.add_argument("--ramp", type=float, default=5.0, help="arrivals spread over this many seconds")
+    parser.add_argument("--flow", choices=("html", "api"), default="html",
+                        help="html: the trial page and htmx answer posts, as a browser; api: the JSON rater API")
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/arbiter_raters_bench")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--keep-db", action="store_true")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.raters.split(",")]
+
+    media = Path(tempfile.mkdtemp(prefix="arbiter-bench-media-"))
+    env = dict(os.environ, DATABASE_URL=args.database_url, MEDIA_ROOT=str(media),
+               DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_DEBUG="0", DATABASE_CONN_MAX_AGE="600",
+               LOG_LEVEL="ERROR")
+    os.environ.update(env)
+    print(f"database {args.database_url} (recreated), media {media}")
+    recreate_database(args.database_url)
+    subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    slots = max(sum(levels) * 2 // 4, 40)
+    t0 = time.perf_counter()
+    link, _ = build_study(pages=80, blocks=4, block_size=60, raters_per_block=slots)
+    print(f"study: 240 comparisons in 4 blocks of 60 (+2 hidden repeats), {4 * slots} planned assignments, "
+          f"built in {time.perf_counter() - t0:.1f} s; images 700×1400 px")
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(args.workers), "-k", "gthread",
+         "--threads", str(args.threads), "--backlog", "2048", "--keep-alive", "30", "--log-level", "warning"],
+        cwd=ROOT, env=env, start_new_session=True,
+    )
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(f"{base}/s/{link}/", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise SystemExit("gunicorn did not start")
+        print(f"gunicorn: {args.workers} workers × {args.threads} threads on {base}; think time mean {args.think} s, "
+              f"arrivals over {args.ramp} s, {args.flow} flow; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        asyncio.run(warm_up(base, link, args.workers * args.threads))
+        all_stats = []
+        for n in levels:
+            cpu0, client0 = server_cpu_seconds(server.pid), sum(os.times()[:2])
+            stats = asyncio.run(run_level(base, link, n, args.seconds, args.think, args.ramp, args.flow, label=f"n{n}"))
+            report(n, stats, args.seconds)
+            requests = sum(len(v) for v in stats.latencies.values())
+            if requests:
+                print(f"  CPU per request: server {1000 * (server_cpu_seconds(server.pid) - cpu0) / requests:.1f} ms, "
+                      f"load client {1000 * (sum(os.times()[:2]) - client0) / requests:.1f} ms")
+            all_stats.append(stats)
+        time.sleep(0.5)
+        check = verify_votes(all_stats)
+        ok = check["lost"] == 0 and check["duplicated"] == 0 and check["unacknowledged"] == 0
+        print(f"\nvotes: {check} -> {'OK: none lost or duplicated' if ok else 'PROBLEM'}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        if not args.keep_db:
+            from django.db import connections
+
+            connections.close_all()
+            try:
+                recreate_database(args.database_url, create=False)  # drop it
+            except Exception as exc:  # the figures are printed; a failed clean-up only leaves the database
+                print(f"could not clean the benchmark database: {exc}")
+        import shutil
+
+        shutil.rmtree(media, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
