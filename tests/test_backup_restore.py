@@ -20,7 +20,7 @@ import pytest
 from django.core.management import call_command
 from PIL import Image
 
-from annotation.demo.service import demo_study_create
+from demo.service import demo_study_create
 from annotation.models import Candidate, Comparison, StoredImage, Study, Vote
 from judges.models import Judge, JudgeOutput
 
