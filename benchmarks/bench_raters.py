@@ -294,8 +294,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 on any request error or any lost, duplicated or unacknowledged vote (CI)")
     args = parser.parse_args()
     levels = [int(x) for x in args.raters.split(",")]
+    failed, failures, check = False, 0, {}
 
     media = Path(tempfile.mkdtemp(prefix="arbiter-bench-media-"))
     env = dict(os.environ, DATABASE_URL=args.database_url, MEDIA_ROOT=str(media),
@@ -344,6 +347,9 @@ def main() -> None:
         check = verify_votes(all_stats)
         ok = check["lost"] == 0 and check["duplicated"] == 0 and check["unacknowledged"] == 0
         print(f"\nvotes: {check} -> {'OK: none lost or duplicated' if ok else 'PROBLEM'}")
+        failures = sum(sum(stats.errors.values()) for stats in all_stats)
+        if args.check and (failures or not ok):
+            failed = True
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -361,6 +367,8 @@ def main() -> None:
         import shutil
 
         shutil.rmtree(media, ignore_errors=True)
+    if failed:
+        raise SystemExit(f"load check failed: {failures} request errors, votes {check}")
 
 
 if __name__ == "__main__":
