@@ -30,6 +30,7 @@ from annotation.selectors.studies import (
     study_systems,
 )
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
+from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 
@@ -120,6 +121,30 @@ class StudyDetailApi(ResearcherApi):
             },
         }
         return Response(self.OutputSerializer(data).data)
+
+    class UpdateSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyUpdate"
+
+        title = serializers.CharField(required=False, max_length=200)
+        instructions_md = serializers.CharField(required=False, allow_blank=True, max_length=50_000)
+        judge_prompt = serializers.CharField(
+            required=False, allow_blank=True, max_length=50_000, help_text="Empty: the project's default prompt."
+        )
+        neutralize_media = serializers.BooleanField(required=False)
+        accepting_participants = serializers.BooleanField(required=False)
+
+    @extend_schema(
+        operation_id="studies_partial_update",
+        request=UpdateSerializer,
+        responses={200: OutputSerializer, 400: ERROR, 404: ERROR},
+    )
+    def patch(self, request: Request, slug: str) -> Response:
+        study = study_get_for_user(user=request.user, slug=slug)
+        data = self.UpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        study_settings_update(study=study, user=request.user, **data.validated_data)
+        return self.get(request, slug)
 
 
 class StudyImportApi(ResearcherApi):

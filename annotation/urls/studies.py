@@ -13,6 +13,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/import/", views.study_import, name="import"),
     path("studies/<slug:slug>/", views.study_detail, name="detail"),
     path("studies/<slug:slug>/export/", views.study_export, name="export"),
+    path("studies/<slug:slug>/texts/", views.study_texts_update, name="texts"),
     path("api/studies/", api.StudyListApi.as_view(), name="api-list"),
     path("api/studies/import/", api.StudyImportApi.as_view(), name="api-import"),
     path("api/studies/<slug:slug>/", api.StudyDetailApi.as_view(), name="api-detail"),

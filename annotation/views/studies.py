@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.contrib import messages
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
 from annotation.selectors.studies import study_get_for_user, study_overview
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
+from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
 
 
@@ -46,3 +48,22 @@ def study_export(request: HttpRequest, slug: str) -> FileResponse:
     study = study_get_for_user(user=request.user, slug=slug)
     handle = study_export_to_temporary_zip(study=study)
     return FileResponse(handle, as_attachment=True, filename=f"{study.slug}.zip", content_type="application/zip")
+
+
+@researcher_required
+@require_POST
+def study_texts_update(request: HttpRequest, slug: str) -> HttpResponse:
+    """Edit the instructions and the judge prompt template (SPEC §6: study data, editable)."""
+    study = study_get_for_user(user=request.user, slug=slug)
+    try:
+        study_settings_update(
+            study=study,
+            user=request.user,
+            instructions_md=request.POST.get("instructions_md", study.instructions_md),
+            judge_prompt=request.POST.get("judge_prompt", study.judge_prompt),
+        )
+    except ArbiterError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Saved. Judge calls queued from now on use this prompt.")
+    return redirect("studies:detail", slug=study.slug)
