@@ -249,6 +249,9 @@ class BlockItem(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.block_id}:{self.position}"
+
 
 class Rater(models.Model):
     """A person who judges trials: a rater account, a study-link participant, or an imported id."""

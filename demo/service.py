@@ -34,18 +34,6 @@ from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db import transaction
 from django.utils import timezone
 
-from demo.bundle import DemoPlan, demo_bundle_write, demo_plan_make
-from demo.simulation import (
-    JUDGE_PROFILES,
-    RaterProfile,
-    SimulatedAnswer,
-    call_rng,
-    judge_outputs_jsonl_write,
-    plan_evidence,
-    rater_answer,
-    rater_profiles,
-    rater_repeat_answer,
-)
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Comparison, Study, Trial
 from annotation.roles import RESEARCHER, ensure_groups
@@ -58,6 +46,18 @@ from annotation.services.raters import (
     vote_submit,
 )
 from annotation.services.scheduling import blocks_schedule
+from demo.bundle import DemoPlan, demo_bundle_write, demo_plan_make
+from demo.simulation import (
+    JUDGE_PROFILES,
+    RaterProfile,
+    SimulatedAnswer,
+    call_rng,
+    judge_outputs_jsonl_write,
+    plan_evidence,
+    rater_answer,
+    rater_profiles,
+    rater_repeat_answer,
+)
 
 DEMO_RESEARCHER = "researcher"
 SIMULATED_RATERS_PER_BLOCK = 5

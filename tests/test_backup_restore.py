@@ -20,8 +20,8 @@ import pytest
 from django.core.management import call_command
 from PIL import Image
 
-from demo.service import demo_study_create
 from annotation.models import Candidate, Comparison, StoredImage, Study, Vote
+from demo.service import demo_study_create
 from judges.models import Judge, JudgeOutput
 
 # Transactional: the restore starts from a flushed (truly empty) database, which PostgreSQL

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.contrib import messages
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError

@@ -20,6 +20,7 @@ from django.core.management.base import CommandError
 from PIL import Image, ImageChops
 from scipy.stats import spearmanr
 
+from annotation.models import Assignment, Axis, Candidate, Comparison, Page, Study, Trial, Vote
 from demo.bundle import AXES, demo_bundle_write, demo_plan_make
 from demo.drawing import Defects, content_generate, page_draw
 from demo.service import demo_researcher_ensure, demo_study_create
@@ -33,7 +34,6 @@ from demo.simulation import (
     rater_answer,
     rater_profiles,
 )
-from annotation.models import Assignment, Axis, Candidate, Comparison, Page, Study, Trial, Vote
 from judges.models import JudgeOutput
 from judges.validation import InvalidReply, canonical_answer, unwrap_fence
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from demo.service import demo_counts_lines, demo_study_create
 from annotation.management.base import ArbiterCommand
+from demo.service import demo_counts_lines, demo_study_create
 
 
 class Command(ArbiterCommand):
