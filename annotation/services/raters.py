@@ -525,9 +525,10 @@ def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
     else:
         first, second = ("candidate_b", "candidate_a") if row["swapped"] else ("candidate_a", "candidate_b")
         holder = f"comparison__{first if slot == 'left' else second}"
-    image_id = row[f"{holder}__image_id"]
-    if row["assignment__block__study__neutralize_media"] and row[f"{holder}__neutralized_image_id"]:
-        image_id = row[f"{holder}__neutralized_image_id"]
+    values: dict[str, Any] = dict(row)  # keys built from the slot below, not literals
+    image_id = values[f"{holder}__image_id"]
+    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image_id"]:
+        image_id = values[f"{holder}__neutralized_image_id"]
     file = None
     if image_id is not None:
         file = StoredImage.objects.filter(pk=image_id).order_by().values_list("file", flat=True).first()
