@@ -20,6 +20,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher
+from annotation.errors import ValidationFailed
 from annotation.models import ComparisonSet
 from annotation.selectors.studies import (
     study_comparisons,
@@ -142,7 +143,9 @@ class StudyDetailApi(ResearcherApi):
     def patch(self, request: Request, slug: str) -> Response:
         study = study_get_for_user(user=request.user, slug=slug)
         data = self.UpdateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        if not data.is_valid():
+            field, problems = next(iter(data.errors.items()))
+            raise ValidationFailed(str(problems[0]), field=field)
         study_settings_update(study=study, user=request.user, **data.validated_data)
         return self.get(request, slug)
 

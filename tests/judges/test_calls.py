@@ -254,3 +254,28 @@ def test_a_finished_output_is_not_called_again(provider: FakeProvider) -> None:
     output = call(study, judge)
     assert judge_output_execute(output_id=output.pk) == "skipped"
     assert len(provider.requests) == 1
+
+
+def test_matrix_row_14_rate_limit_then_timeout_then_prose_then_valid(provider: FakeProvider) -> None:
+    """SECURITY.md row 14: 429 with Retry-After, a timeout, prose, then a valid reply → one output."""
+    provider.script.extend(["429", "timeout", "prose"])
+    provider.timeout_sleep = 1.5
+    study, judge = make_example_study(), make_judge(base_url=provider.url, timeout_seconds=0.5)
+    started = time.monotonic()
+    output = call(study, judge)
+    assert time.monotonic() - started >= 1.0  # the Retry-After of the 429 was honoured
+    assert output.status == "valid" and output.winner in {"A", "B", "TIE"}
+    assert (output.transport_failures, output.invalid_attempts) == (2, 1)
+    assert [r.behaviour for r in provider.requests] == ["429", "timeout", "prose", provider.default]
+    assert JudgeOutput.objects.filter(judge=judge).count() == 1
+
+
+def test_matrix_row_14_prose_past_the_cap_is_stored_as_a_failure(provider: FakeProvider) -> None:
+    provider.script.extend(["429", "timeout"])
+    provider.default = "prose"
+    provider.timeout_sleep = 1.5
+    output = call(
+        make_example_study(), make_judge(base_url=provider.url, timeout_seconds=0.5, max_invalid_retries=1)
+    )
+    assert output.status == "invalid" and "not strict JSON" in output.error
+    assert (output.transport_failures, output.invalid_attempts) == (2, 2)
