@@ -146,7 +146,8 @@ def answer_by_keyboard(page, i: int) -> None:  # type: ignore[no-untyped-def]
 def open_link(context, app_url, study, participant: str):  # type: ignore[no-untyped-def]
     page = context.new_page()
     page.goto(f"{app_url}/s/{study.link_token}/?participant={participant}")
-    assert participant not in page.url  # the id is exchanged for a session and dropped from the URL
+    # The id is exchanged for a session and dropped from the URL.
+    assert page.url == f"{app_url}/s/{study.link_token}/" and "participant=" not in page.url
     return page
 
 
