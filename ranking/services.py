@@ -35,6 +35,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from annotation.errors import ArbiterError, Conflict, NotFound, ValidationFailed
+from annotation.files import write_text_atomic
 from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
 from annotation.services.audit import audit_record
 from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
@@ -420,12 +421,18 @@ def leaderboard_write(
     html_path: Path | None = None,
     csv_path: Path | None = None,
 ) -> None:
-    if json_path is not None:
-        json_path.write_text(leaderboard_json(report), encoding="utf-8")
-    if csv_path is not None:
-        csv_path.write_text(leaderboard_csv(report), encoding="utf-8")
-    if html_path is not None:
-        html_path.write_text(leaderboard_html(study=study, report=report), encoding="utf-8")
+    # Render everything first, then write each file whole: no half-written set of files.
+    outputs = [
+        (path, render())
+        for path, render in (
+            (json_path, lambda: leaderboard_json(report)),
+            (csv_path, lambda: leaderboard_csv(report)),
+            (html_path, lambda: leaderboard_html(study=study, report=report)),
+        )
+        if path is not None
+    ]
+    for path, text in outputs:
+        write_text_atomic(path, text)
 
 
 # --------------------------------------------------------------------------- stored, queued leaderboards

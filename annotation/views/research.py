@@ -69,10 +69,16 @@ def block_detail(request: HttpRequest, slug: str, position: int) -> HttpResponse
     block = get_object_or_404(Block, study=study, position=position)
     assignments = Paginator(block_assignments(block), PAGE_SIZE).get_page(request.GET.get("page"))
     progress = study_progress(study, block=block).blocks
-    raters = get_user_model().objects.filter(groups__name=RATER, is_active=True).order_by("username")[:500]
+    can_manage = is_admin(request.user)
+    # Only admins assign named raters, so only they see the platform's rater accounts.
+    raters = (
+        get_user_model().objects.filter(groups__name=RATER, is_active=True).order_by("username")[:500]
+        if can_manage
+        else []
+    )
     context = {
         "study": study, "sblock": block, "row": progress[0] if progress else None,
-        "assignments": assignments, "can_manage": is_admin(request.user), "rater_users": raters,
+        "assignments": assignments, "can_manage": can_manage, "rater_users": raters,
     }
     return _render(request, "annotation/research/block.html", context, partial="assignments")
 

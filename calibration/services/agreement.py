@@ -8,8 +8,6 @@ researcher page and the REST endpoint all go through ``agreement_report_compute`
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from annotation.errors import ValidationFailed
+from annotation.files import write_text_atomic
 from annotation.models import Study
 from annotation.selectors.votes import votes_frame
 from calibration.agreement import agreement_report
@@ -82,21 +81,9 @@ def agreement_report_write(
     """Compute once; write the JSON report (and the HTML page); return the report."""
     agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
     html = agreement_report_html(agreement) if html_path is not None else None
-    _write_text(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")
+    write_text_atomic(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")
     if html_path is not None and html is not None:
-        _write_text(Path(html_path), html)
+        write_text_atomic(Path(html_path), html)
     return agreement.report
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Write next to the target and move into place: no partial file on failure."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

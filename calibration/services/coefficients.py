@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.errors import ValidationFailed
+from annotation.files import write_text_atomic
 from annotation.models import Study
 from calibration.models import CoefficientSet
 from calibration.selectors.coefficients import coefficient_set_get
@@ -201,5 +202,5 @@ def coefficient_set_export(*, study: Study, name: str, path: Path | str) -> Coef
     if not path.parent.is_dir():
         raise ValidationFailed("the folder does not exist", where=str(path.parent))
     document = coefficient_set_document(coefficient_set=coefficient_set)
-    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     return coefficient_set

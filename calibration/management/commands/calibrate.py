@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.errors import NotFound, ValidationFailed
+from annotation.files import write_text_atomic
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.calibration_plots import calibration_html
@@ -63,13 +64,9 @@ class Command(ArbiterCommand):
             judges=judges,
             freeze=options["freeze"],
         )
-        json_path.write_text(
-            json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        write_text_atomic(json_path, json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n")
         if html_path is not None:
-            html_path.write_text(
-                calibration_html(report, title=f"Calibration · {study.title}"), encoding="utf-8"
-            )
+            write_text_atomic(html_path, calibration_html(report, title=f"Calibration · {study.title}"))
         brier = report["cv"]["brier"]["value"]
         line = (
             f"calibrated {len(report['judges'])} judges on {report['n_comparisons']} comparisons of {study.slug} "
