@@ -3,7 +3,8 @@
 Canonical identities (SPEC §3) are enforced by the schema: a comparison's candidates never
 change, one vote per trial, no comparison twice in a block, blocks of a study are disjoint.
 Other study kinds (SPEC §11) reuse Study / Block / Assignment / Trial / Vote; a trial then points
-at a candidate (rating) or, later, a predicate (checklist) instead of a comparison.
+at a candidate (rating) or a predicate (checklist) instead of a comparison. Their bundles map a
+brief onto a Page (text, no image) and an item onto a Candidate (docs/bundle-kinds.md).
 """
 
 from __future__ import annotations
@@ -202,6 +203,42 @@ class Comparison(models.Model):
         return self.external_id
 
 
+class ChecklistAnswer(models.TextChoices):
+    YES = "YES", "Yes"
+    NO = "NO", "No"
+    UNCLEAR = "UNCLEAR", "Unclear"
+
+
+class Predicate(models.Model):
+    """A checklist yes/no question about one item's image, with optional element boxes (SPEC §11).
+
+    ``automatic`` is the imported automatic answer (blank: none); ``question_type`` an optional tag
+    (Content / Layout / Style, ...) for the per-type breakdown.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="predicates")
+    external_id = models.CharField(max_length=120)
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="predicates")
+    question = models.TextField()
+    # [[x0, y0, x1, y1], ...] in 0…1000 page-normalized coordinates.
+    boxes = models.JSONField(default=list, blank=True)
+    automatic = models.CharField(max_length=16, choices=ChecklistAnswer.choices, blank=True)
+    question_type = models.CharField(max_length=80, blank=True)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "position", "external_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="predicate_unique_id"),
+            models.CheckConstraint(
+                condition=Q(automatic__in=["", "YES", "NO", "UNCLEAR"]), name="predicate_automatic_answer"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
 class Block(models.Model):
     """An ordered set of items for human annotation; a study's blocks are disjoint (SPEC §2, §4)."""
 
@@ -222,7 +259,7 @@ class Block(models.Model):
 
 
 class BlockItem(models.Model):
-    """One member of a block: a comparison (pairwise kinds) or a candidate (rating kind)."""
+    """One member of a block: a comparison (pairwise kinds), a candidate (rating) or a predicate (checklist)."""
 
     block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="items")
     position = models.PositiveIntegerField()
@@ -231,6 +268,9 @@ class BlockItem(models.Model):
     )
     candidate = models.ForeignKey(
         Candidate, null=True, blank=True, on_delete=models.CASCADE, related_name="block_items"
+    )
+    predicate = models.ForeignKey(
+        Predicate, null=True, blank=True, on_delete=models.CASCADE, related_name="block_items"
     )
 
     class Meta:
@@ -244,8 +284,12 @@ class BlockItem(models.Model):
             models.UniqueConstraint(
                 fields=["block", "candidate"], condition=Q(candidate__isnull=False), name="blockitem_unique_candidate"
             ),
+            models.UniqueConstraint(
+                fields=["block", "predicate"], condition=Q(predicate__isnull=False), name="blockitem_unique_predicate"
+            ),
             models.CheckConstraint(
-                condition=Q(comparison__isnull=False) | Q(candidate__isnull=False), name="blockitem_has_target"
+                condition=Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False),
+                name="blockitem_has_target",
             ),
         ]
 
@@ -340,6 +384,7 @@ class Trial(models.Model):
         Comparison, null=True, blank=True, on_delete=models.PROTECT, related_name="trials"
     )
     candidate = models.ForeignKey(Candidate, null=True, blank=True, on_delete=models.PROTECT, related_name="trials")
+    predicate = models.ForeignKey(Predicate, null=True, blank=True, on_delete=models.PROTECT, related_name="trials")
     swapped = models.BooleanField(default=False)
     is_repeat = models.BooleanField(default=False)
     repeat_of = models.ForeignKey(
@@ -361,6 +406,11 @@ class Trial(models.Model):
                 fields=["assignment", "candidate"],
                 condition=Q(is_repeat=False, candidate__isnull=False),
                 name="trial_unique_main_candidate",
+            ),
+            models.UniqueConstraint(
+                fields=["assignment", "predicate"],
+                condition=Q(is_repeat=False, predicate__isnull=False),
+                name="trial_unique_main_predicate",
             ),
             models.CheckConstraint(
                 condition=Q(is_repeat=False, repeat_of__isnull=True) | Q(is_repeat=True, repeat_of__isnull=False),

@@ -13,7 +13,8 @@ Decisions (SPEC §8 is silent on them):
   ``role`` and ``description`` default to ``""``. ``judge_prompt`` and ``comparisons`` are optional.
 - A comparison needs an ``id``; its A/B order is kept as given; (a, b) and (b, a) on one page are
   the same pair and refused as a duplicate; both sides must have rendered.
-- Only ``kind = "pairwise_reference"`` bundles are accepted until the other kinds (SPEC §11) land.
+- This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have
+  their own keys and parser (``annotation.services.kind_bundle_format``, docs/bundle-kinds.md).
 
 No Django import: this module is plain data in, plain data out.
 """
@@ -311,14 +312,8 @@ def load_json(data: bytes, *, filename: str = STUDY_JSON) -> Any:
 # --- the parser ------------------------------------------------------------------------------
 
 
-def study_spec_parse(data: bytes, *, filename: str = STUDY_JSON) -> StudySpec:
-    """Validate ``study.json`` bytes (SPEC §8) whole and return the typed study.
-
-    Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
-    """
-    r = _Reader(filename)
-    root = r.obj(load_json(data, filename=filename), "$", TOP_REQUIRED, TOP_OPTIONAL)
-
+def parse_study_header(r: _Reader, root: dict[str, Any]) -> tuple[str, str, str, str]:
+    """``slug, title, kind, instructions_md`` of a ``study.json`` object (every kind)."""
     slug = r.string(root["slug"], "$.slug", max_length=MAX_SLUG, empty=False)
     if not SLUG_RE.match(slug):
         r.fail("$.slug", f"{slug!r} is not a slug (letters, digits, '-' and '_' only)")
@@ -326,9 +321,32 @@ def study_spec_parse(data: bytes, *, filename: str = STUDY_JSON) -> StudySpec:
         r.fail("$.slug", f"{slug!r} is reserved; choose another slug")
     title = r.string(root["title"], "$.title", max_length=MAX_TITLE, empty=False)
     kind = r.choice(root["kind"], "$.kind", KINDS_KNOWN)
-    if kind not in KINDS_SUPPORTED:
-        r.fail("$.kind", f"bundles of kind {kind!r} cannot be imported yet (supported: {', '.join(KINDS_SUPPORTED)})")
     instructions = r.string(root["instructions_md"], "$.instructions_md")
+    return slug, title, kind, instructions
+
+
+def document_kind(document: Any) -> str | None:
+    """The ``kind`` a parsed ``study.json`` declares when it is one of the known kinds, else None."""
+    if isinstance(document, dict) and isinstance(document.get("kind"), str) and document["kind"] in KINDS_KNOWN:
+        return str(document["kind"])
+    return None
+
+
+def study_spec_parse(data: bytes, *, filename: str = STUDY_JSON) -> StudySpec:
+    """Validate ``study.json`` bytes (SPEC §8) whole and return the typed study.
+
+    Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
+    """
+    return study_spec_from_document(load_json(data, filename=filename), filename=filename)
+
+
+def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> StudySpec:
+    """:func:`study_spec_parse` of an already parsed JSON value (``kind = "pairwise_reference"``)."""
+    r = _Reader(filename)
+    root = r.obj(document, "$", TOP_REQUIRED, TOP_OPTIONAL)
+    slug, title, kind, instructions = parse_study_header(r, root)
+    if kind not in KINDS_SUPPORTED:
+        r.fail("$.kind", f"kind {kind!r} has its own bundle keys (docs/bundle-kinds.md), not these")
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
 
     axes: list[AxisSpec] = []

@@ -14,6 +14,11 @@ Import runs in three steps, and only the last writes anything:
 
 Any error raises :class:`~annotation.errors.ValidationFailed` (one line: file, JSON path, field)
 and leaves the database and the media folder as they were.
+
+Step 2 dispatches on ``kind``: ``pairwise_reference`` bundles (SPEC §8) become a ``StudySpec``;
+``pairwise``, ``checklist`` and ``rating`` bundles (SPEC §11, docs/bundle-kinds.md) a
+``KindStudySpec``, written as brief → Page (text, no image), item → Candidate, comparison →
+Comparison, predicate → Predicate. Export dispatches the same way.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from annotation.models import (
     Candidate,
     Comparison,
     Page,
+    Predicate,
     StoredImage,
     Study,
     System,
@@ -57,10 +63,25 @@ from annotation.services.bundle_format import (
     SystemSpec,
     TargetSpec,
     bundle_path_problem,
-    study_spec_parse,
+    document_kind,
+    load_json,
+    study_spec_from_document,
     study_spec_to_json,
 )
 from annotation.services.bundle_images import IMAGE_WORKERS, MediaKey, image_pool, media_key, process_image
+from annotation.services.kind_bundle_format import (
+    DEFAULT_K,
+    DEFAULT_MARGIN,
+    DEFAULT_SCALE,
+    KINDS,
+    BriefSpec,
+    ItemSpec,
+    KindStudySpec,
+    PairSpec,
+    PredicateSpec,
+    kind_spec_from_document,
+    kind_spec_to_json,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -225,11 +246,18 @@ def open_bundle(path: Path, *, label: str | None = None) -> Iterator[Bundle]:
 # --- validation ------------------------------------------------------------------------------
 
 
-def study_spec_from_bundle(bundle: Bundle) -> StudySpec:
+def study_spec_from_bundle(bundle: Bundle) -> StudySpec | KindStudySpec:
     """Parse and check ``study.json`` and the presence of every image it names (no decoding)."""
     if not bundle.has(STUDY_JSON):
         raise ValidationFailed(f"no {STUDY_JSON} in the bundle", where=bundle.label)
-    spec = study_spec_parse(bundle.read(STUDY_JSON, limit=STUDY_JSON_MAX_BYTES))
+    document = load_json(bundle.read(STUDY_JSON, limit=STUDY_JSON_MAX_BYTES))
+    if document_kind(document) in KINDS:
+        kind_spec = kind_spec_from_document(document)
+        for item in kind_spec.items:
+            if not bundle.has(item.image):
+                raise ValidationFailed(f"no file {item.image!r} in the bundle", where=f"{STUDY_JSON} {item.where}.image")
+        return kind_spec
+    spec = study_spec_from_document(document)
     for page in spec.pages:
         if not bundle.has(page.image):
             raise ValidationFailed(f"no file {page.image!r} in the bundle", where=f"{STUDY_JSON} {page.where}.image")
@@ -269,19 +297,21 @@ class ImageInfo:
 
 
 def _stage_images(
-    bundle: Bundle, spec: StudySpec, stage: ImageStaging
+    bundle: Bundle, spec: StudySpec | KindStudySpec, stage: ImageStaging
 ) -> tuple[dict[str, ImageInfo], dict[tuple[str, MediaKey], ImageInfo]]:
     """Clean every image once per path and every neutralized variant once per (path, regions).
 
     Files are written to the staging folder as they are made; only their hashes stay in memory.
+    Other kinds' items have no media regions, hence no neutralized variants.
     """
     wanted: dict[str, set[MediaKey]] = {path: set() for path in spec.image_paths()}
-    for page in spec.pages:
-        if page.media:
-            wanted[page.image].add(media_key(page.media))
-    for candidate in spec.candidates:
-        if candidate.image is not None and candidate.media:
-            wanted[candidate.image].add(media_key(candidate.media))
+    if isinstance(spec, StudySpec):
+        for page in spec.pages:
+            if page.media:
+                wanted[page.image].add(media_key(page.media))
+        for candidate in spec.candidates:
+            if candidate.image is not None and candidate.media:
+                wanted[candidate.image].add(media_key(candidate.media))
 
     max_bytes = int(settings.ARBITER_IMAGE_MAX_BYTES)
     originals: dict[str, ImageInfo] = {}
@@ -439,6 +469,93 @@ def _write_study(
     return study
 
 
+def _write_kind_study(spec: KindStudySpec, originals: dict[str, ImageInfo], user: AbstractBaseUser | None) -> Study:
+    """Rows of a ``pairwise`` / ``checklist`` / ``rating`` bundle (SPEC §11, docs/bundle-kinds.md)."""
+    _check_slug_free(spec.slug)
+    stored = _stored_images(originals.values())
+    study = Study.objects.create(
+        slug=spec.slug,
+        title=spec.title,
+        kind=spec.kind,
+        instructions_md=spec.instructions_md,
+        options=spec.options,
+        created_by=user,  # type: ignore[misc]
+    )
+    systems = System.objects.bulk_create(
+        [System(study=study, external_id=s.id, name=s.name, position=i) for i, s in enumerate(spec.systems)],
+        batch_size=1000,
+    )
+    system_by_id = {s.external_id: s for s in systems}
+    pages = Page.objects.bulk_create(
+        [Page(study=study, external_id=b.id, text=b.text, position=i) for i, b in enumerate(spec.briefs)],
+        batch_size=1000,
+    )
+    page_by_id = {p.external_id: p for p in pages}
+    candidates = Candidate.objects.bulk_create(
+        [
+            Candidate(
+                page=page_by_id[item.brief],
+                system=system_by_id[item.system],
+                image=stored[originals[item.image].sha256],
+                rendered=True,
+                metrics=item.metrics,
+                external_id=item.id,
+            )
+            for item in spec.items
+        ],
+        batch_size=1000,
+    )
+    candidate_by_id = {c.external_id: c for c in candidates}
+    Comparison.objects.bulk_create(
+        [
+            Comparison(
+                study=study,
+                external_id=c.id,
+                page=page_by_id[c.brief],
+                candidate_a=candidate_by_id[c.a],
+                candidate_b=candidate_by_id[c.b],
+            )
+            for c in spec.comparisons
+        ],
+        batch_size=1000,
+    )
+    Predicate.objects.bulk_create(
+        [
+            Predicate(
+                study=study,
+                external_id=p.id,
+                candidate=candidate_by_id[p.item],
+                question=p.question,
+                boxes=[list(box) for box in p.boxes],
+                automatic=p.automatic or "",
+                question_type=p.type or "",
+                position=i,
+            )
+            for i, p in enumerate(spec.predicates)
+        ],
+        batch_size=1000,
+    )
+    if user is not None:
+        study.researchers.add(user)  # type: ignore[arg-type]
+    AuditEvent.objects.create(
+        actor=user,  # type: ignore[misc]
+        actor_label=user.get_username() if user is not None else "command line",
+        action="study.import",
+        study=study,
+        target=spec.slug,
+        details={
+            "kind": spec.kind,
+            "systems": len(spec.systems),
+            "briefs": len(spec.briefs),
+            "items": len(spec.items),
+            "predicates": len(spec.predicates),
+            "comparisons": len(spec.comparisons),
+            "images": len(stored),
+        },
+    )
+    return study
+
+
 def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | None = None, label: str | None = None) -> Study:
     """Import a study bundle (SPEC §8): a folder or a ``.zip``. All or nothing.
 
@@ -454,7 +571,10 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
             originals, neutralized = _stage_images(bundle, spec, stage)
             try:
                 with transaction.atomic():
-                    study = _write_study(spec, originals, neutralized, user)
+                    if isinstance(spec, KindStudySpec):
+                        study = _write_kind_study(spec, originals, user)
+                    else:
+                        study = _write_study(spec, originals, neutralized, user)
                     stage.publish()
             except IntegrityError as exc:
                 # A concurrent import of the same slug won the race; nothing of ours was kept.
@@ -597,19 +717,89 @@ def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[Study
     return replace(spec, pages=pages, candidates=candidates), sources
 
 
+def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
+    """A ``pairwise`` / ``checklist`` / ``rating`` study as a KindStudySpec with bundle image paths,
+    and the media file behind every bundle path (``images/<item>.png``)."""
+    used: set[str] = set()
+    sources: dict[str, Path] = {}
+    pages = list(study.pages.order_by("position", "external_id"))
+    candidates = list(
+        Candidate.objects.filter(page__study=study)
+        .select_related("page", "system", "image")
+        .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+    )
+    items: list[ItemSpec] = []
+    for c in candidates:
+        if not c.external_id or c.image is None:
+            raise ArbiterError(
+                f"candidate {c.page.external_id}/{c.system.external_id} has no item id or no image; "
+                f"a {study.kind} bundle needs both"
+            )
+        name = _neutral_name(used, c.external_id)
+        sources[name] = Path(settings.MEDIA_ROOT) / str(c.image.file.name)
+        items.append(
+            ItemSpec(id=c.external_id, image=name, brief=c.page.external_id, system=c.system.external_id, metrics=c.metrics)
+        )
+    predicates = Predicate.objects.filter(study=study).select_related("candidate").order_by("position", "external_id")
+    comparisons = (
+        Comparison.objects.filter(study=study).select_related("page", "candidate_a", "candidate_b").order_by("id")
+    )
+    options: dict[str, Any] = {}
+    if study.kind == "rating":
+        options = {
+            "scale": study.options.get("scale", list(DEFAULT_SCALE)),
+            "dimensions": study.options.get("dimensions", []),
+            "margin": study.options.get("margin", DEFAULT_MARGIN),
+        }
+    elif study.kind == "checklist":
+        options = {"k": study.options.get("k", DEFAULT_K)}
+    spec = KindStudySpec(
+        slug=study.slug,
+        title=study.title,
+        kind=study.kind,
+        instructions_md=study.instructions_md,
+        systems=tuple(SystemSpec(id=s.external_id, name=s.name) for s in study.systems.order_by("position", "external_id")),
+        briefs=tuple(BriefSpec(id=p.external_id, text=p.text) for p in pages),
+        items=tuple(items),
+        predicates=tuple(
+            PredicateSpec(
+                id=p.external_id,
+                item=p.candidate.external_id,
+                question=p.question,
+                boxes=tuple(tuple(box) for box in p.boxes),  # type: ignore[misc]
+                automatic=p.automatic or None,
+                type=p.question_type or None,
+            )
+            for p in predicates
+        ),
+        comparisons=tuple(
+            PairSpec(id=c.external_id, brief=c.page.external_id, a=c.candidate_a.external_id, b=c.candidate_b.external_id)
+            for c in comparisons
+        ),
+        options=options,
+    )
+    return spec, sources
+
+
 def study_export_bundle(*, study: Study, path: Path) -> Path:
-    """Write a bundle that :func:`study_import_bundle` takes back unchanged (SPEC §8).
+    """Write a bundle that :func:`study_import_bundle` takes back unchanged (SPEC §8, §11).
 
     A path ending in ``.zip`` gives a ZIP file (replaced atomically); any other path a folder,
     which must not exist yet or be empty. Each image is written once, under a neutral name.
     """
     path = Path(path)
-    spec, images = study_spec_from_db(study)
-    spec, sources = _export_plan(spec, images)
+    document_json: dict[str, Any]
+    if study.kind in KINDS:
+        kind_spec, sources = kind_spec_from_db(study)
+        document_json = kind_spec_to_json(kind_spec)
+    else:
+        spec, images = study_spec_from_db(study)
+        spec, sources = _export_plan(spec, images)
+        document_json = study_spec_to_json(spec)
     for name, source in sources.items():
         if not source.is_file():
             raise ArbiterError(f"{name}: the stored image {source.name} is missing from the media folder")
-    document = json.dumps(study_spec_to_json(spec), indent=1, ensure_ascii=False) + "\n"
+    document = json.dumps(document_json, indent=1, ensure_ascii=False) + "\n"
 
     if path.suffix.lower() == ".zip":
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,7 @@ from annotation.models import (
     Comparison,
     ComparisonSet,
     Study,
+    StudyKind,
     Trial,
 )
 from annotation.services.audit import audit_record
@@ -228,6 +229,11 @@ def blocks_schedule(
 ) -> list[Block]:
     """Create the study's blocks and their full plan of open assignments and trials (SPEC §4)."""
     _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
+    if study.kind != StudyKind.PAIRWISE_REFERENCE:
+        raise ArbiterError(
+            f"study '{study.slug}' is of kind '{study.kind}': scheduling and rater pages exist only for "
+            "pairwise_reference studies so far"
+        )
     if study.blocks.exists():
         raise ArbiterError(
             f"study '{study.slug}' already has {study.blocks.count()} blocks; a study is scheduled once "

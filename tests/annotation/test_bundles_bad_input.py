@@ -226,7 +226,7 @@ CASES: dict[str, tuple[Case, str]] = {
     "bad set": (_set("comparisons.0.set", "pilot"), "study.json $.comparisons[0].set: 'pilot' is not one of human, deployment"),
     "bad slug": (_set("slug", "a b"), "study.json $.slug: 'a b' is not a slug"),
     "reserved slug": (_set("slug", "import"), "study.json $.slug: 'import' is reserved"),
-    "unsupported kind": (_set("kind", "rating"), "study.json $.kind: bundles of kind 'rating' cannot be imported yet"),
+    "kind with foreign keys": (_set("kind", "rating"), "study.json $.axes: unknown key for kind 'rating'"),
     "unknown kind": (_set("kind", "survey"), "study.json $.kind: 'survey' is not one of"),
     "empty page id": (_set("pages.0.id", ""), "study.json $.pages[0].id: must not be empty"),
     "no systems": (_set("systems", []), "study.json $.systems: a study needs at least one system"),

@@ -1,0 +1,392 @@
+"""``study.json`` of the other study kinds (SPEC §11: ``pairwise``, ``checklist``, ``rating``).
+
+:func:`kind_spec_from_document` validates a parsed ``study.json`` whole into a
+:class:`KindStudySpec` or raises :class:`~annotation.errors.ValidationFailed` with one line
+naming the file, the JSON path and the field (``study.json $.items[3].brief: unknown brief 'b9'``).
+:func:`kind_spec_to_json` is its inverse (the export). The exact schema, the defaults and one
+example per kind are in docs/bundle-kinds.md.
+
+Decisions (SPEC §11 is silent on them):
+- ``systems[{id, name}]`` is required as in SPEC §8: an item's system is named by id and its name
+  is never shown. Every item has a brief, a system and an image; one item per (brief, system).
+- Item ids are unique across the study (predicates and comparisons name items, not briefs).
+- A brief's text may be empty for ``checklist`` and ``rating`` (the image is shown alone), not for
+  ``pairwise``, where it is the task both images answer.
+- ``pairwise``: when ``comparisons`` is left out, every pair of items of each brief is compared,
+  in item order, with ids ``<brief>-1``, ``<brief>-2``, …; ``comparisons: []`` means none yet.
+  A/B order is kept as given; (a, b) and (b, a) are the same pair.
+- ``checklist``: ``predicates`` is required and not empty; ``automatic`` may be left out or null
+  (no automatic answer); ``options.k`` is the raters per predicate (default 3).
+- ``rating``: ``options.dimensions`` is required; ``options.scale`` defaults to [1, 5]
+  (integers, low < high, at most 101 points), ``options.margin`` to 0.5 (> 0).
+- Keys a kind does not use (``predicates`` in a rating bundle, SPEC §8's ``pages``) are refused.
+- Export writes every key with its default filled in, so export → import → export is identical.
+
+No Django import: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from annotation.services.bundle_format import (
+    MAX_ID,
+    MAX_NAME,
+    STUDY_JSON,
+    SystemSpec,
+    _Reader,
+    _type_name,
+    parse_study_header,
+)
+
+KINDS = ("pairwise", "checklist", "rating")
+CHECKLIST_ANSWERS = ("YES", "NO", "UNCLEAR")
+MAX_METRIC = 80
+MAX_QUESTION_TYPE = 80
+MAX_DIMENSION = 80
+MAX_SCALE_POINTS = 101
+DEFAULT_K = 3
+DEFAULT_SCALE = (1, 5)
+DEFAULT_MARGIN = 0.5
+
+COMMON_REQUIRED = ("slug", "title", "kind", "instructions_md", "systems", "briefs", "items")
+KIND_REQUIRED: dict[str, tuple[str, ...]] = {
+    "pairwise": COMMON_REQUIRED,
+    "checklist": (*COMMON_REQUIRED, "predicates"),
+    "rating": (*COMMON_REQUIRED, "options"),
+}
+KIND_OPTIONAL: dict[str, tuple[str, ...]] = {
+    "pairwise": ("comparisons",),
+    "checklist": ("options",),
+    "rating": (),
+}
+KIND_OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # kind: (required option keys, optional option keys)
+    "pairwise": ((), ()),
+    "checklist": ((), ("k",)),
+    "rating": (("dimensions",), ("scale", "margin")),
+}
+
+
+@dataclass(frozen=True)
+class BriefSpec:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    id: str
+    image: str
+    brief: str
+    system: str
+    metrics: dict[str, float]
+    # JSON path of this entry, for image errors found later (``$.items[3]``).
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class PredicateSpec:
+    id: str
+    item: str
+    question: str
+    boxes: tuple[tuple[float, float, float, float], ...]
+    automatic: str | None
+    type: str | None
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A ``pairwise`` comparison: two items of one brief, canonical A and B."""
+
+    id: str
+    brief: str
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
+class KindStudySpec:
+    slug: str
+    title: str
+    kind: str
+    instructions_md: str
+    systems: tuple[SystemSpec, ...]
+    briefs: tuple[BriefSpec, ...]
+    items: tuple[ItemSpec, ...]
+    predicates: tuple[PredicateSpec, ...] = ()
+    comparisons: tuple[PairSpec, ...] = ()
+    # The kind's options with defaults filled in (stored in Study.options).
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def image_paths(self) -> list[str]:
+        """Every distinct image path the bundle names, in first-use order."""
+        return list(dict.fromkeys(item.image for item in self.items))
+
+
+def _number(r: _Reader, value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        r.fail(path, f"expected a number, got {_type_name(value)}")
+    return value
+
+
+def _integer(r: _Reader, value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        r.fail(path, f"expected an integer, got {_type_name(value)}")
+    return value
+
+
+def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        r.fail("$", f"expected an object, got {_type_name(document)}")
+    required, optional = KIND_REQUIRED[kind], KIND_OPTIONAL[kind]
+    for key in document:
+        if key not in required and key not in optional:
+            r.fail(f"$.{key}", f"unknown key for kind {kind!r} (expected: {', '.join(required + optional)})")
+    for key in required:
+        if key not in document:
+            r.fail(f"$.{key}", f"required key is missing (kind {kind!r})")
+    return document
+
+
+def _options(r: _Reader, kind: str, value: Any) -> dict[str, Any]:
+    required, optional = KIND_OPTIONS[kind]
+    raw = r.obj(value, "$.options", required, optional)
+    if kind == "checklist":
+        k = _integer(r, raw.get("k", DEFAULT_K), "$.options.k")
+        if k < 1:
+            r.fail("$.options.k", f"raters per predicate must be at least 1, got {k}")
+        return {"k": k}
+    if kind != "rating":
+        return {}
+    scale = raw.get("scale", list(DEFAULT_SCALE))
+    ends = r.array(scale, "$.options.scale")
+    if len(ends) != 2:
+        r.fail("$.options.scale", f"expected [low, high], got {len(ends)} values")
+    low = _integer(r, ends[0], "$.options.scale[0]")
+    high = _integer(r, ends[1], "$.options.scale[1]")
+    if low >= high:
+        r.fail("$.options.scale", f"low ({low}) must be less than high ({high})")
+    if high - low + 1 > MAX_SCALE_POINTS:
+        r.fail("$.options.scale", f"{high - low + 1} points, over the limit of {MAX_SCALE_POINTS}")
+    dimensions: list[str] = []
+    for i, item in enumerate(r.array(raw["dimensions"], "$.options.dimensions")):
+        name = r.identifier(item, f"$.options.dimensions[{i}]", max_length=MAX_DIMENSION)
+        if name in dimensions:
+            r.fail(f"$.options.dimensions[{i}]", f"duplicate dimension {name!r}")
+        dimensions.append(name)
+    if not dimensions:
+        r.fail("$.options.dimensions", "a rating study needs at least one dimension")
+    margin = _number(r, raw.get("margin", DEFAULT_MARGIN), "$.options.margin")
+    if margin <= 0:
+        r.fail("$.options.margin", f"the equivalence margin must be positive, got {margin}")
+    return {"scale": [low, high], "dimensions": dimensions, "margin": margin}
+
+
+def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> KindStudySpec:
+    """Validate a parsed ``study.json`` of kind ``pairwise``, ``checklist`` or ``rating`` (SPEC §11).
+
+    Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
+    """
+    r = _Reader(filename)
+    kind = r.choice(document.get("kind") if isinstance(document, dict) else None, "$.kind", KINDS)
+    root = _top_level(r, document, kind)
+    slug, title, kind, instructions = parse_study_header(r, root)
+    options = _options(r, kind, root.get("options", {}))
+
+    systems: list[SystemSpec] = []
+    system_ids: dict[str, str] = {}
+    for i, value in enumerate(r.array(root["systems"], "$.systems")):
+        where = f"$.systems[{i}]"
+        raw = r.obj(value, where, ("id", "name"))
+        system_id = r.identifier(raw["id"], f"{where}.id")
+        if system_id in system_ids:
+            r.fail(f"{where}.id", f"duplicate system id {system_id!r} (first at {system_ids[system_id]})")
+        system_ids[system_id] = where
+        systems.append(SystemSpec(id=system_id, name=r.string(raw["name"], f"{where}.name", max_length=MAX_NAME)))
+    if not systems:
+        r.fail("$.systems", "a study needs at least one system")
+
+    briefs: list[BriefSpec] = []
+    brief_ids: dict[str, str] = {}
+    for i, value in enumerate(r.array(root["briefs"], "$.briefs")):
+        where = f"$.briefs[{i}]"
+        raw = r.obj(value, where, ("id", "text"))
+        brief_id = r.identifier(raw["id"], f"{where}.id")
+        if brief_id in brief_ids:
+            r.fail(f"{where}.id", f"duplicate brief id {brief_id!r} (first at {brief_ids[brief_id]})")
+        brief_ids[brief_id] = where
+        briefs.append(BriefSpec(id=brief_id, text=r.string(raw["text"], f"{where}.text", empty=kind != "pairwise")))
+    if not briefs:
+        r.fail("$.briefs", "a study needs at least one brief")
+
+    items: list[ItemSpec] = []
+    item_at: dict[str, ItemSpec] = {}
+    brief_system: dict[tuple[str, str], str] = {}
+    for i, value in enumerate(r.array(root["items"], "$.items")):
+        where = f"$.items[{i}]"
+        raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics",))
+        item_id = r.identifier(raw["id"], f"{where}.id")
+        if item_id in item_at:
+            r.fail(f"{where}.id", f"duplicate item id {item_id!r} (first at {item_at[item_id].where})")
+        image = r.image_path(raw["image"], f"{where}.image")
+        brief_id = r.string(raw["brief"], f"{where}.brief", empty=False)
+        if brief_id not in brief_ids:
+            r.fail(f"{where}.brief", f"unknown brief {brief_id!r}")
+        system_id = r.string(raw["system"], f"{where}.system", empty=False)
+        if system_id not in system_ids:
+            r.fail(f"{where}.system", f"unknown system {system_id!r}")
+        if (brief_id, system_id) in brief_system:
+            r.fail(
+                f"{where}.system",
+                f"brief {brief_id!r} already has an item of system {system_id!r} ({brief_system[(brief_id, system_id)]})",
+            )
+        brief_system[(brief_id, system_id)] = where
+        metrics_raw = raw.get("metrics", {})
+        if not isinstance(metrics_raw, dict):
+            r.fail(f"{where}.metrics", f"expected an object {{name: score}}, got {_type_name(metrics_raw)}")
+        metrics: dict[str, float] = {}
+        for name, score in metrics_raw.items():
+            r.identifier(name, f"{where}.metrics", max_length=MAX_METRIC)
+            metrics[name] = _number(r, score, f"{where}.metrics.{name}")
+        item = ItemSpec(id=item_id, image=image, brief=brief_id, system=system_id, metrics=metrics, where=where)
+        item_at[item_id] = item
+        items.append(item)
+    if not items:
+        r.fail("$.items", "a study needs at least one item")
+
+    predicates: list[PredicateSpec] = []
+    predicate_ids: dict[str, str] = {}
+    for i, value in enumerate(r.array(root.get("predicates", []), "$.predicates")):
+        where = f"$.predicates[{i}]"
+        raw = r.obj(value, where, ("id", "item", "question"), ("boxes", "automatic", "type"))
+        predicate_id = r.identifier(raw["id"], f"{where}.id")
+        if predicate_id in predicate_ids:
+            r.fail(f"{where}.id", f"duplicate predicate id {predicate_id!r} (first at {predicate_ids[predicate_id]})")
+        predicate_ids[predicate_id] = where
+        item_id = r.string(raw["item"], f"{where}.item", empty=False)
+        if item_id not in item_at:
+            r.fail(f"{where}.item", f"unknown item {item_id!r}")
+        boxes = tuple(
+            r.bbox(box, f"{where}.boxes[{j}]") for j, box in enumerate(r.array(raw.get("boxes", []), f"{where}.boxes"))
+        )
+        automatic = raw.get("automatic")
+        if automatic is not None:
+            automatic = r.choice(automatic, f"{where}.automatic", CHECKLIST_ANSWERS)
+        question_type = raw.get("type")
+        if question_type is not None:
+            question_type = r.string(question_type, f"{where}.type", max_length=MAX_QUESTION_TYPE, empty=False)
+        predicates.append(
+            PredicateSpec(
+                id=predicate_id,
+                item=item_id,
+                question=r.string(raw["question"], f"{where}.question", empty=False),
+                boxes=boxes,
+                automatic=automatic,
+                type=question_type,
+            )
+        )
+    if kind == "checklist" and not predicates:
+        r.fail("$.predicates", "a checklist study needs at least one predicate")
+
+    comparisons: list[PairSpec] = []
+    if kind == "pairwise" and "comparisons" not in root:
+        comparisons = _all_pairs(r, briefs, items)
+    comparison_ids: dict[str, str] = {}
+    pairs: dict[frozenset[str], str] = {}
+    for i, value in enumerate(r.array(root.get("comparisons", []), "$.comparisons")):
+        where = f"$.comparisons[{i}]"
+        raw = r.obj(value, where, ("id", "brief", "a", "b"))
+        comparison_id = r.identifier(raw["id"], f"{where}.id")
+        if comparison_id in comparison_ids:
+            r.fail(f"{where}.id", f"duplicate comparison id {comparison_id!r} (first at {comparison_ids[comparison_id]})")
+        comparison_ids[comparison_id] = where
+        brief_id = r.string(raw["brief"], f"{where}.brief", empty=False)
+        if brief_id not in brief_ids:
+            r.fail(f"{where}.brief", f"unknown brief {brief_id!r}")
+        sides: dict[str, str] = {}
+        for side in ("a", "b"):
+            item_id = r.string(raw[side], f"{where}.{side}", empty=False)
+            if item_id not in item_at:
+                r.fail(f"{where}.{side}", f"unknown item {item_id!r}")
+            if item_at[item_id].brief != brief_id:
+                r.fail(
+                    f"{where}.{side}",
+                    f"item {item_id!r} belongs to brief {item_at[item_id].brief!r}, not {brief_id!r}; "
+                    "a comparison pairs two items of one brief",
+                )
+            sides[side] = item_id
+        if sides["a"] == sides["b"]:
+            r.fail(f"{where}.b", f"a comparison needs two different items, got {sides['a']!r} twice")
+        pair = frozenset(sides.values())
+        if pair in pairs:
+            r.fail(where, f"duplicate pair {sides['a']!r}/{sides['b']!r} (first at {pairs[pair]}; A/B order does not make a new pair)")
+        pairs[pair] = where
+        comparisons.append(PairSpec(id=comparison_id, brief=brief_id, a=sides["a"], b=sides["b"]))
+
+    return KindStudySpec(
+        slug=slug,
+        title=title,
+        kind=kind,
+        instructions_md=instructions,
+        systems=tuple(systems),
+        briefs=tuple(briefs),
+        items=tuple(items),
+        predicates=tuple(predicates),
+        comparisons=tuple(comparisons),
+        options=options,
+    )
+
+
+def _all_pairs(r: _Reader, briefs: list[BriefSpec], items: list[ItemSpec]) -> list[PairSpec]:
+    """Every pair of items of each brief, in item order (``comparisons`` left out of a pairwise bundle)."""
+    pairs: list[PairSpec] = []
+    for brief in briefs:
+        members = [item.id for item in items if item.brief == brief.id]
+        n = 0
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                n += 1
+                # Unique: the suffix after the last '-' is a number, so "<brief>-<n>" names one brief.
+                pair_id = f"{brief.id}-{n}"
+                if len(pair_id) > MAX_ID:
+                    r.fail("$.comparisons", f"brief id {brief.id!r} is too long to name its comparisons; list them")
+                pairs.append(PairSpec(id=pair_id, brief=brief.id, a=a, b=b))
+    return pairs
+
+
+def kind_spec_to_json(spec: KindStudySpec) -> dict[str, Any]:
+    """The ``study.json`` object of a study of another kind; the inverse of :func:`kind_spec_from_document`."""
+    document: dict[str, Any] = {
+        "slug": spec.slug,
+        "title": spec.title,
+        "kind": spec.kind,
+        "instructions_md": spec.instructions_md,
+        "systems": [{"id": s.id, "name": s.name} for s in spec.systems],
+        "briefs": [{"id": b.id, "text": b.text} for b in spec.briefs],
+        "items": [
+            {"id": i.id, "image": i.image, "brief": i.brief, "system": i.system, "metrics": dict(i.metrics)}
+            for i in spec.items
+        ],
+    }
+    if spec.kind == "checklist":
+        predicates = []
+        for p in spec.predicates:
+            entry: dict[str, Any] = {
+                "id": p.id,
+                "item": p.item,
+                "question": p.question,
+                "boxes": [list(box) for box in p.boxes],
+                "automatic": p.automatic,
+            }
+            if p.type is not None:
+                entry["type"] = p.type
+            predicates.append(entry)
+        document["predicates"] = predicates
+    if spec.kind == "pairwise":
+        document["comparisons"] = [{"id": c.id, "brief": c.brief, "a": c.a, "b": c.b} for c in spec.comparisons]
+    if spec.kind in ("checklist", "rating"):
+        document["options"] = dict(spec.options)
+    return document
