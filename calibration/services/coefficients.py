@@ -192,7 +192,29 @@ def coefficient_set_document(*, coefficient_set: CoefficientSet) -> dict[str, An
             "bootstrap": report.get("bootstrap"),
             "library_versions": dict(cs.library_versions or {}),
         }
-    return {"name": cs.name, "coefficients": coefficients, "provenance": provenance}
+    return {"name": cs.name, "coefficients": coefficients, "provenance": _provenance_ordered(provenance)}
+
+
+PROVENANCE_KEYS = (
+    "study",
+    "source",
+    "frozen_at",
+    "frozen_by",
+    "data_hash",
+    "n_comparisons",
+    "comparison_ids",
+    "judges",
+    "standard_errors",
+    "bootstrap",
+    "library_versions",
+)
+
+
+def _provenance_ordered(provenance: dict[str, Any]) -> dict[str, Any]:
+    """A fixed key order, so export → import → export is byte-identical on every database
+    (PostgreSQL's jsonb does not keep key order)."""
+    known = {k: provenance[k] for k in PROVENANCE_KEYS if k in provenance}
+    return {**known, **{k: provenance[k] for k in sorted(provenance) if k not in known}}
 
 
 def coefficient_set_export(*, study: Study, name: str, path: Path | str) -> CoefficientSet:
