@@ -40,6 +40,7 @@ from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study,
 from annotation.services.audit import audit_record
 from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
 from calibration.models import CoefficientSet
+from calibration.services.agreement import check_bootstrap_options
 from ranking.bradley_terry import (
     BootstrapResult,
     appearances,
@@ -73,19 +74,7 @@ ProgressCallback = Callable[[float], None]
 
 def check_leaderboard_options(resamples: Any, seed: Any) -> tuple[int, int]:
     """Bootstrap resamples (1…MAX_RESAMPLES) and seed (≥ 0), as integers; one-line error otherwise."""
-    try:
-        r = int(str(resamples).strip())
-    except ValueError:
-        raise ValidationFailed(f"expected an integer 1–{MAX_RESAMPLES}, got {resamples!r}", field="bootstrap") from None
-    if not 1 <= r <= MAX_RESAMPLES:
-        raise ValidationFailed(f"expected an integer 1–{MAX_RESAMPLES}, got {r}", field="bootstrap")
-    try:
-        s = int(str(seed).strip())
-    except ValueError:
-        raise ValidationFailed(f"expected a non-negative integer, got {seed!r}", field="seed") from None
-    if s < 0:
-        raise ValidationFailed(f"expected a non-negative integer, got {s}", field="seed")
-    return r, s
+    return check_bootstrap_options(resamples, seed, max_resamples=MAX_RESAMPLES)
 
 
 def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
