@@ -312,6 +312,23 @@ def load_json(data: bytes, *, filename: str = STUDY_JSON) -> Any:
 # --- the parser ------------------------------------------------------------------------------
 
 
+def parse_systems(r: _Reader, root: dict[str, Any]) -> list[SystemSpec]:
+    """``$.systems[{id, name}]`` of any study kind: unique ids, at least one system."""
+    systems: list[SystemSpec] = []
+    system_ids: dict[str, str] = {}
+    for i, item in enumerate(r.array(root["systems"], "$.systems")):
+        where = f"$.systems[{i}]"
+        raw = r.obj(item, where, ("id", "name"))
+        system_id = r.identifier(raw["id"], f"{where}.id")
+        if system_id in system_ids:
+            r.fail(f"{where}.id", f"duplicate system id {system_id!r} (first at {system_ids[system_id]})")
+        system_ids[system_id] = where
+        systems.append(SystemSpec(id=system_id, name=r.string(raw["name"], f"{where}.name", max_length=MAX_NAME)))
+    if not systems:
+        r.fail("$.systems", "a study needs at least one system")
+    return systems
+
+
 def parse_study_header(r: _Reader, root: dict[str, Any]) -> tuple[str, str, str, str]:
     """``slug, title, kind, instructions_md`` of a ``study.json`` object (every kind)."""
     slug = r.string(root["slug"], "$.slug", max_length=MAX_SLUG, empty=False)
@@ -368,18 +385,8 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             )
         )
 
-    systems: list[SystemSpec] = []
-    system_ids: dict[str, str] = {}
-    for i, item in enumerate(r.array(root["systems"], "$.systems")):
-        where = f"$.systems[{i}]"
-        raw = r.obj(item, where, ("id", "name"))
-        system_id = r.identifier(raw["id"], f"{where}.id")
-        if system_id in system_ids:
-            r.fail(f"{where}.id", f"duplicate system id {system_id!r} (first at {system_ids[system_id]})")
-        system_ids[system_id] = where
-        systems.append(SystemSpec(id=system_id, name=r.string(raw["name"], f"{where}.name", max_length=MAX_NAME)))
-    if not systems:
-        r.fail("$.systems", "a study needs at least one system")
+    systems = parse_systems(r, root)
+    system_ids = {system.id: f"$.systems[{i}]" for i, system in enumerate(systems)}
 
     pages: list[PageSpec] = []
     page_ids: dict[str, str] = {}

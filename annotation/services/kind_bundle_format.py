@@ -33,12 +33,12 @@ from typing import Any
 
 from annotation.services.bundle_format import (
     MAX_ID,
-    MAX_NAME,
     STUDY_JSON,
     SystemSpec,
     _Reader,
     _type_name,
     parse_study_header,
+    parse_systems,
 )
 
 KINDS = ("pairwise", "checklist", "rating")
@@ -196,18 +196,8 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     slug, title, kind, instructions = parse_study_header(r, root)
     options = _options(r, kind, root.get("options", {}))
 
-    systems: list[SystemSpec] = []
-    system_ids: dict[str, str] = {}
-    for i, value in enumerate(r.array(root["systems"], "$.systems")):
-        where = f"$.systems[{i}]"
-        raw = r.obj(value, where, ("id", "name"))
-        system_id = r.identifier(raw["id"], f"{where}.id")
-        if system_id in system_ids:
-            r.fail(f"{where}.id", f"duplicate system id {system_id!r} (first at {system_ids[system_id]})")
-        system_ids[system_id] = where
-        systems.append(SystemSpec(id=system_id, name=r.string(raw["name"], f"{where}.name", max_length=MAX_NAME)))
-    if not systems:
-        r.fail("$.systems", "a study needs at least one system")
+    systems = parse_systems(r, root)
+    system_ids = {system.id: f"$.systems[{i}]" for i, system in enumerate(systems)}
 
     briefs: list[BriefSpec] = []
     brief_ids: dict[str, str] = {}
