@@ -29,7 +29,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import krippendorff
 import numpy as np
@@ -361,6 +361,12 @@ def krippendorff_alpha_ordinal(counts: np.ndarray, weights: np.ndarray | None = 
     c = _check_counts(counts, weights)
     if weights is not None:
         return ordinal_alpha_from_coincidences(coincidence_matrix(c, weights))
+    return krippendorff_package_alpha(c, level="ordinal")
+
+
+def krippendorff_package_alpha(counts: np.ndarray, *, level: Literal["nominal", "ordinal"]) -> float:
+    """α of a (units × values) count matrix by the ``krippendorff`` package; NaN when undefined."""
+    c = np.asarray(counts, dtype=float)
     if c.shape[1] < 2 or not (c.sum(axis=1) >= 2).any():
         return math.nan
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
@@ -369,7 +375,7 @@ def krippendorff_alpha_ordinal(counts: np.ndarray, weights: np.ndarray | None = 
             krippendorff.alpha(
                 value_counts=c.astype(np.int64) if np.all(c == np.round(c)) else c,
                 value_domain=list(range(c.shape[1])),
-                level_of_measurement="ordinal",
+                level_of_measurement=level,
             )
         )
     return value if math.isfinite(value) else math.nan

@@ -34,12 +34,10 @@ Hidden repeats are never part of the agreement statistics (SPEC §5 main annotat
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import krippendorff
 import numpy as np
 import pandas as pd
 
@@ -49,6 +47,7 @@ from calibration.agreement import (
     fleiss_kappa,
     hidden_repeat_agreement,
     krippendorff_alpha_ordinal,
+    krippendorff_package_alpha,
     n_agreement_pairs,
 )
 from calibration.kinds._common import (
@@ -114,18 +113,7 @@ def krippendorff_alpha_nominal(counts: np.ndarray, weights: np.ndarray | None = 
         raise InvalidKindData("counts must be a 2-D (units × values) array")
     if weights is not None:
         return nominal_alpha_from_coincidences(coincidence_matrix(c, weights))
-    if c.shape[1] < 2 or not (c.sum(axis=1) >= 2).any():
-        return math.nan
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        value = float(
-            krippendorff.alpha(
-                value_counts=c.astype(np.int64) if np.all(c == np.round(c)) else c,
-                value_domain=list(range(c.shape[1])),
-                level_of_measurement="nominal",
-            )
-        )
-    return value if math.isfinite(value) else math.nan
+    return krippendorff_package_alpha(c, level="nominal")
 
 
 def krippendorff_alpha(
