@@ -313,6 +313,9 @@ class Rater(models.Model):
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORT)
     # Crowd-platform context (e.g. Prolific STUDY_ID, SESSION_ID); never shown back to others.
     platform = models.JSONField(default=dict, blank=True)
+    # Comprehension check before the first trial (SPEC §11): attempts made, and whether one passed.
+    comprehension_attempts = models.PositiveSmallIntegerField(default=0)
+    comprehension_passed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -390,6 +393,10 @@ class Trial(models.Model):
     repeat_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats"
     )
+    # Instructed-response attention check (SPEC §11): the answer the rater is told to give, as
+    # displayed ("A" = left; "YES"; a rating value for every dimension). Blank: a data trial.
+    # A check shows a real unit of the block but is never data.
+    attention_expected = models.CharField(max_length=16, blank=True)
     token = models.CharField(max_length=40, unique=True, default=new_token)
     shown_at = models.DateTimeField(null=True, blank=True)
 
@@ -399,22 +406,25 @@ class Trial(models.Model):
             models.UniqueConstraint(fields=["assignment", "position"], name="trial_unique_position"),
             models.UniqueConstraint(
                 fields=["assignment", "comparison"],
-                condition=Q(is_repeat=False, comparison__isnull=False),
+                condition=Q(is_repeat=False, attention_expected="", comparison__isnull=False),
                 name="trial_unique_main_comparison",
             ),
             models.UniqueConstraint(
                 fields=["assignment", "candidate"],
-                condition=Q(is_repeat=False, candidate__isnull=False),
+                condition=Q(is_repeat=False, attention_expected="", candidate__isnull=False),
                 name="trial_unique_main_candidate",
             ),
             models.UniqueConstraint(
                 fields=["assignment", "predicate"],
-                condition=Q(is_repeat=False, predicate__isnull=False),
+                condition=Q(is_repeat=False, attention_expected="", predicate__isnull=False),
                 name="trial_unique_main_predicate",
             ),
             models.CheckConstraint(
                 condition=Q(is_repeat=False, repeat_of__isnull=True) | Q(is_repeat=True, repeat_of__isnull=False),
                 name="trial_repeat_has_original",
+            ),
+            models.CheckConstraint(
+                condition=Q(attention_expected="") | Q(is_repeat=False), name="trial_check_is_not_a_repeat"
             ),
         ]
 

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import NotFound
-from annotation.models import AssignmentState, Rater, Study, Trial
+from annotation.models import AssignmentState, Rater, Study, StudyKind, Trial
 from annotation.services.raters import (
     Forbidden,
     assignment_counts,
@@ -35,7 +35,7 @@ from annotation.services.raters import (
     trial_next,
     vote_submit,
 )
-from annotation.views.rater import IMAGE_SLOTS, session_rater_id
+from annotation.views.rater import KIND_IMAGE_SLOTS, session_rater_id
 
 
 class _Csrf(CsrfViewMiddleware):
@@ -95,6 +95,13 @@ class TrialNextApi(APIView):
         idempotency_key = serializers.CharField(required=False)
         vote_url = serializers.CharField(required=False)
         completion_code = serializers.CharField(required=False)
+        kind = serializers.CharField(required=False)
+        brief = serializers.CharField(required=False, allow_blank=True)
+        question = serializers.CharField(required=False, allow_blank=True)
+        boxes = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()), required=False)
+        dimensions = serializers.ListField(child=serializers.CharField(), required=False)
+        scale = serializers.ListField(child=serializers.IntegerField(), required=False)
+        attention = serializers.CharField(required=False, allow_blank=True)
 
     @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
     def get(self, request: Request, link_token: str) -> Response:
@@ -116,10 +123,16 @@ class TrialNextApi(APIView):
             data = {
                 "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
                 "trial": token,
-                "images": {s: reverse("rater:image", args=[token, s]) for s in IMAGE_SLOTS},
+                "images": {s: reverse("rater:image", args=[token, s]) for s in KIND_IMAGE_SLOTS[StudyKind(study.kind)]},
                 "axes": view.axes, "idempotency_key": view.idempotency_key,
                 "vote_url": reverse("rater:api-vote", args=[token]),
             }
+            if view.kind != StudyKind.PAIRWISE_REFERENCE:  # SPEC §11 kinds: the question and its answer form
+                data.update({
+                    "kind": view.kind, "brief": view.brief, "question": view.question,
+                    "boxes": [list(b) for b in view.boxes], "dimensions": list(view.dimensions),
+                    "scale": list(view.scale), "attention": view.attention,
+                })
         response = Response(self.RaterTrial(data).data)
         response["Cache-Control"] = "no-store"
         return response
@@ -130,10 +143,17 @@ class VoteSubmitApi(APIView):
     permission_classes = [AllowAny]
 
     class RaterVoteInput(serializers.Serializer):
-        verdict = serializers.CharField()
-        confidence = serializers.JSONField()
+        verdict = serializers.CharField(allow_blank=True, required=False, default="")
+        confidence = serializers.JSONField(required=False, default=None)
         axes = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
         rationale = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+        evidence = serializers.CharField(
+            required=False, allow_blank=True, default="", trim_whitespace=False,
+            help_text="checklist: the evidence note (same as rationale)",
+        )
+        ratings = serializers.DictField(
+            child=serializers.JSONField(), required=False, default=None, help_text="rating: {dimension: integer}"
+        )
         idempotency_key = serializers.CharField()
 
     class RaterVoteResult(serializers.Serializer):
@@ -157,8 +177,8 @@ class VoteSubmitApi(APIView):
         data = body.validated_data
         result = vote_submit(
             trial_token=trial_token, rater_id=session_rater_id(request._request, study_id), verdict=data["verdict"],
-            confidence=data["confidence"], axes=data["axes"], rationale=data["rationale"],
-            idempotency_key=data["idempotency_key"],
+            confidence=data["confidence"], axes=data["axes"], rationale=data["evidence"] or data["rationale"],
+            idempotency_key=data["idempotency_key"], ratings=data["ratings"],
         )
         out = {"recorded": True, "trial": trial_token, "finished": result.finished,
                "completion_code": result.completion_code,

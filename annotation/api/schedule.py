@@ -17,7 +17,7 @@ from annotation.models import Assignment, Study
 from annotation.roles import is_admin, studies_for
 from annotation.selectors.progress import study_progress
 from annotation.services.raters import assignment_void, slot_reopen
-from annotation.services.scheduling import blocks_schedule, schedule_csv_text
+from annotation.services.scheduling import blocks_schedule, default_rater_targets, schedule_csv_text
 
 
 def _study(request: Request, slug: str) -> Study:
@@ -35,8 +35,14 @@ class ScheduleApi(APIView):
         block_size = serializers.IntegerField(default=234)
         repeats = serializers.IntegerField(default=6)
         min_gap = serializers.IntegerField(default=20)
-        raters = serializers.ListField(child=serializers.IntegerField(), default=[5, 5, 5, 5, 5, 4, 2, 2])
+        raters = serializers.ListField(
+            child=serializers.IntegerField(), required=False,
+            help_text="rater target per block; default 5,5,5,5,5,4,2,2 (checklist: k per block; pairwise, rating: 3)",
+        )
         seed = serializers.IntegerField(required=False)
+        checks = serializers.IntegerField(
+            required=False, help_text="attention checks per assignment (pairwise, checklist, rating; default 2)"
+        )
 
     class ScheduledBlock(serializers.Serializer):
         name = serializers.CharField()
@@ -53,6 +59,8 @@ class ScheduleApi(APIView):
         body.is_valid(raise_exception=True)
         data: dict[str, Any] = dict(body.validated_data)
         data.setdefault("seed", study.seed)
+        if "raters" not in data:
+            data["raters"] = default_rater_targets(study, data["blocks"])
         blocks = blocks_schedule(study=study, actor=request.user, **data)
         out = [{"name": b.name, "position": b.position, "size": b.items.count(), "target_raters": b.target_raters,
                 "seed": b.seed} for b in blocks]

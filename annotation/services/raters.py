@@ -38,12 +38,15 @@ from annotation.models import (
     Rater,
     StoredImage,
     Study,
+    StudyKind,
     Trial,
     Vote,
 )
 from annotation.services.audit import audit_record
+from annotation.services.comprehension import ComprehensionRequired, comprehension_required
 from annotation.services.scheduling import assignment_plan_copy
 
+CHECKLIST_LABELS = (Label.YES, Label.NO, Label.UNCLEAR)
 PARTICIPANT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,99}$")
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 AXIS_SCORES = (-2, -1, 0, 1, 2)
@@ -160,6 +163,8 @@ def participant_claim(*, study: Study, rater: Rater) -> Assignment:
         return current
     if not study.accepting_participants:
         raise StudyClosed("This study is not accepting participants at the moment.")
+    if comprehension_required(study) and not Rater.objects.filter(pk=rater.pk, comprehension_passed=True).exists():
+        raise ComprehensionRequired("Answer the comprehension question before the first trial.")
     with transaction.atomic():
         # Serialize arrivals of the same participant (two tabs, a double click on the link).
         Rater.objects.select_for_update().get(pk=rater.pk)
@@ -206,7 +211,12 @@ def study_link_url(*, study: Study) -> str:
 
 @dataclass(frozen=True)
 class TrialView:
-    """What a rater is shown for one trial. Carries no system, candidate or repeat information."""
+    """What a rater is shown for one trial. Carries no system, candidate or repeat information.
+
+    Other kinds (SPEC §11): ``brief`` is the brief's text (may be empty), ``question`` and
+    ``boxes`` a checklist predicate's, ``dimensions`` and ``scale`` a rating study's, and
+    ``attention`` the instruction line of an attention check (empty on data trials).
+    """
 
     trial: Trial
     number: int
@@ -214,11 +224,39 @@ class TrialView:
     answered: int
     axes: list[dict[str, Any]]
     idempotency_key: str
+    kind: str = StudyKind.PAIRWISE_REFERENCE
+    brief: str = ""
+    question: str = ""
+    boxes: tuple[tuple[float, ...], ...] = ()
+    dimensions: tuple[str, ...] = ()
+    scale: tuple[int, ...] = ()
+    attention: str = ""
+
+
+ATTENTION_NAMES = {"A": "A", "B": "B", "TIE": "Tie", "YES": "Yes", "NO": "No", "UNCLEAR": "Unclear"}
+
+
+def attention_instruction(trial: Trial, kind: str) -> str:
+    """The instructed-response line of an attention check (SPEC §11), in the page's own words."""
+    expected = trial.attention_expected
+    if not expected:
+        return ""
+    if kind == StudyKind.RATING:
+        return f"Attention check: for this image, please choose {expected} on every dimension."
+    return f"Attention check: for this one, please answer “{ATTENTION_NAMES.get(expected, expected)}”."
+
+
+def _trial_page(trial: Trial) -> Any:
+    if trial.comparison_id:
+        return trial.comparison.page  # type: ignore[union-attr]
+    if trial.predicate_id:
+        return trial.predicate.candidate.page  # type: ignore[union-attr]
+    return trial.candidate.page  # type: ignore[union-attr]
 
 
 def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict[str, Any]]:
     """The page's active axes (SPEC §2), each with its description and its targets."""
-    page = trial.comparison.page if trial.comparison_id else trial.candidate.page  # type: ignore[union-attr]
+    page = _trial_page(trial)
     if axes is None:
         axes = list(Axis.objects.filter(study_id=page.study_id).order_by("position"))
     active = page.active_axis_ids(axes)
@@ -247,7 +285,7 @@ def assignment_counts(assignment: Assignment) -> tuple[int, int]:
 def trial_current(assignment: Assignment) -> Trial | None:
     return (
         Trial.objects.filter(assignment=assignment, vote__isnull=True)
-        .select_related("comparison__page")
+        .select_related("comparison__page", "candidate__page", "predicate__candidate__page")
         .order_by("position")
         .first()
     )
@@ -268,14 +306,32 @@ def trial_next(*, assignment: Assignment) -> TrialView | None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
     answered, total = assignment_counts(assignment)
+    study = assignment.block.study
+    kind = study.kind
+    options = study.options or {}
+    page = _trial_page(trial)
+    predicate = trial.predicate
     return TrialView(
         trial=trial,
         number=answered + 1,
         total=total,
         answered=answered,
-        axes=trial_active_axes(trial),
+        axes=trial_active_axes(trial) if kind == StudyKind.PAIRWISE_REFERENCE else [],
         idempotency_key=secrets.token_urlsafe(16),
+        kind=kind,
+        brief=page.text if kind != StudyKind.PAIRWISE_REFERENCE else "",
+        question=predicate.question if predicate else "",
+        boxes=tuple(tuple(float(v) for v in box) for box in (predicate.boxes if predicate else [])),
+        dimensions=tuple(options.get("dimensions", ())) if kind == StudyKind.RATING else (),
+        scale=tuple(range(*_scale_bounds(study))) if kind == StudyKind.RATING else (),
+        attention=attention_instruction(trial, kind),
     )
+
+
+def _scale_bounds(study: Study) -> tuple[int, int]:
+    """``range`` bounds of a rating study's scale (inclusive high end)."""
+    low, high = (study.options or {}).get("scale") or [1, 5]
+    return int(low), int(high) + 1
 
 
 # --- votes ------------------------------------------------------------------------------------
@@ -286,15 +342,18 @@ class VoteAnswer:
     """An answer as the rater gave it (display orientation), validated."""
 
     verdict: str
-    confidence: int
+    confidence: int | None
     axes: dict[str, int]
     rationale: str
+    ratings: dict[str, int] | None = None
 
     def request_hash(self) -> str:
-        body = json.dumps(
-            {"verdict": self.verdict, "confidence": self.confidence, "axes": self.axes, "rationale": self.rationale},
-            sort_keys=True, ensure_ascii=True,
-        )
+        fields: dict[str, Any] = {
+            "verdict": self.verdict, "confidence": self.confidence, "axes": self.axes, "rationale": self.rationale,
+        }
+        if self.ratings is not None:
+            fields["ratings"] = self.ratings
+        body = json.dumps(fields, sort_keys=True, ensure_ascii=True)
         return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -341,6 +400,34 @@ def vote_answer_clean(
     return VoteAnswer(verdict=str(verdict), confidence=conf, axes=scores, rationale=text)
 
 
+def kind_answer_clean(
+    *, study: Study, verdict: object, confidence: object, ratings: Mapping[str, object] | None, rationale: object
+) -> VoteAnswer:
+    """Validate a checklist or rating answer (SPEC §11, docs/study-kinds.md)."""
+    text = str(rationale or "").strip()
+    if len(text) > RATIONALE_MAX:
+        raise ValidationFailed(f"at most {RATIONALE_MAX} characters", field="evidence")
+    if study.kind == StudyKind.CHECKLIST:
+        if verdict not in CHECKLIST_LABELS:
+            raise ValidationFailed("choose Yes, No or Unclear", field="verdict")
+        if not text:
+            raise ValidationFailed("note the evidence you see for your answer", field="evidence")
+        return VoteAnswer(verdict=str(verdict), confidence=None, axes={}, rationale=text)
+    low, stop = _scale_bounds(study)
+    allowed = tuple(range(low, stop))
+    given = dict(ratings or {})
+    dimensions = list((study.options or {}).get("dimensions", []))
+    unknown = sorted(set(given) - set(dimensions))
+    if unknown:
+        raise ValidationFailed(f"'{unknown[0]}' is not a dimension of this study", field="ratings")
+    scores: dict[str, int] = {}
+    for dimension in dimensions:
+        if given.get(dimension) in (None, ""):
+            raise ValidationFailed(f"rate every dimension ({low} … {stop - 1})", field=f"rating:{dimension}")
+        scores[dimension] = _int_field(given[dimension], field=f"rating:{dimension}", allowed=allowed)
+    return VoteAnswer(verdict="", confidence=None, axes={}, rationale="", ratings=scores)
+
+
 def canonical_answer(answer: VoteAnswer, *, swapped: bool) -> tuple[str, dict[str, int]]:
     """SPEC §3: a swapped display exchanges A and B and negates every axis score."""
     if not swapped:
@@ -370,6 +457,7 @@ def vote_submit(
     axes: Mapping[str, object],
     rationale: object,
     idempotency_key: str,
+    ratings: Mapping[str, object] | None = None,
 ) -> VoteResult:
     """Store the answer to a trial canonically, once (SPEC §3, §4).
 
@@ -382,16 +470,25 @@ def vote_submit(
     if not (8 <= len(key) <= 80):
         raise ValidationFailed("missing or malformed idempotency key (reload the page)", field="idempotency_key")
     trial = (
-        Trial.objects.select_related("assignment", "comparison__page").filter(token=trial_token).order_by().first()
+        Trial.objects.select_related(
+            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
+        ).filter(token=trial_token).order_by().first()
     )
     if trial is None:
         raise NotFound("no such trial")
     if rater_id is None or trial.assignment.rater_id != rater_id:
         raise Forbidden("this trial is not yours")
-    answer = vote_answer_clean(
-        active_axes=[a["id"] for a in trial_active_axes(trial)],
-        verdict=verdict, confidence=confidence, axes=axes, rationale=rationale,
-    )
+    study = trial.assignment.block.study
+    if study.kind in (StudyKind.CHECKLIST, StudyKind.RATING):
+        answer = kind_answer_clean(
+            study=study, verdict=verdict, confidence=confidence, ratings=ratings, rationale=rationale
+        )
+    else:
+        answer = vote_answer_clean(
+            active_axes=[a["id"] for a in trial_active_axes(trial)] if study.kind == StudyKind.PAIRWISE_REFERENCE
+            else [],
+            verdict=verdict, confidence=confidence, axes=axes, rationale=rationale,
+        )
     digest = answer.request_hash()
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
@@ -423,6 +520,7 @@ def vote_submit(
         vote = Vote.objects.create(
             trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
             rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
+            answers={"ratings": answer.ratings} if answer.ratings is not None else {},
         )
         finished = len(unanswered) == 1
         code = _finish(assignment) if finished else ""
@@ -504,6 +602,8 @@ def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
     The neutralized variant is served when the study neutralizes media and the variant exists.
     ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
     """
+    if slot == "item":
+        return _item_image(trial_token)
     if slot not in ("ref", "left", "right"):
         return None
     row = (
@@ -535,6 +635,29 @@ def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
     return TrialImage(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
         live=row["assignment__state"] in LIVE_STATES, file=file,
+    )
+
+
+def _item_image(trial_token: str) -> TrialImage | None:
+    """The one image of a rating (candidate) or checklist (predicate) trial (SPEC §11)."""
+    trial = (
+        Trial.objects.filter(token=trial_token)
+        .filter(Q(candidate__isnull=False) | Q(predicate__isnull=False))
+        .select_related("assignment__block__study", "candidate", "predicate__candidate")
+        .order_by()
+        .first()
+    )
+    if trial is None:
+        return None
+    study = trial.assignment.block.study
+    item = trial.predicate.candidate if trial.predicate else trial.candidate
+    image_id = item.image_id if item else None  # type: ignore[union-attr]
+    if item is not None and study.neutralize_media and item.neutralized_image_id:
+        image_id = item.neutralized_image_id
+    file = StoredImage.objects.filter(pk=image_id).order_by().values_list("file", flat=True).first() if image_id else None
+    return TrialImage(
+        rater_id=trial.assignment.rater_id, study_id=study.pk,
+        live=trial.assignment.state in LIVE_STATES, file=file,
     )
 
 

@@ -48,6 +48,18 @@ from annotation.models import (
     Trial,
 )
 from annotation.services.audit import audit_record
+from annotation.services.kind_scheduling import (
+    UNIT_NAMES,
+    KindPlannedTrial,
+    attention_answers,
+    kind_units,
+    plan_kind_assignment,
+    split_sections,
+    unit_fields,
+)
+
+# Instructed-response attention checks per assignment of a SPEC §11 kind when none is given.
+DEFAULT_CHECKS = 2
 
 SCHEDULE_CSV_COLUMNS = (
     "block",
@@ -67,6 +79,9 @@ SCHEDULE_CSV_COLUMNS = (
     "swapped",
     "repeat",
     "repeat_of_position",
+    "item",
+    "predicate",
+    "attention",
 )
 
 
@@ -94,6 +109,27 @@ def eligible_comparisons(study: Study) -> list[Comparison]:
         .select_related("page")
         .order_by("page__position", "page__external_id", "external_id")
     )
+
+
+def unit_noun(study: Study) -> str:
+    """What a study's blocks are made of, for messages: comparisons, predicates or items."""
+    return UNIT_NAMES.get(StudyKind(study.kind), "comparisons")
+
+
+def schedulable_count(study: Study) -> int:
+    """How many units the scheduler could place (SPEC §4 eligible comparisons, §11 units)."""
+    if study.kind == StudyKind.PAIRWISE_REFERENCE:
+        return len(eligible_comparisons(study))
+    return len(kind_units(study))
+
+
+def default_rater_targets(study: Study, blocks: int) -> list[int]:
+    """Rater targets when none are given: SPEC §9's list; a checklist's k; 3 for pairwise and rating."""
+    if study.kind == StudyKind.PAIRWISE_REFERENCE:
+        return [5, 5, 5, 5, 5, 4, 2, 2]
+    if study.kind == StudyKind.CHECKLIST:
+        return [int((study.options or {}).get("k", 3))] * blocks
+    return [3] * blocks
 
 
 def assignment_seed(seed: int, block_position: int, slot: int) -> int:
@@ -166,30 +202,27 @@ def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int)
     return planned
 
 
-def _trials_create(assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial]) -> None:
+def _unit_ids(item: BlockItem | Trial) -> dict[str, int | None]:
+    return {"comparison_id": item.comparison_id, "candidate_id": item.candidate_id, "predicate_id": item.predicate_id}
+
+
+def _trials_create(
+    assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | KindPlannedTrial]
+) -> None:
     plan = list(plan)
-    main = [
-        Trial(
-            assignment=assignment,
-            position=p.position,
-            comparison_id=items[p.index].comparison_id,
-            swapped=p.swapped,
-        )
-        for p in plan
-        if p.repeat_of_position is None
-    ]
-    Trial.objects.bulk_create(main)
+    Trial.objects.bulk_create(
+        [
+            Trial(assignment=assignment, position=p.position, swapped=p.swapped,
+                  attention_expected=getattr(p, "attention", ""), **_unit_ids(items[p.index]))
+            for p in plan
+            if p.repeat_of_position is None
+        ]
+    )
     by_position = {t.position: t for t in Trial.objects.filter(assignment=assignment).only("id", "position")}
     Trial.objects.bulk_create(
         [
-            Trial(
-                assignment=assignment,
-                position=p.position,
-                comparison_id=items[p.index].comparison_id,
-                swapped=p.swapped,
-                is_repeat=True,
-                repeat_of=by_position[p.repeat_of_position],
-            )
+            Trial(assignment=assignment, position=p.position, swapped=p.swapped, is_repeat=True,
+                  repeat_of=by_position[p.repeat_of_position], **_unit_ids(items[p.index]))
             for p in plan
             if p.repeat_of_position is not None
         ]
@@ -225,19 +258,27 @@ def blocks_schedule(
     min_gap: int,
     raters: list[int],
     seed: int,
+    checks: int | None = None,
     actor: object | None = None,
 ) -> list[Block]:
-    """Create the study's blocks and their full plan of open assignments and trials (SPEC §4)."""
+    """Create the study's blocks and their full plan of open assignments and trials (SPEC §4, §11)."""
     _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
-    if study.kind != StudyKind.PAIRWISE_REFERENCE:
+    if checks is not None and checks < 0:
+        raise ValidationFailed("must be 0 or more", field="checks")
+    if study.kind == StudyKind.PAIRWISE_REFERENCE and checks:
         raise ArbiterError(
-            f"study '{study.slug}' is of kind '{study.kind}': scheduling and rater pages exist only for "
-            "pairwise_reference studies so far"
+            "attention checks are part of the crowd questionnaire designs (pairwise, checklist, rating); "
+            "a pairwise_reference study measures consistency with hidden repeats instead"
         )
     if study.blocks.exists():
         raise ArbiterError(
             f"study '{study.slug}' already has {study.blocks.count()} blocks; a study is scheduled once "
             "(export the plan with export_schedule)"
+        )
+    if study.kind != StudyKind.PAIRWISE_REFERENCE:
+        return _kind_blocks_schedule(
+            study=study, blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters,
+            seed=seed, checks=DEFAULT_CHECKS if checks is None else checks, actor=actor,
         )
     comparisons = eligible_comparisons(study)
     needed = blocks * block_size
@@ -248,11 +289,7 @@ def blocks_schedule(
             f"fewer than {blocks} blocks × {block_size} = {needed}"
             + (f" (at most --block-size {fit} fits {blocks} blocks)" if fit else "")
         )
-    if repeats > block_size - min_gap + 1:
-        raise ArbiterError(
-            f"cannot place {repeats} hidden repeats at least {min_gap} trials after their originals in a block "
-            f"of {block_size}: at most {max(block_size - min_gap + 1, 0)} fit (lower --repeats or --min-gap)"
-        )
+    _check_repeats_fit(repeats=repeats, min_gap=min_gap, block_size=block_size)
     groups = split_blocks(comparisons, blocks=blocks, block_size=block_size, seed=seed)
     created: list[Block] = []
     with transaction.atomic():
@@ -279,6 +316,71 @@ def blocks_schedule(
     return created
 
 
+def _check_repeats_fit(*, repeats: int, min_gap: int, block_size: int) -> None:
+    if repeats > block_size - min_gap + 1:
+        raise ArbiterError(
+            f"cannot place {repeats} hidden repeats at least {min_gap} trials after their originals in a block "
+            f"of {block_size}: at most {max(block_size - min_gap + 1, 0)} fit (lower --repeats or --min-gap)"
+        )
+
+
+def _kind_blocks_schedule(
+    *, study: Study, blocks: int, block_size: int, repeats: int, min_gap: int, raters: list[int], seed: int,
+    checks: int, actor: object | None,
+) -> list[Block]:
+    """SPEC §11 kinds: counterbalanced sections, hidden repeats and attention checks (kind_scheduling)."""
+    units = kind_units(study)
+    noun = UNIT_NAMES[StudyKind(study.kind)]
+    needed = blocks * block_size
+    if len(units) < needed:
+        fit = len(units) // blocks
+        raise ArbiterError(
+            f"study '{study.slug}' has {len(units)} {noun} with an image, fewer than {blocks} blocks × "
+            f"{block_size} = {needed}" + (f" (at most --block-size {fit} fits {blocks} blocks)" if fit else "")
+        )
+    _check_repeats_fit(repeats=repeats, min_gap=min_gap, block_size=block_size)
+    groups = split_sections(units, blocks=blocks, block_size=block_size, seed=seed)
+    answers = attention_answers(study)
+    created: list[Block] = []
+    with transaction.atomic():
+        for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
+            block = Block.objects.create(
+                study=study, name=f"block-{b + 1}", position=b + 1, target_raters=target, seed=seed
+            )
+            # Shuffle sections and their members once per block, so the Latin square does not
+            # follow the bundle's file order.
+            rng = np.random.default_rng([seed, b + 1, 1])
+            by_section: dict[int, list[int]] = defaultdict(list)
+            for i, unit in enumerate(group):
+                by_section[unit.section].append(i)
+            keys = list(by_section)
+            sections = [
+                [by_section[keys[int(k)]][int(m)] for m in rng.permutation(len(by_section[keys[int(k)]]))]
+                for k in rng.permutation(len(keys))
+            ]
+            BlockItem.objects.bulk_create(
+                [BlockItem(block=block, position=i, **unit_fields(study.kind, u.obj)) for i, u in enumerate(group)]
+            )
+            items = list(block.items.order_by("position"))
+            for slot in range(target):
+                a_seed = assignment_seed(seed, b + 1, slot)
+                assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
+                plan = plan_kind_assignment(
+                    sections=sections, slot=slot, seed=a_seed, repeats=repeats, min_gap=min_gap, checks=checks,
+                    answers=answers, pairwise=study.kind == StudyKind.PAIRWISE,
+                )
+                _trials_create(assignment, items, plan)
+            created.append(block)
+        options = {**(study.options or {}), "attention_checks": checks}
+        Study.objects.filter(pk=study.pk).update(seed=seed, hidden_repeats=repeats, min_gap=min_gap, options=options)
+        audit_record(
+            action="schedule_blocks", user=actor, study=study, target=study.slug,
+            blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed,
+            checks=checks, unscheduled=len(units) - needed,
+        )
+    return created
+
+
 def assignment_plan_copy(*, source: Assignment) -> Assignment:
     """A new open assignment for the same block slot with the same plan (fresh trial tokens)."""
     copy = Assignment.objects.create(block=source.block, slot=source.slot, seed=source.seed)
@@ -286,7 +388,8 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
     Trial.objects.bulk_create(
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
-                  candidate_id=t.candidate_id, swapped=t.swapped)
+                  candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped,
+                  attention_expected=t.attention_expected)
             for t in trials
             if not t.is_repeat
         ]
@@ -296,7 +399,7 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
     Trial.objects.bulk_create(
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
-                  candidate_id=t.candidate_id, swapped=t.swapped, is_repeat=True,
+                  candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped, is_repeat=True,
                   repeat_of=by_position[original_position[int(t.repeat_of_id or 0)]])
             for t in trials
             if t.is_repeat
@@ -306,21 +409,31 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
 
 
 def schedule_rows(study: Study) -> Iterator[dict[str, object]]:
-    """Every planned trial of every assignment (voided ones included, with their state)."""
-    index_of = {
-        item.comparison_id: item.position for item in BlockItem.objects.filter(block__study=study)
-    }
+    """Every planned trial of every assignment (voided ones included, with their state).
+
+    ``comparison``/``system_a``/``system_b`` name a pairwise unit; ``item`` the rated item or the
+    item a predicate asks about (``system_a`` is then its system); ``attention`` the answer an
+    attention check asks for (SPEC §11).
+    """
+    index_of: dict[tuple[str, int], int] = {}
+    for item in BlockItem.objects.filter(block__study=study).order_by():
+        for field, value in _unit_ids(item).items():
+            if value is not None:
+                index_of[(field, value)] = item.position
     trials = (
         Trial.objects.filter(assignment__block__study=study)
         .select_related(
             "assignment__block", "assignment__rater", "comparison__page",
             "comparison__candidate_a__system", "comparison__candidate_b__system", "repeat_of",
+            "candidate__page", "candidate__system", "predicate__candidate__page", "predicate__candidate__system",
         )
         .order_by("assignment__block__position", "assignment__slot", "assignment_id", "position")
     )
     for t in trials.iterator(chunk_size=2000):
         a = t.assignment
         c = t.comparison
+        item = t.predicate.candidate if t.predicate else t.candidate
+        field, value = next(((f, v) for f, v in _unit_ids(t).items() if v is not None), ("", None))
         yield {
             "block": a.block.name,
             "block_position": a.block.position,
@@ -332,13 +445,16 @@ def schedule_rows(study: Study) -> Iterator[dict[str, object]]:
             "rater": a.rater.external_id if a.rater else "",
             "position": t.position,
             "comparison": c.external_id if c else "",
-            "page": c.page.external_id if c else "",
-            "system_a": c.candidate_a.system.external_id if c else "",
+            "page": c.page.external_id if c else (item.page.external_id if item else ""),
+            "system_a": c.candidate_a.system.external_id if c else (item.system.external_id if item else ""),
             "system_b": c.candidate_b.system.external_id if c else "",
-            "block_index": index_of.get(t.comparison_id, ""),
+            "block_index": index_of.get((field, value), "") if value is not None else "",
             "swapped": int(t.swapped),
             "repeat": int(t.is_repeat),
             "repeat_of_position": t.repeat_of.position if t.repeat_of else "",
+            "item": item.external_id if item else "",
+            "predicate": t.predicate.external_id if t.predicate else "",
+            "attention": t.attention_expected,
         }
 
 

@@ -16,6 +16,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("s/<str:link_token>/", views.study_link, name="link"),
     path("s/<str:link_token>/instructions/", views.instructions, name="instructions"),
     path("s/<str:link_token>/pause/", views.pause, name="pause"),
+    path("s/<str:link_token>/comprehension/", views.comprehension, name="comprehension"),
     path("t/<str:trial_token>/vote/", views.trial_vote, name="vote"),
     path("t/<str:trial_token>/<str:slot>.png", views.trial_image_view, name="image"),
     path("api/rater/<str:link_token>/trial/", api.TrialNextApi.as_view(), name="api-trial"),

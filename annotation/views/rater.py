@@ -21,8 +21,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.images import stored_image_path
-from annotation.models import Assignment, AssignmentState, Label, Rater, Study, Trial
+from annotation.models import Assignment, AssignmentState, Label, Rater, Study, StudyKind, Trial
 from annotation.roles import RATER, is_researcher
+from annotation.services.comprehension import (
+    MAX_ATTEMPTS,
+    ComprehensionRequired,
+    comprehension_question,
+    comprehension_state,
+    comprehension_submit,
+)
 from annotation.services.raters import (
     ParticipationEnded,
     StudyClosed,
@@ -45,6 +52,19 @@ PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
 VERDICTS = ((Label.A, "A", "a"), (Label.B, "B", "b"), (Label.TIE, "Tie", "t"), (Label.CANNOT_JUDGE, "Cannot judge", "x"))
 AXIS_SCALE = ((-2, "-2"), (-1, "-1"), (0, "0"), (1, "+1"), (2, "+2"))
 IMAGE_SLOTS = ("ref", "left", "right")
+KIND_IMAGE_SLOTS = {
+    StudyKind.PAIRWISE_REFERENCE: IMAGE_SLOTS,
+    StudyKind.PAIRWISE: ("left", "right"),
+    StudyKind.CHECKLIST: ("item",),
+    StudyKind.RATING: ("item",),
+}
+CHECKLIST_VERDICTS = ((Label.YES, "Yes", "y"), (Label.NO, "No", "n"), (Label.UNCLEAR, "Unclear", "u"))
+TRIAL_TEMPLATES = {
+    StudyKind.PAIRWISE_REFERENCE: "annotation/rater/trial.html",
+    StudyKind.PAIRWISE: "annotation/rater/trial_pairwise.html",
+    StudyKind.CHECKLIST: "annotation/rater/trial_checklist.html",
+    StudyKind.RATING: "annotation/rater/trial_rating.html",
+}
 MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
                  "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
 
@@ -95,7 +115,7 @@ def _state_context(
 ) -> dict[str, Any]:
     context: dict[str, Any] = {
         "study": study,
-        "verdicts": VERDICTS,
+        "verdicts": CHECKLIST_VERDICTS if study.kind == StudyKind.CHECKLIST else VERDICTS,
         "axis_scale": AXIS_SCALE,
         "instructions_html": instructions_html(study),
         "view": view,
@@ -107,7 +127,9 @@ def _state_context(
         context.update({"total": total, "completion_code": assignment.completion_code})
     else:
         token = view.trial.token
-        context["images"] = {s: reverse("rater:image", args=[token, s]) for s in IMAGE_SLOTS}
+        context["images"] = {
+            s: reverse("rater:image", args=[token, s]) for s in KIND_IMAGE_SLOTS[StudyKind(study.kind)]
+        }
         posted = extra.get("posted") or {}
         context["axes"] = [
             {**axis, "index": i, "value": (posted.get("axes") or {}).get(axis["id"], ""),
@@ -116,13 +138,18 @@ def _state_context(
         ]
         ref = view.trial.comparison.page.image if view.trial.comparison else None  # type: ignore[union-attr]
         context["ref_size"] = (ref.width, ref.height) if ref else None
+        context["boxes"] = [",".join(f"{v:g}" for v in box) for box in view.boxes if len(box) == 4]
+        context["ratings"] = [
+            {"name": d, "index": i, "value": str((posted.get("ratings") or {}).get(d, ""))}
+            for i, d in enumerate(view.dimensions)
+        ]
     return context
 
 
 def _render_state(request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, **extra: Any) -> HttpResponse:
     assignment.refresh_from_db()
     view = trial_next(assignment=assignment) if assignment.state == AssignmentState.ACTIVE else None
-    template = "annotation/rater/trial.html"
+    template = TRIAL_TEMPLATES[StudyKind(study.kind)]
     if getattr(request, "htmx", False):
         template += "#state"
     response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
@@ -158,6 +185,8 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
         return render(request, "annotation/rater/join.html", {"study": study})
     try:
         assignment = participant_claim(study=study, rater=rater)
+    except ComprehensionRequired:
+        return _comprehension_page(request, study, rater)
     except StudyFull:
         return _notice(request, study, "This study is full",
                        "Thank you for your interest! All places in this study are already taken, so there is "
@@ -180,12 +209,15 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         return _notice(request, study, "Not your trial", "Open the study link you were given to continue.",
                        status=403)
     axes = {k.removeprefix("axis:"): v for k, v in request.POST.items() if k.startswith("axis:")}
+    ratings = {k.removeprefix("rating:"): v for k, v in request.POST.items() if k.startswith("rating:")}
+    rationale = request.POST.get("evidence" if study.kind == StudyKind.CHECKLIST else "rationale", "")
     posted = {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
-              "axes": axes, "rationale": request.POST.get("rationale", "")}
+              "axes": axes, "rationale": rationale, "ratings": ratings}
     try:
         vote_submit(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
-            axes=axes, rationale=posted["rationale"], idempotency_key=request.POST.get("idempotency_key", ""),
+            axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
+            ratings=ratings if study.kind == StudyKind.RATING else None,
         )
     except ValidationFailed as exc:
         return _render_state(request, study, trial.assignment, status=400, error=str(exc), posted=posted)
@@ -196,6 +228,46 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     if getattr(request, "htmx", False):
         return _render_state(request, study, trial.assignment)
     return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
+
+
+def _comprehension_page(
+    request: HttpRequest, study: Study, rater: Rater, *, error: str = "", status: int = 200
+) -> HttpResponse:
+    """The comprehension question before the first trial, or the screened-out notice (SPEC §11)."""
+    state = comprehension_state(rater)
+    if state == "failed":
+        return _notice(
+            request, study, "Thank you for your time",
+            "Both answers to the comprehension question were not right, so this study cannot continue with you. "
+            "If you came from a crowd-work platform, please return the study there.",
+            status=403 if status == 200 else status,
+        )
+    question = comprehension_question(study)
+    left = MAX_ATTEMPTS - rater.comprehension_attempts
+    return render(request, "annotation/rater/comprehension.html", {
+        "study": study, "question": question, "attempts_left": left, "error": error,
+        "instructions_html": instructions_html(study),
+    }, status=status)
+
+
+@require_POST
+def comprehension(request: HttpRequest, link_token: str) -> HttpResponse:
+    """One attempt at the comprehension question; passed → the first trial."""
+    study = get_object_or_404(Study, link_token=link_token)
+    rater_id = session_rater_id(request, study.pk)
+    rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+    if rater is None:
+        return redirect(reverse("rater:link", args=[link_token]))
+    try:
+        result = comprehension_submit(rater=rater, answer=request.POST.get("answer", ""))
+    except ValidationFailed as exc:
+        return _comprehension_page(request, study, rater, error=str(exc), status=400)
+    if result == "retry":
+        return _comprehension_page(
+            request, study, rater, status=400,
+            error="That is not the right answer. Read the instructions again; you have one more attempt.",
+        )
+    return redirect(reverse("rater:link", args=[link_token]))
 
 
 @require_GET

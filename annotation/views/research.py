@@ -23,7 +23,13 @@ from annotation.models import Assignment, Block, Study
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.progress import block_assignments, rater_quality, study_progress
 from annotation.services.raters import assignment_void, rater_assign, slot_reopen, study_link_url
-from annotation.services.scheduling import blocks_schedule, eligible_comparisons, schedule_csv_text
+from annotation.services.scheduling import (
+    blocks_schedule,
+    default_rater_targets,
+    schedulable_count,
+    schedule_csv_text,
+    unit_noun,
+)
 
 PAGE_SIZE = 50
 
@@ -57,7 +63,8 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "totals": progress.totals,
         "link": study_link_url(study=study),
         "can_manage": is_admin(request.user),
-        "eligible": len(eligible_comparisons(study)) if not progress.blocks else None,
+        "eligible": schedulable_count(study) if not progress.blocks else None,
+        "unit_noun": unit_noun(study),
     }
     return _render(request, "annotation/research/study.html", context, partial="progress")
 
@@ -105,11 +112,14 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
     _admin_only(request)
     try:
+        blocks = int(request.POST.get("blocks", 8))
         raters = [int(x) for x in request.POST.get("raters", "").split(",") if x.strip()]
+        checks = request.POST.get("checks", "").strip()
         blocks_schedule(
-            study=study, blocks=int(request.POST.get("blocks", 8)), block_size=int(request.POST.get("block_size", 234)),
+            study=study, blocks=blocks, block_size=int(request.POST.get("block_size", 234)),
             repeats=int(request.POST.get("repeats", 6)), min_gap=int(request.POST.get("min_gap", 20)),
-            raters=raters, seed=int(request.POST.get("seed") or study.seed), actor=request.user,
+            raters=raters or default_rater_targets(study, blocks), seed=int(request.POST.get("seed") or study.seed),
+            checks=int(checks) if checks else None, actor=request.user,
         )
     except ValueError:
         messages.error(request, "Blocks, block size, repeats, min gap and seed are integers; raters is a list like 5,5,4.")

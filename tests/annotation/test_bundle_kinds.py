@@ -376,15 +376,3 @@ def test_a_kind_bundle_declaring_pairwise_reference_is_refused(tmp_path: Path) -
     with pytest.raises(ValidationFailed) as caught:
         study_import_bundle(path=bundle)
     _assert_one_line(str(caught.value), "study.json $.axes: required key is missing")
-
-
-@pytest.mark.django_db
-def test_other_kinds_cannot_be_scheduled_yet() -> None:
-    """Rater pages exist only for pairwise_reference: scheduling another kind is refused clearly."""
-    from annotation.errors import ArbiterError
-    from annotation.services.scheduling import blocks_schedule
-
-    study = study_import_bundle(path=FIXTURES / "pairwise")
-    with pytest.raises(ArbiterError, match="only for pairwise_reference"):
-        blocks_schedule(study=study, blocks=1, block_size=1, repeats=0, min_gap=1, raters=[1], seed=1)
-    assert not study.blocks.exists()

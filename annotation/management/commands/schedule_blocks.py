@@ -9,7 +9,13 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound, ValidationFailed
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from annotation.services.scheduling import blocks_schedule, eligible_comparisons
+from annotation.services.scheduling import (
+    DEFAULT_CHECKS,
+    blocks_schedule,
+    default_rater_targets,
+    schedulable_count,
+    unit_noun,
+)
 
 
 def rater_targets(text: str) -> list[int]:
@@ -33,7 +39,15 @@ class Command(ArbiterCommand):
         parser.add_argument("--block-size", type=int, default=234)
         parser.add_argument("--repeats", type=int, default=6, help="hidden repeats per assignment")
         parser.add_argument("--min-gap", type=int, default=20, help="trials between an original and its repeat")
-        parser.add_argument("--raters", default="5,5,5,5,5,4,2,2", help="rater target per block, comma-separated")
+        parser.add_argument(
+            "--raters", default=None,
+            help="rater target per block, comma-separated (default 5,5,5,5,5,4,2,2; for a checklist study the "
+            "bundle's k per block, for pairwise and rating 3 per block)",
+        )
+        parser.add_argument(
+            "--checks", type=int, default=None,
+            help=f"attention checks per assignment (pairwise, checklist, rating; default {DEFAULT_CHECKS})",
+        )
         parser.add_argument("--seed", type=int, default=None, help="default: the study's seed")
 
     def run(self, *args: Any, **options: Any) -> None:
@@ -43,12 +57,16 @@ class Command(ArbiterCommand):
         seed = options["seed"] if options["seed"] is not None else study.seed
         blocks = blocks_schedule(
             study=study, blocks=options["blocks"], block_size=options["block_size"], repeats=options["repeats"],
-            min_gap=options["min_gap"], raters=rater_targets(options["raters"]), seed=seed,
+            min_gap=options["min_gap"], seed=seed, checks=options["checks"],
+            raters=rater_targets(options["raters"]) if options["raters"] is not None
+            else default_rater_targets(study, options["blocks"]),
         )
-        left_out = len(eligible_comparisons(study)) - sum(b.items.count() for b in blocks)
+        noun = unit_noun(study)
+        left_out = schedulable_count(study) - sum(b.items.count() for b in blocks)
+        checks = (study.options or {}).get("attention_checks", 0) if study.kind != "pairwise_reference" else 0
         for block in blocks:
             self.stdout.write(
-                f"{block.name}: {block.items.count()} comparisons, {block.target_raters} planned assignments, "
-                f"{block.items.count() + options['repeats']} trials each"
+                f"{block.name}: {block.items.count()} {noun}, {block.target_raters} planned assignments, "
+                f"{block.items.count() + options['repeats'] + checks} trials each"
             )
-        self.stdout.write(f"seed {seed}; {left_out} eligible comparisons left unscheduled")
+        self.stdout.write(f"seed {seed}; {left_out} eligible {noun} left unscheduled")

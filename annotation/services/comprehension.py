@@ -1,0 +1,99 @@
+"""The comprehension check before the first trial (SPEC §11 questionnaire hygiene).
+
+Decisions (the SPEC says only "a comprehension check with two attempts before the first trial"):
+
+- It applies to the crowd questionnaire kinds (``pairwise``, ``checklist``, ``rating``); a
+  ``pairwise_reference`` study runs with trained raters and has none.
+- It comes **before the participant claims a block**: a participant who fails both attempts is
+  screened out without using up a planned place, so the block's rater target is still met by
+  someone else. Their two attempts are kept on the rater row and counted by ``kind_report``.
+- One multiple-choice question per kind, about the instructions' key rule: when to answer Tie
+  (pairwise), when to answer Unclear (checklist), which end of the scale is best (rating). The
+  answer choices are shown in a fixed order; the right answer is never marked in the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from annotation.errors import ArbiterError, ValidationFailed
+from annotation.models import Rater, Study, StudyKind
+
+MAX_ATTEMPTS = 2
+
+
+class ComprehensionRequired(ArbiterError):
+    """The participant has not passed the comprehension check yet (or failed it twice)."""
+
+    status_code = 403
+
+
+@dataclass(frozen=True)
+class ComprehensionQuestion:
+    question: str
+    choices: tuple[tuple[str, str], ...]
+    answer: str
+
+
+def comprehension_required(study: Study) -> bool:
+    return study.kind != StudyKind.PAIRWISE_REFERENCE
+
+
+def comprehension_question(study: Study) -> ComprehensionQuestion:
+    """The study's comprehension question (module docstring)."""
+    if study.kind == StudyKind.CHECKLIST:
+        return ComprehensionQuestion(
+            question="The image does not show enough to tell whether the answer is yes or no. What do you answer?",
+            choices=(("YES", "Yes"), ("NO", "No"), ("UNCLEAR", "Unclear")),
+            answer="UNCLEAR",
+        )
+    if study.kind == StudyKind.RATING:
+        scale = (study.options or {}).get("scale") or [1, 5]
+        low, high = int(scale[0]), int(scale[1])
+        middle = (low + high) // 2
+        values = sorted({low, middle, high})
+        return ComprehensionQuestion(
+            question=f"Ratings go from {low} to {high}. Which number do you give an image that is excellent "
+                     "on a dimension?",
+            choices=tuple((str(v), str(v)) for v in values),
+            answer=str(high),
+        )
+    return ComprehensionQuestion(
+        question="You can see both images clearly and they answer the brief equally well. What do you answer?",
+        choices=(("A", "A"), ("B", "B"), ("TIE", "Tie"), ("CANNOT_JUDGE", "Cannot judge")),
+        answer="TIE",
+    )
+
+
+def comprehension_state(rater: Rater) -> str:
+    """``passed``, ``open`` (attempts left) or ``failed`` (screened out)."""
+    if rater.comprehension_passed:
+        return "passed"
+    return "failed" if rater.comprehension_attempts >= MAX_ATTEMPTS else "open"
+
+
+def comprehension_submit(*, rater: Rater, answer: object) -> str:
+    """Record one attempt; returns ``passed``, ``retry`` (one attempt left) or ``failed``.
+
+    The rater row is locked, so two submissions at once (two tabs) count as two attempts in turn
+    and never let a third attempt through.
+    """
+    study = Study.objects.get(pk=rater.study_id)
+    question = comprehension_question(study)
+    if answer not in {value for value, _label in question.choices}:
+        raise ValidationFailed("choose one of the answers", field="answer")
+    with transaction.atomic():
+        locked = Rater.objects.select_for_update().get(pk=rater.pk)
+        state = comprehension_state(locked)
+        if state != "open":
+            return state
+        passed = answer == question.answer
+        Rater.objects.filter(pk=locked.pk).update(
+            comprehension_attempts=locked.comprehension_attempts + 1, comprehension_passed=passed
+        )
+    rater.refresh_from_db(fields=["comprehension_attempts", "comprehension_passed"])
+    if passed:
+        return "passed"
+    return "failed" if rater.comprehension_attempts >= MAX_ATTEMPTS else "retry"
