@@ -416,10 +416,10 @@ def schedule_rows(study: Study) -> Iterator[dict[str, object]]:
     attention check asks for (SPEC §11).
     """
     index_of: dict[tuple[str, int], int] = {}
-    for item in BlockItem.objects.filter(block__study=study).order_by():
-        for field, value in _unit_ids(item).items():
+    for member in BlockItem.objects.filter(block__study=study).order_by():
+        for field, value in _unit_ids(member).items():
             if value is not None:
-                index_of[(field, value)] = item.position
+                index_of[(field, value)] = member.position
     trials = (
         Trial.objects.filter(assignment__block__study=study)
         .select_related(

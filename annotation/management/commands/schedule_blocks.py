@@ -63,6 +63,7 @@ class Command(ArbiterCommand):
         )
         noun = unit_noun(study)
         left_out = schedulable_count(study) - sum(b.items.count() for b in blocks)
+        study.refresh_from_db(fields=["options"])
         checks = (study.options or {}).get("attention_checks", 0) if study.kind != "pairwise_reference" else 0
         for block in blocks:
             self.stdout.write(
