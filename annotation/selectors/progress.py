@@ -2,7 +2,10 @@
 
 Voided assignments are counted apart and never in votes, coverage or quality: their votes stay in
 the database but are excluded from analysis. Coverage here is schedule coverage: the share of a
-block's comparisons that already have at least one valid (A / B / TIE) main vote.
+block's comparisons that already have at least one valid (A / B / TIE) main vote — for the SPEC §11
+kinds, of its comparisons (A / B / TIE), predicates (YES / NO) or items (any rating). Attention
+checks are never data: they count as planned and answered trials, never toward coverage, and get
+their own pass rate in the quality table.
 """
 
 from __future__ import annotations
@@ -14,10 +17,27 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from annotation.models import Assignment, AssignmentState, Block, BlockItem, Label, Study, Trial, Vote
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    Block,
+    BlockItem,
+    Label,
+    Study,
+    StudyKind,
+    Trial,
+    Vote,
+)
 
 LIVE = (AssignmentState.OPEN, AssignmentState.ACTIVE, AssignmentState.FINISHED)
 VALID = (Label.A, Label.B, Label.TIE)
+# Per kind: the trial field naming the unit, and the labels that make a valid answer (None: any).
+COVERAGE = {
+    StudyKind.PAIRWISE_REFERENCE: ("trial__comparison", VALID),
+    StudyKind.PAIRWISE: ("trial__comparison", VALID),
+    StudyKind.CHECKLIST: ("trial__predicate", (Label.YES, Label.NO)),
+    StudyKind.RATING: ("trial__candidate", None),
+}
 
 
 @dataclass(frozen=True)
@@ -93,14 +113,14 @@ def study_progress(study: Study, *, block: Block | None = None) -> StudyProgress
         .annotate(planned=Count("id"), votes=Count("vote"))
     )
     per_block = {row["assignment__block_id"]: row for row in trials}
-    covered_rows = (
-        Vote.objects.filter(
-            trial__assignment__block__study=study, trial__assignment__state__in=LIVE,
-            trial__is_repeat=False, label__in=VALID,
-        )
-        .values("trial__assignment__block_id")
-        .annotate(covered=Count("trial__comparison", distinct=True))
+    unit, valid = COVERAGE[StudyKind(study.kind)]
+    answered = Vote.objects.filter(
+        trial__assignment__block__study=study, trial__assignment__state__in=LIVE,
+        trial__is_repeat=False, trial__attention_expected="",
     )
+    if valid is not None:
+        answered = answered.filter(label__in=valid)
+    covered_rows = answered.values("trial__assignment__block_id").annotate(covered=Count(unit, distinct=True))
     covered = {row["trial__assignment__block_id"]: row["covered"] for row in covered_rows}
     rows = []
     for b in blocks:
@@ -126,6 +146,8 @@ class RaterQuality:
     left_share: float | None
     decisive: int
     cannot_judge_share: float | None
+    attention_passed: int = 0
+    attention_checks: int = 0
 
     @property
     def repeat_agreement(self) -> float | None:
@@ -139,7 +161,8 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
     - hidden-repeat agreement: original and repeat answered with the same canonical label (SPEC §5);
     - left share: of the A/B answers, the share that chose the candidate shown on the left (a
       position-bias signal: about 0.5 for an unbiased rater, since sides alternate);
-    - CANNOT_JUDGE share: of all answers.
+    - CANNOT_JUDGE share: of all answers (UNCLEAR for a checklist study);
+    - attention checks (SPEC §11 kinds): passed / answered; checks are left out of the other signals.
     """
     assignments = (
         Assignment.objects.filter(block__study=study, rater__isnull=False)
@@ -153,28 +176,57 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
     votes = (
         Vote.objects.filter(trial__assignment_id__in=ids)
         .values_list("trial__assignment_id", "trial_id", "label", "response_ms", "trial__swapped",
-                     "trial__is_repeat", "trial__repeat_of_id")
+                     "trial__is_repeat", "trial__repeat_of_id", "trial__attention_expected", "answers")
     )
+    abstain = Label.UNCLEAR if study.kind == StudyKind.CHECKLIST else Label.CANNOT_JUDGE
     by_assignment: dict[int, list[tuple]] = defaultdict(list)
+    checks_of: dict[int, list[bool]] = defaultdict(list)
     for row in votes:
-        by_assignment[row[0]].append(row)
+        answer = _answer_key(row[2], row[8])
+        if row[7]:
+            checks_of[row[0]].append(_displayed(answer, swapped=bool(row[4])) == _expected_key(row[7], row[8]))
+            continue
+        by_assignment[row[0]].append((*row[:2], answer, *row[3:7]))
     out = []
     for a in assignments:
         rows = by_assignment.get(a.pk, [])
+        checks = checks_of.get(a.pk, [])
         label_of = {r[1]: r[2] for r in rows}
         times = [r[3] for r in rows if r[3] is not None]
         pairs = [(label_of.get(r[6]), r[2]) for r in rows if r[5] and r[6] in label_of]
         decisive = [r for r in rows if r[2] in (Label.A, Label.B)]
         left = sum(1 for r in decisive if (r[2] == Label.A) != bool(r[4]))
-        cannot = sum(1 for r in rows if r[2] == Label.CANNOT_JUDGE)
+        cannot = sum(1 for r in rows if r[2] == abstain)
         out.append(RaterQuality(
             assignment=a, votes=len(rows), trials=a.n_trials,
             median_seconds=statistics.median(times) / 1000 if times else None,
             repeat_agree=sum(1 for o, r in pairs if o == r), repeat_pairs=len(pairs),
             left_share=left / len(decisive) if decisive else None, decisive=len(decisive),
             cannot_judge_share=cannot / len(rows) if rows else None,
+            attention_passed=sum(checks), attention_checks=len(checks),
         ))
     return out
+
+
+def _answer_key(label: str, answers: dict[str, Any]) -> str:
+    """One comparable value per answer: the label, or a rating's values in dimension-name order."""
+    ratings = (answers or {}).get("ratings")
+    if ratings:
+        return "|".join(f"{k}={ratings[k]}" for k in sorted(ratings))
+    return label
+
+
+def _displayed(answer: str, *, swapped: bool) -> str:
+    """The canonical answer as the rater saw it (SPEC §3): a swapped display exchanges A and B."""
+    return {"A": "B", "B": "A"}.get(answer, answer) if swapped else answer
+
+
+def _expected_key(expected: str, answers: dict[str, Any]) -> str:
+    """What an attention check asked for, in ``_answer_key`` form (a rating: every dimension)."""
+    ratings = (answers or {}).get("ratings")
+    if ratings:
+        return "|".join(f"{k}={expected}" for k in sorted(ratings))
+    return expected
 
 
 def block_assignments(block: Block) -> list[Assignment]:

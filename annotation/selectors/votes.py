@@ -67,11 +67,13 @@ def study_axis_ids(*, study: Study) -> list[str]:
 def vote_rows(*, study: Study, include_voided: bool = False) -> Iterator[VoteRow]:
     """Every pairwise vote of ``study`` in export order: block, assignment slot, trial position.
 
-    Votes of voided assignments are left out unless ``include_voided``.
+    Votes of voided assignments are left out unless ``include_voided``; attention checks (SPEC §11)
+    are never data and always left out.
     """
     qs = Vote.objects.filter(
         trial__assignment__block__study=study,
         trial__comparison__isnull=False,
+        trial__attention_expected="",
         trial__assignment__rater__isnull=False,
         label__in=[str(label) for label in PAIRWISE_LABELS],
     )

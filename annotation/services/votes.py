@@ -24,9 +24,14 @@ Decisions where the SPEC is silent (also proposed for docs/decisions.md):
   a row that would answer an answered trial is an error.
 - ``confidence`` is required (integer 1–5) for A, B and TIE; it may be empty for CANNOT_JUDGE.
 - Export writes every stored pairwise vote except those of voided assignments (a voided
-  assignment is excluded from every analysis, so it is excluded from the exchange file too);
-  it writes only the SPEC columns, so an export imports again unchanged into a study without
-  those votes.
+  assignment is excluded from every analysis, so it is excluded from the exchange file too) and
+  those of instructed-response attention checks (SPEC §11; the SPEC §8 columns have no place for
+  one, and a check is never data); it writes only the SPEC columns, so an export imports again
+  unchanged into a study without those votes. For the same reason a row never answers a planned
+  attention check.
+- Studies of the other kinds (``pairwise``, ``checklist``, ``rating``, SPEC §11) have their own
+  columns: ``votes_import_csv`` / ``votes_export_csv`` hand them to ``annotation.services.kind_votes``,
+  so the commands and the API serve every kind.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import os
 import re
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +90,6 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _UINT = re.compile(r"[0-9]+")
 _MAX_REPORTED = 1000  # stop collecting problems after this many (the first is what is shown)
 _MAX_DB_INT = 2_147_483_647  # PositiveIntegerField's upper bound on every backend
-_PAIRWISE_KINDS = (StudyKind.PAIRWISE_REFERENCE, StudyKind.PAIRWISE)
 
 
 @dataclass(frozen=True)
@@ -165,10 +170,12 @@ def votes_import_csv(*, study: Study, path: Path, user: Any = None) -> VotesImpo
     checking every row, and writes nothing in that case. Records an ``AuditEvent``
     (``votes.import``) on success.
     """
+    if study.kind != StudyKind.PAIRWISE_REFERENCE:
+        from annotation.services.kind_votes import kind_votes_import_csv  # it imports this module
+
+        return kind_votes_import_csv(study=study, path=path, user=user)
     path = Path(path)
     name = path.name or "votes.csv"
-    if study.kind not in _PAIRWISE_KINDS:
-        raise ArbiterError(f"{name}: study '{study.slug}' is a {study.kind} study; the votes CSV is for pairwise studies")
     header, records = _read_csv(path, name)
     axis_ids = study_axis_ids(study=study)
     _check_header(header, axis_ids, name)
@@ -434,6 +441,8 @@ def _import(
         answered = set(Vote.objects.filter(trial__in=trials).values_list("trial_id", flat=True))
         for t in trials:
             trial_at[t.assignment_id, t.position] = t
+            if t.attention_expected:  # a planned attention check: no SPEC §8 row answers it
+                continue
             if t.is_repeat:
                 repeat_trials[t.assignment_id, t.comparison_id].append(t)  # type: ignore[index]
             else:
@@ -474,6 +483,13 @@ def _import(
                     row.line, "position",
                     f"position {row.position} of rater {row.rater!r} in block {row.block!r} is a planned trial of "
                     f"another comparison, orientation or repeat flag",
+                )
+                continue
+            if existing.attention_expected:
+                problems.add(
+                    row.line, "position",
+                    f"position {row.position} of rater {row.rater!r} in block {row.block!r} is a planned "
+                    f"attention check, not a data trial",
                 )
                 continue
             row.trial = existing
@@ -637,13 +653,38 @@ def _flag(text: str) -> bool | None:
 def votes_export_csv(*, study: Study, path: Path) -> int:
     """Write the study's votes as a SPEC §8 votes CSV; return the number of rows.
 
-    Votes of voided assignments are left out; only the SPEC columns are written (so the file
-    imports again unchanged). Rows are in block, assignment slot, trial position order. The file
-    is written next to ``path`` and moved into place, so a failed export leaves no partial file.
+    Votes of voided assignments and of attention checks are left out; only the SPEC columns are
+    written (so the file imports again unchanged). Rows are in block, assignment slot, trial
+    position order. The file is written next to ``path`` and moved into place, so a failed export
+    leaves no partial file. Studies of the other kinds are written by ``kind_votes_export_csv``.
     """
-    path = Path(path)
+    if study.kind != StudyKind.PAIRWISE_REFERENCE:
+        from annotation.services.kind_votes import kind_votes_export_csv  # it imports this module
+
+        return kind_votes_export_csv(study=study, path=path)
     axis_ids = study_axis_ids(study=study)
     header = [*VOTES_BASE_COLUMNS, *(AXIS_PREFIX + a for a in axis_ids)]
+    # vote_rows leaves attention checks out: the SPEC §8 columns have no place for them.
+    rows = (
+        [
+            v.comparison, v.page, v.system_a, v.system_b, v.block, v.rater, v.position,
+            int(v.swapped), int(v.is_repeat), v.label,
+            "" if v.confidence is None else v.confidence,
+            v.rationale,
+            "" if v.response_ms is None else v.response_ms,
+            *("" if v.axis_scores.get(a) is None else int(v.axis_scores[a]) for a in axis_ids),
+        ]
+        for v in vote_rows(study=study)
+    )
+    return _write_csv(path=Path(path), header=header, rows=rows)
+
+
+def _write_csv(*, path: Path, header: list[str], rows: Iterable[list[Any]]) -> int:
+    """Write ``header`` and ``rows`` to ``path`` atomically; return the number of rows.
+
+    The file is written next to ``path`` and moved into place, so a failed export leaves no
+    partial file.
+    """
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=".votes-", suffix=".csv", dir=directory)
     n = 0
@@ -651,17 +692,8 @@ def votes_export_csv(*, study: Study, path: Path) -> int:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")
             writer.writerow(header)
-            for v in vote_rows(study=study):
-                writer.writerow(
-                    [
-                        v.comparison, v.page, v.system_a, v.system_b, v.block, v.rater, v.position,
-                        int(v.swapped), int(v.is_repeat), v.label,
-                        "" if v.confidence is None else v.confidence,
-                        v.rationale,
-                        "" if v.response_ms is None else v.response_ms,
-                        *("" if v.axis_scores.get(a) is None else int(v.axis_scores[a]) for a in axis_ids),
-                    ]
-                )
+            for row in rows:
+                writer.writerow(row)
                 n += 1
         os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a report is an ordinary file
         os.replace(tmp_name, path)

@@ -150,3 +150,25 @@ def test_attention_check_trial_carries_an_instruction_and_replays_are_idempotent
     names = {"YES": "Yes", "NO": "No", "UNCLEAR": "Unclear"}
     assert all(text == f"Attention check: for this one, please answer “{names[e]}”." for e, text in checks)
     assert all(text == "" for e, text in seen if not e)
+
+
+def test_progress_and_quality_count_units_and_attention_checks() -> None:
+    from annotation.selectors.progress import rater_quality, study_progress
+
+    study = _study("checklist", checks=3)
+    rater = _passed(study, "p1")
+    _answer_all(study, rater, {"verdict": "NO", "confidence": None, "rationale": "not there"})
+    checks = list(Trial.objects.filter(assignment__rater=rater).exclude(attention_expected=""))
+    quality = [q for q in rater_quality(study) if q.assignment.rater_id == rater.pk][0]
+    assert quality.attention_checks == 3
+    assert quality.attention_passed == sum(1 for t in checks if t.attention_expected == "NO")
+    assert quality.votes == Trial.objects.filter(assignment__rater=rater, attention_expected="").count()
+    assert quality.cannot_judge_share == 0  # the UNCLEAR share
+    row = study_progress(study).blocks[0]
+    assert row.covered == row.size == len(kind_units(study))
+
+    other = _passed(study, "p2")
+    _answer_all(study, other, {"verdict": "UNCLEAR", "confidence": None, "rationale": "cannot tell"})
+    q2 = [q for q in rater_quality(study) if q.assignment.rater_id == other.pk][0]
+    assert q2.cannot_judge_share == 1
+    assert study_progress(study).blocks[0].covered == row.size  # UNCLEAR covers nothing new
