@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from annotation.models import Axis, Candidate, Comparison, ComparisonSet, Page, Study, System
+from annotation.models import Axis, Candidate, Comparison, ComparisonSet, Page, Predicate, Study, System
 from annotation.roles import studies_for
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class StudyOverview:
     pages_with_media: int
     pages_with_targets: int
     axes: list[Axis]
+    predicates: int = 0
 
 
 def study_overview(*, study: Study) -> StudyOverview:
@@ -61,6 +62,7 @@ def study_overview(*, study: Study) -> StudyOverview:
         pages_with_media=pages.exclude(media=[]).count(),
         pages_with_targets=pages.exclude(targets=[]).count(),
         axes=list(study.axes.order_by("position")),
+        predicates=Predicate.objects.filter(study=study).count(),
     )
 
 
