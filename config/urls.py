@@ -25,6 +25,7 @@ urlpatterns = [
     path("", include("judges.urls")),
     path("", include("calibration.urls.agreement")),
     path("", include("calibration.urls.calibration")),
+    path("", include("calibration.urls.kinds")),
     path("", include("ranking.urls")),
 ]
 

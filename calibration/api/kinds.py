@@ -1,0 +1,46 @@
+"""REST endpoint of ``kind_report`` (SPEC §11 kinds): the same JSON as the command writes."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import permissions
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.api.permissions import IsResearcher
+from annotation.api.votes import study_for_request
+from calibration.services.agreement import check_bootstrap_options
+from calibration.services.kinds import DEFAULT_RESAMPLES, kind_report_build
+
+MAX_API_RESAMPLES = 10_000
+
+
+class KindReportApi(APIView):
+    permission_classes = [permissions.IsAuthenticated, IsResearcher]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "bootstrap",
+                int,
+                description=f"resamples (default {DEFAULT_RESAMPLES}, at most {MAX_API_RESAMPLES})",
+            ),
+            OpenApiParameter("seed", int, description="bootstrap seed (default: the study's seed)"),
+            OpenApiParameter(
+                "systems", str, description="rating studies: the two system ids compared, e.g. alpha,beta"
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="SPEC §11 kind report (pairwise, checklist, rating; computed now from the stored votes)",
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_for_request(request, slug)
+        resamples, seed = check_bootstrap_options(
+            request.query_params.get("bootstrap") or DEFAULT_RESAMPLES,
+            request.query_params.get("seed") or study.seed,
+            max_resamples=MAX_API_RESAMPLES,
+        )
+        systems = request.query_params.get("systems") or None
+        return Response(kind_report_build(study=study, resamples=resamples, seed=seed, systems=systems))

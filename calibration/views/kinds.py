@@ -1,0 +1,104 @@
+"""Researcher page of ``kind_report`` (SPEC §11 kinds) and its JSON and HTML downloads.
+
+Computed on request from the stored votes with a moderate default bootstrap (``PAGE_RESAMPLES``);
+``?bootstrap=&seed=&systems=`` change it. The downloads take the same query, so they carry exactly
+the numbers on screen. A study without votes shows an empty state that says what to do next.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from annotation.errors import ArbiterError
+from annotation.models import Study, System
+from annotation.roles import studies_for
+from annotation.views.decorators import researcher_required
+from calibration.kind_plots import kind_context
+from calibration.services.agreement import check_bootstrap_options
+from calibration.services.kinds import (
+    PAGE_RESAMPLES,
+    KindReport,
+    NoKindVotes,
+    kind_report_compute,
+    kind_report_html,
+)
+
+MAX_PAGE_RESAMPLES = 10_000
+
+
+def _study(request: HttpRequest, slug: str) -> Study:
+    return get_object_or_404(studies_for(request.user), slug=slug)
+
+
+def _form(request: HttpRequest, study: Study) -> dict[str, str]:
+    return {
+        "bootstrap": request.GET.get("bootstrap") or str(PAGE_RESAMPLES),
+        "seed": request.GET.get("seed") or str(study.seed),
+        "systems": request.GET.get("systems", "").strip(),
+    }
+
+
+def _compute(study: Study, form: dict[str, str]) -> KindReport:
+    resamples, seed = check_bootstrap_options(
+        form["bootstrap"], form["seed"], max_resamples=MAX_PAGE_RESAMPLES
+    )
+    return kind_report_compute(study=study, resamples=resamples, seed=seed, systems=form["systems"] or None)
+
+
+@researcher_required
+@require_GET
+def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    form = _form(request, study)
+    system_ids = list(System.objects.filter(study=study).values_list("external_id", flat=True))
+    context: dict[str, object] = {
+        "study": study,
+        "form": form,
+        "max_bootstrap": MAX_PAGE_RESAMPLES,
+        "system_ids": system_ids,
+        "default_systems": ",".join(system_ids[:2]),
+        "query": urlencode({k: v for k, v in form.items() if v}),
+    }
+    status = 200
+    try:
+        computed = _compute(study, form)
+    except NoKindVotes as exc:
+        context["empty"] = str(exc)
+    except ArbiterError as exc:
+        context["error"] = str(exc)
+        status = exc.status_code
+    else:
+        context.update(kind_context(study=study, report=computed.report))
+    return render(request, "calibration/kind_report_page.html", context, status=status)
+
+
+@researcher_required
+@require_GET
+def kind_report_download_json(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    try:
+        computed = _compute(study, _form(request, study))
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    body = json.dumps(computed.report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-kind-report.json"'
+    return response
+
+
+@researcher_required
+@require_GET
+def kind_report_download_html(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    try:
+        computed = _compute(study, _form(request, study))
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    response = HttpResponse(kind_report_html(computed), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-kind-report.html"'
+    return response
