@@ -479,6 +479,7 @@ def _write_kind_study(spec: KindStudySpec, originals: dict[str, ImageInfo], user
         kind=spec.kind,
         instructions_md=spec.instructions_md,
         options=spec.options,
+        judge_prompt=spec.judge_prompt,
         created_by=user,  # type: ignore[misc]
     )
     systems = System.objects.bulk_create(
@@ -777,6 +778,7 @@ def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
             for c in comparisons
         ),
         options=options,
+        judge_prompt=study.judge_prompt,
     )
     return spec, sources
 

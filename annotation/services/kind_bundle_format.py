@@ -15,12 +15,23 @@ Decisions (SPEC §11 is silent on them):
 - ``pairwise``: when ``comparisons`` is left out, every pair of items of each brief is compared,
   in item order, with ids ``<brief>-1``, ``<brief>-2``, …; ``comparisons: []`` means none yet.
   A/B order is kept as given; (a, b) and (b, a) are the same pair.
-- ``checklist``: ``predicates`` is required and not empty; ``automatic`` may be left out or null
-  (no automatic answer); ``options.k`` is the raters per predicate (default 3).
-- ``rating``: ``options.dimensions`` is required; ``options.scale`` defaults to [1, 5]
-  (integers, low < high, at most 101 points), ``options.margin`` to 0.5 (> 0).
-- Keys a kind does not use (``predicates`` in a rating bundle, SPEC §8's ``pages``) are refused.
-- Export writes every key with its default filled in, so export → import → export is identical.
+- ``checklist``: ``predicates`` is required and not empty; ``automatic`` may be left out, null or
+  ``""`` (no automatic answer); it is read case-insensitively, ``true`` is YES and ``false`` NO,
+  and stored upper case. ``options.k`` is the raters per predicate (default 3).
+- ``rating``: ``options.dimensions`` defaults to ``["overall"]`` (one overall rating);
+  ``options.scale`` defaults to [1, 5] (integers, low < high, at most 101 points),
+  ``options.margin`` to 0.5 (> 0).
+- The options may also be given at the top level (``dimensions``, ``scale``, ``margin``, ``k``),
+  as a reader of SPEC §11 alone may write them; the same key in both places is refused.
+- ``pairwise`` comparisons may be written in SPEC §8's shape: ``page`` for ``brief``, ``set``
+  (``human`` only: these kinds have no deployment set), ``a``/``b`` naming a system that has an
+  item in the brief instead of the item (an item id wins when a value is both). ``brief`` may be
+  left out when ``a`` and ``b`` are items of one brief.
+- Keys a kind does not use (``predicates`` in a rating bundle) are refused. SPEC §8's ``axes``,
+  ``pages`` and ``candidates`` are accepted only empty, and ignored; ``judge_prompt`` is kept
+  (Study.judge_prompt) though no judge reads it for these kinds.
+- Export writes every key in one canonical form with its default filled in (``judge_prompt`` only
+  when not empty), so export → import → export is identical.
 
 No Django import: plain data in, plain data out.
 """
@@ -28,6 +39,7 @@ No Django import: plain data in, plain data out.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,23 +62,27 @@ MAX_SCALE_POINTS = 101
 DEFAULT_K = 3
 DEFAULT_SCALE = (1, 5)
 DEFAULT_MARGIN = 0.5
+DEFAULT_DIMENSIONS = ("overall",)
+# SPEC §8 keys of pairwise_reference bundles, accepted empty in these kinds and ignored.
+REFERENCE_KEYS = ("axes", "pages", "candidates")
+COMPARISON_SETS = ("human", "deployment")
 
 COMMON_REQUIRED = ("slug", "title", "kind", "instructions_md", "systems", "briefs", "items")
 KIND_REQUIRED: dict[str, tuple[str, ...]] = {
     "pairwise": COMMON_REQUIRED,
     "checklist": (*COMMON_REQUIRED, "predicates"),
-    "rating": (*COMMON_REQUIRED, "options"),
+    "rating": COMMON_REQUIRED,
+}
+# The option keys of each kind, allowed in ``options`` or at the top level.
+KIND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "pairwise": (),
+    "checklist": ("k",),
+    "rating": ("dimensions", "scale", "margin"),
 }
 KIND_OPTIONAL: dict[str, tuple[str, ...]] = {
-    "pairwise": ("comparisons",),
-    "checklist": ("options",),
-    "rating": (),
-}
-KIND_OPTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # kind: (required option keys, optional option keys)
-    "pairwise": ((), ()),
-    "checklist": ((), ("k",)),
-    "rating": (("dimensions",), ("scale", "margin")),
+    "pairwise": ("comparisons", "judge_prompt"),
+    "checklist": ("options", *KIND_OPTIONS["checklist"], "judge_prompt"),
+    "rating": ("options", *KIND_OPTIONS["rating"], "judge_prompt"),
 }
 
 
@@ -120,6 +136,8 @@ class KindStudySpec:
     comparisons: tuple[PairSpec, ...] = ()
     # The kind's options with defaults filled in (stored in Study.options).
     options: dict[str, Any] = field(default_factory=dict)
+    # Stored in Study.judge_prompt; no judge reads it for these kinds (judges need axes, SPEC §6).
+    judge_prompt: str = ""
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -143,7 +161,13 @@ def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
         r.fail("$", f"expected an object, got {_type_name(document)}")
     required, optional = KIND_REQUIRED[kind], KIND_OPTIONAL[kind]
     for key in document:
-        if key not in required and key not in optional:
+        if key in REFERENCE_KEYS:
+            if r.array(document[key], f"$.{key}"):
+                r.fail(
+                    f"$.{key}",
+                    f"unknown key for kind {kind!r} unless empty ([]): {key!r} is for pairwise_reference bundles (SPEC §8)",
+                )
+        elif key not in required and key not in optional:
             r.fail(f"$.{key}", f"unknown key for kind {kind!r} (expected: {', '.join(required + optional)})")
     for key in required:
         if key not in document:
@@ -151,38 +175,68 @@ def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
     return document
 
 
-def _options(r: _Reader, kind: str, value: Any) -> dict[str, Any]:
-    required, optional = KIND_OPTIONS[kind]
-    raw = r.obj(value, "$.options", required, optional)
+def _options(r: _Reader, kind: str, root: dict[str, Any]) -> dict[str, Any]:
+    """The kind's options from ``$.options`` and the top level, merged, with defaults filled in."""
+    keys = KIND_OPTIONS[kind]
+    raw: dict[str, Any] = {}
+    path: dict[str, str] = {}
+    if "options" in root:
+        for key, value in r.obj(root["options"], "$.options", (), keys).items():
+            raw[key], path[key] = value, f"$.options.{key}"
+    for key in keys:
+        if key in root:
+            if key in raw:
+                r.fail(f"$.{key}", f"given both here and in $.options; give {key!r} once")
+            raw[key], path[key] = root[key], f"$.{key}"
     if kind == "checklist":
-        k = _integer(r, raw.get("k", DEFAULT_K), "$.options.k")
+        k = _integer(r, raw.get("k", DEFAULT_K), path.get("k", "$.options.k"))
         if k < 1:
-            r.fail("$.options.k", f"raters per predicate must be at least 1, got {k}")
+            r.fail(path["k"], f"raters per predicate must be at least 1, got {k}")
         return {"k": k}
     if kind != "rating":
         return {}
-    scale = raw.get("scale", list(DEFAULT_SCALE))
-    ends = r.array(scale, "$.options.scale")
+    where = path.get("scale", "$.options.scale")
+    ends = r.array(raw.get("scale", list(DEFAULT_SCALE)), where)
     if len(ends) != 2:
-        r.fail("$.options.scale", f"expected [low, high], got {len(ends)} values")
-    low = _integer(r, ends[0], "$.options.scale[0]")
-    high = _integer(r, ends[1], "$.options.scale[1]")
+        r.fail(where, f"expected [low, high], got {len(ends)} values")
+    low = _integer(r, ends[0], f"{where}[0]")
+    high = _integer(r, ends[1], f"{where}[1]")
     if low >= high:
-        r.fail("$.options.scale", f"low ({low}) must be less than high ({high})")
+        r.fail(where, f"low ({low}) must be less than high ({high})")
     if high - low + 1 > MAX_SCALE_POINTS:
-        r.fail("$.options.scale", f"{high - low + 1} points, over the limit of {MAX_SCALE_POINTS}")
+        r.fail(where, f"{high - low + 1} points, over the limit of {MAX_SCALE_POINTS}")
+    where = path.get("dimensions", "$.options.dimensions")
     dimensions: list[str] = []
-    for i, item in enumerate(r.array(raw["dimensions"], "$.options.dimensions")):
-        name = r.identifier(item, f"$.options.dimensions[{i}]", max_length=MAX_DIMENSION)
+    for i, item in enumerate(r.array(raw.get("dimensions", list(DEFAULT_DIMENSIONS)), where)):
+        name = r.identifier(item, f"{where}[{i}]", max_length=MAX_DIMENSION)
         if name in dimensions:
-            r.fail(f"$.options.dimensions[{i}]", f"duplicate dimension {name!r}")
+            r.fail(f"{where}[{i}]", f"duplicate dimension {name!r}")
         dimensions.append(name)
     if not dimensions:
-        r.fail("$.options.dimensions", "a rating study needs at least one dimension")
-    margin = _number(r, raw.get("margin", DEFAULT_MARGIN), "$.options.margin")
+        r.fail(where, "a rating study needs at least one dimension (leave it out for one 'overall')")
+    where = path.get("margin", "$.options.margin")
+    margin = _number(r, raw.get("margin", DEFAULT_MARGIN), where)
     if margin <= 0:
-        r.fail("$.options.margin", f"the equivalence margin must be positive, got {margin}")
+        r.fail(where, f"the equivalence margin must be positive, got {margin}")
     return {"scale": [low, high], "dimensions": dimensions, "margin": margin}
+
+
+def _automatic(r: _Reader, value: Any, path: str) -> str | None:
+    """An imported automatic answer: YES / NO / UNCLEAR in any case, true (YES), false (NO);
+    null, left out or ``""`` for none. Stored upper case."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    if not isinstance(value, str):
+        r.fail(path, f'expected "YES", "NO", "UNCLEAR", true, false or null, got {_type_name(value)}')
+    text = r.string(value, path).strip()
+    if not text:
+        return None
+    if text.upper() not in CHECKLIST_ANSWERS:
+        answers = ", ".join(CHECKLIST_ANSWERS)
+        r.fail(path, f"{value!r} is not one of {answers} (any case), true, false or null")
+    return text.upper()
 
 
 def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> KindStudySpec:
@@ -194,7 +248,8 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     kind = r.choice(document.get("kind") if isinstance(document, dict) else None, "$.kind", KINDS)
     root = _top_level(r, document, kind)
     slug, title, kind, instructions = parse_study_header(r, root)
-    options = _options(r, kind, root.get("options", {}))
+    options = _options(r, kind, root)
+    judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
 
     systems = parse_systems(r, root)
     system_ids = {system.id: f"$.systems[{i}]" for i, system in enumerate(systems)}
@@ -214,7 +269,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
 
     items: list[ItemSpec] = []
     item_at: dict[str, ItemSpec] = {}
-    brief_system: dict[tuple[str, str], str] = {}
+    item_of: dict[tuple[str, str], ItemSpec] = {}  # (brief, system) → its item
     for i, value in enumerate(r.array(root["items"], "$.items")):
         where = f"$.items[{i}]"
         raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics",))
@@ -228,12 +283,11 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         system_id = r.string(raw["system"], f"{where}.system", empty=False)
         if system_id not in system_ids:
             r.fail(f"{where}.system", f"unknown system {system_id!r}")
-        if (brief_id, system_id) in brief_system:
+        if (brief_id, system_id) in item_of:
             r.fail(
                 f"{where}.system",
-                f"brief {brief_id!r} already has an item of system {system_id!r} ({brief_system[(brief_id, system_id)]})",
+                f"brief {brief_id!r} already has an item of system {system_id!r} ({item_of[(brief_id, system_id)].where})",
             )
-        brief_system[(brief_id, system_id)] = where
         metrics_raw = raw.get("metrics", {})
         if not isinstance(metrics_raw, dict):
             r.fail(f"{where}.metrics", f"expected an object {{name: score}}, got {_type_name(metrics_raw)}")
@@ -243,6 +297,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
             metrics[name] = _number(r, score, f"{where}.metrics.{name}")
         item = ItemSpec(id=item_id, image=image, brief=brief_id, system=system_id, metrics=metrics, where=where)
         item_at[item_id] = item
+        item_of[(brief_id, system_id)] = item
         items.append(item)
     if not items:
         r.fail("$.items", "a study needs at least one item")
@@ -262,9 +317,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         boxes = tuple(
             r.bbox(box, f"{where}.boxes[{j}]") for j, box in enumerate(r.array(raw.get("boxes", []), f"{where}.boxes"))
         )
-        automatic = raw.get("automatic")
-        if automatic is not None:
-            automatic = r.choice(automatic, f"{where}.automatic", CHECKLIST_ANSWERS)
+        automatic = _automatic(r, raw.get("automatic"), f"{where}.automatic")
         question_type = raw.get("type")
         if question_type is not None:
             question_type = r.string(question_type, f"{where}.type", max_length=MAX_QUESTION_TYPE, empty=False)
@@ -288,26 +341,46 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     pairs: dict[frozenset[str], str] = {}
     for i, value in enumerate(r.array(root.get("comparisons", []), "$.comparisons")):
         where = f"$.comparisons[{i}]"
-        raw = r.obj(value, where, ("id", "brief", "a", "b"))
+        raw = r.obj(value, where, ("id", "a", "b"), ("brief", "page", "set"))
         comparison_id = r.identifier(raw["id"], f"{where}.id")
         if comparison_id in comparison_ids:
             r.fail(f"{where}.id", f"duplicate comparison id {comparison_id!r} (first at {comparison_ids[comparison_id]})")
         comparison_ids[comparison_id] = where
-        brief_id = r.string(raw["brief"], f"{where}.brief", empty=False)
-        if brief_id not in brief_ids:
-            r.fail(f"{where}.brief", f"unknown brief {brief_id!r}")
-        sides: dict[str, str] = {}
-        for side in ("a", "b"):
-            item_id = r.string(raw[side], f"{where}.{side}", empty=False)
-            if item_id not in item_at:
-                r.fail(f"{where}.{side}", f"unknown item {item_id!r}")
-            if item_at[item_id].brief != brief_id:
+        if "set" in raw:
+            comparison_set = r.choice(raw["set"], f"{where}.set", COMPARISON_SETS)
+            if comparison_set != "human":
                 r.fail(
-                    f"{where}.{side}",
-                    f"item {item_id!r} belongs to brief {item_at[item_id].brief!r}, not {brief_id!r}; "
-                    "a comparison pairs two items of one brief",
+                    f"{where}.set",
+                    f"{comparison_set!r}: a {kind} study has no deployment set; its comparisons are all 'human'",
                 )
-            sides[side] = item_id
+        if "brief" in raw and "page" in raw:
+            r.fail(f"{where}.page", "give the brief once, as 'brief' or as 'page' (SPEC §8's name), not both")
+        brief_key = "page" if "page" in raw else "brief"
+        if brief_key in raw:
+            brief_id = r.string(raw[brief_key], f"{where}.{brief_key}", empty=False)
+            if brief_id not in brief_ids:
+                r.fail(f"{where}.{brief_key}", f"unknown brief {brief_id!r}")
+            sides = {
+                side: _side(r, raw[side], f"{where}.{side}", brief_id, item_at, item_of, system_ids)
+                for side in ("a", "b")
+            }
+        else:
+            sides = {}
+            for side in ("a", "b"):
+                item_id = r.string(raw[side], f"{where}.{side}", empty=False)
+                if item_id not in item_at:
+                    r.fail(
+                        f"{where}.{side}",
+                        f"unknown item {item_id!r} (a system id needs the comparison's 'brief' or 'page')",
+                    )
+                sides[side] = item_id
+            brief_id = item_at[sides["a"]].brief
+            if item_at[sides["b"]].brief != brief_id:
+                r.fail(
+                    f"{where}.b",
+                    f"item {sides['b']!r} belongs to brief {item_at[sides['b']].brief!r}, not {brief_id!r} (the brief of "
+                    f"item {sides['a']!r}); a comparison pairs two items of one brief",
+                )
         if sides["a"] == sides["b"]:
             r.fail(f"{where}.b", f"a comparison needs two different items, got {sides['a']!r} twice")
         pair = frozenset(sides.values())
@@ -327,7 +400,35 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         predicates=tuple(predicates),
         comparisons=tuple(comparisons),
         options=options,
+        judge_prompt=judge_prompt,
     )
+
+
+def _side(
+    r: _Reader,
+    value: Any,
+    path: str,
+    brief_id: str,
+    item_at: dict[str, ItemSpec],
+    item_of: dict[tuple[str, str], ItemSpec],
+    system_ids: Collection[str],
+) -> str:
+    """The item a comparison's ``a`` or ``b`` names in a known brief: an item id, or (SPEC §8's
+    shape) a system id with an item in that brief. An item id wins when the value is both."""
+    name = r.string(value, path, empty=False)
+    if name in item_at:
+        if item_at[name].brief != brief_id:
+            r.fail(
+                path,
+                f"item {name!r} belongs to brief {item_at[name].brief!r}, not {brief_id!r}; "
+                "a comparison pairs two items of one brief",
+            )
+        return name
+    if (brief_id, name) in item_of:
+        return item_of[(brief_id, name)].id
+    if name in system_ids:
+        r.fail(path, f"system {name!r} has no item in brief {brief_id!r}")
+    r.fail(path, f"unknown item {name!r} (nor a system with an item in brief {brief_id!r})")
 
 
 def _all_pairs(r: _Reader, briefs: list[BriefSpec], items: list[ItemSpec]) -> list[PairSpec]:
@@ -379,4 +480,6 @@ def kind_spec_to_json(spec: KindStudySpec) -> dict[str, Any]:
         document["comparisons"] = [{"id": c.id, "brief": c.brief, "a": c.a, "b": c.b} for c in spec.comparisons]
     if spec.kind in ("checklist", "rating"):
         document["options"] = dict(spec.options)
+    if spec.judge_prompt:
+        document["judge_prompt"] = spec.judge_prompt
     return document

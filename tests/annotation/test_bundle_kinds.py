@@ -211,6 +211,138 @@ def test_predicate_automatic_answer_is_constrained_in_the_database() -> None:
         Predicate.objects.filter(pk=predicate.pk).update(automatic="MAYBE")
 
 
+# --- variants a reader of SPEC §8 / §11 alone may write -------------------------------------
+
+
+def _imported(bundle: Path, doc: dict[str, Any]) -> Study:
+    write_doc(bundle, doc)
+    return study_import_bundle(path=bundle)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_reference_keys_are_ignored_and_a_judge_prompt_is_kept(kind: str, tmp_path: Path) -> None:
+    original = study_import_bundle(path=FIXTURES / kind)
+    bundle = kind_bundle(kind, tmp_path / "bundle")
+    doc = read_doc(bundle)
+    prompt = "Which image answers the brief better?"
+    doc.update(slug=f"{kind}-spec8", axes=[], pages=[], candidates=[], judge_prompt=prompt)
+    study = _imported(bundle, doc)
+
+    assert study_content(study) == study_content(original)
+    assert (study.judge_prompt, original.judge_prompt) == (prompt, "")
+    # The export leaves the empty §8 keys out and keeps the prompt; the fixture's own export has none.
+    expected = read_doc(FIXTURES / kind) | {"slug": f"{kind}-spec8", "judge_prompt": prompt}
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
+    assert exported == expected
+    assert "judge_prompt" not in read_doc(study_export_bundle(study=original, path=tmp_path / "original"))
+
+
+@pytest.mark.django_db
+def test_rating_options_may_be_given_at_the_top_level(tmp_path: Path) -> None:
+    bundle = kind_bundle("rating", tmp_path / "bundle")
+    fixture = read_doc(FIXTURES / "rating")
+    doc = read_doc(bundle)
+    options = doc.pop("options")
+    study = _imported(bundle, doc | options)
+    assert study.options == fixture["options"]
+    # Exported in the canonical form: the fixture itself.
+    assert read_doc(study_export_bundle(study=study, path=tmp_path / "out")) == fixture
+
+    # Split between both places, the rest defaulted.
+    doc.update(slug="rating-split", options={"scale": [0, 10]}, dimensions=["colour", "layout"])
+    study = _imported(bundle, doc)
+    assert study.options == {"scale": [0, 10], "dimensions": ["colour", "layout"], "margin": 0.5}
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "split"))
+    assert exported["options"] == study.options and "dimensions" not in exported and "scale" not in exported
+
+
+@pytest.mark.django_db
+def test_a_rating_study_without_dimensions_rates_overall(tmp_path: Path) -> None:
+    bundle = kind_bundle("rating", tmp_path / "bundle")
+    doc = read_doc(bundle)
+    doc["options"] = {"scale": [1, 7]}
+    study = _imported(bundle, doc)
+    assert study.options == {"scale": [1, 7], "dimensions": ["overall"], "margin": 0.5}
+
+    del doc["options"]
+    doc["slug"] = "rating-no-options"
+    study = _imported(bundle, doc)
+    assert study.options == {"scale": [1, 5], "dimensions": ["overall"], "margin": 0.5}
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
+    assert exported["options"] == {"scale": [1, 5], "dimensions": ["overall"], "margin": 0.5}
+
+
+@pytest.mark.django_db
+def test_checklist_k_may_be_given_at_the_top_level(tmp_path: Path) -> None:
+    bundle = kind_bundle("checklist", tmp_path / "bundle")
+    doc = read_doc(bundle)
+    del doc["options"]
+    doc["k"] = 5
+    study = _imported(bundle, doc)
+    assert study.options == {"k": 5}
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
+    assert exported == read_doc(FIXTURES / "checklist") | {"options": {"k": 5}}
+
+
+@pytest.mark.django_db
+def test_pairwise_comparisons_in_the_spec8_shape(tmp_path: Path) -> None:
+    """``page`` for ``brief``, ``set: human``, system ids for items, and a brief left out: the
+    same comparisons as the fixture's canonical ones, exported in the canonical form."""
+    fixture = read_doc(FIXTURES / "pairwise")
+    bundle = kind_bundle("pairwise", tmp_path / "bundle")
+    doc = read_doc(bundle)
+    doc["comparisons"] = [
+        {"id": "c1", "page": "b1", "a": "alpha", "b": "beta", "set": "human"},
+        {"id": "c2", "brief": "b1", "a": "b1-gamma", "b": "alpha"},
+        {"id": "c3", "a": "b1-beta", "b": "b1-gamma"},
+        {"id": "c4", "page": "b2", "a": "b2-alpha", "b": "beta", "set": "human"},
+    ]
+    study = _imported(bundle, doc)
+    assert study_content(study)["comparisons"] == [
+        (c["id"], c["brief"], c["a"], c["b"], "human") for c in fixture["comparisons"]
+    ]
+    assert read_doc(study_export_bundle(study=study, path=tmp_path / "out")) == fixture
+
+
+@pytest.mark.django_db
+def test_an_item_id_wins_over_a_system_id_of_the_same_name(tmp_path: Path) -> None:
+    bundle = kind_bundle("pairwise", tmp_path / "bundle")
+    doc = read_doc(bundle)
+    assert doc["items"][4] == doc["items"][4] | {"id": "b2-beta", "brief": "b2", "system": "beta"}
+    doc["items"][4]["id"] = "alpha"  # an item of system beta, named like system alpha
+    doc["comparisons"] = [{"id": "c4", "page": "b2", "a": "alpha", "b": "b2-alpha"}]
+    study = _imported(bundle, doc)
+    comparison = Comparison.objects.select_related("candidate_a__system").get(study=study)
+    a = comparison.candidate_a
+    assert (a.external_id, a.system.external_id) == ("alpha", "beta")
+    assert study_content(study)["comparisons"] == [("c4", "b2", "alpha", "b2-alpha", "human")]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "answers",
+    [
+        ["yes", "unclear", "no", "", True],
+        [True, "Unclear", False, None, "Yes"],
+        ["YES", "uNcLeAr", "No", " ", "yes"],
+    ],
+)
+def test_checklist_automatic_answers_in_any_case_or_as_booleans(answers: list[Any], tmp_path: Path) -> None:
+    """The fixture's answers are YES, UNCLEAR, NO, none, YES; written any of these ways they import
+    the same, stored upper case (blank for none), and export as the fixture."""
+    fixture = read_doc(FIXTURES / "checklist")
+    assert [p["automatic"] for p in fixture["predicates"]] == ["YES", "UNCLEAR", "NO", None, "YES"]
+    bundle = kind_bundle("checklist", tmp_path / "bundle")
+    doc = read_doc(bundle)
+    for predicate, answer in zip(doc["predicates"], answers, strict=True):
+        predicate["automatic"] = answer
+    study = _imported(bundle, doc)
+    stored = dict(Predicate.objects.filter(study=study).values_list("external_id", "automatic"))
+    assert stored == {"p1": "YES", "p2": "UNCLEAR", "p3": "NO", "p4": "", "p5": "YES"}
+    assert read_doc(study_export_bundle(study=study, path=tmp_path / "out")) == fixture
+
+
 # --- bad input -------------------------------------------------------------------------------
 
 Change = Callable[[dict[str, Any]], None]
@@ -243,6 +375,14 @@ def _delete(path: str) -> Change:
     return change
 
 
+def _all(*changes: Change) -> Change:
+    def change(doc: dict[str, Any]) -> None:
+        for one in changes:
+            one(doc)
+
+    return change
+
+
 BAD: dict[str, tuple[str, Change, str]] = {
     # pairwise
     "pairwise: item of unknown brief": ("pairwise", _set("items.1.brief", "b9"), "study.json $.items[1].brief: unknown brief 'b9'"),
@@ -263,7 +403,26 @@ BAD: dict[str, tuple[str, Change, str]] = {
     "pairwise: metrics is a list": ("pairwise", _set("items.0.metrics", [0.3]), "study.json $.items[0].metrics: expected an object {name: score}, got an array"),
     "pairwise: empty brief text": ("pairwise", _set("briefs.0.text", " "), "study.json $.briefs[0].text: must not be empty"),
     "pairwise: predicates are not a pairwise key": ("pairwise", _set("predicates", []), "study.json $.predicates: unknown key for kind 'pairwise'"),
-    "pairwise: comparison with a set": ("pairwise", _set("comparisons.0.set", "human"), "study.json $.comparisons[0].set: unknown key"),
+    "pairwise: deployment set": ("pairwise", _set("comparisons.0.set", "deployment"),
+                                 "study.json $.comparisons[0].set: 'deployment': a pairwise study has no deployment set"),
+    "pairwise: unknown set": ("pairwise", _set("comparisons.0.set", "main"), "study.json $.comparisons[0].set: 'main' is not one of human, deployment"),
+    "pairwise: page and brief both given": ("pairwise", _set("comparisons.0.page", "b1"),
+                                            "study.json $.comparisons[0].page: give the brief once, as 'brief' or as 'page'"),
+    "pairwise: unknown page": ("pairwise", _set("comparisons.0", {"id": "c1", "page": "b9", "a": "alpha", "b": "beta"}),
+                               "study.json $.comparisons[0].page: unknown brief 'b9'"),
+    "pairwise: system with no item in the brief": ("pairwise", _set("comparisons.3.b", "gamma"),
+                                                   "study.json $.comparisons[3].b: system 'gamma' has no item in brief 'b2'"),
+    "pairwise: system id given by page": ("pairwise", _set("comparisons.3", {"id": "c4", "page": "b2", "a": "alpha", "b": "delta"}),
+                                          "study.json $.comparisons[3].b: unknown item 'delta' (nor a system with an item in brief 'b2')"),
+    "pairwise: no brief, items of two briefs": ("pairwise", _set("comparisons.0", {"id": "c1", "a": "b1-alpha", "b": "b2-beta"}),
+                                                "study.json $.comparisons[0].b: item 'b2-beta' belongs to brief 'b2', not 'b1' (the brief of item 'b1-alpha')"),
+    "pairwise: no brief, a system id": ("pairwise", _set("comparisons.0", {"id": "c1", "a": "alpha", "b": "b1-beta"}),
+                                        "study.json $.comparisons[0].a: unknown item 'alpha' (a system id needs the comparison's 'brief' or 'page')"),
+    "pairwise: non-empty axes": ("pairwise", _set("axes", [{"id": "layout", "scope": "page"}]),
+                                 "study.json $.axes: unknown key for kind 'pairwise' unless empty ([]): 'axes' is for pairwise_reference bundles (SPEC §8)"),
+    "pairwise: options are not a pairwise key": ("pairwise", _set("options", {}), "study.json $.options: unknown key for kind 'pairwise'"),
+    "pairwise: dimensions are not a pairwise key": ("pairwise", _set("dimensions", ["overall"]), "study.json $.dimensions: unknown key for kind 'pairwise'"),
+    "pairwise: judge prompt not a string": ("pairwise", _set("judge_prompt", None), "study.json $.judge_prompt: expected a string, got null"),
     "pairwise: no items": ("pairwise", _set("items", []), "study.json $.items: a study needs at least one item"),
     "pairwise: missing briefs": ("pairwise", _delete("briefs"), "study.json $.briefs: required key is missing (kind 'pairwise')"),
     "pairwise: unsafe image path": ("pairwise", _set("items.0.image", "../x.png"), "study.json $.items[0].image: image path '../x.png' contains '..'"),
@@ -272,10 +431,10 @@ BAD: dict[str, tuple[str, Change, str]] = {
     "checklist: predicate on unknown item": ("checklist", _set("predicates.2.item", "i9"), "study.json $.predicates[2].item: unknown item 'i9'"),
     "checklist: automatic not an answer": ("checklist", _set("predicates.0.automatic", "MAYBE"),
                                            "study.json $.predicates[0].automatic: 'MAYBE' is not one of YES, NO, UNCLEAR"),
-    "checklist: automatic in lower case": ("checklist", _set("predicates.0.automatic", "yes"),
-                                           "study.json $.predicates[0].automatic: 'yes' is not one of YES, NO, UNCLEAR"),
-    "checklist: automatic is a boolean": ("checklist", _set("predicates.0.automatic", True),
-                                          "study.json $.predicates[0].automatic: expected a string, got a boolean"),
+    "checklist: automatic in lower case but not an answer": ("checklist", _set("predicates.0.automatic", "maybe"),
+                                                             "study.json $.predicates[0].automatic: 'maybe' is not one of YES, NO, UNCLEAR (any case)"),
+    "checklist: automatic is a number": ("checklist", _set("predicates.0.automatic", 1),
+                                         'study.json $.predicates[0].automatic: expected "YES", "NO", "UNCLEAR", true, false or null, got a number'),
     "checklist: box outside 0…1000": ("checklist", _set("predicates.0.boxes.0.2", 1200), "study.json $.predicates[0].boxes[0][2]: 1200 is outside 0…1000"),
     "checklist: box not a box": ("checklist", _set("predicates.0.boxes.0", [1, 2, 3]), "study.json $.predicates[0].boxes[0]: expected [x0, y0, x1, y1], got 3 numbers"),
     "checklist: duplicate predicate id": ("checklist", _set("predicates.1.id", "p1"), "study.json $.predicates[1].id: duplicate predicate id 'p1'"),
@@ -285,19 +444,38 @@ BAD: dict[str, tuple[str, Change, str]] = {
     "checklist: missing predicates": ("checklist", _delete("predicates"), "study.json $.predicates: required key is missing (kind 'checklist')"),
     "checklist: k is zero": ("checklist", _set("options.k", 0), "study.json $.options.k: raters per predicate must be at least 1, got 0"),
     "checklist: comparisons are not a checklist key": ("checklist", _set("comparisons", []), "study.json $.comparisons: unknown key for kind 'checklist'"),
+    "checklist: k in both places": ("checklist", _set("k", 2), "study.json $.k: given both here and in $.options; give 'k' once"),
+    "checklist: top-level k is zero": ("checklist", _all(_delete("options"), _set("k", 0)),
+                                       "study.json $.k: raters per predicate must be at least 1, got 0"),
+    "checklist: dimensions are not a checklist key": ("checklist", _set("dimensions", ["overall"]),
+                                                      "study.json $.dimensions: unknown key for kind 'checklist'"),
+    "checklist: non-empty pages": ("checklist", _set("pages", [{"id": "p1"}]),
+                                   "study.json $.pages: unknown key for kind 'checklist' unless empty ([]): 'pages' is for pairwise_reference bundles"),
     # rating
     "rating: scale reversed": ("rating", _set("options.scale", [5, 1]), "study.json $.options.scale: low (5) must be less than high (1)"),
     "rating: scale of one value": ("rating", _set("options.scale", [1]), "study.json $.options.scale: expected [low, high], got 1 values"),
     "rating: scale not integers": ("rating", _set("options.scale", [1, 5.5]), "study.json $.options.scale[1]: expected an integer, got a number"),
     "rating: scale is a string": ("rating", _set("options.scale", "1-5"), "study.json $.options.scale: expected an array, got a string"),
     "rating: scale too long": ("rating", _set("options.scale", [0, 1000]), "study.json $.options.scale: 1001 points, over the limit of 101"),
-    "rating: dimensions missing": ("rating", _delete("options.dimensions"), "study.json $.options.dimensions: required key is missing"),
     "rating: no dimensions": ("rating", _set("options.dimensions", []), "study.json $.options.dimensions: a rating study needs at least one dimension"),
+    "rating: no top-level dimensions": ("rating", _all(_delete("options"), _set("dimensions", [])),
+                                        "study.json $.dimensions: a rating study needs at least one dimension"),
     "rating: duplicate dimension": ("rating", _set("options.dimensions", ["a", "a"]), "study.json $.options.dimensions[1]: duplicate dimension 'a'"),
     "rating: margin zero": ("rating", _set("options.margin", 0), "study.json $.options.margin: the equivalence margin must be positive, got 0"),
     "rating: margin a string": ("rating", _set("options.margin", "0.5"), "study.json $.options.margin: expected a number, got a string"),
     "rating: unknown option": ("rating", _set("options.k", 3), "study.json $.options.k: unknown key"),
-    "rating: options missing": ("rating", _delete("options"), "study.json $.options: required key is missing (kind 'rating')"),
+    "rating: options not an object": ("rating", _set("options", []), "study.json $.options: expected an object, got an array"),
+    "rating: margin in both places": ("rating", _set("margin", 0.3), "study.json $.margin: given both here and in $.options; give 'margin' once"),
+    "rating: dimensions in both places": ("rating", _set("dimensions", ["overall"]),
+                                          "study.json $.dimensions: given both here and in $.options; give 'dimensions' once"),
+    "rating: top-level scale reversed": ("rating", _all(_delete("options.scale"), _set("scale", [5, 1])),
+                                         "study.json $.scale: low (5) must be less than high (1)"),
+    "rating: top-level margin a string": ("rating", _all(_delete("options"), _set("margin", "0.5")),
+                                          "study.json $.margin: expected a number, got a string"),
+    "rating: k is not a rating key": ("rating", _set("k", 3), "study.json $.k: unknown key for kind 'rating'"),
+    "rating: non-empty candidates": ("rating", _set("candidates", [{"page": "b1", "system": "alpha"}]),
+                                     "study.json $.candidates: unknown key for kind 'rating' unless empty ([]): 'candidates' is for pairwise_reference bundles"),
+    "rating: axes not an array": ("rating", _set("axes", {}), "study.json $.axes: expected an array, got an object"),
     "rating: predicates are not a rating key": ("rating", _set("predicates", []), "study.json $.predicates: unknown key for kind 'rating'"),
     "rating: item of unknown brief": ("rating", _set("items.0.brief", "b7"), "study.json $.items[0].brief: unknown brief 'b7'"),
 }
@@ -363,7 +541,10 @@ def test_a_reference_bundle_declaring_another_kind_names_the_first_foreign_key(e
     before = snapshot(Path(settings.MEDIA_ROOT))
     with pytest.raises(CommandError) as caught:
         call_command("import_study", str(bundle))
-    _assert_one_line(str(caught.value), "study.json $.axes: unknown key for kind 'rating'")
+    _assert_one_line(
+        str(caught.value),
+        "study.json $.axes: unknown key for kind 'rating' unless empty ([]): 'axes' is for pairwise_reference bundles",
+    )
     assert snapshot(Path(settings.MEDIA_ROOT)) == before
 
 

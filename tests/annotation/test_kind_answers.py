@@ -159,7 +159,7 @@ def test_progress_and_quality_count_units_and_attention_checks() -> None:
     rater = _passed(study, "p1")
     _answer_all(study, rater, {"verdict": "NO", "confidence": None, "rationale": "not there"})
     checks = list(Trial.objects.filter(assignment__rater=rater).exclude(attention_expected=""))
-    quality = [q for q in rater_quality(study) if q.assignment.rater_id == rater.pk][0]
+    quality = next(q for q in rater_quality(study) if q.assignment.rater_id == rater.pk)
     assert quality.attention_checks == 3
     assert quality.attention_passed == sum(1 for t in checks if t.attention_expected == "NO")
     assert quality.votes == Trial.objects.filter(assignment__rater=rater, attention_expected="").count()
@@ -169,6 +169,6 @@ def test_progress_and_quality_count_units_and_attention_checks() -> None:
 
     other = _passed(study, "p2")
     _answer_all(study, other, {"verdict": "UNCLEAR", "confidence": None, "rationale": "cannot tell"})
-    q2 = [q for q in rater_quality(study) if q.assignment.rater_id == other.pk][0]
+    q2 = next(q for q in rater_quality(study) if q.assignment.rater_id == other.pk)
     assert q2.cannot_judge_share == 1
     assert study_progress(study).blocks[0].covered == row.size  # UNCLEAR covers nothing new
