@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions
@@ -11,8 +13,14 @@ from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher
 from annotation.api.votes import study_for_request
+from annotation.errors import ValidationFailed
 from calibration.services.agreement import check_bootstrap_options
-from calibration.services.kinds import DEFAULT_RESAMPLES, kind_report_build
+from calibration.services.kinds import (
+    DEFAULT_RESAMPLES,
+    exclusion_rules_update,
+    hygiene_rules,
+    kind_report_build,
+)
 
 MAX_API_RESAMPLES = 10_000
 
@@ -44,3 +52,25 @@ class KindReportApi(APIView):
         )
         systems = request.query_params.get("systems") or None
         return Response(kind_report_build(study=study, resamples=resamples, seed=seed, systems=systems))
+
+
+class ExclusionRulesApi(APIView):
+    """A study's exclusion-rule settings (SPEC §11 hygiene): read, or replace them whole."""
+
+    permission_classes = [permissions.IsAuthenticated, IsResearcher]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="The effective exclusion-rule settings")
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_for_request(request, slug)
+        return Response(asdict(hygiene_rules(study)))
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+        summary="Replace the exclusion-rule settings ({setting: number or null}; left out = default)",
+    )
+    def put(self, request: Request, slug: str) -> Response:
+        study = study_for_request(request, slug)
+        if not isinstance(request.data, dict):
+            raise ValidationFailed("expected a JSON object of exclusion-rule settings", where="body")
+        rules = exclusion_rules_update(study=study, values=request.data, actor=request.user)
+        return Response(asdict(rules))

@@ -44,11 +44,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from django.db import transaction
 from django.db.models import F
 
 from annotation.errors import ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
+from annotation.services.audit import audit_record
 from calibration.kinds._common import json_safe
 from calibration.kinds.agreement_any import kind_agreement
 from calibration.kinds.checklist import DEFAULT_K, checklist_agreement
@@ -192,6 +194,53 @@ def hygiene_rules(
         return HygieneRules(**settings)
     except ValueError as exc:
         raise ValidationFailed(str(exc), where=where or "exclusion rules") from None
+
+
+def exclusion_rules_form_values(study: Study) -> list[dict[str, Any]]:
+    """The effective settings of every exclusion rule, for the settings form (name, value, default)."""
+    rules = hygiene_rules(study)
+    defaults = HygieneRules()
+    return [
+        {"name": name, "value": "" if getattr(rules, name) is None else getattr(rules, name),
+         "default": "off" if getattr(defaults, name) is None else getattr(defaults, name),
+         "nullable": name in _NULLABLE}
+        for name in _RULE_FIELDS
+    ]
+
+
+def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: Any = None) -> HygieneRules:
+    """Store a study's exclusion-rule settings (``Study.options["exclusion_rules"]``), checked whole.
+
+    ``values`` holds every setting to store: numbers, ``None`` (rule off) or, from a web form,
+    text (empty text = off; a number otherwise). Settings left out fall back to their defaults.
+    Nothing is stored when any value is wrong; the change is audited.
+    """
+    parsed: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, str):
+            text = value.strip()
+            if not text:
+                value = None
+            else:
+                try:
+                    value = float(text) if key not in _INTEGER_RULES else int(text)
+                except ValueError:
+                    raise ValidationFailed(f"expected a number or empty (off), got {text!r}", field=key) from None
+        parsed[key] = value
+    checked = _rule_settings(parsed, where="exclusion rules")
+    try:
+        rules = HygieneRules(**checked)
+    except ValueError as exc:
+        raise ValidationFailed(str(exc), where="exclusion rules") from None
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        previous = (locked.options or {}).get("exclusion_rules", {})
+        locked.options = {**(locked.options or {}), "exclusion_rules": checked}
+        locked.save(update_fields=["options"])
+        audit_record(action="study.exclusion_rules", user=actor, study=locked, target=locked.slug,
+                     previous=previous, rules=checked)
+    study.options = locked.options
+    return rules
 
 
 def read_rules_file(path: Path) -> dict[str, Any]:

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from calibration.api.kinds import KindReportApi
-from calibration.views.kinds import kind_report_download_html, kind_report_download_json, kind_report_page
+from calibration.api.kinds import ExclusionRulesApi, KindReportApi
+from calibration.views.kinds import (
+    exclusion_rules,
+    kind_report_download_html,
+    kind_report_download_json,
+    kind_report_page,
+)
 
 app_name = "kind_report"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("research/studies/<slug:slug>/kind-report/", kind_report_page, name="page"),
+    path("research/studies/<slug:slug>/kind-report/rules/", exclusion_rules, name="rules"),
     path("research/studies/<slug:slug>/kind-report.json", kind_report_download_json, name="download-json"),
     path("research/studies/<slug:slug>/kind-report.html", kind_report_download_html, name="download-html"),
     path("api/studies/<slug:slug>/kind-report/", KindReportApi.as_view(), name="api"),
+    path("api/studies/<slug:slug>/exclusion-rules/", ExclusionRulesApi.as_view(), name="api-rules"),
 ]

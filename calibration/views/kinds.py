@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
 from annotation.errors import ArbiterError
 from annotation.models import Study, System
@@ -24,6 +26,8 @@ from calibration.services.kinds import (
     PAGE_RESAMPLES,
     KindReport,
     NoKindVotes,
+    exclusion_rules_form_values,
+    exclusion_rules_update,
     kind_report_compute,
     kind_report_html,
 )
@@ -63,6 +67,7 @@ def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
         "system_ids": system_ids,
         "default_systems": ",".join(system_ids[:2]),
         "query": urlencode({k: v for k, v in form.items() if v}),
+        "rule_settings": exclusion_rules_form_values(study) if study.kind != "pairwise_reference" else [],
     }
     status = 200
     try:
@@ -102,3 +107,18 @@ def kind_report_download_html(request: HttpRequest, slug: str) -> HttpResponse:
     response = HttpResponse(kind_report_html(computed), content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-kind-report.html"'
     return response
+
+
+@researcher_required
+@require_POST
+def exclusion_rules(request: HttpRequest, slug: str) -> HttpResponse:
+    """Save the study's exclusion-rule settings (empty field = rule off); the report uses them."""
+    study = _study(request, slug)
+    names = [row["name"] for row in exclusion_rules_form_values(study)]
+    try:
+        exclusion_rules_update(study=study, values={n: request.POST.get(n, "") for n in names}, actor=request.user)
+    except ArbiterError as exc:
+        messages.error(request, f"Exclusion rules not saved: {exc}")
+    else:
+        messages.success(request, "Exclusion rules saved; the report below applies them.")
+    return redirect(reverse("kind_report:page", args=[study.slug]))
