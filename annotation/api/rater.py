@@ -27,6 +27,12 @@ from rest_framework.views import APIView
 
 from annotation.errors import NotFound
 from annotation.models import AssignmentState, Rater, Study, StudyKind, Trial
+from annotation.services.comprehension import (
+    MAX_ATTEMPTS,
+    comprehension_question,
+    comprehension_state,
+    comprehension_submit,
+)
 from annotation.services.raters import (
     Forbidden,
     assignment_counts,
@@ -184,3 +190,70 @@ class VoteSubmitApi(APIView):
                "completion_code": result.completion_code,
                "next": reverse("rater:api-trial", args=[link_token])}
         return Response(self.RaterVoteResult(out).data, status=status.HTTP_200_OK)
+
+
+class ComprehensionSubmitApi(APIView):
+    """One attempt at the comprehension question before the first trial (SPEC §11).
+
+    The same service as the HTML form: ``passed`` opens the trials, ``retry`` leaves one more
+    attempt, ``failed`` screens the participant out (no block is claimed).
+    """
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class ComprehensionInput(serializers.Serializer):
+        answer = serializers.CharField(
+            allow_blank=True, help_text="the value of one of the question's choices"
+        )
+
+    class ComprehensionResult(serializers.Serializer):
+        result = serializers.ChoiceField(choices=["passed", "retry", "failed"])
+        attempts_left = serializers.IntegerField()
+
+    class ComprehensionChoice(serializers.Serializer):
+        value = serializers.CharField()
+        label = serializers.CharField()
+
+    class ComprehensionState(serializers.Serializer):
+        state = serializers.ChoiceField(choices=["open", "passed", "failed"])
+        question = serializers.CharField()
+        choices = serializers.ListField(child=serializers.DictField())
+        attempts_left = serializers.IntegerField()
+
+    def _rater(self, request: Request, study: Study) -> Rater:
+        rater_id = session_rater_id(request._request, study.pk)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        if rater is None:
+            raise Forbidden("open the study link you were given first")
+        return rater
+
+    @extend_schema(responses=ComprehensionState, summary="The comprehension question and the session's attempts")
+    def get(self, request: Request, link_token: str) -> Response:
+        study = get_object_or_404(Study, link_token=link_token)
+        rater = self._rater(request, study)
+        question = comprehension_question(study)
+        data = {
+            "state": comprehension_state(rater), "question": question.question,
+            "choices": [{"value": v, "label": label} for v, label in question.choices],
+            "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0),
+        }
+        response = Response(self.ComprehensionState(data).data)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(
+        request=ComprehensionInput,
+        responses=ComprehensionResult,
+        summary="Answer the comprehension question (two attempts)",
+    )
+    def post(self, request: Request, link_token: str) -> Response:
+        study = get_object_or_404(Study, link_token=link_token)
+        rater = self._rater(request, study)
+        body = self.ComprehensionInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = comprehension_submit(rater=rater, answer=body.validated_data["answer"])
+        left = max(MAX_ATTEMPTS - rater.comprehension_attempts, 0)
+        response = Response(self.ComprehensionResult({"result": result, "attempts_left": left}).data)
+        response["Cache-Control"] = "no-store"
+        return response

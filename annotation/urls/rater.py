@@ -20,5 +20,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("t/<str:trial_token>/vote/", views.trial_vote, name="vote"),
     path("t/<str:trial_token>/<str:slot>.png", views.trial_image_view, name="image"),
     path("api/rater/<str:link_token>/trial/", api.TrialNextApi.as_view(), name="api-trial"),
+    path(
+        "api/rater/<str:link_token>/comprehension/",
+        api.ComprehensionSubmitApi.as_view(),
+        name="api-comprehension",
+    ),
     path("api/rater/trials/<str:trial_token>/vote/", api.VoteSubmitApi.as_view(), name="api-vote"),
 ]

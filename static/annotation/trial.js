@@ -1,5 +1,8 @@
-// The trial page: synchronized zoom/scroll across the three panes, flicker, target boxes placed
-// from data-* attributes (the CSP forbids inline styles), keyboard shortcuts, and htmx swaps.
+// The trial page of every study kind: synchronized zoom/scroll across the panes, flicker, target
+// and element boxes placed from data-* attributes (the CSP forbids inline styles), keyboard
+// shortcuts, and htmx swaps. Kind pages (SPEC §11) describe their keys in the markup rather than
+// here: a radio with data-key="y" is chosen by y, an element with data-focus-key="e" is focused
+// by e, a [data-question] answers the digits by position, or by value with data-digits="value".
 "use strict";
 (function () {
   var zoom = 1; // 1 = fit pane width; kept across trials
@@ -88,8 +91,9 @@
   function answerDigit(f, digit) {
     var q = current(f);
     if (!q) { return; }
-    var radios = q.querySelectorAll("input[type=radio]");
-    var radio = radios[digit - 1];
+    var radio = q.getAttribute("data-digits") === "value"
+      ? q.querySelector("input[type=radio][value='" + digit + "']")
+      : q.querySelectorAll("input[type=radio]")[digit - 1];
     if (!radio) { return; }
     radio.checked = true;
     radio.dispatchEvent(new Event("change", { bubbles: true }));
@@ -102,6 +106,15 @@
     if (!radio) { return; }
     radio.checked = true;
     updateAxesState(f);
+  }
+
+  // A radio named by its data-key (kind pages), chosen as if clicked.
+  function chooseByKey(f, key) {
+    var radio = f.querySelector("input[type=radio][data-key='" + key + "']");
+    if (!radio || radio.disabled) { return false; }
+    radio.checked = true;
+    radio.dispatchEvent(new Event("change", { bubbles: true }));
+    return true;
   }
 
   function submit(f) {
@@ -143,25 +156,40 @@
 
   document.addEventListener("keydown", function (e) {
     var f = form();
-    if (!f || e.ctrlKey || e.metaKey || e.altKey) { return; }
+    if (!f) { return; }
     var t = e.target;
+    // Ctrl+Enter submits from anywhere in the form, the rationale/evidence box included.
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.altKey && t && f.contains(t)) {
+      e.preventDefault();
+      submit(f);
+      return;
+    }
+    if (e.ctrlKey || e.metaKey || e.altKey) { return; }
     var typing = t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type !== "radio" && t.type !== "checkbox"));
     if (typing) {
       if (e.key === "Escape") { t.blur(); }
       return;
     }
     var key = e.key;
+    var letter = /^[a-z]$/i.test(key) ? key.toLowerCase() : ""; // safe inside a selector
+    var keyed = !!f.querySelector("[data-key]");
+    var focusTarget = letter ? f.querySelector("[data-focus-key='" + letter + "']") : null;
     var handled = true;
-    if (key === "a" || key === "A") { setVerdict(f, "A"); }
-    else if (key === "b" || key === "B") { setVerdict(f, "B"); }
-    else if (key === "t" || key === "T") { setVerdict(f, "TIE"); }
-    else if (key === "x" || key === "X") { setVerdict(f, "CANNOT_JUDGE"); }
-    else if (key >= "1" && key <= "5" && key.length === 1) { answerDigit(f, Number(key)); }
+    if (keyed && letter && chooseByKey(f, letter)) { /* chosen */ }
+    else if (focusTarget) { focusTarget.focus(); }
+    // The pairwise_reference page names its verdicts by value (no data-key).
+    else if (!keyed && letter === "a") { setVerdict(f, "A"); }
+    else if (!keyed && letter === "b") { setVerdict(f, "B"); }
+    else if (!keyed && letter === "t") { setVerdict(f, "TIE"); }
+    else if (!keyed && letter === "x") { setVerdict(f, "CANNOT_JUDGE"); }
+    else if (key >= "1" && key <= "9" && key.length === 1) { answerDigit(f, Number(key)); }
     else if (key === "Enter") {
       if (t && (t.tagName === "BUTTON" || t.tagName === "A" || t.tagName === "SUMMARY")) { return; }
       submit(f);
     }
-    else if (key === "f" || key === "F") { flicker = !flicker; applyFlicker(); }
+    else if ((key === "f" || key === "F") && document.querySelector("[data-action=flicker]")) {
+      flicker = !flicker; applyFlicker();
+    }
     else if (key === "+" || key === "=") { setZoom(zoom + 0.25); }
     else if (key === "-" || key === "_") { setZoom(zoom - 0.25); }
     else if (key === "0") { setZoom(1); }
