@@ -49,6 +49,10 @@ demo: migrate
 	  || { $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users \
 	       && $(PY) manage.py calibrate demo --json var/demo-calibration.json --bootstrap 500 --freeze demo-v1 >/dev/null \
 	       && echo "Froze coefficient set demo-v1: start a leaderboard from the study page."; }
+	@for kind in pairwise checklist rating; do \
+	  $(PY) manage.py shell --no-imports -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo-$$kind').exists() else 1)" \
+	    || $(PY) manage.py make_demo_study --kind $$kind --seed 1 || exit 1; \
+	done
 
 run: demo
 	@echo "Arbiter on http://$(HOST):$(PORT)/  (tasks run in-process; set CELERY_BROKER_URL for real workers)"

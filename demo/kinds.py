@@ -52,6 +52,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -70,7 +71,7 @@ from annotation.services.raters import (
     vote_submit,
 )
 from annotation.services.scheduling import blocks_schedule
-from demo.service import DemoStudyResult, demo_researcher_ensure
+from demo.service import DEMO_RESEARCHER, DemoStudyResult, demo_researcher_ensure
 from demo.simulation import call_rng
 
 KINDS = ("pairwise", "checklist", "rating")
@@ -1009,6 +1010,9 @@ def kind_demo_create(
                     kind_simulate(study=study, plan=plan, raters=raters, screened=screened, seed=seed)
                 )
             logins = [demo_researcher_ensure(study=study)] if with_users else []
+            if not with_users:
+                # An existing demo login (make run) also gets this study, without a new password.
+                study.researchers.add(*get_user_model().objects.filter(username=DEMO_RESEARCHER))
     result = DemoStudyResult(study=study, logins=logins)
     result.counts = {
         "briefs": len(plan.briefs),
