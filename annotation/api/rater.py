@@ -118,7 +118,7 @@ class TrialNextApi(APIView):
         assignment = rater_assignment(rater_id)
         if assignment is None:
             assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
-        view = trial_next(assignment=assignment) if assignment.state == AssignmentState.ACTIVE else None
+        view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
         if view is None:
             assignment.refresh_from_db()
             answered, total = assignment_counts(assignment)

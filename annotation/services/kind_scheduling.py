@@ -96,16 +96,21 @@ def kind_units(study: Study) -> list[Unit]:
 
 
 def split_sections(units: Sequence[Unit], *, blocks: int, block_size: int, seed: int) -> list[list[Unit]]:
-    """Disjoint blocks of exactly ``block_size`` units; sections kept whole where they fit."""
+    """Disjoint blocks of exactly ``block_size`` units; sections kept whole where they fit.
+
+    Sections are taken in a seeded random order (their members shuffled too) and each goes whole
+    into the first block with room; sections that fit nowhere whole fill the remaining room.
+    """
     rng = np.random.default_rng([seed, 0])
     by_section: dict[int, list[Unit]] = defaultdict(list)
     for unit in units:
         by_section[unit.section].append(unit)
-    keys = list(by_section)
+    keys = sorted(by_section)
     filled: list[list[Unit]] = [[] for _ in range(blocks)]
     leftovers: list[Unit] = []
     for k in rng.permutation(len(keys)):
         group = by_section[keys[int(k)]]
+        group = [group[int(i)] for i in rng.permutation(len(group))]
         home = next((b for b in filled if len(b) + len(group) <= block_size), None)
         if home is not None:
             home.extend(group)

@@ -291,8 +291,11 @@ def trial_current(assignment: Assignment) -> Trial | None:
     )
 
 
-def trial_next(*, assignment: Assignment) -> TrialView | None:
-    """The assignment's first unanswered trial, marked shown (response time starts now)."""
+def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialView | None:
+    """The assignment's first unanswered trial, marked shown (response time starts now).
+
+    ``study`` is the assignment's study when the caller already has it (saves two queries).
+    """
     if assignment.state not in LIVE_STATES:
         raise Forbidden("This assignment is no longer open.")
     trial = trial_current(assignment)
@@ -306,7 +309,8 @@ def trial_next(*, assignment: Assignment) -> TrialView | None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
     answered, total = assignment_counts(assignment)
-    study = assignment.block.study
+    if study is None:
+        study = assignment.block.study
     kind = study.kind
     options = study.options or {}
     page = _trial_page(trial)

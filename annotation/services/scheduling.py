@@ -51,6 +51,7 @@ from annotation.services.audit import audit_record
 from annotation.services.kind_scheduling import (
     UNIT_NAMES,
     KindPlannedTrial,
+    Unit,
     attention_answers,
     kind_units,
     plan_kind_assignment,
@@ -142,27 +143,11 @@ def split_blocks(
     comparisons: list[Comparison], *, blocks: int, block_size: int, seed: int
 ) -> list[list[Comparison]]:
     """Disjoint blocks of exactly ``block_size``; pages kept whole where they fit (first fit)."""
-    rng = np.random.default_rng([seed, 0])
-    by_page: dict[int, list[Comparison]] = defaultdict(list)
-    for comparison in comparisons:
-        by_page[comparison.page_id].append(comparison)
-    page_ids = sorted(by_page)
-    order = rng.permutation(len(page_ids))
-    filled: list[list[Comparison]] = [[] for _ in range(blocks)]
-    leftovers: list[Comparison] = []
-    for k in order:
-        group = by_page[page_ids[int(k)]]
-        group = [group[int(i)] for i in rng.permutation(len(group))]
-        home = next((b for b in filled if len(b) + len(group) <= block_size), None)
-        if home is not None:
-            home.extend(group)
-        else:
-            leftovers.extend(group)
-    # Pages that fit nowhere whole fill the remaining room (split across blocks).
-    for block in filled:
-        while len(block) < block_size and leftovers:
-            block.append(leftovers.pop(0))
-    return filled
+    units = [Unit(c, c.page_id) for c in comparisons]
+    return [
+        [u.obj for u in block]  # type: ignore[misc]
+        for block in split_sections(units, blocks=blocks, block_size=block_size, seed=seed)
+    ]
 
 
 def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int) -> list[PlannedTrial]:

@@ -148,7 +148,7 @@ def _state_context(
 
 def _render_state(request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, **extra: Any) -> HttpResponse:
     assignment.refresh_from_db()
-    view = trial_next(assignment=assignment) if assignment.state == AssignmentState.ACTIVE else None
+    view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
     template = TRIAL_TEMPLATES[StudyKind(study.kind)]
     if getattr(request, "htmx", False):
         template += "#state"
