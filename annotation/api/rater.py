@@ -211,10 +211,6 @@ class ComprehensionSubmitApi(APIView):
         result = serializers.ChoiceField(choices=["passed", "retry", "failed"])
         attempts_left = serializers.IntegerField()
 
-    class ComprehensionChoice(serializers.Serializer):
-        value = serializers.CharField()
-        label = serializers.CharField()
-
     class ComprehensionState(serializers.Serializer):
         state = serializers.ChoiceField(choices=["open", "passed", "failed"])
         question = serializers.CharField()
