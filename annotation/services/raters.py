@@ -282,10 +282,19 @@ def assignment_counts(assignment: Assignment) -> tuple[int, int]:
     return int(row["answered"]), int(row["total"])
 
 
-def trial_current(assignment: Assignment) -> Trial | None:
+# What a trial page needs of its unit, per kind (joining only those keeps the hot query small).
+TRIAL_UNIT_RELATED = {
+    StudyKind.PAIRWISE_REFERENCE: ("comparison__page",),
+    StudyKind.PAIRWISE: ("comparison__page",),
+    StudyKind.CHECKLIST: ("predicate__candidate__page",),
+    StudyKind.RATING: ("candidate__page",),
+}
+
+
+def trial_current(assignment: Assignment, kind: str = StudyKind.PAIRWISE_REFERENCE) -> Trial | None:
     return (
         Trial.objects.filter(assignment=assignment, vote__isnull=True)
-        .select_related("comparison__page", "candidate__page", "predicate__candidate__page")
+        .select_related(*TRIAL_UNIT_RELATED[StudyKind(kind)])
         .order_by("position")
         .first()
     )
@@ -298,7 +307,9 @@ def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialVi
     """
     if assignment.state not in LIVE_STATES:
         raise Forbidden("This assignment is no longer open.")
-    trial = trial_current(assignment)
+    if study is None:
+        study = assignment.block.study
+    trial = trial_current(assignment, study.kind)
     if trial is None:
         return None
     now = timezone.now()
@@ -309,8 +320,6 @@ def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialVi
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
     answered, total = assignment_counts(assignment)
-    if study is None:
-        study = assignment.block.study
     kind = study.kind
     options = study.options or {}
     page = _trial_page(trial)
