@@ -20,3 +20,22 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def output_folders_check(*paths: Path | None) -> None:
+    """Refuse, before any work, an output file whose folder does not exist (one line, nothing written)."""
+    from annotation.errors import ValidationFailed
+
+    for path in paths:
+        if path is None:
+            continue
+        folder = Path(path).parent if str(Path(path).parent) else Path(".")
+        if not folder.is_dir():
+            raise ValidationFailed("the folder does not exist", where=str(folder))
+
+
+def write_texts_atomic(files: list[tuple[Path, str]]) -> None:
+    """Write several report files all or none: every folder is checked, then each is written whole."""
+    output_folders_check(*(path for path, _text in files))
+    for path, text in files:
+        write_text_atomic(Path(path), text)

@@ -90,10 +90,10 @@ def comprehension_submit(*, rater: Rater, answer: object) -> str:
         if state != "open":
             return state
         passed = answer == question.answer
-        Rater.objects.filter(pk=locked.pk).update(
-            comprehension_attempts=locked.comprehension_attempts + 1, comprehension_passed=passed
-        )
+        attempts = locked.comprehension_attempts + 1
+        Rater.objects.filter(pk=locked.pk).update(comprehension_attempts=attempts, comprehension_passed=passed)
     rater.refresh_from_db(fields=["comprehension_attempts", "comprehension_passed"])
+    # Decided from this attempt (under the lock), not from a later read another tab may have changed.
     if passed:
         return "passed"
-    return "failed" if rater.comprehension_attempts >= MAX_ATTEMPTS else "retry"
+    return "failed" if attempts >= MAX_ATTEMPTS else "retry"

@@ -248,8 +248,8 @@ def blocks_schedule(
 ) -> list[Block]:
     """Create the study's blocks and their full plan of open assignments and trials (SPEC §4, §11)."""
     _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
-    if checks is not None and checks < 0:
-        raise ValidationFailed("must be 0 or more", field="checks")
+    if checks is not None and not 0 <= checks <= block_size:
+        raise ValidationFailed(f"must be between 0 and the block size ({block_size})", field="checks")
     if study.kind == StudyKind.PAIRWISE_REFERENCE and checks:
         raise ArbiterError(
             "attention checks are part of the crowd questionnaire designs (pairwise, checklist, rating); "
@@ -356,8 +356,10 @@ def _kind_blocks_schedule(
                 )
                 _trials_create(assignment, items, plan)
             created.append(block)
-        options = {**(study.options or {}), "attention_checks": checks}
+        locked = Study.objects.select_for_update().get(pk=study.pk)  # merge into the stored options
+        options = {**(locked.options or {}), "attention_checks": checks}
         Study.objects.filter(pk=study.pk).update(seed=seed, hidden_repeats=repeats, min_gap=min_gap, options=options)
+        study.options = options
         audit_record(
             action="schedule_blocks", user=actor, study=study, target=study.slug,
             blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed,

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from annotation.errors import ValidationFailed
-from annotation.files import write_text_atomic
+from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import Study
 from annotation.selectors.votes import votes_frame
 from calibration.agreement import agreement_report
@@ -79,11 +79,13 @@ def agreement_report_write(
     *, study: Study, json_path: Path, html_path: Path | None = None, resamples: int, seed: int | None = None
 ) -> dict[str, Any]:
     """Compute once; write the JSON report (and the HTML page); return the report."""
+    output_folders_check(Path(json_path), Path(html_path) if html_path is not None else None)
     agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
     html = agreement_report_html(agreement) if html_path is not None else None
-    write_text_atomic(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")
+    files = [(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")]
     if html_path is not None and html is not None:
-        write_text_atomic(Path(html_path), html)
+        files.append((Path(html_path), html))
+    write_texts_atomic(files)
     return agreement.report
 
 

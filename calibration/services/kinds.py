@@ -48,7 +48,7 @@ from django.db import transaction
 from django.db.models import F
 
 from annotation.errors import ValidationFailed
-from annotation.files import write_text_atomic
+from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
 from annotation.services.audit import audit_record
 from calibration.kinds._common import json_safe
@@ -726,6 +726,7 @@ def kind_report_write(
     rules_path: Path | None = None,
 ) -> dict[str, Any]:
     """Compute once; render the HTML first, then write the JSON (and the HTML) whole; return the report."""
+    output_folders_check(Path(json_path), Path(html_path) if html_path is not None else None)
     rules = read_rules_file(rules_path) if rules_path is not None else None
     computed = kind_report_compute(
         study=study,
@@ -736,11 +737,10 @@ def kind_report_write(
         rules_where=str(rules_path) if rules_path is not None else "",
     )
     html = kind_report_html(computed) if html_path is not None else None
-    write_text_atomic(
-        Path(json_path), json.dumps(computed.report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    )
+    files = [(Path(json_path), json.dumps(computed.report, indent=2, ensure_ascii=False, allow_nan=False) + "\n")]
     if html_path is not None and html is not None:
-        write_text_atomic(Path(html_path), html)
+        files.append((Path(html_path), html))
+    write_texts_atomic(files)
     return computed.report
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.errors import ArbiterError
+from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import Assignment, BlockItem, Study, Trial
 from annotation.services.bundles import study_import_bundle
 from annotation.services.kind_scheduling import (
@@ -180,3 +180,11 @@ def test_schedule_command_defaults_checklist_raters_to_k() -> None:
     assert Assignment.objects.filter(block__study=study).count() == study.options["k"] == 3
     with pytest.raises(CommandError, match="already has 1 blocks"):
         call_command("schedule_blocks", study.slug, "--blocks", "1", "--block-size", "1")
+
+
+@pytest.mark.django_db
+def test_attention_checks_are_bounded_by_the_block_size() -> None:
+    study = study_import_bundle(path=FIXTURES / "rating")
+    with pytest.raises(ValidationFailed, match=r"field 'checks': must be between 0 and the block size \(6\)"):
+        blocks_schedule(study=study, blocks=1, block_size=6, repeats=0, min_gap=1, raters=[1], seed=1, checks=7)
+    assert not study.blocks.exists()

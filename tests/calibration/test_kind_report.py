@@ -727,6 +727,11 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match=r"straightline_share must be in \(0, 1\]"):
         call_command("kind_report", "rt", "--json", str(out), "--rules", str(bad_option))
     assert not list(tmp_path.glob("out*")) and not list(tmp_path.glob(".out*"))
+    # An HTML path in a missing folder is refused before the JSON is written.
+    with pytest.raises(CommandError, match=r"no-such-dir: the folder does not exist"):
+        call_command("kind_report", "rt", "--json", str(out), "--html", str(tmp_path / "no-such-dir" / "r.html"),
+                     "--bootstrap", "20")
+    assert not out.exists()
 
 
 def test_study_options_with_a_bad_rule_are_refused_by_the_service(tmp_path: Path) -> None:
