@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.db import connections
+from playwright.sync_api import expect
 
 from annotation.models import Assignment, AssignmentState, Trial, Vote
 from annotation.services.comprehension import comprehension_question
@@ -82,9 +83,9 @@ def answer_pairwise(page: Any, i: int, told: str, keyboard: bool) -> dict[str, s
         assert verdicts.get_by_role("radio", name=name, exact=True).count() == 1
     confidences = page.get_by_role("radiogroup", name="Confidence", exact=True)
     assert confidences.get_by_role("radio").count() == 5
-    assert page.get_by_role("heading", name="Brief", exact=True).is_visible()
-    assert page.get_by_role("img", name="Image A", exact=True).is_visible()
-    assert page.get_by_role("img", name="Image B", exact=True).is_visible()
+    expect(page.get_by_role("heading", name="Brief", exact=True)).to_be_visible()
+    expect(page.get_by_role("img", name="Image A", exact=True)).to_be_visible()
+    expect(page.get_by_role("img", name="Image B", exact=True)).to_be_visible()
     rationale = ""
     if keyboard:
         page.keyboard.press(KEYS[verdict])
@@ -159,7 +160,7 @@ def pass_comprehension(page: Any, study: Any) -> None:
     question = comprehension_question(study)
     labels = dict(question.choices)
     wrong = next(value for value, _label in question.choices if value != question.answer)
-    assert page.get_by_role("heading", name="Before you start").is_visible()
+    expect(page.get_by_role("heading", name="Before you start")).to_be_visible()
     for value in (wrong, question.answer):
         group = page.get_by_role("radiogroup", name=question.question, exact=True)
         assert group.get_by_role("radio").count() == len(question.choices)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
+from playwright.sync_api import expect
 
 from annotation.models import Assignment, AssignmentState, Comparison, Page, StoredImage, Vote
 from annotation.services.scheduling import blocks_schedule
@@ -208,7 +209,7 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
         page.get_by_role("textbox", name="Rationale").fill(f"mouse {i}")
         page.get_by_role("button", name="Submit").click()
         wait_for_next(page, before)
-    assert page.locator("#completion-code").is_visible()
+    expect(page.locator("#completion-code")).to_be_visible()
     settle(page)
     votes = Vote.objects.filter(trial__assignment__rater__external_id="mouse-rater")
     assert votes.count() == TRIALS and votes.filter(label="CANNOT_JUDGE").count() == 2
@@ -232,7 +233,7 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
     assert progress(page) == f"3 of {TRIALS}"
     for i in range(2, TRIALS):
         answer_by_keyboard(page, i)
-    assert page.locator("#completion-code").is_visible()
+    expect(page.locator("#completion-code")).to_be_visible()
     context.close()
 
     # --- the blinding rule on everything the browser saw ---------------------------------------
