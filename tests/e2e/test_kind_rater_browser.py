@@ -59,7 +59,11 @@ class Recorder:
             body = response.body()
         except Exception:  # a redirect has no body to read
             body = b""
-        self.responses.append((response.url, dict(response.all_headers()), body))
+        try:
+            headers = dict(response.all_headers())
+        except Exception:  # the page closed while this response was read
+            headers = dict(response.headers)
+        self.responses.append((response.url, headers, body))
 
 
 def attention_answer(page: Any) -> str:

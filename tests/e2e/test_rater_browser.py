@@ -113,9 +113,13 @@ class Recorder:
     def _on_response(self, response) -> None:  # type: ignore[no-untyped-def]
         try:
             body = response.body()
-        except Exception:
+        except Exception:  # a redirect has no body to read
             body = b""
-        self.responses.append((response.url, dict(response.all_headers()), body))
+        try:
+            headers = dict(response.all_headers())
+        except Exception:  # the page closed while this response was read
+            headers = dict(response.headers)
+        self.responses.append((response.url, headers, body))
 
 
 def progress(page) -> str:  # type: ignore[no-untyped-def]
