@@ -36,7 +36,6 @@ from annotation.models import (
     Block,
     Label,
     Rater,
-    StoredImage,
     Study,
     StudyKind,
     Trial,
@@ -284,7 +283,7 @@ def assignment_counts(assignment: Assignment) -> tuple[int, int]:
 
 # What a trial page needs of its unit, per kind (joining only those keeps the hot query small).
 TRIAL_UNIT_RELATED = {
-    StudyKind.PAIRWISE_REFERENCE: ("comparison__page",),
+    StudyKind.PAIRWISE_REFERENCE: ("comparison__page__image",),  # the reference's size sizes its <img>
     StudyKind.PAIRWISE: ("comparison__page",),
     StudyKind.CHECKLIST: ("predicate__candidate__page",),
     StudyKind.RATING: ("candidate__page",),
@@ -625,9 +624,9 @@ def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
         .values(
             "swapped", "assignment__rater_id", "assignment__state", "assignment__block__study_id",
             "assignment__block__study__neutralize_media",
-            "comparison__page__image_id", "comparison__page__neutralized_image_id",
-            "comparison__candidate_a__image_id", "comparison__candidate_a__neutralized_image_id",
-            "comparison__candidate_b__image_id", "comparison__candidate_b__neutralized_image_id",
+            "comparison__page__image__file", "comparison__page__neutralized_image__file",
+            "comparison__candidate_a__image__file", "comparison__candidate_a__neutralized_image__file",
+            "comparison__candidate_b__image__file", "comparison__candidate_b__neutralized_image__file",
         )
         .first()
     )
@@ -639,12 +638,9 @@ def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
         first, second = ("candidate_b", "candidate_a") if row["swapped"] else ("candidate_a", "candidate_b")
         holder = f"comparison__{first if slot == 'left' else second}"
     values: dict[str, Any] = dict(row)  # keys built from the slot below, not literals
-    image_id = values[f"{holder}__image_id"]
-    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image_id"]:
-        image_id = values[f"{holder}__neutralized_image_id"]
-    file = None
-    if image_id is not None:
-        file = StoredImage.objects.filter(pk=image_id).order_by().values_list("file", flat=True).first()
+    file = values[f"{holder}__image__file"] or None
+    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
+        file = values[f"{holder}__neutralized_image__file"]
     return TrialImage(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
         live=row["assignment__state"] in LIVE_STATES, file=file,
@@ -653,24 +649,28 @@ def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
 
 def _item_image(trial_token: str) -> TrialImage | None:
     """The one image of a rating (candidate) or checklist (predicate) trial (SPEC §11)."""
-    trial = (
+    row = (
         Trial.objects.filter(token=trial_token)
         .filter(Q(candidate__isnull=False) | Q(predicate__isnull=False))
-        .select_related("assignment__block__study", "candidate", "predicate__candidate")
         .order_by()
+        .values(
+            "predicate_id", "assignment__rater_id", "assignment__state", "assignment__block__study_id",
+            "assignment__block__study__neutralize_media",
+            "candidate__image__file", "candidate__neutralized_image__file",
+            "predicate__candidate__image__file", "predicate__candidate__neutralized_image__file",
+        )
         .first()
     )
-    if trial is None:
+    if row is None:
         return None
-    study = trial.assignment.block.study
-    item = trial.predicate.candidate if trial.predicate else trial.candidate
-    image_id = item.image_id if item else None  # type: ignore[union-attr]
-    if item is not None and study.neutralize_media and item.neutralized_image_id:
-        image_id = item.neutralized_image_id
-    file = StoredImage.objects.filter(pk=image_id).order_by().values_list("file", flat=True).first() if image_id else None
+    values: dict[str, Any] = dict(row)
+    holder = "predicate__candidate" if row["predicate_id"] else "candidate"
+    file = values[f"{holder}__image__file"] or None
+    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
+        file = values[f"{holder}__neutralized_image__file"]
     return TrialImage(
-        rater_id=trial.assignment.rater_id, study_id=study.pk,
-        live=trial.assignment.state in LIVE_STATES, file=file,
+        rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
+        live=row["assignment__state"] in LIVE_STATES, file=file,
     )
 
 

@@ -146,8 +146,12 @@ def _state_context(
     return context
 
 
-def _render_state(request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, **extra: Any) -> HttpResponse:
-    assignment.refresh_from_db()
+def _render_state(
+    request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False, **extra: Any
+) -> HttpResponse:
+    """The current trial (or the end page) of an assignment; ``fresh``: its state was just read."""
+    if not fresh:
+        assignment.refresh_from_db()
     view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
     template = TRIAL_TEMPLATES[StudyKind(study.kind)]
     if getattr(request, "htmx", False):
@@ -214,7 +218,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     posted = {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
               "axes": axes, "rationale": rationale, "ratings": ratings}
     try:
-        vote_submit(
+        result = vote_submit(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
             ratings=ratings if study.kind == StudyKind.RATING else None,
@@ -226,7 +230,10 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     except ArbiterError as exc:
         return _notice(request, study, "Not available", str(exc), status=exc.status_code)
     if getattr(request, "htmx", False):
-        return _render_state(request, study, trial.assignment)
+        # A new vote that did not finish the block leaves the assignment ACTIVE, as read above
+        # (under its row lock); otherwise read it again (the end page shows the completion code).
+        fresh = not result.replayed and not result.finished
+        return _render_state(request, study, trial.assignment, fresh=fresh)
     return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
 
 
