@@ -80,6 +80,9 @@ class JudgeOutput(models.Model):
     # whose lease ran out can never overwrite the result of the worker that took over.
     claim_token = models.CharField(max_length=32, blank=True)
     image_repairs = models.JSONField(default=list, blank=True)
+    # sha256 of the prompt template the judge answered (judges.prompts.prompt_template_sha256);
+    # empty for imported outputs and for calls that got no reply.
+    prompt_sha256 = models.CharField(max_length=64, blank=True)
     imported = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

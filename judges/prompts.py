@@ -8,6 +8,7 @@ examples in a template keep their braces). Nothing here ever names a system.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -74,6 +75,16 @@ def active_axes_payload(axes: Sequence[Any], targets: Sequence[dict[str, Any]], 
             }
         )
     return payload
+
+
+def prompt_template_sha256(template: str) -> str:
+    """The fingerprint of the template a call uses (the study's, or the default when it is blank).
+
+    Recorded with every reply, so outputs produced before and after a prompt edit can be told
+    apart (the ``ACTIVE_AXES`` block differs per page and is not part of it).
+    """
+    text = template.strip() or DEFAULT_JUDGE_PROMPT
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def render_prompt(template: str, active_axes: list[dict[str, Any]]) -> str:

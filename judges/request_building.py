@@ -18,7 +18,7 @@ from annotation.errors import ArbiterError
 from annotation.models import Axis, Comparison, StoredImage
 from judges.images import ImageTooLarge, PreparedImage, PreparedImageCache, prepare_image
 from judges.models import Judge, Order
-from judges.prompts import active_axes_payload, render_prompt
+from judges.prompts import active_axes_payload, prompt_template_sha256, render_prompt
 from judges.providers import Endpoint, JudgeImage, JudgeRequest, encode_body, request_overhead_bytes
 
 _cache = PreparedImageCache()
@@ -34,6 +34,7 @@ class BuiltRequest:
     active_axes: tuple[str, ...]
     image_repairs: list[dict[str, Any]]
     request: JudgeRequest
+    prompt_sha256: str = ""
 
 
 def endpoint_of(judge: Judge) -> Endpoint:
@@ -129,5 +130,8 @@ def build_judge_request(
             repairs.append({"image": label, **prepared.repair})
     request = JudgeRequest(prompt, tuple(images))
     body = encode_body(endpoint_of(judge), request)
-    return BuiltRequest(body=body, active_axes=tuple(active), image_repairs=repairs, request=request)
+    return BuiltRequest(
+        body=body, active_axes=tuple(active), image_repairs=repairs, request=request,
+        prompt_sha256=prompt_template_sha256(study.judge_prompt),
+    )
 

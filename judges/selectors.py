@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -34,6 +35,30 @@ def judge_outputs_frame(*, study: Study, set: str | None = None) -> pd.DataFrame
     frame["confidence"] = frame["confidence"].astype("Int64")
     frame["winner"] = frame["winner"].astype(object)
     return frame
+
+
+def judge_prompt_templates(
+    *, study: Study, judges: Sequence[str], comparisons: Sequence[str]
+) -> dict[str, dict[str, int]]:
+    """Per judge: how many of its valid outputs on ``comparisons`` each prompt template produced.
+
+    Keyed by the template's sha256 (``JudgeOutput.prompt_sha256``); outputs that were imported
+    rather than called have no template and are left out.
+    """
+    rows = (
+        JudgeOutput.objects.filter(
+            comparison__study=study, comparison__external_id__in=list(comparisons), judge__name__in=list(judges),
+            status=OutputStatus.VALID,
+        )
+        .exclude(prompt_sha256="")
+        .values("judge__name", "prompt_sha256")
+        .annotate(n=Count("pk"))
+        .order_by("judge__name", "prompt_sha256")
+    )
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        out.setdefault(row["judge__name"], {})[row["prompt_sha256"]] = row["n"]
+    return out
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from annotation.models import AuditEvent, Study
 from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
+from judges.selectors import judge_prompt_templates
 
 #: Libraries whose versions are recorded with every report and frozen set.
 RECORDED_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "statsmodels", "pandas")
@@ -121,12 +122,21 @@ def calibration_report_for_study(
     h = pred["h"].to_numpy(dtype=float)
     comparison_ids = [str(c) for c in pred["comparison"].tolist()]
     data_hash = fit_data_hash(comparisons=comparison_ids, judges=result.judges, x=x, h=h)
+    templates = judge_prompt_templates(study=study, judges=result.judges, comparisons=comparison_ids)
+    for judge, counts in templates.items():
+        if len(counts) > 1:
+            warnings.append(
+                f"judge {judge}'s outputs come from {len(counts)} different prompt templates "
+                "(the prompt was edited during its run): re-run it on one prompt before freezing"
+            )
     if warnings:
         report["warnings"] = [*warnings, *report.get("warnings", [])]
     return {
         "study": study.slug,
         **report,
         "pilot_size": pilot_size,
+        # Which prompt template produced each judge's outputs in the fit (called outputs only).
+        "prompt_templates": templates,
         # The data the coefficients were fitted on (SPEC §6 "Freezing"), kept with every stored
         # report and frozen set, so the fit can be re-checked against its hash later.
         "fit_data": {

@@ -256,7 +256,7 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             invalid += 1
             if invalid > judge.max_invalid_retries:
                 _finish(claim, status=OutputStatus.INVALID, raw=text, error=str(exc), invalid_attempts=invalid,
-                        transport_failures=transport, image_repairs=repairs)
+                        transport_failures=transport, image_repairs=repairs, prompt_sha256=built.prompt_sha256)
                 return OutputStatus.INVALID
             claim.update(invalid_attempts=invalid, raw=text, error=f"retrying after invalid reply: {exc}")
             continue
@@ -272,5 +272,6 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             invalid_attempts=invalid,
             transport_failures=transport,
             image_repairs=repairs,
+            prompt_sha256=built.prompt_sha256,
         )
         return OutputStatus.VALID

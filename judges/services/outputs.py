@@ -14,6 +14,7 @@ Export: the finished outputs (valid, invalid, failed), one JSON object per line:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class _Line:
     status: str
     error: str
     answer: Any
+    prompt_sha256: str = ""
 
 
 def _read_lines(path: Path) -> list[tuple[int, str]]:
@@ -87,6 +89,10 @@ def _parse_line(
         raise ValidationFailed(f"expected valid, invalid or failed, got {json.dumps(status)[:40]}", where=where, field="status")
     family = data.get("family", "")
     family = family if isinstance(family, str) else ""
+    prompt_sha256 = data.get("prompt_sha256", "")
+    if not (prompt_sha256 == "" or (isinstance(prompt_sha256, str) and re.fullmatch(r"[0-9a-f]{64}", prompt_sha256))):
+        raise ValidationFailed("expected the prompt template's sha256 (64 lowercase hex digits)", where=where,
+                               field="prompt_sha256")
     comparison = comparisons[comparison_id]
     error = data.get("error") if isinstance(data.get("error"), str) else ""
     answer = None
@@ -99,7 +105,10 @@ def _parse_line(
             status, error = OutputStatus.VALID, ""
         except InvalidReply as exc:
             status, error = OutputStatus.INVALID, str(exc)
-    return _Line(number, comparison, judge.strip(), family, order, repeat, raw, str(status), error or "", answer)
+    return _Line(
+        number, comparison, judge.strip(), family, order, repeat, raw, str(status), error or "", answer,
+        prompt_sha256=prompt_sha256 if status != OutputStatus.FAILED else "",
+    )
 
 
 def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) -> dict[str, int]:
@@ -164,6 +173,7 @@ def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) ->
                     confidence=answer.confidence if answer else None,
                     axis_scores=answer.axes_list() if answer else [],
                     reason=answer.reason if answer else "",
+                    prompt_sha256=line.prompt_sha256,
                     imported=True,
                     finished_at=now,
                 )
@@ -189,6 +199,9 @@ def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
         "status": output.status,
         "error": output.error,
     }
+    if output.prompt_sha256:
+        # Also beyond SPEC §8: which prompt template the judge answered (absent when unknown).
+        record["prompt_sha256"] = output.prompt_sha256
     if output.status == OutputStatus.VALID:
         record.update(
             winner=output.winner,

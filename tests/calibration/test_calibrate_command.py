@@ -218,3 +218,29 @@ def test_a_judge_run_in_progress_is_left_out_not_fatal(cal, tmp_path: Path) -> N
     assert after["n_comparisons"] == before["n_comparisons"]
     with pytest.raises(CommandError, match="still have calls pending"):
         run("cal-cmd", tmp_path, "--judges", ",".join([*before["judges"], "newcomer"]), name="x.json")
+
+
+def test_the_report_names_the_prompt_templates_and_warns_on_a_mixed_run(cal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Outputs record the sha256 of the template they answered; a judge whose outputs in the fit
+    come from two templates (the prompt was edited mid-run) is named in a warning."""
+    from judges.models import JudgeOutput
+
+    imported = run("cal-cmd", tmp_path, "--bootstrap", "50", name="imported.json")
+    assert imported["prompt_templates"] == {}  # imported outputs have no template
+    assert not any("prompt templates" in w for w in imported.get("warnings", []))
+
+    judge = imported["judges"][0]
+    valid = JudgeOutput.objects.filter(judge__name=judge, status="valid", comparison__study=cal.study)
+    pks = list(valid.order_by("pk").values_list("pk", flat=True))
+    first, second = "1" * 64, "2" * 64
+    JudgeOutput.objects.filter(pk__in=pks[: len(pks) // 2]).update(prompt_sha256=first)
+    JudgeOutput.objects.filter(pk__in=pks[len(pks) // 2 :]).update(prompt_sha256=second)
+    fitted = set(run("cal-cmd", tmp_path, "--bootstrap", "50", name="ids.json")["fit_data"]["comparison_ids"])
+    in_fit = valid.filter(comparison__external_id__in=fitted)
+    want = {
+        h: in_fit.filter(prompt_sha256=h).count() for h in (first, second) if in_fit.filter(prompt_sha256=h).exists()
+    }
+    mixed = run("cal-cmd", tmp_path, "--bootstrap", "50", name="mixed.json")
+    assert mixed["prompt_templates"] == {judge: want} and len(want) == 2
+    assert any(f"judge {judge}'s outputs come from 2 different prompt templates" in w for w in mixed["warnings"])
+    assert mixed["coefficients"] == imported["coefficients"]  # the fingerprint is provenance, not data

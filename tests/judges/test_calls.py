@@ -279,3 +279,29 @@ def test_matrix_row_14_prose_past_the_cap_is_stored_as_a_failure(provider: FakeP
     )
     assert output.status == "invalid" and "not strict JSON" in output.error
     assert (output.transport_failures, output.invalid_attempts) == (2, 2)
+
+
+def test_each_reply_records_the_prompt_template_it_answered(provider: FakeProvider) -> None:
+    import hashlib
+
+    from judges.prompts import DEFAULT_JUDGE_PROMPT
+
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    default = call(study, judge)
+    assert default.status == "valid"
+    assert study.judge_prompt == ""  # the project's default template
+    assert default.prompt_sha256 == hashlib.sha256(DEFAULT_JUDGE_PROMPT.encode()).hexdigest()
+    assert provider.requests[0].prompt.startswith(DEFAULT_JUDGE_PROMPT.strip()[:200])
+
+    edited = "Compare the two candidates with the reference. Answer in JSON."
+    study.judge_prompt = edited
+    study.save(update_fields=["judge_prompt"])
+    after = call(study, judge, repeat=1)
+    assert after.status == "valid"
+    assert after.prompt_sha256 == hashlib.sha256(edited.encode()).hexdigest() != default.prompt_sha256
+    assert provider.requests[1].prompt.startswith("Compare the two candidates with the reference.")
+    # A reply that is never valid still names the prompt it answered; a call with no reply does not.
+    provider.script.extend(["prose"] * 10)
+    invalid = call(study, judge, repeat=2)
+    assert invalid.status == "invalid" and invalid.prompt_sha256 == after.prompt_sha256

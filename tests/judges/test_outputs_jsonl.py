@@ -88,6 +88,8 @@ def test_export_then_import_round_trips(examples_dir: Path, tmp_path: Path) -> N
         ([line(repeat=True)], "field 'repeat'"),
         ([line(repeat=-1)], "field 'repeat'"),
         ([line(raw=None)], "field 'raw'"),
+        ([line(prompt_sha256="abc")], "field 'prompt_sha256'"),
+        ([line(prompt_sha256=["0" * 64])], "field 'prompt_sha256'"),
         ([line(), line()], "judges.jsonl line 2: the output (judge, comparison, order, repeat)"),
         (["[1]"], "expected a JSON object"),
         ([], "holds no judge outputs"),
@@ -129,3 +131,25 @@ def test_import_canonicalizes_with_the_live_code(tmp_path: Path) -> None:
 def test_unknown_study_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no study with slug 'nope'"):
         call_command("export_judge_outputs", "nope", str(tmp_path / "x.jsonl"))
+
+
+def test_the_prompt_fingerprint_survives_export_and_import(tmp_path: Path) -> None:
+    """Outputs of called judges carry their prompt template's sha256 through a JSONL round trip;
+    imported outputs without one export none; a failed call records none."""
+    source = make_example_study(slug="source")
+    path = write(tmp_path, [line(), line(order="swapped"), line(comparison="c2", prompt_sha256="a" * 64),
+                            line(comparison="c3", prompt_sha256="b" * 64, status="failed")])
+    judge_outputs_import_jsonl(study=source, path=path)
+    got = dict(JudgeOutput.objects.filter(comparison__study=source).values_list("comparison__external_id", "prompt_sha256")
+               .filter(order="primary"))
+    assert got == {"c1": "", "c2": "a" * 64, "c3": ""}
+    exported = tmp_path / "out.jsonl"
+    judge_outputs_export_jsonl(study=source, path=exported)
+    records = {(d["comparison"], d["order"]): d for d in map(json.loads, exported.read_text().splitlines())}
+    assert records["c2", "primary"]["prompt_sha256"] == "a" * 64
+    assert "prompt_sha256" not in records["c1", "primary"] and "prompt_sha256" not in records["c3", "primary"]
+    target = make_example_study(slug="target")
+    judge_outputs_import_jsonl(study=target, path=exported)
+    again = tmp_path / "again.jsonl"
+    judge_outputs_export_jsonl(study=target, path=again)
+    assert again.read_text() == exported.read_text()
