@@ -10,6 +10,9 @@ Decisions (SPEC §11 is silent on them):
 - ``systems[{id, name}]`` is required as in SPEC §8: an item's system is named by id and its name
   is never shown. Every item has a brief, a system and an image; one item per (brief, system).
 - Item ids are unique across the study (predicates and comparisons name items, not briefs).
+- ``checklist`` and ``rating`` may leave ``briefs`` out and an item's ``brief`` out (or null):
+  SPEC §11 rates "one image (optionally its brief)"; such an image is its own brief (the item's id,
+  no text), which the export writes out. A predicate box may be SPEC §2's ``{bbox_1000, ...}``.
 - A brief's text may be empty for ``checklist`` and ``rating`` (the image is shown alone), not for
   ``pairwise``, where it is the task both images answer.
 - ``pairwise``: when ``comparisons`` is left out, every pair of items of each brief is compared,
@@ -67,9 +70,9 @@ DEFAULT_DIMENSIONS = ("overall",)
 REFERENCE_KEYS = ("axes", "pages", "candidates")
 COMPARISON_SETS = ("human", "deployment")
 
-COMMON_REQUIRED = ("slug", "title", "kind", "instructions_md", "systems", "briefs", "items")
+COMMON_REQUIRED = ("slug", "title", "kind", "instructions_md", "systems", "items")
 KIND_REQUIRED: dict[str, tuple[str, ...]] = {
-    "pairwise": COMMON_REQUIRED,
+    "pairwise": (*COMMON_REQUIRED, "briefs"),  # the brief is the task both images answer
     "checklist": (*COMMON_REQUIRED, "predicates"),
     "rating": COMMON_REQUIRED,
 }
@@ -81,9 +84,13 @@ KIND_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 KIND_OPTIONAL: dict[str, tuple[str, ...]] = {
     "pairwise": ("comparisons", "judge_prompt"),
-    "checklist": ("options", *KIND_OPTIONS["checklist"], "judge_prompt"),
-    "rating": ("options", *KIND_OPTIONS["rating"], "judge_prompt"),
+    "checklist": ("briefs", "options", *KIND_OPTIONS["checklist"], "judge_prompt"),
+    "rating": ("briefs", "options", *KIND_OPTIONS["rating"], "judge_prompt"),
 }
+# Box keys of a predicate box written as an object (SPEC §2's target shape); only the
+# coordinates are kept.
+BOX_KEYS = ("bbox_1000",)
+BOX_OPTIONAL = ("role", "label", "description")
 
 
 @dataclass(frozen=True)
@@ -239,6 +246,17 @@ def _automatic(r: _Reader, value: Any, path: str) -> str | None:
     return text.upper()
 
 
+def _box(r: _Reader, value: Any, path: str) -> Any:
+    """``[x0, y0, x1, y1]`` in 0…1000, or SPEC §2's ``{bbox_1000: [...], role?, label?, description?}``."""
+    if isinstance(value, dict):
+        raw = r.obj(value, path, BOX_KEYS, BOX_OPTIONAL)
+        for key in BOX_OPTIONAL:
+            if key in raw:
+                r.string(raw[key], f"{path}.{key}")
+        return r.bbox(raw["bbox_1000"], f"{path}.bbox_1000")
+    return r.bbox(value, path)
+
+
 def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> KindStudySpec:
     """Validate a parsed ``study.json`` of kind ``pairwise``, ``checklist`` or ``rating`` (SPEC §11).
 
@@ -256,7 +274,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
 
     briefs: list[BriefSpec] = []
     brief_ids: dict[str, str] = {}
-    for i, value in enumerate(r.array(root["briefs"], "$.briefs")):
+    for i, value in enumerate(r.array(root.get("briefs", []), "$.briefs")):
         where = f"$.briefs[{i}]"
         raw = r.obj(value, where, ("id", "text"))
         brief_id = r.identifier(raw["id"], f"{where}.id")
@@ -264,7 +282,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
             r.fail(f"{where}.id", f"duplicate brief id {brief_id!r} (first at {brief_ids[brief_id]})")
         brief_ids[brief_id] = where
         briefs.append(BriefSpec(id=brief_id, text=r.string(raw["text"], f"{where}.text", empty=kind != "pairwise")))
-    if not briefs:
+    if not briefs and kind == "pairwise":
         r.fail("$.briefs", "a study needs at least one brief")
 
     items: list[ItemSpec] = []
@@ -272,12 +290,24 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     item_of: dict[tuple[str, str], ItemSpec] = {}  # (brief, system) → its item
     for i, value in enumerate(r.array(root["items"], "$.items")):
         where = f"$.items[{i}]"
-        raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics",))
+        if kind == "pairwise":
+            raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics",))
+        else:
+            raw = r.obj(value, where, ("id", "image", "system"), ("brief", "metrics"))
         item_id = r.identifier(raw["id"], f"{where}.id")
         if item_id in item_at:
             r.fail(f"{where}.id", f"duplicate item id {item_id!r} (first at {item_at[item_id].where})")
         image = r.image_path(raw["image"], f"{where}.image")
-        brief_id = r.string(raw["brief"], f"{where}.brief", empty=False)
+        if raw.get("brief") is None and kind != "pairwise":
+            # A checklist or rating image without a brief is shown alone: it is its own brief
+            # (id = the item id, no text), written out explicitly by the export.
+            if item_id in brief_ids:
+                r.fail(f"{where}.brief", f"left out, but brief {item_id!r} (the item's own id) is taken ({brief_ids[item_id]})")
+            brief_ids[item_id] = where
+            briefs.append(BriefSpec(id=item_id, text=""))
+            brief_id = item_id
+        else:
+            brief_id = r.string(raw["brief"], f"{where}.brief", empty=False)
         if brief_id not in brief_ids:
             r.fail(f"{where}.brief", f"unknown brief {brief_id!r}")
         system_id = r.string(raw["system"], f"{where}.system", empty=False)
@@ -315,7 +345,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         if item_id not in item_at:
             r.fail(f"{where}.item", f"unknown item {item_id!r}")
         boxes = tuple(
-            r.bbox(box, f"{where}.boxes[{j}]") for j, box in enumerate(r.array(raw.get("boxes", []), f"{where}.boxes"))
+            _box(r, box, f"{where}.boxes[{j}]") for j, box in enumerate(r.array(raw.get("boxes", []), f"{where}.boxes"))
         )
         automatic = _automatic(r, raw.get("automatic"), f"{where}.automatic")
         question_type = raw.get("type")

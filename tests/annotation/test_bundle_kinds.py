@@ -425,6 +425,15 @@ BAD: dict[str, tuple[str, Change, str]] = {
     "pairwise: judge prompt not a string": ("pairwise", _set("judge_prompt", None), "study.json $.judge_prompt: expected a string, got null"),
     "pairwise: no items": ("pairwise", _set("items", []), "study.json $.items: a study needs at least one item"),
     "pairwise: missing briefs": ("pairwise", _delete("briefs"), "study.json $.briefs: required key is missing (kind 'pairwise')"),
+    "pairwise: item without a brief": ("pairwise", _delete("items.0.brief"),
+                                       "study.json $.items[0].brief: required key is missing"),
+    "rating: brief left out, its id taken": ("rating", _all(_delete("items.0.brief"), _set("briefs.0.id", "b1-alpha"),
+                                                            _set("items.1.brief", "b1-alpha")),
+                                             "study.json $.items[0].brief: left out, but brief 'b1-alpha' (the item's own id) is taken"),
+    "checklist: box object with an unknown key": ("checklist", _set("predicates.0.boxes.0", {"bbox_1000": [1, 2, 3, 4], "colour": "red"}),
+                                                  "study.json $.predicates[0].boxes[0].colour: unknown key (expected: bbox_1000, role, label, description)"),
+    "checklist: box object without coordinates": ("checklist", _set("predicates.0.boxes.0", {"role": "headline"}),
+                                                  "study.json $.predicates[0].boxes[0].bbox_1000: required key is missing"),
     "pairwise: unsafe image path": ("pairwise", _set("items.0.image", "../x.png"), "study.json $.items[0].image: image path '../x.png' contains '..'"),
     "pairwise: image file missing": ("pairwise", _set("items.0.image", "images/none.png"), "study.json $.items[0].image: no file 'images/none.png' in the bundle"),
     # checklist
@@ -557,3 +566,52 @@ def test_a_kind_bundle_declaring_pairwise_reference_is_refused(tmp_path: Path) -
     with pytest.raises(ValidationFailed) as caught:
         study_import_bundle(path=bundle)
     _assert_one_line(str(caught.value), "study.json $.axes: required key is missing")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["checklist", "rating"])
+def test_checklist_and_rating_images_may_come_without_a_brief(kind: str, tmp_path: Path) -> None:
+    """SPEC §11 rates "one image (optionally its brief)": an item without ``brief`` (left out or
+    null, with ``briefs`` itself left out) is its own brief, with no text; the export writes those
+    briefs out, and export → import → export is identical."""
+    bundle = kind_bundle(kind, tmp_path / "bundle")
+    doc = read_doc(bundle)
+    del doc["briefs"]
+    for i, item in enumerate(doc["items"]):
+        if i % 2:
+            item["brief"] = None
+        else:
+            del item["brief"]
+    study = _imported(bundle, doc | {"slug": f"{kind}-no-briefs"})
+    pages = list(Page.objects.filter(study=study).order_by("position").values_list("external_id", "text"))
+    assert pages == [(item["id"], "") for item in doc["items"]]
+    for candidate in Candidate.objects.filter(page__study=study).select_related("page"):
+        assert candidate.page.external_id == candidate.external_id
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
+    assert exported["briefs"] == [{"id": item["id"], "text": ""} for item in doc["items"]]
+    assert [item["brief"] for item in exported["items"]] == [item["id"] for item in doc["items"]]
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "out", copy)
+    write_doc(copy, exported | {"slug": f"{kind}-again"})
+    second = study_import_bundle(path=copy)
+    assert study_content(second) == study_content(study)
+    assert read_doc(study_export_bundle(study=second, path=tmp_path / "out2")) == exported | {"slug": f"{kind}-again"}
+
+
+@pytest.mark.django_db
+def test_checklist_boxes_may_be_written_as_spec2_targets(tmp_path: Path) -> None:
+    """A predicate box may be ``{bbox_1000, role?, label?, description?}`` (SPEC §2's target
+    shape): only the coordinates are stored, and the export writes the plain list."""
+    fixture = read_doc(FIXTURES / "checklist")
+    bundle = kind_bundle("checklist", tmp_path / "bundle")
+    doc = read_doc(bundle)
+    for predicate in doc["predicates"]:
+        predicate["boxes"] = [
+            {"bbox_1000": box, "role": "element", "label": f"box {j}"} if j % 2 == 0 else box
+            for j, box in enumerate(predicate["boxes"])
+        ]
+    assert any(isinstance(b, dict) for p in doc["predicates"] for b in p["boxes"])
+    study = _imported(bundle, doc)
+    stored = dict(Predicate.objects.filter(study=study).values_list("external_id", "boxes"))
+    assert stored == {p["id"]: p["boxes"] for p in fixture["predicates"]}
+    assert read_doc(study_export_bundle(study=study, path=tmp_path / "out")) == fixture
