@@ -11,6 +11,8 @@ Decisions (SPEC §8 is silent on them):
 - Unknown keys are refused, so a misspelt optional key (``"comparsions"``) is not silently dropped.
 - ``targets``, ``media`` (pages, candidates) and ``meta`` may be omitted (empty); a target's
   ``role`` and ``description`` default to ``""``. ``judge_prompt`` and ``comparisons`` are optional.
+- An optional extra ``settings`` object carries the study's seed, hidden repeats, minimum gap and
+  neutralization (every kind); the export writes it only when one differs from its default.
 - A comparison needs an ``id``; its A/B order is kept as given; (a, b) and (b, a) on one page are
   the same pair and refused as a duplicate; both sides must have rendered.
 - This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have
@@ -25,7 +27,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from annotation.errors import ValidationFailed
@@ -49,7 +51,12 @@ MAX_NAME = 200
 MAX_ROLE = 200
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
-TOP_OPTIONAL = ("comparisons", "judge_prompt")
+TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings")
+# The study's scheduling and display settings (not SPEC §8 keys): written by the export only when
+# one differs from its default (so the SPEC example exports unchanged), so an export → import keeps
+# them. The defaults are the Study model's (a test holds them equal).
+SETTINGS_DEFAULTS: dict[str, Any] = {"seed": 20260830, "hidden_repeats": 6, "min_gap": 20, "neutralize_media": True}
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,8 @@ class StudySpec:
     candidates: tuple[CandidateSpec, ...]
     comparisons: tuple[ComparisonSpec, ...] = ()
     judge_prompt: str = ""
+    # Study.seed / hidden_repeats / min_gap / neutralize_media, defaults filled in.
+    settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -342,6 +351,30 @@ def parse_study_header(r: _Reader, root: dict[str, Any]) -> tuple[str, str, str,
     return slug, title, kind, instructions
 
 
+def parse_settings(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
+    """The optional ``settings`` object: any of seed, hidden_repeats, min_gap (integers ≥ 0) and
+    neutralize_media (true/false); the rest take their defaults."""
+    settings = dict(SETTINGS_DEFAULTS)
+    if "settings" not in root:
+        return settings
+    raw = r.obj(root["settings"], "$.settings", (), tuple(SETTINGS_DEFAULTS))
+    for key in ("seed", "hidden_repeats", "min_gap"):
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+                r.fail(f"$.settings.{key}", f"expected an integer ≥ 0, got {json.dumps(value)[:40]}")
+            settings[key] = value
+    if "neutralize_media" in raw:
+        settings["neutralize_media"] = r.boolean(raw["neutralize_media"], "$.settings.neutralize_media")
+    return settings
+
+
+def settings_to_json(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """What the export writes under ``settings``: all of them when one differs from its default, else nothing."""
+    values = {key: settings.get(key, default) for key, default in SETTINGS_DEFAULTS.items()}
+    return None if values == SETTINGS_DEFAULTS else values
+
+
 def document_kind(document: Any) -> str | None:
     """The ``kind`` a parsed ``study.json`` declares when it is one of the known kinds, else None."""
     if isinstance(document, dict) and isinstance(document.get("kind"), str) and document["kind"] in KINDS_KNOWN:
@@ -365,6 +398,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     if kind not in KINDS_SUPPORTED:
         r.fail("$.kind", f"kind {kind!r} has its own bundle keys (docs/bundle-kinds.md), not these")
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
+    settings = parse_settings(r, root)
 
     axes: list[AxisSpec] = []
     axis_ids: dict[str, str] = {}
@@ -508,6 +542,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         candidates=tuple(candidates),
         comparisons=tuple(comparisons),
         judge_prompt=judge_prompt,
+        settings=settings,
     )
 
 
@@ -546,4 +581,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
     }
     if spec.judge_prompt:
         document["judge_prompt"] = spec.judge_prompt
+    settings = settings_to_json(spec.settings)
+    if settings is not None:
+        document["settings"] = settings
     return document

@@ -53,6 +53,7 @@ from annotation.models import (
     System,
 )
 from annotation.services.bundle_format import (
+    SETTINGS_DEFAULTS,
     STUDY_JSON,
     AxisSpec,
     CandidateSpec,
@@ -392,6 +393,7 @@ def _write_study(
         kind=spec.kind,
         instructions_md=spec.instructions_md,
         judge_prompt=spec.judge_prompt,
+        **spec.settings,
         created_by=user,  # type: ignore[misc]
     )
     Axis.objects.bulk_create(
@@ -480,6 +482,7 @@ def _write_kind_study(spec: KindStudySpec, originals: dict[str, ImageInfo], user
         instructions_md=spec.instructions_md,
         options=spec.options,
         judge_prompt=spec.judge_prompt,
+        **spec.settings,
         created_by=user,  # type: ignore[misc]
     )
     systems = System.objects.bulk_create(
@@ -692,6 +695,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             for c in comparisons
         ),
         judge_prompt=study.judge_prompt,
+        settings=study_settings(study),
     )
     return spec, images
 
@@ -716,6 +720,11 @@ def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[Study
         c if c.image is None else replace(c, image=assign(c.image, c.page, c.system)) for c in spec.candidates
     )
     return replace(spec, pages=pages, candidates=candidates), sources
+
+
+def study_settings(study: Study) -> dict[str, Any]:
+    """The study's values of the bundle's ``settings`` keys."""
+    return {key: getattr(study, key) for key in SETTINGS_DEFAULTS}
 
 
 def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
@@ -779,6 +788,7 @@ def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
         ),
         options=options,
         judge_prompt=study.judge_prompt,
+        settings=study_settings(study),
     )
     return spec, sources
 

@@ -48,12 +48,15 @@ from typing import Any
 
 from annotation.services.bundle_format import (
     MAX_ID,
+    SETTINGS_DEFAULTS,
     STUDY_JSON,
     SystemSpec,
     _Reader,
     _type_name,
+    parse_settings,
     parse_study_header,
     parse_systems,
+    settings_to_json,
 )
 
 KINDS = ("pairwise", "checklist", "rating")
@@ -83,9 +86,9 @@ KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "rating": ("dimensions", "scale", "margin"),
 }
 KIND_OPTIONAL: dict[str, tuple[str, ...]] = {
-    "pairwise": ("comparisons", "judge_prompt"),
-    "checklist": ("briefs", "options", *KIND_OPTIONS["checklist"], "judge_prompt"),
-    "rating": ("briefs", "options", *KIND_OPTIONS["rating"], "judge_prompt"),
+    "pairwise": ("comparisons", "judge_prompt", "settings"),
+    "checklist": ("briefs", "options", *KIND_OPTIONS["checklist"], "judge_prompt", "settings"),
+    "rating": ("briefs", "options", *KIND_OPTIONS["rating"], "judge_prompt", "settings"),
 }
 # Box keys of a predicate box written as an object (SPEC §2's target shape); only the
 # coordinates are kept.
@@ -145,6 +148,8 @@ class KindStudySpec:
     options: dict[str, Any] = field(default_factory=dict)
     # Stored in Study.judge_prompt; no judge reads it for these kinds (judges need axes, SPEC §6).
     judge_prompt: str = ""
+    # Study.seed / hidden_repeats / min_gap / neutralize_media, defaults filled in.
+    settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -268,6 +273,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     slug, title, kind, instructions = parse_study_header(r, root)
     options = _options(r, kind, root)
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
+    settings = parse_settings(r, root)
 
     systems = parse_systems(r, root)
     system_ids = {system.id: f"$.systems[{i}]" for i, system in enumerate(systems)}
@@ -431,6 +437,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         comparisons=tuple(comparisons),
         options=options,
         judge_prompt=judge_prompt,
+        settings=settings,
     )
 
 
@@ -512,4 +519,7 @@ def kind_spec_to_json(spec: KindStudySpec) -> dict[str, Any]:
         document["options"] = dict(spec.options)
     if spec.judge_prompt:
         document["judge_prompt"] = spec.judge_prompt
+    settings = settings_to_json(spec.settings)
+    if settings is not None:
+        document["settings"] = settings
     return document

@@ -615,3 +615,19 @@ def test_checklist_boxes_may_be_written_as_spec2_targets(tmp_path: Path) -> None
     stored = dict(Predicate.objects.filter(study=study).values_list("external_id", "boxes"))
     assert stored == {p["id"]: p["boxes"] for p in fixture["predicates"]}
     assert read_doc(study_export_bundle(study=study, path=tmp_path / "out")) == fixture
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", KINDS)
+def test_kind_bundles_keep_the_scheduling_settings(kind: str, tmp_path: Path) -> None:
+    study = study_import_bundle(path=FIXTURES / kind)
+    assert "settings" not in read_doc(study_export_bundle(study=study, path=tmp_path / "plain"))
+    Study.objects.filter(pk=study.pk).update(seed=5, min_gap=4)
+    study.refresh_from_db()
+    out = study_export_bundle(study=study, path=tmp_path / "out")
+    doc = read_doc(out)
+    assert doc["settings"] == {"seed": 5, "hidden_repeats": 6, "min_gap": 4, "neutralize_media": True}
+    write_doc(out, doc | {"slug": f"{kind}-again"})
+    again = study_import_bundle(path=out)
+    assert (again.seed, again.min_gap) == (5, 4)
+    assert read_doc(study_export_bundle(study=again, path=tmp_path / "out2")) == doc | {"slug": f"{kind}-again"}

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from PIL import Image, PngImagePlugin
 
+from annotation.errors import ValidationFailed
 from annotation.images import NEUTRAL_FILL
 from annotation.models import AuditEvent, Axis, Candidate, Comparison, Page, StoredImage, Study, System
 from annotation.services.bundles import study_export_bundle, study_import_bundle
@@ -205,6 +206,53 @@ def test_judge_prompt_is_imported_and_exported(tmp_path: Path, examples_dir: Pat
     assert study.judge_prompt == "Compare {A} {B}"
     out = study_export_bundle(study=study, path=tmp_path / "out")
     assert read_doc(out)["judge_prompt"] == "Compare {A} {B}"
+
+
+def test_settings_defaults_are_the_study_model_defaults() -> None:
+    from annotation.services.bundle_format import SETTINGS_DEFAULTS
+
+    assert {key: Study._meta.get_field(key).default for key in SETTINGS_DEFAULTS} == SETTINGS_DEFAULTS
+
+
+@pytest.mark.django_db
+def test_scheduling_settings_survive_export_and_import(tmp_path: Path, examples_dir: Path) -> None:
+    """A study's seed, hidden repeats, minimum gap and neutralization go out under ``settings``
+    (only when one differs from its default) and come back on import; left out, the defaults."""
+    study = study_import_bundle(path=examples_dir / "bundle")
+    assert "settings" not in read_doc(study_export_bundle(study=study, path=tmp_path / "plain"))
+    Study.objects.filter(pk=study.pk).update(seed=7, hidden_repeats=2, min_gap=3, neutralize_media=False)
+    study.refresh_from_db()
+    out = study_export_bundle(study=study, path=tmp_path / "changed")
+    doc = read_doc(out)
+    assert doc["settings"] == {"seed": 7, "hidden_repeats": 2, "min_gap": 3, "neutralize_media": False}
+    write_doc(out, doc | {"slug": "example-again"})
+    again = study_import_bundle(path=out)
+    assert (again.seed, again.hidden_repeats, again.min_gap, again.neutralize_media) == (7, 2, 3, False)
+    # A subset is fine; the rest take their defaults.
+    partial = edit_doc(copy_bundle(examples_dir, tmp_path / "partial"),
+                       lambda d: d.update(slug="partial", settings={"seed": 11}))
+    study = study_import_bundle(path=partial)
+    assert (study.seed, study.hidden_repeats, study.min_gap, study.neutralize_media) == (11, 6, 20, True)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("settings_value", "message"),
+    [
+        ({"seed": -1}, "study.json $.settings.seed: expected an integer ≥ 0, got -1"),
+        ({"min_gap": "3"}, "study.json $.settings.min_gap: expected an integer ≥ 0"),
+        ({"hidden_repeats": True}, "study.json $.settings.hidden_repeats: expected an integer ≥ 0, got true"),
+        ({"neutralize_media": "no"}, "study.json $.settings.neutralize_media: expected true or false"),
+        ({"blocks": 3}, "study.json $.settings.blocks: unknown key"),
+        ([1], "study.json $.settings: expected an object"),
+    ],
+)
+def test_bad_settings_are_refused_in_one_line(tmp_path: Path, examples_dir: Path, settings_value: Any, message: str) -> None:
+    bundle = edit_doc(copy_bundle(examples_dir, tmp_path / "b"), lambda d: d.update(settings=settings_value))
+    with pytest.raises(ValidationFailed) as info:
+        study_import_bundle(path=bundle)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert not Study.objects.exists()
 
 
 # --- export and round trip -------------------------------------------------------------------
