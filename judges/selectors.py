@@ -11,6 +11,7 @@ from django.db.models import Count, Q
 from annotation.models import Study
 from judges.models import Judge, JudgeOutput, OutputStatus
 
+UNKNOWN_TEMPLATE = "unknown"  # outputs imported without a prompt_sha256
 FRAME_COLUMNS = ("comparison", "judge", "family", "order", "repeat", "status", "winner", "confidence")
 
 
@@ -42,22 +43,21 @@ def judge_prompt_templates(
 ) -> dict[str, dict[str, int]]:
     """Per judge: how many of its valid outputs on ``comparisons`` each prompt template produced.
 
-    Keyed by the template's sha256 (``JudgeOutput.prompt_sha256``); outputs that were imported
-    rather than called have no template and are left out.
+    Keyed by the template's sha256 (``JudgeOutput.prompt_sha256``); imported outputs that did not
+    say which template they answered count under ``"unknown"``.
     """
     rows = (
         JudgeOutput.objects.filter(
             comparison__study=study, comparison__external_id__in=list(comparisons), judge__name__in=list(judges),
             status=OutputStatus.VALID,
         )
-        .exclude(prompt_sha256="")
         .values("judge__name", "prompt_sha256")
         .annotate(n=Count("pk"))
         .order_by("judge__name", "prompt_sha256")
     )
     out: dict[str, dict[str, int]] = {}
     for row in rows:
-        out.setdefault(row["judge__name"], {})[row["prompt_sha256"]] = row["n"]
+        out.setdefault(row["judge__name"], {})[row["prompt_sha256"] or UNKNOWN_TEMPLATE] = row["n"]
     return out
 
 

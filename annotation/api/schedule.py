@@ -33,8 +33,8 @@ class ScheduleApi(APIView):
     class ScheduleInput(serializers.Serializer):
         blocks = serializers.IntegerField(default=8)
         block_size = serializers.IntegerField(default=234)
-        repeats = serializers.IntegerField(default=6)
-        min_gap = serializers.IntegerField(default=20)
+        repeats = serializers.IntegerField(required=False, help_text="hidden repeats per assignment; default: the study's")
+        min_gap = serializers.IntegerField(required=False, help_text="trials between an original and its repeat; default: the study's")
         raters = serializers.ListField(
             child=serializers.IntegerField(), required=False,
             help_text="rater target per block; default 5,5,5,5,5,4,2,2 (checklist: k per block; pairwise, rating: 3)",
@@ -59,6 +59,8 @@ class ScheduleApi(APIView):
         body.is_valid(raise_exception=True)
         data: dict[str, Any] = dict(body.validated_data)
         data.setdefault("seed", study.seed)
+        data.setdefault("repeats", study.hidden_repeats)
+        data.setdefault("min_gap", study.min_gap)
         if "raters" not in data:
             data["raters"] = default_rater_targets(study, data["blocks"])
         blocks = blocks_schedule(study=study, actor=request.user, **data)

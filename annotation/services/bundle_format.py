@@ -56,7 +56,8 @@ TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings")
 # one differs from its default (so the SPEC example exports unchanged), so an export → import keeps
 # them. The defaults are the Study model's (a test holds them equal).
 SETTINGS_DEFAULTS: dict[str, Any] = {"seed": 20260830, "hidden_repeats": 6, "min_gap": 20, "neutralize_media": True}
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**63 - 1  # Study.seed is a BigIntegerField
+MAX_SETTING = 2**31 - 1  # hidden_repeats, min_gap: PositiveIntegerField
 
 
 @dataclass(frozen=True)
@@ -352,17 +353,17 @@ def parse_study_header(r: _Reader, root: dict[str, Any]) -> tuple[str, str, str,
 
 
 def parse_settings(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
-    """The optional ``settings`` object: any of seed, hidden_repeats, min_gap (integers ≥ 0) and
-    neutralize_media (true/false); the rest take their defaults."""
+    """The optional ``settings`` object: any of seed, hidden_repeats (integers ≥ 0), min_gap (≥ 1)
+    and neutralize_media (true/false); the rest take their defaults."""
     settings = dict(SETTINGS_DEFAULTS)
     if "settings" not in root:
         return settings
     raw = r.obj(root["settings"], "$.settings", (), tuple(SETTINGS_DEFAULTS))
-    for key in ("seed", "hidden_repeats", "min_gap"):
+    for key, low, high in (("seed", 0, MAX_SEED), ("hidden_repeats", 0, MAX_SETTING), ("min_gap", 1, MAX_SETTING)):
         if key in raw:
             value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
-                r.fail(f"$.settings.{key}", f"expected an integer ≥ 0, got {json.dumps(value)[:40]}")
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                r.fail(f"$.settings.{key}", f"expected an integer from {low} to {high}, got {json.dumps(value)[:40]}")
             settings[key] = value
     if "neutralize_media" in raw:
         settings["neutralize_media"] = r.boolean(raw["neutralize_media"], "$.settings.neutralize_media")

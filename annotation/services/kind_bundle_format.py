@@ -292,6 +292,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         r.fail("$.briefs", "a study needs at least one brief")
 
     items: list[ItemSpec] = []
+    own_briefs: set[str] = set()  # briefs made for images given without one: no other item joins them
     item_at: dict[str, ItemSpec] = {}
     item_of: dict[tuple[str, str], ItemSpec] = {}  # (brief, system) → its item
     for i, value in enumerate(r.array(root["items"], "$.items")):
@@ -310,10 +311,13 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
             if item_id in brief_ids:
                 r.fail(f"{where}.brief", f"left out, but brief {item_id!r} (the item's own id) is taken ({brief_ids[item_id]})")
             brief_ids[item_id] = where
+            own_briefs.add(item_id)
             briefs.append(BriefSpec(id=item_id, text=""))
             brief_id = item_id
         else:
             brief_id = r.string(raw["brief"], f"{where}.brief", empty=False)
+            if brief_id in own_briefs:
+                r.fail(f"{where}.brief", f"{brief_id!r} is not a brief: item {brief_id!r} has no brief (declare it in $.briefs)")
         if brief_id not in brief_ids:
             r.fail(f"{where}.brief", f"unknown brief {brief_id!r}")
         system_id = r.string(raw["system"], f"{where}.system", empty=False)

@@ -149,10 +149,17 @@ def _state_context(
 def _render_state(
     request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False, **extra: Any
 ) -> HttpResponse:
-    """The current trial (or the end page) of an assignment; ``fresh``: its state was just read."""
+    """The current trial (or the end page) of an assignment.
+
+    ``fresh``: the caller knows the assignment is still active (its own vote just left a trial
+    unanswered), so the row is read again only when no trial is left after all (another tab
+    answered it meanwhile): the end page needs the stored state and completion code.
+    """
     if not fresh:
         assignment.refresh_from_db()
     view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
+    if fresh and view is None:
+        assignment.refresh_from_db()
     template = TRIAL_TEMPLATES[StudyKind(study.kind)]
     if getattr(request, "htmx", False):
         template += "#state"
@@ -230,8 +237,8 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     except ArbiterError as exc:
         return _notice(request, study, "Not available", str(exc), status=exc.status_code)
     if getattr(request, "htmx", False):
-        # A new vote that did not finish the block leaves the assignment ACTIVE, as read above
-        # (under its row lock); otherwise read it again (the end page shows the completion code).
+        # A new vote that did not finish the block found the assignment ACTIVE under its row lock
+        # and left a trial to answer; otherwise read it again (the end page shows the completion code).
         fresh = not result.replayed and not result.finished
         return _render_state(request, study, trial.assignment, fresh=fresh)
     return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)

@@ -26,7 +26,8 @@ from annotation.models import AuditEvent, Study
 from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
-from judges.selectors import judge_prompt_templates
+from judges.prompts import prompt_template_sha256
+from judges.selectors import UNKNOWN_TEMPLATE, judge_prompt_templates
 
 #: Libraries whose versions are recorded with every report and frozen set.
 RECORDED_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "statsmodels", "pandas")
@@ -125,9 +126,10 @@ def calibration_report_for_study(
     templates = judge_prompt_templates(study=study, judges=result.judges, comparisons=comparison_ids)
     for judge, counts in templates.items():
         if len(counts) > 1:
+            unknown = " (some imported without naming theirs)" if UNKNOWN_TEMPLATE in counts else ""
             warnings.append(
-                f"judge {judge}'s outputs come from {len(counts)} different prompt templates "
-                "(the prompt was edited during its run): re-run it on one prompt before freezing"
+                f"judge {judge}'s outputs come from {len(counts)} different prompt templates{unknown}: "
+                "the prompt changed during its run; re-run it on one prompt before freezing"
             )
     if warnings:
         report["warnings"] = [*warnings, *report.get("warnings", [])]
@@ -135,8 +137,10 @@ def calibration_report_for_study(
         "study": study.slug,
         **report,
         "pilot_size": pilot_size,
-        # Which prompt template produced each judge's outputs in the fit (called outputs only).
+        # Which prompt template produced each judge's valid outputs in the fit ("unknown": imported
+        # without one), and the study's current one, to tell them apart.
         "prompt_templates": templates,
+        "prompt_template_current": prompt_template_sha256(study.judge_prompt),
         # The data the coefficients were fitted on (SPEC §6 "Freezing"), kept with every stored
         # report and frozen set, so the fit can be re-checked against its hash later.
         "fit_data": {

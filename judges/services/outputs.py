@@ -8,7 +8,9 @@ for (judge, comparison, order, repeat) is an error. Errors read ``judges.jsonl l
 
 Export: the finished outputs (valid, invalid, failed), one JSON object per line:
 ``comparison, judge, order, repeat, raw, status, error`` and, for valid ones, the canonical
-``winner, confidence, axes [{id, score}], reason``. Exporting then importing round-trips.
+``winner, confidence, axes [{id, score}], reason``; beyond SPEC §8, the judge's ``family`` and,
+when known, the ``prompt_sha256`` of the template the judge answered (both read back on import).
+Exporting then importing round-trips.
 """
 
 from __future__ import annotations

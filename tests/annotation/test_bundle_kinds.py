@@ -430,6 +430,8 @@ BAD: dict[str, tuple[str, Change, str]] = {
     "rating: brief left out, its id taken": ("rating", _all(_delete("items.0.brief"), _set("briefs.0.id", "b1-alpha"),
                                                             _set("items.1.brief", "b1-alpha")),
                                              "study.json $.items[0].brief: left out, but brief 'b1-alpha' (the item's own id) is taken"),
+    "rating: an item joins another image's own brief": ("rating", _all(_delete("items.0.brief"), _set("items.1.brief", "b1-alpha")),
+                                                       "study.json $.items[1].brief: 'b1-alpha' is not a brief: item 'b1-alpha' has no brief"),
     "checklist: box object with an unknown key": ("checklist", _set("predicates.0.boxes.0", {"bbox_1000": [1, 2, 3, 4], "colour": "red"}),
                                                   "study.json $.predicates[0].boxes[0].colour: unknown key (expected: bbox_1000, role, label, description)"),
     "checklist: box object without coordinates": ("checklist", _set("predicates.0.boxes.0", {"role": "headline"}),

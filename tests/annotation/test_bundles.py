@@ -239,9 +239,12 @@ def test_scheduling_settings_survive_export_and_import(tmp_path: Path, examples_
 @pytest.mark.parametrize(
     ("settings_value", "message"),
     [
-        ({"seed": -1}, "study.json $.settings.seed: expected an integer ≥ 0, got -1"),
-        ({"min_gap": "3"}, "study.json $.settings.min_gap: expected an integer ≥ 0"),
-        ({"hidden_repeats": True}, "study.json $.settings.hidden_repeats: expected an integer ≥ 0, got true"),
+        ({"seed": -1}, "study.json $.settings.seed: expected an integer from 0 to 9223372036854775807, got -1"),
+        ({"seed": 2**63}, "study.json $.settings.seed: expected an integer from 0 to"),
+        ({"min_gap": "3"}, "study.json $.settings.min_gap: expected an integer from 1 to 2147483647"),
+        ({"min_gap": 0}, "study.json $.settings.min_gap: expected an integer from 1 to 2147483647, got 0"),
+        ({"hidden_repeats": 2**31}, "study.json $.settings.hidden_repeats: expected an integer from 0 to 2147483647"),
+        ({"hidden_repeats": True}, "study.json $.settings.hidden_repeats: expected an integer from 0 to 2147483647, got true"),
         ({"neutralize_media": "no"}, "study.json $.settings.neutralize_media: expected true or false"),
         ({"blocks": 3}, "study.json $.settings.blocks: unknown key"),
         ([1], "study.json $.settings: expected an object"),
@@ -417,3 +420,29 @@ def test_worker_processes_give_the_same_result_and_the_same_errors(
         study_import_bundle(path=bad)
     assert str(caught.value).startswith("images/e01-beta.png: the image is too large: 600 × 20 pixels")
     assert snapshot(media) == before
+
+
+@pytest.mark.django_db
+def test_schedule_blocks_defaults_to_the_study_settings(tmp_path: Path, examples_dir: Path, admin_user: Any) -> None:
+    """A bundle's settings are the defaults of ``schedule_blocks`` and of the schedule API: the
+    SPEC example (2 schedulable comparisons) cannot hold 6 repeats 20 trials apart, but its settings can."""
+    from rest_framework.test import APIClient
+
+    from annotation.models import Assignment, Trial
+
+    bundle = edit_doc(copy_bundle(examples_dir, tmp_path / "b"),
+                      lambda d: d.update(settings={"seed": 3, "hidden_repeats": 1, "min_gap": 1}))
+    study = study_import_bundle(path=bundle)
+    out = io.StringIO()
+    call_command("schedule_blocks", study.slug, "--blocks", "1", "--block-size", "2", "--raters", "1", stdout=out)
+    assert "2 comparisons, 1 planned assignments, 3 trials each" in out.getvalue() and "seed 3;" in out.getvalue()
+    assignment = Assignment.objects.get(block__study=study)
+    assert Trial.objects.filter(assignment=assignment, is_repeat=True).count() == 1
+
+    other = study_import_bundle(path=edit_doc(bundle, lambda d: d.update(slug="example-api")))
+    client = APIClient()
+    client.force_authenticate(admin_user)
+    r = client.post(f"/api/studies/{other.slug}/schedule/", {"blocks": 1, "block_size": 2, "raters": [1]}, format="json")
+    assert r.status_code == 201, r.content
+    assert r.json()[0]["seed"] == 3
+    assert Trial.objects.filter(assignment__block__study=other).count() == 3

@@ -221,26 +221,39 @@ def test_a_judge_run_in_progress_is_left_out_not_fatal(cal, tmp_path: Path) -> N
 
 
 def test_the_report_names_the_prompt_templates_and_warns_on_a_mixed_run(cal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Outputs record the sha256 of the template they answered; a judge whose outputs in the fit
-    come from two templates (the prompt was edited mid-run) is named in a warning."""
+    """Outputs record the sha256 of the template they answered ("unknown" when imported without
+    one); a judge whose outputs in the fit come from two templates (the prompt was edited mid-run)
+    is named in a warning."""
+    import hashlib
+
     from judges.models import JudgeOutput
+    from judges.prompts import DEFAULT_JUDGE_PROMPT
 
     imported = run("cal-cmd", tmp_path, "--bootstrap", "50", name="imported.json")
-    assert imported["prompt_templates"] == {}  # imported outputs have no template
+    fitted = set(imported["fit_data"]["comparison_ids"])
+
+    def valid_in_fit(judge: str):  # type: ignore[no-untyped-def]
+        return JudgeOutput.objects.filter(
+            judge__name=judge, status="valid", comparison__study=cal.study, comparison__external_id__in=fitted
+        )
+
+    assert imported["prompt_templates"] == {j: {"unknown": valid_in_fit(j).count()} for j in imported["judges"]}
+    assert imported["prompt_template_current"] == hashlib.sha256(DEFAULT_JUDGE_PROMPT.encode()).hexdigest()
     assert not any("prompt templates" in w for w in imported.get("warnings", []))
 
     judge = imported["judges"][0]
-    valid = JudgeOutput.objects.filter(judge__name=judge, status="valid", comparison__study=cal.study)
-    pks = list(valid.order_by("pk").values_list("pk", flat=True))
+    pks = list(valid_in_fit(judge).order_by("pk").values_list("pk", flat=True))
     first, second = "1" * 64, "2" * 64
     JudgeOutput.objects.filter(pk__in=pks[: len(pks) // 2]).update(prompt_sha256=first)
+    half = run("cal-cmd", tmp_path, "--bootstrap", "50", name="half.json")
+    assert half["prompt_templates"][judge] == {first: len(pks) // 2, "unknown": len(pks) - len(pks) // 2}
+    assert any(f"judge {judge}'s outputs come from 2 different prompt templates (some imported" in w
+               for w in half["warnings"])
+
     JudgeOutput.objects.filter(pk__in=pks[len(pks) // 2 :]).update(prompt_sha256=second)
-    fitted = set(run("cal-cmd", tmp_path, "--bootstrap", "50", name="ids.json")["fit_data"]["comparison_ids"])
-    in_fit = valid.filter(comparison__external_id__in=fitted)
-    want = {
-        h: in_fit.filter(prompt_sha256=h).count() for h in (first, second) if in_fit.filter(prompt_sha256=h).exists()
-    }
     mixed = run("cal-cmd", tmp_path, "--bootstrap", "50", name="mixed.json")
-    assert mixed["prompt_templates"] == {judge: want} and len(want) == 2
-    assert any(f"judge {judge}'s outputs come from 2 different prompt templates" in w for w in mixed["warnings"])
+    assert mixed["prompt_templates"][judge] == {first: len(pks) // 2, second: len(pks) - len(pks) // 2}
+    assert any(f"judge {judge}'s outputs come from 2 different prompt templates:" in w for w in mixed["warnings"])
+    others = [j for j in mixed["judges"] if j != judge]
+    assert not any(f"judge {j}'s outputs" in w for j in others for w in mixed["warnings"])
     assert mixed["coefficients"] == imported["coefficients"]  # the fingerprint is provenance, not data

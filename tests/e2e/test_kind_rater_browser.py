@@ -22,6 +22,7 @@ from playwright.sync_api import expect
 from annotation.models import Assignment, AssignmentState, Trial, Vote
 from annotation.services.comprehension import comprehension_question
 from tests.annotation.test_kind_rater_pages import KINDS, expected_vote, kind_study, leaks, study_secrets
+from tests.e2e.test_rater_browser import Recorder as ResponseRecorder
 from tests.e2e.test_rater_browser import app_url, browser, progress, settle, wait_for_next  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -41,29 +42,18 @@ VALUES = {
 KEYS = {"A": "a", "B": "b", "Tie": "t", "Cannot judge": "x", "Yes": "y", "No": "n", "Unclear": "u"}
 
 
-class Recorder:
+class Recorder(ResponseRecorder):
     """Every response the browser receives, every console message (with its type), page errors."""
 
     def __init__(self) -> None:
-        self.responses: list[tuple[str, dict[str, str], bytes]] = []
-        self.console: list[tuple[str, str]] = []
+        super().__init__()
+        self.console_typed: list[tuple[str, str]] = []
         self.errors: list[str] = []
 
     def attach(self, page: Any) -> None:
         page.on("response", self._on_response)
-        page.on("console", lambda msg: self.console.append((msg.type, msg.text)))
+        page.on("console", lambda msg: self.console_typed.append((msg.type, msg.text)))
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-
-    def _on_response(self, response: Any) -> None:
-        try:
-            body = response.body()
-        except Exception:  # a redirect has no body to read
-            body = b""
-        try:
-            headers = dict(response.all_headers())
-        except Exception:  # the page closed while this response was read
-            headers = dict(response.headers)
-        self.responses.append((response.url, headers, body))
 
 
 def attention_answer(page: Any) -> str:
@@ -224,15 +214,16 @@ def test_a_browser_rater_answers_every_trial_by_accessible_names(kind, app_url, 
             "rationale": vote.rationale,
             "answers": vote.answers,
         } == expected_vote(kind, answer, trial, dimensions), token
-    context.close()
+    rec.close(context)
 
     # --- the console and the blinding rule on everything the browser saw -------------------------
+    assert not rec.unreadable, f"headers of {rec.unreadable} could not be read (only a closing page may cut them off)"
     assert not rec.errors, rec.errors
-    assert not [t for kind_, t in rec.console if "Content Security Policy" in t], rec.console
+    assert not [t for kind_, t in rec.console_typed if "Content Security Policy" in t], rec.console_typed
     # The only console error is the browser's note on the 400 answer to the wrong comprehension attempt.
-    assert [t for kind_, t in rec.console if kind_ == "error"] == [
+    assert [t for kind_, t in rec.console_typed if kind_ == "error"] == [
         "Failed to load resource: the server responded with a status of 400 (Bad Request)"
-    ], rec.console
+    ], rec.console_typed
     images = [url for url, _, _ in rec.responses if re.search(r"/t/[^/]+/(item|left|right)\.png$", url)]
     assert len(images) >= total
     for url, headers, body in rec.responses:

@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -104,6 +105,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.responses: list[tuple[str, dict[str, str], bytes]] = []
+        self.unreadable: list[str] = []  # responses whose headers could not be read (not while closing)
+        self.closing = False
         self.console: list[str] = []
 
     def attach(self, page) -> None:  # type: ignore[no-untyped-def]
@@ -118,8 +121,18 @@ class Recorder:
         try:
             headers = dict(response.all_headers())
         except Exception:  # the page closed while this response was read
-            headers = dict(response.headers)
+            headers = dict(response.headers)  # without the security headers: scanned, but noted
+            if not self.closing:
+                self.unreadable.append(response.url)
         self.responses.append((response.url, headers, body))
+
+    def close(self, context: Any) -> None:
+        """Close a browser context; only responses cut off by this may have unreadable headers."""
+        self.closing = True
+        try:
+            context.close()
+        finally:
+            self.closing = False
 
 
 def progress(page) -> str:  # type: ignore[no-untyped-def]
@@ -190,7 +203,7 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
     kb = Assignment.objects.get(rater__external_id="kb-rater")
     assert kb.state == AssignmentState.FINISHED and kb.completion_code == code
     assert Vote.objects.filter(trial__assignment=kb).count() == TRIALS
-    context.close()
+    rec.close(context)
 
     # --- 2. a whole block by mouse, through accessible names ----------------------------------
     context = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -218,7 +231,7 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
     votes = Vote.objects.filter(trial__assignment__rater__external_id="mouse-rater")
     assert votes.count() == TRIALS and votes.filter(label="CANNOT_JUDGE").count() == 2
     assert all(v.rationale.startswith("mouse ") for v in votes)
-    context.close()
+    rec.close(context)
 
     # --- 3. pause, close the browser, resume from the same link --------------------------------
     context = browser.new_context()
@@ -229,7 +242,7 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
     answer_by_keyboard(page, 1)
     page.get_by_role("link", name="Pause").click()
     assert "Paused" in page.content()
-    context.close()
+    rec.close(context)
     context = browser.new_context()
     page = context.new_page()
     rec.attach(page)
@@ -238,9 +251,10 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
     for i in range(2, TRIALS):
         answer_by_keyboard(page, i)
     expect(page.locator("#completion-code")).to_be_visible()
-    context.close()
+    rec.close(context)
 
     # --- the blinding rule on everything the browser saw ---------------------------------------
+    assert not rec.unreadable, f"headers of {rec.unreadable} could not be read (only a closing page may cut them off)"
     assert len(rec.responses) > 40
     assert any(re.search(r"/t/[^/]+/left\.png$", url) for url, _, _ in rec.responses)
     for url, headers, body in rec.responses:

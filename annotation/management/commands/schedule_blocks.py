@@ -37,8 +37,10 @@ class Command(ArbiterCommand):
         parser.add_argument("slug")
         parser.add_argument("--blocks", type=int, default=8)
         parser.add_argument("--block-size", type=int, default=234)
-        parser.add_argument("--repeats", type=int, default=6, help="hidden repeats per assignment")
-        parser.add_argument("--min-gap", type=int, default=20, help="trials between an original and its repeat")
+        parser.add_argument("--repeats", type=int, default=None,
+                            help="hidden repeats per assignment (default: the study's, 6 unless a bundle set it)")
+        parser.add_argument("--min-gap", type=int, default=None,
+                            help="trials between an original and its repeat (default: the study's, 20 unless a bundle set it)")
         parser.add_argument(
             "--raters", default=None,
             help="rater target per block, comma-separated (default 5,5,5,5,5,4,2,2; for a checklist study the "
@@ -55,9 +57,11 @@ class Command(ArbiterCommand):
         if study is None:
             raise NotFound(f"no study with slug '{options['slug']}'")
         seed = options["seed"] if options["seed"] is not None else study.seed
+        repeats = options["repeats"] if options["repeats"] is not None else study.hidden_repeats
+        min_gap = options["min_gap"] if options["min_gap"] is not None else study.min_gap
         blocks = blocks_schedule(
-            study=study, blocks=options["blocks"], block_size=options["block_size"], repeats=options["repeats"],
-            min_gap=options["min_gap"], seed=seed, checks=options["checks"],
+            study=study, blocks=options["blocks"], block_size=options["block_size"], repeats=repeats,
+            min_gap=min_gap, seed=seed, checks=options["checks"],
             raters=rater_targets(options["raters"]) if options["raters"] is not None
             else default_rater_targets(study, options["blocks"]),
         )
@@ -68,6 +72,6 @@ class Command(ArbiterCommand):
         for block in blocks:
             self.stdout.write(
                 f"{block.name}: {block.items.count()} {noun}, {block.target_raters} planned assignments, "
-                f"{block.items.count() + options['repeats'] + checks} trials each"
+                f"{block.items.count() + repeats + checks} trials each"
             )
         self.stdout.write(f"seed {seed}; {left_out} eligible {noun} left unscheduled")
