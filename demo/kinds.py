@@ -71,7 +71,7 @@ from annotation.services.raters import (
     vote_submit,
 )
 from annotation.services.scheduling import blocks_schedule
-from demo.service import DEMO_RESEARCHER, DemoStudyResult, demo_researcher_ensure
+from demo.service import DEMO_RESEARCHER, DemoStudyResult, demo_access_lines, demo_researcher_ensure
 from demo.simulation import call_rng
 
 KINDS = ("pairwise", "checklist", "rating")
@@ -1052,9 +1052,4 @@ def kind_counts_lines(result: DemoStudyResult) -> list[str]:
             f"comprehension check: {c['raters']} passed ({c['comprehension_second']} at the second attempt), "
             f"{c['screened_out']} screened out"
         )
-    if result.participant_url:
-        lines.append(f"participant link: {result.participant_url}")
-    for username, password in result.logins:
-        lines.append(f"login: {username} / {password}")
-    lines.append(f"took {result.seconds:.1f} s")
-    return lines
+    return lines + demo_access_lines(result)

@@ -280,9 +280,12 @@ def demo_counts_lines(result: DemoStudyResult) -> list[str]:
             f"judge outputs: {c['judge_outputs']} from {c['judges']} judges "
             f"({c['judge_outputs_valid']} valid, {c['judge_outputs_invalid']} invalid)"
         )
-    if result.participant_url:
-        lines.append(f"participant link: {result.participant_url}")
-    for username, password in result.logins:
-        lines.append(f"login: {username} / {password}")
+    return lines + demo_access_lines(result)
+
+
+def demo_access_lines(result: DemoStudyResult) -> list[str]:
+    """The closing lines of every demo summary: the participant link, the logins, the time taken."""
+    lines = [f"participant link: {result.participant_url}"] if result.participant_url else []
+    lines += [f"login: {username} / {password}" for username, password in result.logins]
     lines.append(f"took {result.seconds:.1f} s")
     return lines
