@@ -1,0 +1,174 @@
+"""The import graph keeps the layering STYLE describes: apps stack, they do not circle.
+
+Every ``import`` in the project's apps is read with ``ast`` (imports inside functions included, since
+that is where a hidden cycle lives), resolved to a project module, and checked:
+
+- no import cycle between project modules;
+- no app imports an app above it (annotation < judges < calibration < ranking < demo < config);
+- the pure maths modules import no Django and no app services.
+
+The cycles and upward imports that exist today are listed in ``KNOWN_*`` below: a ratchet. A new
+one fails the test; so does a listed one that has gone (remove it from the list, so the list only
+shrinks). The restructuring issue empties both lists.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("annotation", "judges", "calibration", "ranking", "demo", "config")
+PURE_MODULES = (
+    "annotation.canonical",
+    "calibration.agreement",
+    "calibration.bootstrap",
+    "calibration.committee",
+    "calibration.judge_diagnostics",
+    "calibration.judge_weights",
+    "ranking.bradley_terry",
+    "ranking.davidson",
+)
+# Pure modules may be used by any app (STYLE: "a pure maths module imports no app").
+PURE_USES_ALLOWED = frozenset(PURE_MODULES)
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
+    {
+        frozenset({"annotation.services.votes", "annotation.services.kind_votes"}),
+        frozenset({"ranking.services", "ranking.tasks"}),
+        frozenset({"demo.kinds", "demo.service"}),
+    }
+)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
+
+
+def project_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for app in LAYERS:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*parts, base] if base else parts)
+                # ``from pkg import module`` uses the module; ``from module import name`` the module.
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                resolved = resolve(target)
+                if resolved and resolved != module:
+                    edges[module].add(resolved)
+    return edges
+
+
+def strongly_connected(edges: dict[str, set[str]], nodes: list[str]) -> list[frozenset[str]]:
+    """Tarjan's algorithm, iterative; components of more than one module are cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(frozenset(component))
+            elif child not in index:
+                index[child] = low[child] = counter
+                counter += 1
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(edges.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_three_modules() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert strongly_connected(edges, ["a", "b", "c", "d"]) == [frozenset({"a", "b", "c"})]
+
+
+def test_no_new_import_cycle_between_project_modules() -> None:
+    modules = project_modules()
+    cycles = set(strongly_connected(import_graph(modules), sorted(modules)))
+    assert not cycles - KNOWN_CYCLES, f"new import cycles: {[sorted(c) for c in cycles - KNOWN_CYCLES]}"
+    assert not KNOWN_CYCLES - cycles, f"cycles gone, remove them from KNOWN_CYCLES: {KNOWN_CYCLES - cycles}"
+
+
+def test_no_app_imports_an_app_above_it() -> None:
+    rank = {app: i for i, app in enumerate(LAYERS)}
+    upward = {
+        (module, target)
+        for module, targets in import_graph(project_modules()).items()
+        for target in targets
+        if rank[target.split(".")[0]] > rank[module.split(".")[0]] and target not in PURE_USES_ALLOWED
+    }
+    assert upward <= KNOWN_UPWARD, f"imports of a higher app: {sorted(upward - KNOWN_UPWARD)}"
+    assert upward >= KNOWN_UPWARD, f"gone, remove from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - upward)}"
+
+
+def test_pure_maths_modules_import_no_django_and_no_app_code() -> None:
+    modules = project_modules()
+    edges = import_graph(modules)
+    for name in PURE_MODULES:
+        tree = ast.parse(modules[name].read_text(encoding="utf-8"))
+        imported = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        } | {
+            node.module.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+        }
+        assert "django" not in imported and "rest_framework" not in imported, name
+        impure = {target for target in edges.get(name, ()) if target not in PURE_USES_ALLOWED}
+        assert not impure, f"{name} imports app code: {sorted(impure)}"
