@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from PIL import Image
 
-from annotation.images import CleanImage, decode_clean_image, neutralize_media
+from annotation.images import CleanImage, decode_clean_image, display_image, neutralize_media
 
 if TYPE_CHECKING:
     from annotation.services.bundle_format import MediaRegion
@@ -37,18 +37,29 @@ def media_key(media: Iterable[MediaRegion]) -> MediaKey:
     return tuple((m.kind, tuple(m.bbox_1000)) for m in media)
 
 
-def process_image(data: bytes, where: str, media_keys: list[MediaKey]) -> tuple[CleanImage, dict[MediaKey, CleanImage]]:
+# What a rater or a judge is shown of one image: (display width, media regions); () = no regions.
+Variant = tuple[int, MediaKey]
+
+
+def process_image(data: bytes, where: str, variants: list[Variant]) -> tuple[CleanImage, dict[Variant, CleanImage]]:
+    """The clean original and each shown variant: display geometry (``annotation.images``),
+    media-neutralized when the variant has regions."""
     clean, pixels = decode_clean_image(data, where=where)
-    neutral: dict[MediaKey, CleanImage] = {}
-    for index, key in enumerate(media_keys):
-        # The last variant may draw on the decoded pixels themselves; earlier ones need a copy.
-        canvas = pixels if index == len(media_keys) - 1 else pixels.copy()
+    shown: dict[Variant, CleanImage] = {}
+    displays: dict[int, tuple[CleanImage, Image.Image]] = {}
+    for width, key in sorted(variants):
+        if width not in displays:
+            displays[width] = display_image(pixels, width, where=where)
+        plain, rgb = displays[width]
+        if not key:
+            shown[(width, key)] = plain
+            continue
         variant = neutralize_media(
-            clean, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key], pixels=canvas
+            plain, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key], pixels=rgb.copy()
         )
         if variant is not None:
-            neutral[key] = variant
-    return clean, neutral
+            shown[(width, key)] = variant
+    return clean, shown
 
 
 def _start_image_worker(limits: dict[str, int], max_image_pixels: int | None) -> None:
