@@ -153,12 +153,18 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
 DISPLAY_BACKGROUND = (255, 255, 255)
 
 
+def display_width(reference_width: int) -> int:
+    """The width every image of a page is shown at: its reference's, at most
+    ``ARBITER_DISPLAY_MAX_WIDTH`` (a 7,745 px page would otherwise scale its candidates up to it)."""
+    return max(1, min(int(reference_width), int(getattr(settings, "ARBITER_DISPLAY_MAX_WIDTH", 4096))))
+
+
 def display_width_of(widths: Sequence[int]) -> int:
     """The one display width of a study without reference images: the lower median of its items'."""
     ordered = sorted(w for w in widths if w > 0)
     if not ordered:
         raise ValueError("no image widths")
-    return ordered[(len(ordered) - 1) // 2]
+    return display_width(ordered[(len(ordered) - 1) // 2])
 
 
 def probe_width(data: bytes, *, where: str) -> int:
@@ -172,7 +178,11 @@ def probe_width(data: bytes, *, where: str) -> int:
 
 
 def display_pixels(pixels: Image.Image, width: int, *, where: str) -> Image.Image:
-    """``pixels`` as shown: 8-bit RGB on white, scaled to ``width`` (aspect kept). A new image."""
+    """``pixels`` as shown: 8-bit RGB on white, scaled to ``width`` (aspect kept).
+
+    RGB pixels already at ``width`` are returned as they are (no copy of a 60-megapixel page):
+    the caller must copy before drawing on the result while it still needs ``pixels``.
+    """
     image = pixels
     if image.mode in ("I", "I;16", "I;16L", "I;16B", "I;16N", "F"):
         image = image.point(lambda v: v / 256).convert("L") if image.mode != "F" else image.convert("L")
@@ -182,7 +192,7 @@ def display_pixels(pixels: Image.Image, width: int, *, where: str) -> Image.Imag
         canvas.alpha_composite(rgba)
         rgb = canvas.convert("RGB")
     else:
-        rgb = image.convert("RGB")
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
     if rgb.width != width:
         height = max(1, round(rgb.height * width / rgb.width))
         _, max_pixels, max_edge = _limits()

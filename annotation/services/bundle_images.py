@@ -43,22 +43,28 @@ Variant = tuple[int, MediaKey]
 
 def process_image(data: bytes, where: str, variants: list[Variant]) -> tuple[CleanImage, dict[Variant, CleanImage]]:
     """The clean original and each shown variant: display geometry (``annotation.images``),
-    media-neutralized when the variant has regions."""
+    media-neutralized when the variant has regions.
+
+    Pixels are copied only when a later variant still needs them: a 60-megapixel page that is
+    shown at its own width is decoded once and neutralized in place, as before display variants.
+    """
     clean, pixels = decode_clean_image(data, where=where)
     shown: dict[Variant, CleanImage] = {}
-    displays: dict[int, tuple[CleanImage, Image.Image]] = {}
-    for width, key in sorted(variants):
-        if width not in displays:
-            displays[width] = display_image(pixels, width, where=where)
-        plain, rgb = displays[width]
-        if not key:
-            shown[(width, key)] = plain
-            continue
-        variant = neutralize_media(
-            plain, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key], pixels=rgb.copy()
-        )
-        if variant is not None:
-            shown[(width, key)] = variant
+    widths = sorted({width for width, _ in variants})
+    for wi, width in enumerate(widths):
+        plain, rgb = display_image(pixels, width, where=where)
+        keys = sorted(key for w, key in variants if w == width)
+        if () in keys:
+            shown[(width, ())] = plain
+        regions = [key for key in keys if key]
+        for ki, key in enumerate(regions):
+            in_place = ki == len(regions) - 1 and (rgb is not pixels or wi == len(widths) - 1)
+            variant = neutralize_media(
+                plain, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key],
+                pixels=rgb if in_place else rgb.copy(),
+            )
+            if variant is not None:
+                shown[(width, key)] = variant
     return clean, shown
 
 

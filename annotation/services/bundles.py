@@ -40,7 +40,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from annotation.errors import ArbiterError, ValidationFailed
-from annotation.images import CleanImage, ImageStaging, display_width_of, probe_width, staged_images
+from annotation.images import (
+    CleanImage,
+    ImageStaging,
+    display_width,
+    display_width_of,
+    probe_width,
+    staged_images,
+)
 from annotation.models import (
     AuditEvent,
     Axis,
@@ -330,7 +337,7 @@ def _stage_images(bundle: Bundle, spec: StudySpec | KindStudySpec, stage: ImageS
         probed: dict[str, int] = {}
         for page in spec.pages:
             if page.image not in probed:
-                probed[page.image] = probe_width(bundle.read(page.image, limit=max_bytes), where=page.image)
+                probed[page.image] = display_width(probe_width(bundle.read(page.image, limit=max_bytes), where=page.image))
             width = page_width[page.id] = probed[page.image]
             wanted[page.image].add((width, ()))
             if page.media:

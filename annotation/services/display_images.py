@@ -26,6 +26,7 @@ from annotation.images import (
     ImageStaging,
     decode_stored_png,
     display_image,
+    display_width,
     display_width_of,
     neutralize_media,
     staged_images,
@@ -66,7 +67,7 @@ def study_images_blind(*, study: Any, page_model: Any = None, candidate_model: A
 
     kind_widths = [original(c).width for c in candidates if original(c) is not None]
     study_width = display_width_of(kind_widths) if kind_widths else 1
-    page_width = {p.pk: (original(p).width if original(p) is not None else study_width) for p in pages}
+    page_width = {p.pk: (display_width(original(p).width) if original(p) is not None else study_width) for p in pages}
     result = BlindResult()
     decoded: dict[tuple[str, int], tuple[CleanImage, Any]] = {}
 

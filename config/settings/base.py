@@ -201,6 +201,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "annotation.api.errors.arbiter_exception_handler",
 }
+# Widest image shown to raters and judges (SECURITY.md row 16): a page's images are shown at its
+# reference's width, at most this.
+ARBITER_DISPLAY_MAX_WIDTH = env_int("ARBITER_DISPLAY_MAX_WIDTH", 4096)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",
     "DESCRIPTION": "Blinded human-preference studies, VLM judge calibration and Bradley–Terry leaderboards.",

@@ -257,3 +257,14 @@ def _row(clean) -> StoredImage:  # type: ignore[no-untyped-def]
         defaults={"file": clean.relative_path, "width": clean.width, "height": clean.height, "size_bytes": len(clean.png)},
     )
     return row
+
+
+def test_a_page_wider_than_the_display_cap_is_shown_with_its_candidates_at_the_cap(
+    tmp_path: Path, examples_dir: Path, settings: Any
+) -> None:
+    settings.ARBITER_DISPLAY_MAX_WIDTH = 300
+    study = study_import_bundle(path=hostile_bundle(examples_dir, tmp_path))
+    shown = {(p.image.width, p.image.height) for p in Page.objects.filter(study=study).select_related("image")}
+    shown |= {(c.image.width, c.image.height) for c in Candidate.objects.filter(page__study=study, rendered=True).select_related("image")}
+    assert shown == {(300, 390)}
+    assert {p.original_image.width for p in Page.objects.filter(study=study).select_related("original_image")} == {400}
