@@ -4,20 +4,6 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def blind_existing_studies(apps, schema_editor):  # type: ignore[no-untyped-def]
-    """Existing studies get display variants (see annotation.services.display_images)."""
-    from annotation.services.display_images import study_images_blind
-
-    Study = apps.get_model("annotation", "Study")
-    for study in Study.objects.order_by("pk"):
-        study_images_blind(
-            study=study,
-            page_model=apps.get_model("annotation", "Page"),
-            candidate_model=apps.get_model("annotation", "Candidate"),
-            stored_model=apps.get_model("annotation", "StoredImage"),
-        )
-
-
 
 class Migration(migrations.Migration):
 
@@ -41,5 +27,4 @@ class Migration(migrations.Migration):
             name='mode',
             field=models.CharField(blank=True, default='', max_length=8),
         ),
-        migrations.RunPython(blind_existing_studies, migrations.RunPython.noop),
     ]

@@ -102,7 +102,7 @@ def test_a_peer_other_than_the_checked_address_is_refused(server: FakeProvider, 
     egress.check_peer(stream, "127.0.0.1", "127.0.0.1")  # the address it reached: fine
     stream.close()
     stream = sockets.connect_tcp("127.0.0.1", port)
-    with pytest.raises(ValidationFailed, match="reached 127.0.0.1, not the checked address 127.0.0.2"):
+    with pytest.raises(ValidationFailed, match=r"reached 127\.0\.0\.1, not the checked address 127\.0\.0\.2"):
         egress.check_peer(stream, "127.0.0.2", "judge.example")
 
 

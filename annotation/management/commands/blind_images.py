@@ -16,7 +16,7 @@ class Command(ArbiterCommand):
     help = (
         "Rebuild what raters and judges see of every page and candidate (8-bit RGB on white, scaled to "
         "the page reference's width) from the stored originals. All studies when no slug is given. "
-        "Idempotent; migration 0005 runs it once for studies that existed before."
+        "Idempotent; migration 0006 runs it once for studies that existed before."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
