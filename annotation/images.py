@@ -207,9 +207,17 @@ def display_pixels(pixels: Image.Image, width: int, *, where: str) -> Image.Imag
     return rgb
 
 
-def display_image(pixels: Image.Image, width: int, *, where: str) -> tuple[CleanImage, Image.Image]:
-    """The shown variant of decoded ``pixels`` and its RGB pixels (see :func:`display_pixels`)."""
+def display_image(
+    pixels: Image.Image, width: int, *, where: str, clean: CleanImage | None = None
+) -> tuple[CleanImage, Image.Image]:
+    """The shown variant of decoded ``pixels`` and its RGB pixels (see :func:`display_pixels`).
+
+    ``clean`` (the PNG of ``pixels``) is reused when nothing changes: an RGB page at its own width
+    is not encoded twice.
+    """
     rgb = display_pixels(pixels, width, where=where)
+    if rgb is pixels and clean is not None and clean.mode == "RGB":
+        return clean, rgb
     png = encode_png(rgb)
     return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=rgb.width, height=rgb.height), rgb
 

@@ -52,7 +52,7 @@ def process_image(data: bytes, where: str, variants: list[Variant]) -> tuple[Cle
     shown: dict[Variant, CleanImage] = {}
     widths = sorted({width for width, _ in variants})
     for wi, width in enumerate(widths):
-        plain, rgb = display_image(pixels, width, where=where)
+        plain, rgb = display_image(pixels, width, where=where, clean=clean)
         keys = sorted(key for w, key in variants if w == width)
         if () in keys:
             shown[(width, ())] = plain

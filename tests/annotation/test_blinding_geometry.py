@@ -268,3 +268,13 @@ def test_a_page_wider_than_the_display_cap_is_shown_with_its_candidates_at_the_c
     shown |= {(c.image.width, c.image.height) for c in Candidate.objects.filter(page__study=study, rendered=True).select_related("image")}
     assert shown == {(300, 390)}
     assert {p.original_image.width for p in Page.objects.filter(study=study).select_related("original_image")} == {400}
+
+
+def test_an_rgb_page_at_its_own_width_is_its_own_display_image() -> None:
+    from annotation.services.bundle_images import process_image
+
+    buffer = io.BytesIO()
+    _page((400, 520), (250, 250, 250), "RGB").save(buffer, format="PNG")
+    clean, shown = process_image(buffer.getvalue(), "p.png", [(400, ()), (300, ())])
+    assert shown[(400, ())] is clean  # not encoded twice
+    assert png_header(shown[(300, ())].png)[:4] == (300, 390, 8, 2)
