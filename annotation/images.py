@@ -46,6 +46,8 @@ class CleanImage:
     png: bytes
     width: int
     height: int
+    # The pixel mode kept from the upload (RGB, RGBA or L); display images are always RGB.
+    mode: str = "RGB"
 
     @property
     def relative_path(self) -> str:
@@ -79,36 +81,13 @@ def clean_image(data: bytes, *, where: str) -> CleanImage:
     return decode_clean_image(data, where=where)[0]
 
 
-def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Image]:
-    """:func:`clean_image` that also returns the decoded pixels (for neutralization without a
-    second decode: a 60-megapixel page costs 180 MB per copy)."""
-    max_bytes, max_pixels, max_edge = _limits()
-    if not data:
-        raise ValidationFailed("the image file is empty", where=where)
-    if len(data) > max_bytes:
-        raise ValidationFailed(f"the image is {len(data):,} bytes, over the {max_bytes:,}-byte limit", where=where)
+@contextmanager
+def _decoding(where: str) -> Iterator[None]:
+    """Pillow's errors as one-line ValidationFailed."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            # The buffer is in memory: nothing to close, and the pixels outlive this block.
-            image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
-            width, height = image.size
-            if width < 1 or height < 1:
-                raise ValidationFailed("the image has no pixels", where=where)
-            if width > max_edge or height > max_edge or width * height > max_pixels:
-                raise ValidationFailed(
-                    f"the image is too large: {width} × {height} pixels, over the limit "
-                    f"({max_edge} px per edge, {max_pixels:,} pixels)",
-                    where=where,
-                )
-            image.load()
-            # In place: a copy would double the peak memory of a large page.
-            ImageOps.exif_transpose(image, in_place=True)
-            pixels = _normalized_mode(image)
-            # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
-            pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
-            png = encode_png(pixels)
-            width, height = pixels.size
+            yield
     except ValidationFailed:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
@@ -119,8 +98,135 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
         raise ValidationFailed("not a PNG, JPEG or WebP image", where=where) from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValidationFailed(f"the image cannot be decoded ({' '.join(str(exc).split())})", where=where) from None
-    clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height)
+
+
+def _open_checked(data: bytes, *, where: str) -> Image.Image:
+    """The image opened lazily (header only) once its bytes and pixel counts are within limits.
+
+    Call inside :func:`_decoding`.
+    """
+    max_bytes, max_pixels, max_edge = _limits()
+    if not data:
+        raise ValidationFailed("the image file is empty", where=where)
+    if len(data) > max_bytes:
+        raise ValidationFailed(f"the image is {len(data):,} bytes, over the {max_bytes:,}-byte limit", where=where)
+    # The buffer is in memory: nothing to close, and the pixels outlive the caller's block.
+    image = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+    width, height = image.size
+    if width < 1 or height < 1:
+        raise ValidationFailed("the image has no pixels", where=where)
+    if width > max_edge or height > max_edge or width * height > max_pixels:
+        raise ValidationFailed(
+            f"the image is too large: {width} × {height} pixels, over the limit "
+            f"({max_edge} px per edge, {max_pixels:,} pixels)",
+            where=where,
+        )
+    return image
+
+
+def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Image]:
+    """:func:`clean_image` that also returns the decoded pixels (for neutralization without a
+    second decode: a 60-megapixel page costs 180 MB per copy)."""
+    with _decoding(where):
+        image = _open_checked(data, where=where)
+        image.load()
+        # In place: a copy would double the peak memory of a large page.
+        ImageOps.exif_transpose(image, in_place=True)
+        pixels = _normalized_mode(image)
+        # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
+        pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
+        png = encode_png(pixels)
+        width, height = pixels.size
+    clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height, mode=pixels.mode)
     return clean, pixels
+
+
+# --- blinding by geometry and encoding (SECURITY.md row 16) -----------------------------------
+#
+# What raters and judges see of a page is never the upload itself: a renderer's pixel size
+# (viewport, device pixel ratio), its colour mode (alpha, greyscale) and its file format would
+# follow one system across every trial. Every shown image is 8-bit RGB with alpha composited on
+# white, encoded by :func:`encode_png` (one compression level, no ancillary chunks), and every
+# candidate is scaled to its page reference's pixel width, aspect kept. The original stays
+# stored for researchers (and the bundle export).
+
+DISPLAY_BACKGROUND = (255, 255, 255)
+
+
+def display_width(reference_width: int) -> int:
+    """The width every image of a page is shown at: its reference's, at most
+    ``ARBITER_DISPLAY_MAX_WIDTH`` (a 7,745 px page would otherwise scale its candidates up to it)."""
+    return max(1, min(int(reference_width), int(getattr(settings, "ARBITER_DISPLAY_MAX_WIDTH", 4096))))
+
+
+def display_width_of(widths: Sequence[int]) -> int:
+    """The one display width of a study without reference images: the lower median of its items'."""
+    ordered = sorted(w for w in widths if w > 0)
+    if not ordered:
+        raise ValueError("no image widths")
+    return display_width(ordered[(len(ordered) - 1) // 2])
+
+
+def probe_width(data: bytes, *, where: str) -> int:
+    """An image's pixel width after its EXIF orientation, read from the header (no decoding);
+    refuses what :func:`decode_clean_image` would refuse before decoding, with its messages."""
+    with _decoding(where):
+        image = _open_checked(data, where=where)
+        width, height = image.size
+        orientation = image.getexif().get(0x0112, 1)
+    return height if orientation in (5, 6, 7, 8) else width
+
+
+def display_pixels(pixels: Image.Image, width: int, *, where: str) -> Image.Image:
+    """``pixels`` as shown: 8-bit RGB on white, scaled to ``width`` (aspect kept).
+
+    RGB pixels already at ``width`` are returned as they are (no copy of a 60-megapixel page):
+    the caller must copy before drawing on the result while it still needs ``pixels``.
+    """
+    image = pixels
+    if image.mode in ("I", "I;16", "I;16L", "I;16B", "I;16N", "F"):
+        image = image.point(lambda v: v / 256).convert("L") if image.mode != "F" else image.convert("L")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGBA", rgba.size, (*DISPLAY_BACKGROUND, 255))
+        canvas.alpha_composite(rgba)
+        rgb = canvas.convert("RGB")
+    else:
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+    if rgb.width != width:
+        height = max(1, round(rgb.height * width / rgb.width))
+        _, max_pixels, max_edge = _limits()
+        if width * height > max_pixels or height > max_edge:
+            raise ValidationFailed(
+                f"scaled to the page's width of {width} px the image would be {width} × {height} pixels, "
+                f"over the limit ({max_edge} px per edge, {max_pixels:,} pixels)",
+                where=where,
+            )
+        rgb = rgb.resize((width, height), Image.Resampling.LANCZOS)
+    rgb.info = {}
+    return rgb
+
+
+def display_image(
+    pixels: Image.Image, width: int, *, where: str, clean: CleanImage | None = None
+) -> tuple[CleanImage, Image.Image]:
+    """The shown variant of decoded ``pixels`` and its RGB pixels (see :func:`display_pixels`).
+
+    ``clean`` (the PNG of ``pixels``) is reused when nothing changes: an RGB page at its own width
+    is not encoded twice.
+    """
+    rgb = display_pixels(pixels, width, where=where)
+    if rgb is pixels and clean is not None and clean.mode == "RGB":
+        return clean, rgb
+    png = encode_png(rgb)
+    return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=rgb.width, height=rgb.height), rgb
+
+
+def decode_stored_png(png: bytes) -> Image.Image:
+    """The pixels of a stored (already clean) PNG."""
+    with Image.open(io.BytesIO(png), formats=("PNG",)) as image:
+        image.load()
+        return image.copy() if image.mode != "P" else image.convert("RGBA" if "transparency" in image.info else "RGB")
 
 
 def _box_pixels(bbox_1000: Sequence[float], width: int, height: int) -> tuple[int, int, int, int]:

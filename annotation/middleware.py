@@ -26,3 +26,27 @@ class UploadSizeMiddleware:
         if length > limit + MULTIPART_OVERHEAD:
             return _answer(request, f"The upload is {length:,} bytes, over the {limit:,}-byte limit.", 413)
         return self.get_response(request)
+
+
+class NulFieldMiddleware:
+    """400 for a NUL character in a query parameter or a form field (SECURITY.md row 19).
+
+    PostgreSQL text cannot hold NUL, so such a value would end as a 500 (``DataError``) wherever a
+    view stores or filters by it. Uploaded files are not looked at (their bytes are binary); JSON
+    bodies are refused by the API's parser (``annotation.api.parsers``).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        fields = [request.GET]
+        content_type = request.META.get("CONTENT_TYPE", "")
+        if request.method == "POST" and content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+            fields.append(request.POST)
+        for query in fields:
+            for key, values in query.lists():
+                if "\x00" in key or any("\x00" in value for value in values):
+                    shown = key.replace("\x00", "\\0")[:60]
+                    return _answer(request, f"Field '{shown}' contains a NUL character.", 400)
+        return self.get_response(request)

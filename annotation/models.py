@@ -92,6 +92,8 @@ class StoredImage(models.Model):
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     size_bytes = models.PositiveBigIntegerField()
+    # Pixel mode of the stored PNG (RGB, RGBA, L); empty for rows stored before it was recorded.
+    mode = models.CharField(max_length=8, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -119,7 +121,13 @@ class Page(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pages")
     external_id = models.CharField(max_length=120)
+    # What raters and judges see: the display variant (8-bit RGB, the page's display width; SECURITY.md
+    # row 16). ``original_image`` is the upload as decoded (its size and mode), for researchers and
+    # the bundle export; ``neutralized_image`` is the display variant with media regions hidden.
     image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    original_image = models.ForeignKey(
+        StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     neutralized_image = models.ForeignKey(
         StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -149,7 +157,13 @@ class Candidate(models.Model):
 
     page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="candidates")
     system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="candidates")
+    # What raters and judges see: the display variant (8-bit RGB, the page's display width; SECURITY.md
+    # row 16). ``original_image`` is the upload as decoded (its size and mode), for researchers and
+    # the bundle export; ``neutralized_image`` is the display variant with media regions hidden.
     image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    original_image = models.ForeignKey(
+        StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     neutralized_image = models.ForeignKey(
         StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -16,7 +16,6 @@ All formulas live in the pure modules ``ranking.bradley_terry``, ``ranking.deplo
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -34,6 +33,7 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from annotation import csv_cells
 from annotation.errors import ArbiterError, Conflict, NotFound, ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
@@ -83,7 +83,7 @@ def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset
     Every line is checked: the system must be one of ``systems`` (bundle ids) and appear once, the
     score a finite number. Errors name ``source:line``.
     """
-    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    reader = csv_cells.reader(io.StringIO(text.lstrip("\ufeff")))
     header = next(reader, None)
     if header is None:
         raise ValidationFailed("the file is empty; expected a header 'system,score'", where=f"{source}:1")
@@ -364,7 +364,7 @@ CSV_COLUMNS = (
 def leaderboard_csv(report: Mapping[str, Any]) -> str:
     """The systems table of a leaderboard report as CSV (one row per system, by rank)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv_cells.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     for row in report.get("systems", []):
         writer.writerow(

@@ -84,3 +84,46 @@ def study_comparisons(*, study: Study, set: str | None = None) -> QuerySet[Compa
     if set:
         comparisons = comparisons.filter(set=set)
     return comparisons.order_by("id")
+
+
+@dataclass(frozen=True)
+class OriginalImages:
+    """What one system's uploads were (researchers only; raters and judges see display variants)."""
+
+    system: str
+    images: int
+    sizes: list[str]
+    modes: list[str]
+    shown_width: list[int]
+
+
+def study_original_images(*, study: Study) -> list[OriginalImages]:
+    """Per system: the original pixel sizes and colour modes of its candidates, and the shown widths."""
+    rows = (
+        Candidate.objects.filter(page__study=study, rendered=True)
+        .order_by()
+        .values_list(
+            "system__external_id", "original_image__width", "original_image__height", "original_image__mode",
+            "image__width", "image__height", "image__mode",
+        )
+    )
+    by_system: dict[str, list[tuple[int, int, str, int]]] = {}
+    for system, ow, oh, om, w, h, m in rows:
+        if ow is None:  # never converted (see the blind_images command): the shown image is the original
+            ow, oh, om = w, h, m
+        if ow is None:
+            continue
+        by_system.setdefault(system, []).append((ow, oh, om or "?", w))
+    out = []
+    for system in sorted(by_system):
+        images = by_system[system]
+        out.append(
+            OriginalImages(
+                system=system,
+                images=len(images),
+                sizes=sorted({f"{w}×{h}" for w, h, _, _ in images})[:5],
+                modes=sorted({m for _, _, m, _ in images}),
+                shown_width=sorted({s for *_, s in images})[:5],
+            )
+        )
+    return out

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from PIL import Image
 
-from annotation.images import CleanImage, decode_clean_image, neutralize_media
+from annotation.images import CleanImage, decode_clean_image, display_image, neutralize_media
 
 if TYPE_CHECKING:
     from annotation.services.bundle_format import MediaRegion
@@ -37,18 +37,35 @@ def media_key(media: Iterable[MediaRegion]) -> MediaKey:
     return tuple((m.kind, tuple(m.bbox_1000)) for m in media)
 
 
-def process_image(data: bytes, where: str, media_keys: list[MediaKey]) -> tuple[CleanImage, dict[MediaKey, CleanImage]]:
+# What a rater or a judge is shown of one image: (display width, media regions); () = no regions.
+Variant = tuple[int, MediaKey]
+
+
+def process_image(data: bytes, where: str, variants: list[Variant]) -> tuple[CleanImage, dict[Variant, CleanImage]]:
+    """The clean original and each shown variant: display geometry (``annotation.images``),
+    media-neutralized when the variant has regions.
+
+    Pixels are copied only when a later variant still needs them: a 60-megapixel page that is
+    shown at its own width is decoded once and neutralized in place, as before display variants.
+    """
     clean, pixels = decode_clean_image(data, where=where)
-    neutral: dict[MediaKey, CleanImage] = {}
-    for index, key in enumerate(media_keys):
-        # The last variant may draw on the decoded pixels themselves; earlier ones need a copy.
-        canvas = pixels if index == len(media_keys) - 1 else pixels.copy()
-        variant = neutralize_media(
-            clean, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key], pixels=canvas
-        )
-        if variant is not None:
-            neutral[key] = variant
-    return clean, neutral
+    shown: dict[Variant, CleanImage] = {}
+    widths = sorted({width for width, _ in variants})
+    for wi, width in enumerate(widths):
+        plain, rgb = display_image(pixels, width, where=where, clean=clean)
+        keys = sorted(key for w, key in variants if w == width)
+        if () in keys:
+            shown[(width, ())] = plain
+        regions = [key for key in keys if key]
+        for ki, key in enumerate(regions):
+            in_place = ki == len(regions) - 1 and (rgb is not pixels or wi == len(widths) - 1)
+            variant = neutralize_media(
+                plain, [{"kind": kind, "bbox_1000": list(box)} for kind, box in key],
+                pixels=rgb if in_place else rgb.copy(),
+            )
+            if variant is not None:
+                shown[(width, key)] = variant
+    return clean, shown
 
 
 def _start_image_worker(limits: dict[str, int], max_image_pixels: int | None) -> None:

@@ -40,7 +40,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from annotation.errors import ArbiterError, ValidationFailed
-from annotation.images import CleanImage, ImageStaging, staged_images
+from annotation.images import (
+    CleanImage,
+    ImageStaging,
+    display_width,
+    display_width_of,
+    probe_width,
+    staged_images,
+)
 from annotation.models import (
     AuditEvent,
     Axis,
@@ -69,7 +76,7 @@ from annotation.services.bundle_format import (
     study_spec_from_document,
     study_spec_to_json,
 )
-from annotation.services.bundle_images import IMAGE_WORKERS, MediaKey, image_pool, media_key, process_image
+from annotation.services.bundle_images import IMAGE_WORKERS, Variant, image_pool, media_key, process_image
 from annotation.services.kind_bundle_format import (
     DEFAULT_K,
     DEFAULT_MARGIN,
@@ -291,43 +298,76 @@ class ImageInfo:
     width: int
     height: int
     size_bytes: int
+    mode: str = "RGB"
 
     @classmethod
     def of(cls, image: CleanImage) -> ImageInfo:
-        return cls(image.sha256, image.relative_path, image.width, image.height, len(image.png))
+        return cls(image.sha256, image.relative_path, image.width, image.height, len(image.png), image.mode)
 
 
-def _stage_images(
-    bundle: Bundle, spec: StudySpec | KindStudySpec, stage: ImageStaging
-) -> tuple[dict[str, ImageInfo], dict[tuple[str, MediaKey], ImageInfo]]:
-    """Clean every image once per path and every neutralized variant once per (path, regions).
+@dataclass
+class StagedImages:
+    """The staged originals (by bundle path) and shown variants (by bundle path and variant), and
+    the display width of every page (the reference's width; one study-wide width for kinds)."""
+
+    originals: dict[str, ImageInfo]
+    shown: dict[tuple[str, Variant], ImageInfo]
+    page_width: dict[str, int]
+
+    def original(self, path: str | None) -> ImageInfo | None:
+        return None if path is None else self.originals[path]
+
+    def variant(self, path: str | None, page: str, media: Iterable[MediaRegion] = ()) -> ImageInfo | None:
+        """The shown image of ``path`` on ``page``: neutralized when ``media`` is given."""
+        if path is None:
+            return None
+        return self.shown.get((path, (self.page_width[page], media_key(media))))
+
+
+def _stage_images(bundle: Bundle, spec: StudySpec | KindStudySpec, stage: ImageStaging) -> StagedImages:
+    """Clean every image once per path and make its shown variants once per (path, width, regions).
 
     Files are written to the staging folder as they are made; only their hashes stay in memory.
     Other kinds' items have no media regions, hence no neutralized variants.
     """
-    wanted: dict[str, set[MediaKey]] = {path: set() for path in spec.image_paths()}
-    if isinstance(spec, StudySpec):
-        for page in spec.pages:
-            if page.media:
-                wanted[page.image].add(media_key(page.media))
-        for candidate in spec.candidates:
-            if candidate.image is not None and candidate.media:
-                wanted[candidate.image].add(media_key(candidate.media))
-
     max_bytes = int(settings.ARBITER_IMAGE_MAX_BYTES)
-    originals: dict[str, ImageInfo] = {}
-    neutralized: dict[tuple[str, MediaKey], ImageInfo] = {}
+    wanted: dict[str, set[Variant]] = {path: set() for path in spec.image_paths()}
+    page_width: dict[str, int] = {}
+    if isinstance(spec, StudySpec):
+        probed: dict[str, int] = {}
+        for page in spec.pages:
+            if page.image not in probed:
+                probed[page.image] = display_width(probe_width(bundle.read(page.image, limit=max_bytes), where=page.image))
+            width = page_width[page.id] = probed[page.image]
+            wanted[page.image].add((width, ()))
+            if page.media:
+                wanted[page.image].add((width, media_key(page.media)))
+        for candidate in spec.candidates:
+            if candidate.image is not None:
+                width = page_width[candidate.page]
+                wanted[candidate.image].add((width, ()))
+                if candidate.media:
+                    wanted[candidate.image].add((width, media_key(candidate.media)))
+    else:
+        widths = [probe_width(bundle.read(path, limit=max_bytes), where=path) for path in wanted]
+        width = display_width_of(widths) if widths else 1
+        page_width = {brief.id: width for brief in spec.briefs}
+        for path in wanted:
+            wanted[path].add((width, ()))
 
-    def collect(path: str, future: Future[tuple[CleanImage, dict[MediaKey, CleanImage]]]) -> None:
+    originals: dict[str, ImageInfo] = {}
+    shown: dict[tuple[str, Variant], ImageInfo] = {}
+
+    def collect(path: str, future: Future[tuple[CleanImage, dict[Variant, CleanImage]]]) -> None:
         clean, variants = future.result()
         stage.add(clean)
         originals[path] = ImageInfo.of(clean)
         for key, variant in variants.items():
             stage.add(variant)
-            neutralized[(path, key)] = ImageInfo.of(variant)
+            shown[(path, key)] = ImageInfo.of(variant)
 
     window = 4 * IMAGE_WORKERS + 2  # bounded: only a few images' bytes are in memory at once
-    pending: list[tuple[str, Future[tuple[CleanImage, dict[MediaKey, CleanImage]]]]] = []
+    pending: list[tuple[str, Future[tuple[CleanImage, dict[Variant, CleanImage]]]]] = []
     with image_pool(len(wanted)) as pool:
         try:
             for path, keys in wanted.items():
@@ -341,7 +381,7 @@ def _stage_images(
             for _, future in pending:
                 future.cancel()
             raise
-    return originals, neutralized
+    return StagedImages(originals=originals, shown=shown, page_width=page_width)
 
 
 def _stored_images(infos: Iterable[ImageInfo]) -> dict[str, StoredImage]:
@@ -353,7 +393,10 @@ def _stored_images(infos: Iterable[ImageInfo]) -> dict[str, StoredImage]:
         for row in StoredImage.objects.filter(sha256__in=shas[start : start + 500]):
             existing[row.sha256] = row
     new = [
-        StoredImage(sha256=sha, file=info.relative_path, width=info.width, height=info.height, size_bytes=info.size_bytes)
+        StoredImage(
+            sha256=sha, file=info.relative_path, width=info.width, height=info.height,
+            size_bytes=info.size_bytes, mode=info.mode,
+        )
         for sha, info in by_sha.items()
         if sha not in existing
     ]
@@ -369,22 +412,11 @@ def _stored_images(infos: Iterable[ImageInfo]) -> dict[str, StoredImage]:
 # --- import ----------------------------------------------------------------------------------
 
 
-def _write_study(
-    spec: StudySpec,
-    originals: dict[str, ImageInfo],
-    neutralized: dict[tuple[str, MediaKey], ImageInfo],
-    user: AbstractBaseUser | None,
-) -> Study:
+def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser | None) -> Study:
     _check_slug_free(spec.slug)
-    stored = _stored_images([*originals.values(), *neutralized.values()])
+    stored = _stored_images([*images.originals.values(), *images.shown.values()])
 
-    def image_row(path: str | None) -> StoredImage | None:
-        return None if path is None else stored[originals[path].sha256]
-
-    def neutral_row(path: str | None, media: tuple[MediaRegion, ...]) -> StoredImage | None:
-        if path is None or not media:
-            return None
-        info = neutralized.get((path, media_key(media)))
+    def row(info: ImageInfo | None) -> StoredImage | None:
         return None if info is None else stored[info.sha256]
 
     study = Study.objects.create(
@@ -410,8 +442,9 @@ def _write_study(
             Page(
                 study=study,
                 external_id=p.id,
-                image=image_row(p.image),
-                neutralized_image=neutral_row(p.image, p.media),
+                image=row(images.variant(p.image, p.id)),
+                original_image=row(images.original(p.image)),
+                neutralized_image=row(images.variant(p.image, p.id, p.media)) if p.media else None,
                 targets=[t.to_json() for t in p.targets],
                 media=[m.to_json() for m in p.media],
                 meta=p.meta,
@@ -427,8 +460,9 @@ def _write_study(
             Candidate(
                 page=page_by_id[c.page],
                 system=system_by_id[c.system],
-                image=image_row(c.image),
-                neutralized_image=neutral_row(c.image, c.media),
+                image=row(images.variant(c.image, c.page)),
+                original_image=row(images.original(c.image)),
+                neutralized_image=row(images.variant(c.image, c.page, c.media)) if c.media else None,
                 rendered=c.rendered,
                 media=[m.to_json() for m in c.media],
             )
@@ -471,10 +505,10 @@ def _write_study(
     return study
 
 
-def _write_kind_study(spec: KindStudySpec, originals: dict[str, ImageInfo], user: AbstractBaseUser | None) -> Study:
+def _write_kind_study(spec: KindStudySpec, images: StagedImages, user: AbstractBaseUser | None) -> Study:
     """Rows of a ``pairwise`` / ``checklist`` / ``rating`` bundle (SPEC §11, docs/bundle-kinds.md)."""
     _check_slug_free(spec.slug)
-    stored = _stored_images(originals.values())
+    stored = _stored_images([*images.originals.values(), *images.shown.values()])
     study = Study.objects.create(
         slug=spec.slug,
         title=spec.title,
@@ -500,7 +534,8 @@ def _write_kind_study(spec: KindStudySpec, originals: dict[str, ImageInfo], user
             Candidate(
                 page=page_by_id[item.brief],
                 system=system_by_id[item.system],
-                image=stored[originals[item.image].sha256],
+                image=stored[images.shown[(item.image, (images.page_width[item.brief], ()))].sha256],
+                original_image=stored[images.originals[item.image].sha256],
                 rendered=True,
                 metrics=item.metrics,
                 external_id=item.id,
@@ -572,13 +607,13 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
         spec = study_spec_from_bundle(bundle)
         _check_slug_free(spec.slug)
         with staged_images() as stage:
-            originals, neutralized = _stage_images(bundle, spec, stage)
+            images = _stage_images(bundle, spec, stage)
             try:
                 with transaction.atomic():
                     if isinstance(spec, KindStudySpec):
-                        study = _write_kind_study(spec, originals, user)
+                        study = _write_kind_study(spec, images, user)
                     else:
-                        study = _write_study(spec, originals, neutralized, user)
+                        study = _write_study(spec, images, user)
                     stage.publish()
             except IntegrityError as exc:
                 # A concurrent import of the same slug won the race; nothing of ours was kept.
@@ -622,6 +657,11 @@ def _neutral_name(used: set[str], *parts: str) -> str:
     return name
 
 
+def original_of(holder: Page | Candidate) -> StoredImage | None:
+    """The image as uploaded (size and mode kept): what researchers and the bundle export get."""
+    return holder.original_image or holder.image
+
+
 def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]:
     """The study as a StudySpec; image references are ``#<StoredImage id>`` keys of the second value."""
     images: dict[str, StoredImage] = {}
@@ -636,11 +676,11 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
     def regions(media: list[dict[str, Any]]) -> tuple[MediaRegion, ...]:
         return tuple(MediaRegion(kind=m["kind"], bbox_1000=tuple(m["bbox_1000"])) for m in media)  # type: ignore[arg-type]
 
-    pages = list(study.pages.select_related("image").order_by("position", "external_id"))
+    pages = list(study.pages.select_related("image", "original_image").order_by("position", "external_id"))
     page_specs = tuple(
         PageSpec(
             id=p.external_id,
-            image=ref(p.image, f"page {p.external_id!r}"),
+            image=ref(original_of(p), f"page {p.external_id!r}"),
             targets=tuple(
                 TargetSpec(
                     axis=t["axis"],
@@ -657,14 +697,14 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
     )
     candidates = (
         Candidate.objects.filter(page__study=study)
-        .select_related("page", "system", "image")
+        .select_related("page", "system", "image", "original_image")
         .order_by("page__position", "page__external_id", "system__position", "system__external_id")
     )
     candidate_specs = tuple(
         CandidateSpec(
             page=c.page.external_id,
             system=c.system.external_id,
-            image=ref(c.image, f"candidate {c.page.external_id}/{c.system.external_id}") if c.rendered else None,
+            image=ref(original_of(c), f"candidate {c.page.external_id}/{c.system.external_id}") if c.rendered else None,
             rendered=c.rendered,
             media=regions(c.media),
         )
@@ -735,18 +775,18 @@ def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
     pages = list(study.pages.order_by("position", "external_id"))
     candidates = list(
         Candidate.objects.filter(page__study=study)
-        .select_related("page", "system", "image")
+        .select_related("page", "system", "image", "original_image")
         .order_by("page__position", "page__external_id", "system__position", "system__external_id")
     )
     items: list[ItemSpec] = []
     for c in candidates:
-        if not c.external_id or c.image is None:
+        if not c.external_id or original_of(c) is None:
             raise ArbiterError(
                 f"candidate {c.page.external_id}/{c.system.external_id} has no item id or no image; "
                 f"a {study.kind} bundle needs both"
             )
         name = _neutral_name(used, c.external_id)
-        sources[name] = Path(settings.MEDIA_ROOT) / str(c.image.file.name)
+        sources[name] = Path(settings.MEDIA_ROOT) / str(original_of(c).file.name)  # type: ignore[union-attr]
         items.append(
             ItemSpec(id=c.external_id, image=name, brief=c.page.external_id, system=c.system.external_id, metrics=c.metrics)
         )

@@ -25,7 +25,6 @@ Decisions (written down here because the SPEC is silent):
 
 from __future__ import annotations
 
-import csv
 import io
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -36,6 +35,7 @@ from typing import TextIO
 import numpy as np
 from django.db import transaction
 
+from annotation import csv_cells
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import (
     Assignment,
@@ -447,7 +447,7 @@ def schedule_rows(study: Study) -> Iterator[dict[str, object]]:
 
 def schedule_csv_write(*, study: Study, stream: TextIO) -> int:
     """Write the schedule CSV to a text stream; returns the number of trial rows."""
-    writer = csv.DictWriter(stream, fieldnames=SCHEDULE_CSV_COLUMNS, lineterminator="\n")
+    writer = csv_cells.DictWriter(stream, fieldnames=SCHEDULE_CSV_COLUMNS)
     writer.writeheader()
     n = 0
     for row in schedule_rows(study):

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation import csv_cells
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.models import (
     PAIRWISE_LABELS,
@@ -170,7 +171,7 @@ def read_csv(path: Path, name: str) -> tuple[list[str], list[Record]]:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ValidationFailed(f"{name} line {line}: not UTF-8 text (byte {exc.start})") from None
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv_cells.reader(io.StringIO(text, newline=""), strict=True)
     records: list[Record] = []
     header: list[str] | None = None
     start = 1
@@ -186,7 +187,15 @@ def read_csv(path: Path, name: str) -> tuple[list[str], list[Record]]:
         raise ValidationFailed(f"{name} line {reader.line_num}: not valid CSV ({exc})") from None
     if header is None:
         raise ValidationFailed(f"{name} line 1: empty file, expected the votes CSV header")
-    return [h.strip() for h in header], records
+    header = [h.strip() for h in header]
+    if "\x00" in text:
+        # PostgreSQL text cannot hold NUL (SQLite would store it): refuse it, naming line and field.
+        for line, fields in [(1, header), *records]:
+            for index, cell in enumerate(fields):
+                if "\x00" in cell:
+                    column = header[index] if index < len(header) else f"column {index + 1}"
+                    raise ValidationFailed(f"{name} line {line}, field '{column}': contains a NUL character")
+    return header, records
 
 
 def check_header(*, header: list[str], expected: list[str], name: str, unknown: Callable[[str], str]) -> None:
@@ -668,7 +677,7 @@ def write_csv(*, path: Path, header: list[str], rows: Iterable[list[Any]]) -> in
     n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
+            writer = csv_cells.writer(fh)
             writer.writerow(header)
             for row in rows:
                 writer.writerow(row)

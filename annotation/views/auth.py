@@ -1,48 +1,85 @@
-"""Login with throttling of failed attempts (researcher and admin accounts; SECURITY.md).
+"""Login with throttling of failed attempts (researcher and admin accounts; SECURITY.md row 18).
 
-Failures are counted per username and per client address in the cache; past the limit a login
-is refused with 429 for the rest of the window, even with the right password.
+Every attempt is counted *before* its password is checked, with one atomic cache increment per
+counter, so concurrent guesses cannot slip past the limit between a check and an update:
+
+- per account and client address: ``ARBITER_LOGIN_MAX_FAILURES`` (5) attempts per window; the
+  address locked out is locked out of *that* account only, so people behind one proxy or NAT keep
+  logging into their own accounts;
+- per account, over all addresses: ``ARBITER_LOGIN_MAX_FAILURES_PER_ACCOUNT`` (20), against a
+  guesser spreading over many addresses. Attempts refused by the first counter do not count here,
+  so one address alone can never lock an account.
+
+A successful login resets its (account, address) counter and takes its own attempt back from the
+account's. Past a limit the attempt answers 429 without checking the password, on the login page
+and on ``POST /api/auth/token/`` alike. The client address comes from
+``annotation.client_address`` (``ARBITER_TRUSTED_PROXIES`` / ``ARBITER_PROXY_HOPS``).
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.forms.utils import ErrorDict
 from django.http import HttpRequest, HttpResponse
 from rest_framework import status
+from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-
-def _keys(request: HttpRequest, username: str) -> list[str]:
-    address = request.META.get("REMOTE_ADDR", "")
-    # Hashed: the username is client input of any length; cache keys must stay short and safe.
-    user_key = hashlib.sha256(username.strip().lower().encode()).hexdigest()
-    return [f"login-fail:user:{user_key}", f"login-fail:addr:{address}"]
+from annotation.api.parsers import BoundedJSONParser
+from annotation.client_address import client_address
 
 
-def login_blocked(request: HttpRequest, username: str) -> bool:
-    limit = int(getattr(settings, "ARBITER_LOGIN_MAX_FAILURES", 5))
-    return any((cache.get(key) or 0) >= limit for key in _keys(request, username))
+@dataclass(frozen=True)
+class LoginAttempt:
+    """The counters one admitted attempt was counted in."""
+
+    pair_key: str
+    account_key: str
 
 
-def login_failed(request: HttpRequest, username: str) -> None:
-    window = int(getattr(settings, "ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60))
-    for key in _keys(request, username):
-        cache.add(key, 0, window)
-        try:
-            cache.incr(key)
-        except ValueError:
-            cache.set(key, 1, window)
+def _window() -> int:
+    return int(getattr(settings, "ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60))
 
 
-def login_succeeded(request: HttpRequest, username: str) -> None:
-    cache.delete(_keys(request, username)[0])
+def _count(key: str) -> int:
+    """Atomically add one to ``key`` (created for one window) and return the new count."""
+    cache.add(key, 0, _window())
+    try:
+        return int(cache.incr(key))
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, _window())
+        return 1
+
+
+def login_attempt_start(request: HttpRequest, username: str) -> LoginAttempt | None:
+    """Count an attempt before its password is checked; ``None`` when it is over a limit."""
+    # Hashed: the username and the address are client input of any length; keys stay short and safe.
+    account = hashlib.sha256(username.strip().lower().encode()).hexdigest()
+    address = hashlib.sha256(client_address(request).encode()).hexdigest()[:32]
+    attempt = LoginAttempt(pair_key=f"login-try:pair:{account}:{address}", account_key=f"login-try:user:{account}")
+    if _count(attempt.pair_key) > int(getattr(settings, "ARBITER_LOGIN_MAX_FAILURES", 5)):
+        return None
+    if _count(attempt.account_key) > int(getattr(settings, "ARBITER_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20)):
+        return None
+    return attempt
+
+
+def login_attempt_succeeded(attempt: LoginAttempt) -> None:
+    """A right password: its pair starts again, and it does not count against the account."""
+    cache.delete(attempt.pair_key)
+    with suppress(ValueError):  # the window ended meanwhile
+        cache.decr(attempt.account_key)
 
 
 TOO_MANY = "Too many failed login attempts. Please wait a few minutes and try again."
@@ -51,31 +88,35 @@ TOO_MANY = "Too many failed login attempts. Please wait a few minutes and try ag
 class ThrottledLoginView(auth_views.LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         username = request.POST.get("username", "")
-        if login_blocked(request, username):
-            form = self.get_form()
-            form.add_error(None, TOO_MANY)
+        attempt = login_attempt_start(request, username)
+        if attempt is None:
+            # Never cleaned: cleaning the form (``form.errors``) would check the password.
+            form = self.get_form_class()(request, initial={"username": username[:150]})
+            form._errors = ErrorDict({NON_FIELD_ERRORS: form.error_class([TOO_MANY], error_class="nonfield")})
             response = self.render_to_response(self.get_context_data(form=form, throttled=True))
             response.status_code = 429
             return response
         response = super().post(request, *args, **kwargs)
         if request.user.is_authenticated:
-            login_succeeded(request, username)
-        else:
-            login_failed(request, username)
+            login_attempt_succeeded(attempt)
         return response
 
 
 class ThrottledObtainAuthToken(ObtainAuthToken):
     """``POST /api/auth/token/`` with the same failure throttling as the login page."""
 
+    # ObtainAuthToken names DRF's unbounded JSONParser itself; use the project's (SECURITY.md row 19).
+    parser_classes = (FormParser, MultiPartParser, BoundedJSONParser)
+
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
-        username = str(data.get("username", ""))
-        if login_blocked(request._request, username):
+        attempt = login_attempt_start(request._request, str(data.get("username", "")))
+        if attempt is None:
             return Response({"detail": TOO_MANY}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         serializer = self.get_serializer(data=request.data)
         if not serializer.is_valid():
-            login_failed(request._request, username)
             return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)
-        login_succeeded(request._request, username)
-        return super().post(request, *args, **kwargs)
+        login_attempt_succeeded(attempt)
+        # What ObtainAuthToken.post does, without validating (checking the password) a second time.
+        token, _ = Token.objects.get_or_create(user=serializer.validated_data["user"])
+        return Response({"token": token.key})

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
-from annotation.selectors.studies import study_get_for_user, study_overview
+from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
@@ -38,7 +38,8 @@ def study_import(request: HttpRequest) -> HttpResponse:
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_get_for_user(user=request.user, slug=slug)
     return render(
-        request, "annotation/study_detail.html", {"study": study, "overview": study_overview(study=study)}
+        request, "annotation/study_detail.html",
+        {"study": study, "overview": study_overview(study=study), "originals": study_original_images(study=study)},
     )
 
 

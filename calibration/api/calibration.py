@@ -11,11 +11,11 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers, status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from annotation.api.parsers import BoundedJSONParser
 from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import Study
@@ -101,7 +101,7 @@ class CalibrationReportApi(APIView):
 
 class CoefficientSetListApi(APIView):
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     class InputSerializer(serializers.Serializer):
         class Meta:

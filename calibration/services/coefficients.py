@@ -19,6 +19,7 @@ from typing import Any
 from annotation.errors import ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import Study
+from annotation.safe_json import JSONRefused, loads_bounded
 from calibration.models import CoefficientSet
 from calibration.selectors.coefficients import coefficient_set_get
 from calibration.services.calibration import (
@@ -45,9 +46,11 @@ def _load(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationFailed(f"cannot read the file as UTF-8 ({exc})", where=name) from None
     try:
-        return json.loads(text)
+        return loads_bounded(text)
     except json.JSONDecodeError as exc:
         raise ValidationFailed(f"not JSON: {exc.msg}", where=f"{name}:{exc.lineno}") from None
+    except JSONRefused as exc:
+        raise ValidationFailed(str(exc), where=name) from None
 
 
 def _number(value: object) -> bool:

@@ -50,6 +50,7 @@ from django.db.models import F
 from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
+from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
 from calibration.kinds._common import json_safe
 from calibration.kinds.agreement_any import kind_agreement
@@ -252,9 +253,11 @@ def read_rules_file(path: Path) -> dict[str, Any]:
             f"cannot read the rules file: {exc.strerror or exc}", where=str(path)
         ) from None
     try:
-        data = json.loads(text)
+        data = loads_bounded(text)
     except json.JSONDecodeError as exc:
         raise ValidationFailed(f"not valid JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
+    except JSONRefused as exc:
+        raise ValidationFailed(str(exc), where=str(path)) from None
     if not isinstance(data, dict):
         raise ValidationFailed("expected a JSON object of exclusion-rule settings", where=str(path))
     return data

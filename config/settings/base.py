@@ -6,10 +6,12 @@ loudly on malformed values instead of guessing.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -72,6 +74,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
+    "annotation.middleware.NulFieldMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -143,6 +146,18 @@ CACHES = {
 }
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
+# Attempts on one account from all addresses together (SECURITY.md row 18).
+ARBITER_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int("ARBITER_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20)
+# The client address behind a reverse proxy (annotation/client_address.py): the proxies whose
+# X-Forwarded-For is believed (addresses or networks), or the number of proxy hops. Neither set:
+# REMOTE_ADDR.
+ARBITER_TRUSTED_PROXIES = env_list("ARBITER_TRUSTED_PROXIES")
+ARBITER_PROXY_HOPS = env_int("ARBITER_PROXY_HOPS", 0)
+for _proxy in ARBITER_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network") from None
 
 # Origin printed in participant links (study_link); the request's host is used on web pages.
 ARBITER_PUBLIC_URL = env_str("ARBITER_PUBLIC_URL", "http://127.0.0.1:8000")
@@ -200,7 +215,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "annotation.api.errors.arbiter_exception_handler",
+    # DRF's JSON parser recurses without bound (RecursionError → 500) and keeps NUL characters.
+    "DEFAULT_PARSER_CLASSES": [
+        "annotation.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
+# Deepest JSON nesting an API body may have (SECURITY.md row 19).
+ARBITER_JSON_MAX_DEPTH = 64
+# Widest image shown to raters and judges (SECURITY.md row 16): a page's images are shown at its
+# reference's width, at most this.
+ARBITER_DISPLAY_MAX_WIDTH = env_int("ARBITER_DISPLAY_MAX_WIDTH", 4096)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",
     "DESCRIPTION": "Blinded human-preference studies, VLM judge calibration and Bradley–Terry leaderboards.",

