@@ -254,8 +254,11 @@ def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[st
     common = [row for row in systems if row["system"] in objective]
     from scipy import stats  # imported here: only --objective needs it (a second of start-up otherwise)
 
+    from ranking.rank_correlation import rounded_theta, theta_of_scores
+
     x = np.array([objective[row["system"]] for row in common], dtype=float)
-    y = np.array([row["score"] for row in common], dtype=float)
+    # Fitted scores rounded as the ranks are, so exactly tied systems stay tied (audit F1).
+    y = rounded_theta(theta_of_scores(np.array([row["score"] for row in common], dtype=float)))
     rho = stats.spearmanr(x, y).statistic
     tau = stats.kendalltau(x, y).statistic
     return {
