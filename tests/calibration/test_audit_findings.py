@@ -281,3 +281,15 @@ def test_f2_a_judge_with_only_invalid_outputs_is_reported(cal: Any, tmp_path: Pa
     with pytest.raises(CommandError) as err:
         call_command("calibrate", "cal-audit", "--json", str(out), "--judges", "cal-opus,cal-gemini")
     assert "no valid output" in str(err.value) and f"all {n} of its outputs are invalid" in str(err.value)
+
+
+def test_f1_objective_vs_subjective_ranks_rounded_scores() -> None:
+    from ranking.services import _objective_correlations
+
+    rows = [{"system": "a", "score": 10.0}, {"system": "b", "score": 10.0 + 1e-12}, {"system": "c", "score": -3.0}]
+    objective = {"a": 1.0, "b": 2.0, "c": 0.0}
+    got = _objective_correlations(rows, objective)
+    x, y = [1.0, 2.0, 0.0], [10.0, 10.0, -3.0]
+    assert got["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+    assert got["kendall"] == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
+    assert got["spearman"] != pytest.approx(1.0)  # raw floats would call it a perfect ρ = 1
