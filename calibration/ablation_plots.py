@@ -32,7 +32,8 @@ def cost_brier_plot(report: Mapping[str, Any]) -> str:
         if _finite(lo) and _finite(hi):
             ax.plot([x, x], [lo, hi], color=_MUTED, linewidth=0.8, zorder=1)
         ax.plot([x], [y], "o", color=color, markersize=5 if s["pareto"] else 4, zorder=2)
-        ax.annotate("+".join(s["judges"]), (x, y), xytext=(3, 2), textcoords="offset points", fontsize=6)
+        if s["pareto"]:  # only the front is labelled (every subset is in the table below the figure)
+            ax.annotate("+".join(s["judges"]), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
     front = sorted((s["cost_per_comparison"], s["brier"]["value"]) for s in rows if s["pareto"])
     if front:
         ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=_RED, linewidth=1, label="Pareto front")
