@@ -22,7 +22,9 @@ on the simplex by ``scipy.optimize.minimize(method="SLSQP")`` (the equality-cons
 in closed form is used when it is already non-negative: it is then the solution).
 
 Nesting. Outer folds are the annotation blocks (leave-one-block-out). Inside an outer fold only
-its training blocks are used: inner folds are leave-one-block-out over them. For every subset the
+its training blocks are used: inner folds are leave-one-block-out over them (a study with only
+two blocks has one training block per outer fold; its inner folds are then ``PAGE_GROUPS`` groups
+of that block's pages, dealt round-robin in sorted page order, and the report says so). For every subset the
 shrinkage λ (grid ``DEFAULT_LAMBDAS``) minimizes the pooled inner loss; the subset's inner loss
 ``L_S`` is that minimum and its standard error ``SE_S`` is ``sd(per-fold losses) / √folds``.
 Per subset size k the subset with the lowest ``L_S`` among size k is chosen; the
@@ -58,6 +60,8 @@ DEFAULT_LAMBDAS: tuple[float, ...] = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 DEFAULT_RESAMPLES = 10_000  # paper B.4
 DEFAULT_SEED = 20260830
 MAX_JUDGES = 8  # 255 subsets
+#: Inner folds of a study with only two blocks: this many page groups of the training block.
+PAGE_GROUPS = 5
 ESTIMATOR_NOTE = (
     "This nested ablation is a different estimator from the frozen OLS proxy (SPEC §6): an "
     "axis-aware blend with non-negative weights summing to one, ridge shrinkage toward equal "
@@ -406,13 +410,45 @@ def judge_ablation(
     block_names = [str(b) for b, keep in zip(blocks, complete, strict=True) if keep]
     page_names = [str(p) for p, keep in zip(pages, complete, strict=True) if keep]
     names = sorted(set(block_names))
-    if len(names) < 3:
+    if len(names) < 2:
         raise AblationError(
-            f"the nested ablation needs at least three annotation blocks with complete judge evidence "
-            f"(outer and inner leave-one-block-out); got {len(names)}"
+            f"the nested ablation needs at least two annotation blocks with complete judge evidence "
+            f"(outer folds are leave-one-block-out); got {len(names)}"
         )
     block_of = np.array([names.index(b) for b in block_names], dtype=np.int64)
-    stats = _block_stats(features, h_used, v_used, block_of, len(names))
+    # Cells = (block, page group): inner folds are whole blocks when an outer fold trains on two or
+    # more blocks, else the page groups of its one training block (pages in sorted order, dealt
+    # round-robin into PAGE_GROUPS groups; a page never straddles two inner folds).
+    group_of = np.zeros(len(block_of), dtype=np.int64)
+    for b in range(len(names)):
+        sel = np.flatnonzero(block_of == b)
+        ordered = sorted({page_names[i] for i in sel})
+        rank = {pg: k % PAGE_GROUPS for k, pg in enumerate(ordered)}
+        group_of[sel] = [rank[page_names[i]] for i in sel]
+    # With three or more blocks every inner fold is a whole block: one cell per block suffices.
+    per_block = 1 if len(names) >= 3 else PAGE_GROUPS
+    cell_of = block_of * per_block + (group_of if per_block > 1 else 0)
+    stats = _block_stats(features, h_used, v_used, cell_of, len(names) * per_block)
+    if len(names) == 2:
+        few = [names[b] for b in range(2) if (stats.weight[b * PAGE_GROUPS : (b + 1) * PAGE_GROUPS] > 0).sum() < 2]
+        if few:
+            raise AblationError(
+                f"with two annotation blocks the inner folds are page groups of one block, and block(s) "
+                f"{', '.join(few)} have fewer than two pages with complete judge evidence"
+            )
+        notes.append(
+            "only two annotation blocks: the inner folds are page groups of the outer fold's training block "
+            f"({PAGE_GROUPS} groups, pages dealt in sorted order), not blocks"
+        )
+
+    def cells(block: int) -> list[int]:
+        return [c for c in range(block * per_block, (block + 1) * per_block) if stats.weight[c] > 0]
+
+    def inner_folds(train_blocks: list[int]) -> list[list[int]]:
+        if len(train_blocks) >= 2:
+            return [cells(b) for b in train_blocks]
+        return [[c] for c in cells(train_blocks[0])]
+
     cache: dict[tuple[tuple[int, ...], float, frozenset[int]], np.ndarray] = {}
 
     def weights_for(s: tuple[int, ...], lam: float, train: Sequence[int]) -> np.ndarray:
@@ -422,17 +458,18 @@ def judge_ablation(
             cache[key] = fit_blend(gram, cross, lam)
         return cache[key]
 
-    def inner(s: tuple[int, ...], train: list[int]) -> tuple[float, float, float]:
-        """(λ*, pooled inner loss at λ*, SE of the per-fold losses at λ*)."""
+    def inner(s: tuple[int, ...], folds: list[list[int]]) -> tuple[float, float, float]:
+        """(λ*, pooled inner loss at λ*, SE of the per-fold losses at λ*) over the inner ``folds``."""
+        train = [c for fold in folds for c in fold]
         best: tuple[float, float, float] | None = None
         for lam in lambdas:
             total = 0.0
             per_fold = []
-            for f in train:
-                rest = [b for b in train if b != f]
-                loss = stats.loss(f, cols_of[s], weights_for(s, lam, rest))
+            for fold in folds:
+                w = weights_for(s, lam, [c for c in train if c not in fold])
+                loss = sum(stats.loss(c, cols_of[s], w) for c in fold)
                 total += loss
-                per_fold.append(loss / stats.weight[f])
+                per_fold.append(loss / float(stats.weight[fold].sum()))
             pooled = total / float(stats.weight[train].sum())
             se = float(np.std(per_fold, ddof=1) / math.sqrt(len(per_fold))) if len(per_fold) > 1 else math.nan
             if best is None or pooled < best[1] - 1e-15:
@@ -453,9 +490,10 @@ def judge_ablation(
         return features[np.ix_(rows, cols_of[s])] @ w, w
 
     for outer, name in enumerate(names):
-        train = [b for b in range(len(names)) if b != outer]
+        folds = inner_folds([b for b in range(len(names)) if b != outer])
+        train = [c for fold in folds for c in fold]
         rows = np.flatnonzero(block_of == outer)
-        inner_of = {s: inner(s, train) for s in all_subsets}
+        inner_of = {s: inner(s, folds) for s in all_subsets}
         for s in all_subsets:
             lam = inner_of[s][0]
             subset_pred[s][rows] = predict(s, lam, train, rows)[0]

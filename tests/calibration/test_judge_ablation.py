@@ -248,9 +248,37 @@ def test_overall_only_when_no_axis_scores_and_too_few_blocks_refused() -> None:
     report = judge_ablation(**d, lambdas=LAMBDAS, resamples=10, seed=1).to_dict()
     assert report["axis_evidence"] is False
     assert all(len(f["weights"]) == s["size"] for s in report["sizes"] for f in s["selected"])
-    d = study(9, n_blocks=2)
-    with pytest.raises(AblationError, match="at least three annotation blocks"):
+    d = study(9, n_blocks=1)
+    with pytest.raises(AblationError, match="at least two annotation blocks"):
         judge_ablation(**d, resamples=10, seed=1)
+
+
+def test_two_blocks_use_page_groups_as_inner_folds() -> None:
+    """With two blocks an outer fold trains on one block; its inner folds are its page groups."""
+    d = study(11, n_blocks=2)
+    report = judge_ablation(**d, lambdas=LAMBDAS, resamples=20, seed=1).to_dict()
+    assert report["outer_folds"] == ["b0", "b1"]
+    assert any("page groups" in w for w in report["warnings"])
+    # Independent inner loss of one subset in outer fold b0: train on b1's five page groups.
+    pages = np.array(d["pages"])
+    blocks = np.array(d["blocks"])
+    ordered = sorted(set(pages[blocks == "b1"]))
+    group = {pg: k % 5 for k, pg in enumerate(ordered)}
+    f = np.stack([d["overall"][:, 1], d["axis"][:, 1]], axis=1)
+    h, v = d["h"], d["valid_votes"]
+    best = None
+    for lam in LAMBDAS:
+        num = den = 0.0
+        for g in range(5):
+            held = (blocks == "b1") & np.array([group.get(p, -1) == g for p in pages])
+            fit = (blocks == "b1") & ~held
+            w = naive_fit(f[fit], h[fit], v[fit], lam)
+            num += float((v[held] * (f[held] @ w - h[held]) ** 2).sum())
+            den += float(v[held].sum())
+        if best is None or num / den < best:
+            best = num / den
+    cands = {tuple(c["judges"]): c for c in report["one_se"]["selected"][0]["candidates"]}
+    assert cands[("j1",)]["inner_loss"] == pytest.approx(best, rel=1e-4)
 
 
 def test_all_subsets_are_enumerated() -> None:

@@ -104,11 +104,11 @@ def test_command_equals_the_pure_ablation_and_writes_html(tmp_path: Path) -> Non
 
 
 def test_too_few_blocks_is_one_line(tmp_path: Path) -> None:
-    prepare("abl-two", n_blocks=2)
+    prepare("abl-one", n_blocks=1)
     out = tmp_path / "x.json"
     with pytest.raises(CommandError) as err:
-        call_command("judge_ablation", "abl-two", "--json", str(out), "--bootstrap", "10")
-    assert "at least three annotation blocks" in str(err.value) and "\n" not in str(err.value)
+        call_command("judge_ablation", "abl-one", "--json", str(out), "--bootstrap", "10")
+    assert "at least two annotation blocks" in str(err.value) and "\n" not in str(err.value)
     assert not out.exists()
     with pytest.raises(CommandError, match="no study"):
         call_command("judge_ablation", "nope", "--json", str(out))
