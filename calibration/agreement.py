@@ -489,26 +489,32 @@ def human_ranking(
 
 @dataclass(frozen=True)
 class RaterStability:
-    """SPEC §5 leave-one-rater-out entry for one rater."""
+    """SPEC §5 leave-one-rater-out entry for one rater.
+
+    ``spearman`` is NaN and ``max_rank_movement`` None when undefined; ``reason`` says why.
+    """
 
     rater: str
     spearman: float
-    max_rank_movement: int
+    max_rank_movement: int | None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
 class LeaveOneRaterOut:
-    """SPEC §5 leave-one-rater-out summary: worst case and per rater."""
+    """SPEC §5 leave-one-rater-out summary: worst case and per rater (None/NaN when undefined)."""
 
     min_spearman: float
-    max_rank_movement: int
+    max_rank_movement: int | None
     per_rater: tuple[RaterStability, ...]
+    reason: str | None = None
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return math.nan
-    return float(stats.spearmanr(x, y).statistic)
+    """Tie-aware Spearman of two score vectors (θ rounded as the ranks are; audit F1)."""
+    from ranking.rank_correlation import spearman_tie_aware, theta_of_scores  # pure, SPEC §7
+
+    return spearman_tie_aware(theta_of_scores(x), theta_of_scores(y))
 
 
 def leave_one_rater_out(
@@ -521,29 +527,54 @@ def leave_one_rater_out(
     """SPEC §5: drop each rater, recompute ``h`` and the human ranking, compare with ``full``.
 
     ``counts_by_rater[r]`` is rater r's (comparisons × [B, TIE, A]) valid main-vote counts, rows
-    aligned with ``system_a``/``system_b``. Spearman is ``scipy.stats.spearmanr`` of the scores;
-    the movement is ``max |rank − full rank|``.
+    aligned with ``system_a``/``system_b``. Spearman is ``scipy.stats.spearmanr`` of the scores
+    rounded as the ranks are (``RANK_DECIMALS`` on the θ scale), ties sharing their average rank;
+    the movement is ``max |rank − full rank|``. When dropping a rater leaves no valid vote there is
+    no ranking to compare: Spearman NaN, movement None, with a reason.
     """
+    from ranking.rank_correlation import correlation_reason, theta_of_scores
+
     if not counts_by_rater:
-        return LeaveOneRaterOut(min_spearman=math.nan, max_rank_movement=0, per_rater=())
+        return LeaveOneRaterOut(
+            min_spearman=math.nan, max_rank_movement=None, per_rater=(), reason="no rater with a valid main vote"
+        )
     total = sum(counts_by_rater.values())
     per = []
     for rater in sorted(counts_by_rater):
         c = total - counts_by_rater[rater]
+        if not (c.sum(axis=1) > 0).any():
+            per.append(
+                RaterStability(
+                    rater=rater,
+                    spearman=math.nan,
+                    max_rank_movement=None,
+                    reason="without this rater no comparison has a valid vote: no ranking to compare",
+                )
+            )
+            continue
         h = human_reference(c[:, 2], c[:, 1], c[:, 0])
         ranking = human_ranking(system_a, system_b, np.atleast_1d(h), systems)
+        why = correlation_reason(theta_of_scores(full.scores), theta_of_scores(ranking.scores))
         per.append(
             RaterStability(
                 rater=rater,
                 spearman=_spearman(full.scores, ranking.scores),
-                max_rank_movement=int(np.abs(ranking.ranks - full.ranks).max()) if len(systems) else 0,
+                max_rank_movement=int(np.abs(ranking.ranks - full.ranks).max()) if len(systems) else None,
+                reason=why,
             )
         )
     rhos = np.array([p.spearman for p in per], dtype=float)
+    moves = [p.max_rank_movement for p in per if p.max_rank_movement is not None]
+    reason = None
+    if not np.isfinite(rhos).any():
+        reason = "for no rater left out is the Spearman defined: " + "; ".join(
+            sorted({str(p.reason) for p in per if p.reason})
+        )
     return LeaveOneRaterOut(
         min_spearman=float(np.nanmin(rhos)) if np.isfinite(rhos).any() else math.nan,
-        max_rank_movement=max(p.max_rank_movement for p in per),
+        max_rank_movement=max(moves) if moves else None,
         per_rater=tuple(per),
+        reason=reason,
     )
 
 
@@ -645,6 +676,8 @@ class AgreementResult:
     position_bias: Mapping[str, Any] = field(default_factory=dict)
     rater_quality: tuple[dict[str, Any], ...] = ()
     n_units: int = 0
+    #: Why each undefined (null) figure is undefined, keyed by its report key (audit F5).
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The SPEC §10 ``agreement_report`` object (plain JSON types, NaN → None) plus extras."""
@@ -679,10 +712,17 @@ class AgreementResult:
                     "min_spearman": loro.min_spearman,
                     "max_rank_movement": loro.max_rank_movement,
                     "per_rater": [
-                        {"rater": p.rater, "spearman": p.spearman, "max_rank_movement": p.max_rank_movement}
+                        {
+                            "rater": p.rater,
+                            "spearman": p.spearman,
+                            "max_rank_movement": p.max_rank_movement,
+                            **({"reason": p.reason} if p.reason else {}),
+                        }
                         for p in loro.per_rater
                     ],
                 },
+                "reasons": dict(self.reasons),
+                "warnings": [f"{k} is undefined: {v}" for k, v in self.reasons.items()],
                 "bootstrap": {"resamples": self.resamples, "seed": self.seed},
                 "n_bootstrap_units": self.n_units,
                 "per_axis_alpha": [dict(r) for r in self.per_axis_alpha],
@@ -725,6 +765,58 @@ def _others_plurality_agreement(
     out = main_valid.loc[has, ["rater", "confidence"]].copy()
     out["agrees"] = plural[has] == cols[has]
     return out
+
+
+def undefined_reasons(
+    counts: np.ndarray,
+    *,
+    n_main: int,
+    n_repeat_pairs: int,
+    values: Mapping[str, float],
+    intervals: Mapping[str, tuple[float, float]],
+    loro: LeaveOneRaterOut,
+) -> dict[str, str]:
+    """Why each undefined SPEC §10 agreement figure is undefined (audit F5), keyed by report key.
+
+    ``values``/``intervals`` are the computed point estimates and ci95 by report key; only the
+    NaN ones get a reason. Reasons name the data that is missing, so a researcher can act.
+    """
+    c = np.asarray(counts, dtype=np.int64)
+    n = c.sum(axis=1) if c.size else np.zeros(0, dtype=np.int64)
+    n_items = int((n >= 1).sum())
+    n_multi = int((n >= 2).sum())
+    no_data = "no comparison has a valid main vote (A, B or TIE)" if n_items == 0 else ""
+    no_pairs = (
+        (no_data or "no comparison has two or more valid main votes, so there is no pair of votes to compare")
+        if n_multi == 0
+        else ""
+    )
+    totals = c[n >= 2].sum(axis=0) if n_multi else np.zeros(3, dtype=np.int64)
+    one_label = ""
+    if n_multi and (totals > 0).sum() == 1:
+        label = ORDINAL_LABELS[int(np.flatnonzero(totals)[0])]
+        one_label = f"every valid vote on comparisons with two or more votes is {label}, so chance agreement is 1"
+    reasons: dict[str, str] = {}
+
+    def note(key: str, why: str) -> None:
+        if not math.isfinite(values.get(key, 0.0)):
+            reasons[key] = why or "undefined for these votes"
+        ci = intervals.get(key)
+        if ci is not None and not all(math.isfinite(v) for v in ci) and key not in reasons:
+            reasons[f"{key}.ci95"] = "every bootstrap resample leaves the figure undefined"
+
+    note("coverage", "" if n_main else "the study has no main annotation")
+    note("exact_agreement", no_pairs)
+    note("fleiss_kappa", no_pairs or one_label)
+    note("krippendorff_alpha_ordinal", no_pairs or one_label)
+    note("unanimous_share", no_data)
+    note("unique_plurality_share", no_data)
+    note("hidden_repeat_agreement", "" if n_repeat_pairs else "no hidden repeat was answered with its original")
+    if not math.isfinite(loro.min_spearman):
+        reasons["leave_one_rater_out.min_spearman"] = loro.reason or "undefined for these votes"
+    if loro.max_rank_movement is None:
+        reasons["leave_one_rater_out.max_rank_movement"] = loro.reason or "no rater can be left out"
+    return reasons
 
 
 def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> AgreementResult:
@@ -792,7 +884,12 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
         loro = leave_one_rater_out(by_rater, sys_a[has_valid], sys_b[has_valid], systems, ranking)
     else:
         ranking = HumanRanking(systems=(), scores=np.zeros(0), ranks=np.zeros(0, dtype=np.int64))
-        loro = LeaveOneRaterOut(min_spearman=math.nan, max_rank_movement=0, per_rater=())
+        loro = LeaveOneRaterOut(
+            min_spearman=math.nan,
+            max_rank_movement=None,
+            per_rater=(),
+            reason="no comparison has a valid main vote: no human ranking",
+        )
 
     # Hidden repeats (SPEC §5).
     pairs = _repeat_pairs(table)
@@ -874,18 +971,36 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
             }
         )
 
+    point = {
+        "coverage": coverage(len(main_valid), len(main)),
+        "exact_agreement": float(exact_agreement(counts)) if len(comps) else math.nan,
+        "fleiss_kappa": float(fleiss_kappa(counts)) if len(comps) else math.nan,
+        "krippendorff_alpha_ordinal": float(krippendorff_alpha_ordinal(counts)) if len(comps) else math.nan,
+        "unanimous_share": unanimous_share(counts),
+        "unique_plurality_share": unique_plurality_share(counts),
+        "hidden_repeat_agreement": repeat.value,
+    }
+    reasons = undefined_reasons(
+        counts,
+        n_main=len(main),
+        n_repeat_pairs=repeat.n,
+        values=point,
+        intervals={"exact_agreement": ci_exact, "fleiss_kappa": ci_kappa, "krippendorff_alpha_ordinal": ci_alpha},
+        loro=loro,
+    )
     return AgreementResult(
+        reasons=reasons,
         n_comparisons=int(has_valid.sum()),
         n_main_annotations=len(main),
         n_valid_annotations=len(main_valid),
-        coverage=coverage(len(main_valid), len(main)),
+        coverage=point["coverage"],
         n_repeat_pairs=repeat.n,
-        exact_agreement=float(exact_agreement(counts)) if len(comps) else math.nan,
+        exact_agreement=point["exact_agreement"],
         exact_agreement_ci95=ci_exact,
         n_pairs=n_agreement_pairs(counts),
-        fleiss_kappa=float(fleiss_kappa(counts)) if len(comps) else math.nan,
+        fleiss_kappa=point["fleiss_kappa"],
         fleiss_kappa_ci95=ci_kappa,
-        krippendorff_alpha_ordinal=float(krippendorff_alpha_ordinal(counts)) if len(comps) else math.nan,
+        krippendorff_alpha_ordinal=point["krippendorff_alpha_ordinal"],
         krippendorff_alpha_ordinal_ci95=ci_alpha,
         unanimous_share=unanimous_share(counts),
         unique_plurality_share=unique_plurality_share(counts),
@@ -928,6 +1043,7 @@ __all__ = [
     "ordinal_alpha_from_coincidences",
     "reliability_to_counts",
     "unanimous_share",
+    "undefined_reasons",
     "unique_plurality_share",
     "validate_votes",
     "wilson_interval",

@@ -165,13 +165,31 @@ class CommitteeAudit:
         return None
 
 
+def default_pilot_size(n: int) -> tuple[int, str | None]:
+    """The paper's pilot share ``round(n · 320 / 1872)``, clamped to ``1 … n − 1`` (audit F3).
+
+    Returns the size and, when the clamp changed it, a warning for the report. Needs ``n ≥ 2``.
+    """
+    if n < 2:
+        raise ValueError("a pilot/holdout split needs at least two comparisons")
+    share = round(n * PAPER_PILOT_SHARE)
+    size = min(max(share, 1), n - 1)
+    if size == share:
+        return size, None
+    return size, (
+        f"committee split: the paper's pilot share gives {share} of {n} comparisons; "
+        f"clamped to {size} pilot and {n - size} holdout comparison(s), too few for a stable audit"
+    )
+
+
 def split_pilot_holdout(n: int, *, pilot_size: int | None, seed: int) -> np.ndarray:
     """Boolean pilot mask over ``n`` comparisons (in the caller's canonical order), seeded.
 
-    ``pilot_size=None`` uses the paper's share, ``round(n · 320 / 1872)``.
+    ``pilot_size=None`` uses the paper's share, ``round(n · 320 / 1872)``, clamped to ``1 … n − 1``
+    (:func:`default_pilot_size`).
     """
     if pilot_size is None:
-        pilot_size = round(n * PAPER_PILOT_SHARE)
+        pilot_size = default_pilot_size(n)[0]
     if not 1 <= pilot_size < n:
         raise ValueError(
             f"pilot size must be between 1 and {n - 1} (the number of comparisons minus one), got {pilot_size}"
@@ -234,9 +252,13 @@ def committee_audit(
     if np.any(n_valid < 1) or np.any(~np.isfinite(h)):
         raise ValueError("every comparison in the committee audit needs at least one valid human vote")
     weight = n_valid / HUMAN_VOTE_WEIGHT_DIVISOR
+    warnings: list[str] = []
+    if pilot_size is None:
+        pilot_size, clamp_note = default_pilot_size(n)
+        if clamp_note:
+            warnings.append(clamp_note)
     pilot = split_pilot_holdout(n, pilot_size=pilot_size, seed=split_seed)
     holdout = ~pilot
-    warnings: list[str] = []
 
     triples = eligible_family_triples(judges, families)
     if not triples:

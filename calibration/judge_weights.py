@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
-from scipy import stats
 from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 
 from annotation.canonical import VOTE_VALUE
@@ -245,13 +244,9 @@ def bootstrap_mean_errors(errors: np.ndarray, unit_of: np.ndarray, counts: np.nd
 
 def rowwise_spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman correlation of each row of ``a`` with the same row of ``b`` (average ranks for ties)."""
-    ra = stats.rankdata(a, axis=1)
-    rb = stats.rankdata(b, axis=1)
-    ra -= ra.mean(axis=1, keepdims=True)
-    rb -= rb.mean(axis=1, keepdims=True)
-    denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denom > 0, (ra * rb).sum(axis=1) / denom, np.nan)
+    from ranking.rank_correlation import rowwise_spearman as rowwise
+
+    return rowwise(a, b)
 
 
 # --------------------------------------------------------------------------- result
@@ -465,19 +460,28 @@ def _spearman(
     m = len(systems)
     if m < 3:
         return None, m, f"only {m} systems: no ranking Spearman"
+    from ranking.rank_correlation import (
+        correlation_reason,
+        rowwise_spearman_tie_aware,
+        spearman_tie_aware,
+        theta_of_scores,
+    )
+
     human_fit = fit_bradley_terry(a, b, h, m)
     proxy_fit = fit_bradley_terry(a, b, p_oof, m)
-    with _warnings.catch_warnings():
-        _warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        rho = float(stats.spearmanr(proxy_fit.theta, human_fit.theta).statistic)
+    # Tie-aware on θ rounded as the ranks are (audit F1): exact ties stay ties.
+    rho = spearman_tie_aware(proxy_fit.theta, human_fit.theta)
+    note = correlation_reason(proxy_fit.theta, human_fit.theta)
     ci: tuple[float, float] | None = None
     if counts is not None:
         resamples = counts.shape[0]
         hb = bootstrap_bradley_terry(a, b, h, m, units, resamples=resamples, seed=0, counts=counts)
         pb = bootstrap_bradley_terry(a, b, p_oof, m, units, resamples=resamples, seed=0, counts=counts)
-        lo, hi = percentile_interval(rowwise_spearman(pb.scores, hb.scores))
+        lo, hi = percentile_interval(
+            rowwise_spearman_tie_aware(theta_of_scores(pb.scores), theta_of_scores(hb.scores))
+        )
         ci = (float(lo), float(hi))
-    return ErrorSummary(value=rho, ci95=ci), m, None
+    return ErrorSummary(value=rho, ci95=ci), m, None if note is None else f"ranking Spearman undefined: {note}"
 
 
 def calibrate(

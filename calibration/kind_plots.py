@@ -160,11 +160,7 @@ def rating_equivalence_plot(analysis: Mapping[str, Any]) -> str:
                 ax.plot([d["mean_difference"]], [y], "o", color=_POINT, markersize=6)
                 extent = max(extent, abs(d["mean_difference"]))
             verdict = d["equivalence"]["equivalent"]
-            text = (
-                "equivalent"
-                if verdict
-                else ("not shown equivalent" if verdict is False else "no interval (< 2 briefs)")
-            )
+            text = d["equivalence"].get("verdict") or "not estimable"
             ax.annotate(
                 text,
                 (1.0, y),

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.api.votes import IsResearcher, study_for_request
-from ranking.models import Leaderboard
+from ranking.models import Leaderboard, RankingModel
 from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study
 from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED, leaderboard_start
 
@@ -32,6 +32,7 @@ class LeaderboardOutputSerializer(serializers.Serializer):
     resamples = serializers.IntegerField()
     seed = serializers.IntegerField()
     use_human_labels = serializers.BooleanField()
+    model = serializers.CharField(source="ranking_model")
     status = serializers.CharField()
     progress = serializers.FloatField()
     error = serializers.CharField()
@@ -50,6 +51,10 @@ class LeaderboardStartSerializer(serializers.Serializer):
     bootstrap = serializers.IntegerField(default=DEFAULT_RESAMPLES, help_text="bootstrap resamples")
     seed = serializers.IntegerField(default=DEFAULT_SEED, help_text="bootstrap seed")
     use_human_labels = serializers.BooleanField(default=False)
+    model = serializers.ChoiceField(
+        choices=RankingModel.values, default=RankingModel.BRADLEY_TERRY.value,
+        help_text="bradley_terry (SPEC §7) or davidson (ties modelled; compared with Bradley–Terry)",
+    )
     objective = serializers.DictField(
         child=serializers.FloatField(), required=False, help_text="objective leaderboard {system: score}"
     )
@@ -81,6 +86,7 @@ class LeaderboardListApi(APIView):
             use_human_labels=values["use_human_labels"],
             objective=values.get("objective"),
             user=request.user,
+            model=values["model"],
         )
         return Response(LeaderboardOutputSerializer(leaderboard).data, status=status.HTTP_202_ACCEPTED)
 

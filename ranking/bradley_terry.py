@@ -490,17 +490,9 @@ def bootstrap_bradley_terry(
     Vectorized: sufficient statistics per (unit, ordered pair) are aggregated per resample with one
     sparse product, then a batched Newton iteration solves all resamples' (M, M) systems together.
     """
-    if resamples < 1:
-        raise ValueError("resamples must be at least 1")
-    start, stop = (0, resamples) if chunk is None else (int(chunk[0]), int(chunk[1]))
-    if not 0 <= start < stop <= resamples:
-        raise ValueError(f"chunk must satisfy 0 <= start < stop <= resamples, got {chunk!r}")
     if not (l2 > 0 and math.isfinite(l2)):
         raise ValueError("l2 must be positive")
-    if counts is None:
-        counts = bootstrap_page_blocks(units, resamples=resamples, seed=seed)
-    elif counts.shape != (resamples, units.n_units):
-        raise ValueError(f"counts must have shape {(resamples, units.n_units)}, got {counts.shape}")
+    start, stop, counts = bootstrap_rows(units, resamples=resamples, seed=seed, chunk=chunk, counts=counts)
     stats, columns = unit_points(a, b, p, n_systems, units.unit_of, units.n_units)
     m = int(n_systems)
     theta = np.empty((stop - start, m))
@@ -509,6 +501,36 @@ def bootstrap_bradley_terry(
     size = _batch_size(m)
     with _single_threaded_blas():
         _fit_rows(counts, stats, columns, m, l2, start, stop, size, theta, iterations, grad_norm)
+    return bootstrap_result(theta, iterations, grad_norm, resamples=resamples, seed=seed, start=start, stop=stop)
+
+
+def bootstrap_rows(
+    units: BootstrapUnits, *, resamples: int, seed: int, chunk: tuple[int, int] | None, counts: np.ndarray | None
+) -> tuple[int, int, np.ndarray]:
+    """Checked ``(start, stop, W)`` of a (chunk of a) SPEC §7 page-block bootstrap."""
+    if resamples < 1:
+        raise ValueError("resamples must be at least 1")
+    start, stop = (0, resamples) if chunk is None else (int(chunk[0]), int(chunk[1]))
+    if not 0 <= start < stop <= resamples:
+        raise ValueError(f"chunk must satisfy 0 <= start < stop <= resamples, got {chunk!r}")
+    if counts is None:
+        counts = bootstrap_page_blocks(units, resamples=resamples, seed=seed)
+    elif counts.shape != (resamples, units.n_units):
+        raise ValueError(f"counts must have shape {(resamples, units.n_units)}, got {counts.shape}")
+    return start, stop, counts
+
+
+def bootstrap_result(
+    theta: np.ndarray,
+    iterations: np.ndarray,
+    grad_norm: np.ndarray,
+    *,
+    resamples: int,
+    seed: int,
+    start: int,
+    stop: int,
+) -> BootstrapResult:
+    """Scores, ranks and their summaries of resampled θ (rows ``start..stop``)."""
     scores = SCORE_SCALE * theta
     ranks = ranks_from_theta(theta)
     ci95, rank_ci95, rank1_share = _summaries(scores, ranks)

@@ -15,6 +15,16 @@ SPEC §7's Bradley–Terry, and we report the same ``400 θ / ln 10`` score. The
 which is concave (−log D is −logsumexp of affine functions) and strictly concave in θ; we use
 damped Newton steps on the exact (M+1)×(M+1) Hessian until the gradient norm is below 10⁻¹⁰, then
 centre θ (the penalty already centres the optimum, as for Bradley–Terry).
+
+Leaderboard option (``leaderboard --model davidson``, issue 16). The deployment outcome is the
+fractional proxy p̂ (SPEC §7), not a label, so each comparison enters as a *soft label*
+(:func:`soft_labels`): ``q = (max(0, 2p̂ − 1), 1 − |2p̂ − 1|, max(0, 1 − 2p̂))`` for (A, TIE, B),
+the decomposition with ``q_A + q_T / 2 = p̂`` in which p̂ = ½ is a pure tie and p̂ ∈ {0, 1} a
+pure win (labels 1 / ½ / 0 map to themselves), and the likelihood is ``Σ_i Σ_k q_ik log P(k)``
+(a weighted fit, ``weights = q``). The page-block bootstrap (:func:`bootstrap_davidson`) is the
+SPEC §7 one: the same count matrix ``W`` of ``calibration.bootstrap.bootstrap_page_blocks``; the
+data enter only through per (unit, ordered pair, label) weights, so a resample is one sparse
+product and one small Newton fit on those cells.
 """
 
 from __future__ import annotations
@@ -23,8 +33,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
-from ranking.bradley_terry import L2_PENALTY, SCORE_SCALE, ranks_from_theta
+from calibration.bootstrap import BootstrapUnits, percentile_interval
+from ranking.bradley_terry import (
+    L2_PENALTY,
+    SCORE_SCALE,
+    BootstrapResult,
+    bootstrap_result,
+    bootstrap_rows,
+    merge_bootstrap_results,
+    ranks_from_theta,
+)
 
 GRADIENT_TOLERANCE = 1e-10
 MAX_NEWTON_ITERATIONS = 200
@@ -177,4 +197,120 @@ def fit_davidson(
         log_likelihood=float(np.sum(w * log_p)),
         iterations=int(iterations),
         gradient_norm=grad_norm,
+    )
+
+
+# --------------------------------------------------------------------------- leaderboard option
+
+#: Cell labels in the order of :func:`soft_labels` columns.
+SOFT_LABELS: tuple[str, str, str] = ("A", "TIE", "B")
+
+
+def soft_labels(p: np.ndarray) -> np.ndarray:
+    """(n, 3) soft labels (A, TIE, B) of fractional outcomes p̂ ∈ [0, 1] (module docstring).
+
+    ``q_A = max(0, 2p̂ − 1)``, ``q_T = 1 − |2p̂ − 1|``, ``q_B = max(0, 1 − 2p̂)``; rows sum to 1 and
+    ``q_A + q_T / 2 = p̂``.
+    """
+    p_arr = np.asarray(p, dtype=np.float64)
+    if p_arr.ndim != 1 or not np.all(np.isfinite(p_arr)) or np.any((p_arr < 0) | (p_arr > 1)):
+        raise ValueError("outcomes must be a 1-D array of numbers in [0, 1]")
+    two = 2.0 * p_arr - 1.0
+    return np.stack([np.maximum(0.0, two), 1.0 - np.abs(two), np.maximum(0.0, -two)], axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class _Cells:
+    """Distinct (A system, B system, label) cells and their weight per bootstrap unit."""
+
+    a: np.ndarray
+    b: np.ndarray
+    labels: np.ndarray
+    per_unit: sparse.csr_matrix  # (cells, units)
+
+
+def _cells(a: np.ndarray, b: np.ndarray, p: np.ndarray, n_systems: int, unit_of: np.ndarray, n_units: int) -> _Cells:
+    a_arr = np.asarray(a, dtype=np.int64)
+    b_arr = np.asarray(b, dtype=np.int64)
+    q = soft_labels(p)
+    unit_arr = np.asarray(unit_of, dtype=np.int64)
+    if not (len(a_arr) == len(b_arr) == len(q) == len(unit_arr)):
+        raise ValueError("a, b, p and the units must have one entry per comparison")
+    m = int(n_systems)
+    ids = ((a_arr * m + b_arr)[:, None] * 3 + np.arange(3)[None, :]).ravel()
+    cells, index = np.unique(ids, return_inverse=True)
+    rows = np.repeat(unit_arr, 3)
+    per_unit = sparse.coo_matrix((q.ravel(), (index, rows)), shape=(len(cells), n_units)).tocsr()
+    per_unit.sum_duplicates()
+    pair, label = np.divmod(cells, 3)
+    cell_a, cell_b = np.divmod(pair, m)
+    return _Cells(a=cell_a, b=cell_b, labels=np.asarray(SOFT_LABELS, dtype=object)[label], per_unit=per_unit)
+
+
+def fit_davidson_outcomes(
+    a: np.ndarray, b: np.ndarray, p: np.ndarray, n_systems: int, *, l2: float = L2_PENALTY
+) -> DavidsonFit:
+    """Davidson fit of fractional outcomes p̂ as soft labels (the leaderboard's point estimate)."""
+    a_arr = np.asarray(a, dtype=np.int64)
+    c = _cells(a_arr, b, p, n_systems, np.zeros(len(a_arr), dtype=np.int64), 1)
+    weights = np.asarray(c.per_unit.sum(axis=1)).ravel()
+    return fit_davidson(c.a, c.b, c.labels, n_systems, weights=weights, l2=l2)
+
+
+@dataclass(frozen=True, eq=False)
+class DavidsonBootstrap:
+    """Page-block bootstrap of the Davidson fit: ``result`` as for Bradley–Terry (scores, ranks,
+    intervals, rank-1 shares) and the resampled tie parameters ν (rows ``start..stop``)."""
+
+    result: BootstrapResult
+    tie_parameters: np.ndarray
+
+    @property
+    def tie_ci95(self) -> tuple[float, float]:
+        lo, hi = percentile_interval(self.tie_parameters)
+        return float(lo), float(hi)
+
+
+def bootstrap_davidson(
+    a: np.ndarray,
+    b: np.ndarray,
+    p: np.ndarray,
+    n_systems: int,
+    units: BootstrapUnits,
+    *,
+    resamples: int,
+    seed: int,
+    chunk: tuple[int, int] | None = None,
+    counts: np.ndarray | None = None,
+    l2: float = L2_PENALTY,
+) -> DavidsonBootstrap:
+    """SPEC §7 page-block bootstrap of the Davidson fit (same ``W``, chunks as for Bradley–Terry).
+
+    A resample in which the tie parameter is not identified (no tie or no win mass) raises
+    ``ValueError``.
+    """
+    start, stop, counts = bootstrap_rows(units, resamples=resamples, seed=seed, chunk=chunk, counts=counts)
+    c = _cells(a, b, p, n_systems, units.unit_of, units.n_units)
+    weights = np.asarray(c.per_unit @ np.ascontiguousarray(counts[start:stop].T, dtype=np.float64)).T
+    m = int(n_systems)
+    theta = np.empty((stop - start, m))
+    nu = np.empty(stop - start)
+    iterations = np.zeros(stop - start, dtype=np.int64)
+    grad_norm = np.zeros(stop - start)
+    for r in range(stop - start):
+        try:
+            fit = fit_davidson(c.a, c.b, c.labels, m, weights=weights[r], l2=l2)
+        except ValueError as exc:
+            raise ValueError(f"bootstrap resample {start + r}: {exc}") from None
+        theta[r], nu[r], iterations[r], grad_norm[r] = fit.theta, fit.tie_parameter, fit.iterations, fit.gradient_norm
+    result = bootstrap_result(theta, iterations, grad_norm, resamples=resamples, seed=seed, start=start, stop=stop)
+    return DavidsonBootstrap(result=result, tie_parameters=nu)
+
+
+def merge_davidson_bootstraps(parts: Sequence[DavidsonBootstrap]) -> DavidsonBootstrap:
+    """Chunks covering ``0..resamples`` merged into one (equal to the unchunked run)."""
+    ordered = sorted(parts, key=lambda part: part.result.start)
+    return DavidsonBootstrap(
+        result=merge_bootstrap_results([part.result for part in ordered]),
+        tie_parameters=np.concatenate([part.tie_parameters for part in ordered]),
     )

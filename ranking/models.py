@@ -9,6 +9,13 @@ from annotation.models import Study, new_token
 from calibration.models import CoefficientSet
 
 
+class RankingModel(models.TextChoices):
+    """The paired-comparison model a leaderboard is fitted with (SPEC §7; Davidson: issue 16)."""
+
+    BRADLEY_TERRY = "bradley_terry", "Bradley–Terry (SPEC §7)"
+    DAVIDSON = "davidson", "Davidson (ties modelled, beside Bradley–Terry)"
+
+
 class Leaderboard(models.Model):
     """A computed (and optionally published) leaderboard: parameters, progress and result.
 
@@ -28,6 +35,7 @@ class Leaderboard(models.Model):
     resamples = models.PositiveIntegerField(default=2000)
     seed = models.BigIntegerField(default=20260831)
     use_human_labels = models.BooleanField(default=False)
+    ranking_model = models.CharField(max_length=16, choices=RankingModel.choices, default=RankingModel.BRADLEY_TERRY)
     objective = models.JSONField(default=dict, blank=True)  # {system: score} imported objective leaderboard
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     progress = models.FloatField(default=0.0)

@@ -49,8 +49,14 @@ from ranking.bradley_terry import (
     merge_bootstrap_results,
     soft_preference,
 )
+from ranking.davidson import (
+    DavidsonBootstrap,
+    bootstrap_davidson,
+    fit_davidson_outcomes,
+    merge_davidson_bootstraps,
+)
 from ranking.deployment_schedule import DeploymentSchedule, make_deployment_schedule
-from ranking.models import Leaderboard, LeaderboardChunk
+from ranking.models import Leaderboard, LeaderboardChunk, RankingModel
 from ranking.selectors import (
     LeaderboardInputs,
     deployment_external_ids,
@@ -75,6 +81,14 @@ ProgressCallback = Callable[[float], None]
 def check_leaderboard_options(resamples: Any, seed: Any) -> tuple[int, int]:
     """Bootstrap resamples (1…MAX_RESAMPLES) and seed (≥ 0), as integers; one-line error otherwise."""
     return check_bootstrap_options(resamples, seed, max_resamples=MAX_RESAMPLES)
+
+
+def check_ranking_model(model: Any) -> str:
+    """``bradley_terry`` (SPEC §7, the default) or ``davidson``; one-line error otherwise."""
+    value = RankingModel.BRADLEY_TERRY.value if model in (None, "") else str(model).strip().lower()
+    if value not in RankingModel.values:
+        raise ValidationFailed(f"expected one of {', '.join(RankingModel.values)}, got {model!r}", field="model")
+    return value
 
 
 def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
@@ -235,6 +249,55 @@ def bootstrap_chunk(
     )
 
 
+def davidson_bootstrap_chunk(
+    inputs: LeaderboardInputs, *, resamples: int, seed: int, start: int, stop: int
+) -> DavidsonBootstrap:
+    """Rows ``start..stop`` of the same page-block bootstrap, refitting the Davidson model."""
+    try:
+        return bootstrap_davidson(
+            inputs.a, inputs.b, inputs.p, len(inputs.systems), bootstrap_units(list(inputs.pages)),
+            resamples=resamples, seed=seed, chunk=(start, stop),
+        )
+    except ValueError as exc:
+        raise ArbiterError(f"Davidson model: {exc}") from None
+
+
+def check_davidson_identified(inputs: LeaderboardInputs) -> None:
+    """The Davidson tie parameter needs both tie and win mass among the scored outcomes."""
+    try:
+        fit_davidson_outcomes(inputs.a, inputs.b, inputs.p, len(inputs.systems))
+    except ValueError as exc:
+        raise ArbiterError(f"Davidson model: {exc}") from None
+
+
+def _model_comparison(
+    inputs: LeaderboardInputs, bt_theta: np.ndarray, bt_ranks: np.ndarray, dv_theta: np.ndarray, dv_ranks: np.ndarray
+) -> dict[str, Any]:
+    """Davidson vs Bradley–Terry: tie-aware Spearman ρ / Kendall τ of θ and per-system rank change."""
+    from ranking.bradley_terry import SCORE_SCALE
+    from ranking.rank_correlation import correlation_reason, kendall_tie_aware, spearman_tie_aware
+
+    per_system = [
+        {
+            "system": inputs.systems[k],
+            "rank_bradley_terry": int(bt_ranks[k]),
+            "rank_davidson": int(dv_ranks[k]),
+            "rank_change": int(bt_ranks[k]) - int(dv_ranks[k]),
+            "score_bradley_terry": float(SCORE_SCALE * bt_theta[k]),
+            "score_davidson": float(SCORE_SCALE * dv_theta[k]),
+        }
+        for k in np.argsort(dv_ranks, kind="stable")
+    ]
+    return {
+        "spearman": _float_or_none(spearman_tie_aware(bt_theta, dv_theta)),
+        "kendall": _float_or_none(kendall_tie_aware(bt_theta, dv_theta)),
+        "reason": correlation_reason(bt_theta, dv_theta),
+        "max_rank_change": max(abs(row["rank_change"]) for row in per_system),
+        "rank_change": "Bradley–Terry rank − Davidson rank (positive: Davidson ranks the system higher)",
+        "per_system": per_system,
+    }
+
+
 def chunk_bounds(resamples: int, chunk_resamples: int) -> list[tuple[int, int]]:
     size = max(1, int(chunk_resamples))
     return [(lo, min(resamples, lo + size)) for lo in range(0, resamples, size)]
@@ -254,8 +317,11 @@ def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[st
     common = [row for row in systems if row["system"] in objective]
     from scipy import stats  # imported here: only --objective needs it (a second of start-up otherwise)
 
+    from ranking.rank_correlation import rounded_theta, theta_of_scores
+
     x = np.array([objective[row["system"]] for row in common], dtype=float)
-    y = np.array([row["score"] for row in common], dtype=float)
+    # Fitted scores rounded as the ranks are, so exactly tied systems stay tied (audit F1).
+    y = rounded_theta(theta_of_scores(np.array([row["score"] for row in common], dtype=float)))
     rho = stats.spearmanr(x, y).statistic
     tau = stats.kendalltau(x, y).statistic
     return {
@@ -275,13 +341,25 @@ def leaderboard_report(
     *,
     inputs: LeaderboardInputs,
     coefficient_set_name: str,
-    boot: BootstrapResult,
+    boot: BootstrapResult | DavidsonBootstrap,
     use_human_labels: bool = False,
     objective: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The SPEC §10 leaderboard JSON from the inputs and the (merged) bootstrap."""
+    """The SPEC §10 leaderboard JSON from the inputs and the (merged) bootstrap.
+
+    With a ``DavidsonBootstrap`` the scores, ranks and intervals are the Davidson model's, and the
+    report adds its ``tie_parameter`` and a ``model_comparison`` with Bradley–Terry.
+    """
     m = len(inputs.systems)
-    fit = fit_bradley_terry(inputs.a, inputs.b, inputs.p, m)
+    bt = fit_bradley_terry(inputs.a, inputs.b, inputs.p, m)
+    tie_boot = boot if isinstance(boot, DavidsonBootstrap) else None
+    davidson = tie_boot is not None
+    result: BootstrapResult = boot.result if isinstance(boot, DavidsonBootstrap) else boot
+    if tie_boot is not None:
+        dv = fit_davidson_outcomes(inputs.a, inputs.b, inputs.p, m)
+        fit_scores, fit_ranks = dv.scores, dv.ranks
+    else:
+        fit_scores, fit_ranks = bt.scores, bt.ranks
     soft = soft_preference(inputs.a, inputs.b, inputs.p, m)
     appear = appearances(inputs.a, inputs.b, m)
     rows: list[dict[str, Any]] = []
@@ -290,13 +368,13 @@ def leaderboard_report(
             {
                 "system": inputs.systems[k],
                 "name": inputs.names[k],
-                "rank": int(fit.ranks[k]),
-                "score": float(fit.scores[k]),
-                "ci95": [float(boot.ci95[k, 0]), float(boot.ci95[k, 1])],
-                "rank_ci95": [int(boot.rank_ci95[k, 0]), int(boot.rank_ci95[k, 1])],
+                "rank": int(fit_ranks[k]),
+                "score": float(fit_scores[k]),
+                "ci95": [float(result.ci95[k, 0]), float(result.ci95[k, 1])],
+                "rank_ci95": [int(result.rank_ci95[k, 0]), int(result.rank_ci95[k, 1])],
                 "soft_preference": float(soft[k]),
                 "appearances": int(appear[k]),
-                "rank1_share": float(boot.rank1_share[k]),
+                "rank1_share": float(result.rank1_share[k]),
             }
         )
     rows.sort(key=lambda row: row["rank"])
@@ -308,9 +386,18 @@ def leaderboard_report(
         "n_pages": inputs.n_pages,
         "use_human_labels": bool(use_human_labels),
         "n_human_labels": int(inputs.from_human.sum()),
-        "bootstrap": {"resamples": int(boot.resamples), "seed": int(boot.seed), "units": "pages", "strata": 1},
+        "bootstrap": {"resamples": int(result.resamples), "seed": int(result.seed), "units": "pages", "strata": 1},
+        "model": RankingModel.DAVIDSON.value if davidson else RankingModel.BRADLEY_TERRY.value,
         "systems": rows,
     }
+    if tie_boot is not None:
+        report["tie_parameter"] = {
+            "value": dv.tie_parameter,
+            "ci95": list(tie_boot.tie_ci95),
+            "meaning": "ν of the Davidson model: P(TIE) = ν / (e^{d/2} + e^{−d/2} + ν) for θ difference d",
+        }
+        report["outcomes"] = "p̂ as soft labels: A = max(0, 2p̂ − 1), TIE = 1 − |2p̂ − 1|, B = max(0, 1 − 2p̂)"
+        report["model_comparison"] = _model_comparison(inputs, bt.theta, bt.ranks, dv.theta, dv.ranks)
     if objective:
         report["objective_vs_subjective"] = _objective_correlations(rows, objective)
     return report
@@ -325,18 +412,26 @@ def leaderboard_compute(
     use_human_labels: bool = False,
     objective: dict[str, float] | None = None,
     progress: ProgressCallback | None = None,
+    model: str = RankingModel.BRADLEY_TERRY,
 ) -> dict[str, Any]:
     """The SPEC §7 leaderboard of ``study`` as the SPEC §10 JSON dict.
 
     ``objective``: ``{system: score}`` of an imported objective leaderboard (adds
     ``objective_vs_subjective``). ``progress(fraction)`` is called as the bootstrap advances
     (it then runs in ten seeded chunks of the same count matrix; the result is identical).
+    ``model="davidson"`` fits the Davidson tie model instead (same bootstrap) and compares it with
+    Bradley–Terry.
     """
     resamples, seed = check_leaderboard_options(resamples, seed)
+    model = check_ranking_model(model)
     cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
     objective = check_objective(study=study, objective=objective)
     inputs = leaderboard_prepare(study=study, coefficient_set=cset, use_human_labels=use_human_labels)
-    if progress is None:
+    boot: BootstrapResult | DavidsonBootstrap
+    if model == RankingModel.DAVIDSON:
+        check_davidson_identified(inputs)
+        boot = davidson_bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=0, stop=resamples)
+    elif progress is None:
         boot = bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=0, stop=resamples)
     else:
         progress(PROGRESS_PREPARED)
@@ -440,9 +535,11 @@ def leaderboard_start(
     use_human_labels: bool = False,
     objective: Mapping[str, Any] | None = None,
     user: Any = None,
+    model: Any = RankingModel.BRADLEY_TERRY,
 ) -> Leaderboard:
     """Create a queued Leaderboard and queue its computation once the row is committed."""
     resamples, seed = check_leaderboard_options(resamples, seed)
+    model = check_ranking_model(model)
     cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
     checked = check_objective(study=study, objective=objective)
     leaderboard = Leaderboard.objects.create(
@@ -451,12 +548,14 @@ def leaderboard_start(
         resamples=resamples,
         seed=seed,
         use_human_labels=bool(use_human_labels),
+        ranking_model=model,
         objective=checked,
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
     audit_record(
         action="leaderboard.compute", user=user, study=study, target=f"leaderboard {leaderboard.pk}",
         coefficients=cset.name, resamples=resamples, seed=seed, use_human_labels=bool(use_human_labels),
+        model=model,
     )
     leaderboard_id = leaderboard.pk
 
@@ -501,6 +600,8 @@ def leaderboard_run(*, leaderboard_id: int) -> str:
         if leaderboard.objective:
             # Fails early (before any bootstrap) when too few ranked systems have an objective score.
             check_objective_coverage(list(inputs.systems), leaderboard.objective)
+        if leaderboard.ranking_model == RankingModel.DAVIDSON:
+            check_davidson_identified(inputs)
     except (ArbiterError, ValueError) as exc:
         leaderboard_fail(leaderboard_id, str(exc))
         return "failed"
@@ -523,7 +624,9 @@ def leaderboard_run(*, leaderboard_id: int) -> str:
     return f"queued {len(bounds)} chunks"
 
 
-def _chunk_document(part: BootstrapResult) -> dict[str, Any]:
+def _chunk_document(part: BootstrapResult | DavidsonBootstrap) -> dict[str, Any]:
+    if isinstance(part, DavidsonBootstrap):
+        return {**_chunk_document(part.result), "tie_parameters": part.tie_parameters.tolist()}
     return {
         "scores": part.scores.tolist(),
         "ranks": part.ranks.tolist(),
@@ -560,7 +663,10 @@ def leaderboard_chunk_run(*, leaderboard_id: int, index: int) -> str:
     if chunk.status != LeaderboardChunk.Status.DONE:
         try:
             inputs = inputs_from_snapshot(leaderboard.inputs)
-            part = bootstrap_chunk(
+            run_chunk = (
+                davidson_bootstrap_chunk if leaderboard.ranking_model == RankingModel.DAVIDSON else bootstrap_chunk
+            )
+            part = run_chunk(
                 inputs, resamples=leaderboard.resamples, seed=leaderboard.seed, start=chunk.start, stop=chunk.stop
             )
         except (ArbiterError, ValueError, KeyError) as exc:
@@ -588,9 +694,15 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
         try:
             inputs = inputs_from_snapshot(leaderboard.inputs)
             m = len(inputs.systems)
-            boot = merge_bootstrap_results(
-                [_chunk_result(c, resamples=leaderboard.resamples, seed=leaderboard.seed, n_systems=m) for c in done]
-            )
+            results = [_chunk_result(c, resamples=leaderboard.resamples, seed=leaderboard.seed, n_systems=m) for c in done]
+            boot: BootstrapResult | DavidsonBootstrap = merge_bootstrap_results(results)
+            if leaderboard.ranking_model == RankingModel.DAVIDSON:
+                boot = merge_davidson_bootstraps(
+                    [
+                        DavidsonBootstrap(result=r, tie_parameters=np.asarray(c.result["tie_parameters"], dtype=float))
+                        for r, c in zip(results, done, strict=True)
+                    ]
+                )
             report = leaderboard_report(
                 inputs=inputs,
                 coefficient_set_name=leaderboard.coefficient_set.name,

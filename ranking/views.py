@@ -70,6 +70,7 @@ def leaderboards_page(request: HttpRequest, slug: str) -> HttpResponse:
         "bootstrap": request.POST.get("bootstrap", DEFAULT_RESAMPLES),
         "seed": request.POST.get("seed", DEFAULT_SEED),
         "use_human_labels": request.POST.get("use_human_labels") == "1",
+        "model": request.POST.get("model", "bradley_terry"),
     }
     if request.method == "POST":
         try:
@@ -81,6 +82,7 @@ def leaderboards_page(request: HttpRequest, slug: str) -> HttpResponse:
                 use_human_labels=bool(form["use_human_labels"]),
                 objective=_objective_upload(request, study),
                 user=request.user,
+                model=form["model"],
             )
         except ArbiterError as exc:
             error = str(exc)

@@ -26,6 +26,9 @@ How the paired difference is built (decision):
    interval would give is reported beside it (``equivalent_bootstrap``). The margin is closed:
    an interval ending exactly at ±m is inside (``−m ≤ low`` and ``high ≤ m``). None when the
    interval is undefined.
+5. No verdict ("not estimable", with a reason; both verdicts None) with fewer than three paired
+   briefs or when every paired difference is the same (``s_d = 0``): the interval would then be
+   a point or rest on one degree of freedom.
 
 Why "the whole 95 % interval inside the margin" is an equivalence test (TOST). Two one-sided
 t tests, H0₁: δ ≤ −m against δ > −m, and H0₂: δ ≥ +m against δ < +m, each at level
@@ -126,6 +129,26 @@ def interval_inside_margin(ci: tuple[float, float], margin: float) -> bool | Non
     return bool(-margin <= lo and hi <= margin)
 
 
+#: Fewest paired briefs for an equivalence verdict (decision 5).
+MIN_EQUIVALENCE_BRIEFS = 3
+
+
+def equivalence_not_estimable(t: PairedInterval) -> str | None:
+    """Decision 5: a verdict needs ``n ≥ 3`` paired briefs and ``s_d > 0``; else the reason why not.
+
+    With two briefs (df = 1) or identical differences (``s_d = 0``) the t interval is a point or
+    rests on one degree of freedom: declaring equivalence from it would claim a precision the data
+    do not have (the audit's case: two identical differences).
+    """
+    if t.n < MIN_EQUIVALENCE_BRIEFS:
+        return (
+            f"only {t.n} paired brief(s): an equivalence verdict needs at least {MIN_EQUIVALENCE_BRIEFS}"
+        )
+    if not t.sd > 0:
+        return "every paired difference is the same (s_d = 0): the variability cannot be estimated"
+    return None
+
+
 @dataclass(frozen=True)
 class DimensionComparison:
     """SPEC §11 paired comparison of two systems on one rated dimension.
@@ -150,12 +173,21 @@ class DimensionComparison:
         return self.t.mean
 
     @property
+    def not_estimable_reason(self) -> str | None:
+        """Why no equivalence verdict is given (decision 5), or None when it is estimable."""
+        return equivalence_not_estimable(self.t)
+
+    @property
     def equivalent(self) -> bool | None:
-        """The verdict (decision 4): the t interval inside ``[−margin, +margin]``."""
+        """The verdict (decision 4): the t interval inside ``[−margin, +margin]``; None if not estimable."""
+        if self.not_estimable_reason is not None:
+            return None
         return interval_inside_margin(self.t.ci, self.margin)
 
     @property
     def equivalent_bootstrap(self) -> bool | None:
+        if self.not_estimable_reason is not None:
+            return None
         return interval_inside_margin(self.bootstrap_ci, self.margin)
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,6 +208,12 @@ class DimensionComparison:
                 "equivalence": {
                     "margin": [-self.margin, self.margin],
                     "interval": "t",
+                    "verdict": (
+                        "not estimable"
+                        if self.not_estimable_reason is not None
+                        else ("equivalent" if self.equivalent else "not shown equivalent")
+                    ),
+                    "reason": self.not_estimable_reason,
                     "equivalent": self.equivalent,
                     "equivalent_bootstrap": self.equivalent_bootstrap,
                     "tost": {

@@ -48,6 +48,8 @@ class CalibrationInputs:
     judges: tuple[str, ...]
     families: Mapping[str, str] | None
     missing_families: tuple[str, ...]
+    #: Judges with outputs on the human set that were left out, with why (audit F2).
+    dropped_judges: tuple[Mapping[str, object], ...] = ()
 
 
 def human_reference_table(*, study: Study) -> pd.DataFrame:
@@ -126,8 +128,31 @@ def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> 
     unfinished = (
         sorted(set(outputs.loc[status.isin(["pending", "running"]), "judge"].astype(str))) if len(outputs) else []
     )
+    n_outputs = outputs["judge"].astype(str).value_counts().to_dict() if len(outputs) else {}
+    n_invalid = (
+        outputs.loc[~status.isin(["valid", "pending", "running"]), "judge"].astype(str).value_counts().to_dict()
+        if len(outputs)
+        else {}
+    )
+
+    def no_valid_reason(judge: str) -> str:
+        return (
+            f"no valid output on the human set: all {n_outputs.get(judge, 0)} of its outputs are invalid "
+            f"({n_invalid.get(judge, 0)} failed validation or transport)"
+        )
+
+    dropped: list[dict[str, object]] = []
     if judges is None:
         chosen = [j for j in present if j not in unfinished]
+        for judge in sorted(n_outputs):
+            if judge in chosen:
+                continue
+            reason = (
+                "calls still pending or running on the human set"
+                if judge in unfinished
+                else no_valid_reason(judge)
+            )
+            dropped.append({"judge": judge, "n_outputs": int(n_outputs[judge]), "reason": reason})
     else:
         chosen = [str(j).strip() for j in judges if str(j).strip()]
         if len(set(chosen)) != len(chosen):
@@ -139,14 +164,27 @@ def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> 
                 f"study {study.slug}: wait for the run to finish",
                 field="judges",
             )
+        invalid_only = [j for j in chosen if j not in present and j in n_outputs]
+        if invalid_only:
+            raise ValidationFailed(
+                f"no valid output on the human-set comparisons of study {study.slug} for judge(s) "
+                + "; ".join(f"{j}: {no_valid_reason(j)}" for j in invalid_only)
+                + f" (judges with valid outputs: {', '.join(present) or 'none'})",
+                field="judges",
+            )
         unknown = [j for j in chosen if j not in present]
         if unknown:
             raise ValidationFailed(
                 f"no output on the human-set comparisons of study {study.slug} for judge(s) "
-                f"{', '.join(unknown)} (judges with outputs: {', '.join(present) or 'none'})",
+                f"{', '.join(unknown)} (judges with valid outputs: {', '.join(present) or 'none'})",
                 field="judges",
             )
     if not chosen:
+        if dropped:
+            raise ValidationFailed(
+                f"study {study.slug} has no judge with a valid output on its human-set comparisons: "
+                + "; ".join(f"{d['judge']}: {d['reason']}" for d in dropped)
+            )
         raise ValidationFailed(
             f"study {study.slug} has no judge output on its human-set comparisons: import or run judges first"
         )
@@ -160,4 +198,5 @@ def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> 
         judges=tuple(chosen),
         families=None if missing else families,
         missing_families=missing,
+        dropped_judges=tuple(dropped),
     )

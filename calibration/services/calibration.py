@@ -98,7 +98,7 @@ def calibration_report_for_study(
     """
     _check_parameters(resamples, seed, pilot_size)
     inputs = calibration_inputs(study=study, judges=judges)
-    warnings: list[str] = []
+    warnings: list[str] = [f"judge {d['judge']} left out: {d['reason']}" for d in inputs.dropped_judges]
     if inputs.missing_families:
         warnings.append(
             "no vendor family recorded for judge(s) "
@@ -136,6 +136,8 @@ def calibration_report_for_study(
     return {
         "study": study.slug,
         **report,
+        # Judges with outputs that the fit left out, and why (audit F2).
+        "dropped_judges": [dict(d) for d in inputs.dropped_judges],
         "pilot_size": pilot_size,
         # Which prompt template produced each judge's valid outputs in the fit ("unknown": imported
         # without one), and the study's current one, to tell them apart.

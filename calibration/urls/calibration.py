@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
+from calibration.api.ablation import JudgeAblationApi
 from calibration.api.calibration import CalibrationReportApi, CoefficientSetDetailApi, CoefficientSetListApi
+from calibration.views.ablation import judge_ablation_page
 from calibration.views.calibration import calibration_download, calibration_page
 
 app_name = "calibration"
@@ -23,7 +25,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
         {"fmt": "json"},
         name="download-json",
     ),
+    path("studies/<slug:slug>/judge-ablation/", judge_ablation_page, name="ablation"),
     path("api/studies/<slug:slug>/calibration/", CalibrationReportApi.as_view(), name="api-report"),
+    path("api/studies/<slug:slug>/judge-ablation/", JudgeAblationApi.as_view(), name="api-ablation"),
     path("api/studies/<slug:slug>/coefficients/", CoefficientSetListApi.as_view(), name="api-coefficients"),
     path(
         "api/studies/<slug:slug>/coefficients/<str:name>/",

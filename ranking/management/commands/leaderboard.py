@@ -42,6 +42,13 @@ class Command(ArbiterCommand):
         parser.add_argument("--seed", default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
         parser.add_argument("--objective", type=Path, help="objective leaderboard CSV 'system,score' to correlate with")
         parser.add_argument(
+            "--model",
+            choices=["bradley_terry", "davidson"],
+            default="bradley_terry",
+            help="bradley_terry (SPEC §7, default) or davidson: ties modelled, with its tie parameter, "
+            "the same bootstrap and a rank comparison with Bradley–Terry",
+        )
+        parser.add_argument(
             "--use-human-labels", action="store_true", help="use h_i instead of p̂ on comparisons with human votes"
         )
 
@@ -62,11 +69,19 @@ class Command(ArbiterCommand):
             seed=seed,
             use_human_labels=options["use_human_labels"],
             objective=objective,
+            model=options["model"],
         )
         leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
         top = report["systems"][0]
         self.stdout.write(
             f"{len(report['systems'])} systems ranked from {report['n_comparisons']} comparisons on "
             f"{report['n_pages']} pages ({report['n_skipped']} skipped); {resamples} resamples, seed {seed}; "
-            f"rank 1: {top['system']} ({top['rank1_share']:.0%} of resamples) -> {json_path}"
+            f"rank 1: {top['system']} ({top['rank1_share']:.0%} of resamples)"
+            + (
+                f"; Davidson ν = {report['tie_parameter']['value']:.3f}, Spearman with Bradley–Terry "
+                f"{report['model_comparison']['spearman']}"
+                if report["model"] == "davidson"
+                else ""
+            )
+            + f" -> {json_path}"
         )

@@ -1,0 +1,143 @@
+"""The ``judge_ablation`` command, the researcher page and the REST endpoint (issue 16 part 1)
+against the pure ``judge_ablation`` on evidence recomputed here from the factory's own outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+from django.urls import reverse
+
+from annotation.models import Candidate, Page, StoredImage
+from calibration.judge_ablation import judge_ablation
+from calibration.selectors.ablation import estimated_image_tokens
+from judges.models import JudgeOutput
+from tests.calibration.cal_factories import make_calibration_study
+
+pytestmark = pytest.mark.django_db
+
+AXIS_SCORE = {"A": 1, "TIE": 0, "B": -2}
+
+
+def prepare(slug: str, researchers: tuple[Any, ...] = (), n_blocks: int = 3) -> Any:
+    cal = make_calibration_study(slug, researchers=researchers, n_blocks=n_blocks)
+    outputs = list(JudgeOutput.objects.filter(comparison__study=cal.study, status="valid"))
+    for out in outputs:
+        out.axis_scores = [{"id": "LAYOUT", "score": AXIS_SCORE[out.winner]}, {"id": "TEXT", "score": 0}]
+    JudgeOutput.objects.bulk_update(outputs, ["axis_scores"])
+    image = StoredImage.objects.create(sha256="a" * 64, file="images/a.png", width=1024, height=768, size_bytes=1)
+    Page.objects.filter(study=cal.study).update(image=image)
+    Candidate.objects.filter(page__study=cal.study).update(image=image)
+    return cal
+
+
+def independent_evidence(cal: Any) -> dict[str, Any]:
+    """Overall and axis evidence per comparison and judge from the factory's frames (pandas)."""
+    human = cal.human[cal.human["n_valid"] > 0].reset_index(drop=True)
+    out = cal.judge_outputs[cal.judge_outputs["status"] == "valid"].copy()
+    out["vote"] = out["winner"].map({"A": 1.0, "TIE": 0.5, "B": 0.0})
+    out["axis"] = out["winner"].map(lambda w: ((AXIS_SCORE[w] + 0) / 2 + 2) / 4)
+    overall = out.pivot_table(index="comparison", columns="judge", values="vote", aggfunc="mean")
+    axis = out.pivot_table(index="comparison", columns="judge", values="axis", aggfunc="mean")
+    judges = sorted(cal.judges)
+    comps = human["comparison"].tolist()
+    return {
+        "overall": overall.reindex(index=comps, columns=judges).to_numpy(dtype=float),
+        "axis": axis.reindex(index=comps, columns=judges).to_numpy(dtype=float),
+        "h": human["h"].to_numpy(dtype=float),
+        "valid_votes": human["n_valid"].to_numpy(dtype=float),
+        "blocks": human["block"].astype(str).tolist(),
+        "pages": human["page"].astype(str).tolist(),
+        "judges": judges,
+    }
+
+
+def assert_close(got: Any, want: Any, path: str = "$") -> None:
+    if isinstance(want, dict):
+        for k in want:
+            assert_close(got[k], want[k], f"{path}.{k}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_close(g, w, f"{path}[{i}]")
+    elif isinstance(want, float):
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), f"{path}: {got} != {want}"
+    else:
+        assert got == want, f"{path}: {got!r} != {want!r}"
+
+
+def test_estimated_image_tokens_follow_the_documented_rule() -> None:
+    assert estimated_image_tokens(1024, 768) == 85 + 170 * 4
+    assert estimated_image_tokens(512, 512) == 85 + 170
+    assert estimated_image_tokens(4096, 1024) == 85 + 170 * 4  # 2048 × 512 after fitting 2048 × 2048
+    assert estimated_image_tokens(2048, 2048) == 85 + 170 * 4  # short side 768: 768 × 768
+    assert estimated_image_tokens(0, 10) == 0
+
+
+def test_command_equals_the_pure_ablation_and_writes_html(tmp_path: Path) -> None:
+    cal = prepare("abl-cmd")
+    out, html = tmp_path / "a.json", tmp_path / "a.html"
+    call_command("judge_ablation", "abl-cmd", "--json", str(out), "--html", str(html), "--bootstrap", "60", "--seed", "3")
+    report = json.loads(out.read_text())
+    evidence = independent_evidence(cal)
+    tokens = 3 * (85 + 170 * 4)
+    calls = (
+        cal.judge_outputs[cal.judge_outputs["comparison"].isin(cal.human.loc[cal.human["n_valid"] > 0, "comparison"])]
+        .groupby("judge").size() / int((cal.human["n_valid"] > 0).sum())
+    )
+    costs = [tokens * float(calls[j]) for j in evidence["judges"]]
+    direct = judge_ablation(**evidence, costs=costs, cost_unit=report["cost_unit"], resamples=60, seed=3).to_dict()
+    assert_close(report, direct)
+    assert report["study"] == "abl-cmd" and report["axis_evidence"] is True
+    assert report["cost_method"]["tokens_per_call"] == tokens
+    assert len(report["subsets"]) == 2 ** len(report["judges"]) - 1
+    assert report["outer_folds"] == ["blk-1", "blk-2", "blk-3"]
+    text = html.read_text()
+    assert "different estimator from the frozen OLS proxy" in text and "Pareto" in text
+    assert "<script" not in text and "data:image/svg+xml;base64," in text
+
+
+def test_too_few_blocks_is_one_line(tmp_path: Path) -> None:
+    prepare("abl-one", n_blocks=1)
+    out = tmp_path / "x.json"
+    with pytest.raises(CommandError) as err:
+        call_command("judge_ablation", "abl-one", "--json", str(out), "--bootstrap", "10")
+    assert "at least two annotation blocks" in str(err.value) and "\n" not in str(err.value)
+    assert not out.exists()
+    with pytest.raises(CommandError, match="no study"):
+        call_command("judge_ablation", "nope", "--json", str(out))
+
+
+def test_api_and_page(researcher, other_researcher, rater_user) -> None:  # type: ignore[no-untyped-def]
+    from calibration.services.ablation import judge_ablation_report
+
+    cal = prepare("abl-web", researchers=(researcher,))
+    client = Client()
+    client.force_login(researcher)
+    url = reverse("calibration:api-ablation", args=[cal.study.slug])
+    got = client.get(url, {"bootstrap": 20, "seed": 4})
+    assert got.status_code == 200, got.content
+    assert got.json() == json.loads(json.dumps(judge_ablation_report(study=cal.study, resamples=20, seed=4)))
+    assert client.get(url, {"bootstrap": 0}).status_code == 400
+    other = Client()
+    other.force_login(other_researcher)
+    assert other.get(url).status_code == 404
+    rater = Client()
+    rater.force_login(rater_user)
+    assert rater.get(url).status_code == 403
+    page = reverse("calibration:ablation", args=[cal.study.slug])
+    assert b"Compute the nested ablation" in client.get(page).content
+    shown = client.post(page, {"bootstrap": "20", "seed": "4"})
+    assert shown.status_code == 200 and b"By number of judges" in shown.content and b"Pareto" in shown.content
+    download = client.get(page, {"download": "json", "bootstrap": "20", "seed": "4"})
+    assert download["Content-Disposition"].endswith('judge-ablation.json"')
+    assert json.loads(download.content) == got.json()
+    bad = client.post(page, {"bootstrap": "999999", "seed": "4"})
+    assert bad.status_code == 400 and b"at most" in bad.content
+    assert other.get(page).status_code == 404
