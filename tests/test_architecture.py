@@ -29,6 +29,8 @@ PURE_MODULES = (
     "calibration.judge_weights",
     "ranking.bradley_terry",
     "ranking.davidson",
+    "ranking.rank_correlation",
+    "calibration.judge_ablation",
 )
 # Pure modules may be used by any app (STYLE: "a pure maths module imports no app").
 PURE_USES_ALLOWED = frozenset(PURE_MODULES)
