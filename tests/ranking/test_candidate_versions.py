@@ -320,3 +320,33 @@ def test_system_changes_signs_and_new_systems() -> None:
         {"system": "c", "rank_before": None, "rank": 3, "rank_change": None, "score_before": None, "score": -1.0,
          "score_delta": None},
     ]
+
+
+@pytest.mark.django_db
+def test_the_leaderboard_page_shows_the_version_sensitivity_report(judged: dict[str, Any], researcher: Any) -> None:
+    from django.test import Client
+
+    study, tmp = judged["study"], judged["tmp"]
+    _leaderboard(tmp / "lb1.json")
+    command("import_study", str(replace_candidate(judged["bundle"], tmp / "u", page="p3", system="gamma")), "--update")
+    for judge in ("judge-x", "judge-y"):
+        command("run_judges", "versions", "--judge", judge, "--refresh")
+    _leaderboard(tmp / "lb2.json")
+    first, second = Leaderboard.objects.filter(study=study).order_by("pk")
+    study.researchers.add(researcher)
+    client = Client()
+    client.force_login(researcher)
+    url = f"/studies/versions/leaderboards/{second.pk}/"
+    page = client.get(url).content.decode()
+    assert 'name="compare_to"' in page and f'value="{first.pk}"' in page and "version-sensitivity" not in page
+    assert "36 judge outputs" not in page and "of which 0 reused" in page
+    page = client.get(url, {"compare_to": first.pk}).content.decode()
+    assert f"Version sensitivity against leaderboard {first.pk}" in page
+    assert "touched\n    <strong>2</strong> comparisons" in page
+    assert "refreshed\n    <strong>4</strong>, retained <strong>32</strong>" in page
+    response = client.get(url, {"compare_to": "nope"})
+    assert response.status_code == 400 and "expected a leaderboard id" in response.content.decode()
+    # Another researcher's study does not exist for them.
+    other = Client()
+    other.force_login(type(researcher).objects.create_user("someone-else"))
+    assert other.get(url, {"compare_to": first.pk}).status_code in (302, 403, 404)
