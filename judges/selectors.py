@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 from django.db.models import Count, Q
 
 from annotation.models import ComparisonSet, Study
-from annotation.selectors.candidate_versions import labelled_versions, replaced_comparisons, version_timeline
+from annotation.selectors.candidate_versions import (
+    ComparisonVersions,
+    labelled_versions,
+    replaced_comparisons,
+    version_timeline,
+)
 from judges.models import Judge, JudgeOutput, OutputStatus
 
 UNKNOWN_TEMPLATE = "unknown"  # outputs imported without a prompt_sha256
@@ -146,15 +150,15 @@ def judge_outputs_frame_as_labelled(*, study: Study) -> pd.DataFrame:
     replaced = replaced_comparisons(study=study, set=ComparisonSet.HUMAN)
     if not replaced:
         return frame
-    labels = labelled_versions(comparison_ids=[c.pk for c in replaced])
-    earlier: dict[int, tuple[Any, tuple[int, int]]] = {}
-    for c in replaced:
-        counts = labels.get(c.pk)
-        if counts and counts.most_common(1)[0][0] != c.now:
-            earlier[c.pk] = (c, counts.most_common(1)[0][0])
+    labels = labelled_versions(comparison_ids=[r.pk for r in replaced])
+    earlier: dict[int, tuple[ComparisonVersions, tuple[int, int]]] = {}
+    for one in replaced:
+        counts = labels.get(one.pk)
+        if counts and counts.most_common(1)[0][0] != one.now:
+            earlier[one.pk] = (one, counts.most_common(1)[0][0])
     if not earlier:
         return frame
-    timeline = version_timeline(candidate_ids=[x for c, _ in earlier.values() for x in (c.candidate_a, c.candidate_b)])
+    timeline = version_timeline(candidate_ids=[x for r, _ in earlier.values() for x in (r.candidate_a, r.candidate_b)])
     records = []
     rows = JudgeOutput.all_versions.filter(comparison_id__in=list(earlier)).order_by(
         "comparison_id", "judge__name", "order", "repeat", "created_at"
@@ -163,12 +167,12 @@ def judge_outputs_frame_as_labelled(*, study: Study) -> pd.DataFrame:
         "status", "winner", "confidence",
     )
     for comparison_id, created_at, c, j, f, o, r, s, w, k in rows:
-        comparison, wanted = earlier[comparison_id]
-        judged = (timeline.at(comparison.candidate_a, created_at), timeline.at(comparison.candidate_b, created_at))
+        replaced_one, wanted = earlier[comparison_id]
+        judged = (timeline.at(replaced_one.candidate_a, created_at), timeline.at(replaced_one.candidate_b, created_at))
         if judged == wanted:
             valid = s == OutputStatus.VALID
             records.append((c, j, f, o, r, s, w if valid else None, k if valid else None))
-    relabelled = {comparison.external_id for comparison, _ in earlier.values()}
+    relabelled = {replaced_one.external_id for replaced_one, _ in earlier.values()}
     kept = frame[~frame["comparison"].astype(str).isin(relabelled)]
     extra = pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
     combined = pd.concat([kept, extra], ignore_index=True) if len(extra) else kept.reset_index(drop=True)

@@ -155,7 +155,7 @@ def version_sensitivity(
     votes = labelled_versions(comparison_ids=[pk for pk, *_ in human])
     human_rows = []
     for pk, ext, _, then, later in human:
-        counts = votes.get(pk, {})
+        counts: Mapping[tuple[int, int], int] = votes.get(pk, {})
         human_rows.append(
             {
                 "comparison": ext,

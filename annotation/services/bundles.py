@@ -699,7 +699,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             image=ref(c.image, f"candidate {c.page.external_id}/{c.system.external_id}") if c.rendered else None,
             rendered=c.rendered,
             media=regions(c.media),
-            version_date=dated[c.pk].date.isoformat() if c.pk in dated and dated[c.pk].date else None,
+            version_date=_iso(dated[c.pk].date) if c.pk in dated else None,
             version_note=dated[c.pk].note if c.pk in dated else "",
         )
         for c in candidates
@@ -732,6 +732,10 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         settings=study_settings(study),
     )
     return spec, images
+
+
+def _iso(day: datetime.date | None) -> str | None:
+    return day.isoformat() if day is not None else None
 
 
 def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[StudySpec, dict[str, Path]]:

@@ -92,30 +92,39 @@ def _check_unchanged(spec: StudySpec, study: Study) -> dict[tuple[str, str], Can
     """Refuse the first difference outside candidates; the stored candidates by (page, system)."""
     if study.kind != spec.kind:
         raise _refuse("$.kind", f"kind {spec.kind!r} differs from the study's {study.kind!r}")
-    for key, stored in (("title", study.title), ("instructions_md", study.instructions_md), ("judge_prompt", study.judge_prompt)):
-        if getattr(spec, key) != stored:
+    for key, current in (("title", study.title), ("instructions_md", study.instructions_md), ("judge_prompt", study.judge_prompt)):
+        if getattr(spec, key) != current:
             raise _refuse(f"$.{key}", "differs from the study's")
     stored_settings = study_settings(study)
     for key, value in spec.settings.items():
         if stored_settings.get(key) != value:
             raise _refuse(f"$.settings.{key}", f"{value!r} differs from the study's {stored_settings.get(key)!r}")
 
-    axes = [(a.axis_id, a.scope, a.description) for a in study.axes.order_by("position")]
-    new_axes = [(a.id, a.scope, a.description) for a in spec.axes]
-    if len(axes) != len(new_axes):
-        raise _refuse("$.axes", f"{len(new_axes)} axes, the study has {len(axes)}")
-    for i, (old, new) in enumerate(zip(axes, new_axes, strict=True)):
-        if old != new:
-            raise _refuse(f"$.axes[{i}]", f"axis {new[0]!r} differs from the study's axis {old[0]!r}")
+    _check_same_list(
+        "axes", "axis",
+        [(a.axis_id, a.scope, a.description) for a in study.axes.order_by("position")],
+        [(a.id, a.scope, a.description) for a in spec.axes],
+    )
+    _check_same_list(
+        "systems", "system",
+        [(s.external_id, s.name) for s in study.systems.order_by("position", "external_id")],
+        [(s.id, s.name) for s in spec.systems],
+    )
+    _check_pages(spec, study)
+    stored = _check_candidates(spec, study)
+    _check_comparisons(spec, study)
+    return stored
 
-    systems = [(s.external_id, s.name) for s in study.systems.order_by("position", "external_id")]
-    new_systems = [(s.id, s.name) for s in spec.systems]
-    if len(systems) != len(new_systems):
-        raise _refuse("$.systems", f"{len(new_systems)} systems, the study has {len(systems)}")
-    for i, (old, new) in enumerate(zip(systems, new_systems, strict=True)):
-        if old != new:
-            raise _refuse(f"$.systems[{i}]", f"system {new[0]!r} differs from the study's system {old[0]!r}")
 
+def _check_same_list(key: str, what: str, old: list[tuple[str, ...]], new: list[tuple[str, ...]]) -> None:
+    if len(old) != len(new):
+        raise _refuse(f"$.{key}", f"{len(new)} {key}, the study has {len(old)}")
+    for i, (before, after) in enumerate(zip(old, new, strict=True)):
+        if before != after:
+            raise _refuse(f"$.{key}[{i}]", f"{what} {after[0]!r} differs from the study's {what} {before[0]!r}")
+
+
+def _check_pages(spec: StudySpec, study: Study) -> None:
     pages = list(study.pages.order_by("position", "external_id"))
     if len(pages) != len(spec.pages):
         raise _refuse("$.pages", f"{len(spec.pages)} pages, the study has {len(pages)}")
@@ -130,36 +139,41 @@ def _check_unchanged(spec: StudySpec, study: Study) -> dict[tuple[str, str], Can
             if old_value != new_value:
                 raise _refuse(f"$.pages[{i}].{name}", f"page {page.external_id!r}: {name} differ from the study's")
 
+
+def _check_candidates(spec: StudySpec, study: Study) -> dict[tuple[str, str], Candidate]:
     stored = {
         (c.page.external_id, c.system.external_id): c
         for c in Candidate.objects.filter(page__study=study).select_related("page", "system", "image")
     }
-    keys = {(c.page, c.system) for c in spec.candidates}
     for c in spec.candidates:
         if (c.page, c.system) not in stored:
             raise _refuse(
                 c.where, f"a new candidate for page {c.page!r} and system {c.system!r}; the study has none to replace"
             )
-    for page_id, system_id in sorted(set(stored) - keys):
+    missing = sorted(set(stored) - {(c.page, c.system) for c in spec.candidates})
+    if missing:
+        page_id, system_id = missing[0]
         raise _refuse("$.candidates", f"the candidate of page {page_id!r} and system {system_id!r} is missing")
+    return stored
 
+
+def _check_comparisons(spec: StudySpec, study: Study) -> None:
     comparisons = {
         c.external_id: c
         for c in Comparison.objects.filter(study=study).select_related("page", "candidate_a__system", "candidate_b__system")
     }
     listed: set[str] = set()
-    for i, c in enumerate(spec.comparisons):
-        old = comparisons.get(c.id)
+    for i, new in enumerate(spec.comparisons):
+        old = comparisons.get(new.id)
         if old is None:
-            raise _refuse(f"$.comparisons[{i}]", f"comparison {c.id!r} is not one of the study's")
+            raise _refuse(f"$.comparisons[{i}]", f"comparison {new.id!r} is not one of the study's")
         old_shape = (old.page.external_id, old.candidate_a.system.external_id, old.candidate_b.system.external_id, old.set)
-        if old_shape != (c.page, c.a, c.b, c.set):
-            raise _refuse(f"$.comparisons[{i}]", f"comparison {c.id!r} differs from the study's (page, a, b, set)")
-        listed.add(c.id)
+        if old_shape != (new.page, new.a, new.b, new.set):
+            raise _refuse(f"$.comparisons[{i}]", f"comparison {new.id!r} differs from the study's (page, a, b, set)")
+        listed.add(new.id)
     for comparison_id in sorted(set(comparisons) - listed):
         if comparisons[comparison_id].set != ComparisonSet.DEPLOYMENT:
             raise _refuse("$.comparisons", f"comparison {comparison_id!r} of the study is missing")
-    return stored
 
 
 def _candidate_changed(candidate: Candidate, spec: CandidateSpec, originals: dict[str, ImageInfo]) -> bool:
@@ -289,8 +303,9 @@ def _write_update(
 
     effects: dict[str, int] = {}
     for _, response in candidates_replaced.send(sender=Study, study=study, comparison_ids=comparison_ids):
-        for name, n in (response or {}).items():
-            effects[name] = effects.get(name, 0) + int(n)
+        if isinstance(response, dict):
+            for name, n in response.items():
+                effects[name] = effects.get(name, 0) + int(n)
     result = StudyUpdate(
         study=study,
         replaced=tuple(replaced),

@@ -48,9 +48,9 @@ def trials_record_versions(*, trial_ids: Iterable[int]) -> int:
         for pk, a, b, single, predicate in rows:
             groups[(a, b) if a is not None else (single if single is not None else predicate, None)].append(pk)
     n = 0
-    for (a, b), pks in groups.items():
+    for (version_a, version_b), pks in groups.items():
         for start in range(0, len(pks), 5000):
             n += Trial.objects.filter(pk__in=pks[start : start + 5000], version_a__isnull=True).update(
-                version_a=a, version_b=b
+                version_a=version_a, version_b=version_b
             )
     return n

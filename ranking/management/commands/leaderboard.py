@@ -10,6 +10,7 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
+from ranking.models import Leaderboard
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -60,6 +61,7 @@ class Command(ArbiterCommand):
         csv_path = check_output_path(options["csv"], option="--csv")
         coefficient_set = coefficient_set_for(study=study, coefficient_set=options["coefficients"])
         objective = objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
+        recorded: list[Leaderboard] = []
         report = leaderboard_compute(
             study=study,
             coefficient_set=coefficient_set,
@@ -68,7 +70,7 @@ class Command(ArbiterCommand):
             use_human_labels=options["use_human_labels"],
             objective=objective,
             compare_to=options["compare_to"],
-            record=(recorded := []),
+            record=recorded,
         )
         leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
         top = report["systems"][0]
