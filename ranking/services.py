@@ -380,9 +380,11 @@ def leaderboard_version_sensitivity(
 ) -> dict[str, Any]:
     """``version_sensitivity`` of a stored, finished leaderboard against an earlier one (the page)."""
     earlier = leaderboard_earlier(study=study, leaderboard=compare_to)
-    if earlier.pk == leaderboard.pk:
-        raise ValidationFailed("choose another leaderboard than this one", field="compare_to")
     full = Leaderboard.objects.get(pk=leaderboard.pk)  # with its input snapshot
+    if earlier.pk == leaderboard.pk or leaderboard_moment(earlier) >= leaderboard_moment(full):
+        raise ValidationFailed(
+            f"leaderboard {earlier.pk} is not older than this one; compare with an earlier leaderboard", field="compare_to"
+        )
     return version_sensitivity(
         study=study, earlier=earlier, inputs=full.inputs, result=full.result, at=leaderboard_moment(full)
     )

@@ -36,6 +36,7 @@ from ranking.services import (
     objective_parse_csv,
     study_system_ids,
 )
+from ranking.versions import leaderboard_moment
 
 MAX_OBJECTIVE_BYTES = 1024 * 1024
 
@@ -119,7 +120,9 @@ def leaderboard_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse
         context.update(leaderboard_context(study=study, report=leaderboard.result))
         # Paper B.5: the version-sensitivity report against an earlier leaderboard of the study.
         context["earlier_leaderboards"] = [
-            lb for lb in leaderboards_for_study(study=study).filter(status=Leaderboard.Status.DONE) if lb.pk != leaderboard.pk
+            lb
+            for lb in leaderboards_for_study(study=study).filter(status=Leaderboard.Status.DONE)
+            if lb.pk != leaderboard.pk and leaderboard_moment(lb) < leaderboard_moment(leaderboard)
         ]
         compare_to = request.GET.get("compare_to", "").strip()
         if compare_to:

@@ -22,6 +22,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image, ImageDraw
 
+from annotation.errors import ValidationFailed
 from annotation.models import AuditEvent, Candidate, CandidateVersion, Comparison, Study, Trial
 from calibration.models import CoefficientSet
 from calibration.selectors.calibration import human_set_judge_outputs
@@ -350,3 +351,31 @@ def test_the_leaderboard_page_shows_the_version_sensitivity_report(judged: dict[
     other = Client()
     other.force_login(type(researcher).objects.create_user("someone-else"))
     assert other.get(url, {"compare_to": first.pk}).status_code in (302, 403, 404)
+
+
+@pytest.mark.django_db
+def test_queued_leaderboards_carry_the_reuse_counts_and_compare_like_the_command(judged: dict[str, Any]) -> None:
+    from ranking.services import leaderboard_run, leaderboard_version_sensitivity
+
+    study, tmp = judged["study"], judged["tmp"]
+    cset = CoefficientSet.objects.get(study=study, name="v1")
+    first = Leaderboard.objects.create(study=study, coefficient_set=cset, resamples=50, seed=3)
+    assert leaderboard_run(leaderboard_id=first.pk) == "done"
+    first.refresh_from_db()
+    assert first.result["judge_outputs"]["scoring_outputs"] == 36
+    command("import_study", str(replace_candidate(judged["bundle"], tmp / "u", page="p1", system="alpha")), "--update")
+    for judge in ("judge-x", "judge-y"):
+        command("run_judges", "versions", "--judge", judge, "--refresh")
+    second = Leaderboard.objects.create(study=study, coefficient_set=cset, resamples=50, seed=3)
+    assert leaderboard_run(leaderboard_id=second.pk) == "done"
+    second.refresh_from_db()
+    vs = leaderboard_version_sensitivity(study=study, leaderboard=second, compare_to=first.pk)
+    assert vs["comparisons_touched"] == 2 and vs["n_human_comparisons_changed"] == 2
+    assert vs["outputs"] == {"refreshed": 4, "retained": 32, "new": 0, "superseded": 2 * 2 * 4}
+    # The same report from the command, against the same earlier leaderboard.
+    report = json.loads(_leaderboard(tmp / "lb.json", "--compare-to", str(first.pk)))
+    assert report["version_sensitivity"]["outputs"] == vs["outputs"]
+    assert report["version_sensitivity"]["systems"] == vs["systems"]
+    # A leaderboard is compared with an earlier one only.
+    with pytest.raises(ValidationFailed, match=f"leaderboard {second.pk} is not older than this one"):
+        leaderboard_version_sensitivity(study=study, leaderboard=first, compare_to=second.pk)
