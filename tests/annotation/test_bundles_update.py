@@ -252,3 +252,15 @@ def test_the_service_returns_what_it_did(imported: tuple[Study, Path]) -> None:
     assert result.replaced == (("e01", "gamma", 2),)
     assert (result.comparisons_touched, result.human_comparisons_touched) == (1, 1)
     assert result.effects == {"outputs_superseded": 0}
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_a_candidates_versions_read_only(imported: tuple[Study, Path], make_user: Any) -> None:
+    study, bundle = imported
+    admin_client = Client()
+    admin_client.force_login(make_user("root", is_staff=True, is_superuser=True))
+    edit_doc(_replace_image(bundle), lambda d: d["candidates"][1].update(version_note="second render"))
+    _update(bundle)
+    candidate = Candidate.objects.get(page__study=study, version=2)
+    page = admin_client.get(f"/admin/annotation/candidate/{candidate.pk}/change/")
+    assert page.status_code == 200 and "second render" in page.content.decode()
