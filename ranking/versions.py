@@ -52,11 +52,13 @@ def _outputs_in_force(
     *, study: Study, comparisons: Sequence[str], judges: Sequence[str], at: datetime | None
 ) -> tuple[dict[tuple[str, str], datetime], dict[str, tuple[int, int, int]]]:
     """{(comparison, judge): created_at} of the scoring output in force at ``at`` (None: now)."""
+    wanted = set(comparisons)
     ids = {
         ext: (pk, a, b)
-        for pk, ext, a, b in Comparison.objects.filter(study=study, external_id__in=list(comparisons)).values_list(
+        for pk, ext, a, b in Comparison.objects.filter(study=study).values_list(
             "pk", "external_id", "candidate_a_id", "candidate_b_id"
         )
+        if ext in wanted
     }
     manager = JudgeOutput.objects if at is None else JudgeOutput.all_versions
     rows = manager.filter(
