@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Min
+from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, Value
 
 from annotation.models import Comparison, ComparisonSet, Study
 from annotation.selectors.candidate_versions import VersionTimeline, labelled_versions, version_timeline
-from judges.models import JudgeOutput, Order, OutputStatus
+from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
 
 MAX_LISTED = 200  # comparisons named in a report; the counts are always complete
@@ -49,49 +49,88 @@ def deployment_started_at(*, study: Study) -> datetime | None:
 
 
 def _outputs_in_force(
-    *, study: Study, comparisons: Sequence[str], judges: Sequence[str], at: datetime | None
-) -> tuple[dict[tuple[str, str], datetime], dict[str, tuple[int, int, int]]]:
-    """{(comparison, judge): created_at} of the scoring output in force at ``at`` (None: now)."""
+    *,
+    study: Study,
+    comparisons: Sequence[str],
+    judges: Sequence[str],
+    at: datetime | None,
+    made_before: datetime | None,
+    inclusive: bool,
+) -> dict[str, tuple[int, int]]:
+    """{comparison: (outputs, of which made before ``made_before``)} over the scoring outputs in force at ``at``.
+
+    ``at`` None: now. ``made_before`` None: every output counts as made before. The flag is
+    counted by the database (no datetime conversion of 50,000 rows); only the outputs of
+    comparisons whose candidates were ever replaced are read with their times, to tell which
+    version they judged.
+    """
     wanted = set(comparisons)
-    ids = {
-        ext: (pk, a, b)
-        for pk, ext, a, b in Comparison.objects.filter(study=study).values_list(
-            "pk", "external_id", "candidate_a_id", "candidate_b_id"
+    ids: dict[int, tuple[str, int, int, bool]] = {
+        pk: (ext, a, b, va > 1 or vb > 1)
+        for pk, ext, a, b, va, vb in Comparison.objects.filter(study=study).values_list(
+            "pk", "external_id", "candidate_a_id", "candidate_b_id", "candidate_a__version", "candidate_b__version"
         )
         if ext in wanted
     }
+    judge_ids = list(Judge.objects.filter(name__in=list(judges)).values_list("pk", flat=True))
     manager = JudgeOutput.objects if at is None else JudgeOutput.all_versions
     rows = manager.filter(
-        comparison__study=study, judge__name__in=list(judges), order=Order.PRIMARY, repeat=0, status=OutputStatus.VALID
+        comparison__study=study, judge_id__in=judge_ids, order=Order.PRIMARY, repeat=0, status=OutputStatus.VALID
     )
     if at is not None:
         rows = rows.filter(created_at__lte=at)
-    values = list(rows.values_list("comparison__external_id", "judge__name", "created_at"))
-    timeline = version_timeline(candidate_ids=[x for _, a, b in ids.values() for x in (a, b)]) if at else None
-    found: dict[tuple[str, str], datetime] = {}
-    for ext, judge, created_at in values:
-        if ext not in ids:
-            continue
-        if timeline is not None and at is not None:
-            _, a, b = ids[ext]
+    if made_before is None:
+        early: Any = Value(True)
+    else:
+        early = ExpressionWrapper(
+            Q(created_at__lte=made_before) if inclusive else Q(created_at__lt=made_before), output_field=BooleanField()
+        )
+    replaced = [pk for pk, (_, _, _, changed) in ids.items() if changed] if at is not None else []
+    # Per comparison: outputs in force (one per judge) and how many of them were made early.
+    found: dict[str, tuple[int, int]] = {}
+    plain = rows.exclude(comparison_id__in=replaced) if replaced else rows
+    counted = (
+        plain.annotate(early=early)
+        .values("comparison_id")
+        .annotate(n=Count("pk"), n_early=Count("pk", filter=Q(early=True)))
+        .values_list("comparison_id", "n", "n_early")
+    )
+    for comparison_id, n, n_early in counted:
+        if comparison_id in ids:
+            found[ids[comparison_id][0]] = (n, n_early)
+    if replaced and at is not None:
+        timeline = version_timeline(candidate_ids=[x for pk in replaced for x in ids[pk][1:3]])
+        latest: dict[tuple[int, int], datetime] = {}
+        for comparison_id, judge_id, created_at in rows.filter(comparison_id__in=replaced).values_list(
+            "comparison_id", "judge_id", "created_at"
+        ):
+            _, a, b, _ = ids[comparison_id]
             if (timeline.at(a, created_at), timeline.at(b, created_at)) != (timeline.at(a, at), timeline.at(b, at)):
                 continue  # judged a version no longer in force at ``at``
-        key = (ext, judge)
-        if key not in found or created_at > found[key]:
-            found[key] = created_at
-    return found, ids
+            key = (comparison_id, judge_id)
+            if key not in latest or created_at > latest[key]:
+                latest[key] = created_at
+        for (comparison_id, _), created_at in latest.items():
+            ext = ids[comparison_id][0]
+            n, n_early = found.get(ext, (0, 0))
+            made = made_before is None or (created_at <= made_before if inclusive else created_at < made_before)
+            found[ext] = (n + 1, n_early + int(made))
+    return found
 
 
 def scoring_provenance(*, study: Study, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Reused vs new among the outputs the leaderboard scores (see the module docstring)."""
-    judges = list(inputs.get("judges") or [])
-    found, _ = _outputs_in_force(study=study, comparisons=_scored_keys(inputs), judges=judges, at=None)
     since = deployment_started_at(study=study)
-    reused = sum(1 for created_at in found.values() if since is None or created_at < since)
+    found = _outputs_in_force(
+        study=study, comparisons=_scored_keys(inputs), judges=list(inputs.get("judges") or []), at=None,
+        made_before=since, inclusive=False,
+    )
+    total = sum(n for n, _ in found.values())
+    reused = sum(n_early for _, n_early in found.values())
     return {
-        "scoring_outputs": len(found),
+        "scoring_outputs": total,
         "reused": reused,
-        "new": len(found) - reused,
+        "new": total - reused,
         "deployment_scheduled_at": since.isoformat() if since else None,
     }
 
@@ -137,11 +176,13 @@ def version_sensitivity(
             touched.append((pk, ext, set_, then, later))
     touched_ids = {ext for _, ext, _, _, _ in touched}
 
-    judges = list(inputs.get("judges") or [])
-    found, _ = _outputs_in_force(study=study, comparisons=_scored_keys(inputs), judges=judges, at=at)
-    refreshed = sum(1 for (ext, _) in found if ext in touched_ids)
-    retained = sum(1 for (ext, _), created_at in found.items() if ext not in touched_ids and created_at <= before)
-    new = len(found) - refreshed - retained
+    found = _outputs_in_force(
+        study=study, comparisons=_scored_keys(inputs), judges=list(inputs.get("judges") or []), at=at,
+        made_before=before, inclusive=True,
+    )
+    refreshed = sum(n for ext, (n, _) in found.items() if ext in touched_ids)
+    retained = sum(n_early for ext, (_, n_early) in found.items() if ext not in touched_ids)
+    new = sum(n for n, _ in found.values()) - refreshed - retained
 
     superseded = 0
     touched_pks = [pk for pk, *_ in touched]
