@@ -80,10 +80,11 @@ def judge_run_start(
 ) -> JudgeRunPlan:
     """Create the rows of a run and queue its unfinished calls on commit.
 
-    ``refresh`` (paper B.5): the run is exactly the successors of the judge's superseded outputs
-    (every order and repeat they had) that have no output in force yet; ``orders`` and ``repeats``
-    are not used, ``set`` still narrows it. Without it, a superseded call counts as missing, so
-    the usual run makes its successor too.
+    ``refresh`` (paper B.5): the run is exactly the calls of the judge that have a superseded
+    output (every order and repeat they had): a missing successor is created, a finished one
+    counts as done, so running it again is harmless; ``orders`` and ``repeats`` are not used,
+    ``set`` still narrows it. Without it, a superseded call counts as missing, so the usual run
+    makes its successor too.
     """
     if judge.provider == Provider.IMPORTED:
         raise ArbiterError(f"judge {judge.name} is imported-only (no endpoint); register a callable judge with add_judge")
