@@ -264,3 +264,27 @@ def test_the_admin_shows_a_candidates_versions_read_only(imported: tuple[Study, 
     candidate = Candidate.objects.get(page__study=study, version=2)
     page = admin_client.get(f"/admin/annotation/candidate/{candidate.pk}/change/")
     assert page.status_code == 200 and "second render" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_rest_import_endpoint_takes_update(imported: tuple[Study, Path], tmp_path: Path, make_user: Any) -> None:
+    from rest_framework.test import APIClient
+
+    study, bundle = imported
+    owner = make_user("api-owner", role="researcher")
+    stranger = make_user("api-stranger", role="researcher")
+    study.researchers.add(owner)
+    archive = zip_folder(_replace_image(bundle), tmp_path / "u.zip").read_bytes()
+
+    def post(user: Any, **data: Any) -> Any:
+        client = APIClient()
+        client.force_authenticate(user)
+        return client.post("/api/studies/import/", {"file": SimpleUploadedFile("u.zip", archive), **data}, format="multipart")
+
+    refused = post(stranger, update_existing="true")
+    assert refused.status_code == 404 and "no study 'example' to update" in refused.json()["detail"]
+    done = post(owner, update_existing="true")
+    assert done.status_code == 200, done.content
+    assert done.json() == {"slug": "example", "replaced": ["e00/beta@v2"], "comparisons_touched": 1,
+                           "human_comparisons_touched": 1, "outputs_superseded": 0}
+    assert post(owner).status_code == 400  # without update: the slug is taken
