@@ -13,6 +13,7 @@ from annotation.models import (
     Axis,
     Block,
     Candidate,
+    CandidateVersion,
     Comparison,
     Page,
     Rater,
@@ -49,11 +50,25 @@ class PageAdmin(admin.ModelAdmin):
     raw_id_fields = ["image", "neutralized_image"]
 
 
+class CandidateVersionInline(admin.TabularInline):
+    """Earlier and current versions (paper B.5): history, read-only (``import_study --update`` writes it)."""
+
+    model = CandidateVersion
+    extra = 0
+    can_delete = False
+    readonly_fields = ["number", "image", "neutralized_image", "rendered", "media", "date", "note", "activated_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Candidate)
 class CandidateAdmin(admin.ModelAdmin):
-    list_display = ["page", "system", "rendered"]
+    list_display = ["page", "system", "rendered", "version"]
     list_filter = ["rendered", "system__study"]
     raw_id_fields = ["page", "system", "image", "neutralized_image"]
+    readonly_fields = ["version"]
+    inlines = [CandidateVersionInline]
 
 
 @admin.register(Comparison)

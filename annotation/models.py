@@ -14,6 +14,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 def new_token() -> str:
@@ -173,6 +174,9 @@ class Candidate(models.Model):
     metrics = models.JSONField(default=dict, blank=True)
     # Opaque id for exports of other kinds' items; never derived from the system.
     external_id = models.CharField(max_length=120, blank=True)
+    # The current version (paper B.5): 1 as imported, +1 per replacement by ``import_study --update``.
+    # The fields above always hold the current version; earlier ones are CandidateVersion rows.
+    version = models.PositiveIntegerField(default=1)
 
     class Meta:
         ordering = ["page", "system"]
@@ -186,6 +190,41 @@ class Candidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.page_id}/{self.system_id}"
+
+
+class CandidateVersion(models.Model):
+    """One version of a candidate (paper B.5): its image, render flag and media, when and why.
+
+    A candidate never replaced has no rows (it is at version 1, as imported); the first
+    replacement writes the row of version 1 (dated at the study's import) and of version 2.
+    ``activated_at`` is when the version became the one shown and judged.
+    """
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    image = models.ForeignKey(StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # The upload as the bundle had it (researchers and exports); ``image`` is what raters saw.
+    original_image = models.ForeignKey(
+        StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    neutralized_image = models.ForeignKey(
+        StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    rendered = models.BooleanField(default=True)
+    media = models.JSONField(default=list, blank=True)
+    # The bundle's ``version_date`` (the date the candidate was produced) and ``version_note``.
+    date = models.DateField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    activated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["candidate", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["candidate", "number"], name="candidateversion_unique_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.candidate_id}v{self.number}"
 
 
 class ComparisonSet(models.TextChoices):
@@ -413,6 +452,10 @@ class Trial(models.Model):
     attention_expected = models.CharField(max_length=16, blank=True)
     token = models.CharField(max_length=40, unique=True, default=new_token)
     shown_at = models.DateTimeField(null=True, blank=True)
+    # The candidate versions displayed (paper B.5): canonical A's and B's (a rating trial's candidate
+    # in ``version_a``), recorded when the trial is first shown or its vote imported; null before.
+    version_a = models.PositiveIntegerField(null=True, blank=True)
+    version_b = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["assignment", "position"]

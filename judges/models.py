@@ -56,8 +56,20 @@ class OutputStatus(models.TextChoices):
     FAILED = "failed", "Transport failure"
 
 
+class CurrentOutputManager(models.Manager["JudgeOutput"]):
+    """The outputs in force: superseded ones (paper B.5) are history, reached by ``all_versions``."""
+
+    def get_queryset(self) -> models.QuerySet[JudgeOutput]:
+        return super().get_queryset().filter(superseded=False)
+
+
 class JudgeOutput(models.Model):
-    """judge × comparison × order × repeat → raw reply, validation status, canonical answer."""
+    """judge × comparison × order × repeat → raw reply, validation status, canonical answer.
+
+    ``superseded``: a candidate of the comparison was replaced after this output was made
+    (``import_study --update``, paper B.5); it is kept, answers no current query
+    (``JudgeOutput.objects`` leaves it out), and ``run_judges`` makes its successor.
+    """
 
     judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="outputs")
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judge_outputs")
@@ -84,13 +96,24 @@ class JudgeOutput(models.Model):
     # empty for imported outputs and for calls that got no reply.
     prompt_sha256 = models.CharField(max_length=64, blank=True)
     imported = models.BooleanField(default=False)
+    superseded = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    all_versions = models.Manager()  # superseded outputs included
+    objects = CurrentOutputManager()
+
     class Meta:
         ordering = ["comparison", "judge", "order", "repeat"]
+        default_manager_name = "objects"
+        base_manager_name = "all_versions"
         constraints = [
-            models.UniqueConstraint(fields=["judge", "comparison", "order", "repeat"], name="judgeoutput_unique_call"),
+            # One output in force per call; superseded ones (any number) are kept beside it.
+            models.UniqueConstraint(
+                fields=["judge", "comparison", "order", "repeat"],
+                condition=Q(superseded=False),
+                name="judgeoutput_unique_call",
+            ),
             models.CheckConstraint(
                 condition=~Q(status="valid") | Q(winner__in=["A", "B", "TIE"]), name="judgeoutput_valid_has_winner"
             ),

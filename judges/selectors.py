@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import pandas as pd
 from django.db.models import Count, Q
 
-from annotation.models import Study
+from annotation.models import ComparisonSet, Study
+from annotation.selectors.candidate_versions import (
+    ComparisonVersions,
+    labelled_versions,
+    replaced_comparisons,
+    version_timeline,
+)
 from judges.models import Judge, JudgeOutput, OutputStatus
 
 UNKNOWN_TEMPLATE = "unknown"  # outputs imported without a prompt_sha256
@@ -129,3 +135,48 @@ def judge_progress(*, study: Study, judge: Judge | None = None) -> list[JudgePro
 
 def judges_callable() -> list[Judge]:
     return list(Judge.objects.exclude(provider="imported").order_by("name"))
+
+
+def judge_outputs_frame_as_labelled(*, study: Study) -> pd.DataFrame:
+    """The human-set outputs frame with, on each comparison whose candidates were replaced after
+    its votes (paper B.5), the outputs that judged the versions the raters saw instead of the
+    current ones: the calibration set stays what it was (labels and outputs of the same images).
+
+    An output judged the versions in force when it was made (``import_study --update`` refuses
+    while calls run on a touched comparison). A comparison keeps its current outputs when most of
+    its votes are on the current versions, or when it has no votes.
+    """
+    frame = judge_outputs_frame(study=study, set=ComparisonSet.HUMAN)
+    replaced = replaced_comparisons(study=study, set=ComparisonSet.HUMAN)
+    if not replaced:
+        return frame
+    labels = labelled_versions(comparison_ids=[r.pk for r in replaced])
+    earlier: dict[int, tuple[ComparisonVersions, tuple[int, int]]] = {}
+    for one in replaced:
+        counts = labels.get(one.pk)
+        if counts and counts.most_common(1)[0][0] != one.now:
+            earlier[one.pk] = (one, counts.most_common(1)[0][0])
+    if not earlier:
+        return frame
+    timeline = version_timeline(candidate_ids=[x for r, _ in earlier.values() for x in (r.candidate_a, r.candidate_b)])
+    records = []
+    rows = JudgeOutput.all_versions.filter(comparison_id__in=list(earlier)).order_by(
+        "comparison_id", "judge__name", "order", "repeat", "created_at"
+    ).values_list(
+        "comparison_id", "created_at", "comparison__external_id", "judge__name", "judge__family", "order", "repeat",
+        "status", "winner", "confidence",
+    )
+    for comparison_id, created_at, c, j, f, o, r, s, w, k in rows:
+        replaced_one, wanted = earlier[comparison_id]
+        judged = (timeline.at(replaced_one.candidate_a, created_at), timeline.at(replaced_one.candidate_b, created_at))
+        if judged == wanted:
+            valid = s == OutputStatus.VALID
+            records.append((c, j, f, o, r, s, w if valid else None, k if valid else None))
+    relabelled = {replaced_one.external_id for replaced_one, _ in earlier.values()}
+    kept = frame[~frame["comparison"].astype(str).isin(relabelled)]
+    extra = pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
+    combined = pd.concat([kept, extra], ignore_index=True) if len(extra) else kept.reset_index(drop=True)
+    combined["repeat"] = combined["repeat"].astype("int64")
+    combined["confidence"] = combined["confidence"].astype("Int64")
+    combined["winner"] = combined["winner"].astype(object)
+    return combined

@@ -64,6 +64,7 @@ from ranking.selectors import (
     schedule_eligible_pages,
     schedule_existing_human,
 )
+from ranking.versions import leaderboard_moment, scoring_provenance, version_sensitivity
 
 DEFAULT_RESAMPLES = 2000  # SPEC §7 (paper)
 DEFAULT_SEED = 20260831  # SPEC §7 (paper)
@@ -413,6 +414,8 @@ def leaderboard_compute(
     objective: dict[str, float] | None = None,
     progress: ProgressCallback | None = None,
     model: str = RankingModel.BRADLEY_TERRY,
+    compare_to: Leaderboard | int | str | None = None,
+    record: list[Leaderboard] | None = None,
 ) -> dict[str, Any]:
     """The SPEC §7 leaderboard of ``study`` as the SPEC §10 JSON dict.
 
@@ -421,11 +424,18 @@ def leaderboard_compute(
     (it then runs in ten seeded chunks of the same count matrix; the result is identical).
     ``model="davidson"`` fits the Davidson tie model instead (same bootstrap) and compares it with
     Bradley–Terry.
+    Beyond SPEC §10, ``judge_outputs`` says how many scored outputs were reused and how many are
+    new; ``compare_to`` (an earlier leaderboard of the study) adds ``version_sensitivity``
+    (paper B.5, ``ranking.versions``). With a ``record`` list, the result is also stored as a
+    finished Leaderboard (appended to it) that a later run can be compared to; the JSON itself
+    holds no id, so the same inputs and seed give the same file.
     """
     resamples, seed = check_leaderboard_options(resamples, seed)
     model = check_ranking_model(model)
     cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
     objective = check_objective(study=study, objective=objective)
+    earlier = leaderboard_earlier(study=study, leaderboard=compare_to) if compare_to is not None else None
+    started_at = timezone.now()
     inputs = leaderboard_prepare(study=study, coefficient_set=cset, use_human_labels=use_human_labels)
     boot: BootstrapResult | DavidsonBootstrap
     if model == RankingModel.DAVIDSON:
@@ -442,9 +452,55 @@ def leaderboard_compute(
             parts.append(bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=lo, stop=hi, counts=counts))
             progress(PROGRESS_PREPARED + (1 - PROGRESS_PREPARED) * k / len(bounds))
         boot = merge_bootstrap_results(parts)
-    return leaderboard_report(
+    report = leaderboard_report(
         inputs=inputs, coefficient_set_name=cset.name, boot=boot, use_human_labels=use_human_labels, objective=objective
     )
+    snapshot = inputs_snapshot(inputs)
+    report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)
+    if earlier is not None:
+        report["version_sensitivity"] = version_sensitivity(study=study, earlier=earlier, inputs=snapshot, result=report)
+    if record is not None:
+        record.append(
+            Leaderboard.objects.create(
+                study=study, coefficient_set=cset, resamples=resamples, seed=seed,
+                use_human_labels=bool(use_human_labels), objective=objective, ranking_model=model,
+                status=Leaderboard.Status.DONE,
+                progress=1.0, inputs=snapshot, result=report, started_at=started_at, finished_at=timezone.now(),
+            )
+        )
+    return report
+
+
+def leaderboard_version_sensitivity(
+    *, study: Study, leaderboard: Leaderboard, compare_to: Leaderboard | int | str
+) -> dict[str, Any]:
+    """``version_sensitivity`` of a stored, finished leaderboard against an earlier one (the page)."""
+    earlier = leaderboard_earlier(study=study, leaderboard=compare_to)
+    full = Leaderboard.objects.get(pk=leaderboard.pk)  # with its input snapshot
+    if earlier.pk == leaderboard.pk or leaderboard_moment(earlier) >= leaderboard_moment(full):
+        raise ValidationFailed(
+            f"leaderboard {earlier.pk} is not older than this one; compare with an earlier leaderboard", field="compare_to"
+        )
+    return version_sensitivity(
+        study=study, earlier=earlier, inputs=full.inputs, result=full.result, at=leaderboard_moment(full)
+    )
+
+
+def leaderboard_earlier(*, study: Study, leaderboard: Leaderboard | int | str) -> Leaderboard:
+    """A finished leaderboard of the study to compare with (``--compare-to ID``); one-line errors."""
+    if isinstance(leaderboard, Leaderboard):
+        found: Leaderboard | None = leaderboard if leaderboard.study_id == study.pk else None
+        shown = str(leaderboard.pk)
+    else:
+        shown = str(leaderboard).strip()
+        if not re.fullmatch(r"[0-9]{1,18}", shown):
+            raise ValidationFailed(f"expected a leaderboard id (a whole number), got {shown[:40]!r}", field="--compare-to")
+        found = Leaderboard.objects.filter(study=study, pk=int(shown)).first()
+    if found is None:
+        raise NotFound(f"study {study.slug} has no leaderboard {shown} to compare to")
+    if found.status != Leaderboard.Status.DONE or not found.result.get("systems"):
+        raise ArbiterError(f"leaderboard {shown} is {found.status}; only a finished leaderboard can be compared to")
+    return found
 
 
 # --------------------------------------------------------------------------- report files
@@ -612,8 +668,10 @@ def leaderboard_run(*, leaderboard_id: int) -> str:
             LeaderboardChunk(leaderboard_id=leaderboard_id, index=k, start=lo, stop=hi)
             for k, (lo, hi) in enumerate(bounds)
         )
+        snapshot = inputs_snapshot(inputs)
+        snapshot["judge_outputs"] = scoring_provenance(study=leaderboard.study, inputs=snapshot)
         Leaderboard.objects.filter(pk=leaderboard_id).update(
-            inputs=inputs_snapshot(inputs), chunks_total=len(bounds), progress=PROGRESS_PREPARED
+            inputs=snapshot, chunks_total=len(bounds), progress=PROGRESS_PREPARED
         )
     if len(bounds) == 1:
         return leaderboard_chunk_run(leaderboard_id=leaderboard_id, index=0)
@@ -710,6 +768,8 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
                 use_human_labels=leaderboard.use_human_labels,
                 objective=leaderboard.objective or None,
             )
+            if "judge_outputs" in leaderboard.inputs:
+                report["judge_outputs"] = leaderboard.inputs["judge_outputs"]
         except (ArbiterError, ValueError, KeyError) as exc:
             leaderboard.status = Leaderboard.Status.FAILED
             leaderboard.error = f"merging the bootstrap: {' '.join(str(exc).split())}"

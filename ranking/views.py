@@ -32,9 +32,11 @@ from ranking.services import (
     leaderboard_json,
     leaderboard_publish,
     leaderboard_start,
+    leaderboard_version_sensitivity,
     objective_parse_csv,
     study_system_ids,
 )
+from ranking.versions import leaderboard_moment
 
 MAX_OBJECTIVE_BYTES = 1024 * 1024
 
@@ -115,9 +117,25 @@ def leaderboard_row(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 def leaderboard_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     study, leaderboard = _leaderboard(request, slug, pk)
     context: dict[str, Any] = {"study": study, "lb": leaderboard}
+    status = 200
     if leaderboard.status == Leaderboard.Status.DONE:
         context.update(leaderboard_context(study=study, report=leaderboard.result))
-    return render(request, "ranking/leaderboard_detail.html", context)
+        # Paper B.5: the version-sensitivity report against an earlier leaderboard of the study.
+        context["earlier_leaderboards"] = [
+            lb
+            for lb in leaderboards_for_study(study=study).filter(status=Leaderboard.Status.DONE)
+            if lb.pk != leaderboard.pk and leaderboard_moment(lb) < leaderboard_moment(leaderboard)
+        ]
+        compare_to = request.GET.get("compare_to", "").strip()
+        if compare_to:
+            try:
+                context["sensitivity"] = leaderboard_version_sensitivity(
+                    study=study, leaderboard=leaderboard, compare_to=compare_to
+                )
+            except ArbiterError as exc:
+                context["compare_error"] = str(exc)
+                status = 400
+    return render(request, "ranking/leaderboard_detail.html", context, status=status)
 
 
 @researcher_required

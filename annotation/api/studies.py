@@ -31,6 +31,7 @@ from annotation.selectors.studies import (
     study_systems,
 )
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
+from annotation.services.bundles_update import study_update_upload
 from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
@@ -158,6 +159,10 @@ class StudyImportApi(ResearcherApi):
             ref_name = "StudyImportRequest"
 
         file = serializers.FileField(help_text="A .zip study bundle (SPEC §8): study.json and its images.")
+        update_existing = serializers.BooleanField(
+            required=False, default=False,
+            help_text="Replace the changed candidates of the existing study (paper B.5; docs/candidate-versions.md).",
+        )
 
     class OutputSerializer(serializers.Serializer):
         class Meta:
@@ -166,18 +171,39 @@ class StudyImportApi(ResearcherApi):
         slug = serializers.SlugField()
         title = serializers.CharField()
 
+    class UpdateOutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyUpdated"
+
+        slug = serializers.SlugField()
+        replaced = serializers.ListField(child=serializers.CharField(), help_text="page/system@vN of each replaced candidate")
+        comparisons_touched = serializers.IntegerField()
+        human_comparisons_touched = serializers.IntegerField()
+        outputs_superseded = serializers.IntegerField()
+
     @extend_schema(
         operation_id="studies_import",
         request={"multipart/form-data": InputSerializer},
-        responses={201: OutputSerializer, 400: ERROR},
+        responses={201: OutputSerializer, 200: UpdateOutputSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
         description="Import a study bundle, all or nothing. A bad bundle (or a slug in use) answers 400 "
-        "with one line naming the file, JSON path and field.",
+        "with one line naming the file, JSON path and field. With update_existing=true the bundle's study must "
+        "exist: its changed candidates are replaced (200); a bundle changing anything else answers 400.",
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         if not serializer.is_valid():
             errors = serializer.errors.get("file") or ["a .zip bundle is required"]
             return Response({"detail": f"file: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
+        if serializer.validated_data["update_existing"]:
+            update = study_update_upload(upload=serializer.validated_data["file"], user=request.user)
+            data = {
+                "slug": update.study.slug,
+                "replaced": [f"{page}/{system}@v{version}" for page, system, version in update.replaced],
+                "comparisons_touched": update.comparisons_touched,
+                "human_comparisons_touched": update.human_comparisons_touched,
+                "outputs_superseded": update.effects.get("outputs_superseded", 0),
+            }
+            return Response(self.UpdateOutputSerializer(data).data, status=status.HTTP_200_OK)
         study = study_import_upload(upload=serializer.validated_data["file"], user=request.user)
         return Response(self.OutputSerializer(study).data, status=status.HTTP_201_CREATED)
 

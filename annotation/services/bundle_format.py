@@ -15,6 +15,8 @@ Decisions (SPEC §8 is silent on them):
   neutralization (every kind); the export writes it only when one differs from its default.
 - A comparison needs an ``id``; its A/B order is kept as given; (a, b) and (b, a) on one page are
   the same pair and refused as a duplicate; both sides must have rendered.
+- A candidate may carry optional ``version_date`` (YYYY-MM-DD) and ``version_note`` (paper B.5:
+  when and why this version was made); ``import_study --update`` records them on the new version.
 - This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have
   their own keys and parser (``annotation.services.kind_bundle_format``, docs/bundle-kinds.md).
 
@@ -23,6 +25,7 @@ No Django import: this module is plain data in, plain data out.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -49,6 +52,7 @@ MAX_ID = 120
 MAX_AXIS_ID = 80
 MAX_NAME = 200
 MAX_ROLE = 200
+MAX_NOTE = 2000
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
 TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings")
@@ -112,6 +116,9 @@ class CandidateSpec:
     rendered: bool
     media: tuple[MediaRegion, ...]
     where: str = ""
+    # Optional (paper B.5 candidate versions): when this version was produced, and why.
+    version_date: str | None = None  # ISO date, YYYY-MM-DD
+    version_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -261,6 +268,14 @@ def _type_name(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def _is_date(text: str) -> bool:
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def bundle_path_problem(path: str) -> str:
@@ -461,7 +476,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     candidate_where: dict[tuple[str, str], str] = {}
     for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
         where = f"$.candidates[{i}]"
-        raw = r.obj(item, where, ("page", "system", "image", "rendered"), ("media",))
+        raw = r.obj(item, where, ("page", "system", "image", "rendered"), ("media", "version_date", "version_note"))
         page_id = r.string(raw["page"], f"{where}.page", empty=False)
         if page_id not in page_ids:
             r.fail(f"{where}.page", f"unknown page {page_id!r}")
@@ -480,7 +495,16 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         media = r.media(raw.get("media", []), f"{where}.media")
         if not rendered and media:
             r.fail(f"{where}.media", "a failed render (rendered: false) has no media regions")
-        spec = CandidateSpec(page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where)
+        version_date = None
+        if raw.get("version_date") is not None:
+            version_date = r.string(raw["version_date"], f"{where}.version_date", empty=False)
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", version_date) or not _is_date(version_date):
+                r.fail(f"{where}.version_date", f"{version_date!r} is not a date (YYYY-MM-DD)")
+        version_note = r.string(raw.get("version_note", ""), f"{where}.version_note", max_length=MAX_NOTE)
+        spec = CandidateSpec(
+            page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where,
+            version_date=version_date, version_note=version_note,
+        )
         candidate_at[key] = spec
         candidate_where[key] = where
         candidates.append(spec)
@@ -547,6 +571,21 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     )
 
 
+def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "page": c.page,
+        "system": c.system,
+        "image": c.image,
+        "rendered": c.rendered,
+        "media": [m.to_json() for m in c.media],
+    }
+    if c.version_date is not None:
+        document["version_date"] = c.version_date
+    if c.version_note:
+        document["version_note"] = c.version_note
+    return document
+
+
 def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
     """The ``study.json`` object of a study (SPEC §8 keys only); the inverse of :func:`study_spec_parse`."""
     document: dict[str, Any] = {
@@ -566,16 +605,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
             }
             for p in spec.pages
         ],
-        "candidates": [
-            {
-                "page": c.page,
-                "system": c.system,
-                "image": c.image,
-                "rendered": c.rendered,
-                "media": [m.to_json() for m in c.media],
-            }
-            for c in spec.candidates
-        ],
+        "candidates": [_candidate_json(c) for c in spec.candidates],
         "comparisons": [
             {"id": c.id, "page": c.page, "a": c.a, "b": c.b, "set": c.set} for c in spec.comparisons
         ],

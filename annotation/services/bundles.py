@@ -23,13 +23,14 @@ Comparison, predicate → Predicate. Export dispatches the same way.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.images import (
@@ -52,6 +54,7 @@ from annotation.models import (
     AuditEvent,
     Axis,
     Candidate,
+    CandidateVersion,
     Comparison,
     Page,
     Predicate,
@@ -471,6 +474,26 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         batch_size=1000,
     )
     candidate_by_key = {(c.page.external_id, c.system.external_id): c for c in candidates}
+    # Version 1 gets a row only when the bundle dates or annotates it (paper B.5; bundles_update).
+    CandidateVersion.objects.bulk_create(
+        [
+            CandidateVersion(
+                candidate=candidate_by_key[(c.page, c.system)],
+                number=1,
+                image=row(images.variant(c.image, c.page)),
+                original_image=row(images.original(c.image)),
+                neutralized_image=row(images.variant(c.image, c.page, c.media)) if c.media else None,
+                rendered=c.rendered,
+                media=[m.to_json() for m in c.media],
+                date=datetime.date.fromisoformat(c.version_date) if c.version_date else None,
+                note=c.version_note,
+                activated_at=study.created_at,
+            )
+            for c in spec.candidates
+            if c.version_date or c.version_note
+        ],
+        batch_size=1000,
+    )
     Comparison.objects.bulk_create(
         [
             Comparison(
@@ -625,6 +648,11 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
 
 def study_import_upload(*, upload: UploadedFile, user: AbstractBaseUser | AnonymousUser | None = None) -> Study:
     """Import an uploaded ``.zip`` bundle (web form and REST API). Same rules as the command."""
+    return with_uploaded_bundle(upload, lambda path, name: study_import_bundle(path=path, user=user, label=name))
+
+
+def with_uploaded_bundle[T](upload: UploadedFile, read: Callable[[Path, str], T]) -> T:
+    """``read(path, name)`` of an uploaded bundle, within the upload size cap, from a file on disk."""
     name = os.path.basename(upload.name or "bundle.zip")
     limit = int(settings.ARBITER_MAX_UPLOAD_BYTES)
     if upload.size is not None and upload.size > limit:
@@ -633,12 +661,12 @@ def study_import_upload(*, upload: UploadedFile, user: AbstractBaseUser | Anonym
         raise ValidationFailed("the bundle file is empty", where=name)
     temporary_path = getattr(upload, "temporary_file_path", None)
     if temporary_path is not None:
-        return study_import_bundle(path=Path(temporary_path()), user=user, label=name)
+        return read(Path(temporary_path()), name)
     with tempfile.NamedTemporaryFile(prefix="arbiter-bundle-", suffix=".zip") as handle:
         for chunk in upload.chunks():
             handle.write(chunk)
         handle.flush()
-        return study_import_bundle(path=Path(handle.name), user=user, label=name)
+        return read(Path(handle.name), name)
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -700,6 +728,11 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         .select_related("page", "system", "image", "original_image")
         .order_by("page__position", "page__external_id", "system__position", "system__external_id")
     )
+    # The current version's date and note (earlier versions stay in the database only).
+    dated = {
+        v.candidate_id: v
+        for v in CandidateVersion.objects.filter(candidate__page__study=study, number=F("candidate__version"))
+    }
     candidate_specs = tuple(
         CandidateSpec(
             page=c.page.external_id,
@@ -707,6 +740,8 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             image=ref(original_of(c), f"candidate {c.page.external_id}/{c.system.external_id}") if c.rendered else None,
             rendered=c.rendered,
             media=regions(c.media),
+            version_date=_iso(dated[c.pk].date) if c.pk in dated else None,
+            version_note=dated[c.pk].note if c.pk in dated else "",
         )
         for c in candidates
     )
@@ -738,6 +773,10 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         settings=study_settings(study),
     )
     return spec, images
+
+
+def _iso(day: datetime.date | None) -> str | None:
+    return day.isoformat() if day is not None else None
 
 
 def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[StudySpec, dict[str, Path]]:

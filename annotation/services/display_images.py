@@ -7,7 +7,7 @@ width, or for kinds without a reference to the study-wide lower-median width) an
 media-neutralized variant from the original, and keeps the original in ``original_image``.
 
 Idempotent: the shown images are always rebuilt from the originals, so running it again changes
-nothing. Used by the ``blind_images`` command and by migration ``0006_h15_blind_existing_studies`` (which
+nothing. Used by the ``blind_images`` command and by migration ``0006_blind_existing_studies`` (which
 passes its historical models).
 """
 

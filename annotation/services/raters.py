@@ -42,6 +42,11 @@ from annotation.models import (
     Vote,
 )
 from annotation.services.audit import audit_record
+from annotation.services.candidate_versions import (
+    VERSION_ANNOTATIONS,
+    displayed_versions,
+    trials_record_versions,
+)
 from annotation.services.comprehension import ComprehensionRequired, comprehension_required
 from annotation.services.scheduling import assignment_plan_copy
 
@@ -294,6 +299,7 @@ def trial_current(assignment: Assignment, kind: str = StudyKind.PAIRWISE_REFEREN
     return (
         Trial.objects.filter(assignment=assignment, vote__isnull=True)
         .select_related(*TRIAL_UNIT_RELATED[StudyKind(kind)])
+        .annotate(**VERSION_ANNOTATIONS)
         .order_by("position")
         .first()
     )
@@ -313,8 +319,13 @@ def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialVi
         return None
     now = timezone.now()
     if trial.shown_at is None:
-        Trial.objects.filter(pk=trial.pk, shown_at__isnull=True).update(shown_at=now)
+        # The candidate versions displayed are recorded with the first showing (paper B.5).
+        version_a, version_b = displayed_versions(trial)
+        Trial.objects.filter(pk=trial.pk, shown_at__isnull=True).update(
+            shown_at=now, version_a=version_a, version_b=version_b
+        )
         trial.shown_at = now
+        trial.version_a, trial.version_b = version_a, version_b
     if assignment.started_at is None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
@@ -534,6 +545,8 @@ def vote_submit(
             rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
             answers={"ratings": answer.ratings} if answer.ratings is not None else {},
         )
+        if trial.version_a is None:  # answered without having been shown through trial_next
+            trials_record_versions(trial_ids=[trial.pk])
         finished = len(unanswered) == 1
         code = _finish(assignment) if finished else ""
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)

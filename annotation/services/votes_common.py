@@ -41,6 +41,7 @@ from annotation.models import (
     Vote,
 )
 from annotation.services.audit import audit_record
+from annotation.services.candidate_versions import trials_record_versions
 
 MAX_DB_INT = 2_147_483_647  # PositiveIntegerField's upper bound on every backend
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -637,9 +638,11 @@ class _Stored:
                         main_of[main.assignment_id, row.unit.pk] = main
         counts["trials_answered"] = sum(1 for row in rows if row.trial is not None)
 
-        Vote.objects.bulk_create(
+        votes = Vote.objects.bulk_create(
             [Vote(trial=row.trial or row.new_trial, **row.vote) for row in rows], batch_size=2000
         )
+        # Imported votes are for the candidate versions in force now (paper B.5).
+        trials_record_versions(trial_ids=[vote.trial_id for vote in votes])
         # A reused (planned) assignment whose every trial is now answered is finished.
         for a in self.reused.values():
             if (

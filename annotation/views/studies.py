@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation.errors import ArbiterError
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
+from annotation.services.bundles_update import study_update_upload
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
 
@@ -24,7 +25,12 @@ def study_import(request: HttpRequest) -> HttpResponse:
             error = "Choose a .zip study bundle to upload."
         else:
             try:
-                study = study_import_upload(upload=upload, user=request.user)
+                if request.POST.get("update"):
+                    update = study_update_upload(upload=upload, user=request.user)
+                    messages.success(request, update.summary())
+                    study = update.study
+                else:
+                    study = study_import_upload(upload=upload, user=request.user)
             except ArbiterError as exc:
                 error = str(exc)
             else:

@@ -101,10 +101,14 @@ def human_reference_table(*, study: Study) -> pd.DataFrame:
 
 
 def human_set_judge_outputs(*, study: Study) -> pd.DataFrame:
-    """Judge outputs on the study's human-set comparisons (SPEC §6 calibration input)."""
-    from judges.selectors import judge_outputs_frame
+    """Judge outputs on the study's human-set comparisons (SPEC §6 calibration input).
 
-    return judge_outputs_frame(study=study, set=ComparisonSet.HUMAN)
+    On a comparison whose candidate was replaced after its votes (paper B.5) these are the outputs
+    on the versions the raters saw, so the calibration set does not change.
+    """
+    from judges.selectors import judge_outputs_frame_as_labelled
+
+    return judge_outputs_frame_as_labelled(study=study)
 
 
 def judge_families(*, judges: Sequence[str]) -> dict[str, str]:

@@ -76,8 +76,16 @@ def judge_run_start(
     retry_failed: bool = False,
     dispatch: bool = True,
     user: Any = None,
+    refresh: bool = False,
 ) -> JudgeRunPlan:
-    """Create the rows of a run and queue its unfinished calls on commit."""
+    """Create the rows of a run and queue its unfinished calls on commit.
+
+    ``refresh`` (paper B.5): the run is exactly the calls of the judge that have a superseded
+    output (every order and repeat they had): a missing successor is created, a finished one
+    counts as done, so running it again is harmless; ``orders`` and ``repeats`` are not used,
+    ``set`` still narrows it. Without it, a superseded call counts as missing, so the usual run
+    makes its successor too.
+    """
     if judge.provider == Provider.IMPORTED:
         raise ArbiterError(f"judge {judge.name} is imported-only (no endpoint); register a callable judge with add_judge")
     orders = parse_orders(orders)
@@ -93,17 +101,28 @@ def judge_run_start(
         raise ArbiterError(f"study {study.slug} has no {set + ' ' if set else ''}comparisons to judge")
 
     with transaction.atomic():
-        rows = [
-            JudgeOutput(judge=judge, comparison_id=cid, order=order, repeat=rep)
-            for cid in comparison_ids
-            for order in orders
-            for rep in range(repeats)
-        ]
+        if refresh:
+            keys = _refresh_keys(judge=judge, comparisons=comparisons)
+        else:
+            keys = [(cid, order, rep) for cid in comparison_ids for order in orders for rep in range(repeats)]
+        rows = [JudgeOutput(judge=judge, comparison_id=cid, order=order, repeat=rep) for cid, order, rep in keys]
         before = JudgeOutput.objects.filter(judge=judge, comparison__study=study).count()
         JudgeOutput.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
-        plan_rows = JudgeOutput.objects.filter(
-            judge=judge, comparison_id__in=comparison_ids, order__in=orders, repeat__lt=repeats
-        )
+        if refresh:
+            wanted = frozenset(keys)
+            plan_rows = JudgeOutput.objects.filter(
+                pk__in=[
+                    pk
+                    for pk, *key in JudgeOutput.objects.filter(
+                        judge=judge, comparison_id__in=sorted({cid for cid, _, _ in keys})
+                    ).values_list("pk", "comparison_id", "order", "repeat")
+                    if tuple(key) in wanted
+                ]
+            )
+        else:
+            plan_rows = JudgeOutput.objects.filter(
+                judge=judge, comparison_id__in=comparison_ids, order__in=orders, repeat__lt=repeats
+            )
         created = JudgeOutput.objects.filter(judge=judge, comparison__study=study).count() - before
         if retry_failed:
             plan_rows.filter(status=OutputStatus.FAILED).update(
@@ -123,6 +142,17 @@ def judge_run_start(
             transaction.on_commit(lambda: judge_outputs_dispatch(output_ids=ids))
     return JudgeRunPlan(
         judge=judge.name, calls=len(rows), created=created, done=done, output_ids=ids, unfinished_ids=unfinished
+    )
+
+
+def _refresh_keys(*, judge: Judge, comparisons: Any) -> list[tuple[int, str, int]]:
+    """(comparison, order, repeat) of every superseded output of the judge on these comparisons."""
+    return sorted(
+        set(
+            JudgeOutput.all_versions.filter(judge=judge, comparison__in=comparisons, superseded=True).values_list(
+                "comparison_id", "order", "repeat"
+            )
+        )
     )
 
 

@@ -1,4 +1,8 @@
-"""``import_study PATH``: import a study bundle (SPEC §8, §9); prints the slug."""
+"""``import_study PATH [--update]``: import a study bundle (SPEC §8, §9); prints the slug.
+
+``--update``: the bundle's study exists; replace the candidates that changed (paper B.5,
+``annotation.services.bundles_update``) and print what was replaced and superseded.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from django.core.management.base import CommandParser
 
 from annotation.management.base import ArbiterCommand
 from annotation.services.bundles import study_import_bundle
+from annotation.services.bundles_update import study_update_bundle
 
 
 class Command(ArbiterCommand):
@@ -16,7 +21,15 @@ class Command(ArbiterCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="bundle folder or .zip file")
+        parser.add_argument(
+            "--update",
+            action="store_true",
+            help="replace the changed candidates of the existing study (everything else must be unchanged)",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
+        if options["update"]:
+            self.stdout.write(study_update_bundle(path=options["path"]).summary())
+            return
         study = study_import_bundle(path=options["path"])
         self.stdout.write(study.slug)

@@ -39,6 +39,11 @@ class Command(ArbiterCommand):
         parser.add_argument("--orders", default="primary,swapped")
         parser.add_argument("--repeats", type=int, default=1)
         parser.add_argument("--retry-failed", action="store_true", help="run failed calls again from scratch")
+        parser.add_argument(
+            "--refresh",
+            action="store_true",
+            help="only the successors of superseded outputs (candidates replaced by import_study --update)",
+        )
         parser.add_argument("--wait", action="store_true", help="with a broker: wait for the run to finish")
         parser.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after S seconds")
         parser.add_argument("--concurrency", type=int, default=None, help="eager mode: calls in flight here")
@@ -56,6 +61,7 @@ class Command(ArbiterCommand):
             repeats=o["repeats"],
             retry_failed=o["retry_failed"],
             dispatch=not eager,
+            refresh=o["refresh"],
         )
         self.stdout.write(
             f"{judge.name}: {plan.calls} calls, {plan.created} new, {plan.done} already done, "

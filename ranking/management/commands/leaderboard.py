@@ -10,6 +10,7 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
+from ranking.models import Leaderboard
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -51,6 +52,11 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--use-human-labels", action="store_true", help="use h_i instead of p̂ on comparisons with human votes"
         )
+        parser.add_argument(
+            "--compare-to",
+            metavar="ID",
+            help="an earlier leaderboard's id: add the version-sensitivity report (candidate updates, paper B.5)",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -62,6 +68,7 @@ class Command(ArbiterCommand):
         csv_path = check_output_path(options["csv"], option="--csv")
         coefficient_set = coefficient_set_for(study=study, coefficient_set=options["coefficients"])
         objective = objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
+        recorded: list[Leaderboard] = []
         report = leaderboard_compute(
             study=study,
             coefficient_set=coefficient_set,
@@ -70,6 +77,8 @@ class Command(ArbiterCommand):
             use_human_labels=options["use_human_labels"],
             objective=objective,
             model=options["model"],
+            compare_to=options["compare_to"],
+            record=recorded,
         )
         leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
         top = report["systems"][0]
@@ -85,3 +94,17 @@ class Command(ArbiterCommand):
             )
             + f" -> {json_path}"
         )
+        outputs = report["judge_outputs"]
+        self.stdout.write(
+            f"leaderboard {recorded[0].pk}: {outputs['scoring_outputs']} judge outputs scored, "
+            f"{outputs['reused']} reused, {outputs['new']} new"
+        )
+        if "version_sensitivity" in report:
+            vs = report["version_sensitivity"]
+            moved = [f"{r['system']} {r['rank_change']:+d}" for r in vs["systems"] if r["rank_change"]]
+            self.stdout.write(
+                f"against leaderboard {vs['compared_to']['leaderboard']}: {vs['comparisons_touched']} comparisons "
+                f"touched ({vs['n_human_comparisons_changed']} of the human study), outputs refreshed "
+                f"{vs['outputs']['refreshed']}, retained {vs['outputs']['retained']}, new {vs['outputs']['new']}; "
+                f"rank changes: {', '.join(moved) or 'none'}"
+            )

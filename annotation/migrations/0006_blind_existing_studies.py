@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
     leave trigger events pending when their indexes are created."""
 
     dependencies = [
-        ("annotation", "0005_h15_display_images"),
+        ("annotation", "0005_display_images"),
     ]
 
     operations = [
