@@ -86,6 +86,7 @@ class TrialNextApi(APIView):
 
     class RaterTrialAxis(serializers.Serializer):
         id = serializers.CharField()
+        title = serializers.CharField(help_text="What raters read: the bundle's title, else the id humanized")
         scope = serializers.CharField()
         description = serializers.CharField()
         targets = serializers.ListField(child=serializers.DictField())
