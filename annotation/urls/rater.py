@@ -29,4 +29,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-comprehension",
     ),
     path("api/rater/trials/<str:trial_token>/vote/", api.VoteSubmitApi.as_view(), name="api-vote"),
+    path("api/rater/trials/<str:trial_token>/revise/", api.VoteReviseApi.as_view(), name="api-revise"),
+    path("api/rater/trials/<str:trial_token>/problem/", api.TrialProblemApi.as_view(), name="api-problem"),
 ]

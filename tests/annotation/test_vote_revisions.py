@@ -262,3 +262,35 @@ def test_trial_page_shows_axis_titles() -> None:
     Axis.objects.filter(study=rs.study, axis_id="GLOBAL_LAYOUT_FIDELITY").update(title="Layout")
     html = join(Client(), rs.study).content.decode()
     assert "<legend>Layout</legend>" in html and "<legend>Text visual presentation</legend>" in html
+
+
+def test_the_rater_api_revises_and_reports_through_the_same_services() -> None:
+    rs = scheduled()
+    client = Client()
+    join(client, rs.study)
+    csrf = {"HTTP_X_CSRFTOKEN": ""}
+    api = client.get(f"/api/rater/{rs.study.link_token}/trial/").json()
+    csrf["HTTP_X_CSRFTOKEN"] = client.cookies["csrftoken"].value
+    first = api["trial"]
+    body = {"verdict": "A", "confidence": 5, "axes": {a["id"]: 1 for a in api["axes"]},
+            "idempotency_key": api["idempotency_key"]}
+    assert client.post(api["vote_url"], body, content_type="application/json", **csrf).status_code == 200
+    revise = f"/api/rater/trials/{first}/revise/"
+    changed = {**body, "verdict": "TIE", "idempotency_key": "revision-key-1"}
+    r = client.post(revise, changed, content_type="application/json", **csrf)
+    assert r.status_code == 200 and r.json()["recorded"] is True
+    assert client.post(revise, changed, content_type="application/json", **csrf).status_code == 200  # replay
+    vote = Vote.objects.get(trial__token=first)
+    assert vote.label == ("TIE") and len(vote.history) == 1
+    assert client.post(revise, {**changed, "confidence": 1}, content_type="application/json", **csrf).status_code == 409
+    nxt = client.get(f"/api/rater/{rs.study.link_token}/trial/").json()["trial"]
+    problem = f"/api/rater/trials/{nxt}/problem/"
+    r = client.post(problem, {"kind": "difference"}, content_type="application/json", **csrf)
+    assert r.status_code == 201 and r.json() == {"reported": True, "kind": "difference"}
+    assert client.post(problem, {"kind": "other"}, content_type="application/json", **csrf).status_code == 400
+    assert client.post(problem, {"kind": "bogus"}, content_type="application/json", **csrf).status_code == 400
+    assert TrialProblem.objects.filter(trial__token=nxt).count() == 1 and Vote.objects.count() == 1
+    # Without the CSRF header the session's API refuses.
+    strict = Client(enforce_csrf_checks=True)
+    join(strict, rs.study, "P9")
+    assert strict.post(problem, {"kind": "image"}, content_type="application/json").status_code == 403
