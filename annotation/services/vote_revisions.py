@@ -25,7 +25,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from annotation.models import Assignment, AssignmentState, ProblemKind, Study, Trial, TrialProblem, Vote
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    ProblemKind,
+    Study,
+    StudyKind,
+    Trial,
+    TrialProblem,
+    Vote,
+)
 from annotation.services.raters import (
     LIVE_STATES,
     TRIAL_UNIT_RELATED,
@@ -102,7 +111,7 @@ def vote_revision_view(*, trial_token: str, rater_id: int | None) -> UndoView:
 def _last_answered_view(assignment: Assignment, study: Study) -> UndoView:
     previous = (
         Trial.objects.filter(assignment=assignment, vote__isnull=False)
-        .select_related("vote", *TRIAL_UNIT_RELATED[study.kind])
+        .select_related("vote", *TRIAL_UNIT_RELATED[StudyKind(study.kind)])
         .order_by("-position")
         .first()
     )
