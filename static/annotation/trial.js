@@ -77,45 +77,36 @@
         e.preventDefault();
         setZoom(zoom * Math.exp(-e.deltaY / 300), s, e.clientX, e.clientY);
       }, { passive: false });
-      var pointers = {};
-      var pinch = null;
+      // Drag to pan with the mouse (touch pans natively).
       var drag = null;
       s.addEventListener("pointerdown", function (e) {
-        if (e.pointerType === "mouse" && e.button !== 0) { return; }
-        pointers[e.pointerId] = { x: e.clientX, y: e.clientY };
-        var ids = Object.keys(pointers);
-        if (ids.length === 2) {
-          var a = pointers[ids[0]], b = pointers[ids[1]];
-          pinch = { dist: Math.hypot(a.x - b.x, a.y - b.y) || 1, zoom: zoom };
-          drag = null;
-        } else if (e.pointerType === "mouse") {
-          drag = { x: e.clientX, y: e.clientY, left: s.scrollLeft, top: s.scrollTop };
-          s.classList.add("dragging");
-          try { s.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
-        }
+        if (e.pointerType !== "mouse" || e.button !== 0) { return; }
+        drag = { x: e.clientX, y: e.clientY, left: s.scrollLeft, top: s.scrollTop };
+        s.classList.add("dragging");
+        try { s.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
       });
       s.addEventListener("pointermove", function (e) {
-        if (!(e.pointerId in pointers)) { return; }
-        pointers[e.pointerId] = { x: e.clientX, y: e.clientY };
-        var ids = Object.keys(pointers);
-        if (pinch && ids.length === 2) {
-          var a = pointers[ids[0]], b = pointers[ids[1]];
-          var dist = Math.hypot(a.x - b.x, a.y - b.y) || 1;
-          setZoom(pinch.zoom * dist / pinch.dist, s, (a.x + b.x) / 2, (a.y + b.y) / 2);
-        } else if (drag) {
-          s.scrollLeft = drag.left - (e.clientX - drag.x);
-          s.scrollTop = drag.top - (e.clientY - drag.y);
-        }
+        if (!drag) { return; }
+        s.scrollLeft = drag.left - (e.clientX - drag.x);
+        s.scrollTop = drag.top - (e.clientY - drag.y);
       });
-      function end(e) {
-        delete pointers[e.pointerId];
-        if (Object.keys(pointers).length < 2) { pinch = null; }
-        drag = null;
-        s.classList.remove("dragging");
-      }
+      function end() { drag = null; s.classList.remove("dragging"); }
       s.addEventListener("pointerup", end);
       s.addEventListener("pointercancel", end);
-      s.addEventListener("touchmove", function (e) { if (e.touches.length > 1) { e.preventDefault(); } }, { passive: false });
+      // Pinch with two fingers zooms around their midpoint (touch events: the browser's own
+      // panning cancels pointer events, not these).
+      var pinch = null;
+      function spread(t) { return Math.hypot(t[0].clientX - t[1].clientX, t[0].clientY - t[1].clientY) || 1; }
+      s.addEventListener("touchstart", function (e) {
+        pinch = e.touches.length === 2 ? { dist: spread(e.touches), zoom: zoom } : null;
+      }, { passive: true });
+      s.addEventListener("touchmove", function (e) {
+        if (!pinch || e.touches.length !== 2) { return; }
+        e.preventDefault();
+        var t = e.touches;
+        setZoom(pinch.zoom * spread(t) / pinch.dist, s, (t[0].clientX + t[1].clientX) / 2, (t[0].clientY + t[1].clientY) / 2);
+      }, { passive: false });
+      s.addEventListener("touchend", function (e) { if (e.touches.length < 2) { pinch = null; } }, { passive: true });
     });
   }
 
@@ -123,7 +114,11 @@
   function showTab(viewer, name, focus) {
     var tabs = Array.prototype.slice.call(viewer.querySelectorAll("[role=tab]"));
     if (!tabs.length) { return; }
+    var before = visibleScroller();
+    var left = before ? before.scrollLeft : 0, top = before ? before.scrollTop : 0;
     viewer.setAttribute("data-tab", name);
+    var after = visibleScroller();
+    if (after && after !== before) { after.scrollLeft = left; after.scrollTop = top; } // same place in every image
     tabs.forEach(function (t) {
       var on = t.getAttribute("data-tab-for") === name;
       t.setAttribute("aria-selected", on ? "true" : "false");

@@ -315,6 +315,19 @@ def test_phone_has_one_tabbed_viewer_and_large_targets(app_url, browser, wide_st
         v.dispatchEvent(new TouchEvent('touchend', {touches: [], changedTouches: [t(120)], bubbles: true}));
     }""")
     assert page.locator("#pane-b").is_visible()
+    # Two fingers spread to twice their distance zoom to 200 %, around their midpoint.
+    assert page.get_by_role("status", name="Zoom level").inner_text() == "100%"
+    page.locator("#pane-b [data-scroller]").evaluate("""s => {
+        const t = (id, x) => new Touch({identifier: id, target: s, clientX: x, clientY: 400});
+        const fire = (type, a, b) => s.dispatchEvent(new TouchEvent(type, {touches: type === 'touchend' ? [] : [a, b],
+            changedTouches: [a, b], bubbles: true, cancelable: true}));
+        fire('touchstart', t(1, 150), t(2, 250));
+        fire('touchmove', t(1, 100), t(2, 300));
+        fire('touchend', t(1, 100), t(2, 300));
+    }""")
+    assert page.get_by_role("status", name="Zoom level").inner_text() == "200%"
+    assert page.locator("#pane-b [data-scroller]").evaluate("e => e.scrollLeft") > 0
+    page.get_by_role("button", name="Fit width").click()
     # Tap targets of at least 44 px.
     small = page.evaluate("""() => Array.from(document.querySelectorAll(
         '[data-trial] button, [data-trial] label.choice-button, [data-trial] [role=tab], [data-trial] summary, '
