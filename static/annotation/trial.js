@@ -314,6 +314,14 @@
   window.addEventListener("resize", measureTop);
 
   document.addEventListener("click", function (e) {
+    var toggle = e.target.closest("[data-problem-toggle]");
+    if (toggle) {
+      var panel = document.getElementById(toggle.getAttribute("aria-controls"));
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      if (panel) { panel.hidden = !open; }
+      return;
+    }
     var button = e.target.closest("[data-action]");
     if (!button) { return; }
     var action = button.getAttribute("data-action");
@@ -400,6 +408,17 @@
     if (trial) { trial.focus({ preventScroll: true }); }
   });
 
-  document.addEventListener("htmx:load", function (e) { init(e.detail.elt || document); });
+  document.addEventListener("htmx:load", function (e) {
+    var elt = e.detail.elt || document;
+    // A problem report's thank-you closes by itself after a few seconds (the status was announced).
+    if (elt.matches && elt.matches("[data-problem]") && elt.querySelector("[role=status]")) {
+      window.setTimeout(function () {
+        var toggle = elt.querySelector("[data-problem-toggle]");
+        var panel = elt.querySelector(".problem-panel");
+        if (toggle && panel && document.body.contains(elt)) { toggle.setAttribute("aria-expanded", "false"); panel.hidden = true; }
+      }, 6000);
+    }
+    init(elt);
+  });
   document.addEventListener("DOMContentLoaded", function () { init(document); });
 })();

@@ -272,7 +272,10 @@ def test_undo_reopens_the_previous_trial_with_its_answer(app_url, browser, wide_
 
 def test_report_a_problem_is_stored_and_not_a_vote(app_url, browser, wide_study) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     context, page = open_trial(browser, app_url, wide_study.study, "reporter", {"width": 1440, "height": 900})
-    page.get_by_text("Report a problem").click()
+    toggle = page.get_by_role("button", name="Report a problem")
+    assert toggle.get_attribute("aria-expanded") == "false" and page.get_by_role("button", name="Send report").is_hidden()
+    toggle.click()
+    assert toggle.get_attribute("aria-expanded") == "true"
     page.get_by_role("radio", name="Something else").check()
     page.get_by_role("button", name="Send report").click()
     expect(page.get_by_role("alert")).to_contain_text("Say in a few words what went wrong")
