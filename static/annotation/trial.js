@@ -404,6 +404,7 @@
   document.addEventListener("htmx:afterSwap", function (e) {
     var target = e.detail.target;
     if (!target || target.id !== "trial-root") { return; }
+    init(target); // zoom, flicker and the boxes at once, not after the settle delay
     var trial = target.querySelector("[data-trial]");
     if (trial) { trial.focus({ preventScroll: true }); }
   });

@@ -75,6 +75,12 @@ def answer_keys(page: Any, verdict: str = "a") -> None:
         page.keyboard.press("2")  # "A better" on every axis
     page.keyboard.press("Enter")
     wait_for_next(page, before)
+    ready(page)
+
+
+def ready(page: Any) -> None:
+    """The new trial is swapped in and its script has run (zoom, flicker, boxes, focus)."""
+    page.wait_for_selector("[data-trial][data-ready]")
     settle(page)
 
 
@@ -182,7 +188,7 @@ def test_keyboard_focus_flicker_zoom_and_the_shortcut_switch(app_url, browser, w
     before = progress(page)
     page.keyboard.press("Control+Enter")
     wait_for_next(page, before)
-    settle(page)
+    ready(page)
     assert focused_is_trial(page)
     page.keyboard.press("b")
     assert page.get_by_role("radio", name="B", exact=True).is_checked()
@@ -194,7 +200,7 @@ def test_keyboard_focus_flicker_zoom_and_the_shortcut_switch(app_url, browser, w
     before = progress(page)
     page.get_by_role("button", name="Submit", exact=True).click()
     wait_for_next(page, before)
-    settle(page)
+    ready(page)
     assert focused_is_trial(page)
     assert Vote.objects.filter(trial__assignment__rater__external_id="keys").count() == 3
 
@@ -245,7 +251,7 @@ def test_undo_reopens_the_previous_trial_with_its_answer(app_url, browser, wide_
     before = progress(page)
     page.get_by_role("button", name="Submit the new answer").click()
     wait_for_next(page, before)
-    settle(page)
+    ready(page)
     assert progress(page).startswith("2 of ")
     assert focused_is_trial(page)
     vote.refresh_from_db()
