@@ -212,6 +212,15 @@ def participant_error(error: ValidationFailed, view: TrialView | None, study: St
     return "This page is out of date. Reload it and answer again."
 
 
+def plain_sentence(error: ValidationFailed) -> str:
+    """A validation message as a sentence for participants: without the "field 'x':" prefix."""
+    text = str(error)
+    if error.field or error.where:
+        text = text.split(": ", 1)[-1]
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def _render_state(
     request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False, **extra: Any
 ) -> HttpResponse:
@@ -238,7 +247,7 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
         try:
             joined = participant_rater_get_or_create(study=study, external_id=external_id, platform=platform)
         except ValidationFailed as exc:
-            return _notice(request, study, "This link is not valid", str(exc), status=400)
+            return _notice(request, study, "This link is not valid", plain_sentence(exc), status=400)
         _session_rater_set(request, study, joined)
         return redirect(reverse("rater:link", args=[link_token]))
     rater_id = session_rater_id(request, study.pk)
@@ -421,7 +430,7 @@ def comprehension(request: HttpRequest, link_token: str) -> HttpResponse:
     try:
         result = comprehension_submit(rater=rater, answer=request.POST.get("answer", ""))
     except ValidationFailed as exc:
-        return _comprehension_page(request, study, rater, error=str(exc), status=400)
+        return _comprehension_page(request, study, rater, error=plain_sentence(exc), status=400)
     if result == "retry":
         return _comprehension_page(
             request, study, rater, status=400,

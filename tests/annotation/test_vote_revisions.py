@@ -294,3 +294,17 @@ def test_the_rater_api_revises_and_reports_through_the_same_services() -> None:
     strict = Client(enforce_csrf_checks=True)
     join(strict, rs.study, "P9")
     assert strict.post(problem, {"kind": "image"}, content_type="application/json").status_code == 403
+
+
+def test_participant_pages_say_errors_in_plain_words() -> None:
+    rs = scheduled()
+    bad_id = Client().get(f"/s/{rs.study.link_token}/", {"participant": "has space"}).content.decode()
+    assert "A participant id is 1–100 letters" in bad_id and "field '" not in bad_id
+    client = Client()
+    html = join(client, rs.study).content.decode()
+    f = form_of(html)
+    r = client.post(f"/t/{f['token']}/vote/", {"verdict": "A", "confidence": "9", "idempotency_key": f["key"]}, **HX)
+    body = r.content.decode()
+    assert r.status_code == 400 and "Choose a confidence from 1 to 5." in body and "must be one of" not in body
+    r = client.post(f"/t/{f['token']}/vote/", {"verdict": "A", "confidence": "3"}, **HX)
+    assert r.status_code == 400 and "This page is out of date. Reload it and answer again." in r.content.decode()
