@@ -201,8 +201,8 @@ def participant_error(error: ValidationFailed, view: TrialView | None, study: St
         scale = view.scale if view and view.scale else (1, 5)
         return f"Rate “{field.removeprefix('rating:')}” from {scale[0]} to {scale[-1]}."
     if field in ("rationale", "evidence", "text") and "at most" in str(error):
-        return "That text is too long: shorten it to at most 4,000 characters." if field != "text" \
-            else "That text is too long: shorten it to at most 1,000 characters."
+        limit = "1,000" if field == "text" else "4,000"
+        return f"That text is too long: shorten it to at most {limit} characters."
     if field == "evidence":
         return "Write the evidence: what you see in the image (or miss) that decides your answer."
     if field == "kind":
