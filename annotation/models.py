@@ -69,6 +69,8 @@ class AxisScope(models.TextChoices):
 class Axis(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="axes")
     axis_id = models.CharField(max_length=80)
+    # What raters read (SPEC §2, e.g. "Global layout"); blank: the id, humanized (``display_title``).
+    title = models.CharField(max_length=200, blank=True)
     scope = models.CharField(max_length=16, choices=AxisScope.choices)
     description = models.TextField(blank=True)
     position = models.PositiveIntegerField()
@@ -83,6 +85,18 @@ class Axis(models.Model):
 
     def __str__(self) -> str:
         return self.axis_id
+
+    @property
+    def display_title(self) -> str:
+        return axis_title(self.axis_id, self.title)
+
+
+def axis_title(axis_id: str, title: str = "") -> str:
+    """The axis name raters read: its ``title``, else the id humanized (``GLOBAL_LAYOUT`` → "Global layout")."""
+    if title.strip():
+        return title.strip()
+    words = axis_id.replace("_", " ").replace("-", " ").replace(".", " ").split()
+    return " ".join(words).capitalize() if words else axis_id
 
 
 class StoredImage(models.Model):
@@ -518,6 +532,10 @@ class Vote(models.Model):
     # Idempotency: the client's key for this submission; a retry with the same key is a no-op.
     idempotency_key = models.CharField(max_length=80, blank=True)
     request_hash = models.CharField(max_length=64, blank=True)
+    # Earlier answers replaced with "Undo last answer", oldest first: [{label, confidence,
+    # axis_scores, rationale, answers, idempotency_key, request_hash, replaced_at}]. Empty: never
+    # revised. The first entry's label is the votes CSV ``first_label`` (SPEC §8).
+    history = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -531,6 +549,32 @@ class Vote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trial_id}={self.label}"
+
+
+class ProblemKind(models.TextChoices):
+    IMAGE = "image", "An image did not load"
+    DIFFERENCE = "difference", "I cannot see the difference"
+    OTHER = "other", "Something else"
+
+
+class TrialProblem(models.Model):
+    """A rater's "Report a problem" on a trial: for researchers to read, never a vote."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="problems")
+    kind = models.CharField(max_length=16, choices=ProblemKind.choices)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # One report of each kind per trial: a second one updates the text (no flooding).
+            models.UniqueConstraint(fields=["trial", "kind"], name="trialproblem_unique_kind"),
+            models.CheckConstraint(condition=Q(kind__in=["image", "difference", "other"]), name="trialproblem_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trial_id}:{self.kind}"
 
 
 class AuditEvent(models.Model):

@@ -7,6 +7,7 @@ page or whether a trial is a hidden repeat.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest
@@ -26,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import NotFound
-from annotation.models import AssignmentState, Rater, Study, StudyKind, Trial
+from annotation.models import AssignmentState, ProblemKind, Rater, Study, StudyKind, Trial
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     comprehension_question,
@@ -35,12 +36,14 @@ from annotation.services.comprehension import (
 )
 from annotation.services.raters import (
     Forbidden,
+    VoteResult,
     assignment_counts,
     participant_claim,
     rater_assignment,
     trial_next,
     vote_submit,
 )
+from annotation.services.vote_revisions import trial_problem_report, vote_revise
 from annotation.views.rater import KIND_IMAGE_SLOTS, session_rater_id
 
 
@@ -86,6 +89,7 @@ class TrialNextApi(APIView):
 
     class RaterTrialAxis(serializers.Serializer):
         id = serializers.CharField()
+        title = serializers.CharField(help_text="What raters read: the bundle's title, else the id humanized")
         scope = serializers.CharField()
         description = serializers.CharField()
         targets = serializers.ListField(child=serializers.DictField())
@@ -171,6 +175,10 @@ class VoteSubmitApi(APIView):
 
     @extend_schema(request=RaterVoteInput, responses=RaterVoteResult, summary="Answer a trial (idempotent per key)")
     def post(self, request: Request, trial_token: str) -> Response:
+        return self.answer(request, trial_token, vote_submit)
+
+    def answer(self, request: Request, trial_token: str, service: Callable[..., VoteResult]) -> Response:
+        """The answer of the body, through ``service`` (a new vote, or a revision of the last one)."""
         found = (
             Trial.objects.filter(token=trial_token).order_by()
             .values_list("assignment__block__study_id", "assignment__block__study__link_token").first()
@@ -181,7 +189,7 @@ class VoteSubmitApi(APIView):
         body = self.RaterVoteInput(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        result = vote_submit(
+        result = service(
             trial_token=trial_token, rater_id=session_rater_id(request._request, study_id), verdict=data["verdict"],
             confidence=data["confidence"], axes=data["axes"], rationale=data["evidence"] or data["rationale"],
             idempotency_key=data["idempotency_key"], ratings=data["ratings"],
@@ -190,6 +198,47 @@ class VoteSubmitApi(APIView):
                "completion_code": result.completion_code,
                "next": reverse("rater:api-trial", args=[link_token])}
         return Response(self.RaterVoteResult(out).data, status=status.HTTP_200_OK)
+
+
+class VoteReviseApi(VoteSubmitApi):
+    """Answer the last answered trial again ("Undo last answer"); the replaced answer is kept in the
+    vote's history. Only while the assignment's current trial is unanswered (else 409)."""
+
+    @extend_schema(
+        request=VoteSubmitApi.RaterVoteInput, responses=VoteSubmitApi.RaterVoteResult,
+        summary="Change the last answer (idempotent per key)",
+    )
+    def post(self, request: Request, trial_token: str) -> Response:
+        return self.answer(request, trial_token, vote_revise)
+
+
+class TrialProblemApi(APIView):
+    """Report a problem on one of the session's trials (stored for researchers; not a vote)."""
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class ProblemInput(serializers.Serializer):
+        kind = serializers.ChoiceField(choices=ProblemKind.choices)
+        text = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000,
+                                     help_text="required for kind 'other'")
+
+    class ProblemResult(serializers.Serializer):
+        reported = serializers.BooleanField()
+        kind = serializers.CharField()
+
+    @extend_schema(request=ProblemInput, responses=ProblemResult, summary="Report a problem with a trial")
+    def post(self, request: Request, trial_token: str) -> Response:
+        study_id = Trial.objects.filter(token=trial_token).values_list("assignment__block__study_id", flat=True).first()
+        if study_id is None:
+            raise NotFound("no such trial")
+        body = self.ProblemInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        problem = trial_problem_report(
+            trial_token=trial_token, rater_id=session_rater_id(request._request, study_id),
+            kind=body.validated_data["kind"], text=body.validated_data["text"],
+        )
+        return Response(self.ProblemResult({"reported": True, "kind": problem.kind}).data, status=status.HTTP_201_CREATED)
 
 
 class ComprehensionSubmitApi(APIView):

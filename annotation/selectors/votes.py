@@ -35,6 +35,7 @@ _FIELDS: dict[str, str] = {
     "rationale": "rationale",
     "voided": "trial__assignment__state",
     "axis_scores": "axis_scores",
+    "history": "history",
 }
 
 
@@ -57,11 +58,23 @@ class VoteRow:
     rationale: str
     voided: bool
     axis_scores: dict[str, int]
+    # Earlier answers replaced with Undo, oldest first (``Vote.history``); empty: never revised.
+    history: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def first_label(self) -> str:
+        """The canonical label first given (SPEC §8 ``first_label``); empty when never revised."""
+        return str(self.history[0].get("label", "")) if self.history else ""
 
 
 def study_axis_ids(*, study: Study) -> list[str]:
     """The study's axis ids in their defined order (the order of the ``axis:<ID>`` columns)."""
     return list(Axis.objects.filter(study=study).order_by("position").values_list("axis_id", flat=True))
+
+
+def study_has_revised_votes(*, study: Study) -> bool:
+    """Whether a rater changed some answer of the study with Undo (``Vote.history`` not empty)."""
+    return Vote.objects.filter(trial__assignment__block__study=study).exclude(history=[]).exists()
 
 
 def vote_rows(*, study: Study, include_voided: bool = False) -> Iterator[VoteRow]:
@@ -90,6 +103,7 @@ def vote_rows(*, study: Study, include_voided: bool = False) -> Iterator[VoteRow
         row: dict[str, Any] = dict(zip(_FIELDS, values, strict=True))
         row["voided"] = row["voided"] == AssignmentState.VOIDED
         row["axis_scores"] = dict(row["axis_scores"] or {})
+        row["history"] = tuple(row["history"] or ())
         yield VoteRow(**row)
 
 

@@ -50,6 +50,7 @@ MAX_SLUG = 80
 MAX_TITLE = 200
 MAX_ID = 120
 MAX_AXIS_ID = 80
+MAX_AXIS_TITLE = 200
 MAX_NAME = 200
 MAX_ROLE = 200
 MAX_NOTE = 2000
@@ -69,6 +70,7 @@ class AxisSpec:
     id: str
     scope: str
     description: str
+    title: str = ""  # SPEC §2: what raters read; optional
 
 
 @dataclass(frozen=True)
@@ -420,7 +422,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     axis_ids: dict[str, str] = {}
     for i, item in enumerate(r.array(root["axes"], "$.axes")):
         where = f"$.axes[{i}]"
-        raw = r.obj(item, where, ("id", "scope"), ("description",))
+        raw = r.obj(item, where, ("id", "scope"), ("description", "title"))
         axis_id = r.identifier(raw["id"], f"{where}.id", max_length=MAX_AXIS_ID)
         if not AXIS_ID_RE.match(axis_id):
             r.fail(f"{where}.id", f"axis id {axis_id!r} may hold only letters, digits, '_', '.' and '-'")
@@ -432,6 +434,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
                 id=axis_id,
                 scope=r.choice(raw["scope"], f"{where}.scope", AXIS_SCOPES),
                 description=r.string(raw.get("description", ""), f"{where}.description"),
+                title=r.string(raw.get("title", ""), f"{where}.title", max_length=MAX_AXIS_TITLE).strip(),
             )
         )
 
@@ -593,7 +596,10 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
         "title": spec.title,
         "kind": spec.kind,
         "instructions_md": spec.instructions_md,
-        "axes": [{"id": a.id, "scope": a.scope, "description": a.description} for a in spec.axes],
+        "axes": [
+            {"id": a.id, **({"title": a.title} if a.title else {}), "scope": a.scope, "description": a.description}
+            for a in spec.axes
+        ],
         "systems": [{"id": s.id, "name": s.name} for s in spec.systems],
         "pages": [
             {

@@ -432,7 +432,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         created_by=user,  # type: ignore[misc]
     )
     Axis.objects.bulk_create(
-        Axis(study=study, axis_id=a.id, scope=a.scope, description=a.description, position=i)
+        Axis(study=study, axis_id=a.id, title=a.title, scope=a.scope, description=a.description, position=i)
         for i, a in enumerate(spec.axes)
     )
     systems = System.objects.bulk_create(
@@ -755,7 +755,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         title=study.title,
         kind=study.kind,
         instructions_md=study.instructions_md,
-        axes=tuple(AxisSpec(id=a.axis_id, scope=a.scope, description=a.description) for a in study.axes.order_by("position")),
+        axes=tuple(AxisSpec(id=a.axis_id, scope=a.scope, description=a.description, title=a.title) for a in study.axes.order_by("position")),
         systems=tuple(SystemSpec(id=s.external_id, name=s.name) for s in study.systems.order_by("position", "external_id")),
         pages=page_specs,
         candidates=candidate_specs,

@@ -274,7 +274,8 @@ def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict
             for t in page.targets
             if t.get("axis") == axis.axis_id and len(t.get("bbox_1000") or []) == 4
         ]
-        out.append({"id": axis.axis_id, "scope": axis.scope, "description": axis.description, "targets": targets})
+        out.append({"id": axis.axis_id, "title": axis.display_title, "scope": axis.scope,
+                    "description": axis.description, "targets": targets})
     return out
 
 
@@ -330,13 +331,18 @@ def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialVi
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
     answered, total = assignment_counts(assignment)
+    return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total)
+
+
+def trial_view_of(trial: Trial, *, study: Study, number: int, answered: int, total: int) -> TrialView:
+    """What the rater is shown for ``trial`` (a fresh idempotency key for its answer)."""
     kind = study.kind
     options = study.options or {}
     page = _trial_page(trial)
     predicate = trial.predicate
     return TrialView(
         trial=trial,
-        number=answered + 1,
+        number=number,
         total=total,
         answered=answered,
         axes=trial_active_axes(trial) if kind == StudyKind.PAIRWISE_REFERENCE else [],
@@ -471,7 +477,7 @@ def _finish(assignment: Assignment) -> str:
     return code
 
 
-def vote_submit(
+def answer_for_trial(
     *,
     trial_token: str,
     rater_id: int | None,
@@ -481,14 +487,8 @@ def vote_submit(
     rationale: object,
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
-) -> VoteResult:
-    """Store the answer to a trial canonically, once (SPEC §3, §4).
-
-    Foreign trial → Forbidden (403); answered with another key, not the current trial, or a
-    finished assignment → Conflict (409); same key and same body → the stored vote again.
-    Submissions to one assignment are serialized by its row lock (only that row: a vote never
-    locks the block or the study, so raters do not wait for each other).
-    """
+) -> tuple[str, Trial, VoteAnswer]:
+    """The checked key, the rater's own trial and the validated answer (before any lock)."""
     key = (idempotency_key or "").strip()
     if not (8 <= len(key) <= 80):
         raise ValidationFailed("missing or malformed idempotency key (reload the page)", field="idempotency_key")
@@ -512,11 +512,44 @@ def vote_submit(
             else [],
             verdict=verdict, confidence=confidence, axes=axes, rationale=rationale,
         )
+    return key, trial, answer
+
+
+def vote_submit(
+    *,
+    trial_token: str,
+    rater_id: int | None,
+    verdict: object,
+    confidence: object,
+    axes: Mapping[str, object],
+    rationale: object,
+    idempotency_key: str,
+    ratings: Mapping[str, object] | None = None,
+) -> VoteResult:
+    """Store the answer to a trial canonically, once (SPEC §3, §4).
+
+    Foreign trial → Forbidden (403); answered with another key, not the current trial, or a
+    finished assignment → Conflict (409); same key and same body → the stored vote again.
+    Submissions to one assignment are serialized by its row lock (only that row: a vote never
+    locks the block or the study, so raters do not wait for each other).
+    """
+    key, trial, answer = answer_for_trial(
+        trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
+        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings,
+    )
     digest = answer.request_hash()
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
         existing = Vote.objects.filter(trial_id=trial.pk).order_by().first()
         if existing is not None:
+            # A late retry of an answer since revised with Undo is the same submission, not a new one.
+            earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
+            if key in earlier and key != existing.idempotency_key:
+                if earlier[key] != digest:
+                    raise Conflict("this submission key was already used with a different answer")
+                return VoteResult(vote=existing, replayed=True,
+                                  finished=assignment.state == AssignmentState.FINISHED,
+                                  completion_code=assignment.completion_code)
             if existing.idempotency_key != key:
                 raise Conflict("this trial was already answered")
             if existing.request_hash != digest:

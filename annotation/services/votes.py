@@ -46,8 +46,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from annotation.errors import ValidationFailed
 from annotation.models import Axis, Comparison, Label, Page, Study, StudyKind, Trial
-from annotation.selectors.votes import AXIS_PREFIX, study_axis_ids, vote_rows
+from annotation.selectors.votes import AXIS_PREFIX, study_axis_ids, study_has_revised_votes, vote_rows
 from annotation.services.votes_common import (
     ImportRow,
     Problems,
@@ -56,6 +57,7 @@ from annotation.services.votes_common import (
     VotesImportResult,
     check_header,
     import_row,
+    parse_flag,
     parse_int,
     parse_pairwise_answer,
     parse_placement,
@@ -82,6 +84,11 @@ VOTES_BASE_COLUMNS: tuple[str, ...] = (
     "response_ms",
 )
 VOTE_LABELS: tuple[str, ...] = (Label.A, Label.B, Label.TIE, Label.CANNOT_JUDGE)
+# SPEC §8 optional trailing columns: the rater changed the answer with Undo (0/1), and the
+# canonical label first given (empty unless revised). Export writes them when a vote of the
+# study was revised (so a study without revisions exports exactly the SPEC columns, as before);
+# import takes files with or without them.
+VOTES_REVISION_COLUMNS: tuple[str, ...] = ("revised", "first_label")
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,11 +130,15 @@ class _ReferenceFormat:
                 return f"unknown axis column (the study's axes: {', '.join(axis_ids) or 'none'})"
             return (
                 f"unknown column (expected {', '.join(VOTES_BASE_COLUMNS)}"
-                f" and one axis:<AXIS_ID> column per study axis)"
+                f" and one axis:<AXIS_ID> column per study axis, optionally {', '.join(VOTES_REVISION_COLUMNS)})"
             )
 
         expected = [*VOTES_BASE_COLUMNS, *(AXIS_PREFIX + a for a in axis_ids)]
-        check_header(header=header, expected=expected, name=name, unknown=unknown)
+        for col in VOTES_REVISION_COLUMNS:
+            if header.count(col) > 1:
+                raise ValidationFailed(f"{name} line 1, field '{col}': the column appears twice")
+        required = [col for col in header if col not in VOTES_REVISION_COLUMNS]
+        check_header(header=required, expected=expected, name=name, unknown=unknown)
 
     def parse_rows(self, header: list[str], records: list[Record], problems: Problems) -> list[ImportRow]:
         return _parse_rows(
@@ -215,6 +226,7 @@ def _parse_rows(
                         col,
                         f"must be empty: the axis is inactive on page '{page.external_id}', got {cell!r}",
                     )
+        history = _parse_revision(value=value, line=line, problems=problems)
         if len(problems.items) > n_before or unit is None:
             continue
         vote = {
@@ -223,9 +235,28 @@ def _parse_rows(
             "axis_scores": scores,
             "rationale": raw["rationale"],
             "response_ms": response_ms,
+            "history": history,
         }
         rows.append(import_row(line=line, unit=unit, placement=placement, vote=vote))
     return rows
+
+
+def _parse_revision(*, value: dict[str, str], line: int, problems: Problems) -> list[dict[str, Any]]:
+    """The optional ``revised`` / ``first_label`` cells as a ``Vote.history`` (one imported entry)."""
+    revised_cell = value.get("revised", "")
+    first = value.get("first_label", "")
+    revised = parse_flag(revised_cell) if revised_cell != "" else False
+    if revised is None:
+        problems.add(line, "revised", f"expected 0, 1 or empty, got {revised_cell!r}")
+        return []
+    if not revised:
+        if first != "":
+            problems.add(line, "first_label", f"must be empty unless revised is 1, got {first!r}")
+        return []
+    if first not in VOTE_LABELS:
+        problems.add(line, "first_label", f"expected one of {', '.join(VOTE_LABELS)} (revised is 1), got {first!r}")
+        return []
+    return [{"label": first, "imported": True}]
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,7 +277,8 @@ def votes_export_csv(*, study: Study, path: Path) -> int:
 
         return kind_votes_export_csv(study=study, path=path)
     axis_ids = study_axis_ids(study=study)
-    header = [*VOTES_BASE_COLUMNS, *(AXIS_PREFIX + a for a in axis_ids)]
+    revisions = study_has_revised_votes(study=study)
+    header = [*VOTES_BASE_COLUMNS, *(AXIS_PREFIX + a for a in axis_ids), *(VOTES_REVISION_COLUMNS if revisions else ())]
     # vote_rows leaves attention checks out: the SPEC §8 columns have no place for them.
     rows = (
         [
@@ -264,6 +296,7 @@ def votes_export_csv(*, study: Study, path: Path) -> int:
             v.rationale,
             "" if v.response_ms is None else v.response_ms,
             *("" if v.axis_scores.get(a) is None else int(v.axis_scores[a]) for a in axis_ids),
+            *((int(bool(v.history)), v.first_label) if revisions else ()),
         ]
         for v in vote_rows(study=study)
     )

@@ -18,6 +18,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("s/<str:link_token>/pause/", views.pause, name="pause"),
     path("s/<str:link_token>/comprehension/", views.comprehension, name="comprehension"),
     path("t/<str:trial_token>/vote/", views.trial_vote, name="vote"),
+    path("t/<str:trial_token>/undo/", views.trial_undo, name="undo"),
+    path("t/<str:trial_token>/revise/", views.trial_revise, name="revise"),
+    path("t/<str:trial_token>/problem/", views.trial_problem, name="problem"),
     path("t/<str:trial_token>/<str:slot>.png", views.trial_image_view, name="image"),
     path("api/rater/<str:link_token>/trial/", api.TrialNextApi.as_view(), name="api-trial"),
     path(
@@ -26,4 +29,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-comprehension",
     ),
     path("api/rater/trials/<str:trial_token>/vote/", api.VoteSubmitApi.as_view(), name="api-vote"),
+    path("api/rater/trials/<str:trial_token>/revise/", api.VoteReviseApi.as_view(), name="api-revise"),
+    path("api/rater/trials/<str:trial_token>/problem/", api.TrialProblemApi.as_view(), name="api-problem"),
 ]

@@ -21,7 +21,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.images import stored_image_path
-from annotation.models import Assignment, AssignmentState, Label, Rater, Study, StudyKind, Trial
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    Label,
+    ProblemKind,
+    Rater,
+    Study,
+    StudyKind,
+    Trial,
+    axis_title,
+)
 from annotation.roles import RATER, is_researcher
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
@@ -45,12 +55,21 @@ from annotation.services.raters import (
     trial_next,
     vote_submit,
 )
+from annotation.services.vote_revisions import (
+    UndoView,
+    trial_problem_report,
+    vote_revise,
+    vote_revision_view,
+    vote_undo_view,
+)
 
 SESSION_RATERS = "arbiter.raters"
 PARTICIPANT_PARAMS = ("participant", "PROLIFIC_PID")
 PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
 VERDICTS = ((Label.A, "A", "a"), (Label.B, "B", "b"), (Label.TIE, "Tie", "t"), (Label.CANNOT_JUDGE, "Cannot judge", "x"))
-AXIS_SCALE = ((-2, "-2"), (-1, "-1"), (0, "0"), (1, "+1"), (2, "+2"))
+# Left to right as the panes read (A is left of B): the side nearer A means "A better". The
+# values are the displayed scores (positive: the displayed A is better); SPEC §3 canonicalizes them.
+AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
 IMAGE_SLOTS = ("ref", "left", "right")
 KIND_IMAGE_SLOTS = {
     StudyKind.PAIRWISE_REFERENCE: IMAGE_SLOTS,
@@ -127,6 +146,9 @@ def _state_context(
         context.update({"total": total, "completion_code": assignment.completion_code})
     else:
         token = view.trial.token
+        revising = bool(extra.get("revising"))
+        context["answer_url"] = reverse("rater:revise" if revising else "rater:vote", args=[token])
+        context["problem_kinds"] = ProblemKind.choices
         context["images"] = {
             s: reverse("rater:image", args=[token, s]) for s in KIND_IMAGE_SLOTS[StudyKind(study.kind)]
         }
@@ -146,6 +168,59 @@ def _state_context(
     return context
 
 
+def _render_view(
+    request: HttpRequest, study: Study, assignment: Assignment, view: TrialView | None, *, status: int = 200,
+    **extra: Any,
+) -> HttpResponse:
+    template = TRIAL_TEMPLATES[StudyKind(study.kind)]
+    if getattr(request, "htmx", False):
+        template += "#state"
+    error = extra.pop("error", None)
+    if isinstance(error, ValidationFailed):
+        extra["error"] = participant_error(error, view, study)
+    response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
+    response["Vary"] = "HX-Request"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def participant_error(error: ValidationFailed, view: TrialView | None, study: Study) -> str:
+    """A refused answer in the rater's words ("Choose a confidence from 1 to 5"), not the API's."""
+    field = error.field
+    if field == "verdict":
+        if study.kind == StudyKind.CHECKLIST:
+            return "Choose an answer: Yes, No or Unclear."
+        return "Choose a verdict: A, B, Tie or Cannot judge."
+    if field == "confidence":
+        return "Choose a confidence from 1 to 5."
+    if field.startswith("axis:"):
+        axis_id = field.removeprefix("axis:")
+        title = next((a["title"] for a in (view.axes if view else []) if a["id"] == axis_id), axis_title(axis_id))
+        return f"Score “{title}”: choose from “A much better” to “B much better”."
+    if field.startswith("rating:"):
+        scale = view.scale if view and view.scale else (1, 5)
+        return f"Rate “{field.removeprefix('rating:')}” from {scale[0]} to {scale[-1]}."
+    if field in ("rationale", "evidence", "text") and "at most" in str(error):
+        limit = "1,000" if field == "text" else "4,000"
+        return f"That text is too long: shorten it to at most {limit} characters."
+    if field == "evidence":
+        return "Write the evidence: what you see in the image (or miss) that decides your answer."
+    if field == "kind":
+        return "Choose what went wrong."
+    if field == "text":
+        return "Say in a few words what went wrong."
+    return "This page is out of date. Reload it and answer again."
+
+
+def plain_sentence(error: ValidationFailed) -> str:
+    """A validation message as a sentence for participants: without the "field 'x':" prefix."""
+    text = str(error)
+    if error.field or error.where:
+        text = text.split(": ", 1)[-1]
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def _render_state(
     request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False, **extra: Any
 ) -> HttpResponse:
@@ -160,13 +235,7 @@ def _render_state(
     view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
     if fresh and view is None:
         assignment.refresh_from_db()
-    template = TRIAL_TEMPLATES[StudyKind(study.kind)]
-    if getattr(request, "htmx", False):
-        template += "#state"
-    response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
-    response["Vary"] = "HX-Request"
-    response["Cache-Control"] = "no-store"
-    return response
+    return _render_view(request, study, assignment, view, status=status, **extra)
 
 
 def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
@@ -178,7 +247,7 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
         try:
             joined = participant_rater_get_or_create(study=study, external_id=external_id, platform=platform)
         except ValidationFailed as exc:
-            return _notice(request, study, "This link is not valid", str(exc), status=400)
+            return _notice(request, study, "This link is not valid", plain_sentence(exc), status=400)
         _session_rater_set(request, study, joined)
         return redirect(reverse("rater:link", args=[link_token]))
     rater_id = session_rater_id(request, study.pk)
@@ -210,20 +279,106 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
     return _render_state(request, study, assignment)
 
 
-@require_POST
-def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
-    """Submit an answer (htmx swaps in the next trial; without JS: redirect back to the link)."""
-    trial = get_object_or_404(Trial.objects.select_related("assignment__block__study"), token=trial_token)
-    study = trial.assignment.block.study
-    rater_id = session_rater_id(request, study.pk)
-    if rater_id is None or trial.assignment.rater_id != rater_id:
-        return _notice(request, study, "Not your trial", "Open the study link you were given to continue.",
-                       status=403)
+def _posted_answer(request: HttpRequest, study: Study) -> dict[str, Any]:
+    """The answer fields of a trial form, as posted (shown again when the answer is refused)."""
     axes = {k.removeprefix("axis:"): v for k, v in request.POST.items() if k.startswith("axis:")}
     ratings = {k.removeprefix("rating:"): v for k, v in request.POST.items() if k.startswith("rating:")}
     rationale = request.POST.get("evidence" if study.kind == StudyKind.CHECKLIST else "rationale", "")
-    posted = {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
-              "axes": axes, "rationale": rationale, "ratings": ratings}
+    return {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
+            "axes": axes, "rationale": rationale, "ratings": ratings}
+
+
+def _own_trial_or_notice(request: HttpRequest, trial_token: str) -> tuple[Trial, Study, int | None]:
+    trial = get_object_or_404(Trial.objects.select_related("assignment__block__study"), token=trial_token)
+    study = trial.assignment.block.study
+    return trial, study, session_rater_id(request, study.pk)
+
+
+def _not_yours(request: HttpRequest, study: Study) -> HttpResponse:
+    return _notice(request, study, "Not your trial", "Open the study link you were given to continue.", status=403)
+
+
+def _render_undo(request: HttpRequest, study: Study, undo: UndoView, *, status: int = 200, **extra: Any) -> HttpResponse:
+    extra.setdefault("posted", undo.posted)
+    return _render_view(request, study, undo.view.trial.assignment, undo.view, status=status, revising=True, **extra)
+
+
+@require_GET
+def trial_undo(request: HttpRequest, trial_token: str) -> HttpResponse:
+    """"Undo last answer" on the current trial: the previous trial again, its answer filled in."""
+    trial, study, rater_id = _own_trial_or_notice(request, trial_token)
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        return _not_yours(request, study)
+    try:
+        undo = vote_undo_view(trial_token=trial_token, rater_id=rater_id)
+    except Conflict as exc:
+        return _render_state(request, study, trial.assignment, status=409, notice=f"{exc}. Here is your current trial.")
+    except ArbiterError as exc:
+        return _notice(request, study, "Not available", str(exc), status=exc.status_code)
+    return _render_undo(request, study, undo)
+
+
+@require_POST
+def trial_revise(request: HttpRequest, trial_token: str) -> HttpResponse:
+    """The new answer to the previous trial (after Undo); then the current trial again."""
+    trial, study, rater_id = _own_trial_or_notice(request, trial_token)
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        return _not_yours(request, study)
+    posted = _posted_answer(request, study)
+    try:
+        vote_revise(
+            trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
+            axes=posted["axes"], rationale=posted["rationale"], idempotency_key=request.POST.get("idempotency_key", ""),
+            ratings=posted["ratings"] if study.kind == StudyKind.RATING else None,
+        )
+    except ValidationFailed as exc:
+        try:
+            undo = vote_revision_view(trial_token=trial_token, rater_id=rater_id)
+        except ArbiterError:
+            return _render_state(request, study, trial.assignment, status=409,
+                                 notice="That answer can no longer be changed. Here is your current trial.")
+        return _render_undo(request, study, undo, status=400, error=exc, posted=posted)
+    except Conflict as exc:
+        return _render_state(request, study, trial.assignment, status=409, notice=f"{exc}. Here is your current trial.")
+    except ArbiterError as exc:
+        return _notice(request, study, "Not available", str(exc), status=exc.status_code)
+    if getattr(request, "htmx", False):
+        return _render_state(request, study, trial.assignment)
+    return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
+
+
+@require_POST
+def trial_problem(request: HttpRequest, trial_token: str) -> HttpResponse:
+    """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer."""
+    trial, study, rater_id = _own_trial_or_notice(request, trial_token)
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        return _not_yours(request, study)
+    context: dict[str, Any] = {"study": study, "view": {"trial": trial}, "problem_kinds": ProblemKind.choices}
+    status = 200
+    try:
+        trial_problem_report(trial_token=trial_token, rater_id=rater_id, kind=request.POST.get("kind", ""),
+                             text=request.POST.get("text", ""))
+        context["problem_reported"] = True
+    except ValidationFailed as exc:
+        context["problem_error"] = participant_error(exc, None, study)
+        status = 400
+    except ArbiterError as exc:
+        return _notice(request, study, "Not available", str(exc), status=exc.status_code)
+    if not getattr(request, "htmx", False):
+        return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
+    response = render(request, "annotation/rater/_problem.html#problem", context, status=status)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
+    """Submit an answer (htmx swaps in the next trial; without JS: redirect back to the link)."""
+    trial, study, rater_id = _own_trial_or_notice(request, trial_token)
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        return _not_yours(request, study)
+    posted = _posted_answer(request, study)
+    axes, ratings, rationale = posted["axes"], posted["ratings"], posted["rationale"]
     try:
         result = vote_submit(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
@@ -231,7 +386,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
             ratings=ratings if study.kind == StudyKind.RATING else None,
         )
     except ValidationFailed as exc:
-        return _render_state(request, study, trial.assignment, status=400, error=str(exc), posted=posted)
+        return _render_state(request, study, trial.assignment, status=400, error=exc, posted=posted)
     except Conflict as exc:
         return _render_state(request, study, trial.assignment, status=409, notice=f"{exc}. Here is your current trial.")
     except ArbiterError as exc:
@@ -275,7 +430,7 @@ def comprehension(request: HttpRequest, link_token: str) -> HttpResponse:
     try:
         result = comprehension_submit(rater=rater, answer=request.POST.get("answer", ""))
     except ValidationFailed as exc:
-        return _comprehension_page(request, study, rater, error=str(exc), status=400)
+        return _comprehension_page(request, study, rater, error=plain_sentence(exc), status=400)
     if result == "retry":
         return _comprehension_page(
             request, study, rater, status=400,

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
+from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
 from annotation.services.bundles_update import study_update_upload
@@ -43,9 +44,16 @@ def study_import(request: HttpRequest) -> HttpResponse:
 @require_GET
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_get_for_user(user=request.user, slug=slug)
+    problems_total, problems = study_problem_reports(study=study)
     return render(
         request, "annotation/study_detail.html",
-        {"study": study, "overview": study_overview(study=study), "originals": study_original_images(study=study)},
+        {
+            "study": study,
+            "overview": study_overview(study=study),
+            "originals": study_original_images(study=study),
+            "problems": problems,
+            "problems_total": problems_total,
+        },
     )
 
 

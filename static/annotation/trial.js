@@ -3,11 +3,27 @@
 // shortcuts, and htmx swaps. Kind pages (SPEC §11) describe their keys in the markup rather than
 // here: a radio with data-key="y" is chosen by y, an element with data-focus-key="e" is focused
 // by e, a [data-question] answers the digits by position, or by value with data-digits="value".
+// Zoom (buttons, keys, Ctrl+wheel and pinch around the pointer) and pan (drag) act on every pane
+// at once and carry over to the next trial; flicker starts off on every trial. After a swap the
+// focus is on the trial itself, so the next shortcut answers. Single-key shortcuts can be
+// switched off (WCAG 2.1.4); the choice is kept in this browser (localStorage).
 "use strict";
 (function () {
-  var zoom = 1; // 1 = fit pane width; kept across trials
+  var ZOOM_KEY = "arbiter.zoom";
+  var SHORTCUTS_KEY = "arbiter.single-key-shortcuts";
+  var zoom = 1; // 1 = fit pane width; kept across trials (and reloads, in this tab)
   var flicker = false;
   var syncing = false;
+
+  function stored(storage, key) {
+    try { return window[storage].getItem(key); } catch (err) { return null; }
+  }
+  function store(storage, key, value) {
+    try { window[storage].setItem(key, value); } catch (err) { /* private mode: not kept */ }
+  }
+  zoom = Math.min(Math.max(Number(stored("sessionStorage", ZOOM_KEY)) || 1, 0.5), 6);
+
+  function shortcutsOn() { return stored("localStorage", SHORTCUTS_KEY) !== "off"; }
 
   function root() { return document.getElementById("trial-root"); }
 
@@ -26,9 +42,145 @@
     var r = root();
     if (!r) { return; }
     r.querySelectorAll("[data-canvas]").forEach(function (c) { c.style.width = (zoom * 100) + "%"; });
+    r.querySelectorAll("[data-zoom-level]").forEach(function (o) { o.textContent = Math.round(zoom * 100) + "%"; });
   }
 
-  function setZoom(z) { zoom = Math.min(Math.max(z, 0.5), 4); applyZoom(); }
+  function visibleScroller() {
+    var all = Array.prototype.slice.call(document.querySelectorAll("[data-scroller]"));
+    return all.filter(function (s) { return s.offsetParent !== null; })[0] || all[0] || null;
+  }
+
+  // Zoom to z keeping the image point under (x, y) (client coordinates; default: the pane's
+  // centre) where it is; every pane follows the one zoomed (their scroll is synchronized).
+  function setZoom(z, scroller, x, y) {
+    var next = Math.min(Math.max(z, 0.5), 6);
+    var s = scroller || visibleScroller();
+    if (!s || next === zoom) { zoom = next; applyZoom(); store("sessionStorage", ZOOM_KEY, String(zoom)); return; }
+    var box = s.getBoundingClientRect();
+    var px = (x === undefined ? box.width / 2 : x - box.left);
+    var py = (y === undefined ? box.height / 2 : y - box.top);
+    var ratio = next / zoom;
+    var left = (s.scrollLeft + px) * ratio - px;
+    var top = (s.scrollTop + py) * ratio - py;
+    zoom = next;
+    applyZoom();
+    store("sessionStorage", ZOOM_KEY, String(zoom));
+    s.scrollLeft = left;
+    s.scrollTop = top;
+    s.dispatchEvent(new Event("scroll"));
+  }
+
+  function zoomAndPan(scope) {
+    scope.querySelectorAll("[data-scroller]").forEach(function (s) {
+      s.addEventListener("wheel", function (e) {
+        if (!e.ctrlKey) { return; } // a trackpad pinch arrives as Ctrl+wheel too
+        e.preventDefault();
+        setZoom(zoom * Math.exp(-e.deltaY / 300), s, e.clientX, e.clientY);
+      }, { passive: false });
+      // Drag to pan with the mouse (touch pans natively).
+      var drag = null;
+      s.addEventListener("pointerdown", function (e) {
+        if (e.pointerType !== "mouse" || e.button !== 0) { return; }
+        drag = { x: e.clientX, y: e.clientY, left: s.scrollLeft, top: s.scrollTop };
+        s.classList.add("dragging");
+        try { s.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
+      });
+      s.addEventListener("pointermove", function (e) {
+        if (!drag) { return; }
+        s.scrollLeft = drag.left - (e.clientX - drag.x);
+        s.scrollTop = drag.top - (e.clientY - drag.y);
+      });
+      function end() { drag = null; s.classList.remove("dragging"); }
+      s.addEventListener("pointerup", end);
+      s.addEventListener("pointercancel", end);
+      // Pinch with two fingers zooms around their midpoint (touch events: the browser's own
+      // panning cancels pointer events, not these).
+      var pinch = null;
+      function spread(t) { return Math.hypot(t[0].clientX - t[1].clientX, t[0].clientY - t[1].clientY) || 1; }
+      s.addEventListener("touchstart", function (e) {
+        pinch = e.touches.length === 2 ? { dist: spread(e.touches), zoom: zoom } : null;
+      }, { passive: true });
+      s.addEventListener("touchmove", function (e) {
+        if (!pinch || e.touches.length !== 2) { return; }
+        e.preventDefault();
+        var t = e.touches;
+        setZoom(pinch.zoom * spread(t) / pinch.dist, s, (t[0].clientX + t[1].clientX) / 2, (t[0].clientY + t[1].clientY) / 2);
+      }, { passive: false });
+      s.addEventListener("touchend", function (e) { if (e.touches.length < 2) { pinch = null; } }, { passive: true });
+    });
+  }
+
+  // Phones: one viewer with Reference / A / B tabs (arrow keys in the tab list, ← → elsewhere, swipe).
+  function showTab(viewer, name, focus) {
+    var tabs = Array.prototype.slice.call(viewer.querySelectorAll("[role=tab]"));
+    if (!tabs.length) { return; }
+    var before = visibleScroller();
+    var left = before ? before.scrollLeft : 0, top = before ? before.scrollTop : 0;
+    viewer.setAttribute("data-tab", name);
+    var after = visibleScroller();
+    if (after && after !== before) { after.scrollLeft = left; after.scrollTop = top; } // same place in every image
+    tabs.forEach(function (t) {
+      var on = t.getAttribute("data-tab-for") === name;
+      t.setAttribute("aria-selected", on ? "true" : "false");
+      t.tabIndex = on ? 0 : -1;
+      if (on && focus) { t.focus(); }
+    });
+  }
+
+  function stepTab(viewer, step, focus) {
+    var tabs = Array.prototype.slice.call(viewer.querySelectorAll("[role=tab]"));
+    if (!tabs.length) { return false; }
+    var i = tabs.findIndex(function (t) { return t.getAttribute("aria-selected") === "true"; });
+    var next = tabs[(i + step + tabs.length) % tabs.length];
+    showTab(viewer, next.getAttribute("data-tab-for"), focus);
+    return true;
+  }
+
+  function tabsShown(viewer) {
+    var list = viewer && viewer.querySelector("[role=tablist]");
+    return !!(list && list.offsetParent !== null);
+  }
+
+  function tabs(viewer) {
+    viewer.addEventListener("click", function (e) {
+      var tab = e.target.closest("[role=tab]");
+      if (tab) { showTab(viewer, tab.getAttribute("data-tab-for"), false); }
+    });
+    var list = viewer.querySelector("[role=tablist]");
+    if (list) {
+      list.addEventListener("keydown", function (e) {
+        if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
+          e.preventDefault();
+          e.stopPropagation();
+          stepTab(viewer, e.key === "ArrowRight" ? 1 : -1, true);
+        }
+      });
+    }
+    var start = null;
+    viewer.addEventListener("touchstart", function (e) {
+      start = e.touches.length === 1 && zoom <= 1 ? { x: e.touches[0].clientX, y: e.touches[0].clientY } : null;
+    }, { passive: true });
+    viewer.addEventListener("touchend", function (e) {
+      if (!start || !tabsShown(viewer) || !e.changedTouches.length) { return; }
+      var dx = e.changedTouches[0].clientX - start.x, dy = e.changedTouches[0].clientY - start.y;
+      if (Math.abs(dx) > 60 && Math.abs(dx) > 2 * Math.abs(dy)) { stepTab(viewer, dx < 0 ? 1 : -1, false); }
+      start = null;
+    }, { passive: true });
+  }
+
+  function applyShortcutSwitch() {
+    var on = shortcutsOn();
+    document.body.classList.toggle("no-single-key", !on);
+    document.querySelectorAll("[data-shortcuts-switch]").forEach(function (c) { c.checked = on; });
+  }
+
+  // The trial takes the height left below the page header (CSS reads --trial-top).
+  function measureTop() {
+    var t = document.querySelector("[data-trial]");
+    if (!t) { return; }
+    var top = t.getBoundingClientRect().top + window.scrollY;
+    document.documentElement.style.setProperty("--trial-top", Math.max(Math.round(top), 0) + "px");
+  }
 
   function applyFlicker() {
     var viewer = document.querySelector("[data-viewer]");
@@ -128,8 +280,16 @@
     trial.setAttribute("data-ready", "");
     placeBoxes(trial);
     applyZoom();
+    flicker = false; // every trial starts showing the candidates
     applyFlicker();
     syncScroll(trial);
+    zoomAndPan(trial);
+    var viewer = trial.querySelector("[data-viewer]");
+    if (viewer) { tabs(viewer); }
+    applyShortcutSwitch();
+    measureTop();
+    // The trial, not a text box htmx kept the focus in, takes the next key.
+    if (scope !== document || document.activeElement === document.body) { trial.focus({ preventScroll: true }); }
     var f = form();
     if (!f) { return; }
     f.addEventListener("change", function (e) {
@@ -144,7 +304,24 @@
     updateAxesState(f);
   }
 
+  document.addEventListener("change", function (e) {
+    if (e.target.matches && e.target.matches("[data-shortcuts-switch]")) {
+      store("localStorage", SHORTCUTS_KEY, e.target.checked ? "on" : "off");
+      applyShortcutSwitch();
+    }
+  });
+
+  window.addEventListener("resize", measureTop);
+
   document.addEventListener("click", function (e) {
+    var toggle = e.target.closest("[data-problem-toggle]");
+    if (toggle) {
+      var panel = document.getElementById(toggle.getAttribute("aria-controls"));
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+      if (panel) { panel.hidden = !open; }
+      return;
+    }
     var button = e.target.closest("[data-action]");
     if (!button) { return; }
     var action = button.getAttribute("data-action");
@@ -159,7 +336,7 @@
     if (!f) { return; }
     var t = e.target;
     // Ctrl+Enter submits from anywhere in the form, the rationale/evidence box included.
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.altKey && t && f.contains(t)) {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.altKey && (!t || !t.closest || !t.closest("[data-problem]"))) {
       e.preventDefault();
       submit(f);
       return;
@@ -171,6 +348,14 @@
       return;
     }
     var key = e.key;
+    var viewer = document.querySelector("[data-viewer]");
+    if ((key === "ArrowLeft" || key === "ArrowRight") && tabsShown(viewer) && !(t && t.type === "radio")) {
+      stepTab(viewer, key === "ArrowRight" ? 1 : -1, false);
+      e.preventDefault();
+      return;
+    }
+    if (key.length === 1 && !shortcutsOn()) { return; } // WCAG 2.1.4: single-character keys are off
+    if (key === "Enter" && t && t.closest && t.closest("[data-problem]")) { return; }
     var letter = /^[a-z]$/i.test(key) ? key.toLowerCase() : ""; // safe inside a selector
     var keyed = !!f.querySelector("[data-key]");
     var focusTarget = letter ? f.querySelector("[data-focus-key='" + letter + "']") : null;
@@ -193,6 +378,10 @@
     else if (key === "+" || key === "=") { setZoom(zoom + 0.25); }
     else if (key === "-" || key === "_") { setZoom(zoom - 0.25); }
     else if (key === "0") { setZoom(1); }
+    else if (key === "z" || key === "Z") {
+      var undo = document.querySelector("button[form=undo-form]");
+      if (undo) { undo.click(); }
+    }
     else if (key === "i" || key === "I") {
       var d = document.querySelector("[data-instructions]");
       if (d) { d.open = !d.open; }
@@ -210,6 +399,27 @@
     }
   });
 
-  document.addEventListener("htmx:load", function (e) { init(e.detail.elt || document); });
+  // htmx puts the focus back on an element with the old one's id (the rationale box) right after
+  // the swap; the new trial takes it at once, so a key pressed before the swap settles answers.
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var target = e.detail.target;
+    if (!target || target.id !== "trial-root") { return; }
+    init(target); // zoom, flicker and the boxes at once, not after the settle delay
+    var trial = target.querySelector("[data-trial]");
+    if (trial) { trial.focus({ preventScroll: true }); }
+  });
+
+  document.addEventListener("htmx:load", function (e) {
+    var elt = e.detail.elt || document;
+    // A problem report's thank-you closes by itself after a few seconds (the status was announced).
+    if (elt.matches && elt.matches("[data-problem]") && elt.querySelector("[role=status]")) {
+      window.setTimeout(function () {
+        var toggle = elt.querySelector("[data-problem-toggle]");
+        var panel = elt.querySelector(".problem-panel");
+        if (toggle && panel && document.body.contains(elt)) { toggle.setAttribute("aria-expanded", "false"); panel.hidden = true; }
+      }, 6000);
+    }
+    init(elt);
+  });
   document.addEventListener("DOMContentLoaded", function () { init(document); });
 })();

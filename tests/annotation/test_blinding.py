@@ -123,5 +123,5 @@ def test_api_fields_are_blind() -> None:
     assert set(data) == {"finished", "number", "total", "answered", "trial", "images", "axes", "idempotency_key",
                          "vote_url"}
     for axis in data["axes"]:
-        assert set(axis) == {"id", "scope", "description", "targets"}
+        assert set(axis) == {"id", "title", "scope", "description", "targets"}
     assert all(re.fullmatch(r"/t/[A-Za-z0-9_-]+/(ref|left|right)\.png", u) for u in data["images"].values())

@@ -162,13 +162,16 @@ def checked(html: str, name: str) -> list[str]:
 
 def masked(html: str, token: str) -> str:
     """A trial (full page or htmx fragment) without what differs between any two trials: tokens,
-    keys, progress."""
+    keys, progress, and what only the first trial lacks or has."""
     html = html[html.index('<div class="trial ') : html.index("</div>", html.index('class="shortcut-line'))]
     html = html.replace(token, "TOKEN")
     html = re.sub(r'name="(idempotency_key|csrfmiddlewaretoken)" value="[^"]+"', r'name="\1" value="K"', html)
     html = re.sub(r'"X-CSRFToken": "[^"]+"|nonce="[^"]+"', "", html)
     html = re.sub(r"\d+ of \d+", "N of M", html)
     html = re.sub(r'value="\d+"></progress>', 'value="N"></progress>', html)
+    # The first trial has no "Undo last answer" (nothing to undo), like its open instructions.
+    html = re.sub(r'\s*<button type="submit" form="undo-form".*?</button>', "", html)
+    html = re.sub(r'\s*<form id="undo-form".*?</form>', "", html, flags=re.S)
     return html.replace("data-instructions open>", "data-instructions>")
 
 
@@ -215,12 +218,12 @@ def expected_vote(kind: str, answer: dict[str, Any], trial: Trial, dimensions: l
 
 
 def incomplete_answer(kind: str, dimensions: list[str]) -> tuple[dict[str, str], str]:
-    """An answer missing one required field, and the field the error must name."""
+    """An answer missing one required field, and the plain words the error must say about it."""
     if kind == "pairwise":
-        return {"verdict": "B", "rationale": "keep this rationale"}, "confidence"
+        return {"verdict": "B", "rationale": "keep this rationale"}, "Choose a confidence from 1 to 5."
     if kind == "checklist":
-        return {"verdict": "NO", "evidence": "   "}, "evidence"
-    return {f"rating:{dimensions[0]}": "2"}, f"rating:{dimensions[1]}"
+        return {"verdict": "NO", "evidence": "   "}, "Write the evidence: what you see in the image"
+    return {f"rating:{dimensions[0]}": "2"}, f"Rate “{dimensions[1]}” from 1 to 5."
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -287,7 +290,7 @@ def test_a_participant_answers_every_trial_of_a_kind(kind: str, researcher: Any)
         again = p.post(f"/t/{f['token']}/vote/", {"evidence": "kept evidence", "idempotency_key": f["key"]})
         assert again.status_code == 400 and ">kept evidence</textarea>" in again.content.decode()
         alert = re.search(r'role="alert">([^<]*)', again.content.decode())
-        assert alert and "verdict" in alert.group(1)
+        assert alert and alert.group(1) == "Choose an answer: Yes, No or Unclear."
     else:
         assert checked(body, f"rating:{f['dimensions'][0]}") == ["2"]
         assert checked(body, f"rating:{f['dimensions'][1]}") == []
@@ -316,7 +319,7 @@ def test_a_participant_answers_every_trial_of_a_kind(kind: str, researcher: Any)
             brief = trial.comparison.page.text
             assert '<h2 id="brief-title">Brief</h2>' in html and brief in html
             for name in ("A", "B", "Tie", "Cannot judge"):
-                assert f">{name}</label>" in html
+                assert f">{name} <kbd class=\"key\" aria-hidden=\"true\">" in html
         else:
             assert images == [f"/t/{trial.token}/item.png"]
         if kind == "checklist":
@@ -330,7 +333,7 @@ def test_a_participant_answers_every_trial_of_a_kind(kind: str, researcher: Any)
                 '<label for="evidence">Evidence</label>' in html and 'id="evidence" name="evidence"' in html
             )
             for name in ("Yes", "No", "Unclear"):
-                assert f">{name}</label>" in html
+                assert f">{name} <kbd class=\"key\" aria-hidden=\"true\">" in html
         if kind == "rating":
             assert f["dimensions"] == study.options["dimensions"]
             for d in f["dimensions"]:

@@ -112,15 +112,21 @@ def test_claims_follow_the_deficit_not_the_position() -> None:
 def test_trial_page_has_the_accessible_controls() -> None:
     rs = scheduled()
     html = join(Client(), rs.study).content.decode()
-    for label in ("A", "B", "Tie", "Cannot judge"):
-        assert re.search(rf'<label for="verdict-[A-Z_]+" class="choice-button verdict-button">{label}</label>', html)
+    for label, key in (("A", "a"), ("B", "b"), ("Tie", "t"), ("Cannot judge", "x")):
+        # The shortcut letter is shown on the button, hidden from its accessible name.
+        assert re.search(rf'<label for="verdict-[A-Z_]+" class="choice-button verdict-button">{label} '
+                         rf'<kbd class="key" aria-hidden="true">{key}</kbd></label>', html)
     assert "<legend>Confidence</legend>" in html
     assert '<label for="rationale">Rationale</label>' in html
-    assert '<button type="submit" class="primary" aria-keyshortcuts="Enter">Submit</button>' in html
+    assert re.search(r'<button type="submit" class="primary" aria-keyshortcuts="Enter">Submit <kbd', html)
     f = form_of(html)
     assert f["axes"][:2] == ["GLOBAL_LAYOUT_FIDELITY", "TEXT_VISUAL_PRESENTATION"]
-    for axis in f["axes"]:
-        assert f"<legend>{axis}</legend>" in html
+    # Headings read as words (no title in this study: the id humanized), the scale as the screen.
+    assert "<legend>Global layout fidelity</legend>" in html and "<legend>Text visual presentation</legend>" in html
+    assert "<legend>GLOBAL_LAYOUT_FIDELITY</legend>" not in html
+    words = re.findall(r'class="choice-button axis-button axis-score-\d">([^<]+)</label>', html)[:5]
+    assert words == ["A much better", "A better", "Equal", "B better", "B much better"]
+    assert 'form="undo-form"' not in html  # nothing answered yet: no "Undo last answer" button
     assert "style=" not in html and "<style" not in html  # the CSP forbids inline styles
     assert re.search(r"<script(?![^>]*\bsrc=)", html) is None  # and inline scripts
     assert "Keyboard shortcuts" in html and "of 10" in html
@@ -135,7 +141,7 @@ def test_conditional_axis_and_target_boxes_only_when_the_page_has_a_target() -> 
     for _ in range(10):
         trial = Trial.objects.get(token=form_of(html)["token"])
         has_target = bool(trial.comparison.page.targets)
-        assert ("<legend>TABLE</legend>" in html) == has_target
+        assert ("<legend>Table</legend>" in html) == has_target
         assert ('data-bbox="66,450,934,650"' in html) == has_target
         seen_with |= has_target
         seen_without |= not has_target
@@ -188,10 +194,14 @@ def test_cannot_judge_needs_no_axes_but_others_do() -> None:
     f = form_of(html)
     r = client.post(f"/t/{f['token']}/vote/", {"verdict": "A", "confidence": "3", "idempotency_key": f["key"]},
                     HTTP_HX_REQUEST="true")
-    assert r.status_code == 400 and b"score every axis" in r.content
+    # Participant-facing errors in plain words, not the API's field names.
+    assert r.status_code == 400 and "Score “Global layout fidelity”: choose from" in r.content.decode()
+    assert "field '" not in r.content.decode()
     assert not Vote.objects.exists()
     r = client.post(f"/t/{f['token']}/vote/", {"verdict": "A", "idempotency_key": f["key"]}, HTTP_HX_REQUEST="true")
-    assert r.status_code == 400 and b"confidence" in r.content
+    assert r.status_code == 400 and "Choose a confidence from 1 to 5." in r.content.decode()
+    r = client.post(f"/t/{f['token']}/vote/", {"confidence": "3", "idempotency_key": f["key"]}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 400 and "Choose a verdict: A, B, Tie or Cannot judge." in r.content.decode()
     r = client.post(f"/t/{f['token']}/vote/", {"verdict": "CANNOT_JUDGE", "confidence": "1", "idempotency_key": f["key"]},
                     HTTP_HX_REQUEST="true")
     assert r.status_code == 200

@@ -229,7 +229,8 @@ def test_export_then_import_reproduces_the_same_votes(tmp_path: Path) -> None:
     second = tmp_path / "second.csv"
     assert votes_export_csv(study=copy, path=second) == 6
     assert second.read_text(encoding="utf-8") == first.read_text(encoding="utf-8")
-    assert list(read_csv(first)[0]) == list(HEADER)  # SPEC columns only, in order
+    # SPEC columns only, in order (nothing revised: no optional revision columns).
+    assert list(read_csv(first)[0]) == list(HEADER)
     exported = {(r["rater"], r["comparison"], r["repeat"]): r for r in read_csv(first)}
     for row in rows:
         got = exported[row["rater"], row["comparison"], row["repeat"]]

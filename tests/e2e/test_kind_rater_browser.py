@@ -101,7 +101,7 @@ def answer_pairwise(page: Any, i: int, told: str, keyboard: bool) -> dict[str, s
 def answer_checklist(page: Any, i: int, told: str, keyboard: bool) -> dict[str, str]:
     verdict = told or ["Yes", "No", "Unclear"][i % 3]
     evidence = f"browser evidence {i}"
-    question = page.locator("legend").first.inner_text()
+    question = page.locator("#question-legend").inner_text()
     choices = page.get_by_role("radiogroup", name=question, exact=True)
     for name in ("Yes", "No", "Unclear"):
         assert choices.get_by_role("radio", name=name, exact=True).count() == 1

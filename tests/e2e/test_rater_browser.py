@@ -15,7 +15,7 @@ import pytest
 from django.db import connections
 from playwright.sync_api import expect
 
-from annotation.models import Assignment, AssignmentState, Comparison, Page, StoredImage, Vote
+from annotation.models import Assignment, AssignmentState, Comparison, Page, StoredImage, Vote, axis_title
 from annotation.services.scheduling import blocks_schedule
 from tests.annotation.rater_factories import make_rater_study
 
@@ -220,9 +220,9 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
         page.get_by_role("group", name="Confidence").locator("label", has_text="3").click()
         if verdict != "Cannot judge":
             for axis in active_axes(page):
-                group = page.get_by_role("group", name=axis, exact=True)
+                group = page.get_by_role("group", name=axis_title(axis), exact=True)
                 assert group.get_by_role("radio").count() == 5
-                group.locator("label", has_text="+1").click()
+                group.locator("label", has_text="A better").first.click()
         page.get_by_role("textbox", name="Rationale").fill(f"mouse {i}")
         page.get_by_role("button", name="Submit").click()
         wait_for_next(page, before)

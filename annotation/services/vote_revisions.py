@@ -1,0 +1,195 @@
+"""Undo last answer and problem reports on the trial page (issue 17, items 7 and 8).
+
+Undo: while the rater's current trial is unanswered, the previous trial (the last answered one)
+is shown again with its stored answer filled in, as displayed (SPEC §3 applied back: a swapped
+trial shows canonical B as "A"). Answering it again replaces the stored vote; the replaced
+answer is appended to ``Vote.history`` (the votes CSV writes ``revised`` and ``first_label`` from
+it, SPEC §8). The trial itself never changes (position, orientation, ``is_repeat``,
+``repeat_of``), so hidden-repeat pairing is untouched. ``response_ms`` stays the first answer's:
+it measures the first judgment, which is what the too-fast rules look at (docs/decisions.md).
+
+Revisions are idempotent like votes: the same key and body answer the same; they run under the
+assignment's row lock, so a revision and the next trial's vote are serialized.
+
+A problem report ("the image did not load", "I cannot see the difference", "something else"
+with text) is stored for researchers beside the trial; it is not a vote and answers nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    ProblemKind,
+    Study,
+    StudyKind,
+    Trial,
+    TrialProblem,
+    Vote,
+)
+from annotation.services.raters import (
+    LIVE_STATES,
+    TRIAL_UNIT_RELATED,
+    TrialView,
+    VoteAnswer,
+    VoteResult,
+    answer_for_trial,
+    assignment_counts,
+    canonical_answer,
+    trial_current,
+    trial_view_of,
+)
+
+PROBLEM_TEXT_MAX = 1000
+
+
+@dataclass(frozen=True)
+class UndoView:
+    """The previous trial to answer again, and its stored answer as the rater gave it."""
+
+    view: TrialView
+    posted: dict[str, Any]
+
+
+def _own_trial(trial_token: str, rater_id: int | None) -> Trial:
+    trial = Trial.objects.select_related("assignment__block__study").filter(token=trial_token).order_by().first()
+    if trial is None:
+        raise NotFound("no such trial")
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        raise Forbidden("this trial is not yours")
+    return trial
+
+
+def displayed_answer(vote: Vote, *, swapped: bool) -> dict[str, Any]:
+    """A stored (canonical) vote as the trial page's form shows it: the display's A and B."""
+    stored = VoteAnswer(verdict=vote.label, confidence=vote.confidence, axes=dict(vote.axis_scores or {}),
+                        rationale=vote.rationale)
+    verdict, scores = canonical_answer(stored, swapped=swapped)  # the mapping is its own inverse
+    ratings = (vote.answers or {}).get("ratings") or {}
+    return {
+        "verdict": verdict,
+        "confidence": "" if vote.confidence is None else str(vote.confidence),
+        "axes": {k: str(int(v)) for k, v in scores.items()},
+        "rationale": vote.rationale,
+        "ratings": {k: str(v) for k, v in ratings.items()},
+    }
+
+
+def vote_undo_view(*, trial_token: str, rater_id: int | None) -> UndoView:
+    """The last answered trial before the current (unanswered) trial ``trial_token``, to answer again."""
+    trial = _own_trial(trial_token, rater_id)
+    assignment = trial.assignment
+    study = assignment.block.study
+    if assignment.state != AssignmentState.ACTIVE:
+        raise Conflict("this block is finished; its answers can no longer be changed")
+    current = trial_current(assignment, study.kind)
+    if current is None or current.pk != trial.pk:
+        raise Conflict("this is not the current trial (reload the page)")
+    return _last_answered_view(assignment, study)
+
+
+def vote_revision_view(*, trial_token: str, rater_id: int | None) -> UndoView:
+    """The page of a trial being answered again (after a refused new answer): it must still be the last answered."""
+    trial = _own_trial(trial_token, rater_id)
+    assignment = trial.assignment
+    if assignment.state != AssignmentState.ACTIVE:
+        raise Conflict("this block is finished; its answers can no longer be changed")
+    undo = _last_answered_view(assignment, assignment.block.study)
+    if undo.view.trial.pk != trial.pk:
+        raise Conflict("only the last answer can be changed (reload the page)")
+    return undo
+
+
+def _last_answered_view(assignment: Assignment, study: Study) -> UndoView:
+    previous = (
+        Trial.objects.filter(assignment=assignment, vote__isnull=False)
+        .select_related("vote", *TRIAL_UNIT_RELATED[StudyKind(study.kind)])
+        .order_by("-position")
+        .first()
+    )
+    if previous is None:
+        raise Conflict("there is no earlier answer to change yet")
+    answered, total = assignment_counts(assignment)
+    view = trial_view_of(previous, study=study, number=answered, answered=answered - 1, total=total)
+    return UndoView(view=view, posted=displayed_answer(previous.vote, swapped=previous.swapped))
+
+
+def vote_revise(
+    *,
+    trial_token: str,
+    rater_id: int | None,
+    verdict: object,
+    confidence: object,
+    axes: Mapping[str, object],
+    rationale: object,
+    idempotency_key: str,
+    ratings: Mapping[str, object] | None = None,
+) -> VoteResult:
+    """Replace the stored answer of the assignment's last answered trial (Undo), keeping the old one.
+
+    Not the last answered trial, or a finished assignment → Conflict (409); the same key and body
+    again → the stored vote (``replayed``).
+    """
+    key, trial, answer = answer_for_trial(
+        trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
+        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings,
+    )
+    digest = answer.request_hash()
+    with transaction.atomic():
+        assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
+        vote = Vote.objects.filter(trial_id=trial.pk).order_by().first()
+        if vote is None:
+            raise Conflict("this trial has no answer to change yet (reload the page)")
+        finished = assignment.state == AssignmentState.FINISHED
+        if vote.idempotency_key == key:
+            if vote.request_hash != digest:
+                raise Conflict("this submission key was already used with a different answer")
+            return VoteResult(vote=vote, replayed=True, finished=finished,
+                              completion_code=assignment.completion_code)
+        if any(h.get("idempotency_key") == key for h in vote.history or []):
+            raise Conflict("this submission key was already used")
+        if assignment.state != AssignmentState.ACTIVE:
+            raise Conflict("this block is finished; its answers can no longer be changed")
+        last = (
+            Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=False)
+            .order_by("-position").values_list("pk", flat=True).first()
+        )
+        if last != trial.pk:
+            raise Conflict("only the last answer can be changed (reload the page)")
+        label, scores = canonical_answer(answer, swapped=trial.swapped)
+        replaced = {
+            "label": vote.label, "confidence": vote.confidence, "axis_scores": vote.axis_scores,
+            "rationale": vote.rationale, "answers": vote.answers, "idempotency_key": vote.idempotency_key,
+            "request_hash": vote.request_hash, "replaced_at": timezone.now().isoformat(),
+        }
+        vote.label, vote.confidence, vote.axis_scores, vote.rationale = label, answer.confidence, scores, answer.rationale
+        vote.answers = {"ratings": answer.ratings} if answer.ratings is not None else {}
+        vote.idempotency_key, vote.request_hash = key, digest
+        vote.history = [*(vote.history or []), replaced]
+        vote.save(update_fields=["label", "confidence", "axis_scores", "rationale", "answers",
+                                 "idempotency_key", "request_hash", "history"])
+    return VoteResult(vote=vote, replayed=False, finished=False, completion_code="")
+
+
+def trial_problem_report(*, trial_token: str, rater_id: int | None, kind: str, text: str) -> TrialProblem:
+    """Store a rater's problem report on one of their trials (one per kind and trial; again: new text)."""
+    if kind not in ProblemKind.values:
+        raise ValidationFailed("choose what went wrong", field="kind")
+    note = " ".join(str(text or "").split())
+    if len(note) > PROBLEM_TEXT_MAX:
+        raise ValidationFailed(f"at most {PROBLEM_TEXT_MAX} characters", field="text")
+    if kind == ProblemKind.OTHER and not note:
+        raise ValidationFailed("say in a few words what went wrong", field="text")
+    trial = _own_trial(trial_token, rater_id)
+    if trial.assignment.state not in LIVE_STATES:
+        raise Forbidden("this assignment is no longer open")
+    problem, _created = TrialProblem.objects.update_or_create(trial=trial, kind=kind, defaults={"text": note})
+    return problem
