@@ -30,6 +30,7 @@ from annotation.services.scheduling import (
     schedule_csv_text,
     unit_noun,
 )
+from annotation.views.rater import serving_origin
 
 PAGE_SIZE = 50
 
@@ -61,7 +62,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "study": study,
         "progress": progress,
         "totals": progress.totals,
-        "link": study_link_url(study=study),
+        "link": study_link_url(study=study, origin=serving_origin(request)),
         "can_manage": is_admin(request.user),
         "eligible": schedulable_count(study) if not progress.blocks else None,
         "unit_noun": unit_noun(study),

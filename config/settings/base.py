@@ -144,8 +144,9 @@ CACHES = {
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
 
-# Origin printed in participant links (study_link); the request's host is used on web pages.
-ARBITER_PUBLIC_URL = env_str("ARBITER_PUBLIC_URL", "http://127.0.0.1:8000")
+# Origin of participant links. Unset: web pages use the serving origin (the request's), commands
+# their --origin or http://127.0.0.1:8000.
+ARBITER_PUBLIC_URL = env_str("ARBITER_PUBLIC_URL", "")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

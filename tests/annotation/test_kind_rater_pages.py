@@ -169,6 +169,7 @@ def masked(html: str, token: str) -> str:
     html = re.sub(r'"X-CSRFToken": "[^"]+"|nonce="[^"]+"', "", html)
     html = re.sub(r"\d+ of \d+", "N of M", html)
     html = re.sub(r'value="\d+"></progress>', 'value="N"></progress>', html)
+    html = re.sub(r'\s*<span class="time-left[^<]*</span>', "", html)  # the pace estimate is progress too
     return html.replace("data-instructions open>", "data-instructions>")
 
 
