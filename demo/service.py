@@ -4,10 +4,10 @@
    ``study_import_bundle`` — exactly what ``import_study`` does.
 2. Record the ground truth (the systems' latent abilities, the simulated raters and judges) in
    ``study.options["demo"]``, so later analyses can be checked against it.
-3. Schedule two blocks with ``blocks_schedule`` (targets: simulated raters + 1), then let each
+3. Schedule two blocks with ``blocks_schedule`` (targets: simulated raters + 3), then let each
    simulated rater claim a slot as a study-link participant (``participant_claim``) and answer
-   every trial with ``trial_next`` / ``vote_submit``. One open slot per block is left for a person
-   clicking through the demo.
+   every trial with ``trial_next`` / ``vote_submit``. Three open slots per block are left for
+   people clicking through the demo (the link can be tried several times).
 4. Write the simulated judges' raw replies as a SPEC §8 JSONL file and import it with
    ``judge_outputs_import_jsonl`` (validation and canonicalization happen there).
 
@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Comparison, Study, Trial
-from annotation.roles import RESEARCHER, ensure_groups
+from annotation.roles import ADMIN, RESEARCHER, ensure_groups
 from annotation.services.bundles import study_import_bundle
 from annotation.services.raters import (
     participant_claim,
@@ -61,6 +61,8 @@ from demo.simulation import (
 
 DEMO_RESEARCHER = "researcher"
 SIMULATED_RATERS_PER_BLOCK = 5
+# Open places per block beyond the simulated raters, so a newcomer can try the link several times.
+OPEN_PLACES_PER_BLOCK = 3
 DEMO_BLOCKS = 2
 
 
@@ -99,7 +101,7 @@ def demo_truth_record(*, study: Study, plan: DemoPlan, raters: tuple[RaterProfil
 def demo_schedule_and_vote(
     *, study: Study, plan: DemoPlan, raters: tuple[RaterProfile, ...], simulate: bool, seed: int
 ) -> dict[str, int]:
-    """Blocks with one open slot each beyond the simulated raters; simulated raters answer all trials."""
+    """Blocks with ``OPEN_PLACES_PER_BLOCK`` open slots beyond the simulated raters, who answer all trials."""
     n_human = len(plan.human())
     block_size = n_human // DEMO_BLOCKS
     if block_size < 2:
@@ -113,7 +115,7 @@ def demo_schedule_and_vote(
         block_size=block_size,
         repeats=repeats,
         min_gap=min_gap,
-        raters=[per_block + 1] * DEMO_BLOCKS,
+        raters=[per_block + OPEN_PLACES_PER_BLOCK] * DEMO_BLOCKS,
         seed=seed,
     )
     counts = {"blocks": DEMO_BLOCKS, "votes": 0, "raters": 0, "repeats": 0}
@@ -186,10 +188,13 @@ def demo_researcher_ensure(*, study: Study, password: str | None = None) -> tupl
     user_model = get_user_model()
     user, _ = user_model.objects.get_or_create(username=DEMO_RESEARCHER)
     user.is_staff = True  # type: ignore[attr-defined]
+    # The demo login is the demo's admin: every page and button it is shown (the Django admin
+    # included) works for it (issue 17).
+    user.is_superuser = True  # type: ignore[attr-defined]
     user.is_active = True  # type: ignore[attr-defined]
     user.set_password(password)
     user.save()
-    user.groups.add(Group.objects.get(name=RESEARCHER))  # type: ignore[attr-defined]
+    user.groups.add(Group.objects.get(name=RESEARCHER), Group.objects.get(name=ADMIN))  # type: ignore[attr-defined]
     study.researchers.add(user)
     return DEMO_RESEARCHER, shown or password
 
@@ -273,7 +278,7 @@ def demo_counts_lines(result: DemoStudyResult) -> list[str]:
     if "blocks" in c:
         lines.append(
             f"blocks: {c['blocks']}, simulated raters: {c.get('raters', 0)}, votes: {c.get('votes', 0)} "
-            f"(hidden repeats: {c.get('repeats', 0)}); one open slot per block"
+            f"(hidden repeats: {c.get('repeats', 0)}); {OPEN_PLACES_PER_BLOCK} open places per block"
         )
     if "judge_outputs" in c:
         lines.append(
