@@ -198,7 +198,9 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
         left = sum(1 for r in decisive if (r[2] == Label.A) != bool(r[4]))
         cannot = sum(1 for r in rows if r[2] == abstain)
         out.append(RaterQuality(
-            assignment=a, votes=len(rows), trials=a.n_trials,
+            # Answered counts every answered trial, attention checks included, as ``trials`` does
+            # (issue 17: a finished assignment read 50 / 52).
+            assignment=a, votes=len(rows) + len(checks), trials=a.n_trials,
             median_seconds=statistics.median(times) / 1000 if times else None,
             repeat_agree=sum(1 for o, r in pairs if o == r), repeat_pairs=len(pairs),
             left_share=left / len(decisive) if decisive else None, decisive=len(decisive),
