@@ -58,6 +58,7 @@ from demo.simulation import (
     rater_profiles,
     rater_repeat_answer,
 )
+from judges.models import Judge, Provider
 
 DEMO_RESEARCHER = "researcher"
 SIMULATED_RATERS_PER_BLOCK = 5
@@ -199,6 +200,19 @@ def demo_researcher_ensure(*, study: Study, password: str | None = None) -> tupl
     return DEMO_RESEARCHER, shown or password
 
 
+DEMO_JUDGE = "demo-judge"
+
+
+def demo_judge_ensure() -> Judge:
+    """The built-in demo judge (provider ``demo``, judges.demo_judge): press "Run judges" on the
+    demo study and it answers locally from the ground truth, no network or API key needed."""
+    judge, _ = Judge.objects.get_or_create(
+        name=DEMO_JUDGE,
+        defaults={"provider": Provider.DEMO, "family": "demo", "model": "ground-truth", "concurrency": 4},
+    )
+    return judge
+
+
 def demo_study_create(
     *,
     slug: str = "demo",
@@ -246,6 +260,8 @@ def demo_study_create(
                 result_counts["judges"] = len({j.name for j in JUDGE_PROFILES})
                 if imported["created"] != n_lines:
                     raise ArbiterError(f"the demo wrote {n_lines} judge outputs but {imported['created']} were imported")
+            if judges:
+                demo_judge_ensure()
             logins = [demo_researcher_ensure(study=study)] if with_users else []
     result = DemoStudyResult(study=study, logins=logins)
     result.counts = {
@@ -285,6 +301,7 @@ def demo_counts_lines(result: DemoStudyResult) -> list[str]:
             f"judge outputs: {c['judge_outputs']} from {c['judges']} judges "
             f"({c['judge_outputs_valid']} valid, {c['judge_outputs_invalid']} invalid)"
         )
+        lines.append(f"built-in judge: {DEMO_JUDGE} (answers locally; press Run judges on the study's Judges page)")
     return lines + demo_access_lines(result)
 
 
