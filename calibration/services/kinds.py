@@ -143,12 +143,13 @@ def kind_settings(study: Study) -> KindSettings:
 
 
 _RULE_FIELDS = {f.name: f for f in fields(HygieneRules)}
-_NULLABLE = {name for name in _RULE_FIELDS if name != "straightline_min_trials"}
+_NULLABLE = {name for name in _RULE_FIELDS if name not in ("straightline_min_trials", "position_min_trials")}
 _INTEGER_RULES = {
     "comprehension_max_attempts",
     "max_attention_failures",
     "straightline_min_trials",
     "straightline_run",
+    "position_min_trials",
 }
 
 
@@ -241,6 +242,23 @@ def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: An
                      previous=previous, rules=checked)
     study.options = locked.options
     return rules
+
+
+def rules_option(value: str | None) -> tuple[dict[str, Any] | None, str]:
+    """A command's ``--rules [PATH]``: None (not asked), {} (the stored rules) or a file's settings."""
+    if value is None:
+        return None, ""
+    if value == "":
+        return {}, "rules"
+    return read_rules_file(Path(value)), str(value)
+
+
+def exclusions_line(exclusions: Mapping[str, Any]) -> str:
+    """One line of what the exclusion rules removed (commands run with ``--rules``)."""
+    parts = [f"{r['rule']} {r['participants_first']} raters / {r['answers_first']} votes" for r in exclusions["rules"]]
+    return (f"exclusion rules kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
+            f"{exclusions['n_kept_votes']} of {exclusions['n_votes']} votes"
+            + (f" (removed: {', '.join(parts)})" if parts else ""))
 
 
 def read_rules_file(path: Path) -> dict[str, Any]:
