@@ -18,6 +18,7 @@ import pandas as pd
 from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import Study
+from annotation.progress import progress_step
 from annotation.selectors.votes import votes_frame
 from calibration.agreement import agreement_report
 from calibration.reports import agreement_figures, render_agreement_html
@@ -67,6 +68,7 @@ def agreement_report_compute(
     exclusions = None
     if rules is not None:
         votes, exclusions = reference_votes_filtered(study=study, votes=votes, rules=rules, where=rules_where)
+    progress_step(f"agreement and {resamples:,} bootstrap resamples on {len(votes):,} votes")
     try:
         result = agreement_report(votes, resamples=resamples, seed=seed)
     except ValueError as exc:  # stored data the statistics refuse: say so in one line

@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import AuditEvent, Study
+from annotation.progress import progress_step
 from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
@@ -118,6 +119,7 @@ def calibration_report_for_study(
             + ", ".join(inputs.missing_families)
             + ": committee audit skipped (set the judge's family)"
         )
+    progress_step(f"calibration and {resamples:,} bootstrap resamples")
     try:
         result = calibrate(
             inputs.judge_outputs,

@@ -50,6 +50,7 @@ from django.db.models import F
 from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
+from annotation.progress import progress_step
 from annotation.services.audit import audit_record
 from calibration.kinds._common import json_safe
 from calibration.kinds.agreement_any import kind_agreement
@@ -643,6 +644,7 @@ def kind_report_compute(
             f"participant link (study_link {study.slug}) and run the report again once raters have answered trials"
         )
     settings = frames.settings
+    progress_step(f"exclusion rules and the {study.kind} analysis ({resamples:,} bootstrap resamples)")
     try:
         hygiene = apply_hygiene(frames.hygiene, hygiene_settings)
         kept_ids = set(hygiene.kept["trial_id"].tolist())

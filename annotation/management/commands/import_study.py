@@ -12,6 +12,7 @@ from annotation.services.bundles import study_import_bundle
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Import a study bundle (a folder or a .zip with study.json and images); prints the slug."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -16,6 +16,7 @@ from calibration.services.kinds import exclusions_line, rules_option
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Human reference and inter-rater agreement (SPEC §5) as JSON, and optionally a self-contained HTML page."
 
     def add_arguments(self, parser: Any) -> None:

@@ -25,6 +25,7 @@ def _writable(path: Path | None, flag: str) -> None:
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Calibrate the study's judges against the human reference (SPEC §6) and optionally freeze the weights."
 
     def add_arguments(self, parser: Any) -> None:

@@ -10,6 +10,7 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
+from annotation.progress import is_terminal, progress_step
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -23,6 +24,7 @@ from ranking.services import (
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     # No system checks: they import every URLconf and view (matplotlib, statsmodels, ...), which
     # would cost seconds at every start of a data command; `manage.py check` runs them.
     requires_system_checks: list[str] = []
@@ -62,6 +64,9 @@ class Command(ArbiterCommand):
             seed=seed,
             use_human_labels=options["use_human_labels"],
             objective=objective,
+            # On a terminal: the bootstrap in seeded chunks (same result), each reported.
+            progress=(lambda f: progress_step("bootstrap", round(100 * f), 100))
+            if is_terminal(getattr(self.stderr, "_out", None)) else None,
         )
         leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
         top = report["systems"][0]
