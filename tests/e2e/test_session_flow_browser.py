@@ -15,14 +15,7 @@ from annotation.services.raters import participant_claim, participant_rater_get_
 from annotation.services.scheduling import blocks_schedule
 from annotation.services.studies import study_settings_update
 from tests.annotation.rater_factories import make_rater_study
-from tests.e2e.test_rater_browser import (  # noqa: F401  (pytest fixtures)
-    TRIALS,
-    answer_by_keyboard,
-    app_url,
-    browser,
-    open_link,
-    progress,
-)
+from tests.e2e.test_rater_browser import TRIALS, answer_by_keyboard, open_link
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -104,14 +97,23 @@ def test_screened_out_participant_gets_the_code_and_the_url(app_url, browser, fl
     context.close()
 
 
-def test_admin_creates_a_rater_account_in_the_app(app_url, browser, flow_study, make_user) -> None:  # type: ignore[no-untyped-def]
-    make_user("ada-admin", role="admin", is_staff=True, password="pw-arbiter-123")
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
+def log_in(page, app_url: str, username: str, password: str) -> None:  # type: ignore[no-untyped-def]
     page.goto(f"{app_url}/accounts/login/")
-    page.get_by_label("Username").fill("ada-admin")
-    page.get_by_label("Password").fill("pw-arbiter-123")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
+
+
+def admin_session(browser, app_url: str, make_user, *, width: int):  # type: ignore[no-untyped-def]
+    make_user("ada-admin", role="admin", is_staff=True, password="pw-arbiter-123")
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    log_in(page, app_url, "ada-admin", "pw-arbiter-123")
+    return context, page
+
+
+def test_admin_creates_a_rater_account_in_the_app(app_url, browser, flow_study, make_user) -> None:  # type: ignore[no-untyped-def]
+    context, page = admin_session(browser, app_url, make_user, width=1440)
     page.goto(f"{app_url}/research/studies/{flow_study.slug}/raters/")
     page.get_by_label("Username").fill("new-rater")
     page.get_by_label("Give them a place in").select_option(label="block-1")
@@ -132,9 +134,7 @@ def test_admin_creates_a_rater_account_in_the_app(app_url, browser, flow_study, 
     page.get_by_role("button", name="Set password").click()
     expect(page.get_by_role("heading", name="Password set")).to_be_visible()
     page.get_by_role("link", name="Log in").click()
-    page.get_by_label("Username").fill("new-rater")
-    page.get_by_label("Password").fill("a-long-Pass-phrase-9")
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, app_url, "new-rater", "a-long-Pass-phrase-9")
     page.get_by_role("link", name=flow_study.title).click()
     expect(page.locator("#progress-text")).to_have_text(f"1 of {TRIALS}")
     rater.close()
@@ -142,13 +142,7 @@ def test_admin_creates_a_rater_account_in_the_app(app_url, browser, flow_study, 
 
 
 def test_participant_links_use_the_serving_origin(app_url, browser, flow_study, make_user, no_public_url) -> None:  # type: ignore[no-untyped-def]
-    make_user("ada-admin", role="admin", is_staff=True, password="pw-arbiter-123")
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.goto(f"{app_url}/accounts/login/")
-    page.get_by_label("Username").fill("ada-admin")
-    page.get_by_label("Password").fill("pw-arbiter-123")
-    page.get_by_role("button", name="Log in").click()
+    context, page = admin_session(browser, app_url, make_user, width=1280)
     page.goto(f"{app_url}/research/studies/{flow_study.slug}/raters/")
     link = page.locator("section", has=page.get_by_role("heading", name="Participant link")).locator("code").first
     expect(link).to_have_text(f"{app_url}/s/{flow_study.link_token}/")
