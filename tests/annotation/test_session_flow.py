@@ -200,3 +200,12 @@ def test_response_time_is_unaffected_by_the_break_screen() -> None:
     nxt.refresh_from_db()
     assert nxt.shown_at is not None and timezone.now() - nxt.shown_at < timedelta(seconds=30)
     assert assignment.state == AssignmentState.ACTIVE
+
+
+def test_rater_api_gives_the_completion_url_at_the_end() -> None:
+    rs = scheduled(completion_code="C0FFEE12")
+    study_settings_update(study=rs.study, completion_url="https://example.org/done?cc={code}")
+    client = Client()
+    finish(client, rs.study)
+    api = client.get(f"/api/rater/{rs.study.link_token}/trial/").json()
+    assert api["finished"] and api["completion_url"] == "https://example.org/done?cc=C0FFEE12"
