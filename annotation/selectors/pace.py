@@ -26,8 +26,8 @@ def minutes_left(*, assignment: Assignment, answered: int, total: int) -> int | 
     if answered < MIN_ANSWERS_FOR_ESTIMATE:
         return None
     times = [
-        ms for ms in Vote.objects.filter(trial__assignment=assignment, response_ms__isnull=False)
-        .order_by().values_list("response_ms", flat=True)
+        int(ms) for ms in Vote.objects.filter(trial__assignment=assignment, response_ms__isnull=False)
+        .order_by().values_list("response_ms", flat=True) if ms is not None
     ]
     if len(times) < MIN_ANSWERS_FOR_ESTIMATE:
         return None

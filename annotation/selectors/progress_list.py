@@ -44,8 +44,8 @@ def studies_progress(*, studies: list[Study]) -> dict[int, StudyListProgress]:
         counts.setdefault(row["assignment__block__study_id"], {}).update(
             planned=row["planned"], answered=row["answered"]
         )
-    for row in assignments:
-        counts.setdefault(row["block__study_id"], {}).update(n=row["n"], finished=row["finished"])
+    for arow in assignments:
+        counts.setdefault(arow["block__study_id"], {}).update(n=arow["n"], finished=arow["finished"])
     return {
         pk: StudyListProgress(
             planned_trials=c.get("planned", 0), answered=c.get("answered", 0),

@@ -72,8 +72,9 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "can_edit": True,  # researchers of the study edit its crowd settings (like its texts)
         "blocks": [row.block for row in progress.blocks],
     }
-    if context["eligible"] is not None:
-        context["proposal"] = schedule_proposal(study, context["eligible"])
+    eligible = context["eligible"]
+    if isinstance(eligible, int):
+        context["proposal"] = schedule_proposal(study, eligible)
     return _render(request, "annotation/research/study.html", context, partial="progress")
 
 
