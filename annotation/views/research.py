@@ -22,7 +22,7 @@ from annotation.errors import ArbiterError
 from annotation.models import Assignment, Block, Study, Vote
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.participants import participants_csv_text
-from annotation.selectors.progress import block_assignments, rater_quality, study_progress
+from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
 from annotation.services.accounts import rater_account_create
 from annotation.services.raters import assignment_void, rater_assign, slot_reopen, study_link_url
 from annotation.services.scheduling import (
@@ -111,8 +111,24 @@ def quality(request: HttpRequest, slug: str) -> HttpResponse:
         block = get_object_or_404(Block, study=study, position=int(raw_block))
     rows = Paginator(rater_quality(study, block=block), PAGE_SIZE).get_page(request.GET.get("page"))
     blocks = Block.objects.filter(study=study).order_by("position")
+    rules = quality_rules(study)
+    rule_fields = [
+        {"name": name, "label": label, "value": "" if rules[name] is None else rules[name], "hint": hint}
+        for name, label, hint in REFERENCE_RULE_FIELDS
+    ] if study.kind == "pairwise_reference" else []
     return render(request, "annotation/research/quality.html",
-                  {"study": study, "rows": rows, "sblock": block, "blocks": blocks})
+                  {"study": study, "rows": rows, "sblock": block, "blocks": blocks, "rule_fields": rule_fields})
+
+
+# The exclusion rules of the reference kind, as the quality page's settings form shows them.
+REFERENCE_RULE_FIELDS = (
+    ("min_median_response_ms", "Too fast: median response below (ms)", "empty: off"),
+    ("straightline_share", "Straight-lining: one answer on at least this share", "0–1; empty: off"),
+    ("straightline_min_trials", "… counted from this many answers", "a whole number"),
+    ("min_repeat_agreement", "Hidden repeats: agreement below", "0–1; empty: off"),
+    ("max_position_bias", "Position bias: left share further from 0.5 than", "0–0.5; empty: off"),
+    ("position_min_trials", "… counted from this many A/B answers", "a whole number"),
+)
 
 
 # The schedule form's own words for the command-line flags and fields a scheduling error names.

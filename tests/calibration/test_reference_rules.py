@@ -152,3 +152,23 @@ def test_quality_page_flags_raters_beyond_the_thresholds(rated, client, admin_us
     client.force_login(admin_user)
     html = client.get(f"/research/studies/{rated.slug}/raters/quality/").content.decode()
     assert "<th>Flags</th>" in html and "position bias (left share beyond 0.5 ± 0.3)" in html
+
+
+def test_quality_page_sets_the_reference_rules(rated, client, admin_user) -> None:  # type: ignore[no-untyped-def]
+    client.force_login(admin_user)
+    page = client.get(f"/research/studies/{rated.slug}/raters/quality/").content.decode()
+    assert 'name="max_position_bias"' in page and 'name="min_repeat_agreement"' in page
+    assert "<title>Rater quality · " in page and page.count("<details class=\"card\" id=\"exclusion-rules\">") == 1
+    r = client.post(f"/research/studies/{rated.slug}/kind-report/rules/", {
+        "next": "quality", "min_median_response_ms": "", "straightline_share": "0.9", "straightline_min_trials": "10",
+        "min_repeat_agreement": "0.5", "max_position_bias": "0.3", "position_min_trials": "10",
+    })
+    assert r.status_code == 302 and r["Location"] == f"/research/studies/{rated.slug}/raters/quality/"
+    rated.refresh_from_db()
+    stored = rated.options["exclusion_rules"]
+    assert stored["max_position_bias"] == 0.3 and stored["min_median_response_ms"] is None
+    assert "comprehension_max_attempts" not in stored  # left at its default
+    r = client.post(f"/research/studies/{rated.slug}/kind-report/rules/", {
+        "next": "quality", "max_position_bias": "0.7", "straightline_min_trials": "10", "position_min_trials": "10"},
+        follow=True)
+    assert "Exclusion rules not saved" in r.content.decode()
