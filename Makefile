@@ -8,6 +8,9 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+# Participant links printed by the demo commands name the origin `make run` serves on
+# (unless ARBITER_PUBLIC_URL says otherwise).
+export ARBITER_SERVE_ORIGIN := http://$(HOST):$(PORT)
 
 # A Python >= 3.12: PATH first, then pyenv's installed versions.
 BASE_PYTHON := $(shell for c in python3.13 python3.12 python3 python; do \
@@ -55,6 +58,7 @@ demo: migrate
 	done
 
 run: demo
+	@echo "participant link (demo): $$($(PY) manage.py study_link demo)"
 	@echo "Arbiter on http://$(HOST):$(PORT)/  (tasks run in-process; set CELERY_BROKER_URL for real workers)"
 	$(PY) manage.py runserver $(HOST):$(PORT)
 

@@ -45,6 +45,16 @@ class Study(models.Model):
     # Opaque token of the public participant link (SPEC §4 study links).
     link_token = models.CharField(max_length=40, unique=True, default=new_token)
     accepting_participants = models.BooleanField(default=True)
+    # Crowd round trip (docs/decisions.md "Crowd round trip"): where a finished participant is sent
+    # (e.g. Prolific's .../submissions/complete?cc=CODE; "{code}" is replaced by the completion code),
+    # and the URL/code for a participant screened out (comprehension failed, voided, study full).
+    completion_url = models.URLField(max_length=500, blank=True)
+    screened_out_url = models.URLField(max_length=500, blank=True)
+    screened_out_code = models.CharField(max_length=64, blank=True)
+    # An optional free-text comment box on the end page.
+    end_comment = models.BooleanField(default=False)
+    # A break screen every N answered trials (0: no breaks).
+    break_every = models.PositiveIntegerField(default=40)
     # Kind-specific settings (rating scale, equivalence margin, ...) and free bundle metadata.
     options = models.JSONField(default=dict, blank=True)
     researchers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="studies")
@@ -422,6 +432,8 @@ class Assignment(models.Model):
     completion_code = models.CharField(max_length=64, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.CharField(max_length=300, blank=True)
+    # The participant's optional end-of-study comment (Study.end_comment).
+    end_comment = models.TextField(blank=True)
 
     class Meta:
         ordering = ["block", "slot", "id"]

@@ -14,6 +14,19 @@ urlpatterns = [
     path("", home, name="home"),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Set-password links of rater accounts created on the study pages (annotation.services.accounts).
+    path(
+        "accounts/set-password/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(
+            template_name="registration/set_password.html", success_url="/accounts/set-password/done/"
+        ),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/set-password/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="registration/set_password_done.html"),
+        name="password_reset_complete",
+    ),
     path("admin/", admin.site.urls),
     path("api/auth/token/", ThrottledObtainAuthToken.as_view(), name="api-token"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

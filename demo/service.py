@@ -4,10 +4,10 @@
    ``study_import_bundle`` — exactly what ``import_study`` does.
 2. Record the ground truth (the systems' latent abilities, the simulated raters and judges) in
    ``study.options["demo"]``, so later analyses can be checked against it.
-3. Schedule two blocks with ``blocks_schedule`` (targets: simulated raters + 1), then let each
+3. Schedule two blocks with ``blocks_schedule`` (targets: simulated raters + 3), then let each
    simulated rater claim a slot as a study-link participant (``participant_claim``) and answer
-   every trial with ``trial_next`` / ``vote_submit``. One open slot per block is left for a person
-   clicking through the demo.
+   every trial with ``trial_next`` / ``vote_submit``. Three open slots per block are left for
+   people clicking through the demo (the link can be tried several times).
 4. Write the simulated judges' raw replies as a SPEC §8 JSONL file and import it with
    ``judge_outputs_import_jsonl`` (validation and canonicalization happen there).
 
@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Comparison, Study, Trial
-from annotation.roles import RESEARCHER, ensure_groups
+from annotation.roles import ADMIN, RESEARCHER, ensure_groups
 from annotation.services.bundles import study_import_bundle
 from annotation.services.raters import (
     participant_claim,
@@ -58,9 +58,12 @@ from demo.simulation import (
     rater_profiles,
     rater_repeat_answer,
 )
+from judges.models import Judge, Provider
 
 DEMO_RESEARCHER = "researcher"
 SIMULATED_RATERS_PER_BLOCK = 5
+# Open places per block beyond the simulated raters, so a newcomer can try the link several times.
+OPEN_PLACES_PER_BLOCK = 3
 DEMO_BLOCKS = 2
 
 
@@ -99,7 +102,7 @@ def demo_truth_record(*, study: Study, plan: DemoPlan, raters: tuple[RaterProfil
 def demo_schedule_and_vote(
     *, study: Study, plan: DemoPlan, raters: tuple[RaterProfile, ...], simulate: bool, seed: int
 ) -> dict[str, int]:
-    """Blocks with one open slot each beyond the simulated raters; simulated raters answer all trials."""
+    """Blocks with ``OPEN_PLACES_PER_BLOCK`` open slots beyond the simulated raters, who answer all trials."""
     n_human = len(plan.human())
     block_size = n_human // DEMO_BLOCKS
     if block_size < 2:
@@ -113,7 +116,7 @@ def demo_schedule_and_vote(
         block_size=block_size,
         repeats=repeats,
         min_gap=min_gap,
-        raters=[per_block + 1] * DEMO_BLOCKS,
+        raters=[per_block + OPEN_PLACES_PER_BLOCK] * DEMO_BLOCKS,
         seed=seed,
     )
     counts = {"blocks": DEMO_BLOCKS, "votes": 0, "raters": 0, "repeats": 0}
@@ -186,12 +189,28 @@ def demo_researcher_ensure(*, study: Study, password: str | None = None) -> tupl
     user_model = get_user_model()
     user, _ = user_model.objects.get_or_create(username=DEMO_RESEARCHER)
     user.is_staff = True  # type: ignore[attr-defined]
+    # The demo login is the demo's admin: every page and button it is shown (the Django admin
+    # included) works for it (issue 17).
+    user.is_superuser = True  # type: ignore[attr-defined]
     user.is_active = True  # type: ignore[attr-defined]
     user.set_password(password)
     user.save()
-    user.groups.add(Group.objects.get(name=RESEARCHER))  # type: ignore[attr-defined]
+    user.groups.add(Group.objects.get(name=RESEARCHER), Group.objects.get(name=ADMIN))  # type: ignore[attr-defined]
     study.researchers.add(user)
     return DEMO_RESEARCHER, shown or password
+
+
+DEMO_JUDGE = "demo-judge"
+
+
+def demo_judge_ensure() -> Judge:
+    """The built-in demo judge (provider ``demo``, judges.demo_judge): press "Run judges" on the
+    demo study and it answers locally from the ground truth, no network or API key needed."""
+    judge, _ = Judge.objects.get_or_create(
+        name=DEMO_JUDGE,
+        defaults={"provider": Provider.DEMO, "family": "demo", "model": "ground-truth", "concurrency": 4},
+    )
+    return judge
 
 
 def demo_study_create(
@@ -241,6 +260,8 @@ def demo_study_create(
                 result_counts["judges"] = len({j.name for j in JUDGE_PROFILES})
                 if imported["created"] != n_lines:
                     raise ArbiterError(f"the demo wrote {n_lines} judge outputs but {imported['created']} were imported")
+            if judges:
+                demo_judge_ensure()
             logins = [demo_researcher_ensure(study=study)] if with_users else []
     result = DemoStudyResult(study=study, logins=logins)
     result.counts = {
@@ -273,13 +294,14 @@ def demo_counts_lines(result: DemoStudyResult) -> list[str]:
     if "blocks" in c:
         lines.append(
             f"blocks: {c['blocks']}, simulated raters: {c.get('raters', 0)}, votes: {c.get('votes', 0)} "
-            f"(hidden repeats: {c.get('repeats', 0)}); one open slot per block"
+            f"(hidden repeats: {c.get('repeats', 0)}); {OPEN_PLACES_PER_BLOCK} open places per block"
         )
     if "judge_outputs" in c:
         lines.append(
             f"judge outputs: {c['judge_outputs']} from {c['judges']} judges "
             f"({c['judge_outputs_valid']} valid, {c['judge_outputs_invalid']} invalid)"
         )
+        lines.append(f"built-in judge: {DEMO_JUDGE} (answers locally; press Run judges on the study's Judges page)")
     return lines + demo_access_lines(result)
 
 

@@ -12,6 +12,7 @@ class Provider(models.TextChoices):
     OPENAI = "openai", "OpenAI-compatible chat completions"
     ANTHROPIC = "anthropic", "Anthropic messages"
     IMPORTED = "imported", "Imported outputs only (not callable)"
+    DEMO = "demo", "Built-in demo judge (answers locally from the demo's ground truth)"
 
 
 class Judge(models.Model):

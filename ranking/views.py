@@ -29,6 +29,7 @@ from ranking.services import (
     deployment_schedule_create,
     leaderboard_context,
     leaderboard_csv,
+    leaderboard_html,
     leaderboard_json,
     leaderboard_publish,
     leaderboard_start,
@@ -156,11 +157,15 @@ def leaderboard_publish_view(request: HttpRequest, slug: str, pk: int) -> HttpRe
 
 
 def _download(leaderboard: Leaderboard, fmt: str, name: str) -> HttpResponse:
-    if fmt not in ("json", "csv"):
+    if fmt not in ("json", "csv", "html"):
         raise Http404("unknown format")
     if leaderboard.status != Leaderboard.Status.DONE:
         raise Http404("the leaderboard has not finished")
-    if fmt == "csv":
+    if fmt == "html":
+        # The same self-contained report page the ``leaderboard --html`` command writes.
+        html = leaderboard_html(study=leaderboard.study, report=leaderboard.result)
+        response = HttpResponse(html, content_type="text/html; charset=utf-8")
+    elif fmt == "csv":
         response = HttpResponse(leaderboard_csv(leaderboard.result), content_type="text/csv; charset=utf-8")
     else:
         response = HttpResponse(leaderboard_json(leaderboard.result), content_type="application/json")

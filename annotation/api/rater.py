@@ -34,6 +34,7 @@ from annotation.services.comprehension import (
     comprehension_state,
     comprehension_submit,
 )
+from annotation.services.crowd import completion_redirect_url
 from annotation.services.raters import (
     Forbidden,
     VoteResult,
@@ -105,6 +106,8 @@ class TrialNextApi(APIView):
         idempotency_key = serializers.CharField(required=False)
         vote_url = serializers.CharField(required=False)
         completion_code = serializers.CharField(required=False)
+        completion_url = serializers.CharField(required=False, allow_blank=True,
+                                               help_text="where to send the finished participant (may be empty)")
         kind = serializers.CharField(required=False)
         brief = serializers.CharField(required=False, allow_blank=True)
         question = serializers.CharField(required=False, allow_blank=True)
@@ -127,7 +130,9 @@ class TrialNextApi(APIView):
             assignment.refresh_from_db()
             answered, total = assignment_counts(assignment)
             data: dict[str, Any] = {"finished": True, "total": total, "answered": answered,
-                                    "completion_code": assignment.completion_code}
+                                    "completion_code": assignment.completion_code,
+                                    "completion_url": completion_redirect_url(
+                                        study=study, code=assignment.completion_code)}
         else:
             token = view.trial.token
             data = {

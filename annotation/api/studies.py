@@ -135,6 +135,13 @@ class StudyDetailApi(ResearcherApi):
         )
         neutralize_media = serializers.BooleanField(required=False)
         accepting_participants = serializers.BooleanField(required=False)
+        # Crowd settings (issue 17); the service checks the URLs and bounds.
+        completion_code = serializers.CharField(required=False, allow_blank=True, max_length=64)
+        completion_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
+        screened_out_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
+        screened_out_code = serializers.CharField(required=False, allow_blank=True, max_length=64)
+        end_comment = serializers.BooleanField(required=False)
+        break_every = serializers.IntegerField(required=False, min_value=0, max_value=10_000)
 
     @extend_schema(
         operation_id="studies_partial_update",

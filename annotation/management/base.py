@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.errors import ArbiterError
+from annotation.progress import terminal_progress
 
 
 class ArbiterCommand(BaseCommand):
@@ -17,9 +18,15 @@ class ArbiterCommand(BaseCommand):
     """
 
     requires_system_checks: list[str] = []  # type: ignore[assignment]
+    # Long commands show progress on a terminal (stderr a TTY) and stay quiet otherwise (issue 17).
+    shows_progress = False
 
     def handle(self, *args: Any, **options: Any) -> str | None:
         try:
+            if self.shows_progress:
+                stream = getattr(self.stderr, "_out", None)
+                with terminal_progress(self.__module__.rsplit(".", 1)[-1], stream):
+                    return self.run(*args, **options)
             return self.run(*args, **options)
         except ArbiterError as exc:
             raise CommandError(str(exc)) from None

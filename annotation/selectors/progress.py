@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db.models import Count, Q
@@ -148,6 +148,10 @@ class RaterQuality:
     cannot_judge_share: float | None
     attention_passed: int = 0
     attention_checks: int = 0
+    # Share of the data answers that are the rater's most frequent displayed answer (straight-lining).
+    modal_share: float | None = None
+    # Exclusion rules this rater is beyond (``quality_flags``), in the rules' words.
+    flags: tuple[str, ...] = ()
 
     @property
     def repeat_agreement(self) -> float | None:
@@ -197,15 +201,62 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
         decisive = [r for r in rows if r[2] in (Label.A, Label.B)]
         left = sum(1 for r in decisive if (r[2] == Label.A) != bool(r[4]))
         cannot = sum(1 for r in rows if r[2] == abstain)
+        shown = [_displayed(r[2], swapped=bool(r[4])) for r in rows]
+        modal = max((shown.count(v) for v in set(shown)), default=0)
         out.append(RaterQuality(
-            assignment=a, votes=len(rows), trials=a.n_trials,
+            # Answered counts every answered trial, attention checks included, as ``trials`` does
+            # (issue 17: a finished assignment read 50 / 52).
+            assignment=a, votes=len(rows) + len(checks), trials=a.n_trials,
             median_seconds=statistics.median(times) / 1000 if times else None,
             repeat_agree=sum(1 for o, r in pairs if o == r), repeat_pairs=len(pairs),
             left_share=left / len(decisive) if decisive else None, decisive=len(decisive),
             cannot_judge_share=cannot / len(rows) if rows else None,
             attention_passed=sum(checks), attention_checks=len(checks),
+            modal_share=modal / len(rows) if rows else None,
         ))
-    return out
+    rules = quality_rules(study)
+    return [replace(q, flags=quality_flags(q, rules)) for q in out]
+
+
+# The defaults of the exclusion rules the quality page flags: those of
+# ``calibration.kinds.hygiene.HygieneRules`` (annotation imports no other app; a test keeps them
+# equal). A study's ``options["exclusion_rules"]`` overrides them, ``null`` turns a rule off.
+QUALITY_RULE_DEFAULTS: dict[str, float | int | None] = {
+    "min_median_response_ms": 1000.0,
+    "straightline_share": 0.9,
+    "straightline_min_trials": 10,
+    "min_repeat_agreement": None,
+    "max_position_bias": None,
+    "position_min_trials": 10,
+    "max_attention_failures": 0,
+}
+
+
+def quality_rules(study: Study) -> dict[str, float | int | None]:
+    stored = (study.options or {}).get("exclusion_rules") or {}
+    return {k: stored.get(k, v) if isinstance(stored, dict) else v for k, v in QUALITY_RULE_DEFAULTS.items()}
+
+
+def quality_flags(q: RaterQuality, rules: dict[str, float | int | None]) -> tuple[str, ...]:
+    """The exclusion rules a rater's signals are beyond (issue 17: flagged on the quality page)."""
+    flags = []
+    fast = rules["min_median_response_ms"]
+    if fast is not None and q.median_seconds is not None and q.median_seconds * 1000 < float(fast):
+        flags.append(f"too fast (median under {float(fast) / 1000:g} s)")
+    share, min_trials = rules["straightline_share"], int(rules["straightline_min_trials"] or 1)
+    if share is not None and q.modal_share is not None and q.votes >= min_trials and q.modal_share >= float(share) - 1e-12:
+        flags.append(f"straight-lining (one answer on ≥ {float(share):.0%})")
+    agree = rules["min_repeat_agreement"]
+    if agree is not None and q.repeat_pairs and (q.repeat_agreement or 0.0) < float(agree) - 1e-12:
+        flags.append(f"hidden repeats (agreement under {float(agree):.0%})")
+    bias, min_decisive = rules["max_position_bias"], int(rules["position_min_trials"] or 1)
+    if bias is not None and q.left_share is not None and q.decisive >= min_decisive \
+            and abs(q.left_share - 0.5) > float(bias) + 1e-12:
+        flags.append(f"position bias (left share beyond 0.5 ± {float(bias):g})")
+    failures = rules["max_attention_failures"]
+    if failures is not None and q.attention_checks and q.attention_checks - q.attention_passed > int(failures):
+        flags.append("failed attention checks")
+    return tuple(flags)
 
 
 def _answer_key(label: str, answers: dict[str, Any]) -> str:

@@ -62,6 +62,7 @@ from annotation.models import (
     Study,
     System,
 )
+from annotation.progress import progress_step
 from annotation.services.bundle_format import (
     SETTINGS_DEFAULTS,
     STUDY_JSON,
@@ -365,6 +366,7 @@ def _stage_images(bundle: Bundle, spec: StudySpec | KindStudySpec, stage: ImageS
         clean, variants = future.result()
         stage.add(clean)
         originals[path] = ImageInfo.of(clean)
+        progress_step("cleaning images", len(originals), len(wanted))
         for key, variant in variants.items():
             stage.add(variant)
             shown[(path, key)] = ImageInfo.of(variant)
@@ -627,10 +629,12 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
     if user is not None and not user.is_authenticated:
         user = None
     with open_bundle(Path(path), label=label) as bundle:
+        progress_step("checking study.json")
         spec = study_spec_from_bundle(bundle)
         _check_slug_free(spec.slug)
         with staged_images() as stage:
             images = _stage_images(bundle, spec, stage)
+            progress_step("writing the study")
             try:
                 with transaction.atomic():
                     if isinstance(spec, KindStudySpec):
@@ -899,8 +903,9 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
         try:
             with zipfile.ZipFile(temporary, "w") as archive:
                 archive.writestr(STUDY_JSON, document, compress_type=zipfile.ZIP_DEFLATED)
-                for name, source in sources.items():
+                for i, (name, source) in enumerate(sources.items(), 1):
                     archive.write(source, name, compress_type=zipfile.ZIP_STORED)
+                    progress_step("writing images", i, len(sources))
             os.chmod(temporary, 0o644)
             os.replace(temporary, path)
         except BaseException:
@@ -915,8 +920,9 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
     temporary_dir = Path(tempfile.mkdtemp(prefix=".export-", dir=path.parent))
     try:
         (temporary_dir / "images").mkdir()
-        for name, source in sources.items():
+        for i, (name, source) in enumerate(sources.items(), 1):
             shutil.copyfile(source, temporary_dir / name)
+            progress_step("writing images", i, len(sources))
         (temporary_dir / STUDY_JSON).write_text(document, encoding="utf-8")
         temporary_dir.chmod(0o755)
         os.replace(temporary_dir, path)

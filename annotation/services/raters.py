@@ -201,13 +201,21 @@ def participant_claim(*, study: Study, rater: Rater) -> Assignment:
     raise StudyFull("All places in this study are taken. Thank you for your interest.")
 
 
-def study_link_url(*, study: Study) -> str:
-    """The participant URL of a study (SPEC §9 ``study_link``); ``ARBITER_PUBLIC_URL`` sets the origin."""
+def study_link_url(*, study: Study, origin: str = "") -> str:
+    """The participant URL of a study (SPEC §9 ``study_link``).
+
+    The origin is ``ARBITER_PUBLIC_URL`` when set; otherwise the serving origin the caller knows
+    (a web page passes its request's), else ``ARBITER_SERVE_ORIGIN`` (``make run`` sets it to its
+    host and port), else http://127.0.0.1:8000.
+    """
     from django.urls import reverse
 
-    origin = str(getattr(settings, "ARBITER_PUBLIC_URL", "") or os.environ.get("ARBITER_PUBLIC_URL", "")
-                 or "http://127.0.0.1:8000").rstrip("/")
-    return f"{origin}{reverse('rater:link', args=[study.link_token])}"
+    public = str(getattr(settings, "ARBITER_PUBLIC_URL", "") or os.environ.get("ARBITER_PUBLIC_URL", ""))
+    base = (public or origin or os.environ.get("ARBITER_SERVE_ORIGIN", "") or DEFAULT_ORIGIN).rstrip("/")
+    return f"{base}{reverse('rater:link', args=[study.link_token])}"
+
+
+DEFAULT_ORIGIN = "http://127.0.0.1:8000"
 
 
 # --- trials -------------------------------------------------------------------------------------

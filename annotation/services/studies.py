@@ -10,8 +10,21 @@ from annotation.errors import ValidationFailed
 from annotation.models import Study
 from annotation.services.audit import audit_record
 
-EDITABLE = ("title", "instructions_md", "judge_prompt", "neutralize_media", "accepting_participants", "completion_code")
-TEXT_LIMITS = {"title": 200, "instructions_md": 50_000, "judge_prompt": 50_000, "completion_code": 64}
+EDITABLE = (
+    "title", "instructions_md", "judge_prompt", "neutralize_media", "accepting_participants", "completion_code",
+    # Crowd settings (issue 17): the round trip to the crowd platform and breaks.
+    "completion_url", "screened_out_url", "screened_out_code", "end_comment", "break_every",
+)
+TEXT_LIMITS = {
+    "title": 200, "instructions_md": 50_000, "judge_prompt": 50_000, "completion_code": 64,
+    "completion_url": 500, "screened_out_url": 500, "screened_out_code": 64,
+}
+URL_FIELDS = ("completion_url", "screened_out_url")
+INTEGER_LIMITS = {"break_every": (0, 10_000)}
+FIELD_WORDS = {
+    "completion_url": "The completion URL", "screened_out_url": "The screened-out URL",
+    "break_every": "Breaks every N trials",
+}
 
 
 def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> Study:
@@ -29,8 +42,17 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
                 raise ValidationFailed("expected text", field=name)
             if len(value) > TEXT_LIMITS[name]:
                 raise ValidationFailed(f"at most {TEXT_LIMITS[name]:,} characters", field=name)
+            if name in URL_FIELDS and value.strip():
+                _url_check(name, value.strip())
+        elif name in INTEGER_LIMITS:
+            low, high = INTEGER_LIMITS[name]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValidationFailed(f"{FIELD_WORDS[name]} is a whole number from {low} to {high:,}", field=name)
         elif not isinstance(value, bool):
             raise ValidationFailed("expected true or false", field=name)
+    for name in URL_FIELDS:
+        if name in changes:
+            changes[name] = changes[name].strip()
     if "title" in changes and not changes["title"].strip():
         raise ValidationFailed("a study needs a title", field="title")
     changed = {k: v for k, v in changes.items() if getattr(study, k) != v}
@@ -49,3 +71,16 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
             **({"judge_prompt_chars": len(changed["judge_prompt"])} if "judge_prompt" in changed else {}),
         )
     return study
+
+
+def _url_check(name: str, value: str) -> None:
+    """A crowd-platform URL: absolute http(s), as the participant's browser will be sent there."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValidationFailed(
+            f"{FIELD_WORDS[name]} must start with https:// (or http://), e.g. "
+            "https://app.prolific.com/submissions/complete?cc=CODE",
+            field=name,
+        )

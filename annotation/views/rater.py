@@ -33,12 +33,19 @@ from annotation.models import (
     axis_title,
 )
 from annotation.roles import RATER, is_researcher
+from annotation.selectors.pace import break_due, minutes_left
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     ComprehensionRequired,
     comprehension_question,
     comprehension_state,
     comprehension_submit,
+)
+from annotation.services.crowd import (
+    REDIRECT_SECONDS,
+    completion_redirect_url,
+    end_comment_submit,
+    screened_out_for,
 )
 from annotation.services.raters import (
     ParticipationEnded,
@@ -64,6 +71,8 @@ from annotation.services.vote_revisions import (
 )
 
 SESSION_RATERS = "arbiter.raters"
+# {assignment id: answered count at the last break the rater continued from} (issue 17 breaks).
+SESSION_BREAKS = "arbiter.breaks"
 PARTICIPANT_PARAMS = ("participant", "PROLIFIC_PID")
 PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
 VERDICTS = ((Label.A, "A", "a"), (Label.B, "B", "b"), (Label.TIE, "Tie", "t"), (Label.CANNOT_JUDGE, "Cannot judge", "x"))
@@ -100,6 +109,11 @@ def _markdown_safe(text: str) -> str:
     return nh3.clean(html, tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}}, link_rel="noopener noreferrer")
 
 
+def serving_origin(request: HttpRequest) -> str:
+    """The origin this request was served from (participant links when ARBITER_PUBLIC_URL is unset)."""
+    return request.build_absolute_uri("/").rstrip("/")
+
+
 def session_rater_id(request: HttpRequest, study_id: int) -> int | None:
     """The rater this browser session speaks for in a study: a link participant or an account."""
     rater_id = request.session.get(SESSION_RATERS, {}).get(str(study_id))
@@ -124,9 +138,14 @@ def _is_staff_visitor(user: Any) -> bool:
     return is_researcher(user) and not user.groups.filter(name=RATER).exists()
 
 
-def _notice(request: HttpRequest, study: Study, title: str, message: str, *, status: int = 200) -> HttpResponse:
-    return render(request, "annotation/rater/notice.html", {"study": study, "title": title, "message": message},
-                  status=status)
+def _notice(
+    request: HttpRequest, study: Study, title: str, message: str, *, status: int = 200, screened_out: bool = False
+) -> HttpResponse:
+    """A rater-facing notice; ``screened_out`` adds the study's screened-out code and return link."""
+    context: dict[str, Any] = {"study": study, "title": title, "message": message}
+    if screened_out:
+        context["screened_out"] = screened_out_for(study)
+    return render(request, "annotation/rater/notice.html", context, status=status)
 
 
 def _state_context(
@@ -144,7 +163,9 @@ def _state_context(
     if view is None:
         _answered, total = assignment_counts(assignment)
         context.update({"total": total, "completion_code": assignment.completion_code})
+        context.update(_end_context(study, assignment))
     else:
+        context["minutes_left"] = minutes_left(assignment=assignment, answered=view.answered, total=view.total)
         token = view.trial.token
         revising = bool(extra.get("revising"))
         context["answer_url"] = reverse("rater:revise" if revising else "rater:vote", args=[token])
@@ -180,6 +201,45 @@ def _render_view(
         extra["error"] = participant_error(error, view, study)
     response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
     response["Vary"] = "HX-Request"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
+    """The end page's crowd round trip: the completion URL and the optional comment box."""
+    if assignment.state != AssignmentState.FINISHED:
+        return {}
+    ask_comment = study.end_comment and not assignment.end_comment
+    return {
+        "completion_url": completion_redirect_url(study=study, code=assignment.completion_code),
+        "ask_comment": ask_comment,
+        "comment_sent": bool(study.end_comment and assignment.end_comment),
+        "redirect_seconds": REDIRECT_SECONDS,
+    }
+
+
+def _break_response(request: HttpRequest, study: Study, assignment: Assignment, view: TrialView) -> HttpResponse | None:
+    """The break screen when one is due and this session has not continued from it yet.
+
+    The next trial is not shown yet: its shown time is cleared, so the break does not count in
+    its response time (it starts again when the rater continues).
+    """
+    answered, total = view.answered, view.total
+    if not break_due(every=study.break_every, answered=answered, total=total):
+        return None
+    if request.session.get(SESSION_BREAKS, {}).get(str(assignment.pk), 0) >= answered:
+        return None
+    Trial.objects.filter(pk=view.trial.pk).update(shown_at=None)
+    link = reverse("rater:link", args=[study.link_token])
+    if getattr(request, "htmx", False):
+        # A whole page load: the break screen is its own page (and survives a reload).
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = link
+    else:
+        response = render(request, "annotation/rater/break.html", {
+            "study": study, "answered": answered, "total": total,
+            "minutes_left": minutes_left(assignment=assignment, answered=answered, total=total),
+        })
     response["Cache-Control"] = "no-store"
     return response
 
@@ -235,6 +295,10 @@ def _render_state(
     view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
     if fresh and view is None:
         assignment.refresh_from_db()
+    if view is not None and status == 200:
+        paused = _break_response(request, study, assignment, view)
+        if paused is not None:
+            return paused
     return _render_view(request, study, assignment, view, status=status, **extra)
 
 
@@ -244,6 +308,7 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
     external_id = next((request.GET[p] for p in PARTICIPANT_PARAMS if request.GET.get(p)), "")
     if external_id:
         platform = {p: request.GET.get(p, "") for p in PLATFORM_PARAMS}
+        platform["PROLIFIC_PID"] = request.GET.get("PROLIFIC_PID", "")
         try:
             joined = participant_rater_get_or_create(study=study, external_id=external_id, platform=platform)
         except ValidationFailed as exc:
@@ -270,12 +335,13 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
     except StudyFull:
         return _notice(request, study, "This study is full",
                        "Thank you for your interest! All places in this study are already taken, so there is "
-                       "nothing left to do. If you came from a crowd-work platform, please return the study there.")
+                       "nothing left to do. If you came from a crowd-work platform, please return the study there.",
+                       screened_out=True)
     except StudyClosed:
         return _notice(request, study, "This study is closed",
                        "Thank you for your interest. The study is not accepting participants at the moment.")
     except ParticipationEnded as exc:
-        return _notice(request, study, "Participation ended", str(exc))
+        return _notice(request, study, "Participation ended", str(exc), screened_out=True)
     return _render_state(request, study, assignment)
 
 
@@ -409,7 +475,7 @@ def _comprehension_page(
             request, study, "Thank you for your time",
             "Both answers to the comprehension question were not right, so this study cannot continue with you. "
             "If you came from a crowd-work platform, please return the study there.",
-            status=403 if status == 200 else status,
+            status=403 if status == 200 else status, screened_out=True,
         )
     question = comprehension_question(study)
     left = MAX_ATTEMPTS - rater.comprehension_attempts
@@ -474,10 +540,47 @@ def pause(request: HttpRequest, link_token: str) -> HttpResponse:
     assignment = rater_assignment(rater) if rater else None
     answered, total = assignment_counts(assignment) if assignment else (0, 0)
     resume = reverse("rater:link", args=[study.link_token])
+    origin = serving_origin(request)
     if rater is not None and rater.source == Rater.Source.LINK:
-        resume_url = f"{study_link_url(study=study)}?{urlencode({'participant': rater.external_id})}"
+        resume_url = f"{study_link_url(study=study, origin=origin)}?{urlencode({'participant': rater.external_id})}"
     else:
-        resume_url = study_link_url(study=study)
+        resume_url = study_link_url(study=study, origin=origin)
     return render(request, "annotation/rater/pause.html", {
         "study": study, "answered": answered, "total": total, "resume": resume, "resume_url": resume_url,
     })
+
+
+def _session_rater(request: HttpRequest, study: Study) -> Rater | None:
+    rater_id = session_rater_id(request, study.pk)
+    return Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+
+
+@require_POST
+def break_continue(request: HttpRequest, link_token: str) -> HttpResponse:
+    """Leave the break screen: this session will not show the same break again."""
+    study = get_object_or_404(Study, link_token=link_token)
+    rater = _session_rater(request, study)
+    assignment = rater_assignment(rater) if rater else None
+    if assignment is not None:
+        answered, _total = assignment_counts(assignment)
+        breaks = dict(request.session.get(SESSION_BREAKS, {}))
+        breaks[str(assignment.pk)] = answered
+        request.session[SESSION_BREAKS] = breaks
+    return redirect(reverse("rater:link", args=[link_token]))
+
+
+@require_POST
+def end_comment(request: HttpRequest, link_token: str) -> HttpResponse:
+    """The optional end-of-study comment; then on to the completion URL (or back to the end page)."""
+    study = get_object_or_404(Study, link_token=link_token)
+    rater = _session_rater(request, study)
+    assignment = rater_assignment(rater) if rater else None
+    if assignment is None:
+        return redirect(reverse("rater:link", args=[link_token]))
+    try:
+        saved = end_comment_submit(assignment_id=assignment.pk, rater_id=rater.pk if rater else None,
+                                   text=request.POST.get("comment", ""))
+    except ArbiterError as exc:
+        return _notice(request, study, "Comment not saved", str(exc), status=exc.status_code)
+    target = completion_redirect_url(study=study, code=saved.completion_code)
+    return redirect(target or reverse("rater:link", args=[link_token]))

@@ -16,12 +16,14 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
-from annotation.models import Assignment, Block, Study
+from annotation.models import Assignment, Block, Study, Vote
 from annotation.roles import RATER, is_admin, studies_for
-from annotation.selectors.progress import block_assignments, rater_quality, study_progress
+from annotation.selectors.participants import participants_csv_text
+from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
+from annotation.services.accounts import rater_account_create
 from annotation.services.raters import assignment_void, rater_assign, slot_reopen, study_link_url
 from annotation.services.scheduling import (
     blocks_schedule,
@@ -30,6 +32,8 @@ from annotation.services.scheduling import (
     schedule_csv_text,
     unit_noun,
 )
+from annotation.services.studies import study_settings_update
+from annotation.views.rater import serving_origin
 
 PAGE_SIZE = 50
 
@@ -61,11 +65,16 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "study": study,
         "progress": progress,
         "totals": progress.totals,
-        "link": study_link_url(study=study),
+        "link": study_link_url(study=study, origin=serving_origin(request)),
         "can_manage": is_admin(request.user),
         "eligible": schedulable_count(study) if not progress.blocks else None,
         "unit_noun": unit_noun(study),
+        "can_edit": True,  # researchers of the study edit its crowd settings (like its texts)
+        "blocks": [row.block for row in progress.blocks],
     }
+    eligible = context["eligible"]
+    if isinstance(eligible, int):
+        context["proposal"] = schedule_proposal(study, eligible)
     return _render(request, "annotation/research/study.html", context, partial="progress")
 
 
@@ -102,8 +111,56 @@ def quality(request: HttpRequest, slug: str) -> HttpResponse:
         block = get_object_or_404(Block, study=study, position=int(raw_block))
     rows = Paginator(rater_quality(study, block=block), PAGE_SIZE).get_page(request.GET.get("page"))
     blocks = Block.objects.filter(study=study).order_by("position")
+    rules = quality_rules(study)
+    rule_fields = [
+        {"name": name, "label": label, "value": "" if rules[name] is None else rules[name], "hint": hint}
+        for name, label, hint in REFERENCE_RULE_FIELDS
+    ] if study.kind == "pairwise_reference" else []
     return render(request, "annotation/research/quality.html",
-                  {"study": study, "rows": rows, "sblock": block, "blocks": blocks})
+                  {"study": study, "rows": rows, "sblock": block, "blocks": blocks, "rule_fields": rule_fields})
+
+
+# The exclusion rules of the reference kind, as the quality page's settings form shows them.
+REFERENCE_RULE_FIELDS = (
+    ("min_median_response_ms", "Too fast: median response below (ms)", "empty: off"),
+    ("straightline_share", "Straight-lining: one answer on at least this share", "0–1; empty: off"),
+    ("straightline_min_trials", "… counted from this many answers", "a whole number"),
+    ("min_repeat_agreement", "Hidden repeats: agreement below", "0–1; empty: off"),
+    ("max_position_bias", "Position bias: left share further from 0.5 than", "0–0.5; empty: off"),
+    ("position_min_trials", "… counted from this many A/B answers", "a whole number"),
+)
+
+
+# The schedule form's own words for the command-line flags and fields a scheduling error names.
+SCHEDULE_FORM_WORDS = {
+    "blocks": "Blocks", "block_size": "Block size", "repeats": "Hidden repeats per assignment",
+    "min_gap": "Minimum gap", "raters": "Raters per block", "checks": "Attention checks per assignment",
+    "seed": "Seed",
+}
+
+
+def schedule_error_words(exc: ArbiterError) -> str:
+    """A scheduling error as the form says it: "Block size" rather than ``--block-size``."""
+    field = getattr(exc, "field", "")
+    message = str(exc)
+    if field and field in SCHEDULE_FORM_WORDS:
+        message = message.replace(f"field '{field}': ", f"{SCHEDULE_FORM_WORDS[field]}: ", 1)
+    for name, words in SCHEDULE_FORM_WORDS.items():
+        message = message.replace(f"--{name.replace('_', '-')}", f"“{words}”")
+    return message
+
+
+def schedule_proposal(study: Study, eligible: int) -> dict[str, Any]:
+    """Form defaults that fit the study: the paper's 8 blocks when there are enough units, each of
+    the largest size that fits, repeats and gap the block can hold."""
+    if eligible <= 0:
+        return {"blocks": 1, "block_size": 1, "repeats": 0, "min_gap": 1, "raters": "5"}
+    blocks = 8 if eligible >= 8 * 40 else max(1, min(8, eligible // 20)) if eligible >= 20 else 1
+    size = max(1, eligible // blocks)
+    min_gap = max(1, min(study.min_gap, size // 2))
+    repeats = max(0, min(study.hidden_repeats, size - min_gap + 1))
+    raters = "5,5,5,5,5,4,2,2" if blocks == 8 else ",".join(["5"] * blocks)  # the paper's targets for 8
+    return {"blocks": blocks, "block_size": size, "repeats": repeats, "min_gap": min_gap, "raters": raters}
 
 
 @login_required
@@ -115,7 +172,7 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
         blocks = int(request.POST.get("blocks", 8))
         raters = [int(x) for x in request.POST.get("raters", "").split(",") if x.strip()]
         checks = request.POST.get("checks", "").strip()
-        blocks_schedule(
+        made = blocks_schedule(
             study=study, blocks=blocks, block_size=int(request.POST.get("block_size", 234)),
             repeats=int(request.POST.get("repeats", 6)), min_gap=int(request.POST.get("min_gap", 20)),
             raters=raters or default_rater_targets(study, blocks), seed=int(request.POST.get("seed") or study.seed),
@@ -124,9 +181,13 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
     except ValueError:
         messages.error(request, "Blocks, block size, repeats, min gap and seed are integers; raters is a list like 5,5,4.")
     except ArbiterError as exc:
-        messages.error(request, str(exc))
+        messages.error(request, schedule_error_words(exc))
     else:
-        messages.success(request, "Schedule created: every assignment is planned and waiting for raters.")
+        n_blocks = len(made)
+        messages.success(
+            request, f"Schedule created: {n_blocks} block{'s' if n_blocks != 1 else ''}, every assignment "
+            "planned and waiting for raters. Share the participant link below.",
+        )
     return redirect(reverse("research:study", args=[study.slug]))
 
 
@@ -134,8 +195,12 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def schedule_csv(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
-    response = HttpResponse(schedule_csv_text(study=study), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{study.slug}-schedule.csv"'
+    return _csv_download(schedule_csv_text(study=study), f"{study.slug}-schedule.csv")
+
+
+def _csv_download(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
@@ -152,15 +217,27 @@ def _back(assignment: Assignment) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def void(request: HttpRequest, pk: int) -> HttpResponse:
+    """Void an assignment: a confirmation page that asks for the reason, then the void itself."""
     assignment = _assignment(request, pk)
-    try:
-        assignment_void(assignment=assignment, actor=request.user, reason=request.POST.get("reason", ""))
-        messages.success(request, f"Slot {assignment.slot} voided: its votes are kept but excluded from analysis.")
-    except ArbiterError as exc:
-        messages.error(request, str(exc))
-    return _back(assignment)
+    reason = request.POST.get("reason", "").strip() if request.method == "POST" else ""
+    error = ""
+    if request.method == "POST":
+        if not reason:
+            error = "Give a reason for voiding (it is kept in the audit log)."
+        else:
+            try:
+                assignment_void(assignment=assignment, actor=request.user, reason=reason)
+                messages.success(request, f"Slot {assignment.slot} voided: its votes are kept but excluded from analysis.")
+            except ArbiterError as exc:
+                messages.error(request, str(exc))
+            return _back(assignment)
+    answered = Vote.objects.filter(trial__assignment=assignment).count()
+    return render(request, "annotation/research/void_confirm.html", {
+        "study": assignment.block.study, "assignment": assignment, "answered": answered, "error": error,
+        "reason": reason,
+    }, status=400 if error else 200)
 
 
 @login_required
@@ -192,3 +269,70 @@ def assign(request: HttpRequest, slug: str, position: int) -> HttpResponse:
             messages.error(request, str(exc))
     return redirect(reverse("research:block", args=[study.slug, block.position]))
 
+
+
+# --- study settings, rater accounts and participants from the study pages (issue 17) -------------
+
+CROWD_TEXT_FIELDS = ("completion_code", "completion_url", "screened_out_url", "screened_out_code")
+
+
+@login_required
+@require_POST
+def crowd_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """Open/close the study and edit the crowd settings (audited by the settings service)."""
+    study = _study(request, slug)
+    changes: dict[str, Any] = {name: request.POST.get(name, "") for name in CROWD_TEXT_FIELDS}
+    changes["end_comment"] = request.POST.get("end_comment") == "on"
+    changes["accepting_participants"] = request.POST.get("accepting_participants") == "on"
+    raw_break = request.POST.get("break_every", "").strip()
+    try:
+        changes["break_every"] = int(raw_break) if raw_break else 0
+    except ValueError:
+        messages.error(request, "Breaks every N trials is a whole number (0: no breaks).")
+        return redirect(reverse("research:study", args=[study.slug]))
+    try:
+        study_settings_update(study=study, user=request.user, **changes)
+    except ArbiterError as exc:
+        messages.error(request, str(exc))
+    else:
+        state = "open to participants" if study.accepting_participants else "closed to new participants"
+        messages.success(request, f"Settings saved; the study is {state}.")
+    return redirect(reverse("research:study", args=[study.slug]))
+
+
+@login_required
+@require_POST
+def rater_create(request: HttpRequest, slug: str) -> HttpResponse:
+    """Create a rater account (admin), optionally with a place in a block; show its set-password link."""
+    study = _study(request, slug)
+    _admin_only(request)
+    block = None
+    raw_block = request.POST.get("block", "").strip()
+    if raw_block:
+        block = Block.objects.filter(study=study, position=int(raw_block) if raw_block.isdigit() else -1).first()
+        if block is None:
+            messages.error(request, "Choose one of this study's blocks (or none).")
+            return redirect(reverse("research:study", args=[study.slug]))
+    try:
+        invite = rater_account_create(
+            study=study, username=request.POST.get("username", ""), email=request.POST.get("email", ""),
+            block=block, actor=request.user,
+        )
+    except ArbiterError as exc:
+        messages.error(request, str(exc))
+        return redirect(reverse("research:study", args=[study.slug]))
+    placed = f" and given slot {invite.assignment.slot} of {block.name}" if invite.assignment and block else ""
+    messages.success(
+        request,
+        f"Rater account {invite.user.get_username()} created{placed}. Send them this one-time link to choose "
+        f"a password: {serving_origin(request)}{invite.set_password_path}",
+    )
+    return redirect(reverse("research:study", args=[study.slug]))
+
+
+@login_required
+@require_GET
+def participants_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """Participants with their crowd-platform ids (PROLIFIC_PID, STUDY_ID, SESSION_ID), codes and comments."""
+    study = _study(request, slug)
+    return _csv_download(participants_csv_text(study=study), f"{study.slug}-participants.csv")

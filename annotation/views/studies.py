@@ -35,6 +35,7 @@ def study_import(request: HttpRequest) -> HttpResponse:
             except ArbiterError as exc:
                 error = str(exc)
             else:
+                messages.success(request, f"Imported {study.title} ({study.slug}). Next: schedule blocks on its raters page.")
                 return redirect("studies:detail", slug=study.slug)
     status = 400 if error else 200
     return render(request, "annotation/study_import.html", {"error": error}, status=status)

@@ -31,8 +31,17 @@ answers before any answer is removed:
 5. ``straight_lining_run`` (participant): a run of ≥ ``straightline_run`` identical consecutive
    answers (data trials in trial order; attention checks skipped, a missing answer breaks the run;
    default off).
-6. ``too_fast_answer`` (answer): a data answer faster than ``min_response_ms`` is dropped (default
+6. ``hidden_repeats`` (participant): with at least one answered hidden-repeat pair, the share of
+   pairs answered alike below ``min_repeat_agreement`` (default off). Needs the optional
+   ``repeat_agreed`` column (True/False on a repeat row whose original is answered, else empty).
+7. ``position_bias`` (participant): with at least ``position_min_trials`` A/B answers (default 10),
+   the share choosing the left candidate further than ``max_position_bias`` from 0.5 (default
+   off). Needs the optional ``chose_left`` column (True/False on an A/B answer, else empty).
+8. ``too_fast_answer`` (answer): a data answer faster than ``min_response_ms`` is dropped (default
    off); a participant left with no data answer by it counts as removed by it.
+
+Rules 6 and 7 came with the reference kind (issue 17: ``pairwise_reference`` gets the same
+machinery); a frame without their column is never excluded by them.
 
 Every rule can be switched off with ``None``. For each rule the report gives the participants and
 data answers it removed **first** (among those no earlier rule removed; these add up to the total
@@ -71,6 +80,8 @@ RULE_ORDER: tuple[str, ...] = (
     "too_fast_median",
     "straight_lining_share",
     "straight_lining_run",
+    "hidden_repeats",
+    "position_bias",
     "too_fast_answer",
 )
 PARTICIPANT_RULES = RULE_ORDER[:-1]
@@ -87,6 +98,9 @@ class HygieneRules:
     straightline_min_trials: int = 10
     straightline_run: int | None = None
     min_response_ms: float | None = None
+    min_repeat_agreement: float | None = None
+    max_position_bias: float | None = None
+    position_min_trials: int = 10
 
     def __post_init__(self) -> None:
         if self.comprehension_max_attempts is not None and self.comprehension_max_attempts < 1:
@@ -103,6 +117,12 @@ class HygieneRules:
             raise InvalidKindData("straightline_min_trials must be at least 1")
         if self.straightline_run is not None and self.straightline_run < 2:
             raise InvalidKindData("straightline_run must be at least 2")
+        if self.min_repeat_agreement is not None and not 0 <= self.min_repeat_agreement <= 1:
+            raise InvalidKindData("min_repeat_agreement must be in [0, 1]")
+        if self.max_position_bias is not None and not 0 <= self.max_position_bias < 0.5:
+            raise InvalidKindData("max_position_bias must be in [0, 0.5)")
+        if self.position_min_trials < 1:
+            raise InvalidKindData("position_min_trials must be at least 1")
 
     def enabled(self, rule: str) -> bool:
         return {
@@ -111,6 +131,8 @@ class HygieneRules:
             "too_fast_median": self.min_median_response_ms is not None,
             "straight_lining_share": self.straightline_share is not None,
             "straight_lining_run": self.straightline_run is not None,
+            "hidden_repeats": self.min_repeat_agreement is not None,
+            "position_bias": self.max_position_bias is not None,
             "too_fast_answer": self.min_response_ms is not None,
         }[rule]
 
@@ -247,6 +269,18 @@ def _validate(answers: pd.DataFrame) -> pd.DataFrame:
                     f"{name}: participant {per[per > 1].index[0]!r} has more than one {col[1:]!r}"
                 )
     frame.attrs["has_comprehension"] = has_comp
+    for column in ("repeat_agreed", "chose_left"):
+        values = frame[column].tolist() if column in frame.columns else [None] * len(frame)
+        parsed_values = []
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+                parsed_values.append(np.nan)
+                continue
+            b = parse_bool(v)
+            if b is None:
+                raise InvalidKindData(f"{name}: column {column!r} row {i}: expected a boolean or empty, got {v!r}")
+            parsed_values.append(1.0 if b else 0.0)
+        frame["_" + column] = np.array(parsed_values, dtype=float)
     return frame.sort_values(["_participant", "_trial"], kind="stable")
 
 
@@ -273,6 +307,8 @@ def _participant_stats(frame: pd.DataFrame) -> pd.DataFrame:
     answers = frame["_answer"].tolist()
     comp_passed = frame["_comp_passed"].to_numpy(dtype=bool) if has_comp else None
     comp_attempts = frame["_comp_attempts"].to_numpy(dtype=float) if has_comp else None
+    agreed = frame["_repeat_agreed"].to_numpy(dtype=float)
+    left = frame["_chose_left"].to_numpy(dtype=float)
     if not len(who):
         return pd.DataFrame()
     starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
@@ -285,6 +321,10 @@ def _participant_stats(frame: pd.DataFrame) -> pd.DataFrame:
         given = [a for a in data_answers if a is not None]
         modal = max((given.count(a) for a in set(given)), default=0)
         finite = data_ms[np.isfinite(data_ms)]
+        pairs = agreed[s:e][~c]
+        pairs = pairs[np.isfinite(pairs)]
+        sides = left[s:e][~c]
+        sides = sides[np.isfinite(sides)]
         rows.append(
             {
                 "participant": str(who[s]),
@@ -294,6 +334,10 @@ def _participant_stats(frame: pd.DataFrame) -> pd.DataFrame:
                 "median_response_ms": float(np.median(finite)) if len(finite) else math.nan,
                 "modal_answer_share": modal / len(data_answers) if data_answers else math.nan,
                 "longest_run": _longest_run(data_answers),
+                "repeat_pairs": len(pairs),
+                "repeat_agreement": float(pairs.mean()) if len(pairs) else math.nan,
+                "decisive_answers": len(sides),
+                "left_share": float(sides.mean()) if len(sides) else math.nan,
                 "comprehension_passed": bool(comp_passed[s]) if comp_passed is not None else None,
                 "comprehension_attempts": int(comp_attempts[s]) if comp_attempts is not None else None,
             }
@@ -323,6 +367,12 @@ def _participant_rule(rule: str, st: pd.DataFrame, rules: HygieneRules, has_comp
         )
     elif rule == "straight_lining_run":
         bad = st["longest_run"] >= rules.straightline_run
+    elif rule == "hidden_repeats":
+        bad = (st["repeat_pairs"] > 0) & (st["repeat_agreement"] < float(rules.min_repeat_agreement or 0) - 1e-12)
+    elif rule == "position_bias":
+        bad = (st["decisive_answers"] >= rules.position_min_trials) & (
+            (st["left_share"] - 0.5).abs() > float(rules.max_position_bias or 0) + 1e-12
+        )
     else:  # pragma: no cover - guarded by RULE_ORDER
         raise InvalidKindData(f"unknown rule {rule!r}")
     return {str(p) for p in st.index[bad.to_numpy(dtype=bool)]}

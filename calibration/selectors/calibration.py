@@ -52,7 +52,7 @@ class CalibrationInputs:
     dropped_judges: tuple[Mapping[str, object], ...] = ()
 
 
-def human_reference_table(*, study: Study) -> pd.DataFrame:
+def human_reference_table(*, study: Study, votes: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per human-set comparison, sorted by comparison id (SPEC §5 ``h_i``).
 
     Comparisons without a valid main vote keep ``n_valid = 0`` and ``h = NaN`` (``calibrate``
@@ -75,7 +75,8 @@ def human_reference_table(*, study: Study) -> pd.DataFrame:
             "comparison__external_id", "block__name"
         )
     )
-    votes = votes_frame(study=study, include_voided=False)
+    if votes is None:  # ``votes``: a votes frame already filtered (exclusion rules, issue 17)
+        votes = votes_frame(study=study, include_voided=False)
     main = votes[~votes["is_repeat"].to_numpy(dtype=bool) & votes["comparison"].isin(ids)]
     counts = label_counts(main["label"].to_numpy(), main["comparison"].to_numpy(), ids)  # B, TIE, A
     for cid, blk in main.groupby("comparison", sort=False)["block"].first().items():
@@ -117,7 +118,9 @@ def judge_families(*, judges: Sequence[str]) -> dict[str, str]:
     return {name: family.strip() for name, family in rows if family and family.strip()}
 
 
-def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> CalibrationInputs:
+def calibration_inputs(
+    *, study: Study, judges: Sequence[str] | None = None, votes: pd.DataFrame | None = None
+) -> CalibrationInputs:
     """The human table, the human-set judge outputs and the judges' families of ``study``.
 
     ``judges=None`` takes every judge with at least one *valid* output on the human set and no
@@ -125,7 +128,7 @@ def calibration_inputs(*, study: Study, judges: Sequence[str] | None = None) -> 
     sorted by name. A named judge with no valid output, or with calls still unfinished, is
     refused with one line.
     """
-    human = human_reference_table(study=study)
+    human = human_reference_table(study=study, votes=votes)
     outputs = human_set_judge_outputs(study=study)
     status = outputs["status"].astype(str) if len(outputs) else pd.Series([], dtype=str)
     present = sorted(set(outputs.loc[status == "valid", "judge"].astype(str))) if len(outputs) else []

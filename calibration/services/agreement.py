@@ -8,6 +8,7 @@ researcher page and the REST endpoint all go through ``agreement_report_compute`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pandas as pd
 from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import Study
+from annotation.progress import progress_step
 from annotation.selectors.votes import votes_frame
 from calibration.agreement import agreement_report
 from calibration.reports import agreement_figures, render_agreement_html
@@ -52,16 +54,47 @@ def check_bootstrap_options(resamples: Any, seed: Any, *, max_resamples: int = M
     return r, s
 
 
-def agreement_report_compute(*, study: Study, resamples: int, seed: int | None = None) -> StudyAgreement:
-    """SPEC §5 agreement for ``study``; ``seed=None`` uses the study's seed."""
+def agreement_report_compute(
+    *, study: Study, resamples: int, seed: int | None = None, rules: Mapping[str, Any] | None = None,
+    rules_where: str = "",
+) -> StudyAgreement:
+    """SPEC §5 agreement for ``study``; ``seed=None`` uses the study's seed.
+
+    ``rules`` (issue 17): apply the study's exclusion rules with these settings on top (``{}``:
+    the stored ones) before the analysis; the report gains ``exclusions`` (removed per rule).
+    """
     resamples, seed = check_bootstrap_options(resamples, study.seed if seed is None else seed)
     votes = votes_frame(study=study)
+    exclusions = None
+    if rules is not None:
+        votes, exclusions = reference_votes_filtered(study=study, votes=votes, rules=rules, where=rules_where)
+    progress_step(f"agreement and {resamples:,} bootstrap resamples on {len(votes):,} votes")
     try:
         result = agreement_report(votes, resamples=resamples, seed=seed)
     except ValueError as exc:  # stored data the statistics refuse: say so in one line
         raise ValidationFailed(f"study '{study.slug}' votes: {exc}") from None
     report = {"study": study.slug, **result.to_dict()}
+    if exclusions is not None:
+        report["exclusions"] = exclusions
     return StudyAgreement(study=study, report=report, votes=votes)
+
+
+def reference_votes_filtered(
+    *, study: Study, votes: Any, rules: Mapping[str, Any], where: str = ""
+) -> tuple[Any, dict[str, Any]]:
+    """The votes a reference study's exclusion rules keep, and the report's ``exclusions`` object."""
+    from calibration.kinds.reference_hygiene import exclusions_section, reference_rules_apply
+    from calibration.services.kinds import hygiene_rules
+
+    settings = hygiene_rules(study, rules, where=where or "rules")
+    if votes.empty:
+        return votes, {"settings": {}, "n_raters": 0, "n_kept_raters": 0, "n_votes": 0, "n_kept_votes": 0,
+                       "rules": [], "excluded_raters": []}
+    try:
+        kept, result = reference_rules_apply(votes, settings)
+    except ValueError as exc:
+        raise ValidationFailed(f"study '{study.slug}' votes: {exc}") from None
+    return kept, exclusions_section(result)
 
 
 def agreement_report_for_study(*, study: Study, resamples: int, seed: int | None = None) -> dict[str, Any]:
@@ -76,11 +109,13 @@ def agreement_report_html(agreement: StudyAgreement) -> str:
 
 
 def agreement_report_write(
-    *, study: Study, json_path: Path, html_path: Path | None = None, resamples: int, seed: int | None = None
+    *, study: Study, json_path: Path, html_path: Path | None = None, resamples: int, seed: int | None = None,
+    rules: Mapping[str, Any] | None = None, rules_where: str = "",
 ) -> dict[str, Any]:
     """Compute once; write the JSON report (and the HTML page); return the report."""
     output_folders_check(Path(json_path), Path(html_path) if html_path is not None else None)
-    agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
+    agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed, rules=rules,
+                                         rules_where=rules_where)
     html = agreement_report_html(agreement) if html_path is not None else None
     files = [(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")]
     if html_path is not None and html is not None:

@@ -14,7 +14,7 @@ import getpass
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import AuditEvent, Study
+from annotation.progress import progress_step
 from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
@@ -88,8 +89,13 @@ def calibration_report_for_study(
     seed: int = DEFAULT_SEED,
     pilot_size: int | None = None,
     judges: Sequence[str] | None = None,
+    rules: Mapping[str, Any] | None = None,
+    rules_where: str = "",
 ) -> dict[str, Any]:
     """The SPEC §6 calibration report of ``study`` as a JSON-ready dict (SPEC §10 keys + extras).
+
+    ``rules`` (issue 17): the human reference is computed from the votes the study's exclusion
+    rules keep (stored settings, these on top); the report gains ``exclusions``.
 
     Deterministic in (data, resamples, seed, pilot_size, judges). Besides the keys of
     ``CalibrationResult.to_dict(include_predictions=True)`` it holds ``study``, ``pilot_size``,
@@ -97,7 +103,15 @@ def calibration_report_for_study(
     ``ArbiterError``.
     """
     _check_parameters(resamples, seed, pilot_size)
-    inputs = calibration_inputs(study=study, judges=judges)
+    votes = exclusions = None
+    if rules is not None:
+        from annotation.selectors.votes import votes_frame
+        from calibration.services.agreement import reference_votes_filtered
+
+        votes, exclusions = reference_votes_filtered(
+            study=study, votes=votes_frame(study=study), rules=rules, where=rules_where
+        )
+    inputs = calibration_inputs(study=study, judges=judges, votes=votes)
     warnings: list[str] = [f"judge {d['judge']} left out: {d['reason']}" for d in inputs.dropped_judges]
     if inputs.missing_families:
         warnings.append(
@@ -105,6 +119,7 @@ def calibration_report_for_study(
             + ", ".join(inputs.missing_families)
             + ": committee audit skipped (set the judge's family)"
         )
+    progress_step(f"calibration and {resamples:,} bootstrap resamples")
     try:
         result = calibrate(
             inputs.judge_outputs,
@@ -133,6 +148,8 @@ def calibration_report_for_study(
             )
     if warnings:
         report["warnings"] = [*warnings, *report.get("warnings", [])]
+    if exclusions is not None:
+        report["exclusions"] = exclusions
     return {
         "study": study.slug,
         **report,
@@ -326,6 +343,8 @@ def calibration_run(
     judges: Sequence[str] | None = None,
     freeze: str | None = None,
     user: Any = None,
+    rules: Mapping[str, Any] | None = None,
+    rules_where: str = "",
 ) -> tuple[dict[str, Any], CalibrationReport, CoefficientSet | None]:
     """Compute the report, store it as the study's latest and optionally freeze it as ``freeze``.
 
@@ -336,7 +355,8 @@ def calibration_run(
         name = check_coefficient_set_name(freeze)
         refuse_existing_name(study=study, name=name)
     report = calibration_report_for_study(
-        study=study, resamples=resamples, seed=seed, pilot_size=pilot_size, judges=judges
+        study=study, resamples=resamples, seed=seed, pilot_size=pilot_size, judges=judges,
+        rules=rules, rules_where=rules_where,
     )
     with transaction.atomic():
         coefficient_set = (

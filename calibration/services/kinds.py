@@ -50,6 +50,7 @@ from django.db.models import F
 from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
+from annotation.progress import progress_step
 from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
 from calibration.kinds._common import json_safe
@@ -144,12 +145,13 @@ def kind_settings(study: Study) -> KindSettings:
 
 
 _RULE_FIELDS = {f.name: f for f in fields(HygieneRules)}
-_NULLABLE = {name for name in _RULE_FIELDS if name != "straightline_min_trials"}
+_NULLABLE = {name for name in _RULE_FIELDS if name not in ("straightline_min_trials", "position_min_trials")}
 _INTEGER_RULES = {
     "comprehension_max_attempts",
     "max_attention_failures",
     "straightline_min_trials",
     "straightline_run",
+    "position_min_trials",
 }
 
 
@@ -242,6 +244,23 @@ def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: An
                      previous=previous, rules=checked)
     study.options = locked.options
     return rules
+
+
+def rules_option(value: str | None) -> tuple[dict[str, Any] | None, str]:
+    """A command's ``--rules [PATH]``: None (not asked), {} (the stored rules) or a file's settings."""
+    if value is None:
+        return None, ""
+    if value == "":
+        return {}, "rules"
+    return read_rules_file(Path(value)), str(value)
+
+
+def exclusions_line(exclusions: Mapping[str, Any]) -> str:
+    """One line of what the exclusion rules removed (commands run with ``--rules``)."""
+    parts = [f"{r['rule']} {r['participants_first']} raters / {r['answers_first']} votes" for r in exclusions["rules"]]
+    return (f"exclusion rules kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
+            f"{exclusions['n_kept_votes']} of {exclusions['n_votes']} votes"
+            + (f" (removed: {', '.join(parts)})" if parts else ""))
 
 
 def read_rules_file(path: Path) -> dict[str, Any]:
@@ -628,6 +647,7 @@ def kind_report_compute(
             f"participant link (study_link {study.slug}) and run the report again once raters have answered trials"
         )
     settings = frames.settings
+    progress_step(f"exclusion rules and the {study.kind} analysis ({resamples:,} bootstrap resamples)")
     try:
         hygiene = apply_hygiene(frames.hygiene, hygiene_settings)
         kept_ids = set(hygiene.kept["trial_id"].tolist())

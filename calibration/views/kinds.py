@@ -115,10 +115,17 @@ def exclusion_rules(request: HttpRequest, slug: str) -> HttpResponse:
     """Save the study's exclusion-rule settings (empty field = rule off); the report uses them."""
     study = _study(request, slug)
     names = [row["name"] for row in exclusion_rules_form_values(study)]
+    # The rater-quality page of a reference study posts only its rules (next=quality); the
+    # settings it leaves out take their defaults, as stored settings always do.
+    from_quality = request.POST.get("next") == "quality"
+    values = {n: request.POST.get(n, "") for n in names if not from_quality or n in request.POST}
     try:
-        exclusion_rules_update(study=study, values={n: request.POST.get(n, "") for n in names}, actor=request.user)
+        exclusion_rules_update(study=study, values=values, actor=request.user)
     except ArbiterError as exc:
         messages.error(request, f"Exclusion rules not saved: {exc}")
     else:
-        messages.success(request, "Exclusion rules saved; the report below applies them.")
+        messages.success(request, "Exclusion rules saved." if from_quality
+                         else "Exclusion rules saved; the report below applies them.")
+    if from_quality:
+        return redirect(reverse("research:quality", args=[study.slug]))
     return redirect(reverse("kind_report:page", args=[study.slug]))

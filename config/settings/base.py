@@ -159,8 +159,9 @@ for _proxy in ARBITER_TRUSTED_PROXIES:
     except ValueError:
         raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network") from None
 
-# Origin printed in participant links (study_link); the request's host is used on web pages.
-ARBITER_PUBLIC_URL = env_str("ARBITER_PUBLIC_URL", "http://127.0.0.1:8000")
+# Origin of participant links. Unset: web pages use the serving origin (the request's), commands
+# their --origin or http://127.0.0.1:8000.
+ARBITER_PUBLIC_URL = env_str("ARBITER_PUBLIC_URL", "")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -1,2 +1,40 @@
 // Site-wide behaviour. No inline scripts anywhere: the Content-Security-Policy forbids them.
 "use strict";
+
+(function () {
+  // "Copy code" buttons: data-copy names the element whose text is copied (end page, screened-out page).
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    const source = document.querySelector(button.getAttribute("data-copy"));
+    if (!source) return;
+    const text = source.textContent.trim();
+    const status = button.parentElement.querySelector("[data-copy-status]");
+    const done = function (message) { if (status) status.textContent = message; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done("Copied."); }, function () { selectText(source); done("Press Ctrl+C to copy."); });
+    } else {
+      selectText(source);
+      done(document.execCommand && document.execCommand("copy") ? "Copied." : "Press Ctrl+C to copy.");
+    }
+  });
+
+  function selectText(node) {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+  }
+
+  // The end page sends the participant back to the crowd platform after a few seconds.
+  function armRedirects(root) {
+    (root || document).querySelectorAll("[data-redirect]:not([data-armed])").forEach(function (node) {
+      node.setAttribute("data-armed", "");
+      const seconds = parseInt(node.getAttribute("data-redirect-seconds") || "5", 10);
+      window.setTimeout(function () { window.location.assign(node.getAttribute("data-redirect")); }, seconds * 1000);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { armRedirects(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { armRedirects(event.target); });
+})();

@@ -162,7 +162,8 @@ def test_progress_and_quality_count_units_and_attention_checks() -> None:
     quality = next(q for q in rater_quality(study) if q.assignment.rater_id == rater.pk)
     assert quality.attention_checks == 3
     assert quality.attention_passed == sum(1 for t in checks if t.attention_expected == "NO")
-    assert quality.votes == Trial.objects.filter(assignment__rater=rater, attention_expected="").count()
+    # Answered counts every answered trial, checks included, like the trial total (issue 17: 50 / 52).
+    assert quality.votes == quality.trials == Trial.objects.filter(assignment__rater=rater).count()
     assert quality.cannot_judge_share == 0  # the UNCLEAR share
     row = study_progress(study).blocks[0]
     assert row.covered == row.size == len(kind_units(study))

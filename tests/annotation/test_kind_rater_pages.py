@@ -172,6 +172,7 @@ def masked(html: str, token: str) -> str:
     # The first trial has no "Undo last answer" (nothing to undo), like its open instructions.
     html = re.sub(r'\s*<button type="submit" form="undo-form".*?</button>', "", html)
     html = re.sub(r'\s*<form id="undo-form".*?</form>', "", html, flags=re.S)
+    html = re.sub(r'\s*<span class="time-left[^<]*</span>', "", html)  # the pace estimate is progress too
     return html.replace("data-instructions open>", "data-instructions>")
 
 

@@ -398,3 +398,14 @@ def test_command_refuses_bad_sizes_in_one_line(db: None) -> None:
     Study.objects.create(slug="demo-checklist", title="taken")
     with pytest.raises(CommandError, match="already exists"):
         call_command("make_demo_study", "--kind", "checklist", "--pages", "2")
+
+
+def test_rater_quality_counts_a_finished_assignment_whole(db: None) -> None:
+    """Issue 17: a finished pairwise assignment read 50 / 52 (attention checks on one side only)."""
+    from annotation.models import AssignmentState
+    from annotation.selectors.progress import rater_quality
+
+    study, _out = build("pairwise")
+    rows = [q for q in rater_quality(study) if q.assignment.state == AssignmentState.FINISHED]
+    assert rows and all(q.attention_checks > 0 for q in rows)
+    assert all(q.votes == q.trials for q in rows)

@@ -181,3 +181,21 @@ def test_rest_list_start_and_detail(ranked, researcher, django_capture_on_commit
     assert bad.status_code == 400 and "omega" in bad.json()["detail"]
     missing = client.post(url, {"coefficients": "missing"}, content_type="application/json")
     assert missing.status_code == 404 and "missing" in missing.json()["detail"]
+
+
+def test_leaderboard_html_report_download(ranked, researcher) -> None:  # type: ignore[no-untyped-def]
+    """Issue 17: the self-contained HTML report, from the detail page and the public page."""
+    leaderboard = done_leaderboard(ranked)
+    client = login(researcher)
+    detail = client.get(reverse("ranking:detail", args=[ranked.study.slug, leaderboard.pk])).content.decode()
+    url = reverse("ranking:download", args=[ranked.study.slug, leaderboard.pk, "html"])
+    assert f'href="{url}" download>HTML report</a>' in detail
+    response = client.get(url)
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
+    assert response["Content-Disposition"].endswith('.html"')
+    body = response.content.decode()
+    assert "<svg" in body and leaderboard.result["systems"][0]["system"] in body
+    assert Client().get(reverse("ranking:public-html", args=[leaderboard.public_token])).status_code == 404
+    leaderboard.published = True
+    leaderboard.save()
+    assert Client().get(reverse("ranking:public-html", args=[leaderboard.public_token])).status_code == 200

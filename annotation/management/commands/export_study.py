@@ -14,6 +14,7 @@ from annotation.services.bundles import study_export_bundle
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Export a study as a bundle: PATH ending in .zip writes a ZIP, otherwise a new folder."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -17,6 +17,7 @@ from annotation.services.bundles_update import study_update_bundle
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Import a study bundle (a folder or a .zip with study.json and images); prints the slug."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -1,4 +1,7 @@
-"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N]`` (SPEC §5, §9, §10)."""
+"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--rules [PATH]]`` (SPEC §5, §9, §10).
+
+``--rules`` applies the study's exclusion rules (issue 17; stored settings, with a JSON file's on top).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,11 @@ from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.services.agreement import DEFAULT_RESAMPLES, agreement_report_write
+from calibration.services.kinds import exclusions_line, rules_option
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Human reference and inter-rater agreement (SPEC §5) as JSON, and optionally a self-contained HTML page."
 
     def add_arguments(self, parser: Any) -> None:
@@ -23,17 +28,25 @@ class Command(ArbiterCommand):
             help=f"page-block bootstrap resamples (default {DEFAULT_RESAMPLES})",
         )
         parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the study's seed)")
+        parser.add_argument(
+            "--rules", dest="rules_path", nargs="?", const="", default=None,
+            help="apply the exclusion rules (hidden repeats, too fast, straight-lining, position bias): the "
+            "study's stored settings, or a JSON file of settings on top; the report gains 'exclusions'",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
         if study is None:
             raise NotFound(f"no study with slug {options['slug']!r}")
+        rules, where = rules_option(options["rules_path"])
         report = agreement_report_write(
             study=study,
             json_path=options["json_path"],
             html_path=options["html_path"],
             resamples=options["bootstrap"],
             seed=options["seed"],
+            rules=rules,
+            rules_where=where,
         )
         kappa = report["fleiss_kappa"]["value"]
         self.stdout.write(
@@ -41,3 +54,5 @@ class Command(ArbiterCommand):
             f"Fleiss κ {'n/a' if kappa is None else f'{kappa:.3f}'}; wrote {options['json_path']}"
             + (f" and {options['html_path']}" if options["html_path"] else "")
         )
+        if "exclusions" in report:
+            self.stdout.write(exclusions_line(report["exclusions"]))

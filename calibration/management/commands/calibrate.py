@@ -1,5 +1,6 @@
 """``calibrate SLUG --json PATH [--html PATH] [--freeze NAME] [--bootstrap N] [--seed N]
-[--pilot-size N] [--judges a,b,c]``: SPEC §6 calibration of a study's judges (report keys SPEC §10).
+[--pilot-size N] [--judges a,b,c] [--rules [PATH]]``: SPEC §6 calibration of a study's judges (report keys
+SPEC §10). ``--rules``: the human reference from the votes the exclusion rules keep (issue 17).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from annotation.models import Study
 from calibration.calibration_plots import calibration_html
 from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
 from calibration.services.calibration import calibration_run
+from calibration.services.kinds import exclusions_line, rules_option
 
 
 def _writable(path: Path | None, flag: str) -> None:
@@ -23,6 +25,7 @@ def _writable(path: Path | None, flag: str) -> None:
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = "Calibrate the study's judges against the human reference (SPEC §6) and optionally freeze the weights."
 
     def add_arguments(self, parser: Any) -> None:
@@ -42,6 +45,11 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--judges", help="comma-separated judge names (default: every judge with outputs)"
         )
+        parser.add_argument(
+            "--rules", dest="rules_path", nargs="?", const="", default=None,
+            help="apply the exclusion rules to the human votes first (the study's stored settings, or a JSON "
+            "file of settings on top); the report gains 'exclusions'",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -56,7 +64,10 @@ class Command(ArbiterCommand):
             judges = [j.strip() for j in options["judges"].split(",") if j.strip()]
             if not judges:
                 raise ValidationFailed("expected comma-separated judge names", field="--judges")
+        rules, where = rules_option(options["rules_path"])
         report, _, frozen = calibration_run(
+            rules=rules,
+            rules_where=where,
             study=study,
             resamples=options["bootstrap"],
             seed=options["seed"],
@@ -76,3 +87,5 @@ class Command(ArbiterCommand):
         if frozen is not None:
             line += f"; frozen as {frozen.name!r}"
         self.stdout.write(line)
+        if "exclusions" in report:
+            self.stdout.write(exclusions_line(report["exclusions"]))

@@ -12,6 +12,7 @@ from calibration.services.kinds import DEFAULT_RESAMPLES, kind_report_write
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = (
         "Report of a pairwise, checklist or rating study (SPEC §11): exclusion rules, the kind's analysis "
         "and inter-rater agreement on the kept answers, as JSON and optionally a self-contained HTML page."

@@ -10,6 +10,7 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
+from annotation.progress import is_terminal, progress_step
 from ranking.models import Leaderboard
 from ranking.services import (
     DEFAULT_RESAMPLES,
@@ -24,6 +25,7 @@ from ranking.services import (
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     # No system checks: they import every URLconf and view (matplotlib, statsmodels, ...), which
     # would cost seconds at every start of a data command; `manage.py check` runs them.
     requires_system_checks: list[str] = []
@@ -79,6 +81,9 @@ class Command(ArbiterCommand):
             model=options["model"],
             compare_to=options["compare_to"],
             record=recorded,
+            # On a terminal: the bootstrap in seeded chunks (same result), each reported.
+            progress=(lambda f: progress_step("bootstrap", round(100 * f), 100))
+            if is_terminal(getattr(self.stderr, "_out", None)) else None,
         )
         leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
         top = report["systems"][0]

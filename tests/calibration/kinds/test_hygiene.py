@@ -94,6 +94,8 @@ def test_each_rule_on_a_participant_with_one_fault() -> None:
         "too_fast_median": (1, 12),
         "straight_lining_share": (1, 12),
         "straight_lining_run": (0, 0),
+        "hidden_repeats": (0, 0),
+        "position_bias": (0, 0),
         "too_fast_answer": (0, 0),
     }
     assert [r.rule for r in res.reports] == list(RULE_ORDER)

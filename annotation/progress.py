@@ -1,0 +1,105 @@
+"""Progress of long commands on a terminal (issue 17): shown when stderr is a TTY, silent otherwise.
+
+Services report what they are doing with :func:`progress_step` (a stage, optionally ``done`` of
+``total``); it does nothing unless a command installed a reporter with :func:`terminal_progress`.
+The reporter redraws one status line on stderr (stage, count, elapsed seconds) at most a few
+times a second, and clears it when the command ends, so stdout and logs stay clean. Plain
+Python: no Django, no threads in the services.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+Reporter = Callable[[str, int | None, int | None], None]
+_reporter: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar("arbiter_progress", default=None)
+REFRESH_SECONDS = 0.25
+
+
+def progress_step(stage: str, done: int | None = None, total: int | None = None) -> None:
+    """Say what a long operation is doing (no-op without a terminal reporter)."""
+    reporter = _reporter.get()
+    if reporter is not None:
+        reporter(stage, done, total)
+
+
+def is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
+
+
+class _Line:
+    """One redrawn status line, plus a ticker so the elapsed time moves during a long step."""
+
+    def __init__(self, stream: TextIO, label: str) -> None:
+        self.stream = stream
+        self.label = label
+        self.started = time.monotonic()
+        self.stage = "starting"
+        self.count = ""
+        self.last_draw = 0.0
+        self.width = 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.ticker = threading.Thread(target=self._tick, name="arbiter-progress", daemon=True)
+
+    def update(self, stage: str, done: int | None, total: int | None) -> None:
+        with self.lock:
+            new_stage = stage != self.stage
+            self.stage = stage
+            if done is not None and total:
+                self.count = f" {done:,}/{total:,} ({100 * done // total}%)"
+            elif done is not None:
+                self.count = f" {done:,}"
+            else:
+                self.count = ""
+            if new_stage or time.monotonic() - self.last_draw >= REFRESH_SECONDS or (total and done == total):
+                self._draw()
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(1.0):
+            with self.lock:
+                self._draw()
+
+    def _draw(self) -> None:
+        self.last_draw = time.monotonic()
+        text = f"{self.label}: {self.stage}{self.count} · {self.last_draw - self.started:.0f} s"
+        pad = max(self.width - len(text), 0)
+        self.width = len(text)
+        self.stream.write("\r" + text + " " * pad)
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stopped.set()
+        with self.lock:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+
+
+@contextmanager
+def terminal_progress(label: str, stream: TextIO | None = None) -> Iterator[bool]:
+    """Show progress on ``stream`` (default stderr) while the block runs, if it is a terminal.
+
+    Yields whether progress is shown.
+    """
+    stream = stream if stream is not None else sys.stderr
+    if not is_terminal(stream):
+        yield False
+        return
+    line = _Line(stream, label)
+    token = _reporter.set(line.update)
+    line.ticker.start()
+    try:
+        yield True
+    finally:
+        _reporter.reset(token)
+        line.close()

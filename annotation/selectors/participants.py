@@ -1,0 +1,47 @@
+"""The participants table of a study: crowd-platform ids, state, codes and comments (issue 17)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from annotation.models import Assignment, Rater, Study
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text_cell(text: str) -> str:
+    """SPEC §8: a text cell a spreadsheet would read as a formula gets a leading apostrophe."""
+    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
+
+
+PLATFORM_COLUMNS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
+PARTICIPANT_COLUMNS = (
+    "rater", "source", *PLATFORM_COLUMNS, "block", "slot", "state", "started_at", "finished_at",
+    "completion_code", "comment",
+)
+
+
+def participants_csv_text(*, study: Study) -> str:
+    """One row per rater and assignment (a rater without one gets a row with empty block)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(PARTICIPANT_COLUMNS)
+    assignments = {
+        a.rater_id: a
+        for a in Assignment.objects.filter(block__study=study, rater__isnull=False)
+        .select_related("block").order_by("id")
+    }
+    for rater in Rater.objects.filter(study=study).order_by("external_id"):
+        a = assignments.get(rater.pk)
+        platform = rater.platform or {}
+        pid = platform.get("PROLIFIC_PID", "")
+        writer.writerow([
+            csv_text_cell(rater.external_id), rater.source,
+            *(csv_text_cell(str(v)) for v in (pid, platform.get("STUDY_ID", ""), platform.get("SESSION_ID", ""))),
+            a.block.name if a else "", a.slot if a else "", a.state if a else "",
+            a.started_at.isoformat() if a and a.started_at else "",
+            a.finished_at.isoformat() if a and a.finished_at else "",
+            a.completion_code if a else "", csv_text_cell(a.end_comment) if a else "",
+        ])
+    return out.getvalue()

@@ -1,0 +1,89 @@
+"""The built-in demo judge (provider ``demo``): answers on this machine, no network (issue 17).
+
+It exists so a newcomer can press "Run judges" on the demo study and watch the calls complete.
+It reads the request body exactly as a remote model would get it (the OpenAI-shaped body that
+``judges.providers.encode_body`` builds), recognizes the two candidate images by their content
+hash (stored images are named by it), and answers from the demo's recorded ground truth
+(``study.options["demo"]["candidate_quality"]``, written by ``make_demo_study``): the candidate
+of higher latent quality wins, a small difference is a tie. The reply follows SPEC §6 and goes
+through the same validation as any other judge's.
+
+A candidate it does not know (a study that is not a demo, a resized image) is refused for good
+(``ProviderRefused``), so the call is stored as failed with that reason, not retried.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from django.db.models import Q
+
+from annotation.models import Candidate
+
+TIE_BAND = 0.15  # |quality difference| below this is a tie
+STRONG = 0.6  # above this an axis scores ±2
+
+
+def demo_reply(body: bytes) -> str:
+    """The reply text to one judge request body (SPEC §6 JSON)."""
+    from judges.providers import ProviderRefused
+
+    try:
+        message = json.loads(body)["messages"][0]["content"]
+        prompt = next(p["text"] for p in message if p.get("type") == "text")
+        images = [p["image_url"]["url"] for p in message if p.get("type") == "image_url"]
+    except (ValueError, KeyError, IndexError, TypeError, StopIteration):
+        raise ProviderRefused("the demo judge got a request it cannot read") from None
+    if len(images) != 3:
+        raise ProviderRefused("the demo judge expects three images (reference, A, B)")
+    quality_a, quality_b = (_quality(url) for url in images[1:])
+    if quality_a is None or quality_b is None:
+        raise ProviderRefused("the demo judge only knows the candidates of a demo study (make_demo_study)")
+    diff = quality_a - quality_b
+    winner = "TIE" if abs(diff) < TIE_BAND else ("A" if diff > 0 else "B")
+    sign = 0 if winner == "TIE" else (1 if diff > 0 else -1)
+    score = sign * (2 if abs(diff) >= STRONG else 1)
+    reply = {
+        "winner": winner,
+        "confidence": min(5, 1 + int(abs(diff) / 0.25)),
+        "reason": {"A": "A is closer to the reference.", "B": "B is closer to the reference.",
+                   "TIE": "Both are about as faithful."}[winner],
+        "axes": [{"id": axis["id"], "score": score} for axis in _active_axes(prompt)],
+    }
+    return json.dumps(reply)
+
+
+def _quality(data_url: str) -> float | None:
+    """The recorded latent quality of the candidate whose image this is (None: unknown)."""
+    try:
+        data = base64.b64decode(data_url.split(",", 1)[1], validate=True)
+    except (IndexError, ValueError):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    candidate = (
+        Candidate.objects.filter(Q(image__sha256=digest) | Q(neutralized_image__sha256=digest))
+        .select_related("page__study", "system").order_by("pk").first()
+    )
+    if candidate is None:
+        return None
+    truth = ((candidate.page.study.options or {}).get("demo") or {}).get("candidate_quality") or {}
+    value = truth.get(f"{candidate.page.external_id}/{candidate.system.external_id}")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _active_axes(prompt: str) -> list[dict[str, Any]]:
+    """The ``ACTIVE_AXES`` array in the prompt (wherever the template put it)."""
+    decoder = json.JSONDecoder()
+    start = prompt.find("[")
+    while start != -1:
+        try:
+            value, _end = decoder.raw_decode(prompt, start)
+        except ValueError:
+            value = None
+        if isinstance(value, list) and all(isinstance(a, dict) and "id" in a and "scope" in a for a in value):
+            return value
+        start = prompt.find("[", start + 1)
+    return []
