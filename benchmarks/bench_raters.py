@@ -81,6 +81,33 @@ def server_cpu_seconds(master_pid: int) -> float:
     return total
 
 
+def pid_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_backend_cpu(database_url: str) -> dict[int, float]:
+    """CPU seconds of every PostgreSQL backend connected to the benchmark's database (by pid)."""
+    import psycopg
+
+    parsed = urlparse(database_url)
+    if not parsed.scheme.startswith("postgres"):
+        return {}
+    name = parsed.path.lstrip("/")
+    admin = parsed._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [name])]
+    return {pid: pid_cpu_seconds(pid) for pid in pids}
+
+
+def postgres_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU the backends spent between two snapshots (a backend that started meanwhile counts whole)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -293,6 +320,7 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/arbiter_raters_bench")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--port", type=int, default=0, help="loopback port for gunicorn (0: a free one)")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 on any request error or any lost, duplicated or unacknowledged vote (CI)")
@@ -314,7 +342,7 @@ def main() -> None:
     print(f"study: 240 comparisons in 4 blocks of 60 (+2 hidden repeats), {4 * slots} planned assignments, "
           f"built in {time.perf_counter() - t0:.1f} s; images 700×1400 px")
 
-    port = free_port()
+    port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(args.workers), "-k", "gthread",
@@ -336,12 +364,15 @@ def main() -> None:
         all_stats = []
         for n in levels:
             cpu0, client0 = server_cpu_seconds(server.pid), sum(os.times()[:2])
+            pg0 = postgres_backend_cpu(args.database_url)
             stats = asyncio.run(run_level(base, link, n, args.seconds, args.think, args.ramp, args.flow, label=f"n{n}"))
             report(n, stats, args.seconds)
             requests = sum(len(v) for v in stats.latencies.values())
             if requests:
-                print(f"  CPU per request: server {1000 * (server_cpu_seconds(server.pid) - cpu0) / requests:.1f} ms, "
-                      f"load client {1000 * (sum(os.times()[:2]) - client0) / requests:.1f} ms")
+                pg = postgres_cpu_delta(pg0, postgres_backend_cpu(args.database_url))
+                print(f"  CPU per request: server {1000 * (server_cpu_seconds(server.pid) - cpu0) / requests:.2f} ms, "
+                      f"PostgreSQL backends {1000 * pg / requests:.2f} ms, "
+                      f"load client {1000 * (sum(os.times()[:2]) - client0) / requests:.2f} ms")
             all_stats.append(stats)
         time.sleep(0.5)
         check = verify_votes(all_stats)

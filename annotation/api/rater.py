@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import NotFound
-from annotation.models import AssignmentState, Rater, Study, StudyKind, Trial
+from annotation.models import AssignmentState, Rater, Study, StudyKind
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     comprehension_question,
@@ -40,8 +40,9 @@ from annotation.services.raters import (
     rater_assignment,
     trial_next,
     vote_submit,
+    vote_trial,
 )
-from annotation.views.rater import KIND_IMAGE_SLOTS, session_rater_id
+from annotation.views.rater import KIND_IMAGE_SLOTS, grant_trial_images, session_rater_id
 
 
 class _Csrf(CsrfViewMiddleware):
@@ -141,6 +142,8 @@ class TrialNextApi(APIView):
                 })
         response = Response(self.RaterTrial(data).data)
         response["Cache-Control"] = "no-store"
+        if view is not None:
+            grant_trial_images(request._request, response, study, view.trial.token)
         return response
 
 
@@ -171,20 +174,18 @@ class VoteSubmitApi(APIView):
 
     @extend_schema(request=RaterVoteInput, responses=RaterVoteResult, summary="Answer a trial (idempotent per key)")
     def post(self, request: Request, trial_token: str) -> Response:
-        found = (
-            Trial.objects.filter(token=trial_token).order_by()
-            .values_list("assignment__block__study_id", "assignment__block__study__link_token").first()
-        )
-        if found is None:
+        trial = vote_trial(trial_token)  # what vote_submit needs too: read once
+        if trial is None:
             raise NotFound("no such trial")
-        study_id, link_token = found
+        study = trial.assignment.block.study
+        study_id, link_token = study.pk, study.link_token
         body = self.RaterVoteInput(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         result = vote_submit(
             trial_token=trial_token, rater_id=session_rater_id(request._request, study_id), verdict=data["verdict"],
             confidence=data["confidence"], axes=data["axes"], rationale=data["evidence"] or data["rationale"],
-            idempotency_key=data["idempotency_key"], ratings=data["ratings"],
+            idempotency_key=data["idempotency_key"], ratings=data["ratings"], trial=trial,
         )
         out = {"recorded": True, "trial": trial_token, "finished": result.finished,
                "completion_code": result.completion_code,

@@ -253,6 +253,15 @@ def _trial_page(trial: Trial) -> Any:
     return trial.candidate.page  # type: ignore[union-attr]
 
 
+def study_axes(study: Study) -> list[Axis]:
+    """A study's axes in order, read once per Study instance (a request's answer and next trial share it)."""
+    cached: list[Axis] | None = study.__dict__.get("_arbiter_axes")
+    if cached is None:
+        cached = list(Axis.objects.filter(study_id=study.pk).order_by("position"))
+        study.__dict__["_arbiter_axes"] = cached
+    return cached
+
+
 def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict[str, Any]]:
     """The page's active axes (SPEC §2), each with its description and its targets."""
     page = _trial_page(trial)
@@ -328,7 +337,7 @@ def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialVi
         number=answered + 1,
         total=total,
         answered=answered,
-        axes=trial_active_axes(trial) if kind == StudyKind.PAIRWISE_REFERENCE else [],
+        axes=trial_active_axes(trial, study_axes(study)) if kind == StudyKind.PAIRWISE_REFERENCE else [],
         idempotency_key=secrets.token_urlsafe(16),
         kind=kind,
         brief=page.text if kind != StudyKind.PAIRWISE_REFERENCE else "",
@@ -460,6 +469,15 @@ def _finish(assignment: Assignment) -> str:
     return code
 
 
+def vote_trial(trial_token: str) -> Trial | None:
+    """A trial with what answering it needs: its study and its unit's page."""
+    return (
+        Trial.objects.select_related(
+            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
+        ).filter(token=trial_token).order_by().first()
+    )
+
+
 def vote_submit(
     *,
     trial_token: str,
@@ -470,6 +488,7 @@ def vote_submit(
     rationale: object,
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
 ) -> VoteResult:
     """Store the answer to a trial canonically, once (SPEC §3, §4).
 
@@ -477,15 +496,14 @@ def vote_submit(
     finished assignment → Conflict (409); same key and same body → the stored vote again.
     Submissions to one assignment are serialized by its row lock (only that row: a vote never
     locks the block or the study, so raters do not wait for each other).
+
+    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
     """
     key = (idempotency_key or "").strip()
     if not (8 <= len(key) <= 80):
         raise ValidationFailed("missing or malformed idempotency key (reload the page)", field="idempotency_key")
-    trial = (
-        Trial.objects.select_related(
-            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
-        ).filter(token=trial_token).order_by().first()
-    )
+    if trial is None or trial.token != trial_token:
+        trial = vote_trial(trial_token)
     if trial is None:
         raise NotFound("no such trial")
     if rater_id is None or trial.assignment.rater_id != rater_id:
@@ -497,14 +515,21 @@ def vote_submit(
         )
     else:
         answer = vote_answer_clean(
-            active_axes=[a["id"] for a in trial_active_axes(trial)] if study.kind == StudyKind.PAIRWISE_REFERENCE
+            active_axes=[a["id"] for a in trial_active_axes(trial, study_axes(study))]
+            if study.kind == StudyKind.PAIRWISE_REFERENCE
             else [],
             verdict=verdict, confidence=confidence, axes=axes, rationale=rationale,
         )
     digest = answer.request_hash()
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
-        existing = Vote.objects.filter(trial_id=trial.pk).order_by().first()
+        unanswered = list(
+            Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=True)
+            .order_by("position").values_list("pk", flat=True)[:2]
+        )
+        # The current trial has no vote by definition: only another trial needs the vote looked up.
+        current = bool(unanswered) and unanswered[0] == trial.pk
+        existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
         if existing is not None:
             if existing.idempotency_key != key:
                 raise Conflict("this trial was already answered")
@@ -519,11 +544,7 @@ def vote_submit(
             raise Conflict("this assignment is finished; it cannot be answered again")
         if assignment.state != AssignmentState.ACTIVE:
             raise Forbidden("this assignment is no longer open")
-        unanswered = list(
-            Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=True)
-            .order_by("position").values_list("pk", flat=True)[:2]
-        )
-        if not unanswered or unanswered[0] != trial.pk:
+        if not current:
             raise Conflict("this is not the current trial (reload the page)")
         label, scores = canonical_answer(answer, swapped=trial.swapped)
         response_ms = None
@@ -608,70 +629,71 @@ class TrialImage:
     file: str | None
 
 
-def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
-    """The stored image behind a trial's ``ref`` / ``left`` / ``right`` slot.
+@dataclass(frozen=True)
+class TrialImages:
+    """Who may see a trial's images and the stored file behind each of its slots."""
+
+    rater_id: int | None
+    study_id: int
+    live: bool
+    slots: tuple[str, ...]  # the trial's slots (an image may still be missing from ``files``)
+    files: dict[str, str]
+
+
+_PAIR_HOLDERS = ("comparison__page", "comparison__candidate_a", "comparison__candidate_b")
+_ITEM_HOLDERS = ("candidate", "predicate__candidate")
+
+
+def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
+    """Every image slot of a trial in one query: ``ref`` / ``left`` / ``right``, or ``item`` (a
+    rating or checklist trial, SPEC §11); None when the trial is not of that shape.
 
     The neutralized variant is served when the study neutralizes media and the variant exists.
     ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
     """
-    if slot == "item":
-        return _item_image(trial_token)
-    if slot not in ("ref", "left", "right"):
-        return None
+    holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
+    shape = Q(candidate__isnull=False) | Q(predicate__isnull=False) if item else Q(comparison__isnull=False)
     row = (
-        Trial.objects.filter(token=trial_token, comparison__isnull=False)
-        .order_by()
+        Trial.objects.filter(shape, token=trial_token).order_by()
         .values(
-            "swapped", "assignment__rater_id", "assignment__state", "assignment__block__study_id",
-            "assignment__block__study__neutralize_media",
-            "comparison__page__image__file", "comparison__page__neutralized_image__file",
-            "comparison__candidate_a__image__file", "comparison__candidate_a__neutralized_image__file",
-            "comparison__candidate_b__image__file", "comparison__candidate_b__neutralized_image__file",
+            "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
+            "assignment__block__study_id", "assignment__block__study__neutralize_media",
+            *(f"{h}__{variant}__file" for h in holders for variant in ("image", "neutralized_image")),
         )
         .first()
     )
     if row is None:
         return None
-    if slot == "ref":
-        holder = "comparison__page"
-    else:
+    values: dict[str, Any] = dict(row)  # keys built from the holders below, not literals
+
+    def file_of(holder: str) -> str | None:
+        file = values[f"{holder}__image__file"] or None
+        if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
+            file = values[f"{holder}__neutralized_image__file"]
+        return file
+
+    if not item:
         first, second = ("candidate_b", "candidate_a") if row["swapped"] else ("candidate_a", "candidate_b")
-        holder = f"comparison__{first if slot == 'left' else second}"
-    values: dict[str, Any] = dict(row)  # keys built from the slot below, not literals
-    file = values[f"{holder}__image__file"] or None
-    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
-        file = values[f"{holder}__neutralized_image__file"]
-    return TrialImage(
+        slots = {"ref": file_of("comparison__page"), "left": file_of(f"comparison__{first}"),
+                 "right": file_of(f"comparison__{second}")}
+    else:
+        slots = {"item": file_of("predicate__candidate" if row["predicate_id"] else "candidate")}
+    return TrialImages(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
-        live=row["assignment__state"] in LIVE_STATES, file=file,
+        live=row["assignment__state"] in LIVE_STATES, slots=tuple(slots),
+        files={k: v for k, v in slots.items() if v},
     )
 
 
-def _item_image(trial_token: str) -> TrialImage | None:
-    """The one image of a rating (candidate) or checklist (predicate) trial (SPEC §11)."""
-    row = (
-        Trial.objects.filter(token=trial_token)
-        .filter(Q(candidate__isnull=False) | Q(predicate__isnull=False))
-        .order_by()
-        .values(
-            "predicate_id", "assignment__rater_id", "assignment__state", "assignment__block__study_id",
-            "assignment__block__study__neutralize_media",
-            "candidate__image__file", "candidate__neutralized_image__file",
-            "predicate__candidate__image__file", "predicate__candidate__neutralized_image__file",
-        )
-        .first()
-    )
-    if row is None:
+def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
+    """The stored image behind one slot of a trial (``trial_images`` for the rules)."""
+    if slot not in ("ref", "left", "right", "item"):
         return None
-    values: dict[str, Any] = dict(row)
-    holder = "predicate__candidate" if row["predicate_id"] else "candidate"
-    file = values[f"{holder}__image__file"] or None
-    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
-        file = values[f"{holder}__neutralized_image__file"]
-    return TrialImage(
-        rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
-        live=row["assignment__state"] in LIVE_STATES, file=file,
-    )
+    found = trial_images(trial_token=trial_token, item=slot == "item")
+    if found is None or slot not in found.slots:
+        return None
+    return TrialImage(rater_id=found.rater_id, study_id=found.study_id, live=found.live,
+                      file=found.files.get(slot))
 
 
 __all__ = [

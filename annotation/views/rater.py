@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import markdown
 import nh3
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -19,9 +20,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation import image_cookie
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.images import stored_image_path
-from annotation.models import Assignment, AssignmentState, Label, Rater, Study, StudyKind, Trial
+from annotation.middleware import render_timed
+from annotation.models import Assignment, AssignmentState, Label, Rater, Study, StudyKind
 from annotation.roles import RATER, is_researcher
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
@@ -42,8 +45,10 @@ from annotation.services.raters import (
     rater_assignment,
     study_link_url,
     trial_image,
+    trial_images,
     trial_next,
     vote_submit,
+    vote_trial,
 )
 
 SESSION_RATERS = "arbiter.raters"
@@ -58,6 +63,7 @@ KIND_IMAGE_SLOTS = {
     StudyKind.CHECKLIST: ("item",),
     StudyKind.RATING: ("item",),
 }
+ITEM_KINDS = (StudyKind.CHECKLIST, StudyKind.RATING)
 CHECKLIST_VERDICTS = ((Label.YES, "Yes", "y"), (Label.NO, "No", "n"), (Label.UNCLEAR, "Unclear", "u"))
 TRIAL_TEMPLATES = {
     StudyKind.PAIRWISE_REFERENCE: "annotation/rater/trial.html",
@@ -106,8 +112,9 @@ def _is_staff_visitor(user: Any) -> bool:
 
 
 def _notice(request: HttpRequest, study: Study, title: str, message: str, *, status: int = 200) -> HttpResponse:
-    return render(request, "annotation/rater/notice.html", {"study": study, "title": title, "message": message},
-                  status=status)
+    with render_timed(request):
+        return render(request, "annotation/rater/notice.html", {"study": study, "title": title, "message": message},
+                      status=status)
 
 
 def _state_context(
@@ -163,9 +170,13 @@ def _render_state(
     template = TRIAL_TEMPLATES[StudyKind(study.kind)]
     if getattr(request, "htmx", False):
         template += "#state"
-    response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
+    context = _state_context(study, assignment, view, **extra)
+    with render_timed(request):
+        response = render(request, template, context, status=status)
     response["Vary"] = "HX-Request"
     response["Cache-Control"] = "no-store"
+    if view is not None:
+        grant_trial_images(request, response, study, view.trial.token)
     return response
 
 
@@ -213,7 +224,9 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
 @require_POST
 def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     """Submit an answer (htmx swaps in the next trial; without JS: redirect back to the link)."""
-    trial = get_object_or_404(Trial.objects.select_related("assignment__block__study"), token=trial_token)
+    trial = vote_trial(trial_token)  # what vote_submit needs too: read once
+    if trial is None:
+        raise Http404
     study = trial.assignment.block.study
     rater_id = session_rater_id(request, study.pk)
     if rater_id is None or trial.assignment.rater_id != rater_id:
@@ -228,7 +241,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         result = vote_submit(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
-            ratings=ratings if study.kind == StudyKind.RATING else None,
+            ratings=ratings if study.kind == StudyKind.RATING else None, trial=trial,
         )
     except ValidationFailed as exc:
         return _render_state(request, study, trial.assignment, status=400, error=str(exc), posted=posted)
@@ -286,21 +299,43 @@ def comprehension(request: HttpRequest, link_token: str) -> HttpResponse:
 
 @require_GET
 def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpResponseBase:
-    """An image of a trial the session owns: no file name, no metadata, private caching only."""
-    found = trial_image(trial_token=trial_token, slot=slot)
-    if found is None or not found.live or found.file is None or found.rater_id is None:
+    """An image of a trial the session owns: no file name, no metadata, private caching only.
+
+    The trial's image pass (``annotation.image_cookie``, set with the trial) answers without a
+    database or session read; without one, the trial row and the session decide.
+    """
+    file = image_cookie.granted_file(request, trial_token=trial_token, slot=slot)
+    if file is None:
+        found = trial_image(trial_token=trial_token, slot=slot)
+        if found is None or not found.live or found.file is None or found.rater_id is None:
+            raise Http404
+        if found.rater_id != session_rater_id(request, found.study_id):
+            raise Http404
+        file = found.file
+    if not file:
         raise Http404
-    if found.rater_id != session_rater_id(request, found.study_id):
-        raise Http404
-    try:
-        handle = stored_image_path(found.file).open("rb")
-    except OSError:
-        raise Http404 from None
-    response = FileResponse(handle, content_type="image/png")
-    if "Content-Disposition" in response:
-        del response["Content-Disposition"]
+    response: HttpResponseBase
+    accel = settings.ARBITER_IMAGE_ACCEL_REDIRECT
+    if accel:  # behind nginx: it sends the file from an internal location (README "Deployment")
+        response = HttpResponse(content_type="image/png")
+        response["X-Accel-Redirect"] = accel.rstrip("/") + "/" + quote(file)
+    else:
+        try:
+            handle = stored_image_path(file).open("rb")
+        except OSError:
+            raise Http404 from None
+        response = FileResponse(handle, content_type="image/png")
+        if "Content-Disposition" in response:
+            del response["Content-Disposition"]
     response["Cache-Control"] = "private, max-age=86400"
     return response
+
+
+def grant_trial_images(request: HttpRequest, response: HttpResponse, study: Study, trial_token: str) -> None:
+    """Give the shown trial's image pass to the session (one query for every slot of the trial)."""
+    found = trial_images(trial_token=trial_token, item=study.kind in ITEM_KINDS)
+    if found is not None and found.live:
+        image_cookie.grant(request, response, trial_token=trial_token, files=found.files)
 
 
 @require_GET

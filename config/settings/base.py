@@ -71,6 +71,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -133,6 +134,9 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", BASE_DIR / "node_modules" / 
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 # Media is never served by URL: images reach raters only through opaque per-trial views.
 MEDIA_URL = "/media-not-served/"
+# Behind nginx: an internal location aliasing MEDIA_ROOT (e.g. "/protected-media/"); the image view
+# then answers with X-Accel-Redirect and nginx sends the file. Empty: the application sends it.
+ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
 
 # A shared cache (login throttling, rate limits) when Redis is configured; per-process otherwise.
 _cache_url = env_str("CACHE_URL") or (env_str("CELERY_BROKER_URL") if env_str("CELERY_BROKER_URL").startswith("redis") else "")
