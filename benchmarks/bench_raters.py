@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -52,6 +53,8 @@ class Stats:
     replay_mismatch: int = 0
     joins: int = 0
     full: int = 0
+    queries: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # from Server-Timing
+    db_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -149,7 +152,14 @@ async def timed(stats: Stats, kind: str, coro):  # type: ignore[no-untyped-def]
         stats.errors[f"{kind}: {type(exc).__name__}"] += 1
         return None
     stats.latencies[kind].append((time.perf_counter() - start) * 1000)
+    timing = SERVER_TIMING_RE.search(response.headers.get("server-timing", ""))
+    if timing:
+        stats.db_ms[kind].append(float(timing[1]))
+        stats.queries[kind].append(int(timing[2]))
     return response
+
+
+SERVER_TIMING_RE = re.compile(r'db;dur=([\d.]+);desc="(\d+) queries"')
 
 
 TOKEN_RE = re.compile(r'action="/t/([^/"]+)/vote/"')
@@ -229,10 +239,38 @@ async def api_trials(client, link: str, csrf: str, deadline: float, think: float
             await asyncio.sleep(rng.expovariate(1 / think))
 
 
+# A flow is one participant's session: (client, participant id, deadline, think, stats, rng) -> go on?
+Flow = Callable[[httpx.AsyncClient, str, float, float, Stats, random.Random], Awaitable[bool]]
+
+
+def arbiter_flow(link: str, kind: str) -> Flow:
+    """Join through the study link, then answer through the HTML pages (htmx) or the JSON API."""
+
+    async def session(client: httpx.AsyncClient, participant: str, deadline: float, think: float, stats: Stats,
+                      rng: random.Random) -> bool:
+        r = await timed(stats, "join", client.get(f"/s/{link}/", params={"participant": participant},
+                                                  follow_redirects=True))
+        if r is None or r.status_code != 200:
+            stats.errors[f"join: HTTP {getattr(r, 'status_code', '-')}"] += 1
+            return False
+        if b"This study is full" in r.content:
+            stats.full += 1
+            return False
+        stats.joins += 1
+        csrf = client.cookies.get("csrftoken", "")
+        if kind == "html":
+            await html_trials(client, r.text, csrf, deadline, think, stats, rng)
+        else:
+            await api_trials(client, link, csrf, deadline, think, stats, rng)
+        return True
+
+    return session
+
+
 async def rater(
-    base: str, link: str, prefix: str, deadline: float, think: float, stats: Stats, seed: int, delay: float,
-    flow: str,
+    base: str, flow: Flow, prefix: str, deadline: float, think: float, stats: Stats, seed: int, delay: float,
 ) -> None:
+    """A closed-loop participant: one request at a time; a finished participant comes back as a new one."""
     rng = random.Random(seed)
     await asyncio.sleep(delay)  # arrivals spread over the ramp-up, as participants trickle in
     n = 0
@@ -240,20 +278,8 @@ async def rater(
     while time.perf_counter() < deadline:
         n += 1
         async with httpx.AsyncClient(base_url=base, timeout=30.0, limits=limits) as client:
-            r = await timed(stats, "join", client.get(f"/s/{link}/", params={"participant": f"{prefix}-{n}"},
-                                                      follow_redirects=True))
-            if r is None or r.status_code != 200:
-                stats.errors[f"join: HTTP {getattr(r, 'status_code', '-')}"] += 1
+            if not await flow(client, f"{prefix}-{n}", deadline, think, stats, rng):
                 return
-            if b"This study is full" in r.content:
-                stats.full += 1
-                return
-            stats.joins += 1
-            csrf = client.cookies.get("csrftoken", "")
-            if flow == "html":
-                await html_trials(client, r.text, csrf, deadline, think, stats, rng)
-            else:
-                await api_trials(client, link, csrf, deadline, think, stats, rng)
 
 
 async def warm_up(base: str, link: str, n: int) -> None:
@@ -265,12 +291,12 @@ async def warm_up(base: str, link: str, n: int) -> None:
 
 
 async def run_level(
-    base: str, link: str, n: int, seconds: float, think: float, ramp: float, flow: str, label: str
+    base: str, flow: Flow, n: int, seconds: float, think: float, ramp: float, label: str
 ) -> Stats:
     stats = Stats()
     deadline = time.perf_counter() + seconds
     await asyncio.gather(*(
-        rater(base, link, f"{label}-r{i}", deadline, think, stats, seed=i, delay=ramp * i / n, flow=flow)
+        rater(base, flow, f"{label}-r{i}", deadline, think, stats, seed=i, delay=ramp * i / n)
         for i in range(n)
     ))
     return stats
@@ -302,11 +328,14 @@ def report(n: int, stats: Stats, seconds: float) -> None:
           + (f", replay mismatches {stats.replay_mismatch}" if stats.replay_mismatch else "")
           + (f", study full for {stats.full}" if stats.full else ""))
     steady = [x for kind in ("trial", "image", "vote") for x in stats.latencies.get(kind, [])]
-    print(f"  {'kind':<6} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    print(f"  {'kind':<6} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'queries':>8} {'db ms':>6}")
     for kind in ("all", "flow", "join", "trial", "image", "vote"):
         values = {"all": every, "flow": steady}.get(kind) or stats.latencies.get(kind, [])
         if values:
-            print(f"  {kind:<6} {len(values):>7} {pct(values, 50):>8.1f} {pct(values, 95):>8.1f} {pct(values, 99):>8.1f}")
+            q, db = stats.queries.get(kind), stats.db_ms.get(kind)
+            server = f" {sum(q) / len(q):>8.1f} {sum(db) / len(db):>6.2f}" if q and db else ""
+            print(f"  {kind:<6} {len(values):>7} {pct(values, 50):>8.1f} {pct(values, 95):>8.1f} "
+                  f"{pct(values, 99):>8.1f}{server}")
 
 
 def main() -> None:
@@ -365,7 +394,8 @@ def main() -> None:
         for n in levels:
             cpu0, client0 = server_cpu_seconds(server.pid), sum(os.times()[:2])
             pg0 = postgres_backend_cpu(args.database_url)
-            stats = asyncio.run(run_level(base, link, n, args.seconds, args.think, args.ramp, args.flow, label=f"n{n}"))
+            stats = asyncio.run(run_level(base, arbiter_flow(link, args.flow), n, args.seconds, args.think, args.ramp,
+                                          label=f"n{n}"))
             report(n, stats, args.seconds)
             requests = sum(len(v) for v in stats.latencies.values())
             if requests:
