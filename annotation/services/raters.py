@@ -489,6 +489,7 @@ def vote_submit(
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
     trial: Trial | None = None,
+    show_next: bool = False,
 ) -> VoteResult:
     """Store the answer to a trial canonically, once (SPEC §3, §4).
 
@@ -498,6 +499,8 @@ def vote_submit(
     locks the block or the study, so raters do not wait for each other).
 
     ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
+    ``show_next``: the caller shows the next trial in its response (the htmx answer), so that
+    trial's response clock starts in the vote's transaction (one commit instead of two).
     """
     key = (idempotency_key or "").strip()
     if not (8 <= len(key) <= 80):
@@ -557,6 +560,8 @@ def vote_submit(
         )
         finished = len(unanswered) == 1
         code = _finish(assignment) if finished else ""
+        if show_next and not finished:
+            Trial.objects.filter(pk=unanswered[1], shown_at__isnull=True).update(shown_at=timezone.now())
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)
 
 

@@ -242,6 +242,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
             ratings=ratings if study.kind == StudyKind.RATING else None, trial=trial,
+            show_next=bool(getattr(request, "htmx", False)),
         )
     except ValidationFailed as exc:
         return _render_state(request, study, trial.assignment, status=400, error=str(exc), posted=posted)

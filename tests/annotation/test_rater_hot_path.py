@@ -128,3 +128,14 @@ def test_rater_responses_carry_server_timing(researcher) -> None:  # type: ignor
     staff = Client()
     staff.force_login(researcher)
     assert "Server-Timing" not in staff.get("/")
+
+
+def test_an_htmx_answer_starts_the_next_trials_clock_in_its_own_transaction() -> None:
+    rs = scheduled()
+    client = Client()
+    html = join(client, rs.study).content.decode()
+    first = Trial.objects.get(token=form_of(html)["token"])
+    next_html = answer(client, html).content.decode()
+    shown = Trial.objects.get(token=form_of(next_html)["token"])
+    assert shown.position > first.position and shown.shown_at is not None
+    assert shown.shown_at >= first.vote.created_at
