@@ -41,6 +41,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
+from annotation.selectors.compiled import compiled_rows
 from annotation.services.audit import audit_record
 from annotation.services.comprehension import ComprehensionRequired, comprehension_required
 from annotation.services.scheduling import assignment_plan_copy
@@ -284,10 +285,15 @@ def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict
 
 def assignment_counts(assignment: Assignment) -> tuple[int, int]:
     """(answered, total) trials of an assignment."""
-    row = Trial.objects.filter(assignment=assignment).aggregate(
-        total=Count("id"), answered=Count("vote")
+    rows = compiled_rows("assignment_counts", _counts_query, assignment.pk)
+    return (int(rows[0]["answered"]), int(rows[0]["total"])) if rows else (0, 0)
+
+
+def _counts_query(assignment_id: int) -> Any:
+    return (
+        Trial.objects.filter(assignment_id=assignment_id).order_by().values("assignment_id")
+        .annotate(total=Count("id"), answered=Count("vote"))
     )
-    return int(row["answered"]), int(row["total"])
 
 
 # What a trial page needs of its unit, per kind (joining only those keeps the hot query small).
@@ -469,6 +475,11 @@ def _finish(assignment: Assignment) -> str:
     return code
 
 
+def _unanswered_query(assignment_id: int) -> Any:
+    """The first two unanswered trials of an assignment (the current one and the next)."""
+    return Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("id")[:2]
+
+
 def vote_trial(trial_token: str) -> Trial | None:
     """A trial with what answering it needs: its study and its unit's page."""
     return (
@@ -526,10 +537,7 @@ def vote_submit(
     digest = answer.request_hash()
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
-        unanswered = list(
-            Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=True)
-            .order_by("position").values_list("pk", flat=True)[:2]
-        )
+        unanswered = [r["id"] for r in compiled_rows("unanswered", _unanswered_query, assignment.pk)]
         # The current trial has no vote by definition: only another trial needs the vote looked up.
         current = bool(unanswered) and unanswered[0] == trial.pk
         existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
@@ -649,6 +657,19 @@ _PAIR_HOLDERS = ("comparison__page", "comparison__candidate_a", "comparison__can
 _ITEM_HOLDERS = ("candidate", "predicate__candidate")
 
 
+def _images_query(item: bool) -> Any:
+    holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
+    shape = Q(candidate__isnull=False) | Q(predicate__isnull=False) if item else Q(comparison__isnull=False)
+    return lambda token: (
+        Trial.objects.filter(shape, token=token).order_by()
+        .values(
+            "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
+            "assignment__block__study_id", "assignment__block__study__neutralize_media",
+            *(f"{h}__{variant}__file" for h in holders for variant in ("image", "neutralized_image")),
+        )[:1]
+    )
+
+
 def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
     """Every image slot of a trial in one query: ``ref`` / ``left`` / ``right``, or ``item`` (a
     rating or checklist trial, SPEC §11); None when the trial is not of that shape.
@@ -656,20 +677,10 @@ def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
     The neutralized variant is served when the study neutralizes media and the variant exists.
     ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
     """
-    holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
-    shape = Q(candidate__isnull=False) | Q(predicate__isnull=False) if item else Q(comparison__isnull=False)
-    row = (
-        Trial.objects.filter(shape, token=trial_token).order_by()
-        .values(
-            "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
-            "assignment__block__study_id", "assignment__block__study__neutralize_media",
-            *(f"{h}__{variant}__file" for h in holders for variant in ("image", "neutralized_image")),
-        )
-        .first()
-    )
-    if row is None:
+    rows = compiled_rows(f"trial_images:{item}", _images_query(item), trial_token)
+    if not rows:
         return None
-    values: dict[str, Any] = dict(row)  # keys built from the holders below, not literals
+    row = values = rows[0]  # keys built from the holders below, not literals
 
     def file_of(holder: str) -> str | None:
         file = values[f"{holder}__image__file"] or None
