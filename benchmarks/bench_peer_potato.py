@@ -214,17 +214,19 @@ def summary(system: str, level: br.Level) -> dict[str, object]:
         "stored_per_s": len(s.acknowledged) / level.seconds, "errors": sum(s.errors.values()),
         "cpu_ms": level.per_request_ms(level.server_cpu),
         "db_cpu_ms": level.per_request_ms(level.database_cpu) if level.database_cpu else None,
+        "cpu_per_vote_ms": 1000 * (level.server_cpu + level.database_cpu) / max(len(s.acknowledged), 1),
         "requests": level.requests, "acknowledged": len(s.acknowledged),
     }
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    print("\n| system | N | fetch p95 ms | submit p95 ms | stored votes/s | errors | server CPU per request |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| system | N | fetch p95 ms | submit p95 ms | stored votes/s | errors | server CPU per request "
+          "| server + database CPU per stored vote |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         cpu = f"{r['cpu_ms']:.2f} ms" + (f" + PostgreSQL {r['db_cpu_ms']:.2f} ms" if r["db_cpu_ms"] else "")
         print(f"| {r['system']} | {r['n']} | {r['fetch_p95']:.0f} | {r['submit_p95']:.0f} | "
-              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} |")
+              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms |")
     by = {(r["system"], r["n"]): r for r in rows}
     pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json")]
     lines = []
@@ -234,10 +236,12 @@ def print_table(rows: list[dict[str, object]]) -> None:
             if ra and rp and rp["stored_per_s"] and rp["cpu_ms"]:
                 lines.append(f"| {a} / {p} | {n} | {ra['stored_per_s'] / rp['stored_per_s']:.2f} | "  # type: ignore[operator]
                              f"{ra['fetch_p95'] / rp['fetch_p95']:.2f} | {ra['submit_p95'] / rp['submit_p95']:.2f} | "  # type: ignore[operator]
-                             f"{ra['cpu_ms'] / rp['cpu_ms']:.2f} |")  # type: ignore[operator]
+                             f"{ra['cpu_ms'] / rp['cpu_ms']:.2f} | "  # type: ignore[operator]
+                             f"{ra['cpu_per_vote_ms'] / rp['cpu_per_vote_ms']:.2f} |")  # type: ignore[operator]
     if lines:
-        print("\n| ratio Arbiter / Potato | N | stored/s | fetch p95 | submit p95 | server CPU per request |")
-        print("|---|---|---|---|---|---|")
+        print("\n| ratio Arbiter / Potato | N | stored/s | fetch p95 | submit p95 | server CPU per request "
+              "| CPU per stored vote |")
+        print("|---|---|---|---|---|---|---|")
         print("\n".join(lines))
 
 

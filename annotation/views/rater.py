@@ -317,7 +317,7 @@ def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpR
         raise Http404
     response: HttpResponseBase
     accel = settings.ARBITER_IMAGE_ACCEL_REDIRECT
-    if accel:  # behind nginx: it sends the file from an internal location (README "Deployment")
+    if accel:  # behind nginx: it sends the file from an internal location (README "Running at scale")
         response = HttpResponse(content_type="image/png")
         response["X-Accel-Redirect"] = accel.rstrip("/") + "/" + quote(file)
     else:
