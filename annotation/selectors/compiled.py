@@ -33,12 +33,10 @@ def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: int | s
     if entry is None:
         placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
         sql, params = build(*placeholders).query.sql_with_params()
-        slots = []
-        for p in params:
-            slots.append(placeholders.index(p) if p in placeholders else -1)
-        if {i for i in slots if i >= 0} != set(range(len(args))):
+        positions = tuple(placeholders.index(p) if p in placeholders else -1 for p in params)
+        if {i for i in positions if i >= 0} != set(range(len(args))):
             raise ValueError(f"{name}: every argument must reach the SQL as one plain parameter")
-        entry = (sql, tuple(params), tuple(slots))
+        entry = (sql, tuple(params), positions)
         _CACHE[key] = entry
     sql, constants, slots = entry
     bound = [args[i] if i >= 0 else constants[n] for n, i in enumerate(slots)]
