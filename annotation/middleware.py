@@ -1,10 +1,16 @@
-"""Refuse oversized uploads from their Content-Length, before the body is read (SECURITY.md row 4)."""
+"""Refuse oversized uploads from their Content-Length, before the body is read (SECURITY.md row 4),
+and NUL characters in form fields (row 19); time rater requests (``Server-Timing``)."""
+
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
 from annotation.views.errors import _answer
@@ -50,3 +56,82 @@ class NulFieldMiddleware:
                     shown = key.replace("\x00", "\\0")[:60]
                     return _answer(request, f"Field '{shown}' contains a NUL character.", 400)
         return self.get_response(request)
+
+
+# --- Server-Timing on rater responses ------------------------------------------------------------
+
+RATER_PATH_PREFIXES = ("/s/", "/t/", "/api/rater/")
+
+
+class RequestTiming:
+    """Database and render time of one request, reported in its ``Server-Timing`` header."""
+
+    def __init__(self) -> None:
+        self.db = 0.0
+        self.queries = 0
+        self.render = 0.0
+
+    def db_wrapper(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.db += time.perf_counter() - start
+            self.queries += 1
+
+    @contextmanager
+    def rendering(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.render += time.perf_counter() - start
+
+
+@contextmanager
+def render_timed(request: HttpRequest) -> Iterator[None]:
+    """Count the enclosed template rendering as the request's render time (no-op elsewhere)."""
+    timing: RequestTiming | None = getattr(request, "server_timing", None)
+    if timing is None:
+        yield
+        return
+    with timing.rendering():
+        yield
+
+
+class ServerTimingMiddleware:
+    """``Server-Timing: db;dur=…;desc="N queries", render;dur=…, app;dur=…`` on rater paths.
+
+    Only rater URLs are measured (the hot path of a study: trial pages, images, answers and the
+    rater API); durations are milliseconds inside the application, the session included.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path_info.startswith(RATER_PATH_PREFIXES):
+            return self.get_response(request)
+        timing = RequestTiming()
+        request.server_timing = timing  # type: ignore[attr-defined]
+        start = time.perf_counter()
+        with connection.execute_wrapper(timing.db_wrapper):
+            response = self.get_response(request)
+        app = time.perf_counter() - start
+        response["Server-Timing"] = (
+            f'db;dur={1000 * timing.db:.2f};desc="{timing.queries} queries", '
+            f"render;dur={1000 * timing.render:.2f}, app;dur={1000 * app:.2f}"
+        )
+        return response
+
+    def process_template_response(self, request: HttpRequest, response: Any) -> Any:
+        """DRF responses render after the view: time that as render too."""
+        timing: RequestTiming | None = getattr(request, "server_timing", None)
+        if timing is not None and hasattr(response, "add_post_render_callback"):
+            start = time.perf_counter()
+
+            def done(rendered: Any) -> None:
+                timing.render += time.perf_counter() - start
+
+            response.add_post_render_callback(done)
+        return response

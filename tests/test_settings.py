@@ -77,3 +77,21 @@ def test_role_groups_exist_after_migrate() -> None:
     from django.contrib.auth.models import Group
 
     assert set(Group.objects.values_list("name", flat=True)) >= {"admin", "researcher", "rater"}
+
+
+@pytest.mark.postgres
+def test_a_postgresql_connection_pool_serves_queries_when_asked_for(db: None) -> None:
+    from django.db import connection
+
+    s = connection.settings_dict  # the test database, which exists while this test runs
+    url = f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+    script = (
+        "from django.conf import settings; from django.db import connection;"
+        "c = connection.cursor(); c.execute('SELECT 1');"
+        "print(settings.DATABASES['default']['CONN_MAX_AGE'], settings.DATABASES['default']['OPTIONS']['pool'],"
+        " connection.pool is not None, c.fetchone()[0])"
+    )
+    result = manage("shell", "--no-imports", "-c", script, DATABASE_URL=url, DATABASE_POOL_MAX_SIZE="3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "0" and "'max_size': 3" in result.stdout
+    assert result.stdout.strip().endswith("True 1")

@@ -43,9 +43,10 @@ from annotation.services.raters import (
     rater_assignment,
     trial_next,
     vote_submit,
+    vote_trial,
 )
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
-from annotation.views.rater import KIND_IMAGE_SLOTS, session_rater_id
+from annotation.views.rater import KIND_IMAGE_SLOTS, grant_trial_images, session_rater_id
 
 
 class _Csrf(CsrfViewMiddleware):
@@ -150,6 +151,8 @@ class TrialNextApi(APIView):
                 })
         response = Response(self.RaterTrial(data).data)
         response["Cache-Control"] = "no-store"
+        if view is not None:
+            grant_trial_images(request._request, response, study, view.trial.token)
         return response
 
 
@@ -184,20 +187,18 @@ class VoteSubmitApi(APIView):
 
     def answer(self, request: Request, trial_token: str, service: Callable[..., VoteResult]) -> Response:
         """The answer of the body, through ``service`` (a new vote, or a revision of the last one)."""
-        found = (
-            Trial.objects.filter(token=trial_token).order_by()
-            .values_list("assignment__block__study_id", "assignment__block__study__link_token").first()
-        )
-        if found is None:
+        trial = vote_trial(trial_token)  # what the service needs too: read once
+        if trial is None:
             raise NotFound("no such trial")
-        study_id, link_token = found
+        study = trial.assignment.block.study
+        study_id, link_token = study.pk, study.link_token
         body = self.RaterVoteInput(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         result = service(
             trial_token=trial_token, rater_id=session_rater_id(request._request, study_id), verdict=data["verdict"],
             confidence=data["confidence"], axes=data["axes"], rationale=data["evidence"] or data["rationale"],
-            idempotency_key=data["idempotency_key"], ratings=data["ratings"],
+            idempotency_key=data["idempotency_key"], ratings=data["ratings"], trial=trial,
         )
         out = {"recorded": True, "trial": trial_token, "finished": result.finished,
                "completion_code": result.completion_code,

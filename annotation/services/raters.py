@@ -41,6 +41,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
+from annotation.selectors.compiled import compiled_rows
 from annotation.services.audit import audit_record
 from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
@@ -266,6 +267,15 @@ def _trial_page(trial: Trial) -> Any:
     return trial.candidate.page  # type: ignore[union-attr]
 
 
+def study_axes(study: Study) -> list[Axis]:
+    """A study's axes in order, read once per Study instance (a request's answer and next trial share it)."""
+    cached: list[Axis] | None = study.__dict__.get("_arbiter_axes")
+    if cached is None:
+        cached = list(Axis.objects.filter(study_id=study.pk).order_by("position"))
+        study.__dict__["_arbiter_axes"] = cached
+    return cached
+
+
 def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict[str, Any]]:
     """The page's active axes (SPEC §2), each with its description and its targets."""
     page = _trial_page(trial)
@@ -289,10 +299,15 @@ def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict
 
 def assignment_counts(assignment: Assignment) -> tuple[int, int]:
     """(answered, total) trials of an assignment."""
-    row = Trial.objects.filter(assignment=assignment).aggregate(
-        total=Count("id"), answered=Count("vote")
+    rows = compiled_rows("assignment_counts", _counts_query, assignment.pk)
+    return (int(rows[0]["answered"]), int(rows[0]["total"])) if rows else (0, 0)
+
+
+def _counts_query(assignment_id: int) -> Any:
+    return (
+        Trial.objects.filter(assignment_id=assignment_id).order_by().values("assignment_id")
+        .annotate(total=Count("id"), answered=Count("vote"))
     )
-    return int(row["answered"]), int(row["total"])
 
 
 # What a trial page needs of its unit, per kind (joining only those keeps the hot query small).
@@ -353,7 +368,7 @@ def trial_view_of(trial: Trial, *, study: Study, number: int, answered: int, tot
         number=number,
         total=total,
         answered=answered,
-        axes=trial_active_axes(trial) if kind == StudyKind.PAIRWISE_REFERENCE else [],
+        axes=trial_active_axes(trial, study_axes(study)) if kind == StudyKind.PAIRWISE_REFERENCE else [],
         idempotency_key=secrets.token_urlsafe(16),
         kind=kind,
         brief=page.text if kind != StudyKind.PAIRWISE_REFERENCE else "",
@@ -485,6 +500,20 @@ def _finish(assignment: Assignment) -> str:
     return code
 
 
+def _unanswered_query(assignment_id: int) -> Any:
+    """The first two unanswered trials of an assignment (the current one and the next)."""
+    return Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("id")[:2]
+
+
+def vote_trial(trial_token: str) -> Trial | None:
+    """A trial with what answering it needs: its study and its unit's page."""
+    return (
+        Trial.objects.select_related(
+            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
+        ).filter(token=trial_token).order_by().first()
+    )
+
+
 def answer_for_trial(
     *,
     trial_token: str,
@@ -495,16 +524,17 @@ def answer_for_trial(
     rationale: object,
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
 ) -> tuple[str, Trial, VoteAnswer]:
-    """The checked key, the rater's own trial and the validated answer (before any lock)."""
+    """The checked key, the rater's own trial and the validated answer (before any lock).
+
+    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
+    """
     key = (idempotency_key or "").strip()
     if not (8 <= len(key) <= 80):
         raise ValidationFailed("missing or malformed idempotency key (reload the page)", field="idempotency_key")
-    trial = (
-        Trial.objects.select_related(
-            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
-        ).filter(token=trial_token).order_by().first()
-    )
+    if trial is None or trial.token != trial_token:
+        trial = vote_trial(trial_token)
     if trial is None:
         raise NotFound("no such trial")
     if rater_id is None or trial.assignment.rater_id != rater_id:
@@ -516,7 +546,8 @@ def answer_for_trial(
         )
     else:
         answer = vote_answer_clean(
-            active_axes=[a["id"] for a in trial_active_axes(trial)] if study.kind == StudyKind.PAIRWISE_REFERENCE
+            active_axes=[a["id"] for a in trial_active_axes(trial, study_axes(study))]
+            if study.kind == StudyKind.PAIRWISE_REFERENCE
             else [],
             verdict=verdict, confidence=confidence, axes=axes, rationale=rationale,
         )
@@ -533,6 +564,8 @@ def vote_submit(
     rationale: object,
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
+    show_next: bool = False,
 ) -> VoteResult:
     """Store the answer to a trial canonically, once (SPEC §3, §4).
 
@@ -540,15 +573,22 @@ def vote_submit(
     finished assignment → Conflict (409); same key and same body → the stored vote again.
     Submissions to one assignment are serialized by its row lock (only that row: a vote never
     locks the block or the study, so raters do not wait for each other).
+
+    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
+    ``show_next``: the caller shows the next trial in its response (the htmx answer), so that
+    trial's response clock starts in the vote's transaction (one commit instead of two).
     """
     key, trial, answer = answer_for_trial(
         trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
-        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings,
+        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial,
     )
     digest = answer.request_hash()
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
-        existing = Vote.objects.filter(trial_id=trial.pk).order_by().first()
+        unanswered = [r["id"] for r in compiled_rows("unanswered", _unanswered_query, assignment.pk)]
+        # The current trial has no vote by definition: only another trial needs the vote looked up.
+        current = bool(unanswered) and unanswered[0] == trial.pk
+        existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
         if existing is not None:
             # A late retry of an answer since revised with Undo is the same submission, not a new one.
             earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
@@ -571,11 +611,7 @@ def vote_submit(
             raise Conflict("this assignment is finished; it cannot be answered again")
         if assignment.state != AssignmentState.ACTIVE:
             raise Forbidden("this assignment is no longer open")
-        unanswered = list(
-            Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=True)
-            .order_by("position").values_list("pk", flat=True)[:2]
-        )
-        if not unanswered or unanswered[0] != trial.pk:
+        if not current:
             raise Conflict("this is not the current trial (reload the page)")
         label, scores = canonical_answer(answer, swapped=trial.swapped)
         response_ms = None
@@ -590,6 +626,8 @@ def vote_submit(
             trials_record_versions(trial_ids=[trial.pk])
         finished = len(unanswered) == 1
         code = _finish(assignment) if finished else ""
+        if show_next and not finished:
+            Trial.objects.filter(pk=unanswered[1], shown_at__isnull=True).update(shown_at=timezone.now())
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)
 
 
@@ -662,70 +700,74 @@ class TrialImage:
     file: str | None
 
 
-def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
-    """The stored image behind a trial's ``ref`` / ``left`` / ``right`` slot.
+@dataclass(frozen=True)
+class TrialImages:
+    """Who may see a trial's images and the stored file behind each of its slots."""
+
+    rater_id: int | None
+    study_id: int
+    live: bool
+    slots: tuple[str, ...]  # the trial's slots (an image may still be missing from ``files``)
+    files: dict[str, str]
+
+
+_PAIR_HOLDERS = ("comparison__page", "comparison__candidate_a", "comparison__candidate_b")
+_ITEM_HOLDERS = ("candidate", "predicate__candidate")
+
+
+def _images_query(item: bool) -> Any:
+    holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
+    shape = Q(candidate__isnull=False) | Q(predicate__isnull=False) if item else Q(comparison__isnull=False)
+    return lambda token: (
+        Trial.objects.filter(shape, token=token).order_by()
+        .values(
+            "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
+            "assignment__block__study_id", "assignment__block__study__neutralize_media",
+            *(f"{h}__{variant}__file" for h in holders for variant in ("image", "neutralized_image")),
+        )[:1]
+    )
+
+
+def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
+    """Every image slot of a trial in one query: ``ref`` / ``left`` / ``right``, or ``item`` (a
+    rating or checklist trial, SPEC §11); None when the trial is not of that shape.
 
     The neutralized variant is served when the study neutralizes media and the variant exists.
     ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
     """
-    if slot == "item":
-        return _item_image(trial_token)
-    if slot not in ("ref", "left", "right"):
+    rows = compiled_rows(f"trial_images:{item}", _images_query(item), trial_token)
+    if not rows:
         return None
-    row = (
-        Trial.objects.filter(token=trial_token, comparison__isnull=False)
-        .order_by()
-        .values(
-            "swapped", "assignment__rater_id", "assignment__state", "assignment__block__study_id",
-            "assignment__block__study__neutralize_media",
-            "comparison__page__image__file", "comparison__page__neutralized_image__file",
-            "comparison__candidate_a__image__file", "comparison__candidate_a__neutralized_image__file",
-            "comparison__candidate_b__image__file", "comparison__candidate_b__neutralized_image__file",
-        )
-        .first()
-    )
-    if row is None:
-        return None
-    if slot == "ref":
-        holder = "comparison__page"
-    else:
+    row = values = rows[0]  # keys built from the holders below, not literals
+
+    def file_of(holder: str) -> str | None:
+        file = values[f"{holder}__image__file"] or None
+        if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
+            file = values[f"{holder}__neutralized_image__file"]
+        return file
+
+    if not item:
         first, second = ("candidate_b", "candidate_a") if row["swapped"] else ("candidate_a", "candidate_b")
-        holder = f"comparison__{first if slot == 'left' else second}"
-    values: dict[str, Any] = dict(row)  # keys built from the slot below, not literals
-    file = values[f"{holder}__image__file"] or None
-    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
-        file = values[f"{holder}__neutralized_image__file"]
-    return TrialImage(
+        slots = {"ref": file_of("comparison__page"), "left": file_of(f"comparison__{first}"),
+                 "right": file_of(f"comparison__{second}")}
+    else:
+        slots = {"item": file_of("predicate__candidate" if row["predicate_id"] else "candidate")}
+    return TrialImages(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
-        live=row["assignment__state"] in LIVE_STATES, file=file,
+        live=row["assignment__state"] in LIVE_STATES, slots=tuple(slots),
+        files={k: v for k, v in slots.items() if v},
     )
 
 
-def _item_image(trial_token: str) -> TrialImage | None:
-    """The one image of a rating (candidate) or checklist (predicate) trial (SPEC §11)."""
-    row = (
-        Trial.objects.filter(token=trial_token)
-        .filter(Q(candidate__isnull=False) | Q(predicate__isnull=False))
-        .order_by()
-        .values(
-            "predicate_id", "assignment__rater_id", "assignment__state", "assignment__block__study_id",
-            "assignment__block__study__neutralize_media",
-            "candidate__image__file", "candidate__neutralized_image__file",
-            "predicate__candidate__image__file", "predicate__candidate__neutralized_image__file",
-        )
-        .first()
-    )
-    if row is None:
+def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
+    """The stored image behind one slot of a trial (``trial_images`` for the rules)."""
+    if slot not in ("ref", "left", "right", "item"):
         return None
-    values: dict[str, Any] = dict(row)
-    holder = "predicate__candidate" if row["predicate_id"] else "candidate"
-    file = values[f"{holder}__image__file"] or None
-    if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
-        file = values[f"{holder}__neutralized_image__file"]
-    return TrialImage(
-        rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
-        live=row["assignment__state"] in LIVE_STATES, file=file,
-    )
+    found = trial_images(trial_token=trial_token, item=slot == "item")
+    if found is None or slot not in found.slots:
+        return None
+    return TrialImage(rater_id=found.rater_id, study_id=found.study_id, live=found.live,
+                      file=found.files.get(slot))
 
 
 __all__ = [

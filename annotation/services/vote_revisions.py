@@ -132,6 +132,7 @@ def vote_revise(
     rationale: object,
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
 ) -> VoteResult:
     """Replace the stored answer of the assignment's last answered trial (Undo), keeping the old one.
 
@@ -141,6 +142,7 @@ def vote_revise(
     key, trial, answer = answer_for_trial(
         trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
         rationale=rationale, idempotency_key=idempotency_key, ratings=ratings,
+        trial=trial,
     )
     digest = answer.request_hash()
     with transaction.atomic():

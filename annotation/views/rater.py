@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import markdown
 import nh3
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
@@ -19,8 +20,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from annotation import image_cookie
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.images import stored_image_path
+from annotation.middleware import render_timed
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -59,8 +62,10 @@ from annotation.services.raters import (
     rater_assignment,
     study_link_url,
     trial_image,
+    trial_images,
     trial_next,
     vote_submit,
+    vote_trial,
 )
 from annotation.services.vote_revisions import (
     UndoView,
@@ -86,6 +91,7 @@ KIND_IMAGE_SLOTS = {
     StudyKind.CHECKLIST: ("item",),
     StudyKind.RATING: ("item",),
 }
+ITEM_KINDS = (StudyKind.CHECKLIST, StudyKind.RATING)
 CHECKLIST_VERDICTS = ((Label.YES, "Yes", "y"), (Label.NO, "No", "n"), (Label.UNCLEAR, "Unclear", "u"))
 TRIAL_TEMPLATES = {
     StudyKind.PAIRWISE_REFERENCE: "annotation/rater/trial.html",
@@ -145,7 +151,8 @@ def _notice(
     context: dict[str, Any] = {"study": study, "title": title, "message": message}
     if screened_out:
         context["screened_out"] = screened_out_for(study)
-    return render(request, "annotation/rater/notice.html", context, status=status)
+    with render_timed(request):
+        return render(request, "annotation/rater/notice.html", context, status=status)
 
 
 def _state_context(
@@ -199,9 +206,13 @@ def _render_view(
     error = extra.pop("error", None)
     if isinstance(error, ValidationFailed):
         extra["error"] = participant_error(error, view, study)
-    response = render(request, template, _state_context(study, assignment, view, **extra), status=status)
+    context = _state_context(study, assignment, view, **extra)
+    with render_timed(request):
+        response = render(request, template, context, status=status)
     response["Vary"] = "HX-Request"
     response["Cache-Control"] = "no-store"
+    if view is not None:
+        grant_trial_images(request, response, study, view.trial.token)
     return response
 
 
@@ -440,7 +451,11 @@ def trial_problem(request: HttpRequest, trial_token: str) -> HttpResponse:
 @require_POST
 def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     """Submit an answer (htmx swaps in the next trial; without JS: redirect back to the link)."""
-    trial, study, rater_id = _own_trial_or_notice(request, trial_token)
+    trial = vote_trial(trial_token)  # what vote_submit needs too: read once
+    if trial is None:
+        raise Http404
+    study = trial.assignment.block.study
+    rater_id = session_rater_id(request, study.pk)
     if rater_id is None or trial.assignment.rater_id != rater_id:
         return _not_yours(request, study)
     posted = _posted_answer(request, study)
@@ -449,7 +464,8 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         result = vote_submit(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
-            ratings=ratings if study.kind == StudyKind.RATING else None,
+            ratings=ratings if study.kind == StudyKind.RATING else None, trial=trial,
+            show_next=bool(getattr(request, "htmx", False)),
         )
     except ValidationFailed as exc:
         return _render_state(request, study, trial.assignment, status=400, error=exc, posted=posted)
@@ -507,21 +523,43 @@ def comprehension(request: HttpRequest, link_token: str) -> HttpResponse:
 
 @require_GET
 def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpResponseBase:
-    """An image of a trial the session owns: no file name, no metadata, private caching only."""
-    found = trial_image(trial_token=trial_token, slot=slot)
-    if found is None or not found.live or found.file is None or found.rater_id is None:
+    """An image of a trial the session owns: no file name, no metadata, private caching only.
+
+    The trial's image pass (``annotation.image_cookie``, set with the trial) answers without a
+    database or session read; without one, the trial row and the session decide.
+    """
+    file = image_cookie.granted_file(request, trial_token=trial_token, slot=slot)
+    if file is None:
+        found = trial_image(trial_token=trial_token, slot=slot)
+        if found is None or not found.live or found.file is None or found.rater_id is None:
+            raise Http404
+        if found.rater_id != session_rater_id(request, found.study_id):
+            raise Http404
+        file = found.file
+    if not file:
         raise Http404
-    if found.rater_id != session_rater_id(request, found.study_id):
-        raise Http404
-    try:
-        handle = stored_image_path(found.file).open("rb")
-    except OSError:
-        raise Http404 from None
-    response = FileResponse(handle, content_type="image/png")
-    if "Content-Disposition" in response:
-        del response["Content-Disposition"]
+    response: HttpResponseBase
+    accel = settings.ARBITER_IMAGE_ACCEL_REDIRECT
+    if accel:  # behind nginx: it sends the file from an internal location (README "Running at scale")
+        response = HttpResponse(content_type="image/png")
+        response["X-Accel-Redirect"] = accel.rstrip("/") + "/" + quote(file)
+    else:
+        try:
+            handle = stored_image_path(file).open("rb")
+        except OSError:
+            raise Http404 from None
+        response = FileResponse(handle, content_type="image/png")
+        if "Content-Disposition" in response:
+            del response["Content-Disposition"]
     response["Cache-Control"] = "private, max-age=86400"
     return response
+
+
+def grant_trial_images(request: HttpRequest, response: HttpResponse, study: Study, trial_token: str) -> None:
+    """Give the shown trial's image pass to the session (one query for every slot of the trial)."""
+    found = trial_images(trial_token=trial_token, item=study.kind in ITEM_KINDS)
+    if found is not None and found.live:
+        image_cookie.grant(request, response, trial_token=trial_token, files=found.files)
 
 
 @require_GET

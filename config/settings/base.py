@@ -73,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
     "annotation.middleware.NulFieldMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -112,6 +113,15 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# PostgreSQL connection pool (Django's psycopg pool): DATABASE_POOL_MAX_SIZE connections per process,
+# 0 = persistent per-thread connections (CONN_MAX_AGE) instead. A pooled connection is checked as
+# it is handed out, so a restarted server costs no failed request.
+DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, DATABASE_POOL_MAX_SIZE), "max_size": DATABASE_POOL_MAX_SIZE, "timeout": 30,
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent readers while a writer works (the dev server, in-process tasks).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
@@ -136,6 +146,9 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", BASE_DIR / "node_modules" / 
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 # Media is never served by URL: images reach raters only through opaque per-trial views.
 MEDIA_URL = "/media-not-served/"
+# Behind nginx: an internal location aliasing MEDIA_ROOT (e.g. "/protected-media/"); the image view
+# then answers with X-Accel-Redirect and nginx sends the file. Empty: the application sends it.
+ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
 
 # A shared cache (login throttling, rate limits) when Redis is configured; per-process otherwise.
 _cache_url = env_str("CACHE_URL") or (env_str("CELERY_BROKER_URL") if env_str("CELERY_BROKER_URL").startswith("redis") else "")

@@ -1,0 +1,322 @@
+"""Peer benchmark: Arbiter against Potato (``potato-annotation`` from PyPI) under the same load.
+
+One run, one closed-loop generator (``bench_raters.py``'s: N participants, each one request at a
+time, no think time unless ``--think``), four systems in turn on loopback:
+
+- Potato, JSON endpoints: ``GET /api/current_instance`` (fetch), ``POST /updateinstance``
+  (submit), ``POST /annotate {"action": "next_instance"}`` (its navigation, counted as submit);
+- Potato, HTML page: ``POST /updateinstance`` (submit) and ``POST /annotate`` with the form's
+  ``next_instance`` action, which answers the next page (fetch);
+- Arbiter, rater JSON API: trial (fetch), its three images (fetch), vote (submit);
+- Arbiter, full HTML flow: the htmx answer (submit) returns the next trial's page; its three
+  images (fetch).
+
+Potato is installed into a scratch virtual environment (``--venv``, default ``var/peer/potato``,
+never committed) and started with a pairwise config of 10,000 text items (``--items``); Arbiter
+runs gunicorn + PostgreSQL as in ``bench_raters.py``. Per level (``--raters``, default 10,50) and
+system: fetch and submit p95, stored votes per second, errors, server CPU per request (and
+PostgreSQL's for Arbiter). Afterwards every acknowledged vote is looked up where each system
+stores it (Potato's per-user state files, Arbiter's database): the run fails if one is missing.
+
+    .venv/bin/python benchmarks/bench_peer_potato.py [--seconds 30] [--raters 10,50] [--think 0]
+        [--systems potato-json,potato-html,arbiter-api,arbiter-html] [--port 9210]
+
+Absolute figures depend on the machine and on what else runs on it; the ratios within one run
+are the comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_raters as br
+
+ROOT = br.ROOT
+POTATO_PASSWORD = "bench-password-1"
+FETCH_KINDS = ("trial", "image", "page")
+SUBMIT_KINDS = ("vote", "next")
+INSTANCE_RE = re.compile(r'<input id="instance_id" name="instance_id" type="hidden" value="([^"]*)"')
+
+
+# --- Potato ----------------------------------------------------------------------------------
+
+
+def potato_install(venv: Path, version: str) -> Path:
+    """``potato`` from PyPI in its own virtual environment (created once, reused)."""
+    executable = venv / "bin" / "potato"
+    marker = venv / f".potato-{version}"
+    if not marker.exists():
+        print(f"installing potato-annotation=={version} into {venv} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"potato-annotation=={version}"], check=True)
+        marker.touch()
+    return executable
+
+
+def potato_task(folder: Path, items: int, port: int) -> Path:
+    """A pairwise task of ``items`` text pairs, every participant allowed (no consent pages)."""
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    (folder / "data").mkdir(parents=True)
+    with (folder / "data" / "items.jsonl").open("w") as f:
+        for i in range(items):
+            f.write(json.dumps({"id": str(i), "text": [f"Candidate A of item {i}", f"Candidate B of item {i}"]}) + "\n")
+    config = {
+        "port": port, "annotation_task_name": "Arbiter peer benchmark", "task_dir": ".",
+        "output_annotation_dir": "output/", "output_annotation_format": "jsonl",
+        "data_files": ["data/items.jsonl"], "item_properties": {"id_key": "id", "text_key": "text"},
+        "user_config": {"allow_all_users": True, "users": []}, "alert_time_each_instance": 10_000_000,
+        "annotation_schemes": [{
+            "annotation_type": "pairwise", "name": "preference", "description": "Which is better?",
+            "mode": "binary", "items_key": "text", "labels": ["A", "B"], "allow_tie": True,
+            "label_requirement": {"required": True},
+        }],
+        "site_dir": "default",
+    }
+    path = folder / "config.yaml"
+    path.write_text(json.dumps(config, indent=1))  # JSON is YAML
+    return path
+
+
+@contextmanager
+def potato_server(executable: Path, config: Path, port: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    base = f"http://127.0.0.1:{port}"
+    log = (config.parent / "server.log").open("wb")
+    process = subprocess.Popen([str(executable), "start", str(config), "-p", str(port)], cwd=config.parent,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(base + "/", timeout=1).status_code < 500:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            raise SystemExit(f"potato did not start (see {config.parent / 'server.log'})")
+        yield base, process
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # its state files are written with every update
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+async def potato_sign_up(base: str, participants: list[str]) -> dict[str, httpx.Cookies]:
+    """Register and log in every participant before the clock starts (its password hashing is
+    deliberately slow and is not what a rater waits for between items); their session cookies."""
+    sessions: dict[str, httpx.Cookies] = {}
+    gate = asyncio.Semaphore(4)
+
+    async def one(participant: str) -> None:
+        async with gate, httpx.AsyncClient(base_url=base, timeout=120.0) as client:
+            login = {"email": participant, "pass": POTATO_PASSWORD}
+            await client.post("/register", data=login)
+            r = await client.post("/auth", data=login)
+            if r.status_code not in (200, 302):
+                raise SystemExit(f"potato refused the login of {participant}: HTTP {r.status_code}")
+            sessions[participant] = client.cookies
+
+    await asyncio.gather(*(one(p) for p in participants))
+    return sessions
+
+
+def potato_flow(kind: str, sessions: dict[str, httpx.Cookies]) -> br.Flow:
+    """A signed-up participant labels the current item and moves on (JSON or HTML navigation)."""
+
+    async def session(client: httpx.AsyncClient, participant: str, deadline: float, think: float,
+                      stats: br.Stats, rng: random.Random) -> bool:
+        if participant not in sessions:
+            return False  # one participant per rater: Potato has an item for each for the whole run
+        client.cookies = sessions[participant]
+        stats.joins += 1
+        current: str | None = None
+        if kind == "html":
+            page = await br.timed(stats, "page", client.get("/annotate"))
+            found = INSTANCE_RE.search(page.text) if page is not None and page.status_code == 200 else None
+            if found is None:
+                stats.errors[f"page: HTTP {getattr(page, 'status_code', '-')}"] += 1
+                return False
+            current = found.group(1)
+        while time.perf_counter() < deadline:
+            if kind == "json":
+                r = await br.timed(stats, "trial", client.get("/api/current_instance"))
+                if r is None or r.status_code != 200:
+                    stats.errors[f"trial: HTTP {getattr(r, 'status_code', '-')}"] += 1
+                    return False
+                current = str(r.json()["instance_id"])
+            value = rng.choice(["A", "B", "tie"])
+            body = {"instance_id": current, "type": "label", "schema": "preference",
+                    "state": [{"name": "preference", "value": value}]}
+            v = await br.timed(stats, "vote", client.post("/updateinstance", json=body))
+            if v is None or v.status_code != 200 or v.json().get("status") != "success":
+                stats.errors[f"vote: HTTP {getattr(v, 'status_code', '-')}"] += 1
+                return False
+            stats.acknowledged[f"{participant}/{current}"] = value
+            if kind == "json":
+                n = await br.timed(stats, "next", client.post("/annotate", json={"action": "next_instance"}))
+                if n is None or n.status_code != 200:
+                    stats.errors[f"next: HTTP {getattr(n, 'status_code', '-')}"] += 1
+                    return False
+            else:
+                n = await br.timed(stats, "page", client.post("/annotate", data={"action": "next_instance"}))
+                found = INSTANCE_RE.search(n.text) if n is not None and n.status_code == 200 else None
+                if found is None:
+                    stats.errors[f"page: HTTP {getattr(n, 'status_code', '-')}"] += 1
+                    return False
+                current = found.group(1)  # the next page names its item, as the page's script reads it
+            if think > 0:
+                await asyncio.sleep(rng.expovariate(1 / think))
+        return False  # one participant per rater for the run: Potato has 10,000 items for each
+
+    return session
+
+
+def potato_stored(output: Path) -> dict[str, str]:
+    """Every stored label, ``user/instance`` -> value, from Potato's per-user state files."""
+    stored: dict[str, str] = {}
+    for state in output.glob("*/user_state.json"):
+        data = json.loads(state.read_text())
+        for instance, labels in (data.get("instance_id_to_label_to_value") or {}).items():
+            for label, value in labels:
+                if label.get("schema") == "preference":
+                    stored[f"{data['user_id']}/{instance}"] = value
+    return stored
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def summary(system: str, level: br.Level) -> dict[str, object]:
+    s = level.stats
+    fetch = [x for k in FETCH_KINDS for x in s.latencies.get(k, [])]
+    submit = [x for k in SUBMIT_KINDS for x in s.latencies.get(k, [])]
+    return {
+        "system": system, "n": level.n, "fetch_p95": br.pct(fetch, 95), "submit_p95": br.pct(submit, 95),
+        "stored_per_s": len(s.acknowledged) / level.seconds, "errors": sum(s.errors.values()),
+        "cpu_ms": level.per_request_ms(level.server_cpu),
+        "db_cpu_ms": level.per_request_ms(level.database_cpu) if level.database_cpu else None,
+        "cpu_per_vote_ms": 1000 * (level.server_cpu + level.database_cpu) / max(len(s.acknowledged), 1),
+        "requests": level.requests, "acknowledged": len(s.acknowledged),
+    }
+
+
+def print_table(rows: list[dict[str, object]]) -> None:
+    print("\n| system | N | fetch p95 ms | submit p95 ms | stored votes/s | errors | server CPU per request "
+          "| server + database CPU per stored vote |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        cpu = f"{r['cpu_ms']:.2f} ms" + (f" + PostgreSQL {r['db_cpu_ms']:.2f} ms" if r["db_cpu_ms"] else "")
+        print(f"| {r['system']} | {r['n']} | {r['fetch_p95']:.0f} | {r['submit_p95']:.0f} | "
+              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms |")
+    by = {(r["system"], r["n"]): r for r in rows}
+    pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json")]
+    lines = []
+    for a, p in pairs:
+        for n in sorted({int(r["n"]) for r in rows}):  # type: ignore[call-overload]
+            ra, rp = by.get((a, n)), by.get((p, n))
+            if ra and rp and rp["stored_per_s"] and rp["cpu_ms"]:
+                lines.append(f"| {a} / {p} | {n} | {ra['stored_per_s'] / rp['stored_per_s']:.2f} | "  # type: ignore[operator]
+                             f"{ra['fetch_p95'] / rp['fetch_p95']:.2f} | {ra['submit_p95'] / rp['submit_p95']:.2f} | "  # type: ignore[operator]
+                             f"{ra['cpu_ms'] / rp['cpu_ms']:.2f} | "  # type: ignore[operator]
+                             f"{ra['cpu_per_vote_ms'] / rp['cpu_per_vote_ms']:.2f} |")  # type: ignore[operator]
+    if lines:
+        print("\n| ratio Arbiter / Potato | N | stored/s | fetch p95 | submit p95 | server CPU per request "
+              "| CPU per stored vote |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=30.0, help="per level and system")
+    parser.add_argument("--raters", default="10,50")
+    parser.add_argument("--think", type=float, default=0.0, help="mean pause between items, seconds (0: closed loop)")
+    parser.add_argument("--ramp", type=float, default=1.0)
+    parser.add_argument("--items", type=int, default=10_000, help="Potato's pairwise items")
+    parser.add_argument("--systems", default="potato-json,potato-html,arbiter-api,arbiter-html")
+    parser.add_argument("--potato-version", default="2.12.1")
+    parser.add_argument("--venv", type=Path, default=ROOT / "var" / "peer" / "potato")
+    parser.add_argument("--port", type=int, default=9210, help="loopback port (Potato; Arbiter takes port + 1)")
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/arbiter_peer_bench")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+    levels = [int(x) for x in args.raters.split(",")]
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.seconds:.0f} s per level, "
+          f"closed loop{f', think {args.think} s' if args.think else ''}")
+    rows: list[dict[str, object]] = []
+    problems: list[str] = []
+
+    potato_systems = [s for s in systems if s.startswith("potato")]
+    if potato_systems:
+        executable = potato_install(args.venv, args.potato_version)
+        for system in potato_systems:
+            task = potato_task(args.venv.parent / f"task-{system}", args.items, args.port)
+            with potato_server(executable, task, args.port) as (base, process):
+                levels_stats = []
+                for n in levels:
+                    label = f"{system}-n{n}"
+                    sessions = asyncio.run(potato_sign_up(base, [f"{label}-r{i}-1" for i in range(n)]))
+                    level = br.measure_level(base, potato_flow(system.split("-")[1], sessions), n, seconds=args.seconds,
+                                             think=args.think, ramp=args.ramp, label=label,
+                                             server_pid=process.pid)
+                    rows.append(summary(system, level))
+                    levels_stats.append(level.stats)
+                    print(f"  {system} N={n}: {level.requests} requests, errors {dict(level.stats.errors) or 0}")
+            stored = potato_stored(task.parent / "output")
+            acknowledged = {k: v for s in levels_stats for k, v in s.acknowledged.items()}
+            missing = sum(1 for k, v in acknowledged.items() if stored.get(k) != v)
+            print(f"  {system}: {len(acknowledged)} acknowledged, {missing} not stored as acknowledged")
+            if missing:
+                problems.append(f"{system}: {missing} acknowledged votes not stored")
+
+    arbiter_systems = [s for s in systems if s.startswith("arbiter")]
+    if arbiter_systems:
+        slots = max(40, int(sum(levels) * args.seconds * 2 / 60 * len(arbiter_systems)) // 4 + 10)
+        with br.arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
+                               threads=args.threads, port=args.port + 1) as (base, link, process):
+            all_stats = []
+            for system in arbiter_systems:
+                for n in levels:
+                    level = br.measure_level(base, br.arbiter_flow(link, system.split("-")[1]), n,
+                                             seconds=args.seconds, think=args.think, ramp=args.ramp,
+                                             label=f"{system}-n{n}", server_pid=process.pid,
+                                             database_url=args.database_url)
+                    rows.append(summary(system, level))
+                    all_stats.append(level.stats)
+                    print(f"  {system} N={n}: {level.requests} requests, errors {dict(level.stats.errors) or 0}"
+                          + (f", study full for {level.stats.full}" if level.stats.full else ""))
+            time.sleep(0.5)
+            check = br.verify_votes(all_stats)
+            print(f"  arbiter: votes {check}")
+            if check["lost"] or check["duplicated"] or check["unacknowledged"]:
+                problems.append(f"arbiter: {check}")
+
+    print_table(rows)
+    if problems:
+        raise SystemExit("integrity check failed: " + "; ".join(problems))
+    print("\nevery acknowledged vote is stored, on every system")
+
+
+if __name__ == "__main__":
+    main()
