@@ -15,10 +15,9 @@ from annotation.api.permissions import IsResearcher
 from annotation.api.votes import study_for_request
 from annotation.errors import ValidationFailed
 from calibration.services.agreement import check_bootstrap_options
+from calibration.services.exclusion_rules import exclusion_rules_update, hygiene_rules
 from calibration.services.kinds import (
     DEFAULT_RESAMPLES,
-    exclusion_rules_update,
-    hygiene_rules,
     kind_report_build,
 )
 

@@ -84,7 +84,7 @@ def reference_votes_filtered(
 ) -> tuple[Any, dict[str, Any]]:
     """The votes a reference study's exclusion rules keep, and the report's ``exclusions`` object."""
     from calibration.kinds.reference_hygiene import exclusions_section, reference_rules_apply
-    from calibration.services.kinds import hygiene_rules
+    from calibration.services.exclusion_rules import hygiene_rules
 
     settings = hygiene_rules(study, rules, where=where or "rules")
     if votes.empty:

@@ -39,27 +39,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from django.db import transaction
 from django.db.models import F
 
 from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
 from annotation.progress import progress_step
-from annotation.safe_json import JSONRefused, loads_bounded
-from annotation.services.audit import audit_record
 from calibration.kinds._common import json_safe
 from calibration.kinds.agreement_any import kind_agreement
 from calibration.kinds.checklist import DEFAULT_K, checklist_agreement
-from calibration.kinds.hygiene import HygieneResult, HygieneRules, apply_hygiene
+from calibration.kinds.hygiene import HygieneResult, apply_hygiene
 from calibration.kinds.rating import DEFAULT_MARGIN, DEFAULT_SCALE, rating_comparison
 from calibration.kinds.score_preference import score_preference
 from calibration.services.agreement import check_bootstrap_options
+from calibration.services.exclusion_rules import hygiene_rules, read_rules_file
 
 DEFAULT_RESAMPLES = 2000  # the command's default, as agreement_report
 PAGE_RESAMPLES = 1000  # the researcher page computes on request
@@ -142,144 +140,6 @@ def kind_settings(study: Study) -> KindSettings:
         scale=(int(scale[0]), int(scale[1])),
         margin=float(options.get("margin") or DEFAULT_MARGIN),
     )
-
-
-_RULE_FIELDS = {f.name: f for f in fields(HygieneRules)}
-_NULLABLE = {name for name in _RULE_FIELDS if name not in ("straightline_min_trials", "position_min_trials")}
-_INTEGER_RULES = {
-    "comprehension_max_attempts",
-    "max_attention_failures",
-    "straightline_min_trials",
-    "straightline_run",
-    "position_min_trials",
-}
-
-
-def _rule_settings(values: Any, *, where: str) -> dict[str, Any]:
-    """Check one source of exclusion-rule settings (field names and types of ``HygieneRules``)."""
-    if not isinstance(values, Mapping):
-        raise ValidationFailed(
-            f"expected a JSON object of exclusion-rule settings, got {type(values).__name__}", where=where
-        )
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in _RULE_FIELDS:
-            raise ValidationFailed(
-                f"unknown exclusion-rule setting {key!r}; expected one of {', '.join(_RULE_FIELDS)}",
-                where=where,
-            )
-        if value is None:
-            if key not in _NULLABLE:
-                raise ValidationFailed(f"{key} cannot be null (it is a count, not a rule)", where=where)
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValidationFailed(f"{key}: expected a number or null, got {value!r}", where=where)
-        elif key in _INTEGER_RULES:
-            if value != int(value):
-                raise ValidationFailed(f"{key}: expected an integer, got {value!r}", where=where)
-            value = int(value)
-        out[key] = value
-    return out
-
-
-def hygiene_rules(
-    study: Study, overrides: Mapping[str, Any] | None = None, *, where: str = ""
-) -> HygieneRules:
-    """``Study.options["exclusion_rules"]`` with ``overrides`` on top (decision 4), checked.
-
-    Missing keys take the ``HygieneRules`` defaults; ``null`` switches a rule off.
-    """
-    settings: dict[str, Any] = {}
-    stored = (study.options or {}).get("exclusion_rules")
-    settings.update(_rule_settings(stored or {}, where=f"study '{study.slug}' options $.exclusion_rules"))
-    if overrides is not None:
-        settings.update(_rule_settings(overrides, where=where or "rules"))
-    try:
-        return HygieneRules(**settings)
-    except ValueError as exc:
-        raise ValidationFailed(str(exc), where=where or "exclusion rules") from None
-
-
-def exclusion_rules_form_values(study: Study) -> list[dict[str, Any]]:
-    """The effective settings of every exclusion rule, for the settings form (name, value, default)."""
-    rules = hygiene_rules(study)
-    defaults = HygieneRules()
-    return [
-        {"name": name, "value": "" if getattr(rules, name) is None else getattr(rules, name),
-         "default": "off" if getattr(defaults, name) is None else getattr(defaults, name),
-         "nullable": name in _NULLABLE}
-        for name in _RULE_FIELDS
-    ]
-
-
-def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: Any = None) -> HygieneRules:
-    """Store a study's exclusion-rule settings (``Study.options["exclusion_rules"]``), checked whole.
-
-    ``values`` holds every setting to store: numbers, ``None`` (rule off) or, from a web form,
-    text (empty text = off; a number otherwise). Settings left out fall back to their defaults.
-    Nothing is stored when any value is wrong; the change is audited.
-    """
-    parsed: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, str):
-            text = value.strip()
-            if not text:
-                value = None
-            else:
-                try:
-                    value = float(text) if key not in _INTEGER_RULES else int(text)
-                except ValueError:
-                    raise ValidationFailed(f"expected a number or empty (off), got {text!r}", field=key) from None
-        parsed[key] = value
-    checked = _rule_settings(parsed, where="exclusion rules")
-    try:
-        rules = HygieneRules(**checked)
-    except ValueError as exc:
-        raise ValidationFailed(str(exc), where="exclusion rules") from None
-    with transaction.atomic():
-        locked = Study.objects.select_for_update().get(pk=study.pk)
-        previous = (locked.options or {}).get("exclusion_rules", {})
-        locked.options = {**(locked.options or {}), "exclusion_rules": checked}
-        locked.save(update_fields=["options"])
-        audit_record(action="study.exclusion_rules", user=actor, study=locked, target=locked.slug,
-                     previous=previous, rules=checked)
-    study.options = locked.options
-    return rules
-
-
-def rules_option(value: str | None) -> tuple[dict[str, Any] | None, str]:
-    """A command's ``--rules [PATH]``: None (not asked), {} (the stored rules) or a file's settings."""
-    if value is None:
-        return None, ""
-    if value == "":
-        return {}, "rules"
-    return read_rules_file(Path(value)), str(value)
-
-
-def exclusions_line(exclusions: Mapping[str, Any]) -> str:
-    """One line of what the exclusion rules removed (commands run with ``--rules``)."""
-    parts = [f"{r['rule']} {r['participants_first']} raters / {r['answers_first']} votes" for r in exclusions["rules"]]
-    return (f"exclusion rules kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
-            f"{exclusions['n_kept_votes']} of {exclusions['n_votes']} votes"
-            + (f" (removed: {', '.join(parts)})" if parts else ""))
-
-
-def read_rules_file(path: Path) -> dict[str, Any]:
-    """The ``--rules`` JSON object; one-line errors naming the file (and line)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValidationFailed(
-            f"cannot read the rules file: {exc.strerror or exc}", where=str(path)
-        ) from None
-    try:
-        data = loads_bounded(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationFailed(f"not valid JSON: {exc.msg}", where=f"{path}:{exc.lineno}") from None
-    except JSONRefused as exc:
-        raise ValidationFailed(str(exc), where=str(path)) from None
-    if not isinstance(data, dict):
-        raise ValidationFailed("expected a JSON object of exclusion-rule settings", where=str(path))
-    return data
 
 
 def parse_systems(value: str | Sequence[str] | None) -> tuple[str, str] | None:

@@ -22,12 +22,11 @@ from annotation.roles import studies_for
 from annotation.views.decorators import researcher_required
 from calibration.kind_plots import kind_context
 from calibration.services.agreement import check_bootstrap_options
+from calibration.services.exclusion_rules import exclusion_rules_form_values, exclusion_rules_update
 from calibration.services.kinds import (
     PAGE_RESAMPLES,
     KindReport,
     NoKindVotes,
-    exclusion_rules_form_values,
-    exclusion_rules_update,
     kind_report_compute,
     kind_report_html,
 )

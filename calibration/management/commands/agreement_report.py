@@ -12,7 +12,7 @@ from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.services.agreement import DEFAULT_RESAMPLES, agreement_report_write
-from calibration.services.kinds import exclusions_line, rules_option
+from calibration.services.exclusion_rules import exclusions_line, rules_option
 
 
 class Command(ArbiterCommand):

@@ -16,7 +16,7 @@ from annotation.models import Study
 from calibration.calibration_plots import calibration_html
 from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
 from calibration.services.calibration import calibration_run
-from calibration.services.kinds import exclusions_line, rules_option
+from calibration.services.exclusion_rules import exclusions_line, rules_option
 
 
 def _writable(path: Path | None, flag: str) -> None:
