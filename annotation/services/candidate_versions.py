@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
-from annotation.models import Trial
+from annotation.models import Candidate, Comparison, Predicate, Trial
 
 # Annotations that read the displayed candidates' versions in the query that loads a trial.
 VERSION_ANNOTATIONS = {
@@ -31,6 +32,23 @@ def displayed_versions(trial: Trial) -> tuple[int | None, int | None]:
         return a, getattr(trial, "unit_version_b", None)
     single = getattr(trial, "unit_version_single", None)
     return (single if single is not None else getattr(trial, "unit_version_predicate", None)), None
+
+
+def versions_now() -> dict[str, Coalesce | Subquery]:
+    """``Trial.objects.filter(...).update(**versions_now())``: the current versions, in the UPDATE itself.
+
+    For a trial marked shown inside another write (the htmx answer shows the next trial in the
+    vote's transaction), so recording the versions costs no query of its own.
+    """
+    comparison = Comparison.objects.filter(pk=OuterRef("comparison_id"))
+    return {
+        "version_a": Coalesce(
+            Subquery(comparison.values("candidate_a__version")[:1]),
+            Subquery(Candidate.objects.filter(pk=OuterRef("candidate_id")).values("version")[:1]),
+            Subquery(Predicate.objects.filter(pk=OuterRef("predicate_id")).values("candidate__version")[:1]),
+        ),
+        "version_b": Subquery(comparison.values("candidate_b__version")[:1]),
+    }
 
 
 def trials_record_versions(*, trial_ids: Iterable[int]) -> int:

@@ -47,6 +47,7 @@ from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
     displayed_versions,
     trials_record_versions,
+    versions_now,
 )
 from annotation.services.comprehension import ComprehensionRequired, comprehension_required
 from annotation.services.scheduling import assignment_plan_copy
@@ -627,7 +628,10 @@ def vote_submit(
         finished = len(unanswered) == 1
         code = _finish(assignment) if finished else ""
         if show_next and not finished:
-            Trial.objects.filter(pk=unanswered[1], shown_at__isnull=True).update(shown_at=timezone.now())
+            # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
+            Trial.objects.filter(pk=unanswered[1], shown_at__isnull=True).update(
+                shown_at=timezone.now(), **versions_now()
+            )
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)
 
 
