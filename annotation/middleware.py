@@ -35,7 +35,7 @@ class UploadSizeMiddleware:
 
 
 class NulFieldMiddleware:
-    """400 for a NUL character in a query parameter or a form field (SECURITY.md row 19).
+    """400 for a NUL character in the URL path, a query parameter or a form field (SECURITY.md row 19).
 
     PostgreSQL text cannot hold NUL, so such a value would end as a 500 (``DataError``) wherever a
     view stores or filters by it. Uploaded files are not looked at (their bytes are binary); JSON
@@ -46,6 +46,10 @@ class NulFieldMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path_info:
+            # ``<str:token>`` segments (participant links, trials, public leaderboards) are looked up
+            # in the database as they are.
+            return _answer(request, "The URL path contains a NUL character.", 400)
         fields = [request.GET]
         content_type = request.META.get("CONTENT_TYPE", "")
         if request.method == "POST" and content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):

@@ -148,3 +148,21 @@ def test_import_coefficients_refuses_a_deep_file_in_one_line(tmp_path: Path) -> 
     with pytest.raises(CommandError) as info:
         call_command("import_coefficients", "example", str(path))
     assert re.fullmatch(r"coefficients\.json: nested deeper than 64 levels", str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/s/ab%00c/",
+        "/t/abc%00/ref.png",
+        "/leaderboard/ab%00c/",
+        "/leaderboard/ab%00c/leaderboard.csv",
+        "/api/leaderboards/ab%00/",
+        "/api/rater/ab%00/trial/",
+    ],
+)
+def test_a_nul_in_a_url_path_answers_400_not_a_database_error(url: str) -> None:
+    """``<str:token>`` path segments reach ``filter(token=...)``: on PostgreSQL a NUL there was a 500."""
+    r = Client().get(url)
+    assert r.status_code == 400, (url, r.status_code)
+    assert b"NUL" in r.content
