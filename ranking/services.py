@@ -99,6 +99,13 @@ def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset
     score a finite number. Errors name ``source:line``.
     """
     reader = csv_cells.reader(io.StringIO(text.lstrip("\ufeff")))
+    try:
+        return _objective_rows(reader, source=source, systems=systems)
+    except csv_cells.Error as exc:
+        raise ValidationFailed(f"not valid CSV ({exc})", where=f"{source}:{reader.line_num}") from None
+
+
+def _objective_rows(reader: csv_cells.Reader, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
     header = next(reader, None)
     if header is None:
         raise ValidationFailed("the file is empty; expected a header 'system,score'", where=f"{source}:1")

@@ -218,3 +218,13 @@ def test_progress_callback_gives_the_same_result() -> None:
 def test_objective_parser_accepts_bom_blank_lines_and_column_order() -> None:
     parsed = objective_parse_csv("\ufeffscore,system\n1.5,a\n\n-2,b\n", source="o.csv", systems={"a", "b", "c"})
     assert parsed == {"a": 1.5, "b": -2.0}
+
+
+def test_objective_parser_turns_a_csv_error_into_a_one_line_error() -> None:
+    """A field over the csv module's limit raised ``csv.Error`` (a 500 on the leaderboards page)."""
+    from annotation.errors import ValidationFailed
+
+    text = 'system,score\na,1\n"' + "x" * 200_000 + '",2\n'
+    with pytest.raises(ValidationFailed) as info:
+        objective_parse_csv(text, source="o.csv", systems={"a", "b"})
+    assert "o.csv:" in str(info.value) and "not valid CSV" in str(info.value) and "\n" not in str(info.value)
