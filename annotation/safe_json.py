@@ -45,5 +45,9 @@ def loads_bounded(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nul: b
         value = json.loads(text, **options)
     except RecursionError:
         raise JSONRefused(f"nested deeper than {max_depth} levels") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
+        raise JSONRefused(f"not valid JSON ({' '.join(str(exc).split())})") from None
     check_value(value, max_depth=max_depth, allow_nul=allow_nul)
     return value

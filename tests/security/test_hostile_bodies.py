@@ -166,3 +166,19 @@ def test_a_nul_in_a_url_path_answers_400_not_a_database_error(url: str) -> None:
     r = Client().get(url)
     assert r.status_code == 400, (url, r.status_code)
     assert b"NUL" in r.content
+
+
+def test_an_integer_over_python_s_digit_limit_names_the_line_and_the_file(tmp_path: Path) -> None:
+    """``json.loads`` raises a plain ValueError (not JSONDecodeError) past 4,300 digits."""
+    make_example_study()
+    path = tmp_path / "judges.jsonl"
+    path.write_text(_judge_line() + "\n" + '{"comparison": ' + "1" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(CommandError) as info:
+        call_command("import_judge_outputs", "example", str(path))
+    assert str(info.value).startswith("judges.jsonl line 2: "), str(info.value)
+    assert not JudgeOutput.objects.exists()
+    coefficients = tmp_path / "coefficients.json"
+    coefficients.write_text('{"name": "x", "coefficients": {"j": ' + "1" * 5000 + "}}", encoding="utf-8")
+    with pytest.raises(CommandError) as info:
+        call_command("import_coefficients", "example", str(coefficients))
+    assert str(info.value).startswith("coefficients.json: "), str(info.value)
