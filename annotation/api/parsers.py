@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -19,7 +20,7 @@ def _refuse_constant(name: str) -> Any:
 class BoundedJSONParser(JSONParser):
     """400 with one line for a body nested deeper than ``ARBITER_JSON_MAX_DEPTH`` or holding NUL."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         parser_context = parser_context or {}
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:

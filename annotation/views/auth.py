@@ -92,14 +92,22 @@ class ThrottledLoginView(auth_views.LoginView):
         if attempt is None:
             # Never cleaned: cleaning the form (``form.errors``) would check the password.
             form = self.get_form_class()(request, initial={"username": username[:150]})
-            form._errors = ErrorDict({NON_FIELD_ERRORS: form.error_class([TOO_MANY], error_class="nonfield")})
+            errors = ErrorDict({NON_FIELD_ERRORS: form.error_class([TOO_MANY], error_class="nonfield")})
+            form._errors = errors  # type: ignore[attr-defined]
             response = self.render_to_response(self.get_context_data(form=form, throttled=True))
             response.status_code = 429
             return response
+        self._password_checked_ok = False
         response = super().post(request, *args, **kwargs)
-        if request.user.is_authenticated:
+        # Not ``request.user.is_authenticated``: a wrong password posted from a logged-in session
+        # leaves that session's user in place, which would reset the counters of every guess.
+        if self._password_checked_ok:
             login_attempt_succeeded(attempt)
         return response
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        self._password_checked_ok = True
+        return super().form_valid(form)
 
 
 class ThrottledObtainAuthToken(ObtainAuthToken):

@@ -172,3 +172,18 @@ def test_a_success_resets_its_address_and_logging_in_often_is_never_locked(resea
 )
 def test_client_address_rules(meta: dict[str, str], trusted: tuple[str, ...], hops: int, expected: str) -> None:
     assert client_address_from(meta, trusted_proxies=trusted, proxy_hops=hops) == expected
+
+
+@pytest.mark.django_db
+def test_a_logged_in_user_guessing_another_account_is_throttled(
+    rater_user: object, researcher: object, password_checks: list[str]
+) -> None:
+    """A wrong password posted from a logged-in session left ``request.user`` authenticated (as the
+    guesser), which counted as a success and reset the counters: unlimited guesses."""
+    client = Client()
+    client.force_login(rater_user)  # type: ignore[arg-type]
+    statuses = [
+        client.post(LOGIN, {"username": "rita-researcher", "password": f"wrong-{i}"}).status_code for i in range(8)
+    ]
+    assert statuses[:5] == [200] * 5 and statuses[5:] == [429] * 3, statuses
+    assert password_checks.count("failed") == 5
