@@ -19,6 +19,7 @@ and on ``POST /api/auth/token/`` alike. The client address comes from
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,9 @@ def _count(key: str) -> int:
 def login_attempt_start(request: HttpRequest, username: str) -> LoginAttempt | None:
     """Count an attempt before its password is checked; ``None`` when it is over a limit."""
     # Hashed: the username and the address are client input of any length; keys stay short and safe.
-    account = hashlib.sha256(username.strip().lower().encode()).hexdigest()
+    # NFKC as the login form's UsernameField does before the password check: 'ｒｉｔａ' (fullwidth) or
+    # '𝐫ita' test rita's password, so they must count as her (else each variant is a fresh counter).
+    account = hashlib.sha256(unicodedata.normalize("NFKC", username).strip().casefold().encode()).hexdigest()
     address = hashlib.sha256(client_address(request).encode()).hexdigest()[:32]
     attempt = LoginAttempt(pair_key=f"login-try:pair:{account}:{address}", account_key=f"login-try:user:{account}")
     if _count(attempt.pair_key) > int(getattr(settings, "ARBITER_LOGIN_MAX_FAILURES", 5)):

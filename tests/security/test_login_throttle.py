@@ -187,3 +187,16 @@ def test_a_logged_in_user_guessing_another_account_is_throttled(
     ]
     assert statuses[:5] == [200] * 5 and statuses[5:] == [429] * 3, statuses
     assert password_checks.count("failed") == 5
+
+
+@pytest.mark.django_db
+def test_unicode_compatibility_variants_of_a_username_share_its_counters(
+    researcher: object, password_checks: list[str]
+) -> None:
+    """The login form NFKC-normalizes the username before the password check, so 'ｒｉｔａ-researcher'
+    (fullwidth) and '𝐫ita-researcher' test rita-researcher's password: they must count as her."""
+    variants = ["rita-researcher", "ｒｉｔａ-researcher", "𝐫ita-researcher", "RITA-researcher", "rita-ｒesearcher",
+                "ri𝘵a-researcher", "rit𝒂-researcher", "ⓡita-researcher"]
+    statuses = [_post(LOGIN, name, f"wrong-{i}") for i, name in enumerate(variants)]
+    assert statuses.count(429) >= len(variants) - 5, statuses
+    assert password_checks.count("failed") <= 5
