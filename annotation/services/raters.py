@@ -423,7 +423,7 @@ def _int_field(value: object, *, field: str, allowed: tuple[int, ...]) -> int:
         raise ValidationFailed("must be an integer", field=field)
     if isinstance(value, str):
         text = value.strip().replace("−", "-").lstrip("+")
-        if not re.fullmatch(r"-?\d+", text):
+        if not re.fullmatch(r"-?\d{1,9}", text):  # bounded: int() of 4,300+ digits raises ValueError
             raise ValidationFailed(f"must be one of {', '.join(map(str, allowed))}", field=field)
         value = int(text)
     if not isinstance(value, int) or value not in allowed:

@@ -44,8 +44,9 @@ from annotation.services.audit import audit_record
 from annotation.services.candidate_versions import trials_record_versions
 
 MAX_DB_INT = 2_147_483_647  # PositiveIntegerField's upper bound on every backend
-_INT = re.compile(r"[+-]?[0-9]+")
-_UINT = re.compile(r"[0-9]+")
+# Bounded (int() of 4,300+ digits raises ValueError); longer numbers are over MAX_DB_INT anyway.
+_INT = re.compile(r"[+-]?[0-9]{1,18}")
+_UINT = re.compile(r"[0-9]{1,18}")
 _MAX_REPORTED = 1000  # stop collecting problems after this many (the first is what is shown)
 
 Record = tuple[int, list[str]]  # (first physical line of the row, its fields)

@@ -182,3 +182,25 @@ def test_an_integer_over_python_s_digit_limit_names_the_line_and_the_file(tmp_pa
     with pytest.raises(CommandError) as info:
         call_command("import_coefficients", "example", str(coefficients))
     assert str(info.value).startswith("coefficients.json: "), str(info.value)
+
+
+def test_an_integer_past_the_digit_limit_in_a_form_or_a_votes_csv_is_one_line(tmp_path: Path, researcher: object) -> None:
+    """``int()`` of a 5,000-digit string raises ValueError: the htmx vote form answered 500."""
+    client = Client()
+    _, api = _participant(client)
+    r = client.post(f"/t/{api['trial']}/vote/", {"verdict": "A", "confidence": "9" * 5000, "rationale": "x",
+                                                  "idempotency_key": api["idempotency_key"]})
+    assert r.status_code == 400
+    assert not Vote.objects.exists()
+    study = make_study()
+    rows = [dict(row) for row in EXAMPLE_ROWS]
+    rows[2]["confidence"] = "9" * 5000
+    path = write_votes_csv(tmp_path / "votes.csv", rows, HEADER)
+    with pytest.raises(CommandError) as info:
+        call_command("import_votes", study.slug, str(path))
+    assert str(info.value).startswith("votes.csv line 4, field 'confidence'"), str(info.value)[:200]
+    study.researchers.add(researcher)  # type: ignore[arg-type]
+    client.force_login(researcher)  # type: ignore[arg-type]
+    with path.open("rb") as handle:
+        r = client.post(f"/api/studies/{study.slug}/votes/import/", {"file": handle})
+    assert "line 4, field 'confidence'" in _one_line_400(r)
