@@ -47,6 +47,13 @@ def endpoint_of(judge: Judge) -> Endpoint:
         concurrency=int(judge.concurrency),
         max_tokens=int(judge.max_tokens),
         temperature=judge.temperature,
+        name=judge.name,
+        seed=judge.seed,
+        send_temperature=bool(judge.send_temperature),
+        token_param=judge.token_param or "auto",
+        reasoning_effort=judge.reasoning_effort or "",
+        structured_output=bool(judge.structured_output),
+        api_version=judge.api_version or "",
     )
 
 
@@ -108,7 +115,7 @@ def build_judge_request(
     max_bytes = judge.max_image_bytes or None
     if judge.max_request_bytes:
         skeleton = JudgeRequest(prompt, tuple(JudgeImage(label, "image/jpeg", b"") for label, _ in slots))
-        overhead = request_overhead_bytes(judge.provider, skeleton, model=judge.model)
+        overhead = request_overhead_bytes(judge.provider, skeleton, model=judge.model, active_axes=active)
         # base64 turns 3 bytes into 4; the three images share what the prompt leaves.
         budget = int((judge.max_request_bytes - overhead) / 3 * 3 / 4 * byte_scale)
         if budget < 1024:
@@ -129,7 +136,7 @@ def build_judge_request(
         if prepared.repair:
             repairs.append({"image": label, **prepared.repair})
     request = JudgeRequest(prompt, tuple(images))
-    body = encode_body(endpoint_of(judge), request)
+    body = encode_body(endpoint_of(judge), request, active_axes=active)
     return BuiltRequest(
         body=body, active_axes=tuple(active), image_repairs=repairs, request=request,
         prompt_sha256=prompt_template_sha256(study.judge_prompt),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +23,9 @@ from django.utils import timezone
 from annotation.errors import ArbiterError, NotFound
 from annotation.models import Comparison, ComparisonSet, Study
 from annotation.services.audit import audit_record
+from judges.limits import limiter_for
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
-from judges.services.calls import judge_output_execute
+from judges.services.calls import DATABASE_ERRORS, judge_limits, judge_output_execute
 
 MAX_REPEATS = 100
 
@@ -91,6 +93,8 @@ def judge_run_start(
     comparison_ids = list(comparisons.values_list("pk", flat=True))
     if not comparison_ids:
         raise ArbiterError(f"study {study.slug} has no {set + ' ' if set else ''}comparisons to judge")
+    # Starting a run again is how an admin says the key / quota problem that stopped it is fixed.
+    limiter_for().clear_stop(judge_limits(judge))
 
     with transaction.atomic():
         rows = [
@@ -148,6 +152,39 @@ def judge_outputs_requeue(*, study: Study, judge: Judge | None = None) -> int:
     return len(ids)
 
 
+def judge_outputs_sweep() -> int:
+    """Re-queue every call, in every study, whose lease ran out (the periodic sweeper's job)."""
+    ids = list(
+        JudgeOutput.objects.filter(status=OutputStatus.RUNNING, lease_until__lt=timezone.now()).values_list("pk", flat=True)
+    )
+    if ids:
+        judge_outputs_dispatch(output_ids=ids)
+    return len(ids)
+
+
+def judge_stop_reason(judge: Judge) -> str | None:
+    """Why calls of this judge are stopped (bad key, no quota), or None."""
+    return limiter_for().stopped(judge_limits(judge))
+
+
+DATABASE_RETRY_SECONDS = 60.0
+
+
+def execute_retrying(output_id: int) -> str:
+    """``judge_output_execute``, riding out a database restart (reconnect and try again for a minute)."""
+    give_up = time.monotonic() + DATABASE_RETRY_SECONDS
+    pause = 0.5
+    while True:
+        try:
+            return judge_output_execute(output_id=output_id)
+        except DATABASE_ERRORS:
+            connection.close()
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
 def judge_outputs_run_local(
     *,
     output_ids: Sequence[int],
@@ -166,7 +203,7 @@ def judge_outputs_run_local(
 
     if concurrency <= 1 or len(output_ids) <= 1:
         for output_id in output_ids:
-            record(judge_output_execute(output_id=output_id))
+            record(execute_retrying(output_id))
         return counts
 
     work: queue.Queue[int] = queue.Queue()
@@ -182,7 +219,7 @@ def judge_outputs_run_local(
                 except queue.Empty:
                     return
                 try:
-                    record(judge_output_execute(output_id=output_id))
+                    record(execute_retrying(output_id))
                 except BaseException as exc:  # keep the pool alive; re-raised below
                     errors.append(exc)
                     return

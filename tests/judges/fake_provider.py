@@ -41,6 +41,54 @@ class Received:
     sizes: list[tuple[int, int]] = field(default_factory=list)
     active_axes: list[dict[str, Any]] = field(default_factory=list)
     behaviour: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def wire_format(path: str) -> str:
+    """Which provider format a request path speaks."""
+    if path.endswith("/messages"):
+        return "anthropic"
+    if ":generateContent" in path:
+        return "gemini"
+    if path.endswith("/responses"):
+        return "openai-responses"
+    return "openai"
+
+
+def _user_parts(path: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The content parts of the first user turn, whatever the wire format."""
+    kind = wire_format(path)
+    if kind == "gemini":
+        return list(data["contents"][0]["parts"])
+    if kind == "openai-responses":
+        return list(data["input"][0]["content"])
+    user = next(m for m in data["messages"] if m["role"] == "user")
+    return list(user["content"])
+
+
+def envelope_for(path: str, text: str, *, usage: tuple[int, int, int] = (1200, 40, 0), model: str = "served-model-1") -> dict[str, Any]:
+    """A success envelope of the request's wire format carrying ``text`` and usage figures."""
+    kind = wire_format(path)
+    prompt, completion, cached = usage
+    if kind == "anthropic":
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": prompt, "output_tokens": completion, "cache_read_input_tokens": cached}}
+    if kind == "gemini":
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": completion,
+                                  "cachedContentTokenCount": cached},
+                "modelVersion": model, "responseId": "resp-fake"}
+    if kind == "openai-responses":
+        return {"id": "resp_fake", "object": "response", "status": "completed", "model": model,
+                "output": [{"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": text}]}],
+                "usage": {"input_tokens": prompt, "output_tokens": completion,
+                          "input_tokens_details": {"cached_tokens": cached}}}
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model, "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}
 
 
 def _classify(data: bytes) -> tuple[str, bool, tuple[int, int]]:
@@ -75,6 +123,10 @@ class FakeProvider:
         self.inspect = inspect
         self.retry_after = retry_after
         self.timeout_sleep = timeout_sleep
+        self.reset = "1s"
+        self.usage = (1200, 40, 0)
+        self.huge_bytes = 50 * 1024 * 1024
+        self.drip_interval = 0.05
         self.requests: list[Received] = []
         self.problems: list[str] = []
         self.holding = threading.Event()
@@ -124,12 +176,13 @@ class FakeProvider:
     def _parse(self, path: str, headers: dict[str, str], body: bytes) -> Received:
         got = Received(path=path, headers=headers, body=body)
         data = json.loads(body)
-        content = data["messages"][0]["content"]
+        got.data = data
+        content = _user_parts(path, data)
         texts: list[str] = []
         pending_label: str | None = None
         for part in content:
-            kind = part.get("type")
-            if kind == "text":
+            kind = part.get("type") or ("text" if "text" in part else "inline_data" if "inline_data" in part else None)
+            if kind in ("text", "input_text"):
                 if part["text"] in LABELS:
                     pending_label = part["text"]
                 else:
@@ -141,6 +194,11 @@ class FakeProvider:
                 mime = mime.removeprefix("data:")
             elif kind == "image":
                 mime, b64 = part["source"]["media_type"], part["source"]["data"]
+            elif kind == "input_image":
+                mime, b64 = part["image_url"].split(";base64,", 1)
+                mime = mime.removeprefix("data:")
+            elif kind == "inline_data":
+                mime, b64 = part["inline_data"]["mime_type"], part["inline_data"]["data"]
             else:
                 self.problems.append(f"unexpected content part {kind!r}")
                 continue
@@ -211,12 +269,55 @@ class FakeProvider:
         if behaviour == "broken":
             self._send(h, 200, b"<html>gateway</html>", {})
             return
-        text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
-        if got.path.endswith("/v1/messages"):
-            envelope: dict[str, Any] = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}]}
+        if behaviour == "429h":  # OpenAI and Anthropic rate-limit headers, no Retry-After
+            self._send(h, 429, json.dumps({"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}).encode(),
+                       {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": self.reset,
+                        "anthropic-ratelimit-requests-remaining": "0"})
+            return
+        if behaviour == "quota":
+            self._send(h, 429, json.dumps({"error": {"message": "You exceeded your current quota, please check your plan.",
+                                                     "type": "insufficient_quota", "code": "insufficient_quota"}}).encode(), {})
+            return
+        if behaviour.startswith("reject:"):  # a 400 naming an unsupported parameter, OpenAI style
+            param = behaviour.split(":", 1)[1]
+            message = f"Unsupported parameter: '{param}' is not supported with this model."
+            self._send(h, 400, json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                                     "param": param, "code": "unsupported_parameter"}}).encode(), {})
+            return
+        if behaviour == "image_too_large":
+            self._send(h, 400, json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                       "message": "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum"}}).encode(), {})
+            return
+        if behaviour == "nested_envelope":
+            self._send(h, 200, b"[" * 100_000 + b"]" * 100_000, {})
+            return
+        if behaviour == "huge":
+            self._send(h, 200, b'{"choices": [{"message": {"content": "' + b"x" * (self.huge_bytes) + b'"}}]}', {})
+            return
+        if behaviour == "drip":
+            self._drip(h, got.path)
+            return
+        if behaviour == "nested":
+            text = "[" * 100_000 + "]" * 100_000
         else:
-            envelope = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
-        self._send(h, 200, json.dumps(envelope).encode(), {})
+            text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
+        envelope = envelope_for(got.path, text, usage=self.usage)
+        self._send(h, 200, json.dumps(envelope).encode(), {"x-request-id": f"req-{len(self.requests)}"})
+
+    def _drip(self, h: BaseHTTPRequestHandler, path: str) -> None:
+        """A valid reply sent one byte every ``drip_interval`` seconds (each read is quick; the whole is not)."""
+        payload = json.dumps(envelope_for(path, self.reply_text("valid", []))).encode()
+        try:
+            h.send_response(200)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(payload)))
+            h.end_headers()
+            for i in range(len(payload)):
+                h.wfile.write(payload[i : i + 1])
+                h.wfile.flush()
+                time.sleep(self.drip_interval)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str]) -> None:

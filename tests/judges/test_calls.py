@@ -206,12 +206,21 @@ def test_missing_api_key_fails_without_calling(provider: FakeProvider, monkeypat
     assert provider.requests == []
 
 
-def test_auth_error_is_not_retried(provider: FakeProvider) -> None:
+def test_auth_error_is_not_retried_and_stops_the_judge(provider: FakeProvider) -> None:
     provider.default = "401"
-    output = call(make_example_study(), make_judge(base_url=provider.url))
-    assert output.status == "failed"
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    output = call(study, judge)
+    # Not retried, not failed for good: the call waits (pending) with the reason, and the judge is
+    # stopped for every worker, so the next call of it sends nothing.
+    assert output.status == "pending"
     assert len(provider.requests) == 1
     assert KEY not in output.error
+    assert "ARBITER_TEST_JUDGE_KEY" in output.error and "HTTP 401" in output.error
+    assert output.calls == 1 and len(output.attempt_log) == 1
+    second = call(study, judge, order="swapped")
+    assert second.status == "pending" and second.calls == 0
+    assert len(provider.requests) == 1
 
 
 def test_metadata_endpoint_in_the_database_is_refused_at_call_time(provider: FakeProvider) -> None:

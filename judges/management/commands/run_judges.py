@@ -23,6 +23,7 @@ from judges.services.runs import (
     judge_outputs_requeue,
     judge_outputs_run_local,
     judge_run_start,
+    judge_stop_reason,
     tasks_run_eagerly,
 )
 
@@ -82,6 +83,9 @@ class Command(ArbiterCommand):
             self.stdout.write(
                 f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
             )
+            stop = judge_stop_reason(judge)
+            if stop:
+                raise ArbiterError(f"{judge.name}: run stopped, {counts.get('pending', 0)} calls left pending: {stop}")
 
     def _counts(self, ids: list[int]) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -97,7 +101,7 @@ class Command(ArbiterCommand):
             counts = self._counts(ids)
             pending = counts.get(OutputStatus.PENDING, 0) + counts.get(OutputStatus.RUNNING, 0)
             self._bar(len(ids) - pending, len(ids), counts)
-            if not pending:
+            if not pending or (not counts.get(OutputStatus.RUNNING, 0) and judge_stop_reason(judge)):
                 self._end()
                 return
             now = time.monotonic()
