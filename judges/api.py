@@ -14,6 +14,7 @@ from annotation.errors import NotFound
 from annotation.models import Study
 from annotation.roles import is_admin, studies_for
 from judges.models import Judge
+from judges.providers import ADAPTERS
 from judges.selectors import judge_progress
 from judges.services.judges import judge_create
 from judges.services.runs import judge_run_start
@@ -26,6 +27,8 @@ class JudgeSerializer(serializers.ModelSerializer):
             "id", "name", "family", "provider", "model", "base_url", "api_key_env", "max_image_edge",
             "max_image_bytes", "max_request_bytes", "rate_per_second", "concurrency", "timeout_seconds",
             "max_invalid_retries", "max_transport_retries", "max_attempts", "temperature", "max_tokens",
+            "api_version", "token_param", "send_temperature", "seed", "reasoning_effort", "structured_output",
+            "price_input_per_mtok", "price_output_per_mtok", "batch_discount",
         ]
 
 
@@ -40,7 +43,7 @@ class JudgeListApi(APIView):
 
         name = serializers.CharField(max_length=120)
         family = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
-        provider = serializers.ChoiceField(choices=["openai", "anthropic"], default="openai")
+        provider = serializers.ChoiceField(choices=list(ADAPTERS), default="openai")
         model = serializers.CharField(max_length=200)
         base_url = serializers.CharField(max_length=500)
         api_key_env = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")

@@ -42,6 +42,7 @@ class Received:
     active_axes: list[dict[str, Any]] = field(default_factory=list)
     behaviour: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    at: float = 0.0  # time.monotonic() when the request arrived
 
 
 def wire_format(path: str) -> str:
@@ -174,7 +175,7 @@ class FakeProvider:
             return self.script.popleft() if self.script else self.default
 
     def _parse(self, path: str, headers: dict[str, str], body: bytes) -> Received:
-        got = Received(path=path, headers=headers, body=body)
+        got = Received(path=path, headers=headers, body=body, at=time.monotonic())
         data = json.loads(body)
         got.data = data
         content = _user_parts(path, data)
@@ -249,7 +250,7 @@ class FakeProvider:
             got = self._parse(h.path, headers, body)
         except Exception as exc:  # a malformed request is a test failure, reported through problems
             self.problems.append(f"unparseable request: {exc!r}")
-            got = Received(path=h.path, headers=headers, body=body)
+            got = Received(path=h.path, headers=headers, body=body, at=time.monotonic())
         got.behaviour = behaviour
         with self._lock:
             self.requests.append(got)
@@ -296,6 +297,11 @@ class FakeProvider:
             return
         if behaviour == "drip":
             self._drip(h, got.path)
+            return
+        if behaviour == "length":  # a reasoning model that spent every token thinking
+            envelope = envelope_for(got.path, "")
+            envelope["choices"][0]["finish_reason"] = "length"
+            self._send(h, 200, json.dumps(envelope).encode(), {})
             return
         if behaviour == "nested":
             text = "[" * 100_000 + "]" * 100_000
