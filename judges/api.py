@@ -84,6 +84,11 @@ class ProgressSerializer(serializers.Serializer):
     invalid = serializers.IntegerField()
     failed = serializers.IntegerField()
     pending = serializers.IntegerField()
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    cached_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True)
+    cost_per_comparison_usd = serializers.FloatField(allow_null=True)
 
 
 class StudyJudgeRunsApi(APIView):

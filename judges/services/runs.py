@@ -9,9 +9,11 @@ this process with a pool of threads (eager mode: the CLI's progress bar, the ben
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +70,18 @@ def _unfinished(now: object) -> Q:
     return Q(status=OutputStatus.PENDING) | Q(status=OutputStatus.RUNNING, lease_until__lt=now)
 
 
+def _check_run(judge: Judge, orders: str | Sequence[str], repeats: int, set: str | None) -> tuple[str, ...]:
+    """The run's orders, once the judge is callable and the repeats and set make sense."""
+    if judge.provider == Provider.IMPORTED:
+        raise ArbiterError(f"judge {judge.name} is imported-only (no endpoint); register a callable judge with add_judge")
+    checked = parse_orders(orders)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ArbiterError(f"repeats must be an integer 1..{MAX_REPEATS}, got {repeats!r}")
+    if set not in (None, "", *ComparisonSet.values):
+        raise ArbiterError(f"set must be human or deployment, got {set!r}")
+    return checked
+
+
 def judge_run_start(
     *,
     study: Study,
@@ -80,13 +94,7 @@ def judge_run_start(
     user: Any = None,
 ) -> JudgeRunPlan:
     """Create the rows of a run and queue its unfinished calls on commit."""
-    if judge.provider == Provider.IMPORTED:
-        raise ArbiterError(f"judge {judge.name} is imported-only (no endpoint); register a callable judge with add_judge")
-    orders = parse_orders(orders)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
-        raise ArbiterError(f"repeats must be an integer 1..{MAX_REPEATS}, got {repeats!r}")
-    if set not in (None, "", *ComparisonSet.values):
-        raise ArbiterError(f"set must be human or deployment, got {set!r}")
+    orders = _check_run(judge, orders, repeats, set)
     comparisons = Comparison.objects.filter(study=study)
     if set:
         comparisons = comparisons.filter(set=set)
@@ -235,3 +243,106 @@ def judge_outputs_run_local(
     if errors:
         raise errors[0]
     return counts
+
+
+@dataclass(frozen=True)
+class JudgeRunEstimate:
+    """What a run would send, before anything is queued (``run_judges --dry-run``)."""
+
+    judge: str
+    calls: int  # calls that would be made (unfinished ones of the plan)
+    done: int
+    image_tokens: int
+    text_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    batch: bool = False
+
+    @property
+    def input_tokens(self) -> int:
+        return self.image_tokens + self.text_tokens
+
+
+def _sent_size(stored: Any, max_edge: int | None) -> tuple[int, int]:
+    width, height = int(stored.width), int(stored.height)
+    if max_edge and max(width, height) > max_edge:
+        scale = max_edge / max(width, height)
+        return max(1, round(width * scale)), max(1, round(height * scale))
+    return width, height
+
+
+def judge_run_estimate(
+    *,
+    study: Study,
+    judge: Judge,
+    set: str | None = None,
+    orders: Sequence[str] = (Order.PRIMARY, Order.SWAPPED),
+    repeats: int = 1,
+    retry_failed: bool = False,
+    batch: bool = False,
+) -> JudgeRunEstimate:
+    """Calls, estimated image / text / output tokens and cost of a run; writes nothing."""
+    from annotation.models import Axis
+    from judges.costs import Prices, cost_usd, image_tokens, reply_tokens, text_tokens
+    from judges.prompts import active_axes_payload, render_prompt
+    from judges.providers.schema import SYSTEM_PROMPT, reply_schema
+
+    orders = _check_run(judge, orders, repeats, set)
+    comparisons = Comparison.objects.filter(study=study).select_related(
+        "study", "page__image", "page__neutralized_image", "candidate_a__image", "candidate_a__neutralized_image",
+        "candidate_b__image", "candidate_b__neutralized_image",
+    )
+    if set:
+        comparisons = comparisons.filter(set=set)
+    finished = [OutputStatus.VALID, OutputStatus.INVALID] + ([] if retry_failed else [OutputStatus.FAILED])
+    done_keys = Counter(
+        JudgeOutput.objects.filter(judge=judge, comparison__study=study, order__in=orders, repeat__lt=repeats,
+                                   status__in=finished).values_list("comparison_id", flat=True)
+    )
+    axes = list(Axis.objects.filter(study=study).order_by("position"))
+    per_call = repeats * len(orders)
+    max_edge = judge.max_image_edge or None
+    calls = done = image = text = output = 0
+    for comparison in comparisons.iterator(chunk_size=500):
+        already = done_keys.get(comparison.pk, 0)
+        todo = per_call - already
+        done += already
+        if todo <= 0:
+            continue
+        neutral = bool(comparison.study.neutralize_media)
+        page = comparison.page
+        pick = [(page.image, page.neutralized_image), (comparison.candidate_a.image, comparison.candidate_a.neutralized_image),
+                (comparison.candidate_b.image, comparison.candidate_b.neutralized_image)]
+        sizes = [_sent_size((n or i) if neutral else i, max_edge) for i, n in pick if (n or i) is not None]
+        active = page.active_axis_ids(axes)
+        prompt = render_prompt(comparison.study.judge_prompt, active_axes_payload(axes, page.targets, active))
+        chars = len(prompt) + len(SYSTEM_PROMPT) + 40
+        if judge.structured_output:
+            chars += len(json.dumps(reply_schema(active)))
+        calls += todo
+        image += todo * sum(image_tokens(judge.provider, w, h) for w, h in sizes)
+        text += todo * text_tokens(chars)
+        output += todo * reply_tokens(len(active))
+    prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
+    return JudgeRunEstimate(
+        judge=judge.name, calls=calls, done=done, image_tokens=image, text_tokens=text, output_tokens=output,
+        cost_usd=cost_usd(prices, image + text, output, batch=batch), batch=batch,
+    )
+
+
+def judge_run_usage(*, output_ids: Sequence[int], judge: Judge) -> dict[str, Any]:
+    """Tokens the provider reported for these outputs, and their cost at the judge's prices."""
+    from django.db.models import Sum
+
+    from judges.costs import Prices, cost_usd
+
+    totals = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "calls": 0}
+    for start in range(0, len(output_ids), 5000):
+        part = JudgeOutput.objects.filter(pk__in=list(output_ids[start : start + 5000])).aggregate(
+            i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cached_tokens"), n=Sum("calls")
+        )
+        for key, agg in (("input_tokens", "i"), ("output_tokens", "o"), ("cached_tokens", "c"), ("calls", "n")):
+            totals[key] += part[agg] or 0
+    prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
+    totals["cost_usd"] = cost_usd(prices, totals["input_tokens"], totals["output_tokens"])
+    return totals

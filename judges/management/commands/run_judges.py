@@ -22,7 +22,9 @@ from judges.services.runs import (
     judge_get,
     judge_outputs_requeue,
     judge_outputs_run_local,
+    judge_run_estimate,
     judge_run_start,
+    judge_run_usage,
     judge_stop_reason,
     tasks_run_eagerly,
 )
@@ -43,11 +45,16 @@ class Command(ArbiterCommand):
         parser.add_argument("--wait", action="store_true", help="with a broker: wait for the run to finish")
         parser.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after S seconds")
         parser.add_argument("--concurrency", type=int, default=None, help="eager mode: calls in flight here")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="print the calls, estimated tokens and cost; queue nothing")
         parser.add_argument("--poll", type=float, default=1.0, help=argparse_hidden())
 
     def run(self, *args: Any, **o: Any) -> None:
         study = study_by_slug(o["slug"])
         judge = judge_get(name=o["judge"])
+        if o["dry_run"]:
+            self._dry_run(study, judge, o)
+            return
         eager = tasks_run_eagerly()
         plan = judge_run_start(
             study=study,
@@ -83,9 +90,30 @@ class Command(ArbiterCommand):
             self.stdout.write(
                 f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
             )
+            self.stdout.write(self._usage_line(judge, ids))
             stop = judge_stop_reason(judge)
             if stop:
                 raise ArbiterError(f"{judge.name}: run stopped, {counts.get('pending', 0)} calls left pending: {stop}")
+
+    def _dry_run(self, study: Any, judge: Any, o: dict[str, Any]) -> None:
+        estimate = judge_run_estimate(study=study, judge=judge, set=o["set"], orders=o["orders"], repeats=o["repeats"],
+                                      retry_failed=o["retry_failed"])
+        if estimate.cost_usd is None:
+            cost = "cost unknown (no prices: add_judge NAME --update --price-input X --price-output Y)"
+        else:
+            cost = (f"cost ${estimate.cost_usd:,.4f} at ${judge.price_input_per_mtok:g} / "
+                    f"${judge.price_output_per_mtok:g} per million input / output tokens")
+        self.stdout.write(
+            f"{judge.name} (dry run, nothing queued): {estimate.calls} calls, {estimate.done} already done; "
+            f"estimated input {estimate.input_tokens:,} tokens (images {estimate.image_tokens:,}, text "
+            f"{estimate.text_tokens:,}), output {estimate.output_tokens:,} tokens; {cost}"
+        )
+
+    def _usage_line(self, judge: Any, ids: list[int]) -> str:
+        usage = judge_run_usage(output_ids=ids, judge=judge)
+        cost = "" if usage["cost_usd"] is None else f", cost ${usage['cost_usd']:,.4f}"
+        return (f"recorded: {usage['calls']} requests, input {usage['input_tokens']:,} tokens "
+                f"({usage['cached_tokens']:,} cached), output {usage['output_tokens']:,} tokens{cost}")
 
     def _counts(self, ids: list[int]) -> dict[str, int]:
         counts: dict[str, int] = {}
