@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from judges.providers.base import TransportFailure, UnusableReply
+from judges.providers.base import ProviderRefused, TransportFailure, UnusableReply
 
 ERROR_BODY_BYTES = 64 * 1024
 
@@ -52,7 +52,10 @@ def _verify(ca_bundle: str) -> ssl.SSLContext | bool:
     if not ca_bundle:
         return True
     context = ssl.create_default_context()
-    context.load_verify_locations(cafile=ca_bundle)
+    try:
+        context.load_verify_locations(cafile=ca_bundle)
+    except (OSError, ssl.SSLError) as exc:
+        raise ProviderRefused(f"the CA bundle ARBITER_JUDGE_CA_BUNDLE={ca_bundle} cannot be used ({exc})") from None
     return context
 
 
