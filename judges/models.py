@@ -124,3 +124,42 @@ class JudgeOutput(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_id}:{self.comparison_id}:{self.order}:{self.repeat}"
+
+
+class BatchStatus(models.TextChoices):
+    PREPARING = "preparing", "Preparing (outputs claimed, not yet submitted)"
+    SUBMITTED = "submitted", "Submitted (the provider is working on it)"
+    STORED = "stored", "Results stored"
+    CANCELLED = "cancelled", "Cancelled (partial results stored)"
+    FAILED = "failed", "Failed (outputs released for live calls)"
+
+
+class JudgeBatch(models.Model):
+    """One provider batch job (OpenAI Batch, Anthropic Message Batches, Gemini batch) of judge calls.
+
+    Its outputs are claimed with ``claim_token = "batch<pk>"`` and ``batch_id = str(pk)`` until the
+    results are stored; each request's ``custom_id`` is the output id.
+    """
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="batches")
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="judge_batches")
+    status = models.CharField(max_length=12, choices=BatchStatus.choices, default=BatchStatus.PREPARING)
+    provider_batch_id = models.CharField(max_length=200, blank=True)
+    input_file_id = models.CharField(max_length=200, blank=True)
+    provider_status = models.CharField(max_length=40, blank=True)
+    calls = models.PositiveIntegerField(default=0)
+    stored = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} of {self.judge_id} ({self.status})"
+
+    @property
+    def claim_token(self) -> str:
+        return f"batch{self.pk}"

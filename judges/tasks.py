@@ -52,3 +52,11 @@ def sweep_leases() -> int:
     from judges.services.runs import judge_outputs_sweep
 
     return judge_outputs_sweep()
+
+
+@shared_task(name="judges.poll_batches", ignore_result=True)
+def poll_batches() -> dict[str, int]:
+    """Store the results of provider batches that have finished (Celery beat)."""
+    from judges.services.batches import judge_batches_poll
+
+    return judge_batches_poll()

@@ -240,6 +240,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Periodic tasks (run `celery -A config beat` next to the workers).
 CELERY_BEAT_SCHEDULE = {
     "judges-sweep-leases": {"task": "judges.sweep_leases", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
+    "judges-poll-batches": {"task": "judges.poll_batches", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
 }
 
 LOGGING = {

@@ -78,13 +78,14 @@ def client(concurrency: int, timeout: float) -> httpx.Client:
         return found
 
 
-def exchange(url: str, *, body: bytes, headers: dict[str, str], timeout: float, concurrency: int) -> Exchange:
-    """POST ``body``; the status, headers and (capped) body, within one deadline of ``timeout`` s."""
+def exchange(url: str, *, body: bytes | None, headers: dict[str, str], timeout: float, concurrency: int,
+             method: str = "POST", cap: int | None = None) -> Exchange:
+    """Send ``body``; the status, headers and (capped) body, within one deadline of ``timeout`` s."""
     began = time.monotonic()
     deadline = began + timeout
-    cap = max_reply_bytes()
+    cap = cap or max_reply_bytes()
     try:
-        with client(concurrency, timeout).stream("POST", url, content=body, headers=headers) as response:
+        with client(concurrency, timeout).stream(method, url, content=body, headers=headers) as response:
             limit = cap if response.status_code < 300 else ERROR_BODY_BYTES
             declared = response.headers.get("content-length", "")
             if response.status_code < 300 and declared.isdigit() and int(declared) > cap:

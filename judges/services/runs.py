@@ -344,5 +344,6 @@ def judge_run_usage(*, output_ids: Sequence[int], judge: Judge) -> dict[str, Any
         for key, agg in (("input_tokens", "i"), ("output_tokens", "o"), ("cached_tokens", "c"), ("calls", "n")):
             totals[key] += part[agg] or 0
     prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
-    totals["cost_usd"] = cost_usd(prices, totals["input_tokens"], totals["output_tokens"])
+    batch = JudgeOutput.objects.filter(pk__in=list(output_ids[:5000])).exclude(batch_id="").exists()
+    totals["cost_usd"] = cost_usd(prices, totals["input_tokens"], totals["output_tokens"], batch=batch)
     return totals

@@ -128,6 +128,11 @@ class FakeProvider:
         self.usage = (1200, 40, 0)
         self.huge_bytes = 50 * 1024 * 1024
         self.drip_interval = 0.05
+        # Batch endpoints: files, batches (each answers "in progress" on its first status read).
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_cancel_keeps = 1  # results a cancelled batch still returns
+        self.batch_calls: list[str] = []
         self.requests: list[Received] = []
         self.problems: list[str] = []
         self.holding = threading.Event()
@@ -146,7 +151,13 @@ class FakeProvider:
                 return
 
             def do_POST(self) -> None:
-                provider._handle(self)
+                if provider._is_batch(self.path):
+                    provider._batch(self, "POST")
+                else:
+                    provider._handle(self)
+
+            def do_GET(self) -> None:
+                provider._batch(self, "GET")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -309,6 +320,112 @@ class FakeProvider:
             text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
         envelope = envelope_for(got.path, text, usage=self.usage)
         self._send(h, 200, json.dumps(envelope).encode(), {"x-request-id": f"req-{len(self.requests)}"})
+
+    # -- batch APIs ---------------------------------------------------------------------------
+    @staticmethod
+    def _is_batch(path: str) -> bool:
+        return (path.endswith(("/files", "/batches", "/cancel", ":cancel", ":batchGenerateContent", "/messages/batches"))
+                or "/batches/" in path)
+
+    def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A live-call answer to one batch line (checked like a live request)."""
+        raw = json.dumps(body).encode()
+        try:
+            got = self._parse(path, {}, raw)
+        except Exception as exc:
+            self.problems.append(f"unparseable batch line: {exc!r}")
+            got = Received(path=path, headers={}, body=raw)
+        got.behaviour = "batch"
+        with self._lock:
+            self.requests.append(got)
+        behaviour = self._next()
+        text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
+        return envelope_for(path, text, usage=self.usage)
+
+    def _batch(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        path = h.path
+        body = h.rfile.read(int(h.headers.get("content-length") or 0)) if method == "POST" else b""
+        with self._lock:
+            self.batch_calls.append(f"{method} {path}")
+        root = f"http://127.0.0.1:{self._server.server_address[1]}" if self._server else ""
+
+        def send(status: int, payload: Any, raw: bytes | None = None) -> None:
+            self._send(h, status, raw if raw is not None else json.dumps(payload).encode(), {})
+
+        if method == "POST" and path.endswith("/files"):
+            boundary = h.headers.get("content-type", "").split("boundary=", 1)[-1].encode()
+            part = next(p for p in body.split(b"--" + boundary) if b'name="file"' in p)
+            content = part.split(b"\r\n\r\n", 1)[1].removesuffix(b"\r\n")
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = content
+            return send(200, {"id": file_id, "object": "file", "purpose": "batch"})
+        if method == "POST" and path.endswith("/batches") and "/messages/" not in path:
+            data = json.loads(body)
+            lines = [json.loads(line) for line in self.files[data["input_file_id"]].splitlines() if line.strip()]
+            out = [{"custom_id": line["custom_id"], "error": None, "response": {"status_code": 200,
+                    "body": self._answer(line["url"], line["body"])}} for line in lines]
+            batch_id = f"batch_{len(self.batches) + 1}"
+            self.batches[batch_id] = {"kind": "openai", "results": out, "reads": 0, "cancelled": False}
+            return send(200, {"id": batch_id, "object": "batch", "status": "validating"})
+        if method == "POST" and path.endswith("/messages/batches"):
+            data = json.loads(body)
+            out = [{"custom_id": r["custom_id"], "result": {"type": "succeeded",
+                    "message": self._answer("/v1/messages", r["params"])}} for r in data["requests"]]
+            batch_id = f"msgbatch_{len(self.batches) + 1}"
+            self.batches[batch_id] = {"kind": "anthropic", "results": out, "reads": 0, "cancelled": False}
+            return send(200, {"id": batch_id, "type": "message_batch", "processing_status": "in_progress"})
+        if method == "POST" and path.endswith(":batchGenerateContent"):
+            data = json.loads(body)
+            requests = data["batch"]["input_config"]["requests"]["requests"]
+            out = [{"metadata": r["metadata"], "response": self._answer(":generateContent", r["request"])}
+                   for r in requests]
+            name = f"batches/g{len(self.batches) + 1}"
+            self.batches[name] = {"kind": "gemini", "results": out, "reads": 0, "cancelled": False}
+            return send(200, {"name": name, "metadata": {"state": "BATCH_STATE_PENDING"}})
+        if method == "POST" and (path.endswith("/cancel") or path.endswith(":cancel")):
+            key = path.rsplit("/", 2)[-2] if path.endswith("/cancel") else "batches/" + path.rsplit("/", 1)[-1].removesuffix(":cancel")
+            if key not in self.batches:
+                return send(404, {"error": {"message": "not found"}})
+            batch = self.batches[key]
+            batch["cancelled"] = True
+            kept = batch["results"][: self.batch_cancel_keeps]
+            if batch["kind"] == "anthropic":
+                kept += [{"custom_id": r["custom_id"], "result": {"type": "canceled"}}
+                         for r in batch["results"][self.batch_cancel_keeps:]]
+            batch["results"] = kept
+            return send(200, {"id": key})
+        if method == "GET":
+            if path.startswith("/v1/files/") and path.endswith("/content"):
+                file_id = path.split("/")[3]
+                return send(200, None, self.files[file_id]) if file_id in self.files else send(404, {"error": {}})
+            if path.endswith("/results"):
+                key = path.rsplit("/", 2)[-2]
+                lines = b"".join(json.dumps(r).encode() + b"\n" for r in self.batches[key]["results"])
+                return send(200, None, lines)
+            key = path.removeprefix("/v1beta/").removeprefix("/v1/messages/batches/").removeprefix("/v1/batches/")
+            if key not in self.batches:
+                return send(404, {"error": {"message": f"no batch {key}"}})
+            batch = self.batches[key]
+            batch["reads"] += 1
+            done = batch["reads"] > 1 or batch["cancelled"]
+            if batch["kind"] == "openai":
+                if not done:
+                    return send(200, {"id": key, "status": "in_progress"})
+                file_id = f"file-out-{key}"
+                self.files[file_id] = b"".join(json.dumps(r).encode() + b"\n" for r in batch["results"])
+                return send(200, {"id": key, "status": "cancelled" if batch["cancelled"] else "completed",
+                                  "output_file_id": file_id})
+            if batch["kind"] == "anthropic":
+                if not done:
+                    return send(200, {"id": key, "processing_status": "in_progress"})
+                return send(200, {"id": key, "processing_status": "ended",
+                                  "results_url": f"{root}/v1/messages/batches/{key}/results"})
+            state = "BATCH_STATE_CANCELLED" if batch["cancelled"] else "BATCH_STATE_SUCCEEDED"
+            if not done:
+                return send(200, {"name": key, "metadata": {"state": "BATCH_STATE_RUNNING"}})
+            return send(200, {"name": key, "done": True, "metadata": {"state": state},
+                              "response": {"inlinedResponses": {"inlinedResponses": batch["results"]}}})
+        return send(404, {"error": {"message": f"unknown path {path}"}})
 
     def _drip(self, h: BaseHTTPRequestHandler, path: str) -> None:
         """A valid reply sent one byte every ``drip_interval`` seconds (each read is quick; the whole is not)."""
