@@ -13,6 +13,7 @@ Every repair is described by a :class:`PreparedImage` ``repair`` dict, stored on
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import threading
@@ -38,6 +39,11 @@ class PreparedImage:
     width: int
     height: int
     repair: dict[str, Any] | None = field(default=None)
+    encoded: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.encoded:  # encoded once per prepared image, not once per call
+            object.__setattr__(self, "encoded", base64.b64encode(self.data).decode("ascii"))
 
 
 def _jpeg(image: Image.Image) -> bytes:
@@ -154,10 +160,10 @@ class PreparedImageCache:
             if key in self._items or len(item.data) > self.max_bytes:
                 return
             self._items[key] = item
-            self._size += len(item.data)
+            self._size += len(item.data) + len(item.encoded)
             while self._size > self.max_bytes:
                 _, old = self._items.popitem(last=False)
-                self._size -= len(old.data)
+                self._size -= len(old.data) + len(old.encoded)
 
     def clear(self) -> None:
         with self._lock:

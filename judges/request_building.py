@@ -141,7 +141,7 @@ def build_judge_request(
             prepared = _prepared(stored, max_edge=max_edge, max_bytes=max_bytes)
         except ImageTooLarge as exc:
             raise RequestNotBuildable(f"{label}: {exc}") from None
-        images.append(JudgeImage(label, prepared.mime, prepared.data))
+        images.append(JudgeImage(label, prepared.mime, prepared.data, prepared.encoded))
         if prepared.repair:
             repairs.append({"image": label, **prepared.repair})
     request = JudgeRequest(prompt, tuple(images))

@@ -79,9 +79,10 @@ class JudgeImage:
     label: str  # REFERENCE | CANDIDATE A | CANDIDATE B
     mime: str
     data: bytes
+    encoded: str = ""  # the base64 text when already known (prepared images cache it)
 
     def base64(self) -> str:
-        return base64.b64encode(self.data).decode("ascii")
+        return self.encoded or base64.b64encode(self.data).decode("ascii")
 
 
 @dataclass(frozen=True)

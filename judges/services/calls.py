@@ -114,6 +114,9 @@ class _Claim:
     output_id: int
     token: str
     renewed_at: float = field(default_factory=time.monotonic)
+    # The claim's UPDATE already counted the first request (one write fewer per call); the first
+    # write that is not that request gives the count back.
+    counted: bool = False
 
     def rows(self) -> Any:
         return JudgeOutput.objects.filter(pk=self.output_id, claim_token=self.token, status=OutputStatus.RUNNING)
@@ -133,10 +136,19 @@ class _Claim:
             self.renew(attempt_seconds(judge))
 
     def update(self, **fields: Any) -> bool:
+        if self.counted:
+            fields["calls"] = F("calls") - 1
+            self.counted = False
         return bool(self.rows().update(**fields))
 
     def count_call(self, seconds: float) -> None:
-        """Count the HTTP request about to be sent and cover it with the lease (one UPDATE)."""
+        """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
+
+        The first request of a claim was counted by the claim itself, under a fresh lease.
+        """
+        if self.counted:
+            self.counted = False
+            return
         if not self.rows().update(calls=F("calls") + 1, lease_until=timezone.now() + timedelta(seconds=seconds)):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
@@ -146,10 +158,14 @@ def _claimable(now: Any) -> Q:
     return Q(status=OutputStatus.PENDING) | Q(status=OutputStatus.RUNNING, lease_until__lt=now)
 
 
-def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: int) -> str | None:
-    """Claim a pending (or abandoned) output with one conditional UPDATE; its claim token or None."""
+def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: int, count_call: bool = False) -> str | None:
+    """Claim a pending (or abandoned) output with one conditional UPDATE; its claim token or None.
+
+    ``count_call``: the same UPDATE counts the request the claimer is about to send.
+    """
     now = timezone.now()
     token = secrets.token_hex(16)
+    extra = {"calls": F("calls") + 1} if count_call else {}
     claimed = (
         JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts)
         .update(
@@ -157,6 +173,7 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
             claim_token=token,
             lease_until=now + timedelta(seconds=lease_seconds),
             attempts=F("attempts") + 1,
+            **extra,
         )
     )
     if claimed:
@@ -241,11 +258,12 @@ def judge_output_execute(*, output_id: int, budget_seconds: float | None = None)
         return "skipped"
     judge = output.judge
     token = judge_output_claim(
-        output_id=output_id, lease_seconds=attempt_seconds(judge), max_attempts=int(judge.max_attempts)
+        output_id=output_id, lease_seconds=attempt_seconds(judge), max_attempts=int(judge.max_attempts),
+        count_call=True,
     )
     if token is None:
         return HELD if held_seconds(output_id) > 0 else "skipped"
-    claim = _Claim(output_id, token)
+    claim = _Claim(output_id, token, counted=True)
     deadline = time.monotonic() + budget_seconds if budget_seconds else None
     try:
         return str(_run_claimed(claim, output, judge, deadline))
