@@ -172,7 +172,3 @@ def call(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequence[str
 
     return replace(reply, latency_ms=got.latency_ms)
 
-
-def send(endpoint: Endpoint, body: bytes) -> str:
-    """The reply text of one prepared body (kept for callers that need only the text)."""
-    return call(endpoint, JudgeRequest("", ()), body=body).text

@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 BATCH_LEASE = timedelta(hours=26)  # the providers' 24 h completion window, plus a margin
 PREPARING_GRACE_SECONDS = 600.0
 MAX_BATCH_CALLS = 50_000
+MAX_BATCH_BYTES = 190 * 1024 * 1024  # OpenAI takes batch files up to 200 MB; the others less per job
 
 
 def _api(judge: Judge) -> BatchApi:
@@ -84,7 +85,16 @@ def judge_batch_submit(
     rows = list(JudgeOutput.objects.filter(claim_token=batch.claim_token).values_list("pk", "comparison_id", "order"))
     endpoint = endpoint_of(judge)
     requests: list[tuple[str, dict[str, Any]]] = []
-    for output_id, comparison_id, order in rows:
+    size = 0
+    for index, (output_id, comparison_id, order) in enumerate(rows):
+        if size > MAX_BATCH_BYTES:  # the rest waits for the next batch (run_judges --batch submits it)
+            rest = [r[0] for r in rows[index:]]
+            JudgeOutput.objects.filter(pk__in=rest, claim_token=batch.claim_token).update(
+                status=OutputStatus.PENDING, claim_token="", batch_id="", lease_until=None,
+                attempts=F("attempts") - 1, calls=F("calls") - 1,
+            )
+            JudgeBatch.objects.filter(pk=batch.pk).update(calls=F("calls") - len(rest))
+            break
         comparison = load_comparison(comparison_id)
         try:
             built = build_judge_request(judge=judge, comparison=comparison, order=order,
@@ -92,7 +102,9 @@ def judge_batch_submit(
         except RequestNotBuildable as exc:
             _store(batch, output_id, status=OutputStatus.FAILED, error=str(exc))
             continue
-        requests.append((str(output_id), build_body(endpoint, built.request, active_axes=built.active_axes)))
+        body = build_body(endpoint, built.request, active_axes=built.active_axes)
+        size += sum(len(i.encoded) for i in built.request.images) + 4096
+        requests.append((str(output_id), body))
     try:
         provider_id, file_id = _api(judge).submit(requests)
     except (ProviderRefused, TransportFailure) as exc:

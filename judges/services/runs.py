@@ -336,14 +336,22 @@ def judge_run_usage(*, output_ids: Sequence[int], judge: Judge) -> dict[str, Any
 
     from judges.costs import Prices, cost_usd
 
-    totals = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "calls": 0}
+    totals: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "calls": 0}
+    live = {"i": 0, "o": 0}
+    batch = {"i": 0, "o": 0}
     for start in range(0, len(output_ids), 5000):
-        part = JudgeOutput.objects.filter(pk__in=list(output_ids[start : start + 5000])).aggregate(
-            i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cached_tokens"), n=Sum("calls")
-        )
+        rows = JudgeOutput.objects.filter(pk__in=list(output_ids[start : start + 5000]))
+        part = rows.aggregate(i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cached_tokens"), n=Sum("calls"),
+                              bi=Sum("input_tokens", filter=~Q(batch_id="")),
+                              bo=Sum("output_tokens", filter=~Q(batch_id="")))
         for key, agg in (("input_tokens", "i"), ("output_tokens", "o"), ("cached_tokens", "c"), ("calls", "n")):
             totals[key] += part[agg] or 0
+        batch["i"] += part["bi"] or 0
+        batch["o"] += part["bo"] or 0
+    live["i"] = totals["input_tokens"] - batch["i"]
+    live["o"] = totals["output_tokens"] - batch["o"]
     prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
-    batch = JudgeOutput.objects.filter(pk__in=list(output_ids[:5000])).exclude(batch_id="").exists()
-    totals["cost_usd"] = cost_usd(prices, totals["input_tokens"], totals["output_tokens"], batch=batch)
+    live_cost = cost_usd(prices, live["i"], live["o"])
+    batch_cost = cost_usd(prices, batch["i"], batch["o"], batch=True)
+    totals["cost_usd"] = None if live_cost is None or batch_cost is None else live_cost + batch_cost
     return totals

@@ -106,3 +106,14 @@ def test_dry_run_of_a_batch_shows_the_discounted_cost(provider: FakeProvider) ->
     batch_cost = float(batch.split("cost $")[1].split()[0])
     assert batch_cost == pytest.approx(live_cost / 2, abs=0.0001)
     assert not JudgeOutput.objects.exists()
+
+
+def test_a_run_larger_than_one_batch_file_is_split(provider: FakeProvider, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("judges.services.batches.MAX_BATCH_BYTES", 1)  # one call per batch
+    make_example_study()
+    batch_judge(provider, "openai")
+    out = run("--batch", "--wait", "--poll", "0.01")
+    assert out.count("submitted as") == 4
+    assert set(JudgeOutput.objects.values_list("status", flat=True)) == {"valid"}
+    assert sorted(JudgeOutput.objects.values_list("batch_id", flat=True)) == ["1", "2", "3", "4"]
+    assert JudgeOutput.objects.aggregate(n=Sum("calls"))["n"] == len(provider.requests) == 4

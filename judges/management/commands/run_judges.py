@@ -118,13 +118,14 @@ class Command(ArbiterCommand):
                 raise ArbiterError(f"{judge.name}: run stopped, {counts.get('pending', 0)} calls left pending: {stop}")
 
     def _batch(self, study: Any, judge: Any, o: dict[str, Any]) -> None:
-        batch = judge_batch_submit(study=study, judge=judge, set=o["set"], orders=o["orders"], repeats=o["repeats"],
-                                   retry_failed=o["retry_failed"])
-        if batch is None:
-            self.stdout.write(f"{judge.name}: nothing to submit (every call is done or held)")
-        else:
+        submitted = 0
+        while (batch := judge_batch_submit(study=study, judge=judge, set=o["set"], orders=o["orders"],
+                                           repeats=o["repeats"], retry_failed=o["retry_failed"])) is not None:
+            submitted += 1
             self.stdout.write(f"{judge.name}: batch {batch.pk} submitted as {batch.provider_batch_id}, "
                               f"{batch.calls} calls")
+        if not submitted:
+            self.stdout.write(f"{judge.name}: nothing to submit (every call is done or held)")
         if not o["wait"]:
             return
         started = time.monotonic()
