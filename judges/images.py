@@ -54,8 +54,9 @@ def _jpeg(image: Image.Image) -> bytes:
 
 
 def _png(image: Image.Image) -> bytes:
+    # Fast deflate: on renderings it is about as small as the default level, at half the CPU.
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
 

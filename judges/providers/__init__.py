@@ -112,7 +112,8 @@ def _refusal(endpoint: Endpoint, status: int, body: bytes, key: str) -> Exceptio
     message = _scrub(message[:300], key)
     code = str((error or {}).get("code") or (error or {}).get("type") or (error or {}).get("status") or "") \
         if isinstance(error, dict) else ""
-    if code == "insufficient_quota" or "insufficient_quota" in message or "exceeded your current quota" in message:
+    # Only OpenAI's explicit code: Gemini words its per-minute 429s "exceeded your current quota" too.
+    if code == "insufficient_quota" or "insufficient_quota" in message:
         return RunStopped(f"the provider reports no quota left for judge {endpoint.name or endpoint.model} "
                           f"(HTTP {status} insufficient_quota): top up the account, then run again")
     if status in (401, 403):
