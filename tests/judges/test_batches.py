@@ -35,18 +35,19 @@ def test_batch_run_stores_the_same_rows_as_live_calls(provider: FakeProvider, ki
     make_example_study()
     batch_judge(provider, kind, price_input_per_mtok=2.0, price_output_per_mtok=8.0)
     out = run("--batch", "--wait", "--poll", "0.01")
-    assert "batch 1 submitted as" in out and "4 calls" in out
+    batch = JudgeBatch.objects.get()
+    assert f"batch {batch.pk} submitted as {batch.provider_batch_id}, 4 calls" in out
     assert "valid 4, invalid 0, failed 0, pending 0" in out
     assert provider.problems == []  # every batch line carried the three images and the ACTIVE_AXES
     rows = JudgeOutput.objects.all()
-    assert {r.status for r in rows} == {"valid"} and {r.batch_id for r in rows} == {"1"}
+    assert {r.status for r in rows} == {"valid"} and {r.batch_id for r in rows} == {str(batch.pk)}
     assert {r.calls for r in rows} == {1} and len(provider.requests) == 4
     assert {r.input_tokens for r in rows} == {1200}
     # custom_id is the output id: every output got its own answer back.
     swapped = rows.filter(order="swapped").first()
     assert swapped is not None and swapped.winner == "B"
-    batch = JudgeBatch.objects.get()
-    assert batch.status == "stored" and batch.stored == 4 and batch.provider_batch_id
+    batch.refresh_from_db()
+    assert batch.status == "stored" and batch.stored == 4
     # Batch calls are billed at the batch discount: 4 × (1,200 × $2 + 40 × $8) / 1M × 0.5.
     assert "cost $0.0054" in out
 
@@ -115,5 +116,6 @@ def test_a_run_larger_than_one_batch_file_is_split(provider: FakeProvider, monke
     out = run("--batch", "--wait", "--poll", "0.01")
     assert out.count("submitted as") == 4
     assert set(JudgeOutput.objects.values_list("status", flat=True)) == {"valid"}
-    assert sorted(JudgeOutput.objects.values_list("batch_id", flat=True)) == ["1", "2", "3", "4"]
+    batches = sorted(str(pk) for pk in JudgeBatch.objects.values_list("pk", flat=True))
+    assert len(batches) == 4 and sorted(JudgeOutput.objects.values_list("batch_id", flat=True)) == batches
     assert JudgeOutput.objects.aggregate(n=Sum("calls"))["n"] == len(provider.requests) == 4

@@ -39,13 +39,18 @@ def run_and_wait(*extra: str) -> str:
     return out.getvalue()
 
 
-def assert_accounted(provider: FakeProvider, expected_rows: int) -> dict[str, int]:
+def assert_accounted(provider: FakeProvider, expected_rows: int, killed: int = 0) -> dict[str, int]:
+    """Zero outputs running or pending, one row per call, every request received counted.
+
+    ``killed``: processes SIGKILLed mid-call; each may have counted a request it never sent (it
+    died between the counting UPDATE and the send), never the other way round.
+    """
     rows = list(JudgeOutput.objects.values_list("comparison__external_id", "order", "repeat", "status"))
     assert len(rows) == expected_rows
     assert len({r[:3] for r in rows}) == expected_rows  # nothing duplicated
     assert not [r for r in rows if r[3] in ("running", "pending")], rows
     calls = JudgeOutput.objects.aggregate(n=Sum("calls"))["n"]
-    assert calls == len(provider.requests), (calls, len(provider.requests))
+    assert len(provider.requests) <= calls <= len(provider.requests) + killed, (calls, len(provider.requests))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r[3]] = counts.get(r[3], 0) + 1
@@ -72,7 +77,7 @@ def test_sigkill_of_prefork_children_mid_call(celery_worker_process) -> None:  #
             os.kill(child, signal.SIGKILL)
         provider.release.set()
         run_and_wait("--repeats", "2")
-        counts = assert_accounted(provider, 8)
+        counts = assert_accounted(provider, 8, killed=len(children))
         assert counts == {"valid": 8}
         assert JudgeOutput.objects.filter(calls__gt=1).count() >= 1  # the killed call was made again
         assert provider.problems == []
