@@ -45,7 +45,7 @@ class JudgeListApi(APIView):
         family = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
         provider = serializers.ChoiceField(choices=list(ADAPTERS), default="openai")
         model = serializers.CharField(max_length=200)
-        base_url = serializers.CharField(max_length=500)
+        base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         api_key_env = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")
         max_image_edge = serializers.IntegerField(required=False, allow_null=True)
         max_image_bytes = serializers.IntegerField(required=False, allow_null=True)
@@ -53,6 +53,18 @@ class JudgeListApi(APIView):
         rate = serializers.CharField(required=False, allow_blank=True, allow_null=True)
         concurrency = serializers.IntegerField(required=False, allow_null=True)
         timeout = serializers.FloatField(required=False, allow_null=True)
+        # Parameters sent and prices (the add_judge flags of the same names).
+        api_version = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+        token_param = serializers.CharField(required=False, allow_null=True)
+        send_temperature = serializers.BooleanField(required=False, allow_null=True, default=None)
+        temperature = serializers.FloatField(required=False, allow_null=True)
+        seed = serializers.IntegerField(required=False, allow_null=True)
+        reasoning_effort = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+        structured_output = serializers.BooleanField(required=False, allow_null=True, default=None)
+        max_tokens = serializers.IntegerField(required=False, allow_null=True)
+        price_input_per_mtok = serializers.CharField(required=False, allow_null=True)
+        price_output_per_mtok = serializers.CharField(required=False, allow_null=True)
+        batch_discount = serializers.CharField(required=False, allow_null=True)
 
     @extend_schema(responses=JudgeSerializer(many=True))
     def get(self, request: Request) -> Response:
@@ -70,6 +82,9 @@ class JudgeListApi(APIView):
             api_key_env=d["api_key_env"], max_image_edge=d.get("max_image_edge"), max_image_bytes=d.get("max_image_bytes"),
             max_request_bytes=d.get("max_request_bytes"), rate_per_second=d.get("rate"),
             concurrency=d.get("concurrency"), timeout_seconds=d.get("timeout"), user=request.user,
+            **{k: d.get(k) for k in ("api_version", "token_param", "send_temperature", "temperature", "seed",
+                                     "reasoning_effort", "structured_output", "max_tokens", "price_input_per_mtok",
+                                     "price_output_per_mtok", "batch_discount")},
         )
         return Response(JudgeSerializer(judge).data, status=status.HTTP_201_CREATED)
 

@@ -115,6 +115,16 @@ def test_only_admins_register_judges(researcher, admin_user) -> None:  # type: i
                          content_type="application/json")
     assert refused.status_code == 400 and "link-local" in refused.json()["detail"]
     assert [j["name"] for j in login(researcher).get("/api/judges/").json()] == ["api-judge"]
+    gemini = admin.post("/api/judges/", {"name": "g", "provider": "gemini", "model": "gemini-2.5-flash",
+                                         "base_url": "", "price_input_per_mtok": "0.3", "price_output_per_mtok": "2.5",
+                                         "send_temperature": False, "reasoning_effort": "low"},
+                        content_type="application/json")
+    assert gemini.status_code == 201, gemini.content
+    assert gemini.json()["base_url"] == "https://generativelanguage.googleapis.com"
+    assert (gemini.json()["price_output_per_mtok"], gemini.json()["send_temperature"]) == (2.5, False)
+    cheap = admin.post("/api/judges/", {**body, "name": "cheap", "price_input_per_mtok": "cheap"},
+                       content_type="application/json")
+    assert cheap.status_code == 400 and "expected a price in dollars per million tokens" in cheap.json()["detail"]
 
 
 def test_admin_pages(make_user, provider: FakeProvider) -> None:  # type: ignore[no-untyped-def]
