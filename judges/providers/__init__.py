@@ -80,8 +80,23 @@ def build_body(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequen
 
 def encode_body(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequence[str] = (),
                 turns: Sequence[Turn] = ()) -> bytes:
-    body = build_body(endpoint, request, active_axes=active_axes, turns=turns)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    """The body as bytes. The JSON encoder never sees the base64 images (hundreds of KB each):
+    the body is encoded with a short placeholder per image, which is then replaced by the base64
+    text (its alphabet needs no JSON escaping)."""
+    marks = [f"@@arbiter-image-{i}-{id(request)}@@" for i in range(len(request.images))]
+    skeleton = JudgeRequest(request.prompt, tuple(
+        JudgeImage(image.label, image.mime, b"", mark) for image, mark in zip(request.images, marks, strict=True)
+    ))
+    body = build_body(endpoint, skeleton, active_axes=active_axes, turns=turns)
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    parts: list[str] = []
+    for mark, image in zip(marks, request.images, strict=True):
+        head, found, text = text.partition(mark)
+        if not found:
+            raise ValueError("an image placeholder is missing from the encoded body")
+        parts += [head, image.base64()]
+    parts.append(text)
+    return "".join(parts).encode()
 
 
 def request_overhead_bytes(provider: str, request: JudgeRequest, *, model: str, active_axes: Sequence[str] = ()) -> int:
