@@ -71,8 +71,10 @@ def litellm_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         f"      mock_response: {json.dumps(json.dumps(REPLY))}\n"
     )
     port = _free_port()
-    env = {**os.environ, "LITELLM_MASTER_KEY": MASTER_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "LITELLM_TELEMETRY": "False", "NO_PROXY": "*"}
+    # Not ours to share: LiteLLM would take DATABASE_URL as its own database (and want prisma).
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
+    env.update(LITELLM_MASTER_KEY=MASTER_KEY, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_TELEMETRY="False",
+               NO_PROXY="*")
     log = (folder / "proxy.log").open("wb")
     proxy = subprocess.Popen([binary, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
                              cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -92,11 +94,12 @@ def litellm_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail("the LiteLLM proxy did not start within 120 s")
         yield url
     finally:
-        os.killpg(proxy.pid, signal.SIGTERM)
-        try:
-            proxy.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proxy.pid, signal.SIGKILL)
+        if proxy.poll() is None:
+            os.killpg(proxy.pid, signal.SIGTERM)
+            try:
+                proxy.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proxy.pid, signal.SIGKILL)
         log.close()
 
 
