@@ -208,7 +208,9 @@ class RedisLimiter:
 
     def stopped(self, limits: Limits) -> str | None:
         value = self._redis.get(self._key(limits, "stopped"))
-        return value.decode("utf-8", "replace") if value else None
+        if not value:
+            return None
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
     def clear_stop(self, limits: Limits) -> None:
         self._redis.delete(self._key(limits, "stopped"), self._key(limits, "paused"))

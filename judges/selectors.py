@@ -171,8 +171,8 @@ def judge_progress(
         )
         .order_by("judge__name")
     )
-    counts = list(counts)
-    judges = Judge.objects.in_bulk([r["judge_id"] for r in counts])
+    rows_by_judge: list[dict[str, Any]] = [dict(r) for r in counts]
+    judges = Judge.objects.in_bulk([r["judge_id"] for r in rows_by_judge])
     return [
         JudgeProgress(
             judge_id=r["judge_id"],
@@ -190,7 +190,7 @@ def judge_progress(
             cached_tokens=r["sum_cached"],
             cost_usd=_usage_cost(judges.get(r["judge_id"]), r),
         )
-        for r in counts
+        for r in rows_by_judge
     ]
 
 
