@@ -194,10 +194,42 @@ def scenario(name: str, study, url: str, repeats: int, **limits: object) -> dict
     return result
 
 
+def batch_scenario(study, url: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Batch mode: one call per comparison (primary order) through the OpenAI Batch emulator.
+
+    The emulator answers a batch at once (no provider queueing): the figure is our own cost to
+    build, upload, poll, download, validate and store, per call.
+    """
+    import judges.request_building as rb
+    from judges.models import Judge, JudgeOutput
+    from judges.services.batches import judge_batch_submit, judge_batches_poll
+
+    rb._cache.clear()
+    judge = Judge.objects.create(name="bench-batch", family="bench", provider="openai", model="m", base_url=url,
+                                 api_key_env="BENCH_JUDGE_KEY", timeout_seconds=120, max_image_edge=600)
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    batches = 0
+    while judge_batch_submit(study=study, judge=judge, orders=["primary"]) is not None:
+        batches += 1
+    submitted = time.perf_counter() - t0
+    while judge_batches_poll(judge=judge).get("submitted"):
+        pass
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    n = JudgeOutput.objects.filter(judge=judge).count()
+    valid = JudgeOutput.objects.filter(judge=judge, status="valid").count()
+    print(f"batch      {n} calls ({valid} valid) in {batches} batch(es): submitted in {submitted:5.1f} s, stored after "
+          f"{wall:5.1f} s = {n / wall:6.1f} calls/s (no provider queueing); CPU {1000 * cpu / n:.2f} ms/call",
+          flush=True)
+    return {"calls": n, "valid": valid, "wall_s": wall, "calls_per_s": n / wall}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=2, help="repeats per order (2 orders each)")
+    parser.add_argument("--batch-only", action="store_true", help="only the batch-mode figure")
     args = parser.parse_args()
 
     import django
@@ -218,8 +250,10 @@ def main() -> None:
               f"in {time.perf_counter() - t0:.1f} s; "
               f"{2 * args.repeats * args.pages} calls per scenario, concurrency {CONCURRENCY}, server delay {DELAY * 1000:.0f} ms",
               flush=True)
-        scenario("as stored", study, url, args.repeats)
-        scenario("repair", study, url, args.repeats, max_image_edge=600)
+        if not args.batch_only:
+            scenario("as stored", study, url, args.repeats)
+            scenario("repair", study, url, args.repeats, max_image_edge=600)
+        batch_scenario(study, url.removesuffix("/v1") + "/v1")
     finally:
         server.terminate()
         server.join(5)

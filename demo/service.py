@@ -204,7 +204,7 @@ DEMO_JUDGE = "demo-judge"
 
 
 def demo_judge_ensure() -> Judge:
-    """The built-in demo judge (provider ``demo``, judges.demo_judge): press "Run judges" on the
+    """The built-in demo judge (provider ``demo``, judges.providers.demo): press "Run judges" on the
     demo study and it answers locally from the ground truth, no network or API key needed."""
     judge, _ = Judge.objects.get_or_create(
         name=DEMO_JUDGE,

@@ -14,6 +14,7 @@ from annotation.errors import NotFound
 from annotation.models import Study
 from annotation.roles import is_admin, studies_for
 from judges.models import Judge
+from judges.providers import REGISTRABLE
 from judges.selectors import judge_progress
 from judges.services.judges import judge_create
 from judges.services.runs import judge_run_start
@@ -26,6 +27,8 @@ class JudgeSerializer(serializers.ModelSerializer):
             "id", "name", "family", "provider", "model", "base_url", "api_key_env", "max_image_edge",
             "max_image_bytes", "max_request_bytes", "rate_per_second", "concurrency", "timeout_seconds",
             "max_invalid_retries", "max_transport_retries", "max_attempts", "temperature", "max_tokens",
+            "api_version", "token_param", "send_temperature", "seed", "reasoning_effort", "structured_output",
+            "price_input_per_mtok", "price_output_per_mtok", "batch_discount",
         ]
 
 
@@ -40,9 +43,9 @@ class JudgeListApi(APIView):
 
         name = serializers.CharField(max_length=120)
         family = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
-        provider = serializers.ChoiceField(choices=["openai", "anthropic"], default="openai")
+        provider = serializers.ChoiceField(choices=list(REGISTRABLE), default="openai")
         model = serializers.CharField(max_length=200)
-        base_url = serializers.CharField(max_length=500)
+        base_url = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         api_key_env = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")
         max_image_edge = serializers.IntegerField(required=False, allow_null=True)
         max_image_bytes = serializers.IntegerField(required=False, allow_null=True)
@@ -50,6 +53,18 @@ class JudgeListApi(APIView):
         rate = serializers.CharField(required=False, allow_blank=True, allow_null=True)
         concurrency = serializers.IntegerField(required=False, allow_null=True)
         timeout = serializers.FloatField(required=False, allow_null=True)
+        # Parameters sent and prices (the add_judge flags of the same names).
+        api_version = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+        token_param = serializers.CharField(required=False, allow_null=True)
+        send_temperature = serializers.BooleanField(required=False, allow_null=True, default=None)
+        temperature = serializers.FloatField(required=False, allow_null=True)
+        seed = serializers.IntegerField(required=False, allow_null=True)
+        reasoning_effort = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+        structured_output = serializers.BooleanField(required=False, allow_null=True, default=None)
+        max_tokens = serializers.IntegerField(required=False, allow_null=True)
+        price_input_per_mtok = serializers.CharField(required=False, allow_null=True)
+        price_output_per_mtok = serializers.CharField(required=False, allow_null=True)
+        batch_discount = serializers.CharField(required=False, allow_null=True)
 
     @extend_schema(responses=JudgeSerializer(many=True))
     def get(self, request: Request) -> Response:
@@ -67,6 +82,9 @@ class JudgeListApi(APIView):
             api_key_env=d["api_key_env"], max_image_edge=d.get("max_image_edge"), max_image_bytes=d.get("max_image_bytes"),
             max_request_bytes=d.get("max_request_bytes"), rate_per_second=d.get("rate"),
             concurrency=d.get("concurrency"), timeout_seconds=d.get("timeout"), user=request.user,
+            **{k: d.get(k) for k in ("api_version", "token_param", "send_temperature", "temperature", "seed",
+                                     "reasoning_effort", "structured_output", "max_tokens", "price_input_per_mtok",
+                                     "price_output_per_mtok", "batch_discount")},
         )
         return Response(JudgeSerializer(judge).data, status=status.HTTP_201_CREATED)
 
@@ -81,6 +99,11 @@ class ProgressSerializer(serializers.Serializer):
     invalid = serializers.IntegerField()
     failed = serializers.IntegerField()
     pending = serializers.IntegerField()
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    cached_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(allow_null=True)
+    cost_per_comparison_usd = serializers.FloatField(allow_null=True)
 
 
 class StudyJudgeRunsApi(APIView):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterable
@@ -188,10 +189,16 @@ def check_peer(stream: httpcore.NetworkStream, expected: str, host: str) -> None
         )
 
 
-def pinned_transport(*, limits: httpx.Limits) -> httpx.HTTPTransport:
+def pinned_transport(*, limits: httpx.Limits, verify: ssl.SSLContext | bool = True,
+                     proxy: str | None = None) -> httpx.HTTPTransport:
     """An ``httpx.HTTPTransport`` (no proxies from the environment) whose connections are made by
-    :class:`PinnedBackend`."""
-    transport = httpx.HTTPTransport(limits=limits, trust_env=False)
+    :class:`PinnedBackend`.
+
+    With ``proxy`` (the deployment's ``ARBITER_JUDGE_PROXY``) the connections it makes are to the
+    proxy, so it is the proxy's address that is checked and pinned; the proxy resolves and reaches
+    the judge host itself (docs/decisions.md, "Judge egress through a proxy").
+    """
+    transport = httpx.HTTPTransport(limits=limits, trust_env=False, verify=verify, proxy=proxy)
     # httpx has no parameter for httpcore's network backend; its pool reads this attribute for
     # every new connection (tests/judges/test_egress.py proves it is the one used).
     transport._pool._network_backend = PinnedBackend()

@@ -11,6 +11,12 @@ Two implementations of one small interface, chosen by :func:`limiter_for`:
 
 ``slot(key, ...)`` is a context manager: it waits for a rate token, then for a free slot, calling
 ``heartbeat`` at least every few seconds while it waits (the caller renews its lease there).
+
+Two more shared signals, in the same store (the broker's Redis, or this process):
+- ``pause(limits, seconds)`` after a 429: every worker holds its next call of that judge until
+  the provider's reset time (``paused_for`` says how long is left);
+- ``stop(limits, reason)`` after an auth failure or exhausted quota: no worker calls that judge
+  until ``run_judges`` starts it again (``clear_stop``); ``stopped`` returns the reason.
 """
 
 from __future__ import annotations
@@ -37,9 +43,22 @@ class Limits:
     hold_seconds: float  # a slot held longer than this is presumed dead and freed
 
 
+STOP_SECONDS = 24 * 3600.0
+
+
 class Limiter(Protocol):
     def slot(self, limits: Limits, heartbeat: Callable[[], None] | None = None) -> contextlib.AbstractContextManager[None]:
         ...
+
+    def pause(self, limits: Limits, seconds: float) -> None: ...
+
+    def paused_for(self, limits: Limits) -> float: ...
+
+    def stop(self, limits: Limits, reason: str) -> None: ...
+
+    def stopped(self, limits: Limits) -> str | None: ...
+
+    def clear_stop(self, limits: Limits) -> None: ...
 
 
 def _pause(seconds: float) -> float:
@@ -51,6 +70,30 @@ class LocalLimiter:
         self._lock = threading.Lock()
         self._semaphores: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
         self._buckets: dict[str, list[float]] = {}  # key -> [tokens, last refill (monotonic)]
+        self._paused: dict[str, float] = {}  # key -> until (monotonic)
+        self._stopped: dict[str, str] = {}
+
+    def pause(self, limits: Limits, seconds: float) -> None:
+        with self._lock:
+            until = time.monotonic() + max(seconds, 0.0)
+            self._paused[limits.key] = max(until, self._paused.get(limits.key, 0.0))
+
+    def paused_for(self, limits: Limits) -> float:
+        with self._lock:
+            return max(0.0, self._paused.get(limits.key, 0.0) - time.monotonic())
+
+    def stop(self, limits: Limits, reason: str) -> None:
+        with self._lock:
+            self._stopped[limits.key] = reason
+
+    def stopped(self, limits: Limits) -> str | None:
+        with self._lock:
+            return self._stopped.get(limits.key)
+
+    def clear_stop(self, limits: Limits) -> None:
+        with self._lock:
+            self._stopped.pop(limits.key, None)
+            self._paused.pop(limits.key, None)
 
     def _semaphore(self, limits: Limits) -> threading.BoundedSemaphore:
         with self._lock:
@@ -130,6 +173,16 @@ return wait
 """
 
 
+# KEYS[1] pause key; ARGV: ms. Extends the pause, never shortens it.
+_PAUSE = """
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], '1', 'PX', tonumber(ARGV[1]))
+end
+return 1
+"""
+
+
 class RedisLimiter:
     def __init__(self, url: str) -> None:
         import redis
@@ -137,6 +190,30 @@ class RedisLimiter:
         self._redis = redis.Redis.from_url(url)
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._token = self._redis.register_script(_TOKEN)
+        self._pause = self._redis.register_script(_PAUSE)
+
+    @staticmethod
+    def _key(limits: Limits, what: str) -> str:
+        return f"arbiter:judge-limits:{limits.key}:{what}"
+
+    def pause(self, limits: Limits, seconds: float) -> None:
+        self._pause(keys=[self._key(limits, "paused")], args=[max(int(seconds * 1000), 1)])
+
+    def paused_for(self, limits: Limits) -> float:
+        ms = self._redis.pttl(self._key(limits, "paused"))
+        return max(0.0, ms / 1000) if ms and ms > 0 else 0.0
+
+    def stop(self, limits: Limits, reason: str) -> None:
+        self._redis.set(self._key(limits, "stopped"), reason.encode(), ex=int(STOP_SECONDS))
+
+    def stopped(self, limits: Limits) -> str | None:
+        value = self._redis.get(self._key(limits, "stopped"))
+        if not value:
+            return None
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    def clear_stop(self, limits: Limits) -> None:
+        self._redis.delete(self._key(limits, "stopped"), self._key(limits, "paused"))
 
     @contextlib.contextmanager
     def slot(self, limits: Limits, heartbeat: Callable[[], None] | None = None) -> Iterator[None]:

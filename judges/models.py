@@ -10,7 +10,10 @@ from annotation.models import Comparison
 
 class Provider(models.TextChoices):
     OPENAI = "openai", "OpenAI-compatible chat completions"
+    OPENAI_RESPONSES = "openai-responses", "OpenAI Responses API"
     ANTHROPIC = "anthropic", "Anthropic messages"
+    GEMINI = "gemini", "Google Gemini generateContent"
+    AZURE_OPENAI = "azure-openai", "Azure OpenAI chat completions"
     IMPORTED = "imported", "Imported outputs only (not callable)"
     DEMO = "demo", "Built-in demo judge (answers locally from the demo's ground truth)"
 
@@ -34,7 +37,18 @@ class Judge(models.Model):
     max_transport_retries = models.PositiveIntegerField(default=5)
     max_attempts = models.PositiveIntegerField(default=10)
     temperature = models.FloatField(null=True, blank=True)
-    max_tokens = models.PositiveIntegerField(default=1024)
+    max_tokens = models.PositiveIntegerField(default=4096)
+    # Which parameters are sent (judges.providers.base.Endpoint): add_judge flags override.
+    api_version = models.CharField(max_length=40, blank=True, help_text="anthropic-version / Azure api-version")
+    token_param = models.CharField(max_length=24, default="auto", help_text="auto, max_tokens or max_completion_tokens")
+    send_temperature = models.BooleanField(default=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    reasoning_effort = models.CharField(max_length=16, blank=True)
+    structured_output = models.BooleanField(default=True)
+    # Prices in US dollars per million tokens; batch calls cost (1 - batch_discount) of that.
+    price_input_per_mtok = models.FloatField(null=True, blank=True)
+    price_output_per_mtok = models.FloatField(null=True, blank=True)
+    batch_discount = models.FloatField(default=0.5)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -100,6 +114,17 @@ class JudgeOutput(models.Model):
     superseded = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Usage (summed over every HTTP attempt of the call: what was billed) and what the provider said.
+    calls = models.PositiveIntegerField(default=0)  # HTTP requests sent for this output, every attempt
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    served_model = models.CharField(max_length=200, blank=True)
+    request_id = models.CharField(max_length=200, blank=True)
+    fingerprint = models.CharField(max_length=200, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    attempt_log = models.JSONField(default=list, blank=True)  # one entry per HTTP attempt
+    batch_id = models.CharField(max_length=200, blank=True)  # provider batch holding this call
 
     all_versions = models.Manager()  # superseded outputs included
     objects = CurrentOutputManager()
@@ -123,3 +148,42 @@ class JudgeOutput(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_id}:{self.comparison_id}:{self.order}:{self.repeat}"
+
+
+class BatchStatus(models.TextChoices):
+    PREPARING = "preparing", "Preparing (outputs claimed, not yet submitted)"
+    SUBMITTED = "submitted", "Submitted (the provider is working on it)"
+    STORED = "stored", "Results stored"
+    CANCELLED = "cancelled", "Cancelled (partial results stored)"
+    FAILED = "failed", "Failed (outputs released for live calls)"
+
+
+class JudgeBatch(models.Model):
+    """One provider batch job (OpenAI Batch, Anthropic Message Batches, Gemini batch) of judge calls.
+
+    Its outputs are claimed with ``claim_token = "batch<pk>"`` and ``batch_id = str(pk)`` until the
+    results are stored; each request's ``custom_id`` is the output id.
+    """
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="batches")
+    study = models.ForeignKey("annotation.Study", on_delete=models.CASCADE, related_name="judge_batches")
+    status = models.CharField(max_length=12, choices=BatchStatus.choices, default=BatchStatus.PREPARING)
+    provider_batch_id = models.CharField(max_length=200, blank=True)
+    input_file_id = models.CharField(max_length=200, blank=True)
+    provider_status = models.CharField(max_length=40, blank=True)
+    calls = models.PositiveIntegerField(default=0)
+    stored = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} of {self.judge_id} ({self.status})"
+
+    @property
+    def claim_token(self) -> str:
+        return f"batch{self.pk}"

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from annotation.errors import ArbiterError
 from annotation.models import Axis, Comparison, StoredImage
+from judges.image_limits import preset_for
 from judges.images import ImageTooLarge, PreparedImage, PreparedImageCache, prepare_image
 from judges.models import Judge, Order
 from judges.prompts import active_axes_payload, prompt_template_sha256, render_prompt
@@ -47,6 +48,13 @@ def endpoint_of(judge: Judge) -> Endpoint:
         concurrency=int(judge.concurrency),
         max_tokens=int(judge.max_tokens),
         temperature=judge.temperature,
+        name=judge.name,
+        seed=judge.seed,
+        send_temperature=bool(judge.send_temperature),
+        token_param=judge.token_param or "auto",
+        reasoning_effort=judge.reasoning_effort or "",
+        structured_output=bool(judge.structured_output),
+        api_version=judge.api_version or "",
     )
 
 
@@ -105,31 +113,39 @@ def build_judge_request(
 
     active = page.active_axis_ids(axes)
     prompt = render_prompt(study.judge_prompt, active_axes_payload(axes, page.targets, active))
-    max_bytes = judge.max_image_bytes or None
-    if judge.max_request_bytes:
+    preset = preset_for(judge.provider)
+    max_edge = judge.max_image_edge or (preset.max_edge if preset else None)
+    max_bytes = judge.max_image_bytes or (preset.raw_image_bytes() if preset else None)
+    max_request = judge.max_request_bytes or (preset.max_request_bytes if preset else None)
+    if max_request:
         skeleton = JudgeRequest(prompt, tuple(JudgeImage(label, "image/jpeg", b"") for label, _ in slots))
-        overhead = request_overhead_bytes(judge.provider, skeleton, model=judge.model)
+        overhead = request_overhead_bytes(judge.provider, skeleton, model=judge.model, active_axes=active)
         # base64 turns 3 bytes into 4; the three images share what the prompt leaves.
-        budget = int((judge.max_request_bytes - overhead) / 3 * 3 / 4 * byte_scale)
+        budget = int((max_request - overhead) / 3 * 3 / 4 * byte_scale)
         if budget < 1024:
-            raise RequestNotBuildable(f"max_request_bytes {judge.max_request_bytes:,} leaves no room for three images")
+            raise RequestNotBuildable(f"max_request_bytes {max_request:,} leaves no room for three images")
         max_bytes = min(max_bytes, budget) if max_bytes else budget
     elif max_bytes and byte_scale < 1.0:
         max_bytes = int(max_bytes * byte_scale)
+    if byte_scale < 1.0:
+        # The provider refused an image as too large (413, or a 400 naming the image) although it
+        # was within every configured limit: shrink below what was sent.
+        largest = max(int(stored.size_bytes) for _, stored in slots if stored is not None)
+        max_bytes = min(max_bytes or largest, int(largest * byte_scale))
 
     images: list[JudgeImage] = []
     repairs: list[dict[str, Any]] = []
     for label, stored in slots:
         assert stored is not None
         try:
-            prepared = _prepared(stored, max_edge=judge.max_image_edge or None, max_bytes=max_bytes)
+            prepared = _prepared(stored, max_edge=max_edge, max_bytes=max_bytes)
         except ImageTooLarge as exc:
             raise RequestNotBuildable(f"{label}: {exc}") from None
-        images.append(JudgeImage(label, prepared.mime, prepared.data))
+        images.append(JudgeImage(label, prepared.mime, prepared.data, prepared.encoded))
         if prepared.repair:
             repairs.append({"image": label, **prepared.repair})
     request = JudgeRequest(prompt, tuple(images))
-    body = encode_body(endpoint_of(judge), request)
+    body = encode_body(endpoint_of(judge), request, active_axes=active)
     return BuiltRequest(
         body=body, active_axes=tuple(active), image_repairs=repairs, request=request,
         prompt_sha256=prompt_template_sha256(study.judge_prompt),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 
 from annotation.models import ComparisonSet, Study
 from annotation.selectors.candidate_versions import (
@@ -15,6 +16,7 @@ from annotation.selectors.candidate_versions import (
     replaced_comparisons,
     version_timeline,
 )
+from judges.costs import Prices, cost_usd
 from judges.models import Judge, JudgeOutput, OutputStatus
 
 UNKNOWN_TEMPLATE = "unknown"  # outputs imported without a prompt_sha256
@@ -67,6 +69,22 @@ def judge_prompt_templates(
     return out
 
 
+def judge_usage(*, study: Study, judges: Sequence[str], comparisons: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per judge: tokens and cost of its outputs on ``comparisons`` (every attempt, as billed).
+
+    For the calibration report: ``{judge: {comparisons, input_tokens, output_tokens, cached_tokens,
+    cost_usd, cost_per_comparison_usd}}``; cost is None when the judge has no prices.
+    """
+    progress = judge_progress(study=study, comparisons=comparisons, judge_names=judges)
+    return {
+        p.judge: {k: v for k, v in p.as_dict().items() if k in USAGE_REPORT_KEYS} | {"comparisons": p.comparisons}
+        for p in progress
+    }
+
+
+USAGE_REPORT_KEYS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "cost_per_comparison_usd")
+
+
 @dataclass(frozen=True)
 class JudgeProgress:
     judge_id: int
@@ -78,6 +96,16 @@ class JudgeProgress:
     invalid: int
     failed: int
     pending: int  # pending + running
+    # Usage summed over every attempt (what was billed), and its cost at the judge's prices.
+    comparisons: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+
+    @property
+    def cost_per_comparison(self) -> float | None:
+        return self.cost_usd / self.comparisons if self.cost_usd is not None and self.comparisons else None
 
     @property
     def done(self) -> int:
@@ -98,14 +126,38 @@ class JudgeProgress:
             "invalid": self.invalid,
             "failed": self.failed,
             "pending": self.pending,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "cost_per_comparison_usd": None if self.cost_per_comparison is None else round(self.cost_per_comparison, 6),
         }
 
 
-def judge_progress(*, study: Study, judge: Judge | None = None) -> list[JudgeProgress]:
-    """Per judge with outputs in the study: done (valid / invalid / failed) and pending counts."""
+def _usage_cost(judge: Judge | None, row: dict[str, Any]) -> float | None:
+    """Dollars for a judge's summed usage; batch calls at the batch discount."""
+    if judge is None:
+        return None
+    prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
+    if not prices.known or row["sum_input"] is None:
+        return None
+    live = cost_usd(prices, row["input_live"] or 0, row["output_live"] or 0) or 0.0
+    batch = cost_usd(prices, row["input_batch"] or 0, row["output_batch"] or 0, batch=True) or 0.0
+    return live + batch
+
+
+def judge_progress(
+    *, study: Study, judge: Judge | None = None, comparisons: Sequence[str] | None = None,
+    judge_names: Sequence[str] | None = None,
+) -> list[JudgeProgress]:
+    """Per judge with outputs in the study: done (valid / invalid / failed) and pending counts, usage, cost."""
     rows = JudgeOutput.objects.filter(comparison__study=study)
     if judge is not None:
         rows = rows.filter(judge=judge)
+    if comparisons is not None:
+        rows = rows.filter(comparison__external_id__in=list(comparisons))
+    if judge_names is not None:
+        rows = rows.filter(judge__name__in=list(judge_names))
     counts = (
         rows.values("judge_id", "judge__name", "judge__family", "judge__provider")
         .annotate(
@@ -114,9 +166,19 @@ def judge_progress(*, study: Study, judge: Judge | None = None) -> list[JudgePro
             invalid=Count("pk", filter=Q(status=OutputStatus.INVALID)),
             failed=Count("pk", filter=Q(status=OutputStatus.FAILED)),
             pending=Count("pk", filter=Q(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])),
+            comparisons=Count("comparison_id", distinct=True),
+            sum_input=Sum("input_tokens"),
+            sum_output=Sum("output_tokens"),
+            sum_cached=Sum("cached_tokens"),
+            input_live=Sum("input_tokens", filter=Q(batch_id="")),
+            output_live=Sum("output_tokens", filter=Q(batch_id="")),
+            input_batch=Sum("input_tokens", filter=~Q(batch_id="")),
+            output_batch=Sum("output_tokens", filter=~Q(batch_id="")),
         )
         .order_by("judge__name")
     )
+    rows_by_judge: list[dict[str, Any]] = [dict(r) for r in counts]
+    judges = Judge.objects.in_bulk([r["judge_id"] for r in rows_by_judge])
     return [
         JudgeProgress(
             judge_id=r["judge_id"],
@@ -128,8 +190,13 @@ def judge_progress(*, study: Study, judge: Judge | None = None) -> list[JudgePro
             invalid=r["invalid"],
             failed=r["failed"],
             pending=r["pending"],
+            comparisons=r["comparisons"],
+            input_tokens=r["sum_input"],
+            output_tokens=r["sum_output"],
+            cached_tokens=r["sum_cached"],
+            cost_usd=_usage_cost(judges.get(r["judge_id"]), r),
         )
-        for r in counts
+        for r in rows_by_judge
     ]
 
 

@@ -90,7 +90,7 @@ def parse_reply(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
     except json.JSONDecodeError as exc:
         raise InvalidReply(f"the reply is not strict JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except RecursionError:
-        raise InvalidReply("the reply is not strict JSON (nested too deeply)") from None
+        raise InvalidReply("the reply is nested too deeply to be an answer") from None
     if not isinstance(data, dict):
         raise InvalidReply("the reply is not a JSON object")
     missing = [k for k in REPLY_KEYS if k not in data]

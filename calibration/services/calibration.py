@@ -28,7 +28,7 @@ from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
 from judges.prompts import prompt_template_sha256
-from judges.selectors import UNKNOWN_TEMPLATE, judge_prompt_templates
+from judges.selectors import UNKNOWN_TEMPLATE, judge_prompt_templates, judge_usage
 
 #: Libraries whose versions are recorded with every report and frozen set.
 RECORDED_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "statsmodels", "pandas")
@@ -160,6 +160,8 @@ def calibration_report_for_study(
         # without one), and the study's current one, to tell them apart.
         "prompt_templates": templates,
         "prompt_template_current": prompt_template_sha256(study.judge_prompt),
+        # Tokens and cost per judge on the fitted comparisons (every attempt, as billed).
+        "judge_usage": judge_usage(study=study, judges=result.judges, comparisons=comparison_ids),
         # The data the coefficients were fitted on (SPEC §6 "Freezing"), kept with every stored
         # report and frozen set, so the fit can be re-checked against its hash later.
         "fit_data": {

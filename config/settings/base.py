@@ -197,6 +197,14 @@ ARBITER_JUDGE_HOST_ALLOWLIST = env_list("ARBITER_JUDGE_HOST_ALLOWLIST")
 ARBITER_JUDGE_BACKOFF_BASE = float(env_str("ARBITER_JUDGE_BACKOFF_BASE", "1.0"))
 ARBITER_JUDGE_BACKOFF_CAP = float(env_str("ARBITER_JUDGE_BACKOFF_CAP", "60"))
 ARBITER_JUDGE_RETRY_AFTER_CAP = float(env_str("ARBITER_JUDGE_RETRY_AFTER_CAP", "300"))
+# A judge reply larger than this (decoded bytes) is abandoned and stored invalid (judges/providers/transport.py).
+ARBITER_JUDGE_MAX_REPLY_BYTES = env_int("ARBITER_JUDGE_MAX_REPLY_BYTES", 8 * 1024 * 1024)
+# Egress for judge calls, off by default: an HTTPS proxy URL and a CA bundle file (TLS-inspecting
+# gateways). The base-URL allow-list check still runs before every request.
+ARBITER_JUDGE_PROXY = env_str("ARBITER_JUDGE_PROXY")
+ARBITER_JUDGE_CA_BUNDLE = env_str("ARBITER_JUDGE_CA_BUNDLE")
+# How often Celery beat re-queues judge calls whose worker died (lease expired).
+ARBITER_JUDGE_SWEEP_SECONDS = float(env_str("ARBITER_JUDGE_SWEEP_SECONDS", "60"))
 
 # Security headers (SECURITY.md rows 2 and 3).
 X_FRAME_OPTIONS = "DENY"
@@ -269,6 +277,13 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 # The broker re-delivers an unacknowledged task only after this; it must exceed the time limit.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 5 * 60}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Task modules autodiscovery (``<app>.tasks``) does not find.
+CELERY_IMPORTS = ("judges.batch_tasks",)
+# Periodic tasks (run `celery -A config beat` next to the workers).
+CELERY_BEAT_SCHEDULE = {
+    "judges-sweep-leases": {"task": "judges.sweep_leases", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
+    "judges-poll-batches": {"task": "judges.poll_batches", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
+}
 
 LOGGING = {
     "version": 1,

@@ -11,14 +11,26 @@ Crash safety (a worker killed mid-call loses nothing and duplicates nothing):
   overwrite the result of the one that took over;
 - a row whose claims hit the attempt cap is stored as ``failed``.
 Celery adds ``acks_late`` + ``reject_on_worker_lost`` (the message comes back when a worker dies),
-and ``judge_outputs_requeue`` re-queues rows whose lease ran out (``run_judges`` again or
-``--wait``).
+and ``judge_outputs_requeue`` / ``judge_outputs_sweep`` re-queue rows whose lease ran out
+(``run_judges`` again, ``--wait``, or the periodic ``judges.sweep_leases`` task).
+
+Every exception ends in a known state, never ``running``: a database error (``OperationalError``,
+``InterfaceError``) releases the claim when it can and is re-raised for the task to retry; a
+Celery soft time limit releases the claim (``"released"``: queued again); anything else is stored
+``failed`` with its type and message. A message that finds the row held by a live lease gets
+``"held"`` (the task retries after the lease, :func:`held_seconds`). Every HTTP request is counted
+in ``calls`` *before* it is sent, in the same conditional UPDATE that renews the lease, and every
+attempt's outcome and usage is appended to ``attempt_log``: calls made = ``sum(calls)``.
 
 Retries inside one claim: an invalid reply is asked again up to ``judge.max_invalid_retries``
-times, then stored ``invalid`` with its reason; transport failures are retried with exponential
+times — with the rejected reply and the validation error sent back as a repair turn — then stored
+``invalid`` with its reason; transport failures are retried with exponential
 backoff and full jitter (Retry-After honoured, capped) up to ``judge.max_transport_retries``
 times, counted in ``transport_failures``, then stored ``failed``. A 413 also halves the image
-byte budget for the next attempt.
+byte budget for the next attempt, and so does a 400 saying an image is too large. A 429 pauses
+the judge for every worker until the provider's reset (``Limiter.pause``); an auth failure or
+exhausted quota stops the judge (``Limiter.stop``): the output goes back to ``pending`` with the
+reason, and no worker calls the judge again until ``run_judges`` is run again.
 """
 
 from __future__ import annotations
@@ -32,12 +44,22 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
-from judges.limits import Limits, limiter_for
+from judges.limits import Limiter, Limits, limiter_for
 from judges.models import Judge, JudgeOutput, OutputStatus, Provider
-from judges.providers import ProviderRefused, TransportFailure, send
+from judges.providers import (
+    ProviderRefused,
+    Reply,
+    RunStopped,
+    TransportFailure,
+    Turn,
+    UnusableReply,
+    call,
+    encode_body,
+)
 from judges.request_building import (
     RequestNotBuildable,
     build_judge_request,
@@ -50,6 +72,9 @@ from judges.validation import InvalidReply, canonical_answer
 logger = logging.getLogger(__name__)
 
 LEASE_MARGIN_SECONDS = 5.0
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+MAX_LOGGED_ATTEMPTS = 100
+REPAIR_REPLY_CHARS = 4000
 
 
 def _setting(name: str, default: float) -> float:
@@ -73,7 +98,7 @@ def backoff_seconds(failures: int, retry_after: float | None = None) -> float:
 
 def judge_limits(judge: Judge) -> Limits:
     return Limits(
-        key=f"{judge.pk}-{int(judge.created_at.timestamp())}",
+        key=f"{judge.pk}-{int(judge.created_at.timestamp() * 1_000_000)}",
         concurrency=max(int(judge.concurrency), 1),
         rate_per_second=judge.rate_per_second or None,
         hold_seconds=attempt_seconds(judge),
@@ -89,6 +114,9 @@ class _Claim:
     output_id: int
     token: str
     renewed_at: float = field(default_factory=time.monotonic)
+    # The claim's UPDATE already counted the first request (one write fewer per call); the first
+    # write that is not that request gives the count back.
+    counted: bool = False
 
     def rows(self) -> Any:
         return JudgeOutput.objects.filter(pk=self.output_id, claim_token=self.token, status=OutputStatus.RUNNING)
@@ -108,17 +136,36 @@ class _Claim:
             self.renew(attempt_seconds(judge))
 
     def update(self, **fields: Any) -> bool:
+        if self.counted:
+            fields["calls"] = F("calls") - 1
+            self.counted = False
         return bool(self.rows().update(**fields))
+
+    def count_call(self, seconds: float) -> None:
+        """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
+
+        The first request of a claim was counted by the claim itself, under a fresh lease.
+        """
+        if self.counted:
+            self.counted = False
+            return
+        if not self.rows().update(calls=F("calls") + 1, lease_until=timezone.now() + timedelta(seconds=seconds)):
+            raise LostClaim(self.output_id)
+        self.renewed_at = time.monotonic()
 
 
 def _claimable(now: Any) -> Q:
     return Q(status=OutputStatus.PENDING) | Q(status=OutputStatus.RUNNING, lease_until__lt=now)
 
 
-def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: int) -> str | None:
-    """Claim a pending (or abandoned) output with one conditional UPDATE; its claim token or None."""
+def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: int, count_call: bool = False) -> str | None:
+    """Claim a pending (or abandoned) output with one conditional UPDATE; its claim token or None.
+
+    ``count_call``: the same UPDATE counts the request the claimer is about to send.
+    """
     now = timezone.now()
     token = secrets.token_hex(16)
+    extra = {"calls": F("calls") + 1} if count_call else {}
     claimed = (
         JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts)
         .update(
@@ -126,6 +173,7 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
             claim_token=token,
             lease_until=now + timedelta(seconds=lease_seconds),
             attempts=F("attempts") + 1,
+            **extra,
         )
     )
     if claimed:
@@ -150,10 +198,54 @@ def _finish(claim: _Claim, **fields: Any) -> bool:
 
 
 RELEASED = "released"
+HELD = "held"
+STOPPED = "stopped"
+
+
+def held_seconds(output_id: int) -> float:
+    """How long another holder's lease on this output still runs (0 when it is not held)."""
+    lease = (
+        JudgeOutput.objects.filter(pk=output_id, status=OutputStatus.RUNNING)
+        .values_list("lease_until", flat=True)
+        .first()
+    )
+    return max(0.0, (lease - timezone.now()).total_seconds()) if lease else 0.0
+
+
+def _soft_time_limit() -> tuple[type[BaseException], ...]:
+    try:
+        from celery.exceptions import SoftTimeLimitExceeded
+    except ImportError:  # pragma: no cover - celery is a dependency
+        return ()
+    return (SoftTimeLimitExceeded,)
+
+
+def _quietly(claim: _Claim, **fields: Any) -> None:
+    """A last write for a claim after an error; a broken connection is dropped and tried once more.
+
+    When the database is still away, nothing more can be done here: the lease runs out and the
+    sweeper (or the task's retry) takes the output again.
+    """
+    for _ in range(2):
+        try:
+            claim.update(**fields)
+            return
+        except DATABASE_ERRORS:
+            connection.close()
+            close_old_connections()
+        except Exception:
+            logger.exception("judge output %s: could not record the end of the claim", claim.output_id)
+            return
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
 
 
 def judge_output_execute(*, output_id: int, budget_seconds: float | None = None) -> str:
-    """Run one judge call to its final status. Returns the status written, or ``"skipped"``.
+    """Run one judge call to its final status. Returns the status written, or one of
+    ``"skipped"`` (finished already, or taken over), ``"held"`` (another worker's lease is live:
+    try again after :func:`held_seconds`), ``"released"``, ``"stopped"``.
 
     ``budget_seconds`` (a Celery task passes its soft time limit, minus a margin): when the next
     attempt might not finish within it, the claim is released (the row goes back to ``pending``
@@ -166,21 +258,107 @@ def judge_output_execute(*, output_id: int, budget_seconds: float | None = None)
         return "skipped"
     judge = output.judge
     token = judge_output_claim(
-        output_id=output_id, lease_seconds=attempt_seconds(judge), max_attempts=int(judge.max_attempts)
+        output_id=output_id, lease_seconds=attempt_seconds(judge), max_attempts=int(judge.max_attempts),
+        count_call=True,
     )
     if token is None:
-        return "skipped"
-    claim = _Claim(output_id, token)
+        return HELD if held_seconds(output_id) > 0 else "skipped"
+    claim = _Claim(output_id, token, counted=True)
     deadline = time.monotonic() + budget_seconds if budget_seconds else None
     try:
         return str(_run_claimed(claim, output, judge, deadline))
     except LostClaim:
         return "skipped"
+    except DATABASE_ERRORS:
+        connection.close()
+        _quietly(claim, status=OutputStatus.PENDING, lease_until=None, claim_token="")
+        raise
+    except _soft_time_limit():
+        _quietly(claim, status=OutputStatus.PENDING, lease_until=None, claim_token="",
+                 error="released: the task reached its time limit")
+        return RELEASED
+    except Exception as exc:
+        logger.exception("judge output %s: unexpected error", output_id)
+        _quietly(claim, status=OutputStatus.FAILED, lease_until=None, finished_at=timezone.now(),
+                 error=f"internal error ({type(exc).__name__}): {_one_line(str(exc))}")
+        return OutputStatus.FAILED
+    except BaseException:
+        _quietly(claim, status=OutputStatus.PENDING, lease_until=None, claim_token="")
+        raise
 
 
-def _release(claim: _Claim) -> str:
-    claim.update(status=OutputStatus.PENDING, lease_until=None, claim_token="")
+def _release(claim: _Claim, **fields: Any) -> str:
+    if not claim.update(status=OutputStatus.PENDING, lease_until=None, claim_token="", **fields):
+        raise LostClaim(claim.output_id)
     return RELEASED
+
+
+@dataclass
+class _Usage:
+    """What the attempts of this call cost and said, carried across claims through the row."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    latency_ms: int | None
+    log: list[dict[str, Any]]
+    served_model: str = ""
+    request_id: str = ""
+    fingerprint: str = ""
+
+    @classmethod
+    def of(cls, output: JudgeOutput) -> _Usage:
+        return cls(output.input_tokens, output.output_tokens, output.cached_tokens, output.latency_ms,
+                   list(output.attempt_log or []), output.served_model, output.request_id, output.fingerprint)
+
+    @staticmethod
+    def _add(total: int | None, value: int | None) -> int | None:
+        return total if value is None else (total or 0) + value
+
+    def record(self, outcome: str, *, error: str = "", reply: Reply | None = None, status: int | None = None) -> None:
+        entry: dict[str, Any] = {"at": timezone.now().isoformat(timespec="milliseconds"), "outcome": outcome}
+        if error:
+            entry["error"] = _one_line(error)
+        if status is not None:
+            entry["http_status"] = status
+        if reply is not None:
+            self.input_tokens = self._add(self.input_tokens, reply.input_tokens)
+            self.output_tokens = self._add(self.output_tokens, reply.output_tokens)
+            self.cached_tokens = self._add(self.cached_tokens, reply.cached_tokens)
+            self.latency_ms = self._add(self.latency_ms, reply.latency_ms)
+            self.served_model = reply.model or self.served_model
+            self.request_id = reply.request_id or self.request_id
+            self.fingerprint = reply.fingerprint or self.fingerprint
+            entry.update({k: v for k, v in reply.usage().items() if v is not None})
+            for key, value in (("model", reply.model), ("request_id", reply.request_id),
+                               ("latency_ms", reply.latency_ms), ("finish_reason", reply.finish_reason)):
+                if value:
+                    entry[key] = value
+        self.log.append(entry)
+        del self.log[:-MAX_LOGGED_ATTEMPTS]
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cached_tokens": self.cached_tokens,
+            "latency_ms": self.latency_ms, "attempt_log": self.log, "served_model": self.served_model[:200],
+            "request_id": self.request_id[:200], "fingerprint": self.fingerprint[:200],
+        }
+
+
+def _wait_for_pause(claim: _Claim, judge: Judge, limiter: Limiter, limits: Limits, deadline: float | None) -> bool:
+    """Sleep while a 429 pause of this judge lasts (renewing the lease); False when the budget cannot wait."""
+    while (left := limiter.paused_for(limits)) > 0:
+        if deadline is not None and time.monotonic() + left + attempt_seconds(judge) > deadline:
+            return False
+        time.sleep(min(left, 2.0))
+        claim.renew(attempt_seconds(judge) + min(limiter.paused_for(limits), 60.0))
+    return True
+
+
+def _empty_reason(reply: Reply, exc: InvalidReply) -> str:
+    if reply.finish_reason == "length" and not reply.text.strip():
+        return "the reply is empty: the model used up max_tokens before answering (raise add_judge --max-tokens)"
+    return str(exc)
 
 
 def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: float | None) -> str:
@@ -196,9 +374,11 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
     byte_scale = 1.0
     invalid = output.invalid_attempts
     transport = output.transport_failures
+    usage = _Usage.of(output)
     # Budgets are per call, across crashes: counters come from the row.
     built = None
     repairs: list[dict[str, Any]] = []
+    turns: list[Turn] = []
     tried = False  # the first attempt of a claim always runs, so a release always makes progress
     while True:
         if built is None:
@@ -207,23 +387,46 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
                     judge=judge, comparison=comparison, order=output.order, axes=axes, byte_scale=byte_scale
                 )
             except RequestNotBuildable as exc:
-                _finish(claim, status=OutputStatus.FAILED, error=str(exc))
+                _finish(claim, status=OutputStatus.FAILED, error=str(exc), **usage.fields())
                 return OutputStatus.FAILED
             repairs = built.image_repairs
         if tried and deadline is not None and time.monotonic() + attempt_seconds(judge) > deadline:
             return _release(claim)
         tried = True
+        stop = limiter.stopped(limits)
+        if stop:
+            return _stopped(claim, stop)
+        if not _wait_for_pause(claim, judge, limiter, limits, deadline):
+            return _release(claim, error="released: the judge is paused by the provider's rate limit")
+        body = built.body if not turns else encode_body(endpoint, built.request, active_axes=built.active_axes, turns=turns)
         try:
             with limiter.slot(limits, heartbeat=lambda: claim.renew(lease)):
-                claim.ensure(judge)
-                text = send(endpoint, built.body)
+                claim.count_call(lease)
+                reply = call(endpoint, built.request, body=body)
+        except RunStopped as exc:
+            limiter.stop(limits, str(exc))
+            usage.record("stopped", error=str(exc))
+            return _stopped(claim, str(exc), **usage.fields())
         except ProviderRefused as exc:
             transport += 1
+            usage.record("refused", error=str(exc))
             _finish(claim, status=OutputStatus.FAILED, error=f"provider refused: {exc}", transport_failures=transport,
-                    image_repairs=repairs)
+                    image_repairs=repairs, **usage.fields())
             return OutputStatus.FAILED
+        except UnusableReply as exc:
+            invalid += 1
+            usage.record("invalid", error=str(exc))
+            if invalid > judge.max_invalid_retries:
+                _finish(claim, status=OutputStatus.INVALID, raw=exc.raw, error=str(exc), invalid_attempts=invalid,
+                        transport_failures=transport, image_repairs=repairs, prompt_sha256=built.prompt_sha256,
+                        **usage.fields())
+                return OutputStatus.INVALID
+            if not claim.update(invalid_attempts=invalid, error=f"retrying after invalid reply: {exc}", **usage.fields()):
+                raise LostClaim(claim.output_id) from None
+            continue
         except TransportFailure as exc:
             transport += 1
+            usage.record("transport", error=str(exc), status=exc.status)
             if transport > judge.max_transport_retries:
                 _finish(
                     claim,
@@ -231,35 +434,50 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
                     error=f"transport failure after {transport} tries: {exc}",
                     transport_failures=transport,
                     image_repairs=repairs,
+                    **usage.fields(),
                 )
                 return OutputStatus.FAILED
             if exc.status == 413:
                 byte_scale /= 2
                 built = None
             delay = backoff_seconds(transport, exc.retry_after)
+            if exc.status == 429:
+                # Every worker holds its calls of this judge until the provider's reset.
+                limiter.pause(limits, exc.retry_after if exc.retry_after is not None else delay)
+                delay = 0.0 if exc.retry_after is not None else delay
             if deadline is not None and time.monotonic() + delay + attempt_seconds(judge) > deadline:
-                claim.update(transport_failures=transport, error=f"retrying after transport failure: {exc}")
-                return _release(claim)
+                return _release(claim, transport_failures=transport, error=f"retrying after transport failure: {exc}",
+                                **usage.fields())
             # One write: the counter, the reason, and a lease that covers the sleep and the next try.
             if not claim.update(
                 transport_failures=transport,
                 error=f"retrying after transport failure: {exc}",
                 lease_until=timezone.now() + timedelta(seconds=delay + lease),
+                **usage.fields(),
             ):
                 raise LostClaim(claim.output_id) from None
             time.sleep(delay)
             claim.renewed_at = time.monotonic()
             continue
+        text = reply.text
         try:
             answer = canonical_answer(text, active_axes=built.active_axes, order=output.order)
         except InvalidReply as exc:
             invalid += 1
+            reason = _empty_reason(reply, exc)
+            usage.record("invalid", error=reason, reply=reply)
             if invalid > judge.max_invalid_retries:
-                _finish(claim, status=OutputStatus.INVALID, raw=text, error=str(exc), invalid_attempts=invalid,
-                        transport_failures=transport, image_repairs=repairs, prompt_sha256=built.prompt_sha256)
+                _finish(claim, status=OutputStatus.INVALID, raw=text, error=reason, invalid_attempts=invalid,
+                        transport_failures=transport, image_repairs=repairs, prompt_sha256=built.prompt_sha256,
+                        **usage.fields())
                 return OutputStatus.INVALID
-            claim.update(invalid_attempts=invalid, raw=text, error=f"retrying after invalid reply: {exc}")
+            # The next attempt sends this reply and the validation error back as a repair turn.
+            turns.append(Turn(reply=text[:REPAIR_REPLY_CHARS], error=reason))
+            if not claim.update(invalid_attempts=invalid, raw=text, error=f"retrying after invalid reply: {reason}",
+                                **usage.fields()):
+                raise LostClaim(claim.output_id) from None
             continue
+        usage.record("valid", reply=reply)
         _finish(
             claim,
             status=OutputStatus.VALID,
@@ -273,5 +491,19 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             transport_failures=transport,
             image_repairs=repairs,
             prompt_sha256=built.prompt_sha256,
+            **usage.fields(),
         )
         return OutputStatus.VALID
+
+
+def _stopped(claim: _Claim, reason: str, **fields: Any) -> str:
+    """The judge cannot be called (bad key, no quota): the output waits, pending, with the reason."""
+    _release(claim, error=f"stopped: {reason}", **fields)
+    return STOPPED
+
+
+def expired_output_ids() -> list[int]:
+    """Every call, in every study, whose worker died (running, lease expired): the sweeper's list."""
+    return list(
+        JudgeOutput.objects.filter(status=OutputStatus.RUNNING, lease_until__lt=timezone.now()).values_list("pk", flat=True)
+    )

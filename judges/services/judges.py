@@ -10,9 +10,11 @@ from django.db import transaction
 from annotation.errors import Conflict, ValidationFailed
 from annotation.services.audit import audit_record
 from judges.models import Judge, Provider
-from judges.providers import check_base_url
+from judges.providers import ADAPTERS, REGISTRABLE, check_base_url
 
-CALLABLE_PROVIDERS = (Provider.OPENAI, Provider.ANTHROPIC)
+CALLABLE_PROVIDERS = REGISTRABLE
+TOKEN_PARAMS = ("auto", "max_tokens", "max_completion_tokens")
+REASONING_EFFORTS = ("", "minimal", "low", "medium", "high")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,119}$")
 _RATE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?:/\s*(?P<unit>s|sec|second|m|min|minute))?\s*$", re.IGNORECASE)
 
@@ -35,15 +37,76 @@ def parse_rate(value: str | float | None) -> float | None:
     return rate
 
 
+def parse_price(value: Any, field: str) -> float | None:
+    """A price in dollars per million tokens: a non-negative finite number, or None."""
+    if value is None or value == "":
+        return None
+    try:
+        price = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        price = float("nan")
+    if not (price >= 0 and price != float("inf")):
+        raise ValidationFailed(f"expected a price in dollars per million tokens (a number ≥ 0), got {value!r}",
+                               field=field)
+    return price
+
+
+def _capabilities(out: dict[str, Any]) -> None:
+    """Check the parameters-sent settings (SPEC is silent; see docs/decisions.md)."""
+    token_param = out.get("token_param")
+    if token_param is not None and token_param not in TOKEN_PARAMS:
+        raise ValidationFailed(f"expected one of {', '.join(TOKEN_PARAMS)}, got {token_param!r}", field="token_param")
+    effort = out.get("reasoning_effort")
+    if effort is not None:
+        effort = "" if str(effort).lower() == "none" else str(effort).lower()
+        if effort not in REASONING_EFFORTS:
+            raise ValidationFailed(f"expected none, minimal, low, medium or high, got {out['reasoning_effort']!r}",
+                                   field="reasoning_effort")
+        out["reasoning_effort"] = effort
+    seed = out.get("seed")
+    if isinstance(seed, str):
+        if seed.lower() == "none":
+            out["seed"] = None
+            out["_clear_seed"] = True
+        elif re.fullmatch(r"-?\d{1,18}", seed.strip()):
+            out["seed"] = int(seed)
+        else:
+            raise ValidationFailed(f"expected an integer or none, got {seed!r}", field="seed")
+    elif seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValidationFailed(f"expected an integer or none, got {seed!r}", field="seed")
+    for name in ("price_input_per_mtok", "price_output_per_mtok"):
+        if name in out:
+            out[name] = parse_price(out[name], name)
+    discount = out.get("batch_discount")
+    if discount is not None:
+        try:
+            discount = float(discount)
+        except (TypeError, ValueError):
+            discount = float("nan")
+        if not 0.0 <= discount < 1.0:
+            raise ValidationFailed(f"expected a fraction 0 ≤ d < 1 (0.5 = half price), got {out['batch_discount']!r}",
+                                   field="batch_discount")
+        out["batch_discount"] = discount
+    version = out.get("api_version")
+    if version is not None and not re.fullmatch(r"[A-Za-z0-9._-]{0,40}", str(version)):
+        raise ValidationFailed(f"expected an API version like 2023-06-01, got {version!r}", field="api_version")
+
+
 def judge_validate_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """Check and normalize judge settings (shared by the command, the admin and the API)."""
     out = dict(fields)
-    provider = out.get("provider", Provider.OPENAI)
+    provider = out.get("provider") or Provider.OPENAI
+    out["provider"] = provider
     if provider not in CALLABLE_PROVIDERS:
-        raise ValidationFailed(f"expected openai or anthropic, got {provider!r}", field="provider")
+        raise ValidationFailed(f"unknown provider {provider!r}: expected one of {', '.join(CALLABLE_PROVIDERS)}",
+                               field="provider")
     if not str(out.get("model") or "").strip():
         raise ValidationFailed("a model id is required", field="model")
-    out["base_url"] = check_base_url(str(out.get("base_url") or ""))
+    base_url = str(out.get("base_url") or "") or ADAPTERS[provider].default_base_url
+    if not base_url:
+        raise ValidationFailed(f"a base URL is required for {provider}", field="base_url")
+    out["base_url"] = check_base_url(base_url)
+    _capabilities(out)
     env = str(out.get("api_key_env") or "")
     if env and not _ENV_NAME.match(env):
         raise ValidationFailed(
@@ -79,7 +142,29 @@ def judge_create(*, name: str, user: Any = None, **fields: Any) -> Judge:
     with transaction.atomic():
         if Judge.objects.filter(name=name).exists():
             raise Conflict(f"a judge named {name!r} already exists")
-        judge = Judge.objects.create(name=name, **{k: v for k, v in clean.items() if v is not None})
+        judge = Judge.objects.create(name=name, **{k: v for k, v in clean.items() if v is not None and k[0] != "_"})
         audit_record(action="judges.add", user=user, target=name, provider=judge.provider, model=judge.model,
                      base_url=judge.base_url)
+    return judge
+
+
+def judge_update(*, name: str, user: Any = None, **fields: Any) -> Judge:
+    """Change the given settings of a registered judge (``add_judge NAME --update ...``); None keeps a setting."""
+    with transaction.atomic():
+        judge = Judge.objects.select_for_update().filter(name=name.strip()).first()
+        if judge is None:
+            raise ValidationFailed(f"no judge named {name!r} to update (drop --update to register it)", field="name")
+        if judge.provider == Provider.IMPORTED:
+            raise ValidationFailed(f"judge {name} is imported-only; register a callable judge under another name",
+                                   field="provider")
+        given = {k: v for k, v in fields.items() if v is not None}
+        current = {k: getattr(judge, k) for k in ("provider", "model", "base_url")}
+        clean = judge_validate_fields({**current, **given})
+        changed = {k: v for k, v in clean.items() if k in given}
+        if clean.get("_clear_seed"):
+            changed["seed"] = None
+        for key, value in changed.items():
+            setattr(judge, key, value)
+        judge.save(update_fields=list(changed) or None)
+        audit_record(action="judges.update", user=user, target=judge.name, fields=sorted(changed))
     return judge

@@ -8,8 +8,10 @@ for (judge, comparison, order, repeat) is an error. Errors read ``judges.jsonl l
 
 Export: the finished outputs (valid, invalid, failed), one JSON object per line:
 ``comparison, judge, order, repeat, raw, status, error`` and, for valid ones, the canonical
-``winner, confidence, axes [{id, score}], reason``; beyond SPEC §8, the judge's ``family`` and,
-when known, the ``prompt_sha256`` of the template the judge answered (both read back on import).
+``winner, confidence, axes [{id, score}], reason``; when known (SPEC §8) ``usage {input_tokens,
+output_tokens, cached_tokens}`` (summed over every attempt of the call), the served ``model`` and
+the provider's ``request_id``; beyond SPEC §8, the judge's ``family`` and, when known, the
+``prompt_sha256`` of the template the judge answered (all read back on import).
 Exporting then importing round-trips.
 """
 
@@ -48,6 +50,41 @@ class _Line:
     error: str
     answer: Any
     prompt_sha256: str = ""
+    usage: tuple[int | None, int | None, int | None] = (None, None, None)
+    model: str = ""
+    request_id: str = ""
+
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cached_tokens")
+
+
+def _usage(data: dict[str, Any], where: str) -> tuple[int | None, int | None, int | None]:
+    usage = data.get("usage")
+    if usage is None:
+        return (None, None, None)
+    if not isinstance(usage, dict):
+        raise ValidationFailed("expected usage as an object {input_tokens, output_tokens, cached_tokens}", where=where,
+                               field="usage")
+    extra = sorted(set(usage) - set(USAGE_KEYS))
+    if extra:
+        raise ValidationFailed(f"unexpected key(s) {', '.join(extra)} in usage", where=where, field="usage")
+    counts: list[int | None] = []
+    for key in USAGE_KEYS:
+        value = usage.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValidationFailed(f"expected an integer ≥ 0 or null, got {json.dumps(value)[:40]}", where=where,
+                                   field=f"usage.{key}")
+        counts.append(value)
+    return (counts[0], counts[1], counts[2])
+
+
+def _short_text(data: dict[str, Any], key: str, where: str) -> str:
+    value = data.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 200:
+        raise ValidationFailed("expected a string of at most 200 characters", where=where, field=key)
+    return value
 
 
 def _read_lines(path: Path) -> list[tuple[int, str]]:
@@ -114,6 +151,8 @@ def _parse_line(
     return _Line(
         number, comparison, judge.strip(), family, order, repeat, raw, str(status), error or "", answer,
         prompt_sha256=prompt_sha256 if status != OutputStatus.FAILED else "",
+        usage=_usage(data, where), model=_short_text(data, "model", where),
+        request_id=_short_text(data, "request_id", where),
     )
 
 
@@ -180,6 +219,11 @@ def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) ->
                     axis_scores=answer.axes_list() if answer else [],
                     reason=answer.reason if answer else "",
                     prompt_sha256=line.prompt_sha256,
+                    input_tokens=line.usage[0],
+                    output_tokens=line.usage[1],
+                    cached_tokens=line.usage[2],
+                    served_model=line.model,
+                    request_id=line.request_id,
                     imported=True,
                     finished_at=now,
                 )
@@ -208,6 +252,13 @@ def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
     if output.prompt_sha256:
         # Also beyond SPEC §8: which prompt template the judge answered (absent when unknown).
         record["prompt_sha256"] = output.prompt_sha256
+    usage = (output.input_tokens, output.output_tokens, output.cached_tokens)
+    if any(v is not None for v in usage):
+        record["usage"] = dict(zip(USAGE_KEYS, usage, strict=True))
+    if output.served_model:
+        record["model"] = output.served_model
+    if output.request_id:
+        record["request_id"] = output.request_id
     if output.status == OutputStatus.VALID:
         record.update(
             winner=output.winner,

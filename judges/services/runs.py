@@ -9,8 +9,11 @@ this process with a pool of threads (eager mode: the CLI's progress bar, the ben
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +25,9 @@ from django.utils import timezone
 from annotation.errors import ArbiterError, NotFound
 from annotation.models import Comparison, ComparisonSet, Study
 from annotation.services.audit import audit_record
+from judges.limits import limiter_for
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
-from judges.services.calls import judge_output_execute
+from judges.services.calls import DATABASE_ERRORS, expired_output_ids, judge_limits, judge_output_execute
 
 MAX_REPEATS = 100
 
@@ -66,6 +70,18 @@ def _unfinished(now: object) -> Q:
     return Q(status=OutputStatus.PENDING) | Q(status=OutputStatus.RUNNING, lease_until__lt=now)
 
 
+def _check_run(judge: Judge, orders: str | Sequence[str], repeats: int, set: str | None) -> tuple[str, ...]:
+    """The run's orders, once the judge is callable and the repeats and set make sense."""
+    if judge.provider == Provider.IMPORTED:
+        raise ArbiterError(f"judge {judge.name} is imported-only (no endpoint); register a callable judge with add_judge")
+    checked = parse_orders(orders)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ArbiterError(f"repeats must be an integer 1..{MAX_REPEATS}, got {repeats!r}")
+    if set not in (None, "", *ComparisonSet.values):
+        raise ArbiterError(f"set must be human or deployment, got {set!r}")
+    return checked
+
+
 def judge_run_start(
     *,
     study: Study,
@@ -86,19 +102,15 @@ def judge_run_start(
     ``set`` still narrows it. Without it, a superseded call counts as missing, so the usual run
     makes its successor too.
     """
-    if judge.provider == Provider.IMPORTED:
-        raise ArbiterError(f"judge {judge.name} is imported-only (no endpoint); register a callable judge with add_judge")
-    orders = parse_orders(orders)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
-        raise ArbiterError(f"repeats must be an integer 1..{MAX_REPEATS}, got {repeats!r}")
-    if set not in (None, "", *ComparisonSet.values):
-        raise ArbiterError(f"set must be human or deployment, got {set!r}")
+    orders = _check_run(judge, orders, repeats, set)
     comparisons = Comparison.objects.filter(study=study)
     if set:
         comparisons = comparisons.filter(set=set)
     comparison_ids = list(comparisons.values_list("pk", flat=True))
     if not comparison_ids:
         raise ArbiterError(f"study {study.slug} has no {set + ' ' if set else ''}comparisons to judge")
+    # Starting a run again is how an admin says the key / quota problem that stopped it is fixed.
+    limiter_for().clear_stop(judge_limits(judge))
 
     with transaction.atomic():
         if refresh:
@@ -178,6 +190,37 @@ def judge_outputs_requeue(*, study: Study, judge: Judge | None = None) -> int:
     return len(ids)
 
 
+def judge_outputs_sweep() -> int:
+    """Re-queue every call, in every study, whose lease ran out (the periodic sweeper's job)."""
+    ids = expired_output_ids()
+    if ids:
+        judge_outputs_dispatch(output_ids=ids)
+    return len(ids)
+
+
+def judge_stop_reason(judge: Judge) -> str | None:
+    """Why calls of this judge are stopped (bad key, no quota), or None."""
+    return limiter_for().stopped(judge_limits(judge))
+
+
+DATABASE_RETRY_SECONDS = 60.0
+
+
+def execute_retrying(output_id: int) -> str:
+    """``judge_output_execute``, riding out a database restart (reconnect and try again for a minute)."""
+    give_up = time.monotonic() + DATABASE_RETRY_SECONDS
+    pause = 0.5
+    while True:
+        try:
+            return judge_output_execute(output_id=output_id)
+        except DATABASE_ERRORS:
+            connection.close()
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
 def judge_outputs_run_local(
     *,
     output_ids: Sequence[int],
@@ -196,7 +239,7 @@ def judge_outputs_run_local(
 
     if concurrency <= 1 or len(output_ids) <= 1:
         for output_id in output_ids:
-            record(judge_output_execute(output_id=output_id))
+            record(execute_retrying(output_id))
         return counts
 
     work: queue.Queue[int] = queue.Queue()
@@ -212,7 +255,7 @@ def judge_outputs_run_local(
                 except queue.Empty:
                     return
                 try:
-                    record(judge_output_execute(output_id=output_id))
+                    record(execute_retrying(output_id))
                 except BaseException as exc:  # keep the pool alive; re-raised below
                     errors.append(exc)
                     return
@@ -228,3 +271,115 @@ def judge_outputs_run_local(
     if errors:
         raise errors[0]
     return counts
+
+
+@dataclass(frozen=True)
+class JudgeRunEstimate:
+    """What a run would send, before anything is queued (``run_judges --dry-run``)."""
+
+    judge: str
+    calls: int  # calls that would be made (unfinished ones of the plan)
+    done: int
+    image_tokens: int
+    text_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    batch: bool = False
+
+    @property
+    def input_tokens(self) -> int:
+        return self.image_tokens + self.text_tokens
+
+
+def _sent_size(stored: Any, max_edge: int | None) -> tuple[int, int]:
+    width, height = int(stored.width), int(stored.height)
+    if max_edge and max(width, height) > max_edge:
+        scale = max_edge / max(width, height)
+        return max(1, round(width * scale)), max(1, round(height * scale))
+    return width, height
+
+
+def judge_run_estimate(
+    *,
+    study: Study,
+    judge: Judge,
+    set: str | None = None,
+    orders: Sequence[str] = (Order.PRIMARY, Order.SWAPPED),
+    repeats: int = 1,
+    retry_failed: bool = False,
+    batch: bool = False,
+) -> JudgeRunEstimate:
+    """Calls, estimated image / text / output tokens and cost of a run; writes nothing."""
+    from annotation.models import Axis
+    from judges.costs import Prices, cost_usd, image_tokens, reply_tokens, text_tokens
+    from judges.prompts import active_axes_payload, render_prompt
+    from judges.providers.schema import SYSTEM_PROMPT, reply_schema
+
+    orders = _check_run(judge, orders, repeats, set)
+    comparisons = Comparison.objects.filter(study=study).select_related(
+        "study", "page__image", "page__neutralized_image", "candidate_a__image", "candidate_a__neutralized_image",
+        "candidate_b__image", "candidate_b__neutralized_image",
+    )
+    if set:
+        comparisons = comparisons.filter(set=set)
+    finished = [OutputStatus.VALID, OutputStatus.INVALID] + ([] if retry_failed else [OutputStatus.FAILED])
+    done_keys = Counter(
+        JudgeOutput.objects.filter(judge=judge, comparison__study=study, order__in=orders, repeat__lt=repeats,
+                                   status__in=finished).values_list("comparison_id", flat=True)
+    )
+    axes = list(Axis.objects.filter(study=study).order_by("position"))
+    per_call = repeats * len(orders)
+    max_edge = judge.max_image_edge or None
+    calls = done = image = text = output = 0
+    for comparison in comparisons.iterator(chunk_size=500):
+        already = done_keys.get(comparison.pk, 0)
+        todo = per_call - already
+        done += already
+        if todo <= 0:
+            continue
+        neutral = bool(comparison.study.neutralize_media)
+        page = comparison.page
+        pick = [(page.image, page.neutralized_image), (comparison.candidate_a.image, comparison.candidate_a.neutralized_image),
+                (comparison.candidate_b.image, comparison.candidate_b.neutralized_image)]
+        sizes = [_sent_size((n or i) if neutral else i, max_edge) for i, n in pick if (n or i) is not None]
+        active = page.active_axis_ids(axes)
+        prompt = render_prompt(comparison.study.judge_prompt, active_axes_payload(axes, page.targets, active))
+        chars = len(prompt) + len(SYSTEM_PROMPT) + 40
+        if judge.structured_output:
+            chars += len(json.dumps(reply_schema(active)))
+        calls += todo
+        image += todo * sum(image_tokens(judge.provider, w, h) for w, h in sizes)
+        text += todo * text_tokens(chars)
+        output += todo * reply_tokens(len(active))
+    prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
+    return JudgeRunEstimate(
+        judge=judge.name, calls=calls, done=done, image_tokens=image, text_tokens=text, output_tokens=output,
+        cost_usd=cost_usd(prices, image + text, output, batch=batch), batch=batch,
+    )
+
+
+def judge_run_usage(*, output_ids: Sequence[int], judge: Judge) -> dict[str, Any]:
+    """Tokens the provider reported for these outputs, and their cost at the judge's prices."""
+    from django.db.models import Sum
+
+    from judges.costs import Prices, cost_usd
+
+    totals: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "calls": 0}
+    live = {"i": 0, "o": 0}
+    batch = {"i": 0, "o": 0}
+    for start in range(0, len(output_ids), 5000):
+        rows = JudgeOutput.objects.filter(pk__in=list(output_ids[start : start + 5000]))
+        part = rows.aggregate(i=Sum("input_tokens"), o=Sum("output_tokens"), c=Sum("cached_tokens"), n=Sum("calls"),
+                              bi=Sum("input_tokens", filter=~Q(batch_id="")),
+                              bo=Sum("output_tokens", filter=~Q(batch_id="")))
+        for key, agg in (("input_tokens", "i"), ("output_tokens", "o"), ("cached_tokens", "c"), ("calls", "n")):
+            totals[key] += part[agg] or 0
+        batch["i"] += part["bi"] or 0
+        batch["o"] += part["bo"] or 0
+    live["i"] = totals["input_tokens"] - batch["i"]
+    live["o"] = totals["output_tokens"] - batch["o"]
+    prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
+    live_cost = cost_usd(prices, live["i"], live["o"])
+    batch_cost = cost_usd(prices, batch["i"], batch["o"], batch=True)
+    totals["cost_usd"] = None if live_cost is None or batch_cost is None else live_cost + batch_cost
+    return totals

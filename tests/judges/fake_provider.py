@@ -41,6 +41,55 @@ class Received:
     sizes: list[tuple[int, int]] = field(default_factory=list)
     active_axes: list[dict[str, Any]] = field(default_factory=list)
     behaviour: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    at: float = 0.0  # time.monotonic() when the request arrived
+
+
+def wire_format(path: str) -> str:
+    """Which provider format a request path speaks."""
+    if path.endswith("/messages"):
+        return "anthropic"
+    if ":generateContent" in path:
+        return "gemini"
+    if path.endswith("/responses"):
+        return "openai-responses"
+    return "openai"
+
+
+def _user_parts(path: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The content parts of the first user turn, whatever the wire format."""
+    kind = wire_format(path)
+    if kind == "gemini":
+        return list(data["contents"][0]["parts"])
+    if kind == "openai-responses":
+        return list(data["input"][0]["content"])
+    user = next(m for m in data["messages"] if m["role"] == "user")
+    return list(user["content"])
+
+
+def envelope_for(path: str, text: str, *, usage: tuple[int, int, int] = (1200, 40, 0), model: str = "served-model-1") -> dict[str, Any]:
+    """A success envelope of the request's wire format carrying ``text`` and usage figures."""
+    kind = wire_format(path)
+    prompt, completion, cached = usage
+    if kind == "anthropic":
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": prompt, "output_tokens": completion, "cache_read_input_tokens": cached}}
+    if kind == "gemini":
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": completion,
+                                  "cachedContentTokenCount": cached},
+                "modelVersion": model, "responseId": "resp-fake"}
+    if kind == "openai-responses":
+        return {"id": "resp_fake", "object": "response", "status": "completed", "model": model,
+                "output": [{"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": text}]}],
+                "usage": {"input_tokens": prompt, "output_tokens": completion,
+                          "input_tokens_details": {"cached_tokens": cached}}}
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model, "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "prompt_tokens_details": {"cached_tokens": cached}}}
 
 
 def _classify(data: bytes) -> tuple[str, bool, tuple[int, int]]:
@@ -75,6 +124,15 @@ class FakeProvider:
         self.inspect = inspect
         self.retry_after = retry_after
         self.timeout_sleep = timeout_sleep
+        self.reset = "1s"
+        self.usage = (1200, 40, 0)
+        self.huge_bytes = 50 * 1024 * 1024
+        self.drip_interval = 0.05
+        # Batch endpoints: files, batches (each answers "in progress" on its first status read).
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_cancel_keeps = 1  # results a cancelled batch still returns
+        self.batch_calls: list[str] = []
         self.requests: list[Received] = []
         self.problems: list[str] = []
         self.holding = threading.Event()
@@ -93,7 +151,13 @@ class FakeProvider:
                 return
 
             def do_POST(self) -> None:
-                provider._handle(self)
+                if provider._is_batch(self.path):
+                    provider._batch(self, "POST")
+                else:
+                    provider._handle(self)
+
+            def do_GET(self) -> None:
+                provider._batch(self, "GET")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -122,14 +186,15 @@ class FakeProvider:
             return self.script.popleft() if self.script else self.default
 
     def _parse(self, path: str, headers: dict[str, str], body: bytes) -> Received:
-        got = Received(path=path, headers=headers, body=body)
+        got = Received(path=path, headers=headers, body=body, at=time.monotonic())
         data = json.loads(body)
-        content = data["messages"][0]["content"]
+        got.data = data
+        content = _user_parts(path, data)
         texts: list[str] = []
         pending_label: str | None = None
         for part in content:
-            kind = part.get("type")
-            if kind == "text":
+            kind = part.get("type") or ("text" if "text" in part else "inline_data" if "inline_data" in part else None)
+            if kind in ("text", "input_text"):
                 if part["text"] in LABELS:
                     pending_label = part["text"]
                 else:
@@ -141,6 +206,11 @@ class FakeProvider:
                 mime = mime.removeprefix("data:")
             elif kind == "image":
                 mime, b64 = part["source"]["media_type"], part["source"]["data"]
+            elif kind == "input_image":
+                mime, b64 = part["image_url"].split(";base64,", 1)
+                mime = mime.removeprefix("data:")
+            elif kind == "inline_data":
+                mime, b64 = part["inline_data"]["mime_type"], part["inline_data"]["data"]
             else:
                 self.problems.append(f"unexpected content part {kind!r}")
                 continue
@@ -191,7 +261,7 @@ class FakeProvider:
             got = self._parse(h.path, headers, body)
         except Exception as exc:  # a malformed request is a test failure, reported through problems
             self.problems.append(f"unparseable request: {exc!r}")
-            got = Received(path=h.path, headers=headers, body=body)
+            got = Received(path=h.path, headers=headers, body=body, at=time.monotonic())
         got.behaviour = behaviour
         with self._lock:
             self.requests.append(got)
@@ -211,12 +281,166 @@ class FakeProvider:
         if behaviour == "broken":
             self._send(h, 200, b"<html>gateway</html>", {})
             return
-        text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
-        if got.path.endswith("/v1/messages"):
-            envelope: dict[str, Any] = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}]}
+        if behaviour == "429h":  # OpenAI and Anthropic rate-limit headers, no Retry-After
+            self._send(h, 429, json.dumps({"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}).encode(),
+                       {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": self.reset,
+                        "anthropic-ratelimit-requests-remaining": "0"})
+            return
+        if behaviour == "quota":
+            self._send(h, 429, json.dumps({"error": {"message": "You exceeded your current quota, please check your plan.",
+                                                     "type": "insufficient_quota", "code": "insufficient_quota"}}).encode(), {})
+            return
+        if behaviour.startswith("reject:"):  # a 400 naming an unsupported parameter, OpenAI style
+            param = behaviour.split(":", 1)[1]
+            message = f"Unsupported parameter: '{param}' is not supported with this model."
+            self._send(h, 400, json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                                     "param": param, "code": "unsupported_parameter"}}).encode(), {})
+            return
+        if behaviour == "image_too_large":
+            self._send(h, 400, json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                       "message": "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum"}}).encode(), {})
+            return
+        if behaviour == "nested_envelope":
+            self._send(h, 200, b"[" * 100_000 + b"]" * 100_000, {})
+            return
+        if behaviour == "huge":
+            self._send(h, 200, b'{"choices": [{"message": {"content": "' + b"x" * (self.huge_bytes) + b'"}}]}', {})
+            return
+        if behaviour == "drip":
+            self._drip(h, got.path)
+            return
+        if behaviour == "length":  # a reasoning model that spent every token thinking
+            envelope = envelope_for(got.path, "")
+            envelope["choices"][0]["finish_reason"] = "length"
+            self._send(h, 200, json.dumps(envelope).encode(), {})
+            return
+        if behaviour == "nested":
+            text = "[" * 100_000 + "]" * 100_000
         else:
-            envelope = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
-        self._send(h, 200, json.dumps(envelope).encode(), {})
+            text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
+        envelope = envelope_for(got.path, text, usage=self.usage)
+        self._send(h, 200, json.dumps(envelope).encode(), {"x-request-id": f"req-{len(self.requests)}"})
+
+    # -- batch APIs ---------------------------------------------------------------------------
+    @staticmethod
+    def _is_batch(path: str) -> bool:
+        return (path.endswith(("/files", "/batches", "/cancel", ":cancel", ":batchGenerateContent", "/messages/batches"))
+                or "/batches/" in path)
+
+    def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A live-call answer to one batch line (checked like a live request)."""
+        raw = json.dumps(body).encode()
+        try:
+            got = self._parse(path, {}, raw)
+        except Exception as exc:
+            self.problems.append(f"unparseable batch line: {exc!r}")
+            got = Received(path=path, headers={}, body=raw)
+        got.behaviour = "batch"
+        with self._lock:
+            self.requests.append(got)
+        behaviour = self._next()
+        text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
+        return envelope_for(path, text, usage=self.usage)
+
+    def _batch(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        path = h.path
+        body = h.rfile.read(int(h.headers.get("content-length") or 0)) if method == "POST" else b""
+        with self._lock:
+            self.batch_calls.append(f"{method} {path}")
+        root = f"http://127.0.0.1:{self._server.server_address[1]}" if self._server else ""
+
+        def send(status: int, payload: Any, raw: bytes | None = None) -> None:
+            self._send(h, status, raw if raw is not None else json.dumps(payload).encode(), {})
+
+        if method == "POST" and path.endswith("/files"):
+            boundary = h.headers.get("content-type", "").split("boundary=", 1)[-1].encode()
+            part = next(p for p in body.split(b"--" + boundary) if b'name="file"' in p)
+            content = part.split(b"\r\n\r\n", 1)[1].removesuffix(b"\r\n")
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = content
+            return send(200, {"id": file_id, "object": "file", "purpose": "batch"})
+        if method == "POST" and path.endswith("/batches") and "/messages/" not in path:
+            data = json.loads(body)
+            lines = [json.loads(line) for line in self.files[data["input_file_id"]].splitlines() if line.strip()]
+            out = [{"custom_id": line["custom_id"], "error": None, "response": {"status_code": 200,
+                    "body": self._answer(line["url"], line["body"])}} for line in lines]
+            batch_id = f"batch_{len(self.batches) + 1}"
+            self.batches[batch_id] = {"kind": "openai", "results": out, "reads": 0, "cancelled": False}
+            return send(200, {"id": batch_id, "object": "batch", "status": "validating"})
+        if method == "POST" and path.endswith("/messages/batches"):
+            data = json.loads(body)
+            out = [{"custom_id": r["custom_id"], "result": {"type": "succeeded",
+                    "message": self._answer("/v1/messages", r["params"])}} for r in data["requests"]]
+            batch_id = f"msgbatch_{len(self.batches) + 1}"
+            self.batches[batch_id] = {"kind": "anthropic", "results": out, "reads": 0, "cancelled": False}
+            return send(200, {"id": batch_id, "type": "message_batch", "processing_status": "in_progress"})
+        if method == "POST" and path.endswith(":batchGenerateContent"):
+            data = json.loads(body)
+            requests = data["batch"]["input_config"]["requests"]["requests"]
+            out = [{"metadata": r["metadata"], "response": self._answer(":generateContent", r["request"])}
+                   for r in requests]
+            name = f"batches/g{len(self.batches) + 1}"
+            self.batches[name] = {"kind": "gemini", "results": out, "reads": 0, "cancelled": False}
+            return send(200, {"name": name, "metadata": {"state": "BATCH_STATE_PENDING"}})
+        if method == "POST" and (path.endswith("/cancel") or path.endswith(":cancel")):
+            key = path.rsplit("/", 2)[-2] if path.endswith("/cancel") else "batches/" + path.rsplit("/", 1)[-1].removesuffix(":cancel")
+            if key not in self.batches:
+                return send(404, {"error": {"message": "not found"}})
+            batch = self.batches[key]
+            batch["cancelled"] = True
+            kept = batch["results"][: self.batch_cancel_keeps]
+            if batch["kind"] == "anthropic":
+                kept += [{"custom_id": r["custom_id"], "result": {"type": "canceled"}}
+                         for r in batch["results"][self.batch_cancel_keeps:]]
+            batch["results"] = kept
+            return send(200, {"id": key})
+        if method == "GET":
+            if path.startswith("/v1/files/") and path.endswith("/content"):
+                file_id = path.split("/")[3]
+                return send(200, None, self.files[file_id]) if file_id in self.files else send(404, {"error": {}})
+            if path.endswith("/results"):
+                key = path.rsplit("/", 2)[-2]
+                lines = b"".join(json.dumps(r).encode() + b"\n" for r in self.batches[key]["results"])
+                return send(200, None, lines)
+            key = path.removeprefix("/v1beta/").removeprefix("/v1/messages/batches/").removeprefix("/v1/batches/")
+            if key not in self.batches:
+                return send(404, {"error": {"message": f"no batch {key}"}})
+            batch = self.batches[key]
+            batch["reads"] += 1
+            done = batch["reads"] > 1 or batch["cancelled"]
+            if batch["kind"] == "openai":
+                if not done:
+                    return send(200, {"id": key, "status": "in_progress"})
+                file_id = f"file-out-{key}"
+                self.files[file_id] = b"".join(json.dumps(r).encode() + b"\n" for r in batch["results"])
+                return send(200, {"id": key, "status": "cancelled" if batch["cancelled"] else "completed",
+                                  "output_file_id": file_id})
+            if batch["kind"] == "anthropic":
+                if not done:
+                    return send(200, {"id": key, "processing_status": "in_progress"})
+                return send(200, {"id": key, "processing_status": "ended",
+                                  "results_url": f"{root}/v1/messages/batches/{key}/results"})
+            state = "BATCH_STATE_CANCELLED" if batch["cancelled"] else "BATCH_STATE_SUCCEEDED"
+            if not done:
+                return send(200, {"name": key, "metadata": {"state": "BATCH_STATE_RUNNING"}})
+            return send(200, {"name": key, "done": True, "metadata": {"state": state},
+                              "response": {"inlinedResponses": {"inlinedResponses": batch["results"]}}})
+        return send(404, {"error": {"message": f"unknown path {path}"}})
+
+    def _drip(self, h: BaseHTTPRequestHandler, path: str) -> None:
+        """A valid reply sent one byte every ``drip_interval`` seconds (each read is quick; the whole is not)."""
+        payload = json.dumps(envelope_for(path, self.reply_text("valid", []))).encode()
+        try:
+            h.send_response(200)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(payload)))
+            h.end_headers()
+            for i in range(len(payload)):
+                h.wfile.write(payload[i : i + 1])
+                h.wfile.flush()
+                time.sleep(self.drip_interval)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str]) -> None:

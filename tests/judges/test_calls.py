@@ -182,7 +182,8 @@ def test_images_over_the_judge_limits_are_repaired_and_recorded(provider: FakePr
     study = make_example_study(image_size=(400, 520))
     output = call(study, make_judge(base_url=provider.url, max_image_edge=260))
     assert provider.problems == []
-    assert provider.requests[0].mimes == ["image/jpeg"] * 3
+    # Downscaled, each image goes as whichever of PNG and JPEG came out smaller (flat renderings: PNG).
+    assert provider.requests[0].mimes == [f"image/{r['sent']['format']}" for r in output.image_repairs]
     assert all(max(size) == 260 for size in provider.requests[0].sizes)
     assert [r["image"] for r in output.image_repairs] == ["REFERENCE", "CANDIDATE A", "CANDIDATE B"]
     assert output.image_repairs[0]["original"]["width"] == 400
@@ -206,12 +207,21 @@ def test_missing_api_key_fails_without_calling(provider: FakeProvider, monkeypat
     assert provider.requests == []
 
 
-def test_auth_error_is_not_retried(provider: FakeProvider) -> None:
+def test_auth_error_is_not_retried_and_stops_the_judge(provider: FakeProvider) -> None:
     provider.default = "401"
-    output = call(make_example_study(), make_judge(base_url=provider.url))
-    assert output.status == "failed"
+    study = make_example_study()
+    judge = make_judge(base_url=provider.url)
+    output = call(study, judge)
+    # Not retried, not failed for good: the call waits (pending) with the reason, and the judge is
+    # stopped for every worker, so the next call of it sends nothing.
+    assert output.status == "pending"
     assert len(provider.requests) == 1
     assert KEY not in output.error
+    assert "ARBITER_TEST_JUDGE_KEY" in output.error and "HTTP 401" in output.error
+    assert output.calls == 1 and len(output.attempt_log) == 1
+    second = call(study, judge, order="swapped")
+    assert second.status == "pending" and second.calls == 0
+    assert len(provider.requests) == 1
 
 
 def test_metadata_endpoint_in_the_database_is_refused_at_call_time(provider: FakeProvider) -> None:
@@ -305,3 +315,32 @@ def test_each_reply_records_the_prompt_template_it_answered(provider: FakeProvid
     provider.script.extend(["prose"] * 10)
     invalid = call(study, judge, repeat=2)
     assert invalid.status == "invalid" and invalid.prompt_sha256 == after.prompt_sha256
+
+
+def test_a_provider_400_for_image_size_is_repaired_and_retried(provider: FakeProvider) -> None:
+    provider.script.append("image_too_large")
+    judge = make_judge("claude-img", base_url=provider.root_url, provider="anthropic", model="claude-x")
+    output = call(make_example_study(), judge)
+    assert output.status == "valid" and output.transport_failures == 1 and output.calls == 2
+    first, second = provider.requests
+    assert len(second.body) < len(first.body)
+    assert output.image_repairs and all(r["sent"]["bytes"] < r["original"]["bytes"] for r in output.image_repairs)
+    assert "image too large" in output.attempt_log[0]["error"]
+
+
+def test_calls_go_through_the_deployment_proxy_and_the_allow_list_still_applies(provider: FakeProvider, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.ARBITER_JUDGE_PROXY = provider.root_url  # the emulator doubles as a forward proxy
+    study = make_example_study()
+    output = call(study, make_judge(base_url="http://127.0.0.1:9/v1"))  # nothing listens on port 9
+    assert output.status == "valid"
+    assert provider.requests[0].path == "http://127.0.0.1:9/v1/chat/completions"  # absolute form: via the proxy
+    refused = call(study, make_judge("meta", base_url="http://169.254.169.254/v1"), order="swapped")
+    assert refused.status == "failed" and "link-local" in refused.error
+    assert len(provider.requests) == 1
+
+
+def test_an_unreadable_ca_bundle_is_one_line(provider: FakeProvider, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings.ARBITER_JUDGE_CA_BUNDLE = str(tmp_path / "missing.pem")
+    output = call(make_example_study(), make_judge(base_url=provider.url))
+    assert output.status == "failed"
+    assert output.error.startswith("provider refused: the CA bundle ARBITER_JUDGE_CA_BUNDLE=") and "\n" not in output.error

@@ -117,3 +117,20 @@ def test_a_judge_call_through_a_host_name_still_works(server: FakeProvider, port
 def test_a_judge_at_a_nat64_metadata_address_fails_without_a_request(server: FakeProvider) -> None:
     output = call(make_example_study(), make_judge(base_url="http://[64:ff9b::a9fe:a9fe]/v1"))
     assert output.status == "failed" and "link-local" in output.error
+
+
+@pytest.mark.django_db
+def test_a_proxy_at_a_metadata_address_is_refused(server: FakeProvider, settings) -> None:  # type: ignore[no-untyped-def]
+    # Through ARBITER_JUDGE_PROXY the client connects to the proxy: the pinned transport checks it.
+    settings.ARBITER_JUDGE_PROXY = "http://[64:ff9b::a9fe:a9fe]:3128"
+    output = call(make_example_study(), make_judge(base_url=server.url))
+    assert output.status == "failed" and "link-local" in output.error
+    assert server.requests == []
+
+
+@pytest.mark.django_db
+def test_a_proxy_named_by_host_name_is_reached_through_the_checked_address(server: FakeProvider, port: int, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.ARBITER_JUDGE_PROXY = f"http://localhost:{port}"  # the emulator doubles as a forward proxy
+    output = call(make_example_study(), make_judge(base_url="http://127.0.0.1:9/v1"))  # nothing listens on 9
+    assert output.status == "valid", output.error
+    assert server.requests[-1].path == "http://127.0.0.1:9/v1/chat/completions"  # absolute form: via the proxy

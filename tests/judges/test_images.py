@@ -56,3 +56,23 @@ def test_impossible_limits_are_refused() -> None:
     png = image_bytes((10, 10, 200), (600, 800), noise=True)
     with pytest.raises(ImageTooLarge):
         prepare_image(png, 600, 800, max_edge=None, max_bytes=200)
+
+
+def test_a_downscaled_flat_rendering_is_kept_as_png_when_that_is_smaller() -> None:
+    png = image_bytes((10, 10, 200), (1000, 1300))  # flat colours, like a document rendering
+    prepared = prepare_image(png, 1000, 1300, max_edge=500, max_bytes=None)
+    assert prepared.mime == "image/png" and _open(prepared.data).format == "PNG"
+    assert prepared.repair["sent"]["format"] == "png"  # type: ignore[index]
+    assert prepared.repair["steps"][0] == "re-encoded as PNG (smaller than JPEG)"  # type: ignore[index]
+    noisy = image_bytes((10, 10, 200), (1000, 1300), noise=True)
+    photo = prepare_image(noisy, 1000, 1300, max_edge=500, max_bytes=None)
+    assert photo.mime == "image/jpeg"
+
+
+def test_anthropic_preset_counts_5_mb_on_the_base64_text() -> None:
+    from judges.image_limits import preset_for
+
+    anthropic = preset_for("anthropic")
+    assert anthropic is not None and anthropic.raw_image_bytes() == 3_932_160  # 5,242,880 base64 characters
+    openai = preset_for("openai")
+    assert openai is not None and openai.raw_image_bytes() == 20 * 1024 * 1024

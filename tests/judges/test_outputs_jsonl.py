@@ -91,6 +91,11 @@ def test_export_then_import_round_trips(examples_dir: Path, tmp_path: Path) -> N
         ([line(prompt_sha256="abc")], "field 'prompt_sha256'"),
         ([line(prompt_sha256=["0" * 64])], "field 'prompt_sha256'"),
         ([line(), line()], "judges.jsonl line 2: the output (judge, comparison, order, repeat)"),
+        ([line(usage=[1, 2])], "field 'usage'"),
+        ([line(usage={"input_tokens": -1})], "field 'usage.input_tokens'"),
+        ([line(usage={"input_tokens": "12"})], "field 'usage.input_tokens'"),
+        ([line(usage={"input_tokens": 1, "dollars": 2})], "unexpected key(s) dollars in usage"),
+        ([line(model=5)], "field 'model'"),
         (["[1]"], "expected a JSON object"),
         ([], "holds no judge outputs"),
     ],
@@ -150,6 +155,34 @@ def test_the_prompt_fingerprint_survives_export_and_import(tmp_path: Path) -> No
     assert "prompt_sha256" not in records["c1", "primary"] and "prompt_sha256" not in records["c3", "primary"]
     target = make_example_study(slug="target")
     judge_outputs_import_jsonl(study=target, path=exported)
+    again = tmp_path / "again.jsonl"
+    judge_outputs_export_jsonl(study=target, path=again)
+    assert again.read_text() == exported.read_text()
+
+
+def test_usage_model_and_request_id_of_live_calls_survive_export_and_import(tmp_path: Path) -> None:
+    from tests.judges.factories import make_judge
+    from tests.judges.fake_provider import FakeProvider
+
+    provider = FakeProvider().start()
+    try:
+        source = make_example_study(slug="source")
+        make_judge(base_url=provider.url)
+        call_command("run_judges", "source", "--judge", "judge-x", "--set", "human", "--concurrency", "1",
+                     stdout=StringIO())
+    finally:
+        provider.stop()
+    exported = tmp_path / "out.jsonl"
+    judge_outputs_export_jsonl(study=source, path=exported)
+    records = [json.loads(t) for t in exported.read_text().splitlines()]
+    assert records and all(r["usage"] == {"input_tokens": 1200, "output_tokens": 40, "cached_tokens": 0} for r in records)
+    assert all(r["model"] == "served-model-1" and r["request_id"].startswith("req-") for r in records)
+    target = make_example_study(slug="target")
+    Judge.objects.filter(name="judge-x").update(name="judge-x-live")
+    judge_outputs_import_jsonl(study=target, path=exported)
+    imported = JudgeOutput.objects.filter(comparison__study=target)
+    assert {(o.input_tokens, o.output_tokens, o.cached_tokens, o.served_model) for o in imported} == {
+        (1200, 40, 0, "served-model-1")}
     again = tmp_path / "again.jsonl"
     judge_outputs_export_jsonl(study=target, path=again)
     assert again.read_text() == exported.read_text()

@@ -214,3 +214,59 @@ def test_a_call_that_would_overrun_its_budget_is_released_not_killed(provider: F
     assert judge_output_execute(output_id=output.pk) == "valid"
     output.refresh_from_db()
     assert (output.attempts, output.transport_failures) == (2, 1)
+
+
+@pytest.mark.django_db
+def test_dry_run_prints_calls_tokens_and_cost_and_queues_nothing(provider: FakeProvider) -> None:
+    from judges.costs import image_tokens
+
+    make_example_study()
+    make_judge(base_url=provider.url, price_input_per_mtok=2.5, price_output_per_mtok=10.0)
+    out = run("example", "--judge", "judge-x", "--set", "human", "--repeats", "2", "--dry-run")
+    assert not JudgeOutput.objects.exists() and provider.requests == []
+    line = out.strip()
+    assert "\n" not in line
+    assert line.startswith("judge-x (dry run, nothing queued): 8 calls, 0 already done; estimated input ")
+    # The example's images are 400 × 520 px: OpenAI's tile rule gives 85 + 170 × 2 tiles each, three per call.
+    assert image_tokens("openai", 400, 520) == 425
+    assert f"(images {8 * 3 * 425:,}, text " in line
+    assert "cost $" in line and "per million input / output tokens" in line
+    # Run it, then the estimate of what is left is zero calls.
+    run("example", "--judge", "judge-x", "--set", "human", "--repeats", "2", "--concurrency", "1")
+    again = run("example", "--judge", "judge-x", "--set", "human", "--repeats", "2", "--dry-run")
+    assert ": 0 calls, 8 already done; estimated input 0 tokens" in again
+
+
+@pytest.mark.django_db
+def test_run_prints_the_tokens_recorded_and_unknown_prices_say_so(provider: FakeProvider) -> None:
+    make_example_study()
+    make_judge(base_url=provider.url)
+    dry = run("example", "--judge", "judge-x", "--set", "human", "--dry-run")
+    assert "cost unknown (no prices: add_judge NAME --update --price-input X --price-output Y)" in dry
+    out = run("example", "--judge", "judge-x", "--set", "human", "--concurrency", "1")
+    assert "recorded: 4 requests, input 4,800 tokens (0 cached), output 160 tokens" in out
+
+
+def test_image_token_rules_of_each_provider() -> None:
+    from judges.costs import Prices, cost_usd, image_tokens
+
+    assert image_tokens("openai", 1024, 1024) == 765  # OpenAI's documented examples
+    assert image_tokens("openai", 2048, 4096) == 1105
+    assert image_tokens("anthropic", 1000, 1000) == 1334  # Anthropic: w × h / 750
+    assert image_tokens("gemini", 300, 300) == 258 and image_tokens("gemini", 1000, 1000) == 1032
+    prices = Prices(2.0, 8.0, 0.5)
+    assert cost_usd(prices, 1_000_000, 100_000) == 2.8
+    assert cost_usd(prices, 1_000_000, 100_000, batch=True) == 1.4
+    assert cost_usd(Prices(None, 8.0), 1, 1) is None
+
+
+@pytest.mark.django_db
+def test_judge_usage_for_the_calibration_report(provider: FakeProvider) -> None:
+    from judges.selectors import judge_usage
+
+    study = make_example_study()
+    make_judge(base_url=provider.url, price_input_per_mtok=1.0, price_output_per_mtok=4.0)
+    run("example", "--judge", "judge-x", "--set", "human", "--concurrency", "1")
+    usage = judge_usage(study=study, judges=["judge-x"], comparisons=["c1"])
+    assert usage == {"judge-x": {"comparisons": 1, "input_tokens": 2400, "output_tokens": 80, "cached_tokens": 0,
+                                 "cost_usd": 0.00272, "cost_per_comparison_usd": 0.00272}}

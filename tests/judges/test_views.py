@@ -93,7 +93,12 @@ def test_api_progress_and_run(study, researcher, provider: FakeProvider, django_
     assert response.json() == {"judge": "judge-x", "calls": 3, "created": 3, "done": 0, "queued": 3}
     progress = client.get("/api/studies/example/judge-runs/").json()
     assert progress == [{"judge": "judge-x", "family": "acme", "provider": "openai", "total": 3, "done": 3,
-                         "valid": 3, "invalid": 0, "failed": 0, "pending": 0}]
+                         "valid": 3, "invalid": 0, "failed": 0, "pending": 0, "input_tokens": 3600,
+                         "output_tokens": 120, "cached_tokens": 0, "cost_usd": None, "cost_per_comparison_usd": None}]
+    Judge.objects.filter(name="judge-x").update(price_input_per_mtok=2.5, price_output_per_mtok=10.0)
+    priced = client.get("/api/studies/example/judge-runs/").json()[0]
+    # 3,600 × $2.50 + 120 × $10 per million tokens, over 3 comparisons.
+    assert priced["cost_usd"] == 0.0102 and priced["cost_per_comparison_usd"] == 0.0034
     bad = client.post("/api/studies/example/judge-runs/", {"judge": "nobody"}, content_type="application/json")
     assert bad.status_code == 404 and "no judge named" in bad.json()["detail"]
 
@@ -110,6 +115,16 @@ def test_only_admins_register_judges(researcher, admin_user) -> None:  # type: i
                          content_type="application/json")
     assert refused.status_code == 400 and "link-local" in refused.json()["detail"]
     assert [j["name"] for j in login(researcher).get("/api/judges/").json()] == ["api-judge"]
+    gemini = admin.post("/api/judges/", {"name": "g", "provider": "gemini", "model": "gemini-2.5-flash",
+                                         "base_url": "", "price_input_per_mtok": "0.3", "price_output_per_mtok": "2.5",
+                                         "send_temperature": False, "reasoning_effort": "low"},
+                        content_type="application/json")
+    assert gemini.status_code == 201, gemini.content
+    assert gemini.json()["base_url"] == "https://generativelanguage.googleapis.com"
+    assert (gemini.json()["price_output_per_mtok"], gemini.json()["send_temperature"]) == (2.5, False)
+    cheap = admin.post("/api/judges/", {**body, "name": "cheap", "price_input_per_mtok": "cheap"},
+                       content_type="application/json")
+    assert cheap.status_code == 400 and "expected a price in dollars per million tokens" in cheap.json()["detail"]
 
 
 def test_admin_pages(make_user, provider: FakeProvider) -> None:  # type: ignore[no-untyped-def]

@@ -18,11 +18,20 @@ from annotation.errors import ArbiterError
 from annotation.management.base import ArbiterCommand
 from judges.management.commands._common import study_by_slug
 from judges.models import JudgeOutput, OutputStatus
+from judges.services.batches import (
+    judge_batch_submit,
+    judge_batches_cancel,
+    judge_batches_open,
+    judge_batches_poll,
+)
 from judges.services.runs import (
     judge_get,
     judge_outputs_requeue,
     judge_outputs_run_local,
+    judge_run_estimate,
     judge_run_start,
+    judge_run_usage,
+    judge_stop_reason,
     tasks_run_eagerly,
 )
 
@@ -47,11 +56,32 @@ class Command(ArbiterCommand):
         parser.add_argument("--wait", action="store_true", help="with a broker: wait for the run to finish")
         parser.add_argument("--wait-timeout", type=float, default=None, help="give up waiting after S seconds")
         parser.add_argument("--concurrency", type=int, default=None, help="eager mode: calls in flight here")
+        parser.add_argument("--batch", action="store_true",
+                            help="submit through the provider's batch API (about half price; results within 24 h)")
+        parser.add_argument("--cancel", nargs="?", const="all", default=None, metavar="BATCH_ID",
+                            help="cancel the judge's open batches in this study (or the one named) and store what is done")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="print the calls, estimated tokens and cost; queue nothing")
         parser.add_argument("--poll", type=float, default=1.0, help=argparse_hidden())
 
     def run(self, *args: Any, **o: Any) -> None:
         study = study_by_slug(o["slug"])
         judge = judge_get(name=o["judge"])
+        if o["dry_run"]:
+            self._dry_run(study, judge, o)
+            return
+        if o["cancel"]:
+            cancelled = judge_batches_cancel(study=study, judge=judge,
+                                             batch_id=None if o["cancel"] == "all" else o["cancel"])
+            for batch in cancelled:
+                self.stdout.write(f"batch {batch.pk} ({batch.provider_batch_id}): {batch.status}, "
+                                  f"{batch.stored} results stored")
+            if not cancelled:
+                self.stdout.write(f"{judge.name}: no open batch in {study.slug}")
+            return
+        if o["batch"]:
+            self._batch(study, judge, o)
+            return
         eager = tasks_run_eagerly()
         plan = judge_run_start(
             study=study,
@@ -88,6 +118,57 @@ class Command(ArbiterCommand):
             self.stdout.write(
                 f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
             )
+            self.stdout.write(self._usage_line(judge, ids))
+            stop = judge_stop_reason(judge)
+            if stop:
+                raise ArbiterError(f"{judge.name}: run stopped, {counts.get('pending', 0)} calls left pending: {stop}")
+
+    def _batch(self, study: Any, judge: Any, o: dict[str, Any]) -> None:
+        submitted = 0
+        while (batch := judge_batch_submit(study=study, judge=judge, set=o["set"], orders=o["orders"],
+                                           repeats=o["repeats"], retry_failed=o["retry_failed"])) is not None:
+            submitted += 1
+            self.stdout.write(f"{judge.name}: batch {batch.pk} submitted as {batch.provider_batch_id}, "
+                              f"{batch.calls} calls")
+        if not submitted:
+            self.stdout.write(f"{judge.name}: nothing to submit (every call is done or held)")
+        if not o["wait"]:
+            return
+        started = time.monotonic()
+        while judge_batches_open(study=study, judge=judge):
+            judge_batches_poll(study=study, judge=judge)
+            if not judge_batches_open(study=study, judge=judge):
+                break
+            if o["wait_timeout"] is not None and time.monotonic() - started > o["wait_timeout"]:
+                raise ArbiterError(f"gave up waiting after {o['wait_timeout']:g} s; the batch stays open "
+                                   "(poll again with run_judges --batch --wait, or let the beat task do it)")
+            time.sleep(max(o["poll"], 0.05))
+        ids = list(JudgeOutput.objects.filter(judge=judge, comparison__study=study).values_list("pk", flat=True))
+        counts = self._counts(ids)
+        self.stdout.write(f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, "
+                          f"failed {counts.get('failed', 0)}, pending {counts.get('pending', 0)}")
+        self.stdout.write(self._usage_line(judge, ids))
+
+    def _dry_run(self, study: Any, judge: Any, o: dict[str, Any]) -> None:
+        estimate = judge_run_estimate(study=study, judge=judge, set=o["set"], orders=o["orders"], repeats=o["repeats"],
+                                      retry_failed=o["retry_failed"], batch=o["batch"])
+        if estimate.cost_usd is None:
+            cost = "cost unknown (no prices: add_judge NAME --update --price-input X --price-output Y)"
+        else:
+            cost = (f"cost ${estimate.cost_usd:,.4f} at ${judge.price_input_per_mtok:g} / "
+                    f"${judge.price_output_per_mtok:g} per million input / output tokens"
+                    + (f", batch discount {judge.batch_discount:.0%}" if estimate.batch else ""))
+        self.stdout.write(
+            f"{judge.name} (dry run, nothing queued): {estimate.calls} calls, {estimate.done} already done; "
+            f"estimated input {estimate.input_tokens:,} tokens (images {estimate.image_tokens:,}, text "
+            f"{estimate.text_tokens:,}), output {estimate.output_tokens:,} tokens; {cost}"
+        )
+
+    def _usage_line(self, judge: Any, ids: list[int]) -> str:
+        usage = judge_run_usage(output_ids=ids, judge=judge)
+        cost = "" if usage["cost_usd"] is None else f", cost ${usage['cost_usd']:,.4f}"
+        return (f"recorded: {usage['calls']} requests, input {usage['input_tokens']:,} tokens "
+                f"({usage['cached_tokens']:,} cached), output {usage['output_tokens']:,} tokens{cost}")
 
     def _counts(self, ids: list[int]) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -103,7 +184,7 @@ class Command(ArbiterCommand):
             counts = self._counts(ids)
             pending = counts.get(OutputStatus.PENDING, 0) + counts.get(OutputStatus.RUNNING, 0)
             self._bar(len(ids) - pending, len(ids), counts)
-            if not pending:
+            if not pending or (not counts.get(OutputStatus.RUNNING, 0) and judge_stop_reason(judge)):
                 self._end()
                 return
             now = time.monotonic()

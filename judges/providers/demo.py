@@ -1,8 +1,10 @@
 """The built-in demo judge (provider ``demo``): answers on this machine, no network (issue 17).
 
 It exists so a newcomer can press "Run judges" on the demo study and watch the calls complete.
-It reads the request body exactly as a remote model would get it (the OpenAI-shaped body that
-``judges.providers.encode_body`` builds), recognizes the two candidate images by their content
+It is an adapter like the others (registered in ``judges.providers.ADAPTERS``) whose
+:meth:`Demo.answer` replaces the HTTP exchange: ``judges.providers.call`` hands it the request
+body exactly as a remote model would get it (the Chat Completions body of
+:class:`~judges.providers.openai_chat.OpenAIChat`, which it inherits), recognizes the two candidate images by their content
 hash (stored images are named by it), and answers from the demo's recorded ground truth
 (``study.options["demo"]["candidate_quality"]``, written by ``make_demo_study``): the candidate
 of higher latent quality wins, a small difference is a tie. The reply follows SPEC §6 and goes
@@ -22,6 +24,8 @@ from typing import Any
 from django.db.models import Q
 
 from annotation.models import Candidate
+from judges.providers.base import Endpoint, ProviderRefused, Reply
+from judges.providers.openai_chat import OpenAIChat
 
 TIE_BAND = 0.15  # |quality difference| below this is a tie
 STRONG = 0.6  # above this an axis scores ±2
@@ -29,10 +33,9 @@ STRONG = 0.6  # above this an axis scores ±2
 
 def demo_reply(body: bytes) -> str:
     """The reply text to one judge request body (SPEC §6 JSON)."""
-    from judges.providers import ProviderRefused
-
     try:
-        message = json.loads(body)["messages"][0]["content"]
+        messages = json.loads(body)["messages"]
+        message = next(m["content"] for m in messages if m["role"] == "user")  # after the system message
         prompt = next(p["text"] for p in message if p.get("type") == "text")
         images = [p["image_url"]["url"] for p in message if p.get("type") == "image_url"]
     except (ValueError, KeyError, IndexError, TypeError, StopIteration):
@@ -87,3 +90,17 @@ def _active_axes(prompt: str) -> list[dict[str, Any]]:
             return value
         start = prompt.find("[", start + 1)
     return []
+
+
+class Demo(OpenAIChat):
+    """Provider ``demo``: the Chat Completions body, answered here instead of being sent."""
+
+    name = "demo"
+    default_base_url = ""
+    local = True
+
+    def url(self, endpoint: Endpoint) -> str:
+        raise ProviderRefused("the demo judge answers locally; it has no URL")
+
+    def answer(self, body: bytes) -> Reply:
+        return Reply(text=demo_reply(body), model="demo", finish_reason="stop")
