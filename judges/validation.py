@@ -85,6 +85,8 @@ def parse_reply(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
     text = unwrap_fence(raw)
     if not text:
         raise InvalidReply("the reply is empty")
+    if "\x00" in text:
+        raise InvalidReply("the reply contains a NUL character")
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -110,6 +112,8 @@ def parse_reply(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
     reason = data["reason"]
     if not isinstance(reason, str):
         raise InvalidReply("$.reason must be a string")
+    if "\x00" in reason:
+        raise InvalidReply("$.reason contains a NUL character")
 
     axes = data["axes"]
     if not isinstance(axes, list):

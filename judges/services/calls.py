@@ -139,6 +139,8 @@ class _Claim:
         if self.counted:
             fields["calls"] = F("calls") - 1
             self.counted = False
+        # A provider's text may carry NUL, which PostgreSQL text and jsonb cannot hold: stored escaped.
+        fields = {k: _without_nul(v) for k, v in fields.items()}
         return bool(self.rows().update(**fields))
 
     def count_call(self, seconds: float) -> None:
@@ -152,6 +154,17 @@ class _Claim:
         if not self.rows().update(calls=F("calls") + 1, lease_until=timezone.now() + timedelta(seconds=seconds)):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
+
+
+def _without_nul(value: Any) -> Any:
+    """``value`` with every NUL in its text (nested lists and dicts included) written as ``\\u0000``."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\\u0000")
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    return value
 
 
 def _claimable(now: Any) -> Q:

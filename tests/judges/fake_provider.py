@@ -250,6 +250,10 @@ class FakeProvider:
             answer["confidence"] = 7
         elif behaviour == "prose":
             return "Candidate B looks better to me."
+        elif behaviour == "nul_reason":  # a JSON \u0000 escape: NUL once parsed
+            answer["reason"] = "keeps\u0000the table"
+        elif behaviour == "nul_raw":  # a NUL character in the reply text itself
+            return "Candidate\u0000B " + json.dumps(answer)
         return json.dumps(answer)
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:

@@ -344,3 +344,14 @@ def test_an_unreadable_ca_bundle_is_one_line(provider: FakeProvider, settings, t
     output = call(make_example_study(), make_judge(base_url=provider.url))
     assert output.status == "failed"
     assert output.error.startswith("provider refused: the CA bundle ARBITER_JUDGE_CA_BUNDLE=") and "\n" not in output.error
+
+
+@pytest.mark.parametrize("behaviour", ["nul_reason", "nul_raw"])
+def test_a_reply_with_a_nul_character_is_invalid_and_stored_without_it(provider: FakeProvider, behaviour: str) -> None:
+    """PostgreSQL text cannot hold NUL: a reply carrying one (raw or in its reason) was a DataError
+    that left the call running; it is an invalid reply, kept with the NUL escaped (SECURITY.md row 19)."""
+    provider.default = behaviour
+    output = call(make_example_study(), make_judge(base_url=provider.url, max_invalid_retries=1))
+    assert output.status == "invalid", (output.status, output.error)
+    assert "NUL" in output.error
+    assert "\x00" not in output.raw and "\x00" not in output.reason and "\\u0000" in output.raw
