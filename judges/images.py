@@ -18,7 +18,7 @@ import io
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +111,57 @@ def prepare_image(png: bytes, width: int, height: int, *, max_edge: int | None, 
         "limits": {"max_edge": max_edge, "max_bytes": max_bytes},
     }
     return PreparedImage(data, f"image/{fmt}", image.width, image.height, repair)
+
+
+def prepare_images_alike(
+    sources: Sequence[tuple[bytes, int, int]],
+    prepared: Sequence[PreparedImage],
+    *,
+    max_edge: int | None,
+    max_bytes: int | None,
+) -> list[PreparedImage]:
+    """The images of one request repaired alike (blinding, SECURITY.md row 16).
+
+    ``prepared`` are the images each fitted on its own (:func:`prepare_image`). When none needed a
+    repair they are returned as they are. Otherwise every image is sent as JPEG scaled by one
+    factor (the smallest any of them needed, smaller still while one is over ``max_bytes``): a
+    candidate whose render compresses badly is then not the one JPEG, or the one at another width,
+    beside PNGs of the others. ``sources`` are the stored ``(png, width, height)``.
+    """
+    if not any(p.repair for p in prepared):
+        return list(prepared)
+    scale = min(p.width / w for p, (_, w, _) in zip(prepared, sources, strict=True))
+    pixels = []
+    for png, _, _ in sources:
+        with Image.open(io.BytesIO(png)) as source:
+            source.load()
+            pixels.append(source.convert("RGB"))
+    while True:
+        sizes = [(max(1, round(w * scale)), max(1, round(h * scale))) for _, w, h in sources]
+        if scale < 1 and any(max(size) < MIN_EDGE for size in sizes):
+            raise ImageTooLarge(f"the images cannot fit {max_bytes:,} bytes above {MIN_EDGE} px on their long edge")
+        datas = [
+            _jpeg(image if image.size == size else image.resize(size, Image.Resampling.LANCZOS))
+            for image, size in zip(pixels, sizes, strict=True)
+        ]
+        over = [len(d) for d in datas if max_bytes and len(d) > max_bytes]
+        if not over:
+            break
+        assert max_bytes is not None
+        scale = min(scale * math.sqrt(max_bytes / max(over)) * 0.95, scale * 0.99)
+    steps = [f"re-encoded as JPEG q{JPEG_QUALITY} (every image of the request, as one needed a repair)"]
+    if scale < 1:
+        steps.append(f"downscaled by {scale:.4f} (every image of the request alike)")
+    out = []
+    for (png, w, h), data, size in zip(sources, datas, sizes, strict=True):
+        repair = {
+            "original": {"width": w, "height": h, "bytes": len(png), "format": "png"},
+            "sent": {"width": size[0], "height": size[1], "bytes": len(data), "format": "jpeg"},
+            "steps": steps,
+            "limits": {"max_edge": max_edge, "max_bytes": max_bytes},
+        }
+        out.append(PreparedImage(data, "image/jpeg", size[0], size[1], repair))
+    return out
 
 
 class PreparedImageCache:

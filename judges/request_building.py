@@ -17,7 +17,13 @@ from django.conf import settings
 from annotation.errors import ArbiterError
 from annotation.models import Axis, Comparison, StoredImage
 from judges.image_limits import preset_for
-from judges.images import ImageTooLarge, PreparedImage, PreparedImageCache, prepare_image
+from judges.images import (
+    ImageTooLarge,
+    PreparedImage,
+    PreparedImageCache,
+    prepare_image,
+    prepare_images_alike,
+)
 from judges.models import Judge, Order
 from judges.prompts import active_axes_payload, prompt_template_sha256, render_prompt
 from judges.providers import Endpoint, JudgeImage, JudgeRequest, encode_body, request_overhead_bytes
@@ -62,14 +68,17 @@ def _pick(image: StoredImage | None, neutral: StoredImage | None, neutralize: bo
     return (neutral or image) if neutralize else image
 
 
+def _stored_png(stored: StoredImage) -> bytes:
+    path = Path(settings.MEDIA_ROOT) / str(stored.file.name)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise RequestNotBuildable(f"image {stored.sha256[:12]} cannot be read ({exc.strerror})") from None
+
+
 def _prepared(stored: StoredImage, *, max_edge: int | None, max_bytes: int | None) -> PreparedImage:
     def prepare() -> PreparedImage:
-        path = Path(settings.MEDIA_ROOT) / str(stored.file.name)
-        try:
-            png = path.read_bytes()
-        except OSError as exc:
-            raise RequestNotBuildable(f"image {stored.sha256[:12]} cannot be read ({exc.strerror})") from None
-        return prepare_image(png, stored.width, stored.height, max_edge=max_edge, max_bytes=max_bytes)
+        return prepare_image(_stored_png(stored), stored.width, stored.height, max_edge=max_edge, max_bytes=max_bytes)
 
     return _cache.get_or_prepare((stored.sha256, max_edge, max_bytes), prepare)
 
@@ -135,12 +144,22 @@ def build_judge_request(
 
     images: list[JudgeImage] = []
     repairs: list[dict[str, Any]] = []
+    each: list[PreparedImage] = []
     for label, stored in slots:
         assert stored is not None
         try:
-            prepared = _prepared(stored, max_edge=max_edge, max_bytes=max_bytes)
+            each.append(_prepared(stored, max_edge=max_edge, max_bytes=max_bytes))
         except ImageTooLarge as exc:
             raise RequestNotBuildable(f"{label}: {exc}") from None
+    if any(p.repair for p in each):
+        # One image over a limit: all three are repaired alike (blinding, SECURITY.md row 16).
+        stored_images = [stored for _, stored in slots if stored is not None]
+        sources = [(_stored_png(stored), stored.width, stored.height) for stored in stored_images]
+        try:
+            each = prepare_images_alike(sources, each, max_edge=max_edge, max_bytes=max_bytes)
+        except ImageTooLarge as exc:
+            raise RequestNotBuildable(str(exc)) from None
+    for (label, _), prepared in zip(slots, each, strict=True):
         images.append(JudgeImage(label, prepared.mime, prepared.data, prepared.encoded))
         if prepared.repair:
             repairs.append({"image": label, **prepared.repair})

@@ -355,3 +355,24 @@ def test_a_reply_with_a_nul_character_is_invalid_and_stored_without_it(provider:
     assert output.status == "invalid", (output.status, output.error)
     assert "NUL" in output.error
     assert "\x00" not in output.raw and "\x00" not in output.reason and "\\u0000" in output.raw
+
+
+def test_one_image_over_the_byte_limit_repairs_all_three_alike(provider: FakeProvider) -> None:
+    """Blinding (SECURITY.md row 16) on the judge path: a system whose renders compress badly must
+    not be the one sent as JPEG, or at another width, beside PNGs of the others."""
+    from annotation.models import Candidate
+    from tests.judges.factories import MEDIA, SYSTEM_COLOURS, image_bytes, store
+
+    study = make_example_study()
+    heavy, heavy_neutral = store(image_bytes(SYSTEM_COLOURS["beta"], (400, 520), True), media=MEDIA)
+    Candidate.objects.filter(page__study=study, system__external_id="beta").update(
+        image=heavy, neutralized_image=heavy_neutral
+    )
+    limit = 100_000
+    assert (heavy_neutral or heavy).size_bytes > limit
+    output = call(study, make_judge(base_url=provider.url, max_image_bytes=limit))
+    assert output.status == "valid", output.error
+    [request] = provider.requests
+    assert request.mimes == ["image/jpeg"] * 3
+    assert len(set(request.sizes)) == 1, request.sizes
+    assert [r["image"] for r in output.image_repairs] == ["REFERENCE", "CANDIDATE A", "CANDIDATE B"]
