@@ -123,44 +123,58 @@ def prepare_images_alike(
     """The images of one request repaired alike (blinding, SECURITY.md row 16).
 
     ``prepared`` are the images each fitted on its own (:func:`prepare_image`). When none needed a
-    repair they are returned as they are. Otherwise every image is sent as JPEG scaled by one
-    factor (the smallest any of them needed, smaller still while one is over ``max_bytes``): a
-    candidate whose render compresses badly is then not the one JPEG, or the one at another width,
-    beside PNGs of the others. ``sources`` are the stored ``(png, width, height)``.
+    repair they are returned as they are. Otherwise every image is scaled by one factor (the
+    smallest any of them needed, smaller still while one is over ``max_bytes``) and encoded in one
+    format: PNG or JPEG, whichever makes the three smaller together while each fits (issue 14:
+    the repair keeps the smaller encoding). A candidate whose render compresses badly is then not
+    the one JPEG, or the one at another width, beside PNGs of the others. ``sources`` are the
+    stored ``(png, width, height)``.
     """
     if not any(p.repair for p in prepared):
         return list(prepared)
-    scale = min(p.width / w for p, (_, w, _) in zip(prepared, sources, strict=True))
-    pixels = []
-    for png, _, _ in sources:
+    scale = first_scale = min(p.width / w for p, (_, w, _) in zip(prepared, sources, strict=True))
+
+    def encoded(png: bytes, size: tuple[int, int]) -> tuple[bytes, bytes]:
+        # Decoded one at a time (a page can be 60 megapixels): only one image's pixels are held.
         with Image.open(io.BytesIO(png)) as source:
             source.load()
-            pixels.append(source.convert("RGB"))
+            image = source.convert("RGB")
+        image = image if image.size == size else image.resize(size, Image.Resampling.LANCZOS)
+        return _png(image), _jpeg(image)
+
     while True:
         sizes = [(max(1, round(w * scale)), max(1, round(h * scale))) for _, w, h in sources]
-        if scale < 1 and any(max(size) < MIN_EDGE for size in sizes):
-            raise ImageTooLarge(f"the images cannot fit {max_bytes:,} bytes above {MIN_EDGE} px on their long edge")
-        datas = [
-            _jpeg(image if image.size == size else image.resize(size, Image.Resampling.LANCZOS))
-            for image, size in zip(pixels, sizes, strict=True)
+        # As prepare_image: only shrinking for the byte limit stops at MIN_EDGE (an edge limit is the judge's).
+        if scale < first_scale and any(max(size) < MIN_EDGE for size in sizes):
+            limits = ", ".join(
+                part for part in (f"{max_bytes:,} bytes" if max_bytes else "", f"{max_edge} px" if max_edge else "") if part
+            )
+            raise ImageTooLarge(f"the images of the request cannot fit the judge's limits ({limits}) above {MIN_EDGE} px")
+        pairs = [encoded(png, size) for (png, _, _), size in zip(sources, sizes, strict=True)]
+        fitting = [
+            (sum(len(d) for d in datas), fmt, datas)
+            for fmt, datas in (("png", [p for p, _ in pairs]), ("jpeg", [j for _, j in pairs]))
+            if not max_bytes or all(len(d) <= max_bytes for d in datas)
         ]
-        over = [len(d) for d in datas if max_bytes and len(d) > max_bytes]
-        if not over:
+        if fitting:
+            _, fmt, datas = min(fitting, key=lambda option: option[0])
             break
         assert max_bytes is not None
-        scale = min(scale * math.sqrt(max_bytes / max(over)) * 0.95, scale * 0.99)
-    steps = [f"re-encoded as JPEG q{JPEG_QUALITY} (every image of the request, as one needed a repair)"]
+        smallest_over = max(min(len(p), len(j)) for p, j in pairs)
+        scale = min(scale * math.sqrt(max_bytes / smallest_over) * 0.95, scale * 0.99)
+    encoding = "PNG" if fmt == "png" else f"JPEG q{JPEG_QUALITY}"
+    steps = [f"re-encoded as {encoding}, the smaller encoding (every image of the request, as one needed a repair)"]
     if scale < 1:
         steps.append(f"downscaled by {scale:.4f} (every image of the request alike)")
     out = []
     for (png, w, h), data, size in zip(sources, datas, sizes, strict=True):
         repair = {
             "original": {"width": w, "height": h, "bytes": len(png), "format": "png"},
-            "sent": {"width": size[0], "height": size[1], "bytes": len(data), "format": "jpeg"},
+            "sent": {"width": size[0], "height": size[1], "bytes": len(data), "format": fmt},
             "steps": steps,
             "limits": {"max_edge": max_edge, "max_bytes": max_bytes},
         }
-        out.append(PreparedImage(data, "image/jpeg", size[0], size[1], repair))
+        out.append(PreparedImage(data, f"image/{fmt}", size[0], size[1], repair))
     return out
 
 

@@ -76,3 +76,49 @@ def test_anthropic_preset_counts_5_mb_on_the_base64_text() -> None:
     assert anthropic is not None and anthropic.raw_image_bytes() == 3_932_160  # 5,242,880 base64 characters
     openai = preset_for("openai")
     assert openai is not None and openai.raw_image_bytes() == 20 * 1024 * 1024
+
+
+def test_images_repaired_alike_keep_the_smaller_format_for_all_three() -> None:
+    """Issue 14 keeps the smaller of PNG and JPEG; blinding needs one format per request: flat
+    renderings over an edge limit all go as PNG (smaller there), never one PNG beside JPEGs."""
+    from judges.images import _jpeg, _png, prepare_image, prepare_images_alike
+
+    images = [Image.new("RGB", (800, 1000), colour) for colour in ((250, 250, 250), (20, 30, 40), (200, 10, 10))]
+    sources = []
+    for image in images:
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        sources.append((buffer.getvalue(), image.width, image.height))
+    each = [prepare_image(png, w, h, max_edge=500, max_bytes=None) for png, w, h in sources]
+    alike = prepare_images_alike(sources, each, max_edge=500, max_bytes=None)
+    assert [p.mime for p in alike] == ["image/png"] * 3 and {(p.width, p.height) for p in alike} == {(400, 500)}
+    resized = [image.resize((400, 500)) for image in images]
+    assert sum(len(p.data) for p in alike) == sum(len(_png(i)) for i in resized) < sum(len(_jpeg(i)) for i in resized)
+    assert all(p.repair and p.repair["sent"]["format"] == "png" for p in alike)
+
+
+def test_images_repaired_alike_share_one_format_and_scale_and_stay_under_the_limits() -> None:
+    from judges.images import ImageTooLarge, prepare_image, prepare_images_alike
+
+    flat = Image.new("RGB", (300, 400), (200, 210, 220))
+    noisy = Image.effect_noise((300, 500), 80).convert("RGB")
+    sources = []
+    for image in (flat, noisy, flat):
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        sources.append((buffer.getvalue(), image.width, image.height))
+    limit = 60_000
+    each = [prepare_image(png, w, h, max_edge=None, max_bytes=limit) for png, w, h in sources]
+    assert [p.mime for p in each] == ["image/png", "image/jpeg", "image/png"]
+    alike = prepare_images_alike(sources, each, max_edge=None, max_bytes=limit)
+    assert [p.mime for p in alike] == ["image/jpeg"] * 3
+    assert len({p.width for p in alike}) == 1 and all(len(p.data) <= limit for p in alike)
+    assert all(p.repair and p.repair["original"]["width"] == 300 for p in alike)
+    fitted = [prepare_image(png, w, h, max_edge=None, max_bytes=None) for png, w, h in sources]
+    assert prepare_images_alike(sources, fitted, max_edge=None, max_bytes=None) == fitted  # nothing to repair
+    edge = prepare_images_alike(
+        sources, [prepare_image(png, w, h, max_edge=100, max_bytes=None) for png, w, h in sources], max_edge=100, max_bytes=None
+    )
+    assert [(p.width, p.height) for p in edge] == [(60, 80), (60, 100), (60, 80)]  # one factor: the tallest's
+    with pytest.raises(ImageTooLarge, match="200 bytes"):
+        prepare_images_alike(sources, each, max_edge=None, max_bytes=200)
