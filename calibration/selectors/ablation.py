@@ -5,7 +5,9 @@
   with a valid output on the human set and no call still running; dropped judges with why);
 - per judge and human-set comparison: the overall evidence (mean canonical vote of its valid
   outputs) and the axis evidence (mean of its valid outputs' mean axis score mapped to [0, 1]);
-- an estimated cost per comparison per judge (:func:`estimated_image_tokens`, documented there).
+- the cost per comparison per judge: from the usage its outputs recorded and its prices (US
+  dollars) when every judge has both; else recorded tokens when every judge has usage; else an
+  estimate from the image sizes (:func:`estimated_image_tokens`, documented there).
 
 No writes.
 """
@@ -22,10 +24,13 @@ import pandas as pd
 from annotation.models import Comparison, ComparisonSet, Study
 from calibration.selectors.calibration import calibration_inputs
 from judges.models import JudgeOutput, OutputStatus
+from judges.selectors import judge_progress
 
 VOTE_VALUE: Mapping[str, float] = {"A": 1.0, "TIE": 0.5, "B": 0.0}
-#: The cost estimate's unit (no usage or price is recorded on judge outputs yet).
+#: The cost estimate's unit, when no judge usage was recorded (imported outputs, say).
 COST_UNIT = "estimated input image tokens per comparison"
+RECORDED_COST_UNIT = "US dollars per comparison"
+RECORDED_TOKENS_UNIT = "recorded tokens (input + output) per comparison"
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +79,41 @@ def _request_tokens(*, study: Study, comparisons: list[str]) -> float:
     return float(np.mean(totals)) if totals else 0.0
 
 
+def _recorded_costs(
+    *, study: Study, comparisons: list[str], judges: list[str]
+) -> tuple[tuple[float, ...] | None, dict[str, object]]:
+    """Each judge's cost per human-set comparison from what its calls recorded (issue 14 usage).
+
+    Dollars when every judge has usage and prices; tokens when every judge has usage but some
+    price is missing; ``(None, {})`` when some judge recorded no usage.
+    """
+    progress = {p.judge: p for p in judge_progress(study=study, comparisons=comparisons, judge_names=judges)}
+    rows = [progress.get(j) for j in judges]
+    if not judges or any(r is None or r.input_tokens is None or not r.comparisons for r in rows):
+        return None, {}
+    assert all(r is not None for r in rows)
+    dollars = [r.cost_per_comparison for r in rows if r is not None]
+    if all(d is not None for d in dollars):
+        return tuple(float(d) for d in dollars if d is not None), {
+            "source": "recorded usage × the judges' prices",
+            "unit": RECORDED_COST_UNIT,
+            "rule": "per judge: the input and output tokens its calls on the human set reported (every attempt, "
+            "batch calls at the batch discount) at its price per million tokens, over the comparisons it judged",
+            "per_judge": {r.judge: r.as_dict() for r in rows if r is not None},
+            "note": "cached input tokens are billed as input (an upper bound)",
+        }
+    return tuple(
+        float(((r.input_tokens or 0) + (r.output_tokens or 0)) / r.comparisons) for r in rows if r is not None
+    ), {
+        "source": "recorded usage (some judge has no price)",
+        "unit": RECORDED_TOKENS_UNIT,
+        "rule": "per judge: the input and output tokens its calls on the human set reported, over the comparisons "
+        "it judged",
+        "per_judge": {r.judge: r.as_dict() for r in rows if r is not None},
+        "note": "set prices with add_judge NAME --update to compare in dollars",
+    }
+
+
 def ablation_inputs(*, study: Study) -> AblationInputs:
     """Evidence, human reference, blocks, pages and estimated costs of ``study``'s human set."""
     base = calibration_inputs(study=study)
@@ -110,7 +150,20 @@ def ablation_inputs(*, study: Study) -> AblationInputs:
         axis = np.where(axis_n > 0, axis_sum / np.where(axis_n > 0, axis_n, 1), np.nan)
     tokens = _request_tokens(study=study, comparisons=comparisons)
     calls_per_comparison = calls / n if n else calls
-    costs = tuple(float(tokens * c) for c in calls_per_comparison)
+    costs, cost_method = _recorded_costs(study=study, comparisons=comparisons, judges=judges)
+    if costs is None:
+        costs = tuple(float(tokens * c) for c in calls_per_comparison)
+        cost_method = {
+            "source": "estimate from image sizes",
+            "unit": COST_UNIT,
+            "rule": "per call: reference, candidate A and candidate B images, each 85 + 170 × 512-px tiles after "
+            "scaling to fit 2048 × 2048 and a short side of at most 768 (OpenAI high detail); "
+            "per comparison: that × the judge's calls per human-set comparison (orders × repeats)",
+            "tokens_per_call": tokens,
+            "calls_per_comparison": {j: float(c) for j, c in zip(judges, calls_per_comparison, strict=True)},
+            "note": "some judge's outputs record no usage (imported outputs, say); text tokens of the prompt are "
+            "left out",
+        }
     return AblationInputs(
         judges=tuple(judges),
         comparisons=tuple(comparisons),
@@ -121,15 +174,6 @@ def ablation_inputs(*, study: Study) -> AblationInputs:
         blocks=tuple(str(b) for b in human["block"]),
         pages=tuple(str(p) for p in human["page"]),
         costs=costs,
-        cost_method={
-            "source": "estimate from image sizes",
-            "unit": COST_UNIT,
-            "rule": "per call: reference, candidate A and candidate B images, each 85 + 170 × 512-px tiles after "
-            "scaling to fit 2048 × 2048 and a short side of at most 768 (OpenAI high detail); "
-            "per comparison: that × the judge's calls per human-set comparison (orders × repeats)",
-            "tokens_per_call": tokens,
-            "calls_per_comparison": {j: float(c) for j, c in zip(judges, calls_per_comparison, strict=True)},
-            "note": "judge outputs record no usage or price yet; text tokens of the prompt are left out",
-        },
+        cost_method=cost_method,
         dropped_judges=base.dropped_judges,
     )

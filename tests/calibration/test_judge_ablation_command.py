@@ -103,6 +103,38 @@ def test_command_equals_the_pure_ablation_and_writes_html(tmp_path: Path) -> Non
     assert "<script" not in text and "data:image/svg+xml;base64," in text
 
 
+def test_cost_comes_from_recorded_usage_and_prices_when_every_judge_has_them(tmp_path: Path) -> None:
+    """Issue 16 part 1 with issue 14's usage: dollars per comparison from what the calls reported."""
+    from judges.models import Judge
+
+    cal = prepare("abl-usage")
+    human = set(cal.human.loc[cal.human["n_valid"] > 0, "comparison"])
+    outputs = list(JudgeOutput.objects.filter(comparison__study=cal.study).select_related("comparison", "judge"))
+    for i, out in enumerate(outputs):
+        out.input_tokens, out.output_tokens = 1000 + 7 * i, 50 + i % 5
+    JudgeOutput.objects.bulk_update(outputs, ["input_tokens", "output_tokens"])
+    prices = {}
+    for k, judge in enumerate(Judge.objects.filter(outputs__comparison__study=cal.study).distinct().order_by("name")):
+        judge.price_input_per_mtok, judge.price_output_per_mtok = 1.0 + k, 4.0 + 2 * k
+        judge.save(update_fields=["price_input_per_mtok", "price_output_per_mtok"])
+        prices[judge.name] = (judge.price_input_per_mtok, judge.price_output_per_mtok)
+    out = tmp_path / "a.json"
+    call_command("judge_ablation", "abl-usage", "--json", str(out), "--bootstrap", "40", "--seed", "3")
+    report = json.loads(out.read_text())
+    assert report["cost_unit"] == "US dollars per comparison"
+    assert report["cost_method"]["source"] == "recorded usage × the judges' prices"
+    for judge in report["judges"]:
+        mine = [o for o in outputs if o.judge.name == judge and o.comparison.external_id in human]
+        p_in, p_out = prices[judge]
+        dollars = sum(o.input_tokens * p_in + o.output_tokens * p_out for o in mine) / 1e6
+        expected = dollars / len({o.comparison.external_id for o in mine})
+        got = report["cost_method"]["per_judge"][judge]["cost_per_comparison_usd"]
+        assert math.isclose(got, expected, rel_tol=1e-4), (judge, got, expected)
+    single = {s["judges"][0]: s["cost_per_comparison"] for s in report["subsets"] if len(s["judges"]) == 1}
+    assert all(math.isclose(single[j], report["cost_method"]["per_judge"][j]["cost_per_comparison_usd"], rel_tol=1e-4)
+               for j in report["judges"])
+
+
 def test_too_few_blocks_is_one_line(tmp_path: Path) -> None:
     prepare("abl-one", n_blocks=1)
     out = tmp_path / "x.json"
