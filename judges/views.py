@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -14,7 +16,7 @@ from annotation.models import Study
 from annotation.roles import studies_for
 from judges.models import Judge
 from judges.selectors import judge_progress, judges_callable
-from judges.services.runs import judge_run_start
+from judges.services.runs import judge_outputs_run_in_background, judge_run_start, tasks_run_eagerly
 
 
 def _study(request: HttpRequest, slug: str) -> Study:
@@ -47,6 +49,9 @@ def study_judges_run(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
     judge_pk = request.POST.get("judge", "")
     judge = get_object_or_404(Judge, pk=int(judge_pk) if judge_pk.isdigit() else 0)
+    # No broker (the embedded default, make run): the calls run in a thread of this process after
+    # the response, so the page shows their progress instead of answering when all are done.
+    in_background = tasks_run_eagerly() and settings.ARBITER_JUDGES_IN_BACKGROUND
     try:
         repeats = int(request.POST.get("repeats") or 1)
         plan = judge_run_start(
@@ -57,10 +62,13 @@ def study_judges_run(request: HttpRequest, slug: str) -> HttpResponse:
             repeats=repeats,
             retry_failed=bool(request.POST.get("retry_failed")),
             user=request.user,
+            dispatch=not in_background,
         )
     except (ArbiterError, ValueError) as exc:
         messages.error(request, str(exc))
         return redirect("judges:study", slug=study.slug)
+    if in_background and plan.output_ids:
+        transaction.on_commit(lambda: judge_outputs_run_in_background(output_ids=plan.output_ids))
     messages.success(
         request, f"{judge.name}: {len(plan.output_ids)} calls queued ({plan.done} already done, {plan.created} new)."
     )

@@ -199,6 +199,9 @@ ARBITER_JUDGE_BACKOFF_CAP = float(env_str("ARBITER_JUDGE_BACKOFF_CAP", "60"))
 ARBITER_JUDGE_RETRY_AFTER_CAP = float(env_str("ARBITER_JUDGE_RETRY_AFTER_CAP", "300"))
 # A judge reply larger than this (decoded bytes) is abandoned and stored invalid (judges/providers/transport.py).
 ARBITER_JUDGE_MAX_REPLY_BYTES = env_int("ARBITER_JUDGE_MAX_REPLY_BYTES", 8 * 1024 * 1024)
+# Without a broker, "Run judges" on the judges page runs the calls in a thread of the web process
+# and answers at once, so the page shows them finishing (tests keep them on commit, synchronous).
+ARBITER_JUDGES_IN_BACKGROUND = env_bool("ARBITER_JUDGES_IN_BACKGROUND", True)
 # Egress for judge calls, off by default: an HTTPS proxy URL and a CA bundle file (TLS-inspecting
 # gateways). The base-URL allow-list check still runs before every request.
 ARBITER_JUDGE_PROXY = env_str("ARBITER_JUDGE_PROXY")

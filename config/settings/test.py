@@ -12,6 +12,8 @@ ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 # Tests run tasks in-process unless they start a real worker (tests/conftest.py
 # ``celery_worker_process`` switches this off for its test and for the worker it starts).
 CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)
+# The judges page's background run needs a server database for its thread (tests/judges/test_views.py).
+ARBITER_JUDGES_IN_BACKGROUND = False
 
 # Each test process keeps its own cache (login throttling counters must not leak between tests).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -221,6 +221,26 @@ def execute_retrying(output_id: int) -> str:
             pause = min(pause * 2, 5.0)
 
 
+def judge_outputs_run_in_background(*, output_ids: Sequence[int], concurrency: int = 4) -> threading.Thread:
+    """Run the calls in a daemon thread of this process and return it (the embedded default).
+
+    Without a broker the web page would otherwise answer only when every call is done; started
+    here, the judges page shows them finishing (its htmx poll) as a real worker would. The
+    claims, leases and retries are the same as a worker's (``execute_retrying``); a call left by
+    a stopped process is taken up again by the next run or the lease sweeper.
+    """
+
+    def run() -> None:
+        try:
+            judge_outputs_run_local(output_ids=output_ids, concurrency=concurrency)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, name="arbiter-judges", daemon=True)
+    thread.start()
+    return thread
+
+
 def judge_outputs_run_local(
     *,
     output_ids: Sequence[int],

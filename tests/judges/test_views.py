@@ -139,3 +139,43 @@ def test_admin_pages(make_user, provider: FakeProvider) -> None:  # type: ignore
     })
     assert response.status_code == 200 and "link-local" in response.content.decode()
     assert not Judge.objects.filter(name="meta").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_broker_the_page_answers_at_once_and_shows_the_calls_finishing(  # type: ignore[no-untyped-def]
+    researcher, settings
+) -> None:
+    """The embedded default (``make run``): "Run judges" answers before the calls are done, the
+    page polls while they run in a thread of the process, and every call ends valid once."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        pytest.skip("threads need a server database (in-memory SQLite is per-connection locked)")
+    settings.ARBITER_JUDGES_IN_BACKGROUND = True
+    provider = FakeProvider(delay=0.4)
+    provider.start()
+    try:
+        study = make_example_study()
+        study.researchers.add(researcher)
+        judge = make_judge(base_url=provider.url, concurrency=1)
+        client = login(researcher)
+        started = time.monotonic()
+        response = client.post(
+            "/studies/example/judges/run/", {"judge": judge.pk, "orders": ["primary", "swapped"], "repeats": "1"}
+        )
+        answered = time.monotonic() - started
+        assert response.status_code == 302
+        page = client.get("/studies/example/judges/").content.decode()
+        assert 'hx-trigger="every 2s"' in page  # still running: the page polls
+        calls = JudgeOutput.objects.filter(judge=judge).count()
+        assert calls >= 4 and answered < 0.4 * calls  # it did not wait for the calls
+        for thread in [t for t in threading.enumerate() if t.name == "arbiter-judges"]:
+            thread.join(timeout=60)
+        assert set(JudgeOutput.objects.filter(judge=judge).values_list("status", flat=True)) == {"valid"}
+        assert len(provider.requests) == calls
+        assert 'hx-trigger="every 2s"' not in client.get("/studies/example/judges/").content.decode()
+    finally:
+        provider.stop()
