@@ -40,6 +40,7 @@ VOLATILE_KEYS = frozenset(
         "data_hash",
         "median_response_ms",
         "response_ms",
+        "deployment_scheduled_at",
     }
 )
 KINDS = ("pairwise", "checklist", "rating")
