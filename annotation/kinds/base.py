@@ -1,0 +1,26 @@
+"""What a study kind is: one ``StudyDesign`` per kind, looked up with ``design_of(study)``.
+
+Every difference between the kinds (the unit a rater judges, the image slots a trial shows, the trial
+template, how an answer is cleaned and canonicalized, the votes-CSV columns, the bundle section, the
+schedule units) belongs to the kind's design, in its own module of this package. Code elsewhere asks
+the design instead of testing ``study.kind``: adding a kind is one new module here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StudyDesign:
+    """The fixed facts of one study kind (SPEC §2, §10)."""
+
+    kind: str  # the ``Study.kind`` value (``annotation.models.StudyKind``)
+    label: str
+    unit: str  # what one trial asks about: "comparison", "predicate" or "candidate"
+    has_reference: bool  # a reference page is shown beside the candidates
+    pairwise: bool  # a trial shows two candidates and asks for a winner
+
+    @property
+    def name(self) -> str:
+        return self.kind
