@@ -26,7 +26,7 @@ from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import Study
 from annotation.roles import studies_for
-from annotation.services.votes import votes_export_csv, votes_import_csv
+from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 
 
 class CSVRenderer(BaseRenderer):

@@ -9,11 +9,16 @@ the design instead of testing ``study.kind``: adding a kind is one new module he
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from annotation.kinds.csv_rows import VotesCsvFormat
+    from annotation.models import Study
 
 
 @dataclass(frozen=True)
 class StudyDesign:
-    """The fixed facts of one study kind (SPEC §2, §10)."""
+    """The fixed facts of one study kind (SPEC §2, §10); a kind's module subclasses it."""
 
     kind: str  # the ``Study.kind`` value (``annotation.models.StudyKind``)
     label: str
@@ -24,3 +29,13 @@ class StudyDesign:
     @property
     def name(self) -> str:
         return self.kind
+
+    # ---- votes CSV (SPEC §8, §11; annotation.services.votes_csv)
+
+    def votes_csv(self, study: Study) -> VotesCsvFormat:
+        """The study's votes CSV: its columns, how a row parses, what an export writes."""
+        raise NotImplementedError
+
+    def owns_votes_column(self, column: str) -> bool:
+        """Whether ``column`` is one of this kind's votes-CSV columns (for a header of another kind)."""
+        raise NotImplementedError

@@ -1,7 +1,91 @@
-"""Checklist predicates (SPEC §10): one candidate, one yes/no predicate per trial."""
+"""Checklist predicates (SPEC §10): one candidate, one yes/no predicate per trial.
+
+Votes CSV (SPEC §11): ``predicate, item, brief, system, block, rater, position, repeat, attention,
+label, evidence, response_ms``; label ``YES``/``NO``/``UNCLEAR``, a non-blank evidence note (stored
+in ``Vote.rationale``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from annotation.kinds.base import StudyDesign
+from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit
+from annotation.models import ChecklistAnswer, Predicate, Study
 
-DESIGN = StudyDesign(
+CHECKLIST_COLUMNS: tuple[str, ...] = (
+    "predicate",
+    "item",
+    "brief",
+    "system",
+    "block",
+    "rater",
+    "position",
+    "repeat",
+    "attention",
+    "label",
+    "evidence",
+    "response_ms",
+)
+CHECKLIST_LABELS: tuple[str, ...] = (ChecklistAnswer.YES, ChecklistAnswer.NO, ChecklistAnswer.UNCLEAR)
+
+
+@dataclass
+class ChecklistVotesCsv(AttentionVotesCsv):
+    unit_column: ClassVar[str] = "predicate"
+    unit_field: ClassVar[str] = "predicate"
+    identity_paths: ClassVar[dict[str, str]] = {
+        "predicate": "trial__predicate__external_id",
+        "item": "trial__predicate__candidate__external_id",
+        "brief": "trial__predicate__candidate__page__external_id",
+        "system": "trial__predicate__candidate__system__external_id",
+    }
+
+    def columns(self) -> list[str]:
+        return list(CHECKLIST_COLUMNS)
+
+    def units(self) -> dict[str, Unit]:
+        return {
+            p.external_id: Unit(
+                p.pk,
+                p.external_id,
+                {
+                    "item": p.candidate.external_id,
+                    "brief": p.candidate.page.external_id,
+                    "system": p.candidate.system.external_id,
+                },
+            )
+            for p in Predicate.objects.filter(study=self.study).select_related("candidate__page", "candidate__system")
+        }
+
+    def attention_answers(self) -> tuple[str, ...]:
+        return CHECKLIST_LABELS
+
+    def parse_answer(
+        self, *, value: dict[str, str], raw: dict[str, str], line: int, problems: Problems
+    ) -> dict[str, Any]:
+        label = value["label"]
+        if label not in CHECKLIST_LABELS:
+            problems.add(line, "label", f"expected one of {', '.join(CHECKLIST_LABELS)}, got {label!r}")
+        rationale = raw["evidence"]
+        if not rationale.strip():
+            problems.add(line, "evidence", "empty; a checklist answer needs an evidence note")
+        return {"label": label, "confidence": None, "rationale": rationale, "answers": {}}
+
+    def export_answer(self, v: dict[str, Any]) -> None:
+        v["evidence"] = v["rationale"]
+
+
+@dataclass(frozen=True)
+class ChecklistDesign(StudyDesign):
+    def votes_csv(self, study: Study) -> ChecklistVotesCsv:
+        return ChecklistVotesCsv(study)
+
+    def owns_votes_column(self, column: str) -> bool:
+        return column in CHECKLIST_COLUMNS
+
+
+DESIGN = ChecklistDesign(
     kind="checklist", label="Checklist predicates", unit="predicate", has_reference=False, pairwise=False
 )

@@ -1,7 +1,95 @@
-"""Pairwise without a reference (SPEC §10): two candidates, a winner, optional score dimensions."""
+"""Pairwise without a reference (SPEC §10): two candidates, a winner, optional score dimensions.
+
+Votes CSV (SPEC §11): ``comparison, brief, item_a, item_b, system_a, system_b, block, rater,
+position, swapped, repeat, attention, label, confidence, rationale, response_ms``; the label is
+canonical (``A``/``B``/``TIE``/``CANNOT_JUDGE``), confidence 1–5 (may be empty for ``CANNOT_JUDGE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from annotation.kinds.base import StudyDesign
+from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_pairwise_answer
+from annotation.models import Comparison, Label, Study
 
-DESIGN = StudyDesign(
+PAIRWISE_COLUMNS: tuple[str, ...] = (
+    "comparison",
+    "brief",
+    "item_a",
+    "item_b",
+    "system_a",
+    "system_b",
+    "block",
+    "rater",
+    "position",
+    "swapped",
+    "repeat",
+    "attention",
+    "label",
+    "confidence",
+    "rationale",
+    "response_ms",
+)
+# The answers an attention check may ask for, as displayed (docs/study-kinds.md).
+PAIRWISE_ATTENTION: tuple[str, ...] = (Label.A, Label.B, Label.TIE)
+
+
+@dataclass
+class PairwiseVotesCsv(AttentionVotesCsv):
+    unit_column: ClassVar[str] = "comparison"
+    unit_field: ClassVar[str] = "comparison"
+    has_swapped: ClassVar[bool] = True
+    identity_paths: ClassVar[dict[str, str]] = {
+        "comparison": "trial__comparison__external_id",
+        "brief": "trial__comparison__page__external_id",
+        "item_a": "trial__comparison__candidate_a__external_id",
+        "item_b": "trial__comparison__candidate_b__external_id",
+        "system_a": "trial__comparison__candidate_a__system__external_id",
+        "system_b": "trial__comparison__candidate_b__system__external_id",
+    }
+
+    def columns(self) -> list[str]:
+        return list(PAIRWISE_COLUMNS)
+
+    def units(self) -> dict[str, Unit]:
+        return {
+            c.external_id: Unit(
+                c.pk,
+                c.external_id,
+                {
+                    "brief": c.page.external_id,
+                    "item_a": c.candidate_a.external_id,
+                    "item_b": c.candidate_b.external_id,
+                    "system_a": c.candidate_a.system.external_id,
+                    "system_b": c.candidate_b.system.external_id,
+                },
+            )
+            for c in Comparison.objects.filter(study=self.study).select_related(
+                "page", "candidate_a__system", "candidate_b__system"
+            )
+        }
+
+    def attention_answers(self) -> tuple[str, ...]:
+        return PAIRWISE_ATTENTION
+
+    def parse_answer(
+        self, *, value: dict[str, str], raw: dict[str, str], line: int, problems: Problems
+    ) -> dict[str, Any]:
+        label, confidence = parse_pairwise_answer(value=value, line=line, problems=problems)
+        return {"label": label, "confidence": confidence, "rationale": raw["rationale"], "answers": {}}
+
+
+@dataclass(frozen=True)
+class PairwiseDesign(StudyDesign):
+    def votes_csv(self, study: Study) -> PairwiseVotesCsv:
+        return PairwiseVotesCsv(study)
+
+    def owns_votes_column(self, column: str) -> bool:
+        return column in PAIRWISE_COLUMNS
+
+
+DESIGN = PairwiseDesign(
     kind="pairwise", label="Pairwise without reference", unit="comparison", has_reference=False, pairwise=True
 )

@@ -120,7 +120,7 @@ def make_rated_study(
     also answers two hidden repeats. Votes go in through ``votes_import_csv`` (the code under test
     elsewhere); this only builds the study and the file.
     """
-    from annotation.services.votes import votes_import_csv
+    from annotation.services.votes_csv import votes_import_csv
 
     rng = np.random.default_rng(seed)
     study = Study.objects.create(slug=slug, title=f"Study {slug}", seed=seed)

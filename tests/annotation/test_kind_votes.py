@@ -1,4 +1,4 @@
-"""Votes CSV of the other study kinds (SPEC §11, annotation/services/kind_votes.py).
+"""Votes CSV of the other study kinds (SPEC §11, annotation/kinds/, annotation/services/votes_csv.py).
 
 Each kind's example bundle (fixtures/bundles/<kind>) takes a hand-written votes CSV with main
 votes, a hidden repeat and attention checks; the stored rows are checked against the file with a
@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from annotation.errors import ValidationFailed
+from annotation.kinds import design_of
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -35,8 +36,7 @@ from annotation.models import (
     Vote,
 )
 from annotation.services.bundles import study_import_bundle
-from annotation.services.kind_votes import kind_votes_columns
-from annotation.services.votes import votes_export_csv, votes_import_csv
+from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 from tests.annotation.factories import EXAMPLE_ROWS, make_study, votes_csv_text, write_votes_csv
 from tests.annotation.test_bundle_kinds import kind_bundle
 from tests.annotation.test_bundles import edit_doc
@@ -210,7 +210,7 @@ def expected_answer(kind: str, row: Mapping[str, str]) -> tuple[str, int | None,
 @pytest.mark.parametrize("kind", KINDS)
 def test_columns_are_the_decided_ones(kind: str, tmp_path: Path) -> None:
     study = kind_study(kind, tmp_path)
-    assert kind_votes_columns(study) == list(HEADERS[kind])
+    assert design_of(study).votes_csv(study).export_header() == list(HEADERS[kind])
     out = tmp_path / "empty.csv"
     assert votes_export_csv(study=study, path=out) == 0
     assert out.read_text(encoding="utf-8") == ",".join(HEADERS[kind]) + "\n"

@@ -15,7 +15,7 @@ from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, Axis, Trial, TrialProblem, Vote, axis_title
 from annotation.services.bundles import study_export_bundle, study_import_bundle
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
-from annotation.services.votes import votes_export_csv, votes_import_csv
+from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 from tests.annotation.rater_factories import make_rater_study
 from tests.annotation.test_bundles import copy_bundle, edit_doc, read_doc
 from tests.annotation.test_rater_flow import answer, form_of, join, scheduled

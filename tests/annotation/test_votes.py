@@ -25,7 +25,7 @@ from annotation.models import (
     Vote,
 )
 from annotation.selectors.votes import votes_frame
-from annotation.services.votes import votes_export_csv, votes_import_csv
+from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 from tests.annotation.factories import (
     BASE_COLUMNS,
     EXAMPLE_ROWS,
@@ -612,6 +612,6 @@ def test_api_admin_sees_every_study(client: Client, admin_user) -> None:  # type
 
 
 def test_base_columns_match_the_spec() -> None:
-    from annotation.services.votes import VOTES_BASE_COLUMNS
+    from annotation.kinds.pairwise_reference import VOTES_BASE_COLUMNS
 
     assert VOTES_BASE_COLUMNS == BASE_COLUMNS

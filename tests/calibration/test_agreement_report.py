@@ -16,7 +16,7 @@ from django.test import Client
 
 from annotation.models import Assignment, AssignmentState, Vote
 from annotation.selectors.votes import votes_frame
-from annotation.services.votes import votes_import_csv
+from annotation.services.votes_csv import votes_import_csv
 from calibration.services.agreement import agreement_report_compute, agreement_report_for_study
 from tests.annotation.factories import EXAMPLE_ROWS, make_rated_study, make_study, write_votes_csv
 

@@ -8,7 +8,7 @@ from typing import Any
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from annotation.services.votes import votes_export_csv
+from annotation.services.votes_csv import votes_export_csv
 
 
 class Command(ArbiterCommand):

@@ -1,13 +1,53 @@
-"""The steps every votes CSV shares, whatever the study kind (SPEC §8, §11).
+"""The human votes CSV exchange of every study kind (SPEC §8 "Human votes CSV", §9
+``import_votes``/``export_votes``, §11 "votes exports gain the kind's answer columns").
 
-``annotation.services.votes`` (the SPEC §8 file of ``pairwise_reference``) and
-``annotation.services.kind_votes`` (``pairwise``, ``checklist``, ``rating``) differ only in their
-columns, in how a row names its unit (what a trial shows: a comparison, a predicate or a
-candidate) and in how its answer is checked. Everything else lives here once, so the rules of
-``votes``' docstring hold for every kind by construction: reading and writing the file, the
-one-line problems, the checks of the placement columns, the checks across rows and against what
-is stored, and the writes (blocks, block items, raters, assignments, trials, votes, the audit
-record). A kind describes itself with a ``VotesCsvFormat``.
+Each kind's columns, the unit a row names and how its answer is checked are the kind's
+(``design_of(study).votes_csv(study)``, ``annotation.kinds``); everything else lives here once, so
+these rules hold for every kind by construction: reading and writing the file, the checks across
+rows and against what is stored, and the writes (blocks, block items, raters, assignments, trials,
+votes, the audit record).
+
+Import is validated whole before anything is written and is all-or-nothing (SPEC §8). Every
+problem is reported as one line naming the file, the line and the field, e.g.
+``votes.csv line 5, field 'label': expected one of A, B, TIE, CANNOT_JUDGE, got 'MAYBE'``; when a
+file has several problems the first is shown with the number of others. An export imports again
+unchanged into a study without those votes.
+
+Decisions where the SPEC is silent (also proposed for docs/decisions.md):
+
+- A file creates what it implies: blocks (by name), raters (``source="import"``), one finished
+  assignment per (block, rater), block items for comparisons new to their block, one trial per
+  row. A rater already holding a live assignment in the block (e.g. planned by the scheduler)
+  reuses it: a row whose position matches one of its unanswered trials (same comparison,
+  orientation and repeat flag) answers that trial; other rows add trials. New assignments take
+  slots in order of the rater's first appearance in the block, each the lowest slot number no
+  live assignment of the block uses.
+- One main vote per rater × comparison, and at most one hidden repeat per rater × comparison (so
+  each repeat pairs with exactly one original, SPEC §5); a repeat needs the rater's main vote on
+  that comparison, in the file or already stored. Votes already stored are never overwritten:
+  a row that would answer an answered trial is an error.
+- Export writes every stored vote except those of voided assignments (a voided assignment is
+  excluded from every analysis, so it is excluded from the exchange file too). The SPEC §8 file of
+  ``pairwise_reference`` also leaves out instructed-response attention checks (SPEC §11; its
+  columns have no place for one, and a check is never data), so a row never answers a planned
+  attention check there; the other kinds' files carry them in an ``attention`` column.
+- The unit column (``comparison`` / ``predicate`` / ``item``) names the unit by its bundle id;
+  the other identity columns (``brief``, ``item``, ``item_a``/``item_b``, ``system``,
+  ``system_a``/``system_b``) repeat what the study says about it, so a file read by a person or
+  another tool carries its context; on import they must agree with the study.
+- A unit belongs to one block of the study, as SPEC §2's blocks are disjoint for every kind (the
+  kinds scheduler draws disjoint blocks too).
+- ``attention`` is the trial's ``attention_expected``: empty for a data trial, otherwise the
+  answer the instructed-response attention check told the rater to give, as displayed
+  (``A``/``B``/``TIE``; ``YES``/``NO``/``UNCLEAR``; one value of the scale for ``rating``).
+  Attention-check rows are exported and imported, so the hygiene rules (SPEC §11) see the same
+  checks after a round trip. A check row is never a hidden repeat (``repeat`` must be 0), does not
+  count as the rater's main vote on its unit (a rater may also have a data vote on that unit),
+  and its answer is checked like any answer of the kind (a failed check is still an answer).
+- ``swapped`` exists only for the pairwise kinds (the other kinds show one image); their trials
+  are never swapped.
+- Column order in a file is free (the header names the columns); an export writes the order
+  of the kind's module docstring. Labels are case-sensitive canonical values, as in SPEC §8.
 """
 
 from __future__ import annotations
@@ -15,41 +55,23 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation import csv_cells
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
-from annotation.models import (
-    PAIRWISE_LABELS,
-    Assignment,
-    AssignmentState,
-    Block,
-    BlockItem,
-    Label,
-    Rater,
-    Study,
-    Trial,
-    Vote,
-)
+from annotation.kinds import DESIGNS, design_of
+from annotation.kinds.csv_rows import ImportRow, Problems, Record, VotesCsvFormat
+from annotation.models import Assignment, AssignmentState, Block, BlockItem, Rater, Study, Trial, Vote
 from annotation.services.audit import audit_record
 from annotation.services.candidate_versions import trials_record_versions
-
-MAX_DB_INT = 2_147_483_647  # PositiveIntegerField's upper bound on every backend
-# Bounded (int() of 4,300+ digits raises ValueError); longer numbers are over MAX_DB_INT anyway.
-_INT = re.compile(r"[+-]?[0-9]{1,18}")
-_UINT = re.compile(r"[0-9]{1,18}")
-_MAX_REPORTED = 1000  # stop collecting problems after this many (the first is what is shown)
-
-Record = tuple[int, list[str]]  # (first physical line of the row, its fields)
 
 
 @dataclass(frozen=True)
@@ -69,92 +91,6 @@ class VotesImportResult:
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
-
-
-@dataclass
-class Problems:
-    """Collects one-line problems; raises the first (with the count of the others)."""
-
-    name: str
-    items: list[str] = field(default_factory=list)
-
-    def add(self, line: int, column: str, message: str) -> None:
-        if len(self.items) < _MAX_REPORTED:
-            self.items.append(f"{self.name} line {line}, field '{column}': {message}")
-
-    def add_line(self, line: int, message: str) -> None:
-        if len(self.items) < _MAX_REPORTED:
-            self.items.append(f"{self.name} line {line}: {message}")
-
-    def raise_if_any(self) -> None:
-        if not self.items:
-            return
-        first = self.items[0]
-        more = len(self.items) - 1
-        if more:
-            suffix = f"{more}+" if len(self.items) >= _MAX_REPORTED else str(more)
-            first = f"{first} (and {suffix} more problem{'s' if more != 1 else ''} in the file)"
-        raise ValidationFailed(first)
-
-
-@dataclass(frozen=True)
-class Unit:
-    """What a trial shows: its primary key, bundle id and the identity columns that describe it."""
-
-    pk: int
-    external_id: str
-    identity: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a row's answer goes; ``None`` where the cell did not parse (a problem is recorded)."""
-
-    block: str
-    rater: str
-    position: int | None
-    swapped: bool | None
-    is_repeat: bool | None
-
-
-@dataclass
-class ImportRow:
-    """One parsed CSV row, checked against itself (not yet against the other rows or the DB)."""
-
-    line: int
-    unit: Unit
-    block: str
-    rater: str
-    position: int
-    swapped: bool
-    is_repeat: bool
-    attention: str  # the trial's attention_expected: empty for a data trial
-    vote: dict[str, Any]  # the Vote fields the row writes (label, confidence, rationale, ...)
-    trial: Trial | None = None  # an existing unanswered trial this row answers
-    new_trial: Trial | None = None
-
-    @property
-    def is_check(self) -> bool:
-        return self.attention != ""
-
-
-class VotesCsvFormat(Protocol):
-    """What differs between the votes CSVs of the study kinds."""
-
-    study: Study
-    unit_column: str  # the column naming the unit; also the unit's name in messages
-    unit_field: str  # the Trial / BlockItem foreign key naming the unit
-
-    def check_header(self, header: list[str], name: str) -> None:
-        """Raise ``ValidationFailed`` on the first missing, repeated or unknown column."""
-
-    def parse_rows(self, header: list[str], records: list[Record], problems: Problems) -> list[ImportRow]:
-        """Row-local checks; returns the rows that passed."""
-        ...
-
-    def planned_mismatch(self, row: ImportRow, trial: Trial) -> str | None:
-        """Why ``row`` cannot answer the unanswered planned ``trial`` at its position, if it cannot."""
-        ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,144 +134,6 @@ def read_csv(path: Path, name: str) -> tuple[list[str], list[Record]]:
                     column = header[index] if index < len(header) else f"column {index + 1}"
                     raise ValidationFailed(f"{name} line {line}, field '{column}': contains a NUL character")
     return header, records
-
-
-def check_header(*, header: list[str], expected: list[str], name: str, unknown: Callable[[str], str]) -> None:
-    """Each column once, each of ``expected`` present; ``unknown(col)`` says what is wrong with another."""
-    seen: set[str] = set()
-    for col in header:
-        if col in seen:
-            raise ValidationFailed(f"{name} line 1, field '{col}': the column appears twice")
-        seen.add(col)
-        if col not in expected:
-            raise ValidationFailed(f"{name} line 1, field '{col}': {unknown(col)}")
-    for col in expected:
-        if col not in seen:
-            raise ValidationFailed(f"{name} line 1, field '{col}': missing required column")
-
-
-def row_values(
-    header: list[str], records: list[Record], problems: Problems, *, text_columns: Iterable[str]
-) -> Iterator[tuple[int, dict[str, str], dict[str, str]]]:
-    """(line, raw cells, cells stripped but for the free-text ones) of each row as wide as the header."""
-    width = len(header)
-    for line, fields in records:
-        if len(fields) != width:
-            problems.add_line(line, f"expected {width} fields as in the header, got {len(fields)}")
-            continue
-        raw = dict(zip(header, fields, strict=True))
-        yield line, raw, {k: (v if k in text_columns else v.strip()) for k, v in raw.items()}
-
-
-def parse_unit(
-    *,
-    value: dict[str, str],
-    column: str,
-    units: Mapping[str, Unit],
-    study: Study,
-    line: int,
-    problems: Problems,
-) -> Unit | None:
-    """The unit the row names in ``column``; its identity columns must agree with the study."""
-    shown = value[column]
-    unit = units.get(shown)
-    if unit is None:
-        problems.add(
-            line,
-            column,
-            f"unknown {column} {shown!r} in study '{study.slug}'"
-            if shown
-            else f"empty; expected a {column} id",
-        )
-    else:
-        for col, want in unit.identity.items():
-            if value[col] != want:
-                problems.add(
-                    line, col, f"{column} '{unit.external_id}' has {col} {want!r}, got {value[col]!r}"
-                )
-    return unit
-
-
-def parse_placement(*, value: dict[str, str], line: int, problems: Problems, swapped: bool) -> Placement:
-    """The ``block``, ``rater``, ``position``, ``repeat`` and (when the kind has it) ``swapped`` cells."""
-    if not value["block"]:
-        problems.add(line, "block", "empty; expected a block name")
-    elif len(value["block"]) > Block._meta.get_field("name").max_length:  # type: ignore[operator]
-        problems.add(line, "block", "longer than 80 characters")
-    if not value["rater"]:
-        problems.add(line, "rater", "empty; expected a rater id")
-    elif len(value["rater"]) > Rater._meta.get_field("external_id").max_length:  # type: ignore[operator]
-        problems.add(line, "rater", "longer than 200 characters")
-    position = parse_uint(value["position"])
-    if position is None or position > MAX_DB_INT:
-        problems.add(line, "position", f"expected a non-negative integer, got {value['position']!r}")
-    is_swapped: bool | None = False  # kinds that show one image are never swapped
-    if swapped:
-        is_swapped = parse_flag(value["swapped"])
-        if is_swapped is None:
-            problems.add(line, "swapped", f"expected 0 or 1, got {value['swapped']!r}")
-    is_repeat = parse_flag(value["repeat"])
-    if is_repeat is None:
-        problems.add(line, "repeat", f"expected 0 or 1, got {value['repeat']!r}")
-    return Placement(value["block"], value["rater"], position, is_swapped, is_repeat)
-
-
-def parse_pairwise_answer(*, value: dict[str, str], line: int, problems: Problems) -> tuple[str, int | None]:
-    """The ``label`` (canonical A/B/TIE/CANNOT_JUDGE) and ``confidence`` (1–5; empty for CANNOT_JUDGE)."""
-    label = value["label"]
-    if label not in PAIRWISE_LABELS:
-        problems.add(line, "label", f"expected one of {', '.join(PAIRWISE_LABELS)}, got {label!r}")
-    confidence: int | None = None
-    if not (value["confidence"] == "" and label == Label.CANNOT_JUDGE):
-        conf = parse_int(value["confidence"])
-        if conf is None or not 1 <= conf <= 5:
-            problems.add(line, "confidence", f"expected an integer 1–5, got {value['confidence']!r}")
-        else:
-            confidence = conf
-    return label, confidence
-
-
-def parse_response_ms(*, value: dict[str, str], line: int, problems: Problems) -> int | None:
-    if value["response_ms"] == "":
-        return None
-    response_ms = parse_uint(value["response_ms"])
-    if response_ms is None or response_ms > MAX_DB_INT:
-        problems.add(
-            line, "response_ms", f"expected a non-negative integer or empty, got {value['response_ms']!r}"
-        )
-    return response_ms
-
-
-def import_row(
-    *, line: int, unit: Unit, placement: Placement, vote: dict[str, Any], attention: str = ""
-) -> ImportRow:
-    """The row of a line that passed every row-local check."""
-    assert (
-        placement.position is not None and placement.swapped is not None and placement.is_repeat is not None
-    )
-    return ImportRow(
-        line=line,
-        unit=unit,
-        block=placement.block,
-        rater=placement.rater,
-        position=placement.position,
-        swapped=placement.swapped,
-        is_repeat=placement.is_repeat,
-        attention=attention,
-        vote=vote,
-    )
-
-
-def parse_uint(text: str) -> int | None:
-    return int(text) if _UINT.fullmatch(text) else None
-
-
-def parse_int(text: str) -> int | None:
-    return int(text) if _INT.fullmatch(text) else None
-
-
-def parse_flag(text: str) -> bool | None:
-    return {"0": False, "1": True}.get(text)
 
 
 def _check_file_consistency(rows: list[ImportRow], noun: str, problems: Problems) -> None:
@@ -382,18 +180,18 @@ def _check_file_consistency(rows: list[ImportRow], noun: str, problems: Problems
 # --------------------------------------------------------------------------------------------
 
 
-def votes_csv_import(*, fmt: VotesCsvFormat, path: Path, user: Any = None) -> VotesImportResult:
-    """Import a votes CSV of ``fmt``'s kind into ``fmt.study``: all rows or nothing.
+def votes_import_csv(*, study: Study, path: Path, user: Any = None) -> VotesImportResult:
+    """Import a votes CSV (SPEC §8; §11 for the other kinds) into ``study``: all rows or nothing.
 
     Raises ``ValidationFailed`` (one line: file, line, field) on the first problem found after
     checking every row, and writes nothing in that case. Records an ``AuditEvent``
     (``votes.import``) on success.
     """
-    study = fmt.study
+    fmt = design_of(study).votes_csv(study)
     path = Path(path)
     name = path.name or "votes.csv"
     header, records = read_csv(path, name)
-    fmt.check_header(header, name)
+    fmt.check_header(header, name, _owner_of)
     try:
         with transaction.atomic():
             # Serializes concurrent imports into one study (slots, block items, positions).
@@ -668,6 +466,28 @@ class _Stored:
 # --------------------------------------------------------------------------------------------
 # Export
 # --------------------------------------------------------------------------------------------
+
+
+def votes_export_csv(*, study: Study, path: Path) -> int:
+    """Write the study's votes as its votes CSV; return the number of rows.
+
+    Votes of voided assignments are left out (and, in the SPEC §8 file, attention checks); the file
+    imports again unchanged. Rows are in block, assignment slot, trial position order; values are
+    canonical, as stored. The file is written next to ``path`` and moved into place, so a failed
+    export leaves no partial file.
+    """
+    fmt = design_of(study).votes_csv(study)
+    header = fmt.export_header()
+    return write_csv(path=Path(path), header=header, rows=fmt.export_rows(header))
+
+
+def _owner_of(column: str) -> str | None:
+    """The study kind whose votes CSV has ``column`` (for a header of another kind)."""
+    # The kinds newest first: a column two kinds share (``comparison``, ``item``) names the later one.
+    for design in reversed(DESIGNS.values()):
+        if design.owns_votes_column(column):
+            return design.kind
+    return None
 
 
 def write_csv(*, path: Path, header: list[str], rows: Iterable[list[Any]]) -> int:
