@@ -60,15 +60,14 @@ from PIL import Image, ImageDraw, ImageFont
 
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Candidate, Comparison, Predicate, Study, Trial
+from annotation.services.answers import trial_next, vote_submit
 from annotation.services.bundles import study_import_bundle
 from annotation.services.comprehension import comprehension_question, comprehension_submit
 from annotation.services.kind_scheduling import kind_units
-from annotation.services.raters import (
+from annotation.services.participants import (
     participant_claim,
     participant_rater_get_or_create,
     study_link_url,
-    trial_next,
-    vote_submit,
 )
 from annotation.services.scheduling import blocks_schedule
 from demo.service import DEMO_RESEARCHER, DemoStudyResult, demo_access_lines, demo_researcher_ensure

@@ -37,13 +37,12 @@ from django.utils import timezone
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Comparison, Study, Trial
 from annotation.roles import ADMIN, RESEARCHER, ensure_groups
+from annotation.services.answers import trial_next, vote_submit
 from annotation.services.bundles import study_import_bundle
-from annotation.services.raters import (
+from annotation.services.participants import (
     participant_claim,
     participant_rater_get_or_create,
     study_link_url,
-    trial_next,
-    vote_submit,
 )
 from annotation.services.scheduling import blocks_schedule
 from demo.bundle import DemoPlan, demo_bundle_write, demo_plan_make

@@ -26,8 +26,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.errors import NotFound
+from annotation.errors import Forbidden, NotFound
 from annotation.models import AssignmentState, ProblemKind, Rater, Study, StudyKind, Trial
+from annotation.services.answers import VoteResult, assignment_counts, trial_next, vote_submit, vote_trial
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     comprehension_question,
@@ -35,16 +36,7 @@ from annotation.services.comprehension import (
     comprehension_submit,
 )
 from annotation.services.crowd import completion_redirect_url
-from annotation.services.raters import (
-    Forbidden,
-    VoteResult,
-    assignment_counts,
-    participant_claim,
-    rater_assignment,
-    trial_next,
-    vote_submit,
-    vote_trial,
-)
+from annotation.services.participants import participant_claim, rater_assignment
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
 from annotation.views.rater import KIND_IMAGE_SLOTS, grant_trial_images, session_rater_id
 

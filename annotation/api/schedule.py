@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from annotation.models import Assignment, Study
 from annotation.roles import is_admin, studies_for
 from annotation.selectors.progress import study_progress
-from annotation.services.raters import assignment_void, slot_reopen
+from annotation.services.participants import assignment_void, slot_reopen
 from annotation.services.scheduling import blocks_schedule, default_rater_targets, schedule_csv_text
 
 

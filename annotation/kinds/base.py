@@ -8,12 +8,18 @@ the design instead of testing ``study.kind``: adding a kind is one new module he
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from annotation.kinds.answer import PAIRWISE_VERDICTS, VoteAnswer, pairwise_answer_clean
 
 if TYPE_CHECKING:
     from annotation.kinds.csv_rows import VotesCsvFormat
     from annotation.models import Study
+
+# How an attention check's expected answer is named on the page.
+ATTENTION_NAMES = {"A": "A", "B": "B", "TIE": "Tie", "YES": "Yes", "NO": "No", "UNCLEAR": "Unclear"}
 
 
 @dataclass(frozen=True)
@@ -26,9 +32,45 @@ class StudyDesign:
     has_reference: bool  # a reference page is shown beside the candidates
     pairwise: bool  # a trial shows two candidates and asks for a winner
 
+    # ---- the rater's trial page (annotation.services.answers, annotation.views.rater)
+    image_slots: ClassVar[tuple[str, ...]] = ("item",)  # the trial's image slots, as the page names them
+    trial_template: ClassVar[str] = ""
+    trial_unit_related: ClassVar[tuple[str, ...]] = ()  # what a trial page joins of its unit
+    verdict_choices: ClassVar[tuple[tuple[str, str, str], ...]] = PAIRWISE_VERDICTS  # (value, text, key)
+    verdict_prompt: ClassVar[str] = "Choose a verdict: A, B, Tie or Cannot judge."
+    rationale_field: ClassVar[str] = "rationale"  # the form field of the free-text note
+    has_ratings: ClassVar[bool] = False  # an answer rates the study's dimensions
+    has_axes: ClassVar[bool] = False  # a trial scores the page's active axes (SPEC §2)
+
     @property
     def name(self) -> str:
         return self.kind
+
+    def attention_instruction(self, expected: str) -> str:
+        """The instructed-response line of an attention check (SPEC §11), in the page's own words."""
+        return f"Attention check: for this one, please answer “{ATTENTION_NAMES.get(expected, expected)}”."
+
+    def trial_view_fields(self, study: Study) -> dict[str, Any]:
+        """The kind's own fields of a ``TrialView`` (a rating study's dimensions and scale)."""
+        return {}
+
+    def answer_clean(
+        self,
+        *,
+        study: Study,
+        active_axes: list[str],
+        verdict: object,
+        confidence: object,
+        axes: Mapping[str, object],
+        ratings: Mapping[str, object] | None,
+        rationale: object,
+    ) -> VoteAnswer:
+        """Validate a posted answer (display orientation); ``ValidationFailed`` names the field.
+
+        The pairwise kinds: verdict, confidence and the active axes' scores."""
+        return pairwise_answer_clean(
+            active_axes=active_axes, verdict=verdict, confidence=confidence, axes=axes, rationale=rationale
+        )
 
     # ---- votes CSV (SPEC §8, §11; annotation.services.votes_csv)
 

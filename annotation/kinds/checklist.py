@@ -7,9 +7,12 @@ in ``Vote.rationale``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from annotation.errors import ValidationFailed
+from annotation.kinds.answer import VoteAnswer, rationale_clean
 from annotation.kinds.base import StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit
 from annotation.models import ChecklistAnswer, Predicate, Study
@@ -29,6 +32,9 @@ CHECKLIST_COLUMNS: tuple[str, ...] = (
     "response_ms",
 )
 CHECKLIST_LABELS: tuple[str, ...] = (ChecklistAnswer.YES, ChecklistAnswer.NO, ChecklistAnswer.UNCLEAR)
+CHECKLIST_VERDICTS = (
+    (ChecklistAnswer.YES, "Yes", "y"), (ChecklistAnswer.NO, "No", "n"), (ChecklistAnswer.UNCLEAR, "Unclear", "u"),
+)
 
 
 @dataclass
@@ -79,6 +85,31 @@ class ChecklistVotesCsv(AttentionVotesCsv):
 
 @dataclass(frozen=True)
 class ChecklistDesign(StudyDesign):
+    trial_template = "annotation/rater/trial_checklist.html"
+    trial_unit_related = ("predicate__candidate__page",)
+    verdict_choices = CHECKLIST_VERDICTS
+    verdict_prompt = "Choose an answer: Yes, No or Unclear."
+    rationale_field = "evidence"
+
+    def answer_clean(
+        self,
+        *,
+        study: Study,
+        active_axes: list[str],
+        verdict: object,
+        confidence: object,
+        axes: Mapping[str, object],
+        ratings: Mapping[str, object] | None,
+        rationale: object,
+    ) -> VoteAnswer:
+        """A label and a non-blank evidence note (SPEC §11, docs/study-kinds.md)."""
+        text = rationale_clean(rationale, field="evidence")
+        if verdict not in CHECKLIST_LABELS:
+            raise ValidationFailed("choose Yes, No or Unclear", field="verdict")
+        if not text:
+            raise ValidationFailed("note the evidence you see for your answer", field="evidence")
+        return VoteAnswer(verdict=str(verdict), confidence=None, axes={}, rationale=text)
+
     def votes_csv(self, study: Study) -> ChecklistVotesCsv:
         return ChecklistVotesCsv(study)
 

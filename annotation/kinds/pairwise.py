@@ -83,6 +83,10 @@ class PairwiseVotesCsv(AttentionVotesCsv):
 
 @dataclass(frozen=True)
 class PairwiseDesign(StudyDesign):
+    image_slots = ("left", "right")
+    trial_template = "annotation/rater/trial_pairwise.html"
+    trial_unit_related = ("comparison__page",)
+
     def votes_csv(self, study: Study) -> PairwiseVotesCsv:
         return PairwiseVotesCsv(study)
 

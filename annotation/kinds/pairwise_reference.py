@@ -245,6 +245,11 @@ def _parse_revision(*, value: dict[str, str], line: int, problems: Problems) -> 
 
 @dataclass(frozen=True)
 class PairwiseReferenceDesign(StudyDesign):
+    image_slots = ("ref", "left", "right")
+    trial_template = "annotation/rater/trial.html"
+    trial_unit_related = ("comparison__page__image",)  # the reference's size sizes its <img>
+    has_axes = True
+
     def votes_csv(self, study: Study) -> ReferenceVotesCsv:
         return ReferenceVotesCsv(study)
 

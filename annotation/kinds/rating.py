@@ -7,9 +7,12 @@ in that order, each an integer on the study's scale (``Vote.answers = {"ratings"
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from annotation.errors import ValidationFailed
+from annotation.kinds.answer import VoteAnswer, int_field, rationale_clean
 from annotation.kinds.base import StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_int
 from annotation.models import Candidate, Study
@@ -106,6 +109,44 @@ class RatingVotesCsv(AttentionVotesCsv):
 
 @dataclass(frozen=True)
 class RatingDesign(StudyDesign):
+    trial_template = "annotation/rater/trial_rating.html"
+    trial_unit_related = ("candidate__page",)
+    has_ratings = True
+
+    def attention_instruction(self, expected: str) -> str:
+        return f"Attention check: for this image, please choose {expected} on every dimension."
+
+    def trial_view_fields(self, study: Study) -> dict[str, Any]:
+        low, high = rating_scale(study)
+        return {"dimensions": tuple((study.options or {}).get("dimensions", ())), "scale": tuple(range(low, high + 1))}
+
+    def answer_clean(
+        self,
+        *,
+        study: Study,
+        active_axes: list[str],
+        verdict: object,
+        confidence: object,
+        axes: Mapping[str, object],
+        ratings: Mapping[str, object] | None,
+        rationale: object,
+    ) -> VoteAnswer:
+        """Every dimension of the study rated on its scale (SPEC §11, docs/study-kinds.md)."""
+        rationale_clean(rationale, field="evidence")
+        low, high = rating_scale(study)
+        allowed = tuple(range(low, high + 1))
+        given = dict(ratings or {})
+        dimensions = list((study.options or {}).get("dimensions", []))
+        unknown = sorted(set(given) - set(dimensions))
+        if unknown:
+            raise ValidationFailed(f"'{unknown[0]}' is not a dimension of this study", field="ratings")
+        scores: dict[str, int] = {}
+        for dimension in dimensions:
+            if given.get(dimension) in (None, ""):
+                raise ValidationFailed(f"rate every dimension ({low} … {high})", field=f"rating:{dimension}")
+            scores[dimension] = int_field(given[dimension], field=f"rating:{dimension}", allowed=allowed)
+        return VoteAnswer(verdict="", confidence=None, axes={}, rationale="", ratings=scores)
+
     def votes_csv(self, study: Study) -> RatingVotesCsv:
         return RatingVotesCsv(study)
 

@@ -23,7 +23,7 @@ from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, Block, Study
 from annotation.roles import RATER, ensure_groups
 from annotation.services.audit import audit_record
-from annotation.services.raters import rater_assign
+from annotation.services.participants import rater_assign
 
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,150}$")
 

@@ -25,28 +25,26 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from annotation.kinds import design_of
+from annotation.kinds.answer import VoteAnswer
 from annotation.models import (
     Assignment,
     AssignmentState,
     ProblemKind,
     Study,
-    StudyKind,
     Trial,
     TrialProblem,
     Vote,
 )
-from annotation.services.raters import (
-    LIVE_STATES,
-    TRIAL_UNIT_RELATED,
+from annotation.services.answers import (
     TrialView,
-    VoteAnswer,
     VoteResult,
     answer_for_trial,
     assignment_counts,
-    canonical_answer,
     trial_current,
     trial_view_of,
 )
+from annotation.services.participants import LIVE_STATES
 
 PROBLEM_TEXT_MAX = 1000
 
@@ -72,7 +70,7 @@ def displayed_answer(vote: Vote, *, swapped: bool) -> dict[str, Any]:
     """A stored (canonical) vote as the trial page's form shows it: the display's A and B."""
     stored = VoteAnswer(verdict=vote.label, confidence=vote.confidence, axes=dict(vote.axis_scores or {}),
                         rationale=vote.rationale)
-    verdict, scores = canonical_answer(stored, swapped=swapped)  # the mapping is its own inverse
+    verdict, scores = stored.canonical(swapped=swapped)  # the mapping is its own inverse
     ratings = (vote.answers or {}).get("ratings") or {}
     return {
         "verdict": verdict,
@@ -90,7 +88,7 @@ def vote_undo_view(*, trial_token: str, rater_id: int | None) -> UndoView:
     study = assignment.block.study
     if assignment.state != AssignmentState.ACTIVE:
         raise Conflict("this block is finished; its answers can no longer be changed")
-    current = trial_current(assignment, study.kind)
+    current = trial_current(assignment, study)
     if current is None or current.pk != trial.pk:
         raise Conflict("this is not the current trial (reload the page)")
     return _last_answered_view(assignment, study)
@@ -111,7 +109,7 @@ def vote_revision_view(*, trial_token: str, rater_id: int | None) -> UndoView:
 def _last_answered_view(assignment: Assignment, study: Study) -> UndoView:
     previous = (
         Trial.objects.filter(assignment=assignment, vote__isnull=False)
-        .select_related("vote", *TRIAL_UNIT_RELATED[StudyKind(study.kind)])
+        .select_related("vote", *design_of(study).trial_unit_related)
         .order_by("-position")
         .first()
     )
@@ -166,7 +164,7 @@ def vote_revise(
         )
         if last != trial.pk:
             raise Conflict("only the last answer can be changed (reload the page)")
-        label, scores = canonical_answer(answer, swapped=trial.swapped)
+        label, scores = answer.canonical(swapped=trial.swapped)
         replaced = {
             "label": vote.label, "confidence": vote.confidence, "axis_scores": vote.axis_scores,
             "rationale": vote.rationale, "answers": vote.answers, "idempotency_key": vote.idempotency_key,

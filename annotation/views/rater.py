@@ -37,6 +37,15 @@ from annotation.models import (
 )
 from annotation.roles import RATER, is_researcher
 from annotation.selectors.pace import break_due, minutes_left
+from annotation.services.answers import (
+    TrialView,
+    assignment_counts,
+    trial_image,
+    trial_images,
+    trial_next,
+    vote_submit,
+    vote_trial,
+)
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     ComprehensionRequired,
@@ -50,22 +59,15 @@ from annotation.services.crowd import (
     end_comment_submit,
     screened_out_for,
 )
-from annotation.services.raters import (
+from annotation.services.participants import (
     ParticipationEnded,
     StudyClosed,
     StudyFull,
-    TrialView,
     account_rater_get_or_create,
-    assignment_counts,
     participant_claim,
     participant_rater_get_or_create,
     rater_assignment,
     study_link_url,
-    trial_image,
-    trial_images,
-    trial_next,
-    vote_submit,
-    vote_trial,
 )
 from annotation.services.vote_revisions import (
     UndoView,

@@ -24,7 +24,7 @@ from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.participants import participants_csv_text
 from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
 from annotation.services.accounts import rater_account_create
-from annotation.services.raters import assignment_void, rater_assign, slot_reopen, study_link_url
+from annotation.services.participants import assignment_void, rater_assign, slot_reopen, study_link_url
 from annotation.services.scheduling import (
     blocks_schedule,
     default_rater_targets,

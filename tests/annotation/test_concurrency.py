@@ -16,13 +16,8 @@ from django.db.models import Count
 
 from annotation.errors import ArbiterError
 from annotation.models import Assignment, AssignmentState, Block, Rater, Trial, Vote
-from annotation.services.raters import (
-    StudyFull,
-    participant_claim,
-    participant_rater_get_or_create,
-    trial_next,
-    vote_submit,
-)
+from annotation.services.answers import trial_next, vote_submit
+from annotation.services.participants import StudyFull, participant_claim, participant_rater_get_or_create
 from annotation.services.scheduling import blocks_schedule
 from tests.annotation.rater_factories import make_rater_study
 

@@ -8,6 +8,7 @@ import pytest
 
 from annotation.errors import ValidationFailed
 from annotation.models import Assignment, AssignmentState, Rater, Study, Trial, Vote
+from annotation.services.answers import trial_next, vote_submit
 from annotation.services.bundles import study_import_bundle
 from annotation.services.comprehension import (
     ComprehensionRequired,
@@ -15,12 +16,7 @@ from annotation.services.comprehension import (
     comprehension_submit,
 )
 from annotation.services.kind_scheduling import kind_units
-from annotation.services.raters import (
-    participant_claim,
-    participant_rater_get_or_create,
-    trial_next,
-    vote_submit,
-)
+from annotation.services.participants import participant_claim, participant_rater_get_or_create
 from annotation.services.scheduling import blocks_schedule
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"

@@ -35,10 +35,10 @@ from annotation.models import (
     Trial,
     Vote,
 )
+from annotation.services.answers import attention_instruction
 from annotation.services.bundles import study_import_bundle
 from annotation.services.comprehension import comprehension_question
 from annotation.services.kind_scheduling import kind_units
-from annotation.services.raters import attention_instruction
 from annotation.services.scheduling import blocks_schedule
 
 pytestmark = pytest.mark.django_db
@@ -307,7 +307,7 @@ def test_a_participant_answers_every_trial_of_a_kind(kind: str, researcher: Any)
         trial = Trial.objects.select_related("predicate", "comparison__page", "candidate__page").get(
             token=f["token"]
         )
-        instruction = attention_instruction(trial, kind)
+        instruction = attention_instruction(trial, study)
         if trial.attention_expected:
             checks_seen += 1
             assert instruction and f'<p class="attention" role="note">{instruction}</p>' in html

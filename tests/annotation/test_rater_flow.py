@@ -14,13 +14,13 @@ from PIL import Image
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, AuditEvent, Label, Rater, Trial, Vote
-from annotation.services.raters import (
+from annotation.services.answers import vote_submit
+from annotation.services.participants import (
     StudyFull,
     assignment_void,
     participant_claim,
     participant_rater_get_or_create,
     slot_reopen,
-    vote_submit,
 )
 from annotation.services.scheduling import blocks_schedule
 from tests.annotation.rater_factories import make_rater_study
@@ -388,12 +388,12 @@ def test_closed_study_says_so() -> None:
 
 
 def test_vote_answer_validation_errors_name_the_field() -> None:
-    from annotation.services.raters import vote_answer_clean
+    from annotation.kinds.answer import pairwise_answer_clean
 
     with pytest.raises(ValidationFailed, match="field 'axis:TABLE'"):
-        vote_answer_clean(active_axes=["TABLE"], verdict="A", confidence=3, axes={}, rationale="")
+        pairwise_answer_clean(active_axes=["TABLE"], verdict="A", confidence=3, axes={}, rationale="")
     with pytest.raises(ValidationFailed, match="not an active axis"):
-        vote_answer_clean(active_axes=[], verdict="A", confidence=3, axes={"TABLE": 1}, rationale="")
+        pairwise_answer_clean(active_axes=[], verdict="A", confidence=3, axes={"TABLE": 1}, rationale="")
 
 
 # --- researcher pages ---------------------------------------------------------------------------

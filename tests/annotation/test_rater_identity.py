@@ -7,7 +7,7 @@ from django.test import Client
 
 from annotation.errors import ValidationFailed
 from annotation.models import Assignment, Rater
-from annotation.services.raters import account_rater_get_or_create, participant_rater_get_or_create
+from annotation.services.participants import account_rater_get_or_create, participant_rater_get_or_create
 from tests.annotation.test_rater_flow import scheduled
 
 pytestmark = pytest.mark.django_db

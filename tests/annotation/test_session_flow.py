@@ -12,7 +12,7 @@ from annotation.errors import ValidationFailed
 from annotation.models import Assignment, AssignmentState, Rater, Trial, Vote
 from annotation.selectors.pace import break_due, minutes_left
 from annotation.selectors.participants import participants_csv_text
-from annotation.services.raters import assignment_void, study_link_url
+from annotation.services.participants import assignment_void, study_link_url
 from annotation.services.studies import study_settings_update
 from tests.annotation.test_rater_flow import answer, join, scheduled
 

@@ -144,7 +144,7 @@ def test_only_the_last_answer_of_an_active_assignment_can_be_changed() -> None:
 
 
 def _axes_of(trial: Trial, score: int) -> dict[str, int]:
-    from annotation.services.raters import trial_active_axes
+    from annotation.services.answers import trial_active_axes
 
     return {a["id"]: score for a in trial_active_axes(trial)}
 

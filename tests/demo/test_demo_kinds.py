@@ -33,18 +33,13 @@ from annotation.models import (
     Trial,
     Vote,
 )
+from annotation.services.answers import trial_image, trial_next, vote_submit
 from annotation.services.comprehension import (
     ComprehensionRequired,
     comprehension_question,
     comprehension_submit,
 )
-from annotation.services.raters import (
-    participant_claim,
-    participant_rater_get_or_create,
-    trial_image,
-    trial_next,
-    vote_submit,
-)
+from annotation.services.participants import participant_claim, participant_rater_get_or_create
 from demo.kinds import DIMENSIONS, kind_plan_make, poster_draw, poster_layout
 
 SMALL = {

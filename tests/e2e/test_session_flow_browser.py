@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from annotation.models import Assignment, AssignmentState
-from annotation.services.raters import participant_claim, participant_rater_get_or_create
+from annotation.services.participants import participant_claim, participant_rater_get_or_create
 from annotation.services.scheduling import blocks_schedule
 from annotation.services.studies import study_settings_update
 from tests.annotation.rater_factories import make_rater_study

@@ -9,7 +9,7 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from annotation.services.raters import study_link_url
+from annotation.services.participants import study_link_url
 
 
 class Command(ArbiterCommand):

@@ -1,0 +1,407 @@
+"""A rater's trials and answers: the next trial to show, and the central vote write (SPEC §3, §4).
+
+``trial_next`` shows an assignment's first unanswered trial (its response clock starts then);
+``vote_submit`` stores an answer canonically, once. Votes are idempotent: the assignment row is
+locked, the ``Vote.trial`` one-to-one guarantees one row, and a retry with the same key and body
+answers the same; the same key with another body is a conflict. What differs between the kinds
+(the fields a trial shows, how an answer is cleaned) is the kind's design (``annotation.kinds``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from annotation.kinds import design_of
+from annotation.kinds.answer import VoteAnswer
+from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote
+from annotation.selectors.compiled import compiled_rows
+from annotation.services.candidate_versions import (
+    VERSION_ANNOTATIONS,
+    displayed_versions,
+    trials_record_versions,
+    versions_now,
+)
+from annotation.services.participants import LIVE_STATES, completion_code_new
+
+# --- trials -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """What a rater is shown for one trial. Carries no system, candidate or repeat information.
+
+    Other kinds (SPEC §11): ``brief`` is the brief's text (may be empty), ``question`` and
+    ``boxes`` a checklist predicate's, ``dimensions`` and ``scale`` a rating study's, and
+    ``attention`` the instruction line of an attention check (empty on data trials).
+    """
+
+    trial: Trial
+    number: int
+    total: int
+    answered: int
+    axes: list[dict[str, Any]]
+    idempotency_key: str
+    kind: str = "pairwise_reference"
+    brief: str = ""
+    question: str = ""
+    boxes: tuple[tuple[float, ...], ...] = ()
+    dimensions: tuple[str, ...] = ()
+    scale: tuple[int, ...] = ()
+    attention: str = ""
+
+
+def attention_instruction(trial: Trial, study: Study) -> str:
+    """The instructed-response line of an attention check (SPEC §11), empty on a data trial."""
+    expected = trial.attention_expected
+    return design_of(study).attention_instruction(expected) if expected else ""
+
+
+def _trial_page(trial: Trial) -> Any:
+    if trial.comparison_id:
+        return trial.comparison.page  # type: ignore[union-attr]
+    if trial.predicate_id:
+        return trial.predicate.candidate.page  # type: ignore[union-attr]
+    return trial.candidate.page  # type: ignore[union-attr]
+
+
+def study_axes(study: Study) -> list[Axis]:
+    """A study's axes in order, read once per Study instance (a request's answer and next trial share it)."""
+    cached: list[Axis] | None = study.__dict__.get("_arbiter_axes")
+    if cached is None:
+        cached = list(Axis.objects.filter(study_id=study.pk).order_by("position"))
+        study.__dict__["_arbiter_axes"] = cached
+    return cached
+
+
+def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict[str, Any]]:
+    """The page's active axes (SPEC §2), each with its description and its targets."""
+    page = _trial_page(trial)
+    if axes is None:
+        axes = list(Axis.objects.filter(study_id=page.study_id).order_by("position"))
+    active = page.active_axis_ids(axes)
+    out = []
+    for axis in axes:
+        if axis.axis_id not in active:
+            continue
+        targets = [
+            {"role": str(t.get("role", "")), "description": str(t.get("description", "")),
+             "bbox_1000": [float(v) for v in t.get("bbox_1000", [])][:4]}
+            for t in page.targets
+            if t.get("axis") == axis.axis_id and len(t.get("bbox_1000") or []) == 4
+        ]
+        out.append({"id": axis.axis_id, "title": axis.display_title, "scope": axis.scope,
+                    "description": axis.description, "targets": targets})
+    return out
+
+
+def assignment_counts(assignment: Assignment) -> tuple[int, int]:
+    """(answered, total) trials of an assignment."""
+    rows = compiled_rows("assignment_counts", _counts_query, assignment.pk)
+    return (int(rows[0]["answered"]), int(rows[0]["total"])) if rows else (0, 0)
+
+
+def _counts_query(assignment_id: int) -> Any:
+    return (
+        Trial.objects.filter(assignment_id=assignment_id).order_by().values("assignment_id")
+        .annotate(total=Count("id"), answered=Count("vote"))
+    )
+
+
+def trial_current(assignment: Assignment, study: Study) -> Trial | None:
+    return (
+        Trial.objects.filter(assignment=assignment, vote__isnull=True)
+        # What a trial page needs of its unit (joining only those keeps the hot query small).
+        .select_related(*design_of(study).trial_unit_related)
+        .annotate(**VERSION_ANNOTATIONS)
+        .order_by("position")
+        .first()
+    )
+
+
+def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialView | None:
+    """The assignment's first unanswered trial, marked shown (response time starts now).
+
+    ``study`` is the assignment's study when the caller already has it (saves two queries).
+    """
+    if assignment.state not in LIVE_STATES:
+        raise Forbidden("This assignment is no longer open.")
+    if study is None:
+        study = assignment.block.study
+    trial = trial_current(assignment, study)
+    if trial is None:
+        return None
+    now = timezone.now()
+    if trial.shown_at is None:
+        # The candidate versions displayed are recorded with the first showing (paper B.5).
+        version_a, version_b = displayed_versions(trial)
+        Trial.objects.filter(pk=trial.pk, shown_at__isnull=True).update(
+            shown_at=now, version_a=version_a, version_b=version_b
+        )
+        trial.shown_at = now
+        trial.version_a, trial.version_b = version_a, version_b
+    if assignment.started_at is None:
+        Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
+        assignment.started_at = now
+    answered, total = assignment_counts(assignment)
+    return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total)
+
+
+def trial_view_of(trial: Trial, *, study: Study, number: int, answered: int, total: int) -> TrialView:
+    """What the rater is shown for ``trial`` (a fresh idempotency key for its answer)."""
+    design = design_of(study)
+    page = _trial_page(trial)
+    predicate = trial.predicate
+    return TrialView(
+        trial=trial,
+        number=number,
+        total=total,
+        answered=answered,
+        axes=trial_active_axes(trial, study_axes(study)) if design.has_axes else [],
+        idempotency_key=secrets.token_urlsafe(16),
+        kind=study.kind,
+        brief="" if design.has_reference else page.text,
+        question=predicate.question if predicate else "",
+        boxes=tuple(tuple(float(v) for v in box) for box in (predicate.boxes if predicate else [])),
+        attention=attention_instruction(trial, study),
+        **design.trial_view_fields(study),
+    )
+
+
+@dataclass(frozen=True)
+class VoteResult:
+    vote: Vote
+    replayed: bool
+    finished: bool
+    completion_code: str
+
+
+def _finish(assignment: Assignment) -> str:
+    """Mark an assignment finished; its completion code is the study's, or a new one."""
+    study_code = (
+        Study.objects.filter(blocks__assignments__id=assignment.pk).order_by().values_list("completion_code", flat=True).first()
+    )
+    code = study_code or completion_code_new()
+    Assignment.objects.filter(pk=assignment.pk, state=AssignmentState.ACTIVE).update(
+        state=AssignmentState.FINISHED, finished_at=timezone.now(), completion_code=code
+    )
+    return code
+
+
+def _unanswered_query(assignment_id: int) -> Any:
+    """The first two unanswered trials of an assignment (the current one and the next)."""
+    return Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("id")[:2]
+
+
+def vote_trial(trial_token: str) -> Trial | None:
+    """A trial with what answering it needs: its study and its unit's page."""
+    return (
+        Trial.objects.select_related(
+            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
+        ).filter(token=trial_token).order_by().first()
+    )
+
+
+def answer_for_trial(
+    *,
+    trial_token: str,
+    rater_id: int | None,
+    verdict: object,
+    confidence: object,
+    axes: Mapping[str, object],
+    rationale: object,
+    idempotency_key: str,
+    ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
+) -> tuple[str, Trial, VoteAnswer]:
+    """The checked key, the rater's own trial and the validated answer (before any lock).
+
+    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
+    """
+    key = (idempotency_key or "").strip()
+    if not (8 <= len(key) <= 80):
+        raise ValidationFailed("missing or malformed idempotency key (reload the page)", field="idempotency_key")
+    if trial is None or trial.token != trial_token:
+        trial = vote_trial(trial_token)
+    if trial is None:
+        raise NotFound("no such trial")
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        raise Forbidden("this trial is not yours")
+    study = trial.assignment.block.study
+    design = design_of(study)
+    answer = design.answer_clean(
+        study=study,
+        active_axes=[a["id"] for a in trial_active_axes(trial, study_axes(study))] if design.has_axes else [],
+        verdict=verdict, confidence=confidence, axes=axes, ratings=ratings, rationale=rationale,
+    )
+    return key, trial, answer
+
+
+def vote_submit(
+    *,
+    trial_token: str,
+    rater_id: int | None,
+    verdict: object,
+    confidence: object,
+    axes: Mapping[str, object],
+    rationale: object,
+    idempotency_key: str,
+    ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
+    show_next: bool = False,
+) -> VoteResult:
+    """Store the answer to a trial canonically, once (SPEC §3, §4).
+
+    Foreign trial → Forbidden (403); answered with another key, not the current trial, or a
+    finished assignment → Conflict (409); same key and same body → the stored vote again.
+    Submissions to one assignment are serialized by its row lock (only that row: a vote never
+    locks the block or the study, so raters do not wait for each other).
+
+    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
+    ``show_next``: the caller shows the next trial in its response (the htmx answer), so that
+    trial's response clock starts in the vote's transaction (one commit instead of two).
+    """
+    key, trial, answer = answer_for_trial(
+        trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
+        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial,
+    )
+    digest = answer.request_hash()
+    with transaction.atomic():
+        assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
+        unanswered = [r["id"] for r in compiled_rows("unanswered", _unanswered_query, assignment.pk)]
+        # The current trial has no vote by definition: only another trial needs the vote looked up.
+        current = bool(unanswered) and unanswered[0] == trial.pk
+        existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
+        if existing is not None:
+            # A late retry of an answer since revised with Undo is the same submission, not a new one.
+            earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
+            if key in earlier and key != existing.idempotency_key:
+                if earlier[key] != digest:
+                    raise Conflict("this submission key was already used with a different answer")
+                return VoteResult(vote=existing, replayed=True,
+                                  finished=assignment.state == AssignmentState.FINISHED,
+                                  completion_code=assignment.completion_code)
+            if existing.idempotency_key != key:
+                raise Conflict("this trial was already answered")
+            if existing.request_hash != digest:
+                raise Conflict("this submission key was already used with a different answer")
+            return VoteResult(
+                vote=existing, replayed=True,
+                finished=assignment.state == AssignmentState.FINISHED,
+                completion_code=assignment.completion_code,
+            )
+        if assignment.state == AssignmentState.FINISHED:
+            raise Conflict("this assignment is finished; it cannot be answered again")
+        if assignment.state != AssignmentState.ACTIVE:
+            raise Forbidden("this assignment is no longer open")
+        if not current:
+            raise Conflict("this is not the current trial (reload the page)")
+        label, scores = answer.canonical(swapped=trial.swapped)
+        response_ms = None
+        if trial.shown_at is not None:
+            response_ms = max(int((timezone.now() - trial.shown_at).total_seconds() * 1000), 0)
+        vote = Vote.objects.create(
+            trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
+            rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
+            answers={"ratings": answer.ratings} if answer.ratings is not None else {},
+        )
+        if trial.version_a is None:  # answered without having been shown through trial_next
+            trials_record_versions(trial_ids=[trial.pk])
+        finished = len(unanswered) == 1
+        code = _finish(assignment) if finished else ""
+        if show_next and not finished:
+            # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
+            Trial.objects.filter(pk=unanswered[1], shown_at__isnull=True).update(
+                shown_at=timezone.now(), **versions_now()
+            )
+    return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)
+
+
+# --- images -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrialImage:
+    """Who may see a trial's image and which stored file it is (nothing else is looked up)."""
+
+    rater_id: int | None
+    study_id: int
+    live: bool
+    file: str | None
+
+
+@dataclass(frozen=True)
+class TrialImages:
+    """Who may see a trial's images and the stored file behind each of its slots."""
+
+    rater_id: int | None
+    study_id: int
+    live: bool
+    slots: tuple[str, ...]  # the trial's slots (an image may still be missing from ``files``)
+    files: dict[str, str]
+
+
+_PAIR_HOLDERS = ("comparison__page", "comparison__candidate_a", "comparison__candidate_b")
+_ITEM_HOLDERS = ("candidate", "predicate__candidate")
+
+
+def _images_query(item: bool) -> Any:
+    holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
+    shape = Q(candidate__isnull=False) | Q(predicate__isnull=False) if item else Q(comparison__isnull=False)
+    return lambda token: (
+        Trial.objects.filter(shape, token=token).order_by()
+        .values(
+            "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
+            "assignment__block__study_id", "assignment__block__study__neutralize_media",
+            *(f"{h}__{variant}__file" for h in holders for variant in ("image", "neutralized_image")),
+        )[:1]
+    )
+
+
+def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
+    """Every image slot of a trial in one query: ``ref`` / ``left`` / ``right``, or ``item`` (a
+    rating or checklist trial, SPEC §11); None when the trial is not of that shape.
+
+    The neutralized variant is served when the study neutralizes media and the variant exists.
+    ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
+    """
+    rows = compiled_rows(f"trial_images:{item}", _images_query(item), trial_token)
+    if not rows:
+        return None
+    row = values = rows[0]  # keys built from the holders below, not literals
+
+    def file_of(holder: str) -> str | None:
+        file = values[f"{holder}__image__file"] or None
+        if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
+            file = values[f"{holder}__neutralized_image__file"]
+        return file
+
+    if not item:
+        first, second = ("candidate_b", "candidate_a") if row["swapped"] else ("candidate_a", "candidate_b")
+        slots = {"ref": file_of("comparison__page"), "left": file_of(f"comparison__{first}"),
+                 "right": file_of(f"comparison__{second}")}
+    else:
+        slots = {"item": file_of("predicate__candidate" if row["predicate_id"] else "candidate")}
+    return TrialImages(
+        rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
+        live=row["assignment__state"] in LIVE_STATES, slots=tuple(slots),
+        files={k: v for k, v in slots.items() if v},
+    )
+
+
+def trial_image(*, trial_token: str, slot: str) -> TrialImage | None:
+    """The stored image behind one slot of a trial (``trial_images`` for the rules)."""
+    if slot not in ("ref", "left", "right", "item"):
+        return None
+    found = trial_images(trial_token=trial_token, item=slot == "item")
+    if found is None or slot not in found.slots:
+        return None
+    return TrialImage(rater_id=found.rater_id, study_id=found.study_id, live=found.live,
+                      file=found.files.get(slot))
