@@ -63,13 +63,12 @@ from annotation.models import Candidate, Comparison, Predicate, Study, Trial
 from annotation.services.answers import trial_next, vote_submit
 from annotation.services.bundles import study_import_bundle
 from annotation.services.comprehension import comprehension_question, comprehension_submit
-from annotation.services.kind_scheduling import kind_units
 from annotation.services.participants import (
     participant_claim,
     participant_rater_get_or_create,
     study_link_url,
 )
-from annotation.services.scheduling import blocks_schedule
+from annotation.services.scheduling import blocks_schedule, schedule_units
 from demo.service import DEMO_RESEARCHER, DemoStudyResult, demo_access_lines, demo_researcher_ensure
 from demo.simulation import call_rng
 
@@ -941,7 +940,7 @@ def kind_simulate(
 
 def kind_schedule(*, study: Study, per_block: int, seed: int) -> dict[str, int]:
     """Two blocks of half the units each; targets = simulated raters + 1 (the open slot)."""
-    units = len(kind_units(study))
+    units = len(schedule_units(study))
     block_size = units // DEMO_BLOCKS
     if block_size < 2:
         raise ArbiterError(

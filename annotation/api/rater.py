@@ -27,7 +27,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import Forbidden, NotFound
-from annotation.models import AssignmentState, ProblemKind, Rater, Study, StudyKind, Trial
+from annotation.kinds import design_of
+from annotation.models import AssignmentState, ProblemKind, Rater, Study, Trial
 from annotation.services.answers import VoteResult, assignment_counts, trial_next, vote_submit, vote_trial
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
@@ -38,7 +39,7 @@ from annotation.services.comprehension import (
 from annotation.services.crowd import completion_redirect_url
 from annotation.services.participants import participant_claim, rater_assignment
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
-from annotation.views.rater import KIND_IMAGE_SLOTS, grant_trial_images, session_rater_id
+from annotation.views.rater import grant_trial_images, session_rater_id
 
 
 class _Csrf(CsrfViewMiddleware):
@@ -131,11 +132,11 @@ class TrialNextApi(APIView):
             data = {
                 "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
                 "trial": token,
-                "images": {s: reverse("rater:image", args=[token, s]) for s in KIND_IMAGE_SLOTS[StudyKind(study.kind)]},
+                "images": {s: reverse("rater:image", args=[token, s]) for s in design_of(study).image_slots},
                 "axes": view.axes, "idempotency_key": view.idempotency_key,
                 "vote_url": reverse("rater:api-vote", args=[token]),
             }
-            if view.kind != StudyKind.PAIRWISE_REFERENCE:  # SPEC §11 kinds: the question and its answer form
+            if not design_of(study).has_reference:  # SPEC §11 kinds: the question and its answer form
                 data.update({
                     "kind": view.kind, "brief": view.brief, "question": view.question,
                     "boxes": [list(b) for b in view.boxes], "dimensions": list(view.dimensions),

@@ -15,8 +15,29 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from annotation.kinds.answer import PAIRWISE_VERDICTS, VoteAnswer, pairwise_answer_clean
 
 if TYPE_CHECKING:
+    from django.db.models import Model
+
     from annotation.kinds.csv_rows import VotesCsvFormat
     from annotation.models import Study
+
+
+@dataclass(frozen=True)
+class ScheduleUnit:
+    """One schedulable unit: the object a trial shows and the section it belongs to (its page or image)."""
+
+    obj: Model
+    section: int
+
+
+
+@dataclass(frozen=True)
+class ComprehensionQuestion:
+    """The question a participant answers before the first trial (annotation.services.comprehension)."""
+
+    question: str
+    choices: tuple[tuple[str, str], ...]
+    answer: str
+
 
 # How an attention check's expected answer is named on the page.
 ATTENTION_NAMES = {"A": "A", "B": "B", "TIE": "Tie", "YES": "Yes", "NO": "No", "UNCLEAR": "Unclear"}
@@ -41,6 +62,15 @@ class StudyDesign:
     rationale_field: ClassVar[str] = "rationale"  # the form field of the free-text note
     has_ratings: ClassVar[bool] = False  # an answer rates the study's dimensions
     has_axes: ClassVar[bool] = False  # a trial scores the page's active axes (SPEC §2)
+    # ---- units, progress and rater quality
+    unit_field: ClassVar[str] = ""  # the Trial / BlockItem foreign key naming the unit
+    valid_labels: ClassVar[tuple[str, ...] | None] = ("A", "B", "TIE")  # a valid answer's labels (None: any)
+    abstain_label: ClassVar[str] = "CANNOT_JUDGE"  # the label that declines to answer
+    has_attention_checks: ClassVar[bool] = True  # instructed-response checks are planned (SPEC §11)
+    asks_comprehension: ClassVar[bool] = True  # a participant answers a comprehension question first
+    # ---- the schedule (annotation.services.scheduling)
+    unit_plural: ClassVar[str] = "comparisons"  # what a study's blocks are made of, for messages
+    counterbalanced: ClassVar[bool] = True  # Williams-square section order (SPEC §11), else SPEC §4's shuffle
 
     @property
     def name(self) -> str:
@@ -49,6 +79,26 @@ class StudyDesign:
     def attention_instruction(self, expected: str) -> str:
         """The instructed-response line of an attention check (SPEC §11), in the page's own words."""
         return f"Attention check: for this one, please answer “{ATTENTION_NAMES.get(expected, expected)}”."
+
+    def comprehension_question(self, study: Study) -> ComprehensionQuestion:
+        """The study's comprehension question (annotation.services.comprehension)."""
+        return ComprehensionQuestion(
+            question="You can see both images clearly and they answer the brief equally well. What do you answer?",
+            choices=(("A", "A"), ("B", "B"), ("TIE", "Tie"), ("CANNOT_JUDGE", "Cannot judge")),
+            answer="TIE",
+        )
+
+    def schedule_units(self, study: Study) -> list[ScheduleUnit]:
+        """The study's schedulable units in file order, with their section."""
+        raise NotImplementedError
+
+    def default_rater_targets(self, study: Study, blocks: int) -> list[int]:
+        """Rater targets per block when none are given."""
+        return [3] * blocks
+
+    def attention_answers(self, study: Study) -> tuple[str, ...]:
+        """The answers an attention check may ask for (as displayed)."""
+        return ("A", "B", "TIE")
 
     def trial_view_fields(self, study: Study) -> dict[str, Any]:
         """The kind's own fields of a ``TrialView`` (a rating study's dimensions and scale)."""

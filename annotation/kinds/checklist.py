@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.kinds.answer import VoteAnswer, rationale_clean
-from annotation.kinds.base import StudyDesign
+from annotation.kinds.base import ComprehensionQuestion, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit
 from annotation.models import ChecklistAnswer, Predicate, Study
 
@@ -90,6 +90,31 @@ class ChecklistDesign(StudyDesign):
     verdict_choices = CHECKLIST_VERDICTS
     verdict_prompt = "Choose an answer: Yes, No or Unclear."
     rationale_field = "evidence"
+    unit_field = "predicate"
+    valid_labels = (ChecklistAnswer.YES, ChecklistAnswer.NO)
+    abstain_label = ChecklistAnswer.UNCLEAR
+    unit_plural = "predicates"
+
+    def schedule_units(self, study: Study) -> list[ScheduleUnit]:
+        predicates = (
+            Predicate.objects.filter(study=study, candidate__image__isnull=False)
+            .select_related("candidate")
+            .order_by("position", "external_id")
+        )
+        return [ScheduleUnit(p, p.candidate_id) for p in predicates]
+
+    def default_rater_targets(self, study: Study, blocks: int) -> list[int]:
+        return [int((study.options or {}).get("k", 3))] * blocks  # the study's k
+
+    def attention_answers(self, study: Study) -> tuple[str, ...]:
+        return CHECKLIST_LABELS
+
+    def comprehension_question(self, study: Study) -> ComprehensionQuestion:
+        return ComprehensionQuestion(
+            question="The image does not show enough to tell whether the answer is yes or no. What do you answer?",
+            choices=(("YES", "Yes"), ("NO", "No"), ("UNCLEAR", "Unclear")),
+            answer="UNCLEAR",
+        )
 
     def answer_clean(
         self,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from annotation.kinds.base import StudyDesign
+from annotation.kinds.base import ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_pairwise_answer
-from annotation.models import Comparison, Label, Study
+from annotation.models import Comparison, ComparisonSet, Label, Study
 
 PAIRWISE_COLUMNS: tuple[str, ...] = (
     "comparison",
@@ -86,6 +86,18 @@ class PairwiseDesign(StudyDesign):
     image_slots = ("left", "right")
     trial_template = "annotation/rater/trial_pairwise.html"
     trial_unit_related = ("comparison__page",)
+    unit_field = "comparison"
+
+    def schedule_units(self, study: Study) -> list[ScheduleUnit]:
+        comparisons = (
+            Comparison.objects.filter(
+                study=study, set=ComparisonSet.HUMAN,
+                candidate_a__image__isnull=False, candidate_b__image__isnull=False,
+            )
+            .select_related("page")
+            .order_by("page__position", "page__external_id", "id")
+        )
+        return [ScheduleUnit(c, c.page_id) for c in comparisons]
 
     def votes_csv(self, study: Study) -> PairwiseVotesCsv:
         return PairwiseVotesCsv(study)

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from annotation.errors import ValidationFailed
-from annotation.kinds.base import StudyDesign
+from annotation.kinds.base import ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import (
     ImportRow,
     OwnerOf,
@@ -34,7 +34,7 @@ from annotation.kinds.csv_rows import (
     parse_unit,
     row_values,
 )
-from annotation.models import Axis, Comparison, Label, Page, Study, Trial
+from annotation.models import Axis, Comparison, ComparisonSet, Label, Page, Study, Trial
 from annotation.selectors.votes import AXIS_PREFIX, study_axis_ids, study_has_revised_votes, vote_rows
 
 VOTES_BASE_COLUMNS: tuple[str, ...] = (
@@ -243,12 +243,38 @@ def _parse_revision(*, value: dict[str, str], line: int, problems: Problems) -> 
     return [{"label": first, "imported": True}]
 
 
+def eligible_comparisons(study: Study) -> list[Comparison]:
+    """Human-set comparisons whose two candidates both rendered (SPEC §2, §4)."""
+    return list(
+        Comparison.objects.filter(
+            study=study,
+            set=ComparisonSet.HUMAN,
+            candidate_a__rendered=True,
+            candidate_b__rendered=True,
+            candidate_a__image__isnull=False,
+            candidate_b__image__isnull=False,
+        )
+        .select_related("page")
+        .order_by("page__position", "page__external_id", "external_id")
+    )
+
+
 @dataclass(frozen=True)
 class PairwiseReferenceDesign(StudyDesign):
     image_slots = ("ref", "left", "right")
     trial_template = "annotation/rater/trial.html"
     trial_unit_related = ("comparison__page__image",)  # the reference's size sizes its <img>
     has_axes = True
+    unit_field = "comparison"
+    has_attention_checks = False
+    asks_comprehension = False
+    counterbalanced = False
+
+    def schedule_units(self, study: Study) -> list[ScheduleUnit]:
+        return [ScheduleUnit(c, c.page_id) for c in eligible_comparisons(study)]
+
+    def default_rater_targets(self, study: Study, blocks: int) -> list[int]:
+        return [5, 5, 5, 5, 5, 4, 2, 2]  # SPEC §9
 
     def votes_csv(self, study: Study) -> ReferenceVotesCsv:
         return ReferenceVotesCsv(study)

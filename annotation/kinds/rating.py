@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.kinds.answer import VoteAnswer, int_field, rationale_clean
-from annotation.kinds.base import StudyDesign
+from annotation.kinds.base import ComprehensionQuestion, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_int
 from annotation.models import Candidate, Study
 
@@ -112,6 +112,30 @@ class RatingDesign(StudyDesign):
     trial_template = "annotation/rater/trial_rating.html"
     trial_unit_related = ("candidate__page",)
     has_ratings = True
+    unit_field = "candidate"
+    valid_labels = None
+    unit_plural = "items"
+
+    def schedule_units(self, study: Study) -> list[ScheduleUnit]:
+        items = (
+            Candidate.objects.filter(page__study=study, rendered=True, image__isnull=False)
+            .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+        )
+        return [ScheduleUnit(c, c.page_id) for c in items]
+
+    def attention_answers(self, study: Study) -> tuple[str, ...]:
+        return rating_attention_answers(study)
+
+    def comprehension_question(self, study: Study) -> ComprehensionQuestion:
+        low, high = rating_scale(study)
+        middle = (low + high) // 2
+        values = sorted({low, middle, high})
+        return ComprehensionQuestion(
+            question=f"Ratings go from {low} to {high}. Which number do you give an image that is excellent "
+                     "on a dimension?",
+            choices=tuple((str(v), str(v)) for v in values),
+            answer=str(high),
+        )
 
     def attention_instruction(self, expected: str) -> str:
         return f"Attention check: for this image, please choose {expected} on every dimension."

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from annotation.kinds import design_of
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -24,20 +25,11 @@ from annotation.models import (
     BlockItem,
     Label,
     Study,
-    StudyKind,
     Trial,
     Vote,
 )
 
 LIVE = (AssignmentState.OPEN, AssignmentState.ACTIVE, AssignmentState.FINISHED)
-VALID = (Label.A, Label.B, Label.TIE)
-# Per kind: the trial field naming the unit, and the labels that make a valid answer (None: any).
-COVERAGE = {
-    StudyKind.PAIRWISE_REFERENCE: ("trial__comparison", VALID),
-    StudyKind.PAIRWISE: ("trial__comparison", VALID),
-    StudyKind.CHECKLIST: ("trial__predicate", (Label.YES, Label.NO)),
-    StudyKind.RATING: ("trial__candidate", None),
-}
 
 
 @dataclass(frozen=True)
@@ -113,7 +105,9 @@ def study_progress(study: Study, *, block: Block | None = None) -> StudyProgress
         .annotate(planned=Count("id"), votes=Count("vote"))
     )
     per_block = {row["assignment__block_id"]: row for row in trials}
-    unit, valid = COVERAGE[StudyKind(study.kind)]
+    # The trial field naming the unit, and the labels that make a valid answer (None: any).
+    design = design_of(study)
+    unit, valid = f"trial__{design.unit_field}", design.valid_labels
     answered = Vote.objects.filter(
         trial__assignment__block__study=study, trial__assignment__state__in=LIVE,
         trial__is_repeat=False, trial__attention_expected="",
@@ -182,7 +176,7 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
         .values_list("trial__assignment_id", "trial_id", "label", "response_ms", "trial__swapped",
                      "trial__is_repeat", "trial__repeat_of_id", "trial__attention_expected", "answers")
     )
-    abstain = Label.UNCLEAR if study.kind == StudyKind.CHECKLIST else Label.CANNOT_JUDGE
+    abstain = design_of(study).abstain_label
     by_assignment: dict[int, list[tuple]] = defaultdict(list)
     checks_of: dict[int, list[bool]] = defaultdict(list)
     for row in votes:

@@ -14,12 +14,12 @@ Decisions (the SPEC says only "a comprehension check with two attempts before th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.db import transaction
 
 from annotation.errors import ArbiterError, ValidationFailed
-from annotation.models import Rater, Study, StudyKind
+from annotation.kinds import design_of
+from annotation.kinds.base import ComprehensionQuestion
+from annotation.models import Rater, Study
 
 MAX_ATTEMPTS = 2
 
@@ -30,41 +30,13 @@ class ComprehensionRequired(ArbiterError):
     status_code = 403
 
 
-@dataclass(frozen=True)
-class ComprehensionQuestion:
-    question: str
-    choices: tuple[tuple[str, str], ...]
-    answer: str
-
-
 def comprehension_required(study: Study) -> bool:
-    return study.kind != StudyKind.PAIRWISE_REFERENCE
+    return design_of(study).asks_comprehension
 
 
 def comprehension_question(study: Study) -> ComprehensionQuestion:
     """The study's comprehension question (module docstring)."""
-    if study.kind == StudyKind.CHECKLIST:
-        return ComprehensionQuestion(
-            question="The image does not show enough to tell whether the answer is yes or no. What do you answer?",
-            choices=(("YES", "Yes"), ("NO", "No"), ("UNCLEAR", "Unclear")),
-            answer="UNCLEAR",
-        )
-    if study.kind == StudyKind.RATING:
-        scale = (study.options or {}).get("scale") or [1, 5]
-        low, high = int(scale[0]), int(scale[1])
-        middle = (low + high) // 2
-        values = sorted({low, middle, high})
-        return ComprehensionQuestion(
-            question=f"Ratings go from {low} to {high}. Which number do you give an image that is excellent "
-                     "on a dimension?",
-            choices=tuple((str(v), str(v)) for v in values),
-            answer=str(high),
-        )
-    return ComprehensionQuestion(
-        question="You can see both images clearly and they answer the brief equally well. What do you answer?",
-        choices=(("A", "A"), ("B", "B"), ("TIE", "Tie"), ("CANNOT_JUDGE", "Cannot judge")),
-        answer="TIE",
-    )
+    return design_of(study).comprehension_question(study)
 
 
 def comprehension_state(rater: Rater) -> str:

@@ -21,13 +21,39 @@ Decisions (written down here because the SPEC is silent):
   main-order index ``i`` leaves room (``i ≤ n − min_gap``); each is inserted after a random main
   index ``j ∈ [i + min_gap − 1, n − 1]`` so it lands at least ``min_gap`` trials after its original,
   with the original's orientation.
+
+The other kinds (SPEC §11: counterbalanced order, hidden repeats, attention checks; the design's
+``counterbalanced``) run on the same blocks, planned open assignments and trials; what differs is
+the unit a trial shows (``design_of(study).schedule_units``) and the order. Decisions (the SPEC says
+"item order and block order counterbalanced per participant"):
+
+- A block's units are grouped into **sections** — the questionnaire's blocks: the comparisons of
+  one brief (``pairwise``), the predicates about one image (``checklist``), the items of one brief
+  (``rating``). Sections are kept whole inside a schedule block where they fit (first fit, as the
+  pairwise_reference scheduler keeps pages whole).
+- **Section order** and **item order inside each section** follow a Williams balanced Latin square
+  (Williams 1949): slot ``s`` of a block takes row ``s mod p`` (``p`` = the number of sections, or
+  twice that when it is odd, the second half being the mirrored rows). Over ``p`` consecutive
+  slots every section is shown in every position equally often and follows every other section
+  equally often (first-order carry-over balance); the same holds for the items of a section. The
+  sections and items are shuffled once per block from the schedule seed, so the design does not
+  follow the bundle's file order.
+- Display sides of a ``pairwise`` comparison alternate across slots exactly as in SPEC §4:
+  ``swapped = (slot + index of the comparison in its block) % 2``.
+- Hidden repeats are placed as in SPEC §4 (at least ``min_gap`` trials after their original, same
+  orientation).
+- ``checks`` instructed-response attention checks per assignment: the sequence is cut into
+  ``checks`` equal segments and one check goes to a random place inside each (never the first
+  trial). A check shows a unit of the block drawn at random and tells the rater which answer to
+  give: ``A``/``B``/``TIE`` (pairwise, as displayed), ``YES``/``NO``/``UNCLEAR`` (checklist), or
+  one value of the scale for every dimension (rating). Checks are never data.
 """
 
 from __future__ import annotations
 
 import io
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -37,27 +63,10 @@ from django.db import transaction
 
 from annotation import csv_cells
 from annotation.errors import ArbiterError, ValidationFailed
-from annotation.models import (
-    Assignment,
-    Block,
-    BlockItem,
-    Comparison,
-    ComparisonSet,
-    Study,
-    StudyKind,
-    Trial,
-)
+from annotation.kinds import design_of
+from annotation.kinds.base import ScheduleUnit
+from annotation.models import Assignment, Block, BlockItem, Comparison, Study, Trial
 from annotation.services.audit import audit_record
-from annotation.services.kind_scheduling import (
-    UNIT_NAMES,
-    KindPlannedTrial,
-    Unit,
-    attention_answers,
-    kind_units,
-    plan_kind_assignment,
-    split_sections,
-    unit_fields,
-)
 
 # Instructed-response attention checks per assignment of a SPEC §11 kind when none is given.
 DEFAULT_CHECKS = 2
@@ -96,41 +105,35 @@ class PlannedTrial:
     repeat_of_position: int | None
 
 
-def eligible_comparisons(study: Study) -> list[Comparison]:
-    """Human-set comparisons whose two candidates both rendered (SPEC §2, §4)."""
-    return list(
-        Comparison.objects.filter(
-            study=study,
-            set=ComparisonSet.HUMAN,
-            candidate_a__rendered=True,
-            candidate_b__rendered=True,
-            candidate_a__image__isnull=False,
-            candidate_b__image__isnull=False,
-        )
-        .select_related("page")
-        .order_by("page__position", "page__external_id", "external_id")
-    )
+@dataclass(frozen=True)
+class CounterbalancedTrial:
+    """One planned trial of a counterbalanced kind: ``index`` is the unit's position in its block."""
+
+    position: int
+    index: int
+    swapped: bool
+    repeat_of_position: int | None
+    attention: str = ""
+
+
+def schedule_units(study: Study) -> list[ScheduleUnit]:
+    """The study's schedulable units in file order, with their section."""
+    return design_of(study).schedule_units(study)
 
 
 def unit_noun(study: Study) -> str:
     """What a study's blocks are made of, for messages: comparisons, predicates or items."""
-    return UNIT_NAMES.get(StudyKind(study.kind), "comparisons")
+    return design_of(study).unit_plural
 
 
 def schedulable_count(study: Study) -> int:
     """How many units the scheduler could place (SPEC §4 eligible comparisons, §11 units)."""
-    if study.kind == StudyKind.PAIRWISE_REFERENCE:
-        return len(eligible_comparisons(study))
-    return len(kind_units(study))
+    return len(schedule_units(study))
 
 
 def default_rater_targets(study: Study, blocks: int) -> list[int]:
     """Rater targets when none are given: SPEC §9's list; a checklist's k; 3 for pairwise and rating."""
-    if study.kind == StudyKind.PAIRWISE_REFERENCE:
-        return [5, 5, 5, 5, 5, 4, 2, 2]
-    if study.kind == StudyKind.CHECKLIST:
-        return [int((study.options or {}).get("k", 3))] * blocks
-    return [3] * blocks
+    return design_of(study).default_rater_targets(study, blocks)
 
 
 def assignment_seed(seed: int, block_position: int, slot: int) -> int:
@@ -139,11 +142,119 @@ def assignment_seed(seed: int, block_position: int, slot: int) -> int:
     return int(state[0])
 
 
+def split_sections(units: Sequence[ScheduleUnit], *, blocks: int, block_size: int, seed: int) -> list[list[ScheduleUnit]]:
+    """Disjoint blocks of exactly ``block_size`` units; sections kept whole where they fit.
+
+    Sections are taken in a seeded random order (their members shuffled too) and each goes whole
+    into the first block with room; sections that fit nowhere whole fill the remaining room.
+    """
+    rng = np.random.default_rng([seed, 0])
+    by_section: dict[int, list[ScheduleUnit]] = defaultdict(list)
+    for unit in units:
+        by_section[unit.section].append(unit)
+    keys = sorted(by_section)
+    filled: list[list[ScheduleUnit]] = [[] for _ in range(blocks)]
+    leftovers: list[ScheduleUnit] = []
+    for k in rng.permutation(len(keys)):
+        group = by_section[keys[int(k)]]
+        group = [group[int(i)] for i in rng.permutation(len(group))]
+        home = next((b for b in filled if len(b) + len(group) <= block_size), None)
+        if home is not None:
+            home.extend(group)
+        else:
+            leftovers.extend(group)
+    for block in filled:
+        while len(block) < block_size and leftovers:
+            block.append(leftovers.pop(0))
+    return filled
+
+
+def williams_row(m: int, row: int) -> list[int]:
+    """Row ``row`` of a Williams balanced Latin square of order ``m`` (2m rows when m is odd)."""
+    if m <= 0:
+        return []
+    first: list[int] = []
+    low, high = 0, m - 1
+    for j in range(m):
+        if j % 2 == 0:
+            first.append(low)
+            low += 1
+        else:
+            first.append(high)
+            high -= 1
+    period = m if m % 2 == 0 else 2 * m
+    r = row % period
+    shifted = [(v + r) % m for v in first]
+    return shifted if r < m else shifted[::-1]
+
+
+def counterbalanced_order(sections: Sequence[Sequence[int]], *, slot: int) -> list[int]:
+    """Unit indices in the slot's order: sections by a Williams row, items inside likewise."""
+    order: list[int] = []
+    for s in williams_row(len(sections), slot):
+        members = list(sections[s])
+        order.extend(members[i] for i in williams_row(len(members), slot))
+    return order
+
+
+def plan_counterbalanced_assignment(
+    *,
+    sections: Sequence[Sequence[int]],
+    slot: int,
+    seed: int,
+    repeats: int,
+    min_gap: int,
+    checks: int,
+    answers: Sequence[str],
+    pairwise: bool,
+) -> list[CounterbalancedTrial]:
+    """Order, hidden repeats and attention checks of one assignment (module docstring)."""
+    rng = np.random.default_rng(seed)
+    main = counterbalanced_order(sections, slot=slot)
+    n = len(main)
+    eligible = max(n - min_gap + 1, 0)
+    if repeats > eligible:
+        raise ArbiterError(
+            f"cannot place {repeats} hidden repeats at least {min_gap} trials after their originals "
+            f"in a block of {n}: at most {eligible} fit (lower --repeats or --min-gap)"
+        )
+    originals = sorted(int(i) for i in rng.choice(eligible, size=repeats, replace=False)) if repeats else []
+    inserted_after: dict[int, list[int]] = defaultdict(list)
+    for i in originals:
+        inserted_after[int(rng.integers(i + min_gap - 1, n))].append(i)
+    # (main position of the unit, main position of the original or None, attention answer)
+    sequence: list[tuple[int, int | None, str]] = []
+    for j in range(n):
+        sequence.append((j, None, ""))
+        sequence.extend((i, i, "") for i in inserted_after[j])
+    if checks:
+        length = len(sequence)
+        places = []
+        for c in range(checks):
+            lo = max(1, (c * length) // checks)
+            hi = max(lo + 1, ((c + 1) * length) // checks)
+            places.append(int(rng.integers(lo, hi + 1)))
+        for offset, place in enumerate(sorted(places)):
+            unit = int(rng.integers(0, n))
+            answer = str(answers[int(rng.integers(0, len(answers)))])
+            sequence.insert(place + offset, (unit, -1, answer))
+    main_position = {j: pos for pos, (j, orig, _) in enumerate(sequence) if orig is None}
+    planned: list[CounterbalancedTrial] = []
+    for pos, (j, orig, answer) in enumerate(sequence):
+        index = main[j]
+        repeat_of = main_position[orig] + 1 if orig is not None and orig >= 0 else None
+        swapped = pairwise and (slot + index) % 2 == 1
+        if answer:
+            swapped = pairwise and bool(rng.integers(0, 2))
+        planned.append(CounterbalancedTrial(pos + 1, index, swapped, repeat_of, answer))
+    return planned
+
+
 def split_blocks(
     comparisons: list[Comparison], *, blocks: int, block_size: int, seed: int
 ) -> list[list[Comparison]]:
     """Disjoint blocks of exactly ``block_size``; pages kept whole where they fit (first fit)."""
-    units = [Unit(c, c.page_id) for c in comparisons]
+    units = [ScheduleUnit(c, c.page_id) for c in comparisons]
     return [
         [u.obj for u in block]  # type: ignore[misc]
         for block in split_sections(units, blocks=blocks, block_size=block_size, seed=seed)
@@ -192,7 +303,7 @@ def _unit_ids(item: BlockItem | Trial) -> dict[str, int | None]:
 
 
 def _trials_create(
-    assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | KindPlannedTrial]
+    assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | CounterbalancedTrial]
 ) -> None:
     plan = list(plan)
     Trial.objects.bulk_create(
@@ -250,7 +361,8 @@ def blocks_schedule(
     _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
     if checks is not None and not 0 <= checks <= block_size:
         raise ValidationFailed(f"must be between 0 and the block size ({block_size})", field="checks")
-    if study.kind == StudyKind.PAIRWISE_REFERENCE and checks:
+    design = design_of(study)
+    if not design.has_attention_checks and checks:
         raise ArbiterError(
             "attention checks are part of the crowd questionnaire designs (pairwise, checklist, rating); "
             "a pairwise_reference study measures consistency with hidden repeats instead"
@@ -260,12 +372,12 @@ def blocks_schedule(
             f"study '{study.slug}' already has {study.blocks.count()} blocks; a study is scheduled once "
             "(export the plan with export_schedule)"
         )
-    if study.kind != StudyKind.PAIRWISE_REFERENCE:
-        return _kind_blocks_schedule(
+    if design.counterbalanced:
+        return _counterbalanced_blocks_schedule(
             study=study, blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters,
             seed=seed, checks=DEFAULT_CHECKS if checks is None else checks, actor=actor,
         )
-    comparisons = eligible_comparisons(study)
+    comparisons: list[Comparison] = [u.obj for u in schedule_units(study)]  # type: ignore[misc]
     needed = blocks * block_size
     if len(comparisons) < needed:
         fit = len(comparisons) // blocks
@@ -309,13 +421,14 @@ def _check_repeats_fit(*, repeats: int, min_gap: int, block_size: int) -> None:
         )
 
 
-def _kind_blocks_schedule(
+def _counterbalanced_blocks_schedule(
     *, study: Study, blocks: int, block_size: int, repeats: int, min_gap: int, raters: list[int], seed: int,
     checks: int, actor: object | None,
 ) -> list[Block]:
-    """SPEC §11 kinds: counterbalanced sections, hidden repeats and attention checks (kind_scheduling)."""
-    units = kind_units(study)
-    noun = UNIT_NAMES[StudyKind(study.kind)]
+    """SPEC §11 kinds: counterbalanced sections, hidden repeats and attention checks (module docstring)."""
+    design = design_of(study)
+    units = design.schedule_units(study)
+    noun = design.unit_plural
     needed = blocks * block_size
     if len(units) < needed:
         fit = len(units) // blocks
@@ -325,7 +438,7 @@ def _kind_blocks_schedule(
         )
     _check_repeats_fit(repeats=repeats, min_gap=min_gap, block_size=block_size)
     groups = split_sections(units, blocks=blocks, block_size=block_size, seed=seed)
-    answers = attention_answers(study)
+    answers = design.attention_answers(study)
     created: list[Block] = []
     with transaction.atomic():
         for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
@@ -344,15 +457,15 @@ def _kind_blocks_schedule(
                 for k in rng.permutation(len(keys))
             ]
             BlockItem.objects.bulk_create(
-                [BlockItem(block=block, position=i, **unit_fields(study.kind, u.obj)) for i, u in enumerate(group)]
+                [BlockItem(block=block, position=i, **{f"{design.unit_field}_id": u.obj.pk}) for i, u in enumerate(group)]
             )
             items = list(block.items.order_by("position"))
             for slot in range(target):
                 a_seed = assignment_seed(seed, b + 1, slot)
                 assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
-                plan = plan_kind_assignment(
+                plan = plan_counterbalanced_assignment(
                     sections=sections, slot=slot, seed=a_seed, repeats=repeats, min_gap=min_gap, checks=checks,
-                    answers=answers, pairwise=study.kind == StudyKind.PAIRWISE,
+                    answers=answers, pairwise=design.pairwise,
                 )
                 _trials_create(assignment, items, plan)
             created.append(block)

@@ -23,15 +23,14 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation import image_cookie
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.images import stored_image_path
+from annotation.kinds import design_of
 from annotation.middleware import render_timed
 from annotation.models import (
     Assignment,
     AssignmentState,
-    Label,
     ProblemKind,
     Rater,
     Study,
-    StudyKind,
     Trial,
     axis_title,
 )
@@ -82,25 +81,9 @@ SESSION_RATERS = "arbiter.raters"
 SESSION_BREAKS = "arbiter.breaks"
 PARTICIPANT_PARAMS = ("participant", "PROLIFIC_PID")
 PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
-VERDICTS = ((Label.A, "A", "a"), (Label.B, "B", "b"), (Label.TIE, "Tie", "t"), (Label.CANNOT_JUDGE, "Cannot judge", "x"))
 # Left to right as the panes read (A is left of B): the side nearer A means "A better". The
 # values are the displayed scores (positive: the displayed A is better); SPEC §3 canonicalizes them.
 AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
-IMAGE_SLOTS = ("ref", "left", "right")
-KIND_IMAGE_SLOTS = {
-    StudyKind.PAIRWISE_REFERENCE: IMAGE_SLOTS,
-    StudyKind.PAIRWISE: ("left", "right"),
-    StudyKind.CHECKLIST: ("item",),
-    StudyKind.RATING: ("item",),
-}
-ITEM_KINDS = (StudyKind.CHECKLIST, StudyKind.RATING)
-CHECKLIST_VERDICTS = ((Label.YES, "Yes", "y"), (Label.NO, "No", "n"), (Label.UNCLEAR, "Unclear", "u"))
-TRIAL_TEMPLATES = {
-    StudyKind.PAIRWISE_REFERENCE: "annotation/rater/trial.html",
-    StudyKind.PAIRWISE: "annotation/rater/trial_pairwise.html",
-    StudyKind.CHECKLIST: "annotation/rater/trial_checklist.html",
-    StudyKind.RATING: "annotation/rater/trial_rating.html",
-}
 MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
                  "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
 
@@ -162,7 +145,7 @@ def _state_context(
 ) -> dict[str, Any]:
     context: dict[str, Any] = {
         "study": study,
-        "verdicts": CHECKLIST_VERDICTS if study.kind == StudyKind.CHECKLIST else VERDICTS,
+        "verdicts": design_of(study).verdict_choices,
         "axis_scale": AXIS_SCALE,
         "instructions_html": instructions_html(study),
         "view": view,
@@ -180,7 +163,7 @@ def _state_context(
         context["answer_url"] = reverse("rater:revise" if revising else "rater:vote", args=[token])
         context["problem_kinds"] = ProblemKind.choices
         context["images"] = {
-            s: reverse("rater:image", args=[token, s]) for s in KIND_IMAGE_SLOTS[StudyKind(study.kind)]
+            s: reverse("rater:image", args=[token, s]) for s in design_of(study).image_slots
         }
         posted = extra.get("posted") or {}
         context["axes"] = [
@@ -202,7 +185,7 @@ def _render_view(
     request: HttpRequest, study: Study, assignment: Assignment, view: TrialView | None, *, status: int = 200,
     **extra: Any,
 ) -> HttpResponse:
-    template = TRIAL_TEMPLATES[StudyKind(study.kind)]
+    template = design_of(study).trial_template
     if getattr(request, "htmx", False):
         template += "#state"
     error = extra.pop("error", None)
@@ -261,9 +244,7 @@ def participant_error(error: ValidationFailed, view: TrialView | None, study: St
     """A refused answer in the rater's words ("Choose a confidence from 1 to 5"), not the API's."""
     field = error.field
     if field == "verdict":
-        if study.kind == StudyKind.CHECKLIST:
-            return "Choose an answer: Yes, No or Unclear."
-        return "Choose a verdict: A, B, Tie or Cannot judge."
+        return design_of(study).verdict_prompt
     if field == "confidence":
         return "Choose a confidence from 1 to 5."
     if field.startswith("axis:"):
@@ -362,7 +343,7 @@ def _posted_answer(request: HttpRequest, study: Study) -> dict[str, Any]:
     """The answer fields of a trial form, as posted (shown again when the answer is refused)."""
     axes = {k.removeprefix("axis:"): v for k, v in request.POST.items() if k.startswith("axis:")}
     ratings = {k.removeprefix("rating:"): v for k, v in request.POST.items() if k.startswith("rating:")}
-    rationale = request.POST.get("evidence" if study.kind == StudyKind.CHECKLIST else "rationale", "")
+    rationale = request.POST.get(design_of(study).rationale_field, "")
     return {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
             "axes": axes, "rationale": rationale, "ratings": ratings}
 
@@ -408,7 +389,7 @@ def trial_revise(request: HttpRequest, trial_token: str) -> HttpResponse:
         vote_revise(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=posted["axes"], rationale=posted["rationale"], idempotency_key=request.POST.get("idempotency_key", ""),
-            ratings=posted["ratings"] if study.kind == StudyKind.RATING else None,
+            ratings=posted["ratings"] if design_of(study).has_ratings else None,
         )
     except ValidationFailed as exc:
         try:
@@ -466,7 +447,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         result = vote_submit(
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
-            ratings=ratings if study.kind == StudyKind.RATING else None, trial=trial,
+            ratings=ratings if design_of(study).has_ratings else None, trial=trial,
             show_next=bool(getattr(request, "htmx", False)),
         )
     except ValidationFailed as exc:
@@ -559,7 +540,7 @@ def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpR
 
 def grant_trial_images(request: HttpRequest, response: HttpResponse, study: Study, trial_token: str) -> None:
     """Give the shown trial's image pass to the session (one query for every slot of the trial)."""
-    found = trial_images(trial_token=trial_token, item=study.kind in ITEM_KINDS)
+    found = trial_images(trial_token=trial_token, item=not design_of(study).pairwise)
     if found is not None and found.live:
         image_cookie.grant(request, response, trial_token=trial_token, files=found.files)
 

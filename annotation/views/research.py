@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
+from annotation.kinds import design_of
 from annotation.models import Assignment, Block, Study, Vote
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.participants import participants_csv_text
@@ -115,7 +116,7 @@ def quality(request: HttpRequest, slug: str) -> HttpResponse:
     rule_fields = [
         {"name": name, "label": label, "value": "" if rules[name] is None else rules[name], "hint": hint}
         for name, label, hint in REFERENCE_RULE_FIELDS
-    ] if study.kind == "pairwise_reference" else []
+    ] if design_of(study).has_reference else []
     return render(request, "annotation/research/quality.html",
                   {"study": study, "rows": rows, "sblock": block, "blocks": blocks, "rule_fields": rule_fields})
 

@@ -15,9 +15,8 @@ from annotation.services.comprehension import (
     comprehension_question,
     comprehension_submit,
 )
-from annotation.services.kind_scheduling import kind_units
 from annotation.services.participants import participant_claim, participant_rater_get_or_create
-from annotation.services.scheduling import blocks_schedule
+from annotation.services.scheduling import blocks_schedule, schedule_units
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 pytestmark = pytest.mark.django_db
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 def _study(kind: str, *, checks: int = 1) -> Study:
     study = study_import_bundle(path=FIXTURES / kind)
-    n = len(kind_units(study))
+    n = len(schedule_units(study))
     blocks_schedule(study=study, blocks=1, block_size=n, repeats=1, min_gap=2, raters=[2], seed=3, checks=checks)
     study.refresh_from_db()
     return study
@@ -162,7 +161,7 @@ def test_progress_and_quality_count_units_and_attention_checks() -> None:
     assert quality.votes == quality.trials == Trial.objects.filter(assignment__rater=rater).count()
     assert quality.cannot_judge_share == 0  # the UNCLEAR share
     row = study_progress(study).blocks[0]
-    assert row.covered == row.size == len(kind_units(study))
+    assert row.covered == row.size == len(schedule_units(study))
 
     other = _passed(study, "p2")
     _answer_all(study, other, {"verdict": "UNCLEAR", "confidence": None, "rationale": "cannot tell"})

@@ -38,8 +38,7 @@ from annotation.models import (
 from annotation.services.answers import attention_instruction
 from annotation.services.bundles import study_import_bundle
 from annotation.services.comprehension import comprehension_question
-from annotation.services.kind_scheduling import kind_units
-from annotation.services.scheduling import blocks_schedule
+from annotation.services.scheduling import blocks_schedule, schedule_units
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +53,7 @@ def kind_study(kind: str, user: Any) -> Study:
     blocks_schedule(
         study=study,
         blocks=1,
-        block_size=len(kind_units(study)),
+        block_size=len(schedule_units(study)),
         repeats=1,
         min_gap=2,
         raters=[1],
@@ -274,7 +273,7 @@ def test_a_participant_answers_every_trial_of_a_kind(kind: str, researcher: Any)
     assignment = Assignment.objects.get(rater__external_id="rater-one")
     assert assignment.state == AssignmentState.ACTIVE
     total = Trial.objects.filter(assignment=assignment).count()
-    assert total == len(kind_units(study)) + 2  # one hidden repeat, one attention check
+    assert total == len(schedule_units(study)) + 2  # one hidden repeat, one attention check
     assert f"1 of {total}" in html and '<div id="trial-root">' in html
 
     # --- validation errors re-render with 400 and keep what was given ------------------------------

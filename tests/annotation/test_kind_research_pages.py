@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from annotation.services.bundles import study_import_bundle
-from annotation.services.kind_scheduling import kind_units
+from annotation.services.scheduling import schedule_units
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def test_kind_study_pages_show_the_kind_and_schedule_it(kind: str, counter: str,
     detail = client.get(f"/studies/{study.slug}/").content.decode()
     assert counter in detail and f"/research/studies/{study.slug}/kind-report/" in detail
     assert "Axes" not in detail and "Leaderboards" not in detail
-    n = len(kind_units(study))
+    n = len(schedule_units(study))
     raters = client.get(f"/research/studies/{study.slug}/raters/").content.decode()
     assert f"{n} {unit} with an image can be scheduled." in raters and 'name="checks"' in raters
     response = client.post(f"/research/studies/{study.slug}/schedule/", {

@@ -14,13 +14,15 @@ from django.core.management.base import CommandError
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import Assignment, BlockItem, Study, Trial
 from annotation.services.bundles import study_import_bundle
-from annotation.services.kind_scheduling import (
+from annotation.services.scheduling import (
+    assignment_plan_copy,
+    blocks_schedule,
     counterbalanced_order,
-    kind_units,
-    plan_kind_assignment,
+    plan_counterbalanced_assignment,
+    schedule_csv_text,
+    schedule_units,
     williams_row,
 )
-from annotation.services.scheduling import assignment_plan_copy, blocks_schedule, schedule_csv_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 
@@ -62,7 +64,7 @@ def test_counterbalanced_order_keeps_sections_together_and_varies_by_slot() -> N
 @pytest.mark.parametrize("seed", range(8))
 def test_plan_places_repeats_after_min_gap_and_checks_apart(seed: int) -> None:
     sections = [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9, 10, 11]]
-    plan = plan_kind_assignment(sections=sections, slot=seed, seed=seed, repeats=2, min_gap=4, checks=3,
+    plan = plan_counterbalanced_assignment(sections=sections, slot=seed, seed=seed, repeats=2, min_gap=4, checks=3,
                                 answers=("A", "B", "TIE"), pairwise=True)
     assert [p.position for p in plan] == list(range(1, len(plan) + 1))
     main = [p for p in plan if p.repeat_of_position is None and not p.attention]
@@ -78,7 +80,7 @@ def test_plan_places_repeats_after_min_gap_and_checks_apart(seed: int) -> None:
         assert original.index == r.index and original.swapped == r.swapped and not original.attention
         assert r.position - original.position >= 4
     # Display sides alternate across slots for the same unit (SPEC §4 rule).
-    other = plan_kind_assignment(sections=sections, slot=seed + 1, seed=seed, repeats=0, min_gap=4, checks=0,
+    other = plan_counterbalanced_assignment(sections=sections, slot=seed + 1, seed=seed, repeats=0, min_gap=4, checks=0,
                                  answers=("A",), pairwise=True)
     side = {p.index: p.swapped for p in main}
     assert all(side[p.index] != p.swapped for p in other)
@@ -86,13 +88,13 @@ def test_plan_places_repeats_after_min_gap_and_checks_apart(seed: int) -> None:
 
 def test_plan_refuses_repeats_that_cannot_be_placed() -> None:
     with pytest.raises(ArbiterError, match="at most 2 fit"):
-        plan_kind_assignment(sections=[[0, 1, 2]], slot=0, seed=1, repeats=3, min_gap=2, checks=0,
+        plan_counterbalanced_assignment(sections=[[0, 1, 2]], slot=0, seed=1, repeats=3, min_gap=2, checks=0,
                              answers=("YES",), pairwise=False)
 
 
 def _schedule(kind: str, *, checks: int = 1, repeats: int = 1, raters: list[int] | None = None) -> Study:
     study = study_import_bundle(path=FIXTURES / kind)
-    n = len(kind_units(study))
+    n = len(schedule_units(study))
     blocks_schedule(study=study, blocks=1, block_size=n, repeats=repeats, min_gap=2, raters=raters or [2],
                     seed=11, checks=checks)
     study.refresh_from_db()
@@ -104,7 +106,7 @@ def _schedule(kind: str, *, checks: int = 1, repeats: int = 1, raters: list[int]
                                              ("rating", "candidate")])
 def test_schedule_creates_units_of_the_kind_with_checks_and_repeats(kind: str, field: str) -> None:
     study = _schedule(kind, checks=2)
-    n = len(kind_units(study))
+    n = len(schedule_units(study))
     items = BlockItem.objects.filter(block__study=study)
     assert items.count() == n and all(getattr(i, f"{field}_id") for i in items)
     for assignment in Assignment.objects.filter(block__study=study):
@@ -172,7 +174,7 @@ def test_too_few_units_and_reference_checks_are_refused() -> None:
 @pytest.mark.django_db
 def test_schedule_command_defaults_checklist_raters_to_k() -> None:
     study = study_import_bundle(path=FIXTURES / "checklist")
-    n = len(kind_units(study))
+    n = len(schedule_units(study))
     out = io.StringIO()
     call_command("schedule_blocks", study.slug, "--blocks", "1", "--block-size", str(n), "--repeats", "0",
                  "--min-gap", "1", "--checks", "1", stdout=out)

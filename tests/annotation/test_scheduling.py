@@ -11,11 +11,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.errors import ArbiterError, ValidationFailed
+from annotation.kinds.pairwise_reference import eligible_comparisons
 from annotation.models import Assignment, AssignmentState, AuditEvent, Block, BlockItem, ComparisonSet, Trial
 from annotation.services.scheduling import (
     SCHEDULE_CSV_COLUMNS,
     blocks_schedule,
-    eligible_comparisons,
     plan_assignment,
     schedule_export_csv,
 )

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotation.errors import NotFound, ValidationFailed
+from annotation.kinds import design_of
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.services.scheduling import (
@@ -68,7 +69,7 @@ class Command(ArbiterCommand):
         noun = unit_noun(study)
         left_out = schedulable_count(study) - sum(b.items.count() for b in blocks)
         study.refresh_from_db(fields=["options"])
-        checks = (study.options or {}).get("attention_checks", 0) if study.kind != "pairwise_reference" else 0
+        checks = (study.options or {}).get("attention_checks", 0) if design_of(study).has_attention_checks else 0
         for block in blocks:
             self.stdout.write(
                 f"{block.name}: {block.items.count()} {noun}, {block.target_raters} planned assignments, "
