@@ -55,7 +55,6 @@ class StudyDesign:
 
     # ---- the rater's trial page (annotation.services.answers, annotation.views.rater)
     image_slots: ClassVar[tuple[str, ...]] = ("item",)  # the trial's image slots, as the page names them
-    trial_template: ClassVar[str] = ""
     trial_unit_related: ClassVar[tuple[str, ...]] = ()  # what a trial page joins of its unit
     verdict_choices: ClassVar[tuple[tuple[str, str, str], ...]] = PAIRWISE_VERDICTS  # (value, text, key)
     verdict_prompt: ClassVar[str] = "Choose a verdict: A, B, Tie or Cannot judge."
@@ -71,10 +70,19 @@ class StudyDesign:
     # ---- the schedule (annotation.services.scheduling)
     unit_plural: ClassVar[str] = "comparisons"  # what a study's blocks are made of, for messages
     counterbalanced: ClassVar[bool] = True  # Williams-square section order (SPEC §11), else SPEC §4's shuffle
+    default_raters_hint: ClassVar[str] = "3"  # the default rater target per block, as the schedule form says it
+    # ---- the research pages
+    abstain_name: ClassVar[str] = "Cannot judge"  # the abstain label's column title ("" : the kind never abstains)
+    analysis_summary: ClassVar[str] = ""  # what the kind's report (SPEC §11) shows first
 
     @property
     def name(self) -> str:
         return self.kind
+
+    @property
+    def trial_template(self) -> str:
+        """The kind's question on the trial page (its images and answer form), included by trial_base.html."""
+        return f"annotation/rater/trial_{self.kind}.html"
 
     def attention_instruction(self, expected: str) -> str:
         """The instructed-response line of an attention check (SPEC §11), in the page's own words."""

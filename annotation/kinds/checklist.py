@@ -85,7 +85,6 @@ class ChecklistVotesCsv(AttentionVotesCsv):
 
 @dataclass(frozen=True)
 class ChecklistDesign(StudyDesign):
-    trial_template = "annotation/rater/trial_checklist.html"
     trial_unit_related = ("predicate__candidate__page",)
     verdict_choices = CHECKLIST_VERDICTS
     verdict_prompt = "Choose an answer: Yes, No or Unclear."
@@ -94,6 +93,9 @@ class ChecklistDesign(StudyDesign):
     valid_labels = (ChecklistAnswer.YES, ChecklistAnswer.NO)
     abstain_label = ChecklistAnswer.UNCLEAR
     unit_plural = "predicates"
+    default_raters_hint = "k"
+    abstain_name = "Unclear"
+    analysis_summary = "human majority vs automatic answers"
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         predicates = (

@@ -84,9 +84,9 @@ class PairwiseVotesCsv(AttentionVotesCsv):
 @dataclass(frozen=True)
 class PairwiseDesign(StudyDesign):
     image_slots = ("left", "right")
-    trial_template = "annotation/rater/trial_pairwise.html"
     trial_unit_related = ("comparison__page",)
     unit_field = "comparison"
+    analysis_summary = "score–preference agreement by score gap"
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         comparisons = (

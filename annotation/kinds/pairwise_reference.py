@@ -262,7 +262,6 @@ def eligible_comparisons(study: Study) -> list[Comparison]:
 @dataclass(frozen=True)
 class PairwiseReferenceDesign(StudyDesign):
     image_slots = ("ref", "left", "right")
-    trial_template = "annotation/rater/trial.html"
     trial_unit_related = ("comparison__page__image",)  # the reference's size sizes its <img>
     has_axes = True
     unit_field = "comparison"

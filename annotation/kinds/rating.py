@@ -109,12 +109,13 @@ class RatingVotesCsv(AttentionVotesCsv):
 
 @dataclass(frozen=True)
 class RatingDesign(StudyDesign):
-    trial_template = "annotation/rater/trial_rating.html"
     trial_unit_related = ("candidate__page",)
     has_ratings = True
     unit_field = "candidate"
     valid_labels = None
     unit_plural = "items"
+    abstain_name = ""
+    analysis_summary = "paired differences and equivalence"
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         items = (

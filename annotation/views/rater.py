@@ -84,6 +84,7 @@ PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
 # Left to right as the panes read (A is left of B): the side nearer A means "A better". The
 # values are the displayed scores (positive: the displayed A is better); SPEC §3 canonicalizes them.
 AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
+TRIAL_PAGE = "annotation/rater/trial_base.html"
 MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
                  "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
 
@@ -146,6 +147,7 @@ def _state_context(
     context: dict[str, Any] = {
         "study": study,
         "verdicts": design_of(study).verdict_choices,
+        "question_template": design_of(study).trial_template,
         "axis_scale": AXIS_SCALE,
         "instructions_html": instructions_html(study),
         "view": view,
@@ -185,7 +187,7 @@ def _render_view(
     request: HttpRequest, study: Study, assignment: Assignment, view: TrialView | None, *, status: int = 200,
     **extra: Any,
 ) -> HttpResponse:
-    template = design_of(study).trial_template
+    template = TRIAL_PAGE  # the kind's question is its design's trial_template, included by the page
     if getattr(request, "htmx", False):
         template += "#state"
     error = extra.pop("error", None)

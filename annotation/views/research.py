@@ -70,6 +70,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "can_manage": is_admin(request.user),
         "eligible": schedulable_count(study) if not progress.blocks else None,
         "unit_noun": unit_noun(study),
+        "design": design_of(study),
         "can_edit": True,  # researchers of the study edit its crowd settings (like its texts)
         "blocks": [row.block for row in progress.blocks],
     }
@@ -118,7 +119,8 @@ def quality(request: HttpRequest, slug: str) -> HttpResponse:
         for name, label, hint in REFERENCE_RULE_FIELDS
     ] if design_of(study).has_reference else []
     return render(request, "annotation/research/quality.html",
-                  {"study": study, "rows": rows, "sblock": block, "blocks": blocks, "rule_fields": rule_fields})
+                  {"study": study, "design": design_of(study), "rows": rows, "sblock": block, "blocks": blocks,
+                   "rule_fields": rule_fields})
 
 
 # The exclusion rules of the reference kind, as the quality page's settings form shows them.

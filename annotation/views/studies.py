@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
+from annotation.kinds import design_of
 from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
 from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
@@ -50,6 +51,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         request, "annotation/study_detail.html",
         {
             "study": study,
+            "design": design_of(study),
             "overview": study_overview(study=study),
             "originals": study_original_images(study=study),
             "problems": problems,
