@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.kinds.answer import VoteAnswer, rationale_clean
-from annotation.kinds.base import ComprehensionQuestion, ScheduleUnit, StudyDesign
+from annotation.kinds.base import BUNDLE_COMMON_REQUIRED, ComprehensionQuestion, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit
 from annotation.models import ChecklistAnswer, Predicate, Study
 
@@ -96,6 +96,10 @@ class ChecklistDesign(StudyDesign):
     default_raters_hint = "k"
     abstain_name = "Unclear"
     analysis_summary = "human majority vs automatic answers"
+    bundle_required = (*BUNDLE_COMMON_REQUIRED, "predicates")
+    bundle_options = ("k",)
+    bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings")
+    bundle_option_defaults = {"k": 3}
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         predicates = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from annotation.kinds.base import ScheduleUnit, StudyDesign
+from annotation.kinds.base import BUNDLE_COMMON_REQUIRED, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_pairwise_answer
 from annotation.models import Comparison, ComparisonSet, Label, Study
 
@@ -87,6 +87,8 @@ class PairwiseDesign(StudyDesign):
     trial_unit_related = ("comparison__page",)
     unit_field = "comparison"
     analysis_summary = "score–preference agreement by score gap"
+    bundle_required = (*BUNDLE_COMMON_REQUIRED, "briefs")  # the brief is the task both images answer
+    bundle_optional = ("comparisons", "judge_prompt", "settings")
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         comparisons = (

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.kinds.answer import VoteAnswer, int_field, rationale_clean
-from annotation.kinds.base import ComprehensionQuestion, ScheduleUnit, StudyDesign
+from annotation.kinds.base import BUNDLE_COMMON_REQUIRED, ComprehensionQuestion, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_int
 from annotation.models import Candidate, Study
 
@@ -116,6 +116,10 @@ class RatingDesign(StudyDesign):
     unit_plural = "items"
     abstain_name = ""
     analysis_summary = "paired differences and equivalence"
+    bundle_required = BUNDLE_COMMON_REQUIRED
+    bundle_options = ("dimensions", "scale", "margin")
+    bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings")
+    bundle_option_defaults = {"scale": list(_DEFAULT_SCALE), "dimensions": [], "margin": 0.5}
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         items = (

@@ -23,6 +23,7 @@ Comparison, predicate → Predicate. Export dispatches the same way.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
@@ -50,6 +51,7 @@ from annotation.images import (
     probe_width,
     staged_images,
 )
+from annotation.kinds import design_of
 from annotation.models import (
     AuditEvent,
     Axis,
@@ -82,9 +84,6 @@ from annotation.services.bundle_format import (
 )
 from annotation.services.bundle_images import IMAGE_WORKERS, Variant, image_pool, media_key, process_image
 from annotation.services.kind_bundle_format import (
-    DEFAULT_K,
-    DEFAULT_MARGIN,
-    DEFAULT_SCALE,
     KINDS,
     BriefSpec,
     ItemSpec,
@@ -837,15 +836,8 @@ def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
     comparisons = (
         Comparison.objects.filter(study=study).select_related("page", "candidate_a", "candidate_b").order_by("id")
     )
-    options: dict[str, Any] = {}
-    if study.kind == "rating":
-        options = {
-            "scale": study.options.get("scale", list(DEFAULT_SCALE)),
-            "dimensions": study.options.get("dimensions", []),
-            "margin": study.options.get("margin", DEFAULT_MARGIN),
-        }
-    elif study.kind == "checklist":
-        options = {"k": study.options.get("k", DEFAULT_K)}
+    defaults = design_of(study).bundle_option_defaults
+    options: dict[str, Any] = {key: study.options.get(key, copy.deepcopy(default)) for key, default in defaults.items()}
     spec = KindStudySpec(
         slug=study.slug,
         title=study.title,
@@ -884,7 +876,7 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
     """
     path = Path(path)
     document_json: dict[str, Any]
-    if study.kind in KINDS:
+    if not design_of(study).has_reference:
         kind_spec, sources = kind_spec_from_db(study)
         document_json = kind_spec_to_json(kind_spec)
     else:

@@ -46,6 +46,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from annotation.kinds import DESIGNS, design_of
+from annotation.kinds.checklist import DESIGN as CHECKLIST
+from annotation.kinds.rating import DESIGN as RATING
 from annotation.services.bundle_format import (
     MAX_ID,
     SETTINGS_DEFAULTS,
@@ -59,37 +62,20 @@ from annotation.services.bundle_format import (
     settings_to_json,
 )
 
-KINDS = ("pairwise", "checklist", "rating")
+KINDS = tuple(d.kind for d in DESIGNS.values() if not d.has_reference)
 CHECKLIST_ANSWERS = ("YES", "NO", "UNCLEAR")
 MAX_METRIC = 80
 MAX_QUESTION_TYPE = 80
 MAX_DIMENSION = 80
 MAX_SCALE_POINTS = 101
-DEFAULT_K = 3
-DEFAULT_SCALE = (1, 5)
-DEFAULT_MARGIN = 0.5
+DEFAULT_K = CHECKLIST.bundle_option_defaults["k"]
+DEFAULT_SCALE = tuple(RATING.bundle_option_defaults["scale"])
+DEFAULT_MARGIN = RATING.bundle_option_defaults["margin"]
 DEFAULT_DIMENSIONS = ("overall",)
 # SPEC §8 keys of pairwise_reference bundles, accepted empty in these kinds and ignored.
 REFERENCE_KEYS = ("axes", "pages", "candidates")
 COMPARISON_SETS = ("human", "deployment")
 
-COMMON_REQUIRED = ("slug", "title", "kind", "instructions_md", "systems", "items")
-KIND_REQUIRED: dict[str, tuple[str, ...]] = {
-    "pairwise": (*COMMON_REQUIRED, "briefs"),  # the brief is the task both images answer
-    "checklist": (*COMMON_REQUIRED, "predicates"),
-    "rating": COMMON_REQUIRED,
-}
-# The option keys of each kind, allowed in ``options`` or at the top level.
-KIND_OPTIONS: dict[str, tuple[str, ...]] = {
-    "pairwise": (),
-    "checklist": ("k",),
-    "rating": ("dimensions", "scale", "margin"),
-}
-KIND_OPTIONAL: dict[str, tuple[str, ...]] = {
-    "pairwise": ("comparisons", "judge_prompt", "settings"),
-    "checklist": ("briefs", "options", *KIND_OPTIONS["checklist"], "judge_prompt", "settings"),
-    "rating": ("briefs", "options", *KIND_OPTIONS["rating"], "judge_prompt", "settings"),
-}
 # Box keys of a predicate box written as an object (SPEC §2's target shape); only the
 # coordinates are kept.
 BOX_KEYS = ("bbox_1000",)
@@ -171,7 +157,7 @@ def _integer(r: _Reader, value: Any, path: str) -> int:
 def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         r.fail("$", f"expected an object, got {_type_name(document)}")
-    required, optional = KIND_REQUIRED[kind], KIND_OPTIONAL[kind]
+    required, optional = design_of(kind).bundle_required, design_of(kind).bundle_optional
     for key in document:
         if key in REFERENCE_KEYS:
             if r.array(document[key], f"$.{key}"):
@@ -189,7 +175,7 @@ def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
 
 def _options(r: _Reader, kind: str, root: dict[str, Any]) -> dict[str, Any]:
     """The kind's options from ``$.options`` and the top level, merged, with defaults filled in."""
-    keys = KIND_OPTIONS[kind]
+    keys = design_of(kind).bundle_options
     raw: dict[str, Any] = {}
     path: dict[str, str] = {}
     if "options" in root:
@@ -200,12 +186,12 @@ def _options(r: _Reader, kind: str, root: dict[str, Any]) -> dict[str, Any]:
             if key in raw:
                 r.fail(f"$.{key}", f"given both here and in $.options; give {key!r} once")
             raw[key], path[key] = root[key], f"$.{key}"
-    if kind == "checklist":
+    if "k" in keys:
         k = _integer(r, raw.get("k", DEFAULT_K), path.get("k", "$.options.k"))
         if k < 1:
             r.fail(path["k"], f"raters per predicate must be at least 1, got {k}")
         return {"k": k}
-    if kind != "rating":
+    if "scale" not in keys:
         return {}
     where = path.get("scale", "$.options.scale")
     ends = r.array(raw.get("scale", list(DEFAULT_SCALE)), where)
@@ -269,6 +255,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     """
     r = _Reader(filename)
     kind = r.choice(document.get("kind") if isinstance(document, dict) else None, "$.kind", KINDS)
+    design = design_of(kind)
     root = _top_level(r, document, kind)
     slug, title, kind, instructions = parse_study_header(r, root)
     options = _options(r, kind, root)
@@ -287,8 +274,8 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         if brief_id in brief_ids:
             r.fail(f"{where}.id", f"duplicate brief id {brief_id!r} (first at {brief_ids[brief_id]})")
         brief_ids[brief_id] = where
-        briefs.append(BriefSpec(id=brief_id, text=r.string(raw["text"], f"{where}.text", empty=kind != "pairwise")))
-    if not briefs and kind == "pairwise":
+        briefs.append(BriefSpec(id=brief_id, text=r.string(raw["text"], f"{where}.text", empty=not design.pairwise)))
+    if not briefs and design.pairwise:
         r.fail("$.briefs", "a study needs at least one brief")
 
     items: list[ItemSpec] = []
@@ -297,7 +284,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
     item_of: dict[tuple[str, str], ItemSpec] = {}  # (brief, system) → its item
     for i, value in enumerate(r.array(root["items"], "$.items")):
         where = f"$.items[{i}]"
-        if kind == "pairwise":
+        if design.pairwise:
             raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics",))
         else:
             raw = r.obj(value, where, ("id", "image", "system"), ("brief", "metrics"))
@@ -305,7 +292,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         if item_id in item_at:
             r.fail(f"{where}.id", f"duplicate item id {item_id!r} (first at {item_at[item_id].where})")
         image = r.image_path(raw["image"], f"{where}.image")
-        if raw.get("brief") is None and kind != "pairwise":
+        if raw.get("brief") is None and not design.pairwise:
             # A checklist or rating image without a brief is shown alone: it is its own brief
             # (id = the item id, no text), written out explicitly by the export.
             if item_id in brief_ids:
@@ -371,11 +358,11 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
                 type=question_type,
             )
         )
-    if kind == "checklist" and not predicates:
+    if "predicates" in design.bundle_required and not predicates:
         r.fail("$.predicates", "a checklist study needs at least one predicate")
 
     comparisons: list[PairSpec] = []
-    if kind == "pairwise" and "comparisons" not in root:
+    if design.pairwise and "comparisons" not in root:
         comparisons = _all_pairs(r, briefs, items)
     comparison_ids: dict[str, str] = {}
     pairs: dict[frozenset[str], str] = {}
@@ -503,7 +490,8 @@ def kind_spec_to_json(spec: KindStudySpec) -> dict[str, Any]:
             for i in spec.items
         ],
     }
-    if spec.kind == "checklist":
+    design = design_of(spec.kind)
+    if "predicates" in design.bundle_required:
         predicates = []
         for p in spec.predicates:
             entry: dict[str, Any] = {
@@ -517,9 +505,9 @@ def kind_spec_to_json(spec: KindStudySpec) -> dict[str, Any]:
                 entry["type"] = p.type
             predicates.append(entry)
         document["predicates"] = predicates
-    if spec.kind == "pairwise":
+    if design.pairwise:
         document["comparisons"] = [{"id": c.id, "brief": c.brief, "a": c.a, "b": c.b} for c in spec.comparisons]
-    if spec.kind in ("checklist", "rating"):
+    if "options" in design.bundle_optional:
         document["options"] = dict(spec.options)
     if spec.judge_prompt:
         document["judge_prompt"] = spec.judge_prompt
