@@ -13,7 +13,7 @@ Two reports, both read-only:
   *new* (made since on untouched ones), the earlier outputs superseded, the human-study
   comparisons that changed version (their labels no longer validate them), and per system the rank
   change and score delta. Pair identities, quotas and coefficients are the update's invariants
-  (``annotation.services.bundles_update``), so what moves is the candidates only.
+  (``annotation.services.bundles.update``), so what moves is the candidates only.
 
 An output judged the candidate versions in force when it was made: ``import_study --update``
 refuses while judge calls run on a comparison it touches.

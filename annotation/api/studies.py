@@ -30,8 +30,8 @@ from annotation.selectors.studies import (
     study_pages,
     study_systems,
 )
-from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
-from annotation.services.bundles_update import study_update_upload
+from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
+from annotation.services.bundles.update import study_update_upload
 from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})

@@ -39,7 +39,7 @@ class ComprehensionQuestion:
     answer: str
 
 
-# The study.json keys every kind other than the reference's requires (annotation.services.kind_bundle_format).
+# The study.json keys every kind other than the reference's requires (annotation.services.bundles.questionnaire_format).
 BUNDLE_COMMON_REQUIRED = ("slug", "title", "kind", "instructions_md", "systems", "items")
 
 # How an attention check's expected answer is named on the page.
@@ -74,7 +74,7 @@ class StudyDesign:
     unit_plural: ClassVar[str] = "comparisons"  # what a study's blocks are made of, for messages
     counterbalanced: ClassVar[bool] = True  # Williams-square section order (SPEC §11), else SPEC §4's shuffle
     default_raters_hint: ClassVar[str] = "3"  # the default rater target per block, as the schedule form says it
-    # ---- the bundle section (study.json keys of the kind; annotation.services.kind_bundle_format)
+    # ---- the bundle section (study.json keys of the kind; annotation.services.bundles.questionnaire_format)
     bundle_required: ClassVar[tuple[str, ...]] = ()
     bundle_optional: ClassVar[tuple[str, ...]] = ()
     bundle_options: ClassVar[tuple[str, ...]] = ()  # option keys, in ``options`` or at the top level

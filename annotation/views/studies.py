@@ -11,8 +11,8 @@ from annotation.errors import ArbiterError
 from annotation.kinds import design_of
 from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
-from annotation.services.bundles import study_export_to_temporary_zip, study_import_upload
-from annotation.services.bundles_update import study_update_upload
+from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
+from annotation.services.bundles.update import study_update_upload
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
 

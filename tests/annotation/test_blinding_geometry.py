@@ -26,7 +26,7 @@ from PIL import Image, ImageDraw
 
 from annotation.images import neutralize_media
 from annotation.models import Candidate, Comparison, Page, StoredImage, Study
-from annotation.services.bundles import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
 from annotation.services.scheduling import blocks_schedule
 from judges.models import Order
 from judges.request_building import build_judge_request, study_axes
@@ -271,7 +271,7 @@ def test_a_page_wider_than_the_display_cap_is_shown_with_its_candidates_at_the_c
 
 
 def test_an_rgb_page_at_its_own_width_is_its_own_display_image() -> None:
-    from annotation.services.bundle_images import process_image
+    from annotation.services.bundles.images import process_image
 
     buffer = io.BytesIO()
     _page((400, 520), (250, 250, 250), "RGB").save(buffer, format="PNG")

@@ -22,7 +22,7 @@ from PIL import Image, PngImagePlugin
 from annotation.errors import ValidationFailed
 from annotation.images import NEUTRAL_FILL
 from annotation.models import AuditEvent, Axis, Candidate, Comparison, Page, StoredImage, Study, System
-from annotation.services.bundles import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
 
 # --- shared helpers --------------------------------------------------------------------------
 
@@ -209,7 +209,7 @@ def test_judge_prompt_is_imported_and_exported(tmp_path: Path, examples_dir: Pat
 
 
 def test_settings_defaults_are_the_study_model_defaults() -> None:
-    from annotation.services.bundle_format import SETTINGS_DEFAULTS
+    from annotation.services.bundles.reference_format import SETTINGS_DEFAULTS
 
     assert {key: Study._meta.get_field(key).default for key in SETTINGS_DEFAULTS} == SETTINGS_DEFAULTS
 
@@ -395,7 +395,7 @@ def test_worker_processes_give_the_same_result_and_the_same_errors(
 ) -> None:
     """Big imports clean images in worker processes; results and one-line errors are the same."""
     from annotation.errors import ValidationFailed
-    from annotation.services import bundle_images
+    from annotation.services.bundles import images as bundle_images
 
     in_process = study_import_bundle(path=examples_dir / "bundle")
     def hashes(study: Study) -> list[tuple[str, str]]:

@@ -21,8 +21,8 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from annotation.models import Candidate, CandidateVersion, Comparison, Study
-from annotation.services.bundles import study_export_bundle, study_import_bundle
-from annotation.services.bundles_update import study_update_bundle
+from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.update import study_update_bundle
 from judges.models import Judge, JudgeOutput
 from tests.annotation.test_bundles import copy_bundle, edit_doc, png_bytes, read_doc, snapshot, zip_folder
 

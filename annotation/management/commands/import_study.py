@@ -1,7 +1,7 @@
 """``import_study PATH [--update]``: import a study bundle (SPEC §8, §9); prints the slug.
 
 ``--update``: the bundle's study exists; replace the candidates that changed (paper B.5,
-``annotation.services.bundles_update``) and print what was replaced and superseded.
+``annotation.services.bundles.update``) and print what was replaced and superseded.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotation.management.base import ArbiterCommand
-from annotation.services.bundles import study_import_bundle
-from annotation.services.bundles_update import study_update_bundle
+from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.update import study_update_bundle
 
 
 class Command(ArbiterCommand):

@@ -5,7 +5,7 @@ Import runs in three steps, and only the last writes anything:
 1. open the bundle: a folder, or a ZIP whose entries are checked *before* any is read (count,
    declared total size, absolute paths, ``..``, links, encryption, duplicate names); members are
    read straight from the archive, never extracted, and never more than their cap;
-2. validate ``study.json`` into a typed :class:`~annotation.services.bundle_format.StudySpec`
+2. validate ``study.json`` into a typed :class:`~annotation.services.bundles.reference_format.StudySpec`
    (every reference, id and box), check every image file is there, refuse a slug in use;
 3. decode, check and re-encode every image (``annotation.images.clean_image``, in worker
    processes for big bundles; a bomb or a truncated file is refused), make the media-neutralized
@@ -65,7 +65,18 @@ from annotation.models import (
     System,
 )
 from annotation.progress import progress_step
-from annotation.services.bundle_format import (
+from annotation.services.bundles.images import IMAGE_WORKERS, Variant, image_pool, media_key, process_image
+from annotation.services.bundles.questionnaire_format import (
+    KINDS,
+    BriefSpec,
+    ItemSpec,
+    KindStudySpec,
+    PairSpec,
+    PredicateSpec,
+    kind_spec_from_document,
+    kind_spec_to_json,
+)
+from annotation.services.bundles.reference_format import (
     SETTINGS_DEFAULTS,
     STUDY_JSON,
     AxisSpec,
@@ -81,17 +92,6 @@ from annotation.services.bundle_format import (
     load_json,
     study_spec_from_document,
     study_spec_to_json,
-)
-from annotation.services.bundle_images import IMAGE_WORKERS, Variant, image_pool, media_key, process_image
-from annotation.services.kind_bundle_format import (
-    KINDS,
-    BriefSpec,
-    ItemSpec,
-    KindStudySpec,
-    PairSpec,
-    PredicateSpec,
-    kind_spec_from_document,
-    kind_spec_to_json,
 )
 
 if TYPE_CHECKING:
@@ -475,7 +475,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         batch_size=1000,
     )
     candidate_by_key = {(c.page.external_id, c.system.external_id): c for c in candidates}
-    # Version 1 gets a row only when the bundle dates or annotates it (paper B.5; bundles_update).
+    # Version 1 gets a row only when the bundle dates or annotates it (paper B.5; bundles.update).
     CandidateVersion.objects.bulk_create(
         [
             CandidateVersion(

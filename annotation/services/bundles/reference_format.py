@@ -18,7 +18,7 @@ Decisions (SPEC §8 is silent on them):
 - A candidate may carry optional ``version_date`` (YYYY-MM-DD) and ``version_note`` (paper B.5:
   when and why this version was made); ``import_study --update`` records them on the new version.
 - This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have
-  their own keys and parser (``annotation.services.kind_bundle_format``, docs/bundle-kinds.md).
+  their own keys and parser (``annotation.services.bundles.questionnaire_format``, docs/bundle-kinds.md).
 
 No Django import: this module is plain data in, plain data out.
 """

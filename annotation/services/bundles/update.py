@@ -43,8 +43,7 @@ from annotation.models import (
     Study,
 )
 from annotation.roles import studies_for
-from annotation.services.bundle_format import STUDY_JSON, CandidateSpec, StudySpec
-from annotation.services.bundles import (
+from annotation.services.bundles.exchange import (
     ImageInfo,
     StagedImages,
     _stage_images,
@@ -54,6 +53,7 @@ from annotation.services.bundles import (
     study_spec_from_bundle,
     with_uploaded_bundle,
 )
+from annotation.services.bundles.reference_format import STUDY_JSON, CandidateSpec, StudySpec
 from annotation.signals import candidates_replaced, candidates_replacing
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ from typing import Any
 from annotation.kinds import DESIGNS, design_of
 from annotation.kinds.checklist import DESIGN as CHECKLIST
 from annotation.kinds.rating import DESIGN as RATING
-from annotation.services.bundle_format import (
+from annotation.services.bundles.reference_format import (
     MAX_ID,
     SETTINGS_DEFAULTS,
     STUDY_JSON,

@@ -19,7 +19,7 @@ from PIL import Image
 from annotation.images import CleanImage, decode_clean_image, display_image, neutralize_media
 
 if TYPE_CHECKING:
-    from annotation.services.bundle_format import MediaRegion
+    from annotation.services.bundles.reference_format import MediaRegion
 
 # Image work is CPU-bound and Pillow holds the GIL while it encodes PNG into memory, so large
 # imports clean their images in worker processes (one per core, at most 4). Workers are started
