@@ -1,7 +1,7 @@
 """ORM factories for rater-flow tests: a small pairwise-reference study with real stored images.
 
-Images go through the real intake (``clean_image`` → ``stored_image_get_or_create`` inside
-``staged_images``), so what raters are served is what production serves. Every system name,
+Images go through the real cleaning (``clean_image`` inside ``staged_images``), so what raters are
+served is what production serves. Every system name,
 system id, candidate id and source file name is distinctive, so blinding tests can search for them.
 """
 
@@ -14,9 +14,34 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from PIL import Image, ImageDraw
 
-from annotation.images import clean_image, neutralize_media, staged_images
-from annotation.models import Axis, AxisScope, Candidate, Comparison, ComparisonSet, Page, Study, System
-from annotation.services.images import stored_image_get_or_create
+from annotation.images import CleanImage, ImageStaging, clean_image, neutralize_media, staged_images
+from annotation.models import (
+    Axis,
+    AxisScope,
+    Candidate,
+    Comparison,
+    ComparisonSet,
+    Page,
+    StoredImage,
+    Study,
+    System,
+)
+
+
+def stored_image_get_or_create(*, staging: ImageStaging, image: CleanImage) -> StoredImage:
+    """The StoredImage row for a clean image, staging its file when it is new."""
+    staging.add(image)
+    stored, _ = StoredImage.objects.get_or_create(
+        sha256=image.sha256,
+        defaults={
+            "file": image.relative_path,
+            "width": image.width,
+            "height": image.height,
+            "size_bytes": len(image.png),
+        },
+    )
+    return stored
+
 
 SYSTEMS = (
     ("sysalpha", "Alphaparser Zeta v2"),
