@@ -1,13 +1,13 @@
 """Human reference and inter-rater agreement (SPEC §5, report keys SPEC §10).
 
 Pure module: pandas/numpy in, frozen dataclasses out, no Django and no project app (the human
-ranking calls the pure Bradley–Terry module ``ranking.bradley_terry``, SPEC §7).
+ranking calls the pure Bradley–Terry module ``stats.bradley_terry``, SPEC §7).
 
 Every agreement statistic here is a ratio of sums over comparisons, so each function takes a
 per-comparison count matrix (rows = comparisons, columns = labels in ordinal order
 B = 0 < TIE = 1 < A = 2) and optional comparison weights. With ``weights=None`` the statistic is the
 plain point estimate; with a 2-D ``weights`` of shape ``(resamples, n_comparisons)`` (the count
-matrix of the stratified page-block bootstrap mapped to comparisons, ``calibration.bootstrap``)
+matrix of the stratified page-block bootstrap mapped to comparisons, ``stats.bootstrap``)
 it returns one value per resample, vectorized. A weight of ``w`` is exactly the same as the
 comparison appearing ``w`` times, which is what a bootstrap resample means.
 
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from calibration.bootstrap import (
+from stats.bootstrap import (
     BootstrapUnits,
     bootstrap_page_blocks,
     bootstrap_units,
@@ -472,7 +472,7 @@ def human_ranking(
     Comparisons with NaN ``h`` (no valid vote) are left out; every system in ``systems`` keeps its
     index (one without comparisons sits at the ridge optimum).
     """
-    from ranking.bradley_terry import fit_bradley_terry  # pure module, SPEC §7
+    from stats.bradley_terry import fit_bradley_terry  # pure module, SPEC §7
 
     h = np.asarray(h, dtype=float)
     index = {s: i for i, s in enumerate(systems)}
@@ -512,7 +512,7 @@ class LeaveOneRaterOut:
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Tie-aware Spearman of two score vectors (θ rounded as the ranks are; audit F1)."""
-    from ranking.rank_correlation import spearman_tie_aware, theta_of_scores  # pure, SPEC §7
+    from stats.rank_correlation import spearman_tie_aware, theta_of_scores  # pure, SPEC §7
 
     return spearman_tie_aware(theta_of_scores(x), theta_of_scores(y))
 
@@ -532,7 +532,7 @@ def leave_one_rater_out(
     the movement is ``max |rank − full rank|``. When dropping a rater leaves no valid vote there is
     no ranking to compare: Spearman NaN, movement None, with a reason.
     """
-    from ranking.rank_correlation import correlation_reason, theta_of_scores
+    from stats.rank_correlation import correlation_reason, theta_of_scores
 
     if not counts_by_rater:
         return LeaveOneRaterOut(
@@ -605,7 +605,7 @@ class BootstrapAgreement:
 def bootstrap_agreement(counts: np.ndarray, weights: np.ndarray) -> BootstrapAgreement:
     """Vectorized exact agreement, κ and ordinal α for every resample (SPEC §5 intervals).
 
-    ``weights`` is ``(resamples, n_comparisons)``: ``calibration.bootstrap.comparison_weights``.
+    ``weights`` is ``(resamples, n_comparisons)``: ``stats.bootstrap.comparison_weights``.
     """
     w = np.asarray(weights, dtype=float)
     if w.ndim != 2:

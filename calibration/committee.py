@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 
 #: Integer codes of canonical labels; ``UNRESOLVED`` marks "no label".
 LABEL_CODES: Mapping[str, int] = {"B": 0, "TIE": 1, "A": 2}

@@ -14,7 +14,7 @@ Formulas (SPEC §6, paper §4.2 and Appendix B.3):
 - prediction ``p̂_i(A) = clip(Σ_j β_j x̄_ij, 0, 1)``;
 - leave-one-block-out: for every block b, fit on the other blocks, predict b; out-of-fold Brier
   ``mean (p̂ − h)²`` and MAE ``mean |p̂ − h|``, with percentile 95 % intervals from the stratified
-  page-block bootstrap (``calibration.bootstrap``) holding the predictions fixed: for resample r,
+  page-block bootstrap (``stats.bootstrap``) holding the predictions fixed: for resample r,
   ``Σ_i W[r, unit(i)] e_i / Σ_i W[r, unit(i)]``;
 - ranking alignment: Spearman correlation between the Bradley–Terry scores (SPEC §7, fitted on
   fractional outcomes) of the systems from out-of-fold predictions and from ``h``, on the fitted
@@ -42,7 +42,7 @@ from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 from annotation.canonical import VOTE_VALUE
 from calibration import committee as committee_mod
 from calibration import judge_diagnostics as diag
-from calibration.bootstrap import BootstrapUnits, bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, bootstrap_units, percentile_interval
 
 #: Canonical vote encoding (SPEC §3).
 VOTE_VALUES: Mapping[str, float] = VOTE_VALUE  # SPEC §3 encoding
@@ -244,7 +244,7 @@ def bootstrap_mean_errors(errors: np.ndarray, unit_of: np.ndarray, counts: np.nd
 
 def rowwise_spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman correlation of each row of ``a`` with the same row of ``b`` (average ranks for ties)."""
-    from ranking.rank_correlation import rowwise_spearman as rowwise
+    from stats.rank_correlation import rowwise_spearman as rowwise
 
     return rowwise(a, b)
 
@@ -451,7 +451,7 @@ def _spearman(
     """Spearman ρ between BT scores from ``p_oof`` and from ``h`` (SPEC §6), with a bootstrap CI."""
     if not {"system_a", "system_b"} <= set(human.columns):
         return None, 0, "human reference has no system_a/system_b: no ranking Spearman"
-    from ranking.bradley_terry import bootstrap_bradley_terry, fit_bradley_terry
+    from stats.bradley_terry import bootstrap_bradley_terry, fit_bradley_terry
 
     systems = sorted(set(human["system_a"].astype(str)) | set(human["system_b"].astype(str)))
     index = {s: i for i, s in enumerate(systems)}
@@ -460,7 +460,7 @@ def _spearman(
     m = len(systems)
     if m < 3:
         return None, m, f"only {m} systems: no ranking Spearman"
-    from ranking.rank_correlation import (
+    from stats.rank_correlation import (
         correlation_reason,
         rowwise_spearman_tie_aware,
         spearman_tie_aware,

@@ -1,6 +1,6 @@
 """Reads of the ranking app: the SPEC §7 leaderboard inputs and the deployment schedule state.
 
-``leaderboard_inputs`` is the adapter in front of ``ranking.bradley_terry``: it turns the stored
+``leaderboard_inputs`` is the adapter in front of ``stats.bradley_terry``: it turns the stored
 comparisons, judge outputs and (optionally) human votes into arrays. Three queries, all
 ``values_list`` (no per-row lookups): the study's comparisons with their page and systems, the
 judges' primary-order, repeat-0 valid outputs, and, with ``use_human_labels``, the votes.

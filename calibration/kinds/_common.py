@@ -1,7 +1,7 @@
 """Helpers shared by the SPEC §11 kind analyses: validation, JSON cleaning, the brief bootstrap.
 
 The cluster bootstrap over briefs (SPEC §11 "cluster bootstrap over source tasks (briefs)") is the
-shared page-block bootstrap of ``calibration.bootstrap`` with the briefs as the pages and one
+shared page-block bootstrap of ``stats.bootstrap`` with the briefs as the pages and one
 stratum: a resample draws as many briefs as there are, with replacement, and every brief carries
 all of its observations. Statistics are ratios of per-brief sums, so a resample is evaluated as
 ``W @ sums`` with the count matrix ``W`` of shape ``(resamples, n_briefs)``; a weight of ``w`` is
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from calibration.agreement import _clean, _percentile_ci
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 
 
 class InvalidKindData(ValueError):
@@ -117,7 +117,7 @@ class BriefBootstrap:
 def brief_bootstrap(brief_ids: Sequence[object], *, resamples: int, seed: int) -> BriefBootstrap:
     """Draw the SPEC §11 cluster bootstrap over the distinct ``brief_ids`` (one stratum).
 
-    Uses ``calibration.bootstrap.bootstrap_units(pages=briefs)`` and ``bootstrap_page_blocks``, so
+    Uses ``stats.bootstrap.bootstrap_units(pages=briefs)`` and ``bootstrap_page_blocks``, so
     the same (briefs, resamples, seed) always gives the same count matrix.
     """
     check_bootstrap_args(resamples, seed)

@@ -15,7 +15,7 @@ SPEC §11 rules, case by case:
 - Agreement = agreeing predicates / compared predicates, with two binomial intervals (Wilson
   score, ``calibration.agreement.wilson_interval``; Clopper–Pearson, ``statsmodels``
   ``proportion_confint(method="beta")``) and a percentile interval from the cluster bootstrap over
-  briefs (``calibration.bootstrap`` with briefs as pages, one stratum).
+  briefs (``stats.bootstrap`` with briefs as pages, one stratum).
 - When predicates carry a question type (``question_type``, e.g. Content / Layout / Style), the
   agreement is also broken down by type (same bootstrap count matrix).
 

@@ -20,7 +20,7 @@ How the paired difference is built (decision):
    point ``[d̄, d̄]`` (``s_d`` below 10⁻¹² · max(1, |d̄|) is rounding noise and
    counts as 0); with fewer than two paired briefs it is undefined (None).
 3. Cluster bootstrap: the dimension's paired briefs are resampled with replacement
-   (``calibration.bootstrap``, briefs as pages, one stratum), ``d̄`` recomputed, percentile
+   (``stats.bootstrap``, briefs as pages, one stratum), ``d̄`` recomputed, percentile
    2.5/97.5 (at ``confidence`` 0.95).
 4. The verdict uses the **t interval** (reported as ``equivalent``); the verdict the bootstrap
    interval would give is reported beside it (``equivalent_bootstrap``). The margin is closed:

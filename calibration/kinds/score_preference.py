@@ -8,7 +8,7 @@ TIE and **0** when it picks the lower one; CANNOT_JUDGE carries no choice and is
 whose two scores are equal are reported apart (how often people said TIE, A or B there) and never
 enter the agreement. Agreement is reported overall and by relative score gap
 ``gap = |Δscore| / metric range × 100`` in the bins ``< 5``, ``5–15``, ``≥ 15``, with percentile
-2.5/97.5 intervals from a cluster bootstrap over source tasks (briefs; ``calibration.bootstrap``
+2.5/97.5 intervals from a cluster bootstrap over source tasks (briefs; ``stats.bootstrap``
 with the briefs as pages and one stratum).
 
 Decisions (the SPEC is silent):

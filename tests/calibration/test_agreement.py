@@ -41,7 +41,7 @@ from calibration.agreement import (
     validate_votes,
     wilson_interval,
 )
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", §C: 4 coders × 12 units.
 KRIPPENDORFF_2011 = np.array(
@@ -477,7 +477,7 @@ def test_report_is_deterministic_in_seed_and_vectorized_ci_matches_naive() -> No
 
 
 def test_leave_one_rater_out_equals_refitting_without_the_rater() -> None:
-    from ranking.bradley_terry import fit_bradley_terry
+    from stats.bradley_terry import fit_bradley_terry
 
     votes = synthetic_votes(5)
     d = agreement_report(votes, resamples=20, seed=1).to_dict()

@@ -23,8 +23,8 @@ from scipy import stats
 from calibration.agreement import agreement_report, human_reference, label_counts
 from calibration.judge_weights import calibrate
 from calibration.kinds.rating import paired_t_interval, rating_comparison
-from ranking.bradley_terry import RANK_DECIMALS, fit_bradley_terry
-from ranking.rank_correlation import kendall_tie_aware, spearman_tie_aware
+from stats.bradley_terry import RANK_DECIMALS, fit_bradley_terry
+from stats.rank_correlation import kendall_tie_aware, spearman_tie_aware
 
 SYSTEMS = ["s1", "s2", "s3", "s4", "s5"]
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from scipy.optimize import Bounds, LinearConstraint, minimize
 
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
 from calibration.judge_ablation import (
     ESTIMATOR_NOTE,
     AblationError,
@@ -22,6 +21,7 @@ from calibration.judge_ablation import (
     one_standard_error_choice,
     pareto_front,
 )
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 
 LAMBDAS = (0.0, 1e-3, 1e-1)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
 from calibration.kinds._common import InvalidKindData, bool_column, bootstrap_ratio_ci, brief_bootstrap
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 
 
 def test_brief_bootstrap_is_the_shared_bootstrap_with_briefs_as_pages() -> None:

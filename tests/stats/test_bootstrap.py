@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibration.bootstrap import (
+from stats.bootstrap import (
     bootstrap_page_blocks,
     bootstrap_units,
     comparison_weights,

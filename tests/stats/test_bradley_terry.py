@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import brentq, minimize
 
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
-from ranking.bradley_terry import (
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.bradley_terry import (
     BradleyTerryFit,
     appearances,
     bootstrap_bradley_terry,
@@ -257,7 +257,7 @@ def test_bootstrap_chunks_merge_to_the_unchunked_run_exactly():
 
 
 def test_bootstrap_internal_batching_does_not_change_results(monkeypatch):
-    import ranking.bradley_terry as module
+    import stats.bradley_terry as module
 
     a, b, p, units = bootstrap_case(seed=2)
     whole = bootstrap_bradley_terry(a, b, p, 6, units, resamples=64, seed=3)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from ranking.bradley_terry import fit_bradley_terry
-from ranking.davidson import fit_davidson
+from stats.bradley_terry import fit_bradley_terry
+from stats.davidson import fit_davidson
 
 SCALE = 400.0 / math.log(10.0)
 

@@ -5,7 +5,7 @@ Pure module: numpy/scipy in, floats out, no Django.
 
 Every ranking the platform correlates comes from a Bradley–Terry (or Davidson) fit whose
 optimum is found to ~10⁻¹⁰; two systems whose data are symmetric get θ that differ by rounding
-noise (~10⁻¹⁴). Ranks (``ranking.bradley_terry.ranks_from_theta``) already treat θ equal to
+noise (~10⁻¹⁴). Ranks (``stats.bradley_terry.ranks_from_theta``) already treat θ equal to
 ``RANK_DECIMALS`` decimals as tied; the correlations here do the same: both inputs are rounded to
 ``RANK_DECIMALS`` decimals **on the θ scale** before ranking, and tied values get their average
 rank (``scipy.stats.spearmanr`` / ``kendalltau``, tau-b). Without it, noise decides the order of
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ranking.bradley_terry import RANK_DECIMALS, SCORE_SCALE
+from stats.bradley_terry import RANK_DECIMALS, SCORE_SCALE
 
 
 def rounded_theta(theta: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Bradley–Terry leaderboard maths (SPEC §7 "Soft preference", "Bradley–Terry", "Uncertainty").
 
 Pure module: numpy/scipy in, frozen dataclasses out, no Django, no project app (it uses only the
-pure ``calibration.bootstrap`` module for the shared page-block resampling).
+pure ``stats.bootstrap`` module for the shared page-block resampling).
 
 Objective (SPEC §7), with fractional outcomes ``p_i`` (the outcome for the canonical A):
 
@@ -20,7 +20,7 @@ i < j: the points of i against j and of j against i).
 
 Bootstrap (SPEC §7 "Uncertainty": page-block resampling, refit each time). Per unit (page) and
 ordered pair we keep the sufficient statistics (count, Σ p̂) in points form, a linear function of
-them; with the shared count matrix ``W`` of ``calibration.bootstrap.bootstrap_page_blocks`` a
+them; with the shared count matrix ``W`` of ``stats.bootstrap.bootstrap_page_blocks`` a
 resample's statistics are one sparse product, and all resamples are refitted together by a batched
 Newton iteration (batched ``np.linalg.solve`` on (R, M, M)). Chunking: ``chunk=(start, stop)``
 refits rows ``start..stop`` of the *same* W (drawn from ``(units, resamples, seed)``), and every
@@ -39,7 +39,7 @@ import numpy as np
 from scipy import sparse
 from scipy.special import expit
 
-from calibration.bootstrap import BootstrapUnits, bootstrap_page_blocks, percentile_interval
+from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, percentile_interval
 
 L2_PENALTY = 1e-3  # SPEC §7
 SCORE_SCALE = 400.0 / math.log(10.0)  # SPEC §7: score = 400 θ / ln 10

@@ -22,7 +22,7 @@ fractional proxy p̂ (SPEC §7), not a label, so each comparison enters as a *so
 the decomposition with ``q_A + q_T / 2 = p̂`` in which p̂ = ½ is a pure tie and p̂ ∈ {0, 1} a
 pure win (labels 1 / ½ / 0 map to themselves), and the likelihood is ``Σ_i Σ_k q_ik log P(k)``
 (a weighted fit, ``weights = q``). The page-block bootstrap (:func:`bootstrap_davidson`) is the
-SPEC §7 one: the same count matrix ``W`` of ``calibration.bootstrap.bootstrap_page_blocks``; the
+SPEC §7 one: the same count matrix ``W`` of ``stats.bootstrap.bootstrap_page_blocks``; the
 data enter only through per (unit, ordered pair, label) weights, so a resample is one sparse
 product and one small Newton fit on those cells.
 """
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from calibration.bootstrap import BootstrapUnits, percentile_interval
-from ranking.bradley_terry import (
+from stats.bootstrap import BootstrapUnits, percentile_interval
+from stats.bradley_terry import (
     L2_PENALTY,
     SCORE_SCALE,
     BootstrapResult,
