@@ -22,7 +22,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.agreement import (
+from stats.agreement import (
     ORDINAL_VALUE,
     agreement_report,
     bootstrap_agreement,

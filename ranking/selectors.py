@@ -20,7 +20,8 @@ from annotation.models import Candidate, Comparison, ComparisonSet, Study, Syste
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
-from ranking.proxy import VOTE_VALUE, proxy_outcomes
+from ranking.proxy import proxy_outcomes
+from stats.preference import VOTE_VALUE
 
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
@@ -76,7 +77,7 @@ def human_references(*, study: Study) -> dict[str, float]:
     """
     # Imported here: pandas and the agreement module are needed only with --use-human-labels.
     from annotation.selectors.votes import votes_frame
-    from calibration.agreement import human_reference, label_counts
+    from stats.agreement import human_reference, label_counts
 
     votes = votes_frame(study=study, include_voided=False)
     if votes.empty:

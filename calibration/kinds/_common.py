@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.agreement import _clean, _percentile_ci
+from stats.agreement import _clean, _percentile_ci
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 
 

@@ -1,7 +1,7 @@
 """Inter-rater agreement for every study kind (SPEC §5 statistics applied to the SPEC §11 kinds).
 
 Pure module: pandas in, frozen dataclasses out, no Django. The formulas are those of SPEC §5 and
-are reused from ``calibration.agreement`` on per-unit count matrices (rows = units, columns = the
+are reused from ``stats.agreement`` on per-unit count matrices (rows = units, columns = the
 kind's values in order):
 
 - exact agreement (``exact_agreement``) and the Fleiss-type κ for unequal rater counts
@@ -17,7 +17,7 @@ kind's values in order):
   ===========  ======================  ==============================  =================
 
   Missing: a pairwise CANNOT_JUDGE, a checklist UNCLEAR (SPEC §11: human UNCLEAR is missing), a unit
-  a rater did not see. The ordinal α is ``calibration.agreement.krippendorff_alpha_ordinal``; the
+  a rater did not see. The ordinal α is ``stats.agreement.krippendorff_alpha_ordinal``; the
   nominal α is the ``krippendorff`` package (point) and the same formula on the weighted
   coincidence matrix (bootstrap). For a two-valued scale the ordinal and nominal α coincide.
   κ treats the rating scale as nominal categories (it ignores the order); α is the ordered measure.
@@ -41,15 +41,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.agreement import (
-    coincidence_matrix,
-    exact_agreement,
-    fleiss_kappa,
-    hidden_repeat_agreement,
-    krippendorff_alpha_ordinal,
-    krippendorff_package_alpha,
-    n_agreement_pairs,
-)
 from calibration.kinds._common import (
     BriefBootstrap,
     InvalidKindData,
@@ -60,6 +51,15 @@ from calibration.kinds._common import (
     percentile_ci,
     require_columns,
     string_column,
+)
+from stats.agreement import (
+    coincidence_matrix,
+    exact_agreement,
+    fleiss_kappa,
+    hidden_repeat_agreement,
+    krippendorff_alpha_ordinal,
+    krippendorff_package_alpha,
+    n_agreement_pairs,
 )
 
 ANSWER_COLUMNS: tuple[str, ...] = ("unit", "rater", "answer")
@@ -119,7 +119,7 @@ def krippendorff_alpha_nominal(counts: np.ndarray, weights: np.ndarray | None = 
 def krippendorff_alpha(
     counts: np.ndarray, level: str, weights: np.ndarray | None = None
 ) -> np.ndarray | float:
-    """α at ``level`` (``"ordinal"``: ``calibration.agreement``; ``"nominal"``: above)."""
+    """α at ``level`` (``"ordinal"``: ``stats.agreement``; ``"nominal"``: above)."""
     if level == "ordinal":
         return krippendorff_alpha_ordinal(counts, weights)
     if level == "nominal":

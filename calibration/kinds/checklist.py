@@ -13,7 +13,7 @@ SPEC §11 rules, case by case:
   have one; an automatic UNCLEAR counts as **NO** (the property fails, as in the checklist's own
   scoring: "unclear counts as failure"). A predicate without an automatic answer is left out.
 - Agreement = agreeing predicates / compared predicates, with two binomial intervals (Wilson
-  score, ``calibration.agreement.wilson_interval``; Clopper–Pearson, ``statsmodels``
+  score, ``stats.agreement.wilson_interval``; Clopper–Pearson, ``statsmodels``
   ``proportion_confint(method="beta")``) and a percentile interval from the cluster bootstrap over
   briefs (``stats.bootstrap`` with briefs as pages, one stratum).
 - When predicates carry a question type (``question_type``, e.g. Content / Layout / Style), the
@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
-from calibration.agreement import wilson_interval
 from calibration.kinds._common import (
     BriefBootstrap,
     InvalidKindData,
@@ -53,6 +52,7 @@ from calibration.kinds._common import (
     require_columns,
     string_column,
 )
+from stats.agreement import wilson_interval
 
 KIND = "checklist"
 ANSWERS: tuple[str, ...] = ("YES", "NO", "UNCLEAR")

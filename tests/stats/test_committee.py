@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.committee import (
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.committee import (
     LABEL_CODES,
     UNRESOLVED,
     committee_audit,
@@ -19,7 +20,6 @@ from calibration.committee import (
     split_pilot_holdout,
     weighted_brier,
 )
-from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 
 A, T, B, U = LABEL_CODES["A"], LABEL_CODES["TIE"], LABEL_CODES["B"], UNRESOLVED
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.judge_diagnostics import (
+from stats.judge_diagnostics import (
     LABELS,
     human_counts_from_votes,
     human_majority_agreement,

@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 
-from calibration.committee import committee_audit, judge_resolution
-from calibration.judge_weights import (
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.bradley_terry import fit_bradley_terry
+from stats.committee import committee_audit, judge_resolution
+from stats.judge_weights import (
     bootstrap_mean_errors,
     calibrate,
     fit_judge_weights,
     judge_features,
     rowwise_spearman,
 )
-from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
-from stats.bradley_terry import fit_bradley_terry
 
 LABELS = np.array(["B", "TIE", "A"])
 VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}

@@ -20,7 +20,7 @@ from scipy import stats
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from calibration.agreement import (
+from stats.agreement import (
     ORDINAL_VALUE,
     InvalidVotes,
     agreement_report,

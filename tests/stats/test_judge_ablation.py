@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy.optimize import Bounds, LinearConstraint, minimize
 
-from calibration.judge_ablation import (
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.judge_ablation import (
     ESTIMATOR_NOTE,
     AblationError,
     fit_blend,
@@ -21,7 +22,6 @@ from calibration.judge_ablation import (
     one_standard_error_choice,
     pareto_front,
 )
-from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 
 LAMBDAS = (0.0, 1e-3, 1e-1)
 

@@ -21,8 +21,8 @@ Formulas (SPEC §6, paper §4.2 and Appendix B.3):
   comparisons. Its interval refits both rankings on every bootstrap resample (the same count
   matrix), as the paper's 0.915 (0.867–0.952).
 
-:func:`calibrate` runs everything, including the committee audit (``calibration.committee``) and
-the judge diagnostics (``calibration.judge_diagnostics``), and returns a :class:`CalibrationResult`
+:func:`calibrate` runs everything, including the committee audit (``stats.committee``) and
+the judge diagnostics (``stats.judge_diagnostics``), and returns a :class:`CalibrationResult`
 whose :meth:`~CalibrationResult.to_dict` holds the SPEC §10 ``calibrate`` keys plus extras.
 """
 
@@ -39,13 +39,12 @@ import pandas as pd
 import statsmodels.api as sm
 from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 
-from annotation.canonical import VOTE_VALUE
-from calibration import committee as committee_mod
-from calibration import judge_diagnostics as diag
+from stats import committee as committee_mod
+from stats import judge_diagnostics as diag
 from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.preference import VOTE_VALUE
 
 #: Canonical vote encoding (SPEC §3).
-VOTE_VALUES: Mapping[str, float] = VOTE_VALUE  # SPEC §3 encoding
 ORDERS = ("primary", "swapped")
 DEFAULT_RESAMPLES = 5000  # paper: 5,000 page-block resamples for proxy alignment
 DEFAULT_SEED = 20260830  # paper seed for proxy alignment
@@ -78,7 +77,7 @@ def validate_judge_outputs(judge_outputs: pd.DataFrame) -> pd.DataFrame:
             f"judge outputs: order {judge_outputs.loc[bad_order, 'order'].iloc[0]!r} (expected primary or swapped)"
         )
     valid = judge_outputs["status"] == "valid"
-    bad_winner = valid & ~judge_outputs["winner"].isin(list(VOTE_VALUES))
+    bad_winner = valid & ~judge_outputs["winner"].isin(list(VOTE_VALUE))
     if bad_winner.any():
         row = judge_outputs[bad_winner].iloc[0]
         raise ValueError(
@@ -102,7 +101,7 @@ def judge_features(
     validate_judge_outputs(judge_outputs)
     comparisons, judges = list(comparisons), list(judges)
     valid = judge_outputs[(judge_outputs["status"] == "valid") & judge_outputs["judge"].isin(judges)]
-    vote = valid["winner"].map(VOTE_VALUES).astype(float)
+    vote = valid["winner"].map(VOTE_VALUE).astype(float)
     grouped = vote.groupby([valid["comparison"], valid["judge"]])
     means = grouped.mean().unstack("judge").reindex(index=comparisons, columns=judges)
     counts = grouped.size().unstack("judge").reindex(index=comparisons, columns=judges).fillna(0)

@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from calibration.judge_weights import _jsonable  # plain JSON types, NaN → None (shared with calibrate)
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.judge_weights import _jsonable  # plain JSON types, NaN → None (shared with calibrate)
 
 #: Shrinkage grid (the loss is a mean squared error, ~0.05–0.2; ‖w − 1/K‖² ≤ 2).
 DEFAULT_LAMBDAS: tuple[float, ...] = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
