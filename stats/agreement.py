@@ -41,7 +41,11 @@ from stats.bootstrap import (
     bootstrap_page_blocks,
     bootstrap_units,
     comparison_weights,
+    percentile_ci,
+    ratio_of_sums,
 )
+from stats.errors import InvalidVotes, StatisticsError
+from stats.serialize import json_safe
 
 LABELS: tuple[str, ...] = ("A", "B", "TIE", "CANNOT_JUDGE")
 #: Valid labels in ordinal order (SPEC §5: B = 0 < TIE = 1 < A = 2); column order of count matrices.
@@ -66,10 +70,6 @@ _STRING_COLUMNS = ("comparison", "page", "block", "rater", "system_a", "system_b
 # --------------------------------------------------------------------------------------------
 # Input validation
 # --------------------------------------------------------------------------------------------
-
-
-class InvalidVotes(ValueError):
-    """The votes frame does not follow SPEC §5 / §8 (message names the column and row)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _as_bool(series: pd.Series, name: str) -> pd.Series:
 def validate_votes(votes: pd.DataFrame) -> VoteTable:
     """Check and normalize a votes frame (SPEC §5 input; columns as the §8 votes CSV).
 
-    Raises ``InvalidVotes`` (a ``ValueError``) naming the column and row of the first problem: a missing column, an
+    Raises ``InvalidVotes`` (a ``StatisticsError``) naming the column and row of the first problem: a missing column, an
     unknown label, a non-boolean flag, an axis score outside −2…2, a confidence outside 1–5, a
     comparison with two pages / blocks / system pairs, or two main votes of one rater on one
     comparison.
@@ -220,27 +220,14 @@ def _weighted_sum(values: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
 def _check_counts(counts: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
     c = np.asarray(counts, dtype=float)
     if c.ndim != 2:
-        raise ValueError("counts must be a 2-D (items × labels) array")
+        raise StatisticsError("counts must be a 2-D (items × labels) array")
     if (c < 0).any():
-        raise ValueError("counts must be non-negative")
+        raise StatisticsError("counts must be non-negative")
     if weights is not None:
         w = np.asarray(weights)
         if w.shape[-1] != c.shape[0] or w.ndim not in (1, 2):
-            raise ValueError("weights must have shape (n_items,) or (resamples, n_items)")
+            raise StatisticsError("weights must have shape (n_items,) or (resamples, n_items)")
     return c
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray | float:
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-    return float(out) if out.ndim == 0 else out
-
-
-# --------------------------------------------------------------------------------------------
-# SPEC §5 statistics on count matrices
-# --------------------------------------------------------------------------------------------
 
 
 def human_reference(n_a: Any, n_t: Any, n_b: Any) -> np.ndarray | float:
@@ -252,14 +239,14 @@ def human_reference(n_a: Any, n_t: Any, n_b: Any) -> np.ndarray | float:
     t = np.asarray(n_t, dtype=float)
     b = np.asarray(n_b, dtype=float)
     if (a < 0).any() or (t < 0).any() or (b < 0).any():
-        raise ValueError("vote counts must be non-negative")
-    return _ratio(a + 0.5 * t, a + t + b)
+        raise StatisticsError("vote counts must be non-negative")
+    return ratio_of_sums(a + 0.5 * t, a + t + b)
 
 
 def coverage(n_valid: int, n_main: int) -> float:
     """SPEC §5 coverage: valid main votes / main annotations (NaN when there are none)."""
     if n_valid < 0 or n_main < 0 or n_valid > n_main:
-        raise ValueError("need 0 ≤ n_valid ≤ n_main")
+        raise StatisticsError("need 0 ≤ n_valid ≤ n_main")
     return n_valid / n_main if n_main else math.nan
 
 
@@ -278,7 +265,7 @@ def exact_agreement(counts: np.ndarray, weights: np.ndarray | None = None) -> np
     n = c.sum(axis=1)
     agree = (c * (c - 1)).sum(axis=1) / 2
     pairs = n * (n - 1) / 2
-    return _ratio(_weighted_sum(agree, weights), _weighted_sum(pairs, weights))
+    return ratio_of_sums(_weighted_sum(agree, weights), _weighted_sum(pairs, weights))
 
 
 def fleiss_kappa(counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray | float:
@@ -296,7 +283,7 @@ def fleiss_kappa(counts: np.ndarray, weights: np.ndarray | None = None) -> np.nd
     n = n * use
     with np.errstate(divide="ignore", invalid="ignore"):
         p_i = np.where(use, (c * (c - 1)).sum(axis=1) / np.where(use, n * (n - 1), 1.0), 0.0)
-    p_bar = _ratio(_weighted_sum(p_i, weights), _weighted_sum(use.astype(float), weights))
+    p_bar = ratio_of_sums(_weighted_sum(p_i, weights), _weighted_sum(use.astype(float), weights))
     totals = np.atleast_1d(_weighted_sum(c, weights))  # (k,) or (R, k)
     denom = totals.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -423,7 +410,7 @@ class RepeatAgreement:
 def hidden_repeat_agreement(original: Sequence[str], repeat: Sequence[str]) -> RepeatAgreement:
     """SPEC §5: original vs repeat labels of the same rater and comparison, CANNOT_JUDGE counting as a label."""
     if len(original) != len(repeat):
-        raise ValueError("original and repeat must have the same length")
+        raise StatisticsError("original and repeat must have the same length")
     o = np.asarray(original, dtype=object)
     r = np.asarray(repeat, dtype=object)
     return RepeatAgreement(agree=int((o == r).sum()), n=len(o))
@@ -432,7 +419,7 @@ def hidden_repeat_agreement(original: Sequence[str], repeat: Sequence[str]) -> R
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (beyond SPEC §5: rater-quality shares)."""
     if n < 0 or k < 0 or k > n:
-        raise ValueError("need 0 ≤ k ≤ n")
+        raise StatisticsError("need 0 ≤ k ≤ n")
     if n == 0:
         return (math.nan, math.nan)
     z = float(stats.norm.ppf(1 - (1 - confidence) / 2))
@@ -583,16 +570,6 @@ def leave_one_rater_out(
 # --------------------------------------------------------------------------------------------
 
 
-def _percentile_ci(values: np.ndarray) -> tuple[float, float]:
-    """Percentile 2.5/97.5 ignoring NaN resamples (SPEC §5); NaN when every resample is NaN."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return (math.nan, math.nan)
-    lo, hi = np.percentile(v, [2.5, 97.5])
-    return (float(lo), float(hi))
-
-
 @dataclass(frozen=True)
 class BootstrapAgreement:
     """Per-resample statistics of the stratified page-block bootstrap (SPEC §5)."""
@@ -609,7 +586,7 @@ def bootstrap_agreement(counts: np.ndarray, weights: np.ndarray) -> BootstrapAgr
     """
     w = np.asarray(weights, dtype=float)
     if w.ndim != 2:
-        raise ValueError("weights must be 2-D (resamples, n_comparisons)")
+        raise StatisticsError("weights must be 2-D (resamples, n_comparisons)")
     return BootstrapAgreement(
         exact_agreement=np.asarray(exact_agreement(counts, w)),
         fleiss_kappa=np.asarray(fleiss_kappa(counts, w)),
@@ -620,24 +597,6 @@ def bootstrap_agreement(counts: np.ndarray, weights: np.ndarray) -> BootstrapAgr
 # --------------------------------------------------------------------------------------------
 # The report (SPEC §10 agreement_report)
 # --------------------------------------------------------------------------------------------
-
-
-def _clean(value: Any) -> Any:
-    """Plain JSON types: numpy → Python, NaN/inf → None, tuples → lists."""
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [_clean(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    return value
 
 
 @dataclass(frozen=True)
@@ -682,7 +641,7 @@ class AgreementResult:
     def to_dict(self) -> dict[str, Any]:
         """The SPEC §10 ``agreement_report`` object (plain JSON types, NaN → None) plus extras."""
         loro = self.leave_one_rater_out
-        return _clean(
+        return json_safe(
             {
                 "n_comparisons": self.n_comparisons,
                 "n_main_annotations": self.n_main_annotations,
@@ -823,10 +782,10 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
     """Compute every SPEC §5 quantity from canonical votes; intervals by the SPEC §5 bootstrap.
 
     ``votes``: one row per answered trial with the columns of ``validate_votes``. Deterministic in
-    (votes, resamples, seed). Raises ``ValueError`` on bad input.
+    (votes, resamples, seed). Raises ``StatisticsError`` on bad input.
     """
     if resamples < 1:
-        raise ValueError("resamples must be at least 1")
+        raise StatisticsError("resamples must be at least 1")
     table = validate_votes(votes)
     main = table.main
     valid_mask = main["label"].isin(ORDINAL_LABELS).to_numpy()
@@ -862,9 +821,9 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
             float
         )
         boot = bootstrap_agreement(counts, w)
-        ci_exact = _percentile_ci(boot.exact_agreement)
-        ci_kappa = _percentile_ci(boot.fleiss_kappa)
-        ci_alpha = _percentile_ci(boot.krippendorff_alpha_ordinal)
+        ci_exact = percentile_ci(boot.exact_agreement)
+        ci_kappa = percentile_ci(boot.fleiss_kappa)
+        ci_alpha = percentile_ci(boot.krippendorff_alpha_ordinal)
     else:
         w = np.zeros((resamples, 0))
         ci_exact = ci_kappa = ci_alpha = (math.nan, math.nan)
@@ -907,7 +866,7 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
             np.add.at(axis_counts, (rows, vals), 1)
         value = krippendorff_alpha_ordinal(axis_counts)
         ci = (
-            _percentile_ci(np.asarray(krippendorff_alpha_ordinal(axis_counts, w)))
+            percentile_ci(np.asarray(krippendorff_alpha_ordinal(axis_counts, w)))
             if len(comps)
             else (math.nan, math.nan)
         )
@@ -1022,7 +981,6 @@ __all__ = [
     "AgreementResult",
     "BootstrapAgreement",
     "HumanRanking",
-    "InvalidVotes",
     "LeaveOneRaterOut",
     "RaterStability",
     "RepeatAgreement",

@@ -40,6 +40,7 @@ from scipy import sparse
 from scipy.special import expit
 
 from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, percentile_interval
+from stats.errors import StatisticsError
 
 L2_PENALTY = 1e-3  # SPEC §7
 SCORE_SCALE = 400.0 / math.log(10.0)  # SPEC §7: score = 400 θ / ln 10
@@ -123,14 +124,14 @@ def _validate(
     weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     if isinstance(n_systems, bool) or not isinstance(n_systems, int | np.integer) or n_systems < 1:
-        raise ValueError(f"n_systems must be a positive integer, got {n_systems!r}")
+        raise StatisticsError(f"n_systems must be a positive integer, got {n_systems!r}")
     a_arr = np.asarray(a)
     b_arr = np.asarray(b)
     p_arr = np.asarray(p, dtype=np.float64)
     if a_arr.ndim != 1 or b_arr.ndim != 1 or p_arr.ndim != 1:
-        raise ValueError("a, b and p must be one-dimensional arrays")
+        raise StatisticsError("a, b and p must be one-dimensional arrays")
     if not (len(a_arr) == len(b_arr) == len(p_arr)):
-        raise ValueError(
+        raise StatisticsError(
             f"a, b and p must have the same length, got {len(a_arr)}, {len(b_arr)}, {len(p_arr)}"
         )
     for name, arr in (("a", a_arr), ("b", b_arr)):
@@ -139,24 +140,24 @@ def _validate(
             and not np.issubdtype(arr.dtype, np.integer)
             and (not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)))
         ):
-            raise ValueError(f"{name} must hold integer system indices")
+            raise StatisticsError(f"{name} must hold integer system indices")
         if len(arr) and (arr.min() < 0 or arr.max() >= n_systems):
-            raise ValueError(f"{name} must hold system indices in [0, {n_systems - 1}]")
+            raise StatisticsError(f"{name} must hold system indices in [0, {n_systems - 1}]")
     a_arr = a_arr.astype(np.int64)
     b_arr = b_arr.astype(np.int64)
     if np.any(a_arr == b_arr):
         i = int(np.flatnonzero(a_arr == b_arr)[0])
-        raise ValueError(f"comparison {i} compares system {int(a_arr[i])} with itself")
+        raise StatisticsError(f"comparison {i} compares system {int(a_arr[i])} with itself")
     if not np.all(np.isfinite(p_arr)) or np.any((p_arr < 0) | (p_arr > 1)):
-        raise ValueError("p must hold outcomes in [0, 1]")
+        raise StatisticsError("p must hold outcomes in [0, 1]")
     if weights is None:
         w_arr = np.ones(len(p_arr))
     else:
         w_arr = np.asarray(weights, dtype=np.float64)
         if w_arr.shape != p_arr.shape:
-            raise ValueError(f"weights must have shape {p_arr.shape}, got {w_arr.shape}")
+            raise StatisticsError(f"weights must have shape {p_arr.shape}, got {w_arr.shape}")
         if not np.all(np.isfinite(w_arr)) or np.any(w_arr < 0):
-            raise ValueError("weights must be finite and non-negative")
+            raise StatisticsError("weights must be finite and non-negative")
     return a_arr, b_arr, p_arr, w_arr
 
 
@@ -318,11 +319,11 @@ def fit_points(points: np.ndarray, *, l2: float = L2_PENALTY) -> BradleyTerryFit
     """Fit SPEC §7 Bradley–Terry from a points matrix ``P`` (M, M) (see :func:`points_matrix`)."""
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[0] != pts.shape[1] or pts.shape[0] < 1:
-        raise ValueError("points must be a square (M, M) matrix")
+        raise StatisticsError("points must be a square (M, M) matrix")
     if not np.all(np.isfinite(pts)) or np.any(pts < 0):
-        raise ValueError("points must be finite and non-negative")
+        raise StatisticsError("points must be finite and non-negative")
     if not (l2 > 0 and math.isfinite(l2)):
-        raise ValueError("l2 must be positive (the SPEC §7 objective is then strictly concave)")
+        raise StatisticsError("l2 must be positive (the SPEC §7 objective is then strictly concave)")
     m = pts.shape[0]
     pairs = _Pairs.of(m)
     upper, lower = pts[None, pairs.first, pairs.second], pts[None, pairs.second, pairs.first]
@@ -406,7 +407,7 @@ def unit_points(
     a_arr, b_arr, p_arr, _ = _validate(a, b, p, n_systems)
     unit_arr = np.asarray(unit_of, dtype=np.int64)
     if unit_arr.shape != a_arr.shape:
-        raise ValueError("units.unit_of must have one entry per comparison")
+        raise StatisticsError("units.unit_of must have one entry per comparison")
     m = int(n_systems)
     cols = np.concatenate([_pair_column(a_arr, b_arr, m), _pair_column(b_arr, a_arr, m)])
     rows = np.concatenate([unit_arr, unit_arr])
@@ -491,7 +492,7 @@ def bootstrap_bradley_terry(
     sparse product, then a batched Newton iteration solves all resamples' (M, M) systems together.
     """
     if not (l2 > 0 and math.isfinite(l2)):
-        raise ValueError("l2 must be positive")
+        raise StatisticsError("l2 must be positive")
     start, stop, counts = bootstrap_rows(units, resamples=resamples, seed=seed, chunk=chunk, counts=counts)
     stats, columns = unit_points(a, b, p, n_systems, units.unit_of, units.n_units)
     m = int(n_systems)
@@ -509,14 +510,14 @@ def bootstrap_rows(
 ) -> tuple[int, int, np.ndarray]:
     """Checked ``(start, stop, W)`` of a (chunk of a) SPEC §7 page-block bootstrap."""
     if resamples < 1:
-        raise ValueError("resamples must be at least 1")
+        raise StatisticsError("resamples must be at least 1")
     start, stop = (0, resamples) if chunk is None else (int(chunk[0]), int(chunk[1]))
     if not 0 <= start < stop <= resamples:
-        raise ValueError(f"chunk must satisfy 0 <= start < stop <= resamples, got {chunk!r}")
+        raise StatisticsError(f"chunk must satisfy 0 <= start < stop <= resamples, got {chunk!r}")
     if counts is None:
         counts = bootstrap_page_blocks(units, resamples=resamples, seed=seed)
     elif counts.shape != (resamples, units.n_units):
-        raise ValueError(f"counts must have shape {(resamples, units.n_units)}, got {counts.shape}")
+        raise StatisticsError(f"counts must have shape {(resamples, units.n_units)}, got {counts.shape}")
     return start, stop, counts
 
 
@@ -552,18 +553,18 @@ def bootstrap_result(
 def merge_bootstrap_results(parts: Sequence[BootstrapResult]) -> BootstrapResult:
     """Merge chunk results of one bootstrap (same resamples and seed) covering ``0..resamples``."""
     if not parts:
-        raise ValueError("no bootstrap chunks to merge")
+        raise StatisticsError("no bootstrap chunks to merge")
     ordered = sorted(parts, key=lambda part: part.start)
     resamples, seed = ordered[0].resamples, ordered[0].seed
     expected = 0
     for part in ordered:
         if part.resamples != resamples or part.seed != seed:
-            raise ValueError("bootstrap chunks come from different runs (resamples or seed differ)")
+            raise StatisticsError("bootstrap chunks come from different runs (resamples or seed differ)")
         if part.start != expected:
-            raise ValueError(f"bootstrap chunks leave a gap or overlap at resample {expected}")
+            raise StatisticsError(f"bootstrap chunks leave a gap or overlap at resample {expected}")
         expected = part.stop
     if expected != resamples:
-        raise ValueError(f"bootstrap chunks cover {expected} of {resamples} resamples")
+        raise StatisticsError(f"bootstrap chunks cover {expected} of {resamples} resamples")
     scores = np.concatenate([part.scores for part in ordered], axis=0)
     ranks = np.concatenate([part.ranks for part in ordered], axis=0)
     ci95, rank_ci95, rank1_share = _summaries(scores, ranks)

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.errors import StatisticsError
 
 #: Integer codes of canonical labels; ``UNRESOLVED`` marks "no label".
 LABEL_CODES: Mapping[str, int] = {"B": 0, "TIE": 1, "A": 2}
@@ -61,7 +62,7 @@ def judge_resolution(
     Returns codes of :data:`LABEL_CODES`, or :data:`UNRESOLVED`.
     """
     if min_agree < 1:
-        raise ValueError("min_agree must be at least 1")
+        raise StatisticsError("min_agree must be at least 1")
     comparisons = list(comparisons)
     judges = list(judges)
     out = np.full((len(comparisons), len(judges)), UNRESOLVED, dtype=np.int64)
@@ -71,7 +72,7 @@ def judge_resolution(
         return out
     bad = ~valid["winner"].isin(list(LABEL_CODES))
     if bad.any():
-        raise ValueError(
+        raise StatisticsError(
             f"valid judge output with winner {valid.loc[bad, 'winner'].iloc[0]!r}: expected A, B or TIE"
         )
     counts = valid.groupby(["comparison", "judge", "winner"]).size().unstack("winner", fill_value=0)
@@ -91,7 +92,7 @@ def committee_vote(member_codes: np.ndarray) -> np.ndarray:
     """2-of-3 committee label codes (SPEC §6) from ``(n, 3)`` member codes; UNRESOLVED if none."""
     member_codes = np.asarray(member_codes)
     if member_codes.ndim != 2 or member_codes.shape[1] != 3:
-        raise ValueError("a committee has exactly three judges")
+        raise StatisticsError("a committee has exactly three judges")
     out = np.full(member_codes.shape[0], UNRESOLVED, dtype=np.int64)
     for code in range(len(CODE_VALUES)):
         out[(member_codes == code).sum(axis=1) >= 2] = code
@@ -171,7 +172,7 @@ def default_pilot_size(n: int) -> tuple[int, str | None]:
     Returns the size and, when the clamp changed it, a warning for the report. Needs ``n ≥ 2``.
     """
     if n < 2:
-        raise ValueError("a pilot/holdout split needs at least two comparisons")
+        raise StatisticsError("a pilot/holdout split needs at least two comparisons")
     share = round(n * PAPER_PILOT_SHARE)
     size = min(max(share, 1), n - 1)
     if size == share:
@@ -191,7 +192,7 @@ def split_pilot_holdout(n: int, *, pilot_size: int | None, seed: int) -> np.ndar
     if pilot_size is None:
         pilot_size = default_pilot_size(n)[0]
     if not 1 <= pilot_size < n:
-        raise ValueError(
+        raise StatisticsError(
             f"pilot size must be between 1 and {n - 1} (the number of comparisons minus one), got {pilot_size}"
         )
     order = np.random.default_rng(seed).permutation(n)
@@ -204,7 +205,7 @@ def eligible_family_triples(judges: Sequence[str], families: Mapping[str, str]) 
     """Every combination of three judges from three different vendor families (SPEC §6)."""
     missing = [j for j in judges if j not in families]
     if missing:
-        raise ValueError(f"no vendor family given for judge(s): {', '.join(missing)}")
+        raise StatisticsError(f"no vendor family given for judge(s): {', '.join(missing)}")
     return [combo for combo in itertools.combinations(judges, 3) if len({families[j] for j in combo}) == 3]
 
 
@@ -246,11 +247,11 @@ def committee_audit(
     n_valid = np.asarray(n_valid, dtype=float)
     n = len(h)
     if resolution.shape != (n, len(judges)):
-        raise ValueError("resolution must have one row per comparison and one column per judge")
+        raise StatisticsError("resolution must have one row per comparison and one column per judge")
     if not (len(n_valid) == len(pages) == len(blocks) == len(comparisons) == n):
-        raise ValueError("h, n_valid, pages, blocks and comparisons must have the same length")
+        raise StatisticsError("h, n_valid, pages, blocks and comparisons must have the same length")
     if np.any(n_valid < 1) or np.any(~np.isfinite(h)):
-        raise ValueError("every comparison in the committee audit needs at least one valid human vote")
+        raise StatisticsError("every comparison in the committee audit needs at least one valid human vote")
     weight = n_valid / HUMAN_VOTE_WEIGHT_DIVISOR
     warnings: list[str] = []
     if pilot_size is None:

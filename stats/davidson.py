@@ -45,6 +45,7 @@ from stats.bradley_terry import (
     merge_bootstrap_results,
     ranks_from_theta,
 )
+from stats.errors import StatisticsError
 
 GRADIENT_TOLERANCE = 1e-10
 MAX_NEWTON_ITERATIONS = 200
@@ -77,12 +78,12 @@ def _outcomes(labels: Sequence[object] | np.ndarray) -> np.ndarray:
     for i, label in enumerate(labels):
         if isinstance(label, str):
             if label.upper() not in _LABEL_VALUE:
-                raise ValueError(f"label {i} is {label!r}; expected A, TIE or B")
+                raise StatisticsError(f"label {i} is {label!r}; expected A, TIE or B")
             values[i] = _LABEL_VALUE[label.upper()]
         else:
             number = float(label)  # type: ignore[arg-type]
             if number not in (0.0, 0.5, 1.0):
-                raise ValueError(f"outcome {i} is {number!r}; expected 1 (A), 0.5 (TIE) or 0 (B)")
+                raise StatisticsError(f"outcome {i} is {number!r}; expected 1 (A), 0.5 (TIE) or 0 (B)")
             values[i] = round(2 * number) - 1
     return values
 
@@ -124,22 +125,22 @@ def fit_davidson(
     b_arr = np.asarray(b, dtype=np.int64)
     y = _outcomes(labels)
     if not (len(a_arr) == len(b_arr) == len(y)):
-        raise ValueError("a, b and labels must have the same length")
+        raise StatisticsError("a, b and labels must have the same length")
     if n_systems < 1 or (
         len(a_arr) and (min(a_arr.min(), b_arr.min()) < 0 or max(a_arr.max(), b_arr.max()) >= n_systems)
     ):
-        raise ValueError(f"system indices must lie in [0, {n_systems - 1}]")
+        raise StatisticsError(f"system indices must lie in [0, {n_systems - 1}]")
     if np.any(a_arr == b_arr):
-        raise ValueError("a comparison compares a system with itself")
+        raise StatisticsError("a comparison compares a system with itself")
     if not l2 > 0:
-        raise ValueError("l2 must be positive")
+        raise StatisticsError("l2 must be positive")
     w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != y.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("weights must be finite, non-negative, one per comparison")
+        raise StatisticsError("weights must be finite, non-negative, one per comparison")
     n_ties = float(np.sum(w * (y == 0)))
     n_total = float(np.sum(w))
     if n_ties == 0 or n_ties == n_total:
-        raise ValueError("the Davidson model needs at least one tie and one non-tie (ν is not identified)")
+        raise StatisticsError("the Davidson model needs at least one tie and one non-tie (ν is not identified)")
 
     m = int(n_systems)
 
@@ -214,7 +215,7 @@ def soft_labels(p: np.ndarray) -> np.ndarray:
     """
     p_arr = np.asarray(p, dtype=np.float64)
     if p_arr.ndim != 1 or not np.all(np.isfinite(p_arr)) or np.any((p_arr < 0) | (p_arr > 1)):
-        raise ValueError("outcomes must be a 1-D array of numbers in [0, 1]")
+        raise StatisticsError("outcomes must be a 1-D array of numbers in [0, 1]")
     two = 2.0 * p_arr - 1.0
     return np.stack([np.maximum(0.0, two), 1.0 - np.abs(two), np.maximum(0.0, -two)], axis=1)
 
@@ -235,7 +236,7 @@ def _cells(a: np.ndarray, b: np.ndarray, p: np.ndarray, n_systems: int, unit_of:
     q = soft_labels(p)
     unit_arr = np.asarray(unit_of, dtype=np.int64)
     if not (len(a_arr) == len(b_arr) == len(q) == len(unit_arr)):
-        raise ValueError("a, b, p and the units must have one entry per comparison")
+        raise StatisticsError("a, b, p and the units must have one entry per comparison")
     m = int(n_systems)
     ids = ((a_arr * m + b_arr)[:, None] * 3 + np.arange(3)[None, :]).ravel()
     cells, index = np.unique(ids, return_inverse=True)
@@ -287,7 +288,7 @@ def bootstrap_davidson(
     """SPEC §7 page-block bootstrap of the Davidson fit (same ``W``, chunks as for Bradley–Terry).
 
     A resample in which the tie parameter is not identified (no tie or no win mass) raises
-    ``ValueError``.
+    ``StatisticsError``.
     """
     start, stop, counts = bootstrap_rows(units, resamples=resamples, seed=seed, chunk=chunk, counts=counts)
     c = _cells(a, b, p, n_systems, units.unit_of, units.n_units)
@@ -301,7 +302,7 @@ def bootstrap_davidson(
         try:
             fit = fit_davidson(c.a, c.b, c.labels, m, weights=weights[r], l2=l2)
         except ValueError as exc:
-            raise ValueError(f"bootstrap resample {start + r}: {exc}") from None
+            raise StatisticsError(f"bootstrap resample {start + r}: {exc}") from None
         theta[r], nu[r], iterations[r], grad_norm[r] = fit.theta, fit.tie_parameter, fit.iterations, fit.gradient_norm
     result = bootstrap_result(theta, iterations, grad_norm, resamples=resamples, seed=seed, start=start, stop=stop)
     return DavidsonBootstrap(result=result, tie_parameters=nu)

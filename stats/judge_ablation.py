@@ -53,7 +53,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
-from stats.judge_weights import _jsonable  # plain JSON types, NaN → None (shared with calibrate)
+from stats.errors import AblationError
+from stats.serialize import json_safe
 
 #: Shrinkage grid (the loss is a mean squared error, ~0.05–0.2; ‖w − 1/K‖² ≤ 2).
 DEFAULT_LAMBDAS: tuple[float, ...] = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -70,10 +71,6 @@ ESTIMATOR_NOTE = (
     "and without a prespecified non-inferiority margin overlapping intervals do not prove "
     "equivalence."
 )
-
-
-class AblationError(ValueError):
-    """The inputs cannot support the nested ablation (message says why)."""
 
 
 # --------------------------------------------------------------------------- the blend
@@ -248,7 +245,7 @@ class AblationResult:
                 "weights": list(c.weights),
             }
 
-        return _jsonable(
+        return json_safe(
             {
                 "estimator": "nested judge-subset ablation (paper B.4)",
                 "note": ESTIMATOR_NOTE,
@@ -612,7 +609,6 @@ def judge_ablation(
 __all__ = [
     "DEFAULT_LAMBDAS",
     "ESTIMATOR_NOTE",
-    "AblationError",
     "AblationResult",
     "fit_blend",
     "judge_ablation",

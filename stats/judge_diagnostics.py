@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from stats.errors import StatisticsError
+
 LABELS = ("B", "TIE", "A")  # column order of every count matrix here
 
 
@@ -130,7 +132,7 @@ def human_noise_ceiling(human_counts: np.ndarray) -> AgreementShare:
 def reliability_bins(p: np.ndarray, h: np.ndarray, *, bins: int = 10) -> list[ReliabilityBin]:
     """Equal-width bins of ``p`` on [0, 1] (last bin closed) with mean p̂ and mean h; empty bins kept."""
     if bins < 1:
-        raise ValueError("bins must be at least 1")
+        raise StatisticsError("bins must be at least 1")
     p = np.asarray(p, dtype=float)
     h = np.asarray(h, dtype=float)
     edges = np.round(np.linspace(0.0, 1.0, bins + 1), 12)

@@ -42,7 +42,9 @@ from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 from stats import committee as committee_mod
 from stats import judge_diagnostics as diag
 from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.errors import StatisticsError
 from stats.preference import VOTE_VALUE
+from stats.serialize import json_safe
 
 #: Canonical vote encoding (SPEC §3).
 ORDERS = ("primary", "swapped")
@@ -67,27 +69,27 @@ class JudgeFeatures:
 
 
 def validate_judge_outputs(judge_outputs: pd.DataFrame) -> pd.DataFrame:
-    """Check the judge-output frame (SPEC §8 fields) and return it; bad input raises ValueError."""
+    """Check the judge-output frame (SPEC §8 fields) and return it; bad input raises ``StatisticsError``."""
     missing = [c for c in JUDGE_OUTPUT_COLUMNS if c not in judge_outputs.columns]
     if missing:
-        raise ValueError(f"judge outputs: missing column(s) {', '.join(missing)}")
+        raise StatisticsError(f"judge outputs: missing column(s) {', '.join(missing)}")
     bad_order = ~judge_outputs["order"].isin(ORDERS)
     if bad_order.any():
-        raise ValueError(
+        raise StatisticsError(
             f"judge outputs: order {judge_outputs.loc[bad_order, 'order'].iloc[0]!r} (expected primary or swapped)"
         )
     valid = judge_outputs["status"] == "valid"
     bad_winner = valid & ~judge_outputs["winner"].isin(list(VOTE_VALUE))
     if bad_winner.any():
         row = judge_outputs[bad_winner].iloc[0]
-        raise ValueError(
+        raise StatisticsError(
             f"judge outputs: valid output of judge {row['judge']!r} on comparison {row['comparison']!r} "
             f"has winner {row['winner']!r} (expected A, B or TIE)"
         )
     dup = judge_outputs.duplicated(["comparison", "judge", "order", "repeat"])
     if dup.any():
         row = judge_outputs[dup].iloc[0]
-        raise ValueError(
+        raise StatisticsError(
             f"judge outputs: duplicate output for comparison {row['comparison']!r}, judge {row['judge']!r}, "
             f"order {row['order']!r}, repeat {row['repeat']!r}"
         )
@@ -162,11 +164,11 @@ def fit_judge_weights(h: np.ndarray, x: np.ndarray) -> JudgeWeightFit:
     h = np.asarray(h, dtype=float)
     x = np.asarray(x, dtype=float)
     if x.ndim != 2 or h.ndim != 1 or x.shape[0] != h.shape[0]:
-        raise ValueError("x must be (n_comparisons, n_judges) and h (n_comparisons,)")
+        raise StatisticsError("x must be (n_comparisons, n_judges) and h (n_comparisons,)")
     if x.shape[0] == 0:
-        raise ValueError("no comparison to fit")
+        raise StatisticsError("no comparison to fit")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(h))):
-        raise ValueError("x and h must be finite")
+        raise StatisticsError("x and h must be finite")
     rank, collinear = collinear_columns(x)
     with _warnings.catch_warnings():
         # Rank deficiency is detected above and reported in the result instead.
@@ -209,7 +211,7 @@ def leave_one_block_out(h: np.ndarray, x: np.ndarray, blocks: Sequence[object]) 
     block_arr = np.asarray([str(b) for b in blocks])
     names = sorted(set(blocks), key=str)
     if len(names) < 2:
-        raise ValueError("leave-one-block-out needs at least two blocks")
+        raise StatisticsError("leave-one-block-out needs at least two blocks")
     pred = np.full(len(h), np.nan)
     coefs = np.zeros((len(names), x.shape[1]))
     deficient = []
@@ -401,24 +403,7 @@ class CalibrationResult:
         }
         if include_predictions:
             out["predictions"] = self.predictions.to_dict(orient="records")
-        return _jsonable(out)
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON types: numpy scalars → Python, NaN/inf → None, tuples → lists."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return str(value)
+        return json_safe(out)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -427,18 +412,18 @@ def _jsonable(value: Any) -> Any:
 def _validate_human(human: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in HUMAN_COLUMNS if c not in human.columns]
     if missing:
-        raise ValueError(f"human reference: missing column(s) {', '.join(missing)}")
+        raise StatisticsError(f"human reference: missing column(s) {', '.join(missing)}")
     if human["comparison"].duplicated().any():
-        raise ValueError(
+        raise StatisticsError(
             f"human reference: comparison {human.loc[human['comparison'].duplicated(), 'comparison'].iloc[0]!r} twice"
         )
     h = pd.to_numeric(human["h"], errors="coerce")
     n_valid = pd.to_numeric(human["n_valid"], errors="coerce")
     if n_valid.isna().any() or (n_valid < 0).any():
-        raise ValueError("human reference: n_valid must be a non-negative number of valid votes")
+        raise StatisticsError("human reference: n_valid must be a non-negative number of valid votes")
     bad = (n_valid > 0) & ~h.between(0, 1)
     if bad.any():
-        raise ValueError(
+        raise StatisticsError(
             f"human reference: comparison {human.loc[bad, 'comparison'].iloc[0]!r} has h outside [0, 1]"
         )
     return human
@@ -515,19 +500,19 @@ def calibrate(
     10,000). ``ranking_interval=False`` skips the Spearman interval (its refits are the slowest part).
     """
     if resamples < 1:
-        raise ValueError("resamples must be at least 1")
+        raise StatisticsError("resamples must be at least 1")
     validate_judge_outputs(judge_outputs)
     _validate_human(human)
     judge_list = (
         sorted(set(judge_outputs["judge"].astype(str))) if judges is None else [str(j) for j in judges]
     )
     if not judge_list:
-        raise ValueError("no judges to calibrate")
+        raise StatisticsError("no judges to calibrate")
     if len(set(judge_list)) != len(judge_list):
-        raise ValueError("judges: a judge is listed twice")
+        raise StatisticsError("judges: a judge is listed twice")
     absent = [j for j in judge_list if not (judge_outputs["judge"] == j).any()]
     if absent:
-        raise ValueError(f"judge(s) without any output: {', '.join(absent)}")
+        raise StatisticsError(f"judge(s) without any output: {', '.join(absent)}")
     warnings: list[str] = []
 
     # Canonical comparison order (sorted) so that row order of the inputs never matters.
@@ -535,14 +520,14 @@ def calibrate(
     n_without = int((~has_votes).sum())
     ref = human[has_votes].sort_values("comparison", kind="mergesort").reset_index(drop=True)
     if ref.empty:
-        raise ValueError("no comparison has a valid human vote")
+        raise StatisticsError("no comparison has a valid human vote")
     comparisons = ref["comparison"].tolist()
     feats = judge_features(judge_outputs, comparisons=comparisons, judges=judge_list)
     missing = ~np.isfinite(feats.x)
     included = ~missing.any(axis=1)
     excluded_by_judge = {j: int(missing[:, k].sum()) for k, j in enumerate(judge_list)}
     if not included.any():
-        raise ValueError("no comparison has a valid output from every judge")
+        raise StatisticsError("no comparison has a valid output from every judge")
     data = ref[included].reset_index(drop=True)
     x = feats.x[included]
     h = data["h"].to_numpy(dtype=float)

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import stats
 
 from stats.bradley_terry import RANK_DECIMALS, SCORE_SCALE
+from stats.errors import StatisticsError
 
 
 def rounded_theta(theta: np.ndarray) -> np.ndarray:
@@ -42,7 +43,7 @@ def correlation_reason(x: np.ndarray, y: np.ndarray) -> str | None:
     """Why the tie-aware correlation of ``x`` and ``y`` (θ scale) is undefined, or None if defined."""
     rx, ry = rounded_theta(x), rounded_theta(y)
     if rx.shape != ry.shape or rx.ndim != 1:
-        raise ValueError("both rankings must be 1-D and of equal length")
+        raise StatisticsError("both rankings must be 1-D and of equal length")
     if len(rx) < 2:
         return f"only {len(rx)} system(s): a rank correlation needs two"
     if np.ptp(rx) == 0 or np.ptp(ry) == 0:

@@ -15,7 +15,8 @@ from annotation.models import Study
 from calibration.selectors.ablation import ablation_inputs
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.calibration import library_versions
-from stats.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED, AblationError, judge_ablation
+from stats.errors import AblationError
+from stats.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED, judge_ablation
 
 MAX_RESAMPLES = 100_000
 

@@ -83,8 +83,8 @@ def reference_votes_filtered(
     *, study: Study, votes: Any, rules: Mapping[str, Any], where: str = ""
 ) -> tuple[Any, dict[str, Any]]:
     """The votes a reference study's exclusion rules keep, and the report's ``exclusions`` object."""
-    from calibration.kinds.reference_hygiene import exclusions_section, reference_rules_apply
     from calibration.services.exclusion_rules import hygiene_rules
+    from stats.reference_hygiene import exclusions_section, reference_rules_apply
 
     settings = hygiene_rules(study, rules, where=where or "rules")
     if votes.empty:

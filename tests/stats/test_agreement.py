@@ -22,7 +22,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 from stats.agreement import (
     ORDINAL_VALUE,
-    InvalidVotes,
     agreement_report,
     bootstrap_agreement,
     coincidence_matrix,
@@ -42,6 +41,7 @@ from stats.agreement import (
     wilson_interval,
 )
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
+from stats.errors import InvalidVotes
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", §C: 4 coders × 12 units.
 KRIPPENDORFF_2011 = np.array(

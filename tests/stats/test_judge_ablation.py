@@ -14,9 +14,9 @@ import pytest
 from scipy.optimize import Bounds, LinearConstraint, minimize
 
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.errors import AblationError
 from stats.judge_ablation import (
     ESTIMATOR_NOTE,
-    AblationError,
     fit_blend,
     judge_ablation,
     one_standard_error_choice,

@@ -41,17 +41,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.kinds._common import (
-    BriefBootstrap,
-    InvalidKindData,
-    bool_column,
-    brief_bootstrap,
-    check_bootstrap_args,
-    json_safe,
-    percentile_ci,
-    require_columns,
-    string_column,
-)
 from stats.agreement import (
     coincidence_matrix,
     exact_agreement,
@@ -61,6 +50,10 @@ from stats.agreement import (
     krippendorff_package_alpha,
     n_agreement_pairs,
 )
+from stats.bootstrap import BriefBootstrap, brief_bootstrap, check_bootstrap_args, percentile_ci
+from stats.errors import InvalidKindData
+from stats.frames import bool_column, require_columns, string_column
+from stats.serialize import json_safe
 
 ANSWER_COLUMNS: tuple[str, ...] = ("unit", "rater", "answer")
 

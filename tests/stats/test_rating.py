@@ -17,8 +17,9 @@ import pytest
 from scipy import stats
 from statsmodels.stats.weightstats import ttost_paired
 
-from calibration.kinds._common import InvalidKindData, brief_bootstrap
-from calibration.kinds.rating import interval_inside_margin, paired_t_interval, rating_comparison
+from stats.bootstrap import brief_bootstrap
+from stats.errors import InvalidKindData
+from stats.rating import interval_inside_margin, paired_t_interval, rating_comparison
 
 
 def test_t_interval_equals_scipy() -> None:

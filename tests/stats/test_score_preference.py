@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.kinds._common import InvalidKindData, brief_bootstrap
-from calibration.kinds.score_preference import (
+from stats.bootstrap import brief_bootstrap
+from stats.errors import InvalidKindData
+from stats.score_preference import (
     GAP_BINS,
     choice_score,
     gap_bin,

@@ -36,17 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.kinds._common import (
-    BriefBootstrap,
-    InvalidKindData,
-    bool_column,
-    bootstrap_ratio_ci,
-    brief_bootstrap,
-    check_bootstrap_args,
-    json_safe,
-    require_columns,
-    string_column,
-)
+from stats.bootstrap import BriefBootstrap, bootstrap_ratio_ci, brief_bootstrap, check_bootstrap_args
+from stats.errors import InvalidKindData
+from stats.frames import bool_column, require_columns, string_column
+from stats.serialize import json_safe
 
 KIND = "pairwise"
 LABELS: tuple[str, ...] = ("A", "B", "TIE", "CANNOT_JUDGE")

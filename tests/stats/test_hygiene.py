@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.kinds._common import InvalidKindData
-from calibration.kinds.hygiene import RULE_ORDER, HygieneRules, apply_hygiene
+from stats.errors import InvalidKindData
+from stats.hygiene import RULE_ORDER, HygieneRules, apply_hygiene
 
 
 def _participant(

@@ -18,14 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-from calibration.kinds._common import InvalidKindData, brief_bootstrap
-from calibration.kinds.agreement_any import (
+from stats.agreement import coincidence_matrix, krippendorff_alpha_ordinal
+from stats.bootstrap import brief_bootstrap
+from stats.errors import InvalidKindData
+from stats.rater_agreement import (
     kind_agreement,
     kind_scale,
     krippendorff_alpha_nominal,
     nominal_alpha_from_coincidences,
 )
-from stats.agreement import coincidence_matrix, krippendorff_alpha_ordinal
 
 
 def _simulate(kind: str, seed: int, n_units: int = 60, raters: int = 4, missing: float = 0.1) -> pd.DataFrame:

@@ -57,14 +57,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.kinds._common import (
-    InvalidKindData,
-    bool_column,
-    json_safe,
-    parse_bool,
-    require_columns,
-    string_column,
-)
+from stats.errors import InvalidKindData
+from stats.frames import bool_column, parse_bool, require_columns, string_column
+from stats.serialize import json_safe
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "participant",

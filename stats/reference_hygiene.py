@@ -1,7 +1,7 @@
 """Exclusion rules for the reference kind (``pairwise_reference``; issue 17). Pure: no Django.
 
 The votes frame of ``annotation.selectors.votes.votes_frame`` (one row per answered trial, voided
-assignments left out) becomes the input of ``calibration.kinds.hygiene.apply_hygiene``:
+assignments left out) becomes the input of ``stats.hygiene.apply_hygiene``:
 
 - participant = rater, trial = position, no attention checks (the reference kind has none);
 - answer = the label as displayed (a swapped display exchanges A and B, SPEC §3), so
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from calibration.kinds.hygiene import HygieneResult, HygieneRules, apply_hygiene
+from stats.hygiene import HygieneResult, HygieneRules, apply_hygiene
 
 FLIP = {"A": "B", "B": "A"}
 

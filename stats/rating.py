@@ -53,16 +53,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from calibration.kinds._common import (
-    InvalidKindData,
-    bool_column,
-    brief_bootstrap,
-    check_bootstrap_args,
-    json_safe,
-    percentile_ci,
-    require_columns,
-    string_column,
-)
+from stats.bootstrap import brief_bootstrap, check_bootstrap_args, percentile_ci
+from stats.errors import InvalidKindData
+from stats.frames import bool_column, require_columns, string_column
+from stats.serialize import json_safe
 
 KIND = "rating"
 RATING_COLUMNS: tuple[str, ...] = ("brief", "system", "rater", "dimension", "rating")

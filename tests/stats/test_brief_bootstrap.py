@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.kinds._common import InvalidKindData, bool_column, bootstrap_ratio_ci, brief_bootstrap
-from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_ratio_ci, bootstrap_units, brief_bootstrap
+from stats.errors import InvalidKindData
+from stats.frames import bool_column
 
 
 def test_brief_bootstrap_is_the_shared_bootstrap_with_briefs_as_pages() -> None:
@@ -55,10 +56,10 @@ def test_bool_column_rejects(value) -> None:
 def test_empty_studies_give_json_safe_reports() -> None:
     import json
 
-    from calibration.kinds.agreement_any import kind_agreement
-    from calibration.kinds.checklist import checklist_agreement
-    from calibration.kinds.hygiene import apply_hygiene
-    from calibration.kinds.score_preference import score_preference
+    from stats.checklist import checklist_agreement
+    from stats.hygiene import apply_hygiene
+    from stats.rater_agreement import kind_agreement
+    from stats.score_preference import score_preference
 
     votes = pd.DataFrame(columns=["comparison", "brief", "item_a", "item_b", "rater", "label"])
     scores = pd.DataFrame({"item": ["a", "b"], "metric": ["m", "m"], "score": [1.0, 0.0]})

@@ -16,14 +16,15 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from calibration.kinds._common import InvalidKindData, brief_bootstrap
-from calibration.kinds.checklist import (
+from stats.bootstrap import brief_bootstrap
+from stats.checklist import (
     automatic_as_binary,
     binomial_intervals,
     checklist_agreement,
     human_majority,
     predicates_frame,
 )
+from stats.errors import InvalidKindData
 
 
 def _majority_of(answers: tuple[str, ...]) -> str | None:

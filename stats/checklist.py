@@ -41,18 +41,11 @@ import numpy as np
 import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
-from calibration.kinds._common import (
-    BriefBootstrap,
-    InvalidKindData,
-    bool_column,
-    bootstrap_ratio_ci,
-    brief_bootstrap,
-    check_bootstrap_args,
-    json_safe,
-    require_columns,
-    string_column,
-)
 from stats.agreement import wilson_interval
+from stats.bootstrap import BriefBootstrap, bootstrap_ratio_ci, brief_bootstrap, check_bootstrap_args
+from stats.errors import InvalidKindData
+from stats.frames import bool_column, require_columns, string_column
+from stats.serialize import json_safe
 
 KIND = "checklist"
 ANSWERS: tuple[str, ...] = ("YES", "NO", "UNCLEAR")
