@@ -2,14 +2,12 @@
 
 A display with ``swapped = true`` shows canonical B in the "A" slot. Its answer is mapped back by
 exchanging A and B and negating every axis score; TIE and CANNOT_JUDGE are unchanged. Downstream
-everything uses canonical values, encoded A = 1, TIE = 0.5, B = 0.
+everything uses canonical values, encoded A = 1, TIE = 0.5, B = 0 (``stats.preference.VOTE_VALUE``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-
-VOTE_VALUE: Mapping[str, float] = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
 
 def swap_label(label: str) -> str:

@@ -22,7 +22,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.agreement import (
+from stats.agreement import (
     ORDINAL_VALUE,
     agreement_report,
     bootstrap_agreement,
@@ -30,7 +30,7 @@ from calibration.agreement import (
     fleiss_kappa,
     validate_votes,
 )
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
 
 RATERS_PER_BLOCK = (5, 5, 5, 5, 5, 4, 2, 2)
 BLOCK_SIZE = 234

@@ -54,9 +54,9 @@ from annotation.models import (  # noqa: E402
     Vote,
 )
 from calibration.calibration_plots import calibration_html  # noqa: E402
-from calibration.judge_weights import calibrate  # noqa: E402
 from calibration.selectors.calibration import calibration_inputs  # noqa: E402
 from judges.models import Judge, JudgeOutput, Provider  # noqa: E402
+from stats.judge_weights import calibrate  # noqa: E402
 
 RATERS = [5, 5, 5, 5, 5, 4, 2, 2]
 

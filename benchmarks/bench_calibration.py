@@ -19,7 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.judge_weights import calibrate
+from stats.judge_weights import calibrate
 
 LABELS = np.array(["B", "TIE", "A"])
 JUDGES = {"opus": "anthropic", "sonnet": "anthropic", "gemini": "google", "sol": "openai", "terra": "openai"}

@@ -22,10 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.bootstrap import bootstrap_units
-from calibration.judge_ablation import judge_ablation
-from ranking.bradley_terry import bootstrap_bradley_terry
-from ranking.davidson import bootstrap_davidson
+from stats.bootstrap import bootstrap_units
+from stats.bradley_terry import bootstrap_bradley_terry
+from stats.davidson import bootstrap_davidson
+from stats.judge_ablation import judge_ablation
 
 
 def ablation_data(seed: int = 3) -> dict:

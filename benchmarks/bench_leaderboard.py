@@ -29,14 +29,14 @@ from scipy.optimize import minimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
-from ranking.bradley_terry import (
+from ranking.deployment_schedule import make_deployment_schedule
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.bradley_terry import (
     L2_PENALTY,
     SCORE_SCALE,
     bootstrap_bradley_terry,
     fit_bradley_terry,
 )
-from ranking.deployment_schedule import make_deployment_schedule
 
 SEED = 20260831
 
@@ -133,7 +133,7 @@ def run_case(name, n_systems, n_comparisons, n_pages, resamples, baseline_resamp
         lambda: bootstrap_bradley_terry(a, b, p, n_systems, units, resamples=resamples, seed=SEED), repeats
     )
     print(f"bootstrap, {resamples:,} resamples (median of {repeats}):")
-    print(f"  draw count matrix W (calibration.bootstrap): {draw_seconds:8.3f} s")
+    print(f"  draw count matrix W (stats.bootstrap): {draw_seconds:8.3f} s")
     print(f"  vectorized refit of all resamples          : {refit_seconds:8.3f} s")
     print(
         f"  bootstrap_bradley_terry total              : {total_seconds:8.3f} s   (target for case 1: < 0.15 s)"

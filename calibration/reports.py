@@ -15,7 +15,7 @@ import pandas as pd
 from django.template.loader import render_to_string
 
 from calibration import plots
-from calibration.agreement import (
+from stats.agreement import (
     ORDINAL_LABELS,
     human_ranking,
     human_reference,
@@ -27,7 +27,7 @@ from calibration.agreement import (
 def leave_one_rater_out_scores(votes: pd.DataFrame) -> dict[str, list[float]]:
     """Each system's human Bradley–Terry score with each rater left out in turn (SPEC §5).
 
-    The same recomputation ``calibration.agreement.leave_one_rater_out`` summarizes by Spearman
+    The same recomputation ``stats.agreement.leave_one_rater_out`` summarizes by Spearman
     and rank movement, kept per system here for the spread plot.
     """
     table = validate_votes(votes)

@@ -68,7 +68,7 @@ class LeaderboardChunk(models.Model):
     """One seeded slice ``start..stop`` of a leaderboard's bootstrap, computed by one task.
 
     ``result`` holds the chunk's resampled scores and ranks; the task that stores the last chunk
-    merges them (``ranking.bradley_terry.merge_bootstrap_results``) into the leaderboard.
+    merges them (``stats.bradley_terry.merge_bootstrap_results``) into the leaderboard.
     """
 
     class Status(models.TextChoices):

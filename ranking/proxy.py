@@ -2,7 +2,7 @@
 
 Pure module: numpy in, numpy out, no Django. ``v_ij`` is judge j's canonical vote on comparison i
 (SPEC §3 encoding A = 1, TIE = 0.5, B = 0), taken from its primary-order, repeat-0 output; β the
-frozen coefficients. This is the same prediction as ``calibration.judge_weights.predict`` (SPEC §6;
+frozen coefficients. This is the same prediction as ``stats.judge_weights.predict`` (SPEC §6;
 a test checks they agree); it lives here too so that the leaderboard does not import the
 calibration fitting stack (statsmodels), which would cost a second at every command start.
 """
@@ -13,9 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from annotation.canonical import VOTE_VALUE
-
-__all__ = ["VOTE_VALUE", "proxy_outcomes"]
+from stats.preference import VOTE_VALUE
 
 
 def vote_value(winner: str) -> float:

@@ -1,6 +1,6 @@
 """Reads of the ranking app: the SPEC §7 leaderboard inputs and the deployment schedule state.
 
-``leaderboard_inputs`` is the adapter in front of ``ranking.bradley_terry``: it turns the stored
+``leaderboard_inputs`` is the adapter in front of ``stats.bradley_terry``: it turns the stored
 comparisons, judge outputs and (optionally) human votes into arrays. Three queries, all
 ``values_list`` (no per-row lookups): the study's comparisons with their page and systems, the
 judges' primary-order, repeat-0 valid outputs, and, with ``use_human_labels``, the votes.
@@ -20,7 +20,8 @@ from annotation.models import Candidate, Comparison, ComparisonSet, Study, Syste
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
-from ranking.proxy import VOTE_VALUE, proxy_outcomes
+from ranking.proxy import proxy_outcomes
+from stats.preference import VOTE_VALUE
 
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
@@ -76,7 +77,7 @@ def human_references(*, study: Study) -> dict[str, float]:
     """
     # Imported here: pandas and the agreement module are needed only with --use-human-labels.
     from annotation.selectors.votes import votes_frame
-    from calibration.agreement import human_reference, label_counts
+    from stats.agreement import human_reference, label_counts
 
     votes = votes_frame(study=study, include_voided=False)
     if votes.empty:

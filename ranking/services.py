@@ -10,8 +10,8 @@
   (``merge_bootstrap_results``): bit-identical to one ``bootstrap_bradley_terry`` call.
 - ``leaderboard_publish``: publish / unpublish (audited).
 
-All formulas live in the pure modules ``ranking.bradley_terry``, ``ranking.deployment_schedule``,
-``calibration.bootstrap`` and ``ranking.proxy``.
+All formulas live in the pure modules ``stats.bradley_terry``, ``ranking.deployment_schedule``,
+``stats.bootstrap`` and ``ranking.proxy``.
 """
 
 from __future__ import annotations
@@ -38,23 +38,8 @@ from annotation.errors import ArbiterError, Conflict, NotFound, ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
 from annotation.services.audit import audit_record
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
 from calibration.models import CoefficientSet
 from calibration.services.agreement import check_bootstrap_options
-from ranking.bradley_terry import (
-    BootstrapResult,
-    appearances,
-    bootstrap_bradley_terry,
-    fit_bradley_terry,
-    merge_bootstrap_results,
-    soft_preference,
-)
-from ranking.davidson import (
-    DavidsonBootstrap,
-    bootstrap_davidson,
-    fit_davidson_outcomes,
-    merge_davidson_bootstraps,
-)
 from ranking.deployment_schedule import DeploymentSchedule, make_deployment_schedule
 from ranking.models import Leaderboard, LeaderboardChunk, RankingModel
 from ranking.selectors import (
@@ -65,6 +50,21 @@ from ranking.selectors import (
     schedule_existing_human,
 )
 from ranking.versions import leaderboard_moment, scoring_provenance, version_sensitivity
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.bradley_terry import (
+    BootstrapResult,
+    appearances,
+    bootstrap_bradley_terry,
+    fit_bradley_terry,
+    merge_bootstrap_results,
+    soft_preference,
+)
+from stats.davidson import (
+    DavidsonBootstrap,
+    bootstrap_davidson,
+    fit_davidson_outcomes,
+    merge_davidson_bootstraps,
+)
 
 DEFAULT_RESAMPLES = 2000  # SPEC §7 (paper)
 DEFAULT_SEED = 20260831  # SPEC §7 (paper)
@@ -282,8 +282,8 @@ def _model_comparison(
     inputs: LeaderboardInputs, bt_theta: np.ndarray, bt_ranks: np.ndarray, dv_theta: np.ndarray, dv_ranks: np.ndarray
 ) -> dict[str, Any]:
     """Davidson vs Bradley–Terry: tie-aware Spearman ρ / Kendall τ of θ and per-system rank change."""
-    from ranking.bradley_terry import SCORE_SCALE
-    from ranking.rank_correlation import correlation_reason, kendall_tie_aware, spearman_tie_aware
+    from stats.bradley_terry import SCORE_SCALE
+    from stats.rank_correlation import correlation_reason, kendall_tie_aware, spearman_tie_aware
 
     per_system = [
         {
@@ -325,7 +325,7 @@ def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[st
     common = [row for row in systems if row["system"] in objective]
     from scipy import stats  # imported here: only --objective needs it (a second of start-up otherwise)
 
-    from ranking.rank_correlation import rounded_theta, theta_of_scores
+    from stats.rank_correlation import rounded_theta, theta_of_scores
 
     x = np.array([objective[row["system"]] for row in common], dtype=float)
     # Fitted scores rounded as the ranks are, so exactly tied systems stay tied (audit F1).

@@ -213,7 +213,7 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
 
 
 # The defaults of the exclusion rules the quality page flags: those of
-# ``calibration.kinds.hygiene.HygieneRules`` (annotation imports no other app; a test keeps them
+# ``stats.hygiene.HygieneRules`` (annotation imports no other app; a test keeps them
 # equal). A study's ``options["exclusion_rules"]`` overrides them, ``null`` turns a rule off.
 QUALITY_RULE_DEFAULTS: dict[str, float | int | None] = {
     "min_median_response_ms": 1000.0,

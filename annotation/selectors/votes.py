@@ -115,7 +115,7 @@ def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
     ``confidence`` (float, NaN when absent), ``response_ms`` (float, NaN when absent),
     ``rationale`` (str), ``voided`` (bool; always False unless ``include_voided``), then one float
     ``axis:<ID>`` column per study axis in axis order (NaN when the axis was not scored: inactive
-    on the page, or a CANNOT_JUDGE vote). This is the input of ``calibration.agreement``.
+    on the page, or a CANNOT_JUDGE vote). This is the input of ``stats.agreement``.
     """
     axis_ids = study_axis_ids(study=study)
     rows = list(vote_rows(study=study, include_voided=include_voided))

@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from calibration.api.calibration import API_MAX_RESAMPLES, _int_param, study_for_request
-from calibration.judge_ablation import DEFAULT_SEED
 from calibration.services.ablation import judge_ablation_report
+from stats.judge_ablation import DEFAULT_SEED
 
 API_DEFAULT_RESAMPLES = 1000
 

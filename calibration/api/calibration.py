@@ -20,11 +20,11 @@ from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import Study
 from annotation.roles import studies_for
-from calibration.judge_weights import DEFAULT_SEED
 from calibration.models import CoefficientSet
 from calibration.selectors.coefficients import coefficient_set_get, coefficient_sets_for_study
 from calibration.services.calibration import calibration_report_for_study
 from calibration.services.coefficients import coefficient_set_document, coefficient_set_import
+from stats.judge_weights import DEFAULT_SEED
 
 #: Resamples of an API report unless asked (the command's default, 5,000, takes seconds more).
 API_DEFAULT_RESAMPLES = 1000

@@ -1,5 +1,5 @@
 """Reads that assemble the judge-subset ablation inputs of a study (adapter in front of the pure
-``calibration.judge_ablation.judge_ablation``; issue 16 part 1, paper B.4).
+``stats.judge_ablation.judge_ablation``; issue 16 part 1, paper B.4).
 
 - the human table and the judges of the SPEC §6 calibration (``calibration_inputs``: every judge
   with a valid output on the human set and no call still running; dropped judges with why);
@@ -25,8 +25,8 @@ from annotation.models import Comparison, ComparisonSet, Study
 from calibration.selectors.calibration import calibration_inputs
 from judges.models import JudgeOutput, OutputStatus
 from judges.selectors import judge_progress
+from stats.preference import VOTE_VALUE
 
-VOTE_VALUE: Mapping[str, float] = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 #: The cost estimate's unit, when no judge usage was recorded (imported outputs, say).
 COST_UNIT = "estimated input image tokens per comparison"
 RECORDED_COST_UNIT = "US dollars per comparison"

@@ -1,10 +1,10 @@
 """Reads that assemble the SPEC §6 calibration inputs of a study (the adapter in front of
-``calibration.judge_weights.calibrate``).
+``stats.judge_weights.calibrate``).
 
 - the human table: one row per human-set comparison — ``comparison, page, block, h, n_valid,
   n_A, n_T, n_B, system_a, system_b`` — from the main (non-repeat) votes of non-voided
   assignments (``annotation.selectors.votes.votes_frame``), counted and turned into ``h`` with
-  ``calibration.agreement.label_counts`` / ``human_reference`` (SPEC §5);
+  ``stats.agreement.label_counts`` / ``human_reference`` (SPEC §5);
 - the judge outputs of the human set (``judges.selectors.judge_outputs_frame``);
 - each judge's vendor family (``Judge.family``, SPEC §6 committee eligibility).
 
@@ -22,8 +22,8 @@ import pandas as pd
 from annotation.errors import ValidationFailed
 from annotation.models import BlockItem, Comparison, ComparisonSet, Study
 from annotation.selectors.votes import votes_frame
-from calibration.agreement import human_reference, label_counts
 from judges.models import Judge
+from stats.agreement import human_reference, label_counts
 
 HUMAN_TABLE_COLUMNS: tuple[str, ...] = (
     "comparison",

@@ -1,7 +1,7 @@
 """The judge-subset ablation of a study (issue 16 part 1, paper B.4): which judges are worth paying for.
 
 ``judge_ablation_report`` reads the study (``calibration.selectors.ablation``), runs the pure
-``calibration.judge_ablation.judge_ablation`` and returns its JSON report with the study, the
+``stats.judge_ablation.judge_ablation`` and returns its JSON report with the study, the
 judges left out, how the cost was estimated and the library versions. The ``judge_ablation``
 command, the researcher page and the REST endpoint all call it. Nothing is stored.
 """
@@ -12,10 +12,11 @@ from typing import Any
 
 from annotation.errors import ValidationFailed
 from annotation.models import Study
-from calibration.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED, AblationError, judge_ablation
 from calibration.selectors.ablation import ablation_inputs
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.calibration import library_versions
+from stats.errors import AblationError
+from stats.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED, judge_ablation
 
 MAX_RESAMPLES = 100_000
 

@@ -1,7 +1,7 @@
 """Agreement report for a study (SPEC §5, §9 ``agreement_report``, §10 keys).
 
 Selector (``annotation.selectors.votes.votes_frame``, voided assignments excluded) → pure
-statistics (``calibration.agreement.agreement_report``) → plain JSON dict. The command, the
+statistics (``stats.agreement.agreement_report``) → plain JSON dict. The command, the
 researcher page and the REST endpoint all go through ``agreement_report_compute``.
 """
 
@@ -20,8 +20,8 @@ from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import Study
 from annotation.progress import progress_step
 from annotation.selectors.votes import votes_frame
-from calibration.agreement import agreement_report
 from calibration.reports import agreement_figures, render_agreement_html
+from stats.agreement import agreement_report
 
 DEFAULT_RESAMPLES = 2000  # SPEC §9 default of the command and the REST endpoint
 PAGE_RESAMPLES = 200  # the researcher page computes on request, so it starts smaller
@@ -83,8 +83,8 @@ def reference_votes_filtered(
     *, study: Study, votes: Any, rules: Mapping[str, Any], where: str = ""
 ) -> tuple[Any, dict[str, Any]]:
     """The votes a reference study's exclusion rules keep, and the report's ``exclusions`` object."""
-    from calibration.kinds.reference_hygiene import exclusions_section, reference_rules_apply
     from calibration.services.exclusion_rules import hygiene_rules
+    from stats.reference_hygiene import exclusions_section, reference_rules_apply
 
     settings = hygiene_rules(study, rules, where=where or "rules")
     if votes.empty:

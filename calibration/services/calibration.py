@@ -1,7 +1,7 @@
 """Calibration of a study's judges (SPEC §6) and freezing of the fitted weights.
 
 ``calibration_report_for_study`` reads the study (``calibration.selectors.calibration``), runs the
-pure ``calibration.judge_weights.calibrate`` and returns its JSON report (SPEC §10 ``calibrate``
+pure ``stats.judge_weights.calibrate`` and returns its JSON report (SPEC §10 ``calibrate``
 keys and extras) with the provenance a frozen set needs: the exact comparison ids of the fit and
 ``data_hash`` — the SHA-256 of a canonical JSON of the fitted matrix ``x̄`` and ``h`` (see
 :func:`fit_data_hash`). ``coefficient_set_freeze`` turns such a report into an immutable
@@ -24,11 +24,11 @@ from django.db import IntegrityError, transaction
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import AuditEvent, Study
 from annotation.progress import progress_step
-from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
 from judges.prompts import prompt_template_sha256
 from judges.selectors import UNKNOWN_TEMPLATE, judge_prompt_templates, judge_usage
+from stats.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
 
 #: Libraries whose versions are recorded with every report and frozen set.
 RECORDED_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "statsmodels", "pandas")

@@ -20,7 +20,7 @@ from annotation.errors import ValidationFailed
 from annotation.models import Study
 from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
-from calibration.kinds.hygiene import HygieneRules
+from stats.hygiene import HygieneRules
 
 _RULE_FIELDS = {f.name: f for f in fields(HygieneRules)}
 _NULLABLE = {name for name in _RULE_FIELDS if name not in ("straightline_min_trials", "position_min_trials")}

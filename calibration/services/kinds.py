@@ -50,14 +50,14 @@ from annotation.errors import ValidationFailed
 from annotation.files import output_folders_check, write_texts_atomic
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, StudyKind, System, Trial
 from annotation.progress import progress_step
-from calibration.kinds._common import json_safe
-from calibration.kinds.agreement_any import kind_agreement
-from calibration.kinds.checklist import DEFAULT_K, checklist_agreement
-from calibration.kinds.hygiene import HygieneResult, apply_hygiene
-from calibration.kinds.rating import DEFAULT_MARGIN, DEFAULT_SCALE, rating_comparison
-from calibration.kinds.score_preference import score_preference
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import hygiene_rules, read_rules_file
+from stats.checklist import DEFAULT_K, checklist_agreement
+from stats.hygiene import HygieneResult, apply_hygiene
+from stats.rater_agreement import kind_agreement
+from stats.rating import DEFAULT_MARGIN, DEFAULT_SCALE, rating_comparison
+from stats.score_preference import score_preference
+from stats.serialize import json_safe
 
 DEFAULT_RESAMPLES = 2000  # the command's default, as agreement_report
 PAGE_RESAMPLES = 1000  # the researcher page computes on request

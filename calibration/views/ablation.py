@@ -15,8 +15,8 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.roles import studies_for
 from annotation.views.decorators import researcher_required
 from calibration.ablation_plots import ablation_context, ablation_html
-from calibration.judge_ablation import DEFAULT_SEED
 from calibration.services.ablation import judge_ablation_report
+from stats.judge_ablation import DEFAULT_SEED
 
 PAGE_RESAMPLES = 1000
 MAX_PAGE_RESAMPLES = 20_000

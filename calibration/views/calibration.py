@@ -21,7 +21,6 @@ from annotation.models import Study
 from annotation.roles import studies_for
 from annotation.views.decorators import researcher_required
 from calibration.calibration_plots import calibration_context, calibration_html
-from calibration.judge_weights import DEFAULT_SEED
 from calibration.models import CalibrationReport
 from calibration.selectors.coefficients import (
     calibration_report_get,
@@ -29,6 +28,7 @@ from calibration.selectors.coefficients import (
     coefficient_sets_for_study,
 )
 from calibration.services.calibration import calibration_run, coefficient_set_freeze
+from stats.judge_weights import DEFAULT_SEED
 
 #: Resamples of the report computed when the page is first opened (fast; recompute for more).
 PAGE_RESAMPLES = 200

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from annotation.canonical import VOTE_VALUE, canonical_label, canonical_scores, swap_label
+from annotation.canonical import canonical_label, canonical_scores, swap_label
+from stats.preference import VOTE_VALUE
 
 LABELS = st.sampled_from(["A", "B", "TIE", "CANNOT_JUDGE"])
 SCORES = st.dictionaries(st.sampled_from(["GLOBAL", "TEXT", "TABLE"]), st.integers(-2, 2))

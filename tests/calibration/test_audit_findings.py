@@ -20,11 +20,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from scipy import stats
 
-from calibration.agreement import agreement_report, human_reference, label_counts
-from calibration.judge_weights import calibrate
-from calibration.kinds.rating import paired_t_interval, rating_comparison
-from ranking.bradley_terry import RANK_DECIMALS, fit_bradley_terry
-from ranking.rank_correlation import kendall_tie_aware, spearman_tie_aware
+from stats.agreement import agreement_report, human_reference, label_counts
+from stats.bradley_terry import RANK_DECIMALS, fit_bradley_terry
+from stats.judge_weights import calibrate
+from stats.rank_correlation import kendall_tie_aware, spearman_tie_aware
+from stats.rating import paired_t_interval, rating_comparison
 
 SYSTEMS = ["s1", "s2", "s3", "s4", "s5"]
 

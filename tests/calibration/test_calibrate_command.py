@@ -13,9 +13,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from calibration.judge_weights import calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import human_reference_table
+from stats.judge_weights import calibrate
 from tests.calibration.cal_factories import make_calibration_study
 
 pytestmark = pytest.mark.django_db

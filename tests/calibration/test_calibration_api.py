@@ -8,9 +8,9 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from calibration.judge_weights import calibrate
 from calibration.models import CalibrationReport, CoefficientSet
 from calibration.services.calibration import calibration_report_for_study, coefficient_set_freeze
+from stats.judge_weights import calibrate
 from tests.calibration.cal_factories import make_calibration_study
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from annotation.models import AuditEvent, Study
-from calibration.kinds.hygiene import HygieneRules
+from stats.hygiene import HygieneRules
 from tests.calibration.test_kind_report import PAIRWISE_KEPT, build_pairwise, run_default
 
 pytestmark = pytest.mark.django_db

@@ -15,9 +15,9 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Candidate, Page, StoredImage
-from calibration.judge_ablation import judge_ablation
 from calibration.selectors.ablation import estimated_image_tokens
 from judges.models import JudgeOutput
+from stats.judge_ablation import judge_ablation
 from tests.calibration.cal_factories import make_calibration_study
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,8 @@ from django.core.management import call_command
 from annotation.models import Vote
 from annotation.selectors.progress import QUALITY_RULE_DEFAULTS, rater_quality
 from annotation.selectors.votes import votes_frame
-from calibration.kinds.hygiene import HygieneRules
-from calibration.kinds.reference_hygiene import reference_hygiene_frame, reference_rules_apply
+from stats.hygiene import HygieneRules
+from stats.reference_hygiene import reference_hygiene_frame, reference_rules_apply
 from tests.annotation.factories import make_rated_study
 from tests.calibration.cal_factories import make_calibration_study
 

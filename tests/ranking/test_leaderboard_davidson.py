@@ -19,17 +19,17 @@ from django.test import Client
 from django.urls import reverse
 from scipy import optimize, stats
 
-from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
-from ranking.bradley_terry import RANK_DECIMALS
-from ranking.davidson import (
+from ranking.models import Leaderboard
+from ranking.services import leaderboard_compute, leaderboard_start
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+from stats.bradley_terry import RANK_DECIMALS
+from stats.davidson import (
     bootstrap_davidson,
     fit_davidson,
     fit_davidson_outcomes,
     merge_davidson_bootstraps,
     soft_labels,
 )
-from ranking.models import Leaderboard
-from ranking.services import leaderboard_compute, leaderboard_start
 from tests.ranking.rank_factories import RankedStudy, make_ranked_study
 from tests.ranking.test_leaderboard import expected_outcomes
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibration.judge_weights import predict
 from ranking.proxy import proxy_outcomes, vote_value
+from stats.judge_weights import predict
 
 
 def test_proxy_equals_calibration_predict_and_clips() -> None:

@@ -14,9 +14,9 @@ from annotation.files import write_text_atomic
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.calibration_plots import calibration_html
-from calibration.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
 from calibration.services.calibration import calibration_run
 from calibration.services.exclusion_rules import exclusions_line, rules_option
+from stats.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 def _writable(path: Path | None, flag: str) -> None:

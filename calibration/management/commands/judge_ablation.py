@@ -14,8 +14,8 @@ from annotation.files import write_text_atomic
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.ablation_plots import ablation_html
-from calibration.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED
 from calibration.services.ablation import judge_ablation_report
+from stats.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 class Command(ArbiterCommand):
