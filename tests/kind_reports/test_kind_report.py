@@ -28,8 +28,8 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from annotation.models import AssignmentState, Candidate, Comparison, Predicate, Rater, Study
-from calibration.services.kinds import kind_report_build
-from tests.calibration.kind_report_factories import VoteWriter, canonical, import_kind_study
+from kind_reports.services import kind_report_build
+from tests.kind_reports.kind_report_factories import VoteWriter, canonical, import_kind_study
 
 pytestmark = pytest.mark.django_db
 

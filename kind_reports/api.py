@@ -16,7 +16,7 @@ from annotation.api.votes import study_for_request
 from annotation.errors import ValidationFailed
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import exclusion_rules_update, hygiene_rules
-from calibration.services.kinds import (
+from kind_reports.services import (
     DEFAULT_RESAMPLES,
     kind_report_build,
 )

@@ -11,7 +11,7 @@ from django.test import Client
 
 from annotation.models import AuditEvent, Study
 from calibration.kinds.hygiene import HygieneRules
-from tests.calibration.test_kind_report import PAIRWISE_KEPT, build_pairwise, run_default
+from tests.kind_reports.test_kind_report import PAIRWISE_KEPT, build_pairwise, run_default
 
 pytestmark = pytest.mark.django_db
 
