@@ -2,7 +2,7 @@
 
 Every figure reads only the JSON report of ``kind_reports.services`` and returns a
 ``data:image/svg+xml;base64,...`` URI drawn with the agreement report's helpers
-(``calibration.plots``: matplotlib object API on the Agg canvas, no date in the SVG, fixed id
+(``calibration.agreement_plots``: matplotlib object API on the Agg canvas, no date in the SVG, fixed id
 salt), so the same report always gives the same bytes and the page needs no script or asset:
 
 - ``pairwise``: agreement of human choices with each metric, overall and by relative score gap,
@@ -23,7 +23,7 @@ from typing import Any
 from matplotlib import rc_context
 from matplotlib.ticker import MaxNLocator
 
-from calibration.plots import (
+from calibration.agreement_plots import (
     _MUTED,
     _POINT,
     _REFERENCE,

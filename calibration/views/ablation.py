@@ -36,7 +36,7 @@ def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
     }
     download = request.GET.get("download")
     if request.method == "GET" and download not in ("json", "html"):
-        return render(request, "calibration/judge_ablation.html", context)
+        return render(request, "calibration/judge_ablation_page.html", context)
     try:
         if str(context["bootstrap"]).strip().isdigit() and int(str(context["bootstrap"])) > MAX_PAGE_RESAMPLES:
             raise ValidationFailed(
@@ -46,7 +46,7 @@ def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
         report = judge_ablation_report(study=study, resamples=context["bootstrap"], seed=context["seed"])
     except ArbiterError as exc:
         context["error"] = str(exc)
-        return render(request, "calibration/judge_ablation.html", context, status=exc.status_code)
+        return render(request, "calibration/judge_ablation_page.html", context, status=exc.status_code)
     if download == "json":
         response = HttpResponse(
             json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n", content_type="application/json"
@@ -55,6 +55,6 @@ def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
         body = ablation_html(report, title=f"Judge-subset ablation · {study.title}")
         response = HttpResponse(body, content_type="text/html; charset=utf-8")
     else:
-        return render(request, "calibration/judge_ablation.html", {**context, **ablation_context(report)})
+        return render(request, "calibration/judge_ablation_page.html", {**context, **ablation_context(report)})
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-judge-ablation.{download}"'
     return response
