@@ -23,7 +23,8 @@ from rest_framework.views import APIView
 from annotation.api.votes import IsResearcher, study_for_request
 from ranking.models import Leaderboard, RankingModel
 from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study
-from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED, leaderboard_start
+from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ranking.tasks import leaderboard_start
 
 
 class LeaderboardOutputSerializer(serializers.Serializer):

@@ -267,3 +267,8 @@ def deployment_external_ids(*, study: Study) -> Sequence[str]:
     return list(
         Comparison.objects.filter(study=study, external_id__regex=r"^d[0-9]+$").values_list("external_id", flat=True)
     )
+
+
+def study_system_ids(*, study: Study) -> frozenset[str]:
+    """The study's system ids (bundle ids)."""
+    return frozenset(System.objects.filter(study=study).values_list("external_id", flat=True))

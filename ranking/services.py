@@ -3,12 +3,16 @@
 - ``deployment_schedule_create``: the SPEC §7 deployment comparisons (``make_schedule``).
 - ``leaderboard_compute``: the SPEC §10 leaderboard JSON from a frozen CoefficientSet
   (``leaderboard`` command; the task path below gives the same dict).
-- ``leaderboard_start`` / ``leaderboard_run`` / ``leaderboard_chunk_run``: the stored, queued
-  computation behind the researcher page and the REST endpoint. The run snapshots the inputs,
+- ``leaderboard_create`` / ``leaderboard_run`` / ``leaderboard_chunk_run``: the stored, queued
+  computation behind the researcher page and the REST endpoint (``ranking.tasks`` queues it:
+  ``leaderboard_start``). The run snapshots the inputs,
   splits the bootstrap into seeded chunks (rows ``start..stop`` of one count matrix), each chunk
   task stores its resamples, and the task that stores the last one merges them
   (``merge_bootstrap_results``): bit-identical to one ``bootstrap_bradley_terry`` call.
 - ``leaderboard_publish``: publish / unpublish (audited).
+
+The report's files (JSON, CSV, HTML) are ``ranking.rendering``; the objective CSV is
+``ranking.objective_csv``.
 
 All formulas live in the pure modules ``ranking.bradley_terry``, ``ranking.deployment_schedule``,
 ``calibration.bootstrap`` and ``ranking.proxy``.
@@ -16,26 +20,20 @@ All formulas live in the pure modules ``ranking.bradley_terry``, ``ranking.deplo
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotation import csv_cells
 from annotation.errors import ArbiterError, Conflict, NotFound, ValidationFailed
-from annotation.files import write_text_atomic
 from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
 from annotation.services.audit import audit_record
 from calibration.bootstrap import bootstrap_page_blocks, bootstrap_units
@@ -63,6 +61,7 @@ from ranking.selectors import (
     leaderboard_inputs,
     schedule_eligible_pages,
     schedule_existing_human,
+    study_system_ids,
 )
 from ranking.versions import leaderboard_moment, scoring_provenance, version_sensitivity
 
@@ -90,70 +89,6 @@ def check_ranking_model(model: Any) -> str:
     if value not in RankingModel.values:
         raise ValidationFailed(f"expected one of {', '.join(RankingModel.values)}, got {model!r}", field="model")
     return value
-
-
-def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
-    """An objective leaderboard CSV ``system,score`` (header required) → ``{system: score}``.
-
-    Every line is checked: the system must be one of ``systems`` (bundle ids) and appear once, the
-    score a finite number. Errors name ``source:line``.
-    """
-    reader = csv_cells.reader(io.StringIO(text.lstrip("\ufeff")))
-    try:
-        return _objective_rows(reader, source=source, systems=systems)
-    except csv_cells.Error as exc:
-        raise ValidationFailed(f"not valid CSV ({exc})", where=f"{source}:{reader.line_num}") from None
-
-
-def _objective_rows(reader: csv_cells.Reader, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
-    header = next(reader, None)
-    if header is None:
-        raise ValidationFailed("the file is empty; expected a header 'system,score'", where=f"{source}:1")
-    names = [h.strip().lower() for h in header]
-    if "system" not in names or "score" not in names:
-        raise ValidationFailed(f"expected a header with columns 'system,score', got {','.join(header)!r}", where=f"{source}:1")
-    col_system, col_score = names.index("system"), names.index("score")
-    out: dict[str, float] = {}
-    for row in reader:
-        line = reader.line_num
-        if not row or all(not cell.strip() for cell in row):
-            continue
-        if len(row) <= max(col_system, col_score):
-            raise ValidationFailed(f"expected {len(header)} columns, got {len(row)}", where=f"{source}:{line}")
-        system, raw = row[col_system].strip(), row[col_score].strip()
-        if system not in systems:
-            raise ValidationFailed(
-                f"unknown system {system!r} (systems of the study: {', '.join(sorted(systems))})",
-                where=f"{source}:{line}", field="system",
-            )
-        if system in out:
-            raise ValidationFailed(f"system {system!r} is listed twice", where=f"{source}:{line}", field="system")
-        try:
-            score = float(raw)
-        except ValueError:
-            raise ValidationFailed(f"expected a number, got {raw!r}", where=f"{source}:{line}", field="score") from None
-        if not math.isfinite(score):
-            raise ValidationFailed(f"expected a finite number, got {raw!r}", where=f"{source}:{line}", field="score")
-        out[system] = score
-    if not out:
-        raise ValidationFailed("no system scores after the header", where=source)
-    return out
-
-
-def study_system_ids(*, study: Study) -> frozenset[str]:
-    return frozenset(System.objects.filter(study=study).values_list("external_id", flat=True))
-
-
-def objective_read_csv(*, study: Study, path: Path | str) -> dict[str, float]:
-    """Read and validate an objective leaderboard CSV file for ``study`` (SPEC §7, §9 ``--objective``)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationFailed("no such file", where=str(path)) from None
-    except UnicodeDecodeError:
-        raise ValidationFailed("not UTF-8 text", where=str(path)) from None
-    return objective_parse_csv(text, source=path.name, systems=study_system_ids(study=study))
 
 
 def check_objective(*, study: Study, objective: Mapping[str, Any] | None) -> dict[str, float]:
@@ -513,75 +448,6 @@ def leaderboard_earlier(*, study: Study, leaderboard: Leaderboard | int | str) -
 # --------------------------------------------------------------------------- report files
 
 
-CSV_COLUMNS = (
-    "rank", "system", "name", "score", "ci95_low", "ci95_high", "rank_ci95_low", "rank_ci95_high",
-    "soft_preference", "appearances", "rank1_share",
-)
-
-
-def leaderboard_csv(report: Mapping[str, Any]) -> str:
-    """The systems table of a leaderboard report as CSV (one row per system, by rank)."""
-    buffer = io.StringIO()
-    writer = csv_cells.writer(buffer)
-    writer.writerow(CSV_COLUMNS)
-    for row in report.get("systems", []):
-        writer.writerow(
-            [
-                row["rank"], row["system"], row.get("name", ""), repr(row["score"]), repr(row["ci95"][0]),
-                repr(row["ci95"][1]), row["rank_ci95"][0], row["rank_ci95"][1], repr(row["soft_preference"]),
-                row["appearances"], repr(row["rank1_share"]),
-            ]
-        )
-    return buffer.getvalue()
-
-
-def leaderboard_json(report: Mapping[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def leaderboard_context(*, study: Study, report: Mapping[str, Any]) -> dict[str, Any]:
-    """Template context shared by the published page, the researcher page and the HTML file."""
-    from ranking.plots import leaderboard_intervals_svg
-
-    return {"study": study, "report": report, "intervals_svg": leaderboard_intervals_svg(report.get("systems", []))}
-
-
-def leaderboard_html(*, study: Study, report: Mapping[str, Any]) -> str:
-    """A self-contained HTML page (SPEC §8 "Reports"): own CSS, inline SVG, no script."""
-    return render_to_string("ranking/leaderboard_report.html", leaderboard_context(study=study, report=report))
-
-
-def check_output_path(path: Path | str | None, *, option: str) -> Path | None:
-    if path is None:
-        return None
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ValidationFailed("the folder does not exist", where=str(path.parent), field=option)
-    return path
-
-
-def leaderboard_write(
-    *,
-    study: Study,
-    report: Mapping[str, Any],
-    json_path: Path | None,
-    html_path: Path | None = None,
-    csv_path: Path | None = None,
-) -> None:
-    # Render everything first, then write each file whole: no half-written set of files.
-    outputs = [
-        (path, render())
-        for path, render in (
-            (json_path, lambda: leaderboard_json(report)),
-            (csv_path, lambda: leaderboard_csv(report)),
-            (html_path, lambda: leaderboard_html(study=study, report=report)),
-        )
-        if path is not None
-    ]
-    for path, text in outputs:
-        write_text_atomic(path, text)
-
-
 # --------------------------------------------------------------------------- stored, queued leaderboards
 
 
@@ -589,7 +455,7 @@ def _chunk_resamples() -> int:
     return int(getattr(settings, "ARBITER_LEADERBOARD_CHUNK_RESAMPLES", DEFAULT_CHUNK_RESAMPLES))
 
 
-def leaderboard_start(
+def leaderboard_create(
     *,
     study: Study,
     coefficient_set: CoefficientSet | str,
@@ -600,7 +466,7 @@ def leaderboard_start(
     user: Any = None,
     model: Any = RankingModel.BRADLEY_TERRY,
 ) -> Leaderboard:
-    """Create a queued Leaderboard and queue its computation once the row is committed."""
+    """Create a queued Leaderboard (audited); ``ranking.tasks.leaderboard_start`` queues its run on commit."""
     resamples, seed = check_leaderboard_options(resamples, seed)
     model = check_ranking_model(model)
     cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
@@ -620,14 +486,6 @@ def leaderboard_start(
         coefficients=cset.name, resamples=resamples, seed=seed, use_human_labels=bool(use_human_labels),
         model=model,
     )
-    leaderboard_id = leaderboard.pk
-
-    def queue() -> None:
-        from ranking.tasks import leaderboard_run_task
-
-        leaderboard_run_task.delay(leaderboard_id)
-
-    transaction.on_commit(queue, robust=True)
     return leaderboard
 
 
@@ -638,8 +496,12 @@ def leaderboard_fail(leaderboard_id: int, message: str) -> None:
     )
 
 
-def leaderboard_run(*, leaderboard_id: int) -> str:
-    """Claim a queued leaderboard, snapshot its inputs, and run or queue its bootstrap chunks."""
+def leaderboard_run(*, leaderboard_id: int, queue_chunk: Callable[[int, int], None]) -> str:
+    """Claim a queued leaderboard, snapshot its inputs, and run or queue its bootstrap chunks.
+
+    One chunk runs here; more are handed to ``queue_chunk(leaderboard_id, index)`` (the task
+    module queues ``leaderboard_chunk_task``: the services do not import the tasks).
+    """
     # A run whose worker died before it queued its chunks (chunks_total still 0) may be taken
     # over once the task time limit has passed; a finished or chunked run never is.
     stale = timezone.now() - timedelta(seconds=int(getattr(settings, "CELERY_TASK_TIME_LIMIT", 900)))
@@ -682,10 +544,8 @@ def leaderboard_run(*, leaderboard_id: int) -> str:
         )
     if len(bounds) == 1:
         return leaderboard_chunk_run(leaderboard_id=leaderboard_id, index=0)
-    from ranking.tasks import leaderboard_chunk_task
-
     for k in range(len(bounds)):
-        leaderboard_chunk_task.delay(leaderboard_id, k)
+        queue_chunk(leaderboard_id, k)
     return f"queued {len(bounds)} chunks"
 
 

@@ -21,22 +21,24 @@ from annotation.selectors.studies import study_get_for_user
 from annotation.views.studies import researcher_required
 from calibration.models import CoefficientSet
 from ranking.models import Leaderboard
-from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study, schedule_state
+from ranking.objective_csv import objective_parse_csv
+from ranking.rendering import leaderboard_context, leaderboard_csv, leaderboard_html, leaderboard_json
+from ranking.selectors import (
+    leaderboard_get,
+    leaderboard_published,
+    leaderboards_for_study,
+    schedule_state,
+    study_system_ids,
+)
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     MAX_RESAMPLES,
     deployment_schedule_create,
-    leaderboard_context,
-    leaderboard_csv,
-    leaderboard_html,
-    leaderboard_json,
     leaderboard_publish,
-    leaderboard_start,
     leaderboard_version_sensitivity,
-    objective_parse_csv,
-    study_system_ids,
 )
+from ranking.tasks import leaderboard_start
 from ranking.versions import leaderboard_moment
 
 MAX_OBJECTIVE_BYTES = 1024 * 1024

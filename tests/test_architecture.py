@@ -37,7 +37,6 @@ PURE_USES_ALLOWED = frozenset(PURE_MODULES)
 KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
     {
         frozenset({"annotation.services.votes", "annotation.services.kind_votes"}),
-        frozenset({"ranking.services", "ranking.tasks"}),
         frozenset({"demo.kinds", "demo.service"}),
     }
 )

@@ -355,19 +355,20 @@ def test_the_leaderboard_page_shows_the_version_sensitivity_report(judged: dict[
 
 @pytest.mark.django_db
 def test_queued_leaderboards_carry_the_reuse_counts_and_compare_like_the_command(judged: dict[str, Any]) -> None:
-    from ranking.services import leaderboard_run, leaderboard_version_sensitivity
+    from ranking.services import leaderboard_version_sensitivity
+    from ranking.tasks import leaderboard_run_task
 
     study, tmp = judged["study"], judged["tmp"]
     cset = CoefficientSet.objects.get(study=study, name="v1")
     first = Leaderboard.objects.create(study=study, coefficient_set=cset, resamples=50, seed=3)
-    assert leaderboard_run(leaderboard_id=first.pk) == "done"
+    assert leaderboard_run_task(first.pk) == "done"
     first.refresh_from_db()
     assert first.result["judge_outputs"]["scoring_outputs"] == 36
     command("import_study", str(replace_candidate(judged["bundle"], tmp / "u", page="p1", system="alpha")), "--update")
     for judge in ("judge-x", "judge-y"):
         command("run_judges", "versions", "--judge", judge, "--refresh")
     second = Leaderboard.objects.create(study=study, coefficient_set=cset, resamples=50, seed=3)
-    assert leaderboard_run(leaderboard_id=second.pk) == "done"
+    assert leaderboard_run_task(second.pk) == "done"
     second.refresh_from_db()
     vs = leaderboard_version_sensitivity(study=study, leaderboard=second, compare_to=first.pk)
     assert vs["comparisons_touched"] == 2 and vs["n_human_comparisons_changed"] == 2

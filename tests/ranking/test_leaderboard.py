@@ -13,8 +13,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy import optimize, stats
 
+from ranking.objective_csv import objective_parse_csv
 from ranking.selectors import leaderboard_inputs
-from ranking.services import leaderboard_compute, objective_parse_csv
+from ranking.services import leaderboard_compute
 from tests.ranking.rank_factories import RankedStudy, make_ranked_study
 
 pytestmark = pytest.mark.django_db

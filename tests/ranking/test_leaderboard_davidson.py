@@ -29,7 +29,8 @@ from ranking.davidson import (
     soft_labels,
 )
 from ranking.models import Leaderboard
-from ranking.services import leaderboard_compute, leaderboard_start
+from ranking.services import leaderboard_compute
+from ranking.tasks import leaderboard_start
 from tests.ranking.rank_factories import RankedStudy, make_ranked_study
 from tests.ranking.test_leaderboard import expected_outcomes
 

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from judges.models import JudgeOutput
 from ranking.models import Leaderboard, LeaderboardChunk
-from ranking.services import leaderboard_chunk_run, leaderboard_compute, leaderboard_run, leaderboard_start
+from ranking.services import leaderboard_chunk_run, leaderboard_compute, leaderboard_run
+from ranking.tasks import leaderboard_run_task, leaderboard_start
 from tests.ranking.rank_factories import make_ranked_study
 
 
@@ -39,16 +40,13 @@ def test_chunks_in_any_order_and_redelivered_merge_once(settings) -> None:  # ty
     ranked = make_ranked_study("lb-order", n_pages=10)
     leaderboard = Leaderboard.objects.create(study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=100, seed=4)
     # Run the claim without dispatching (pretend the broker holds the chunk messages).
-    from ranking import tasks
-
     dispatched: list[tuple[int, int]] = []
-    original = tasks.leaderboard_chunk_task.delay
-    tasks.leaderboard_chunk_task.delay = lambda lb, k: dispatched.append((lb, k))  # type: ignore[method-assign]
-    try:
-        assert leaderboard_run(leaderboard_id=leaderboard.pk) == "queued 4 chunks"
-    finally:
-        tasks.leaderboard_chunk_task.delay = original  # type: ignore[method-assign]
-    assert leaderboard_run(leaderboard_id=leaderboard.pk) == "not queued"  # a second delivery is a no-op
+
+    def queue(leaderboard_id: int, index: int) -> None:
+        dispatched.append((leaderboard_id, index))
+
+    assert leaderboard_run(leaderboard_id=leaderboard.pk, queue_chunk=queue) == "queued 4 chunks"
+    assert leaderboard_run_task(leaderboard.pk) == "not queued"  # a second delivery is a no-op
     assert dispatched == [(leaderboard.pk, k) for k in range(4)]
     # Judge outputs change after the snapshot: the chunks still use the snapshot.
     JudgeOutput.objects.filter(comparison__study=ranked.study).update(winner="B")
@@ -71,12 +69,12 @@ def test_a_run_whose_worker_died_before_chunking_is_taken_over_later() -> None:
         study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=20, seed=1,
         status=Leaderboard.Status.RUNNING, started_at=timezone.now(),
     )
-    assert leaderboard_run(leaderboard_id=fresh.pk) == "not queued"
+    assert leaderboard_run_task(fresh.pk) == "not queued"
     stale = Leaderboard.objects.create(
         study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=20, seed=1,
         status=Leaderboard.Status.RUNNING, started_at=timezone.now() - timedelta(hours=2),
     )
-    assert leaderboard_run(leaderboard_id=stale.pk) == "done"
+    assert leaderboard_run_task(stale.pk) == "done"
     stale.refresh_from_db()
     assert stale.status == Leaderboard.Status.DONE
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from annotation import csv_cells
 from annotation.models import Vote
 from annotation.services.votes import votes_export_csv, votes_import_csv
-from ranking.services import leaderboard_csv, objective_parse_csv
+from ranking.objective_csv import objective_parse_csv
+from ranking.rendering import leaderboard_csv
 from tests.annotation.factories import EXAMPLE_ROWS, HEADER, make_study, write_votes_csv
 
 HOSTILE = [

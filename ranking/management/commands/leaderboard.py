@@ -12,15 +12,14 @@ from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.progress import is_terminal, progress_step
 from ranking.models import Leaderboard
+from ranking.objective_csv import objective_read_csv
+from ranking.rendering import check_output_path, leaderboard_write
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     check_leaderboard_options,
-    check_output_path,
     coefficient_set_for,
     leaderboard_compute,
-    leaderboard_write,
-    objective_read_csv,
 )
 
 
