@@ -74,7 +74,7 @@ test: setup chromium
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy stats annotation calibration judges ranking demo config
+	$(VENV)/bin/mypy stats annotation calibration judges kind_reports ranking demo config
 
 clean:
 	rm -rf $(VENV) node_modules var

@@ -19,7 +19,8 @@ from calibration.calibration_plots import _BLUE, _MUTED, _RED, _data_uri, _empty
 def cost_brier_plot(report: Mapping[str, Any]) -> str:
     fig = _figure(6.4, 4.0)
     rows = [
-        s for s in report.get("subsets") or []
+        s
+        for s in report.get("subsets") or []
         if _finite(s.get("cost_per_comparison")) and _finite((s.get("brier") or {}).get("value"))
     ]
     if not rows:
@@ -36,7 +37,9 @@ def cost_brier_plot(report: Mapping[str, Any]) -> str:
             ax.annotate("+".join(s["judges"]), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
     front = sorted((s["cost_per_comparison"], s["brier"]["value"]) for s in rows if s["pareto"])
     if front:
-        ax.plot([p[0] for p in front], [p[1] for p in front], "-", color=_RED, linewidth=1, label="Pareto front")
+        ax.plot(
+            [p[0] for p in front], [p[1] for p in front], "-", color=_RED, linewidth=1, label="Pareto front"
+        )
         ax.legend(loc="upper right", fontsize=8, frameon=False)
     ax.set_xlabel(str(report.get("cost_unit") or "cost per comparison"))
     ax.set_ylabel("out-of-fold Brier (vote-weighted)")
@@ -50,4 +53,6 @@ def ablation_context(report: Mapping[str, Any]) -> dict[str, Any]:
 
 def ablation_html(report: Mapping[str, Any], *, title: str) -> str:
     """The self-contained HTML page of an ablation report (inline CSS, figure as data: URI)."""
-    return render_to_string("calibration/judge_ablation_report.html", {**ablation_context(report), "title": title})
+    return render_to_string(
+        "calibration/judge_ablation_report.html", {**ablation_context(report), "title": title}
+    )

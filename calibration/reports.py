@@ -2,7 +2,7 @@
 
 The standalone page (``calibration/agreement_report.html``) carries its own CSS and its figures
 as ``data:`` URIs: no script, no external asset, so it opens offline and can be archived with a
-paper. The researcher page (``calibration/agreement.html``) shows the same body inside the site.
+paper. The researcher page (``calibration/agreement_page.html``) shows the same body inside the site.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from django.template.loader import render_to_string
 
-from calibration import plots
+from calibration import agreement_plots
 from stats.agreement import (
     ORDINAL_LABELS,
     human_ranking,
@@ -54,10 +54,12 @@ def leave_one_rater_out_scores(votes: pd.DataFrame) -> dict[str, list[float]]:
 def agreement_figures(report: Mapping[str, Any], votes: pd.DataFrame) -> dict[str, str]:
     """The report's figures as SVG data URIs, keyed by name."""
     return {
-        "agreement": plots.agreement_intervals_plot(report),
-        "h_histogram": plots.human_reference_histogram([r["h"] for r in report.get("human_reference", [])]),
-        "rater_quality": plots.rater_quality_plot(report.get("rater_quality") or []),
-        "human_ranking": plots.human_ranking_plot(
+        "agreement": agreement_plots.agreement_intervals_plot(report),
+        "h_histogram": agreement_plots.human_reference_histogram(
+            [r["h"] for r in report.get("human_reference", [])]
+        ),
+        "rater_quality": agreement_plots.rater_quality_plot(report.get("rater_quality") or []),
+        "human_ranking": agreement_plots.human_ranking_plot(
             report.get("human_ranking") or [], leave_one_rater_out_scores(votes)
         ),
     }

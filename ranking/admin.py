@@ -12,7 +12,16 @@ from ranking.models import Leaderboard
 
 @admin.register(Leaderboard)
 class LeaderboardAdmin(admin.ModelAdmin):
-    list_display = ["id", "study", "coefficient_set", "resamples", "seed", "status", "published", "created_at"]
+    list_display = [
+        "id",
+        "study",
+        "coefficient_set",
+        "resamples",
+        "seed",
+        "status",
+        "published",
+        "created_at",
+    ]
     list_filter = ["status", "published"]
     search_fields = ["study__slug", "coefficient_set__name"]
     exclude = ["inputs"]

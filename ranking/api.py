@@ -23,7 +23,8 @@ from rest_framework.views import APIView
 from annotation.api.votes import IsResearcher, study_for_request
 from ranking.models import Leaderboard, RankingModel
 from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study
-from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED, leaderboard_start
+from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ranking.tasks import leaderboard_start
 
 
 class LeaderboardOutputSerializer(serializers.Serializer):
@@ -52,7 +53,8 @@ class LeaderboardStartSerializer(serializers.Serializer):
     seed = serializers.IntegerField(default=DEFAULT_SEED, help_text="bootstrap seed")
     use_human_labels = serializers.BooleanField(default=False)
     model = serializers.ChoiceField(
-        choices=RankingModel.values, default=RankingModel.BRADLEY_TERRY.value,
+        choices=RankingModel.values,
+        default=RankingModel.BRADLEY_TERRY.value,
         help_text="bradley_terry (SPEC §7) or davidson (ties modelled; compared with Bradley–Terry)",
     )
     objective = serializers.DictField(
@@ -63,7 +65,9 @@ class LeaderboardStartSerializer(serializers.Serializer):
 class LeaderboardListApi(APIView):
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
 
-    @extend_schema(responses={200: LeaderboardOutputSerializer(many=True)}, summary="The study's leaderboards")
+    @extend_schema(
+        responses={200: LeaderboardOutputSerializer(many=True)}, summary="The study's leaderboards"
+    )
     def get(self, request: Request, slug: str) -> Response:
         study = study_for_request(request, slug)
         return Response(LeaderboardOutputSerializer(leaderboards_for_study(study=study), many=True).data)
@@ -94,7 +98,9 @@ class LeaderboardListApi(APIView):
 class LeaderboardDetailApi(APIView):
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
 
-    @extend_schema(responses={200: LeaderboardDetailSerializer}, summary="One leaderboard: status, progress, result")
+    @extend_schema(
+        responses={200: LeaderboardDetailSerializer}, summary="One leaderboard: status, progress, result"
+    )
     def get(self, request: Request, slug: str, pk: int) -> Response:
         study = study_for_request(request, slug)
         leaderboard = leaderboard_get(study=study, leaderboard_id=pk)
@@ -107,7 +113,9 @@ class LeaderboardPublicApi(APIView):
     authentication_classes: list[Any] = []
     permission_classes = [permissions.AllowAny]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="A published leaderboard's SPEC §10 JSON (public)")
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT}, summary="A published leaderboard's SPEC §10 JSON (public)"
+    )
     def get(self, request: Request, token: str) -> Response:
         leaderboard: Leaderboard | None = leaderboard_published(public_token=token)
         if leaderboard is None:

@@ -35,7 +35,9 @@ class Leaderboard(models.Model):
     resamples = models.PositiveIntegerField(default=2000)
     seed = models.BigIntegerField(default=20260831)
     use_human_labels = models.BooleanField(default=False)
-    ranking_model = models.CharField(max_length=16, choices=RankingModel.choices, default=RankingModel.BRADLEY_TERRY)
+    ranking_model = models.CharField(
+        max_length=16, choices=RankingModel.choices, default=RankingModel.BRADLEY_TERRY
+    )
     objective = models.JSONField(default=dict, blank=True)  # {system: score} imported objective leaderboard
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     progress = models.FloatField(default=0.0)

@@ -102,14 +102,16 @@ def leaderboard_intervals_svg(systems: Sequence[Mapping[str, Any]]) -> str:
         parts.append(f"<g><title>{escape(title)}</title>")
         if math.isfinite(ci_low) and math.isfinite(ci_high):
             x1, x2 = x_of(ci_low), x_of(ci_high)
-            parts.append(f'<line x1="{x1:.1f}" y1="{y:.1f}" x2="{x2:.1f}" y2="{y:.1f}" stroke="#2f5bd3" stroke-width="2"/>')
+            parts.append(
+                f'<line x1="{x1:.1f}" y1="{y:.1f}" x2="{x2:.1f}" y2="{y:.1f}" stroke="#2f5bd3" stroke-width="2"/>'
+            )
             for xe in (x1, x2):
                 parts.append(
                     f'<line x1="{xe:.1f}" y1="{y - 6:.1f}" x2="{xe:.1f}" y2="{y + 6:.1f}" stroke="#2f5bd3" stroke-width="2"/>'
                 )
         parts.append(
             f'<circle cx="{x_of(float(row["score"])):.1f}" cy="{y:.1f}" r="5" fill="#151a26" '
-            f'data-system={quoteattr(str(row.get("system", "")))}/>'
+            f"data-system={quoteattr(str(row.get('system', '')))}/>"
         )
         parts.append("</g>")
     parts.append("</svg>")

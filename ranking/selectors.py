@@ -87,7 +87,9 @@ def human_references(*, study: Study) -> dict[str, float]:
     if main.empty:
         return {}
     ids = sorted(set(main["comparison"].astype(str)))
-    counts = label_counts(main["label"].to_numpy(), main["comparison"].astype(str).to_numpy(), ids)  # B, TIE, A
+    counts = label_counts(
+        main["label"].to_numpy(), main["comparison"].astype(str).to_numpy(), ids
+    )  # B, TIE, A
     h = np.atleast_1d(human_reference(counts[:, 2], counts[:, 1], counts[:, 0]))
     return {cid: float(value) for cid, value in zip(ids, h, strict=True) if np.isfinite(value)}
 
@@ -146,7 +148,9 @@ def leaderboard_inputs(
                 from_human[k] = True
     scored = np.flatnonzero(np.isfinite(p))
     system_rows = list(
-        System.objects.filter(study=study).order_by("position", "external_id").values_list("id", "external_id", "name")
+        System.objects.filter(study=study)
+        .order_by("position", "external_id")
+        .values_list("id", "external_id", "name")
     )
     used = {rows[k][3] for k in scored} | {rows[k][4] for k in scored}
     kept = [row for row in system_rows if row[0] in used]
@@ -216,7 +220,9 @@ def schedule_existing_human(*, study: Study) -> list[tuple[str, str, str]]:
     return list(
         Comparison.objects.filter(study=study, set=ComparisonSet.HUMAN)
         .order_by("id")
-        .values_list("page__external_id", "candidate_a__system__external_id", "candidate_b__system__external_id")
+        .values_list(
+            "page__external_id", "candidate_a__system__external_id", "candidate_b__system__external_id"
+        )
     )
 
 
@@ -234,9 +240,13 @@ def schedule_eligible_pages(*, study: Study) -> dict[str, list[str]]:
 
 def schedule_state(*, study: Study) -> ScheduleState:
     """Pair counts and appearances over all of the study's comparisons (human-study ones included)."""
-    systems = list(System.objects.filter(study=study).order_by("position", "external_id").values_list("id", flat=True))
+    systems = list(
+        System.objects.filter(study=study).order_by("position", "external_id").values_list("id", flat=True)
+    )
     rows = list(
-        Comparison.objects.filter(study=study).values_list("set", "candidate_a__system_id", "candidate_b__system_id")
+        Comparison.objects.filter(study=study).values_list(
+            "set", "candidate_a__system_id", "candidate_b__system_id"
+        )
     )
     pairs: Counter[tuple[int, int]] = Counter()
     appear: Counter[int] = Counter()
@@ -266,5 +276,12 @@ def schedule_state(*, study: Study) -> ScheduleState:
 def deployment_external_ids(*, study: Study) -> Sequence[str]:
     """External ids of the study's comparisons of the form ``d<digits>`` (for numbering)."""
     return list(
-        Comparison.objects.filter(study=study, external_id__regex=r"^d[0-9]+$").values_list("external_id", flat=True)
+        Comparison.objects.filter(study=study, external_id__regex=r"^d[0-9]+$").values_list(
+            "external_id", flat=True
+        )
     )
+
+
+def study_system_ids(*, study: Study) -> frozenset[str]:
+    """The study's system ids (bundle ids)."""
+    return frozenset(System.objects.filter(study=study).values_list("external_id", flat=True))

@@ -3,12 +3,16 @@
 - ``deployment_schedule_create``: the SPEC §7 deployment comparisons (``make_schedule``).
 - ``leaderboard_compute``: the SPEC §10 leaderboard JSON from a frozen CoefficientSet
   (``leaderboard`` command; the task path below gives the same dict).
-- ``leaderboard_start`` / ``leaderboard_run`` / ``leaderboard_chunk_run``: the stored, queued
-  computation behind the researcher page and the REST endpoint. The run snapshots the inputs,
+- ``leaderboard_create`` / ``leaderboard_run`` / ``leaderboard_chunk_run``: the stored, queued
+  computation behind the researcher page and the REST endpoint (``ranking.tasks`` queues it:
+  ``leaderboard_start``). The run snapshots the inputs,
   splits the bootstrap into seeded chunks (rows ``start..stop`` of one count matrix), each chunk
   task stores its resamples, and the task that stores the last one merges them
   (``merge_bootstrap_results``): bit-identical to one ``bootstrap_bradley_terry`` call.
 - ``leaderboard_publish``: publish / unpublish (audited).
+
+The report's files (JSON, CSV, HTML) are ``ranking.rendering``; the objective CSV is
+``ranking.objective_csv``.
 
 All formulas live in the pure modules ``stats.bradley_terry``, ``ranking.deployment_schedule``,
 ``stats.bootstrap`` and ``ranking.proxy``.
@@ -16,26 +20,20 @@ All formulas live in the pure modules ``stats.bradley_terry``, ``ranking.deploym
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotation import csv_cells
 from annotation.errors import ArbiterError, Conflict, NotFound, ValidationFailed
-from annotation.files import write_text_atomic
 from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
 from annotation.services.audit import audit_record
 from calibration.models import CoefficientSet
@@ -48,6 +46,7 @@ from ranking.selectors import (
     leaderboard_inputs,
     schedule_eligible_pages,
     schedule_existing_human,
+    study_system_ids,
 )
 from ranking.versions import leaderboard_moment, scoring_provenance, version_sensitivity
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
@@ -88,72 +87,10 @@ def check_ranking_model(model: Any) -> str:
     """``bradley_terry`` (SPEC §7, the default) or ``davidson``; one-line error otherwise."""
     value = RankingModel.BRADLEY_TERRY.value if model in (None, "") else str(model).strip().lower()
     if value not in RankingModel.values:
-        raise ValidationFailed(f"expected one of {', '.join(RankingModel.values)}, got {model!r}", field="model")
+        raise ValidationFailed(
+            f"expected one of {', '.join(RankingModel.values)}, got {model!r}", field="model"
+        )
     return value
-
-
-def objective_parse_csv(text: str, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
-    """An objective leaderboard CSV ``system,score`` (header required) → ``{system: score}``.
-
-    Every line is checked: the system must be one of ``systems`` (bundle ids) and appear once, the
-    score a finite number. Errors name ``source:line``.
-    """
-    reader = csv_cells.reader(io.StringIO(text.lstrip("\ufeff")))
-    try:
-        return _objective_rows(reader, source=source, systems=systems)
-    except csv_cells.Error as exc:
-        raise ValidationFailed(f"not valid CSV ({exc})", where=f"{source}:{reader.line_num}") from None
-
-
-def _objective_rows(reader: csv_cells.Reader, *, source: str, systems: set[str] | frozenset[str]) -> dict[str, float]:
-    header = next(reader, None)
-    if header is None:
-        raise ValidationFailed("the file is empty; expected a header 'system,score'", where=f"{source}:1")
-    names = [h.strip().lower() for h in header]
-    if "system" not in names or "score" not in names:
-        raise ValidationFailed(f"expected a header with columns 'system,score', got {','.join(header)!r}", where=f"{source}:1")
-    col_system, col_score = names.index("system"), names.index("score")
-    out: dict[str, float] = {}
-    for row in reader:
-        line = reader.line_num
-        if not row or all(not cell.strip() for cell in row):
-            continue
-        if len(row) <= max(col_system, col_score):
-            raise ValidationFailed(f"expected {len(header)} columns, got {len(row)}", where=f"{source}:{line}")
-        system, raw = row[col_system].strip(), row[col_score].strip()
-        if system not in systems:
-            raise ValidationFailed(
-                f"unknown system {system!r} (systems of the study: {', '.join(sorted(systems))})",
-                where=f"{source}:{line}", field="system",
-            )
-        if system in out:
-            raise ValidationFailed(f"system {system!r} is listed twice", where=f"{source}:{line}", field="system")
-        try:
-            score = float(raw)
-        except ValueError:
-            raise ValidationFailed(f"expected a number, got {raw!r}", where=f"{source}:{line}", field="score") from None
-        if not math.isfinite(score):
-            raise ValidationFailed(f"expected a finite number, got {raw!r}", where=f"{source}:{line}", field="score")
-        out[system] = score
-    if not out:
-        raise ValidationFailed("no system scores after the header", where=source)
-    return out
-
-
-def study_system_ids(*, study: Study) -> frozenset[str]:
-    return frozenset(System.objects.filter(study=study).values_list("external_id", flat=True))
-
-
-def objective_read_csv(*, study: Study, path: Path | str) -> dict[str, float]:
-    """Read and validate an objective leaderboard CSV file for ``study`` (SPEC §7, §9 ``--objective``)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValidationFailed("no such file", where=str(path)) from None
-    except UnicodeDecodeError:
-        raise ValidationFailed("not UTF-8 text", where=str(path)) from None
-    return objective_parse_csv(text, source=path.name, systems=study_system_ids(study=study))
 
 
 def check_objective(*, study: Study, objective: Mapping[str, Any] | None) -> dict[str, float]:
@@ -181,7 +118,9 @@ def coefficient_set_for(*, study: Study, coefficient_set: CoefficientSet | str) 
         return coefficient_set
     found = CoefficientSet.objects.filter(study=study, name=coefficient_set).first()
     if found is None:
-        known = list(CoefficientSet.objects.filter(study=study).order_by("name").values_list("name", flat=True))
+        known = list(
+            CoefficientSet.objects.filter(study=study).order_by("name").values_list("name", flat=True)
+        )
         raise NotFound(
             f"study {study.slug} has no coefficient set {coefficient_set!r} (frozen sets: {', '.join(known) or 'none'})"
         )
@@ -195,7 +134,9 @@ def leaderboard_prepare(
     *, study: Study, coefficient_set: CoefficientSet, use_human_labels: bool = False
 ) -> LeaderboardInputs:
     """The scored comparisons (SPEC §7); refuses when fewer than two systems can be ranked."""
-    inputs = leaderboard_inputs(study=study, coefficient_set=coefficient_set, use_human_labels=use_human_labels)
+    inputs = leaderboard_inputs(
+        study=study, coefficient_set=coefficient_set, use_human_labels=use_human_labels
+    )
     if inputs.n_comparisons == 0:
         raise ArbiterError(
             f"no comparison of study {study.slug} can be scored with coefficient set {coefficient_set.name!r}: "
@@ -252,8 +193,15 @@ def bootstrap_chunk(
     """Rows ``start..stop`` of the SPEC §7 page-block bootstrap (units = pages, one stratum)."""
     units = bootstrap_units(list(inputs.pages))
     return bootstrap_bradley_terry(
-        inputs.a, inputs.b, inputs.p, len(inputs.systems), units,
-        resamples=resamples, seed=seed, chunk=(start, stop), counts=counts,
+        inputs.a,
+        inputs.b,
+        inputs.p,
+        len(inputs.systems),
+        units,
+        resamples=resamples,
+        seed=seed,
+        chunk=(start, stop),
+        counts=counts,
     )
 
 
@@ -263,8 +211,14 @@ def davidson_bootstrap_chunk(
     """Rows ``start..stop`` of the same page-block bootstrap, refitting the Davidson model."""
     try:
         return bootstrap_davidson(
-            inputs.a, inputs.b, inputs.p, len(inputs.systems), bootstrap_units(list(inputs.pages)),
-            resamples=resamples, seed=seed, chunk=(start, stop),
+            inputs.a,
+            inputs.b,
+            inputs.p,
+            len(inputs.systems),
+            bootstrap_units(list(inputs.pages)),
+            resamples=resamples,
+            seed=seed,
+            chunk=(start, stop),
         )
     except ValueError as exc:
         raise ArbiterError(f"Davidson model: {exc}") from None
@@ -279,7 +233,11 @@ def check_davidson_identified(inputs: LeaderboardInputs) -> None:
 
 
 def _model_comparison(
-    inputs: LeaderboardInputs, bt_theta: np.ndarray, bt_ranks: np.ndarray, dv_theta: np.ndarray, dv_ranks: np.ndarray
+    inputs: LeaderboardInputs,
+    bt_theta: np.ndarray,
+    bt_ranks: np.ndarray,
+    dv_theta: np.ndarray,
+    dv_ranks: np.ndarray,
 ) -> dict[str, Any]:
     """Davidson vs Bradley–Terry: tie-aware Spearman ρ / Kendall τ of θ and per-system rank change."""
     from stats.bradley_terry import SCORE_SCALE
@@ -315,7 +273,9 @@ def check_objective_coverage(systems: list[str], objective: Mapping[str, float])
     """At least two ranked systems must have an objective score to correlate."""
     n = sum(1 for system in systems if system in objective)
     if n < 2:
-        raise ArbiterError(f"the objective leaderboard scores {n} of the ranked systems; at least 2 are needed")
+        raise ArbiterError(
+            f"the objective leaderboard scores {n} of the ranked systems; at least 2 are needed"
+        )
 
 
 def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[str, float]) -> dict[str, Any]:
@@ -394,7 +354,12 @@ def leaderboard_report(
         "n_pages": inputs.n_pages,
         "use_human_labels": bool(use_human_labels),
         "n_human_labels": int(inputs.from_human.sum()),
-        "bootstrap": {"resamples": int(result.resamples), "seed": int(result.seed), "units": "pages", "strata": 1},
+        "bootstrap": {
+            "resamples": int(result.resamples),
+            "seed": int(result.seed),
+            "units": "pages",
+            "strata": 1,
+        },
         "model": RankingModel.DAVIDSON.value if davidson else RankingModel.BRADLEY_TERRY.value,
         "systems": rows,
     }
@@ -456,23 +421,40 @@ def leaderboard_compute(
         parts = []
         bounds = chunk_bounds(resamples, math.ceil(resamples / 10))
         for k, (lo, hi) in enumerate(bounds, start=1):
-            parts.append(bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=lo, stop=hi, counts=counts))
+            parts.append(
+                bootstrap_chunk(inputs, resamples=resamples, seed=seed, start=lo, stop=hi, counts=counts)
+            )
             progress(PROGRESS_PREPARED + (1 - PROGRESS_PREPARED) * k / len(bounds))
         boot = merge_bootstrap_results(parts)
     report = leaderboard_report(
-        inputs=inputs, coefficient_set_name=cset.name, boot=boot, use_human_labels=use_human_labels, objective=objective
+        inputs=inputs,
+        coefficient_set_name=cset.name,
+        boot=boot,
+        use_human_labels=use_human_labels,
+        objective=objective,
     )
     snapshot = inputs_snapshot(inputs)
     report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)
     if earlier is not None:
-        report["version_sensitivity"] = version_sensitivity(study=study, earlier=earlier, inputs=snapshot, result=report)
+        report["version_sensitivity"] = version_sensitivity(
+            study=study, earlier=earlier, inputs=snapshot, result=report
+        )
     if record is not None:
         record.append(
             Leaderboard.objects.create(
-                study=study, coefficient_set=cset, resamples=resamples, seed=seed,
-                use_human_labels=bool(use_human_labels), objective=objective, ranking_model=model,
+                study=study,
+                coefficient_set=cset,
+                resamples=resamples,
+                seed=seed,
+                use_human_labels=bool(use_human_labels),
+                objective=objective,
+                ranking_model=model,
                 status=Leaderboard.Status.DONE,
-                progress=1.0, inputs=snapshot, result=report, started_at=started_at, finished_at=timezone.now(),
+                progress=1.0,
+                inputs=snapshot,
+                result=report,
+                started_at=started_at,
+                finished_at=timezone.now(),
             )
         )
     return report
@@ -486,7 +468,8 @@ def leaderboard_version_sensitivity(
     full = Leaderboard.objects.get(pk=leaderboard.pk)  # with its input snapshot
     if earlier.pk == leaderboard.pk or leaderboard_moment(earlier) >= leaderboard_moment(full):
         raise ValidationFailed(
-            f"leaderboard {earlier.pk} is not older than this one; compare with an earlier leaderboard", field="compare_to"
+            f"leaderboard {earlier.pk} is not older than this one; compare with an earlier leaderboard",
+            field="compare_to",
         )
     return version_sensitivity(
         study=study, earlier=earlier, inputs=full.inputs, result=full.result, at=leaderboard_moment(full)
@@ -501,85 +484,20 @@ def leaderboard_earlier(*, study: Study, leaderboard: Leaderboard | int | str) -
     else:
         shown = str(leaderboard).strip()
         if not re.fullmatch(r"[0-9]{1,18}", shown):
-            raise ValidationFailed(f"expected a leaderboard id (a whole number), got {shown[:40]!r}", field="--compare-to")
+            raise ValidationFailed(
+                f"expected a leaderboard id (a whole number), got {shown[:40]!r}", field="--compare-to"
+            )
         found = Leaderboard.objects.filter(study=study, pk=int(shown)).first()
     if found is None:
         raise NotFound(f"study {study.slug} has no leaderboard {shown} to compare to")
     if found.status != Leaderboard.Status.DONE or not found.result.get("systems"):
-        raise ArbiterError(f"leaderboard {shown} is {found.status}; only a finished leaderboard can be compared to")
+        raise ArbiterError(
+            f"leaderboard {shown} is {found.status}; only a finished leaderboard can be compared to"
+        )
     return found
 
 
 # --------------------------------------------------------------------------- report files
-
-
-CSV_COLUMNS = (
-    "rank", "system", "name", "score", "ci95_low", "ci95_high", "rank_ci95_low", "rank_ci95_high",
-    "soft_preference", "appearances", "rank1_share",
-)
-
-
-def leaderboard_csv(report: Mapping[str, Any]) -> str:
-    """The systems table of a leaderboard report as CSV (one row per system, by rank)."""
-    buffer = io.StringIO()
-    writer = csv_cells.writer(buffer)
-    writer.writerow(CSV_COLUMNS)
-    for row in report.get("systems", []):
-        writer.writerow(
-            [
-                row["rank"], row["system"], row.get("name", ""), repr(row["score"]), repr(row["ci95"][0]),
-                repr(row["ci95"][1]), row["rank_ci95"][0], row["rank_ci95"][1], repr(row["soft_preference"]),
-                row["appearances"], repr(row["rank1_share"]),
-            ]
-        )
-    return buffer.getvalue()
-
-
-def leaderboard_json(report: Mapping[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def leaderboard_context(*, study: Study, report: Mapping[str, Any]) -> dict[str, Any]:
-    """Template context shared by the published page, the researcher page and the HTML file."""
-    from ranking.plots import leaderboard_intervals_svg
-
-    return {"study": study, "report": report, "intervals_svg": leaderboard_intervals_svg(report.get("systems", []))}
-
-
-def leaderboard_html(*, study: Study, report: Mapping[str, Any]) -> str:
-    """A self-contained HTML page (SPEC §8 "Reports"): own CSS, inline SVG, no script."""
-    return render_to_string("ranking/leaderboard_report.html", leaderboard_context(study=study, report=report))
-
-
-def check_output_path(path: Path | str | None, *, option: str) -> Path | None:
-    if path is None:
-        return None
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ValidationFailed("the folder does not exist", where=str(path.parent), field=option)
-    return path
-
-
-def leaderboard_write(
-    *,
-    study: Study,
-    report: Mapping[str, Any],
-    json_path: Path | None,
-    html_path: Path | None = None,
-    csv_path: Path | None = None,
-) -> None:
-    # Render everything first, then write each file whole: no half-written set of files.
-    outputs = [
-        (path, render())
-        for path, render in (
-            (json_path, lambda: leaderboard_json(report)),
-            (csv_path, lambda: leaderboard_csv(report)),
-            (html_path, lambda: leaderboard_html(study=study, report=report)),
-        )
-        if path is not None
-    ]
-    for path, text in outputs:
-        write_text_atomic(path, text)
 
 
 # --------------------------------------------------------------------------- stored, queued leaderboards
@@ -589,7 +507,7 @@ def _chunk_resamples() -> int:
     return int(getattr(settings, "ARBITER_LEADERBOARD_CHUNK_RESAMPLES", DEFAULT_CHUNK_RESAMPLES))
 
 
-def leaderboard_start(
+def leaderboard_create(
     *,
     study: Study,
     coefficient_set: CoefficientSet | str,
@@ -600,7 +518,7 @@ def leaderboard_start(
     user: Any = None,
     model: Any = RankingModel.BRADLEY_TERRY,
 ) -> Leaderboard:
-    """Create a queued Leaderboard and queue its computation once the row is committed."""
+    """Create a queued Leaderboard (audited); ``ranking.tasks.leaderboard_start`` queues its run on commit."""
     resamples, seed = check_leaderboard_options(resamples, seed)
     model = check_ranking_model(model)
     cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
@@ -616,18 +534,16 @@ def leaderboard_start(
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
     audit_record(
-        action="leaderboard.compute", user=user, study=study, target=f"leaderboard {leaderboard.pk}",
-        coefficients=cset.name, resamples=resamples, seed=seed, use_human_labels=bool(use_human_labels),
+        action="leaderboard.compute",
+        user=user,
+        study=study,
+        target=f"leaderboard {leaderboard.pk}",
+        coefficients=cset.name,
+        resamples=resamples,
+        seed=seed,
+        use_human_labels=bool(use_human_labels),
         model=model,
     )
-    leaderboard_id = leaderboard.pk
-
-    def queue() -> None:
-        from ranking.tasks import leaderboard_run_task
-
-        leaderboard_run_task.delay(leaderboard_id)
-
-    transaction.on_commit(queue, robust=True)
     return leaderboard
 
 
@@ -638,8 +554,12 @@ def leaderboard_fail(leaderboard_id: int, message: str) -> None:
     )
 
 
-def leaderboard_run(*, leaderboard_id: int) -> str:
-    """Claim a queued leaderboard, snapshot its inputs, and run or queue its bootstrap chunks."""
+def leaderboard_run(*, leaderboard_id: int, queue_chunk: Callable[[int, int], None]) -> str:
+    """Claim a queued leaderboard, snapshot its inputs, and run or queue its bootstrap chunks.
+
+    One chunk runs here; more are handed to ``queue_chunk(leaderboard_id, index)`` (the task
+    module queues ``leaderboard_chunk_task``: the services do not import the tasks).
+    """
     # A run whose worker died before it queued its chunks (chunks_total still 0) may be taken
     # over once the task time limit has passed; a finished or chunked run never is.
     stale = timezone.now() - timedelta(seconds=int(getattr(settings, "CELERY_TASK_TIME_LIMIT", 900)))
@@ -682,10 +602,8 @@ def leaderboard_run(*, leaderboard_id: int) -> str:
         )
     if len(bounds) == 1:
         return leaderboard_chunk_run(leaderboard_id=leaderboard_id, index=0)
-    from ranking.tasks import leaderboard_chunk_task
-
     for k in range(len(bounds)):
-        leaderboard_chunk_task.delay(leaderboard_id, k)
+        queue_chunk(leaderboard_id, k)
     return f"queued {len(bounds)} chunks"
 
 
@@ -707,9 +625,17 @@ def _chunk_result(chunk: LeaderboardChunk, *, resamples: int, seed: int, n_syste
     # Per-chunk summaries are not stored: merge_bootstrap_results recomputes them from all rows.
     unknown = np.full((n_systems, 2), np.nan)
     return BootstrapResult(
-        resamples=resamples, seed=seed, start=chunk.start, stop=chunk.stop, scores=scores, ranks=ranks,
-        ci95=unknown, rank_ci95=unknown, rank1_share=np.full(n_systems, np.nan),
-        max_iterations=int(data["max_iterations"]), max_gradient_norm=float(data["max_gradient_norm"]),
+        resamples=resamples,
+        seed=seed,
+        start=chunk.start,
+        stop=chunk.stop,
+        scores=scores,
+        ranks=ranks,
+        ci95=unknown,
+        rank_ci95=unknown,
+        rank1_share=np.full(n_systems, np.nan),
+        max_iterations=int(data["max_iterations"]),
+        max_gradient_norm=float(data["max_gradient_norm"]),
     )
 
 
@@ -729,10 +655,16 @@ def leaderboard_chunk_run(*, leaderboard_id: int, index: int) -> str:
         try:
             inputs = inputs_from_snapshot(leaderboard.inputs)
             run_chunk = (
-                davidson_bootstrap_chunk if leaderboard.ranking_model == RankingModel.DAVIDSON else bootstrap_chunk
+                davidson_bootstrap_chunk
+                if leaderboard.ranking_model == RankingModel.DAVIDSON
+                else bootstrap_chunk
             )
             part = run_chunk(
-                inputs, resamples=leaderboard.resamples, seed=leaderboard.seed, start=chunk.start, stop=chunk.stop
+                inputs,
+                resamples=leaderboard.resamples,
+                seed=leaderboard.seed,
+                start=chunk.start,
+                stop=chunk.stop,
             )
         except (ArbiterError, ValueError, KeyError) as exc:
             leaderboard_fail(leaderboard_id, f"bootstrap chunk {index}: {exc}")
@@ -746,25 +678,35 @@ def leaderboard_chunk_run(*, leaderboard_id: int, index: int) -> str:
 def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
     with transaction.atomic():
         leaderboard = (
-            Leaderboard.objects.select_for_update().select_related("coefficient_set").filter(pk=leaderboard_id).first()
+            Leaderboard.objects.select_for_update()
+            .select_related("coefficient_set")
+            .filter(pk=leaderboard_id)
+            .first()
         )
         if leaderboard is None or leaderboard.status != Leaderboard.Status.RUNNING:
             return "not running"
         chunks = list(LeaderboardChunk.objects.filter(leaderboard_id=leaderboard_id).order_by("index"))
         done = [c for c in chunks if c.status == LeaderboardChunk.Status.DONE]
         if len(done) < leaderboard.chunks_total:
-            leaderboard.progress = PROGRESS_PREPARED + (1 - PROGRESS_PREPARED) * len(done) / max(1, leaderboard.chunks_total)
+            leaderboard.progress = PROGRESS_PREPARED + (1 - PROGRESS_PREPARED) * len(done) / max(
+                1, leaderboard.chunks_total
+            )
             leaderboard.save(update_fields=["progress"])
             return f"chunk stored ({len(done)}/{leaderboard.chunks_total})"
         try:
             inputs = inputs_from_snapshot(leaderboard.inputs)
             m = len(inputs.systems)
-            results = [_chunk_result(c, resamples=leaderboard.resamples, seed=leaderboard.seed, n_systems=m) for c in done]
+            results = [
+                _chunk_result(c, resamples=leaderboard.resamples, seed=leaderboard.seed, n_systems=m)
+                for c in done
+            ]
             boot: BootstrapResult | DavidsonBootstrap = merge_bootstrap_results(results)
             if leaderboard.ranking_model == RankingModel.DAVIDSON:
                 boot = merge_davidson_bootstraps(
                     [
-                        DavidsonBootstrap(result=r, tie_parameters=np.asarray(c.result["tie_parameters"], dtype=float))
+                        DavidsonBootstrap(
+                            result=r, tie_parameters=np.asarray(c.result["tie_parameters"], dtype=float)
+                        )
                         for r, c in zip(results, done, strict=True)
                     ]
                 )
@@ -796,7 +738,9 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
 def leaderboard_publish(*, leaderboard: Leaderboard, published: bool, user: Any = None) -> Leaderboard:
     """Publish (public link, no login) or unpublish a finished leaderboard; audited."""
     if published and leaderboard.status != Leaderboard.Status.DONE:
-        raise Conflict(f"leaderboard {leaderboard.pk} is {leaderboard.status}; only a finished leaderboard can be published")
+        raise Conflict(
+            f"leaderboard {leaderboard.pk} is {leaderboard.status}; only a finished leaderboard can be published"
+        )
     with transaction.atomic():
         changed = Leaderboard.objects.filter(pk=leaderboard.pk, published=not published).update(
             published=published, published_at=timezone.now() if published else None
@@ -856,7 +800,9 @@ def deployment_schedule_create(
     try:
         n = int(str(comparisons).strip())
     except ValueError:
-        raise ValidationFailed(f"expected a positive integer, got {comparisons!r}", field="comparisons") from None
+        raise ValidationFailed(
+            f"expected a positive integer, got {comparisons!r}", field="comparisons"
+        ) from None
     if n < 1:
         raise ValidationFailed(f"expected a positive integer, got {n}", field="comparisons")
     try:
@@ -880,7 +826,11 @@ def deployment_schedule_create(
                 f"study {study.slug} already has {n_existing_deployment} deployment comparisons and some have judge "
                 f"outputs or trials; a schedule in use cannot be replaced"
             )
-    systems = list(System.objects.filter(study=study).order_by("position", "external_id").values_list("external_id", flat=True))
+    systems = list(
+        System.objects.filter(study=study)
+        .order_by("position", "external_id")
+        .values_list("external_id", flat=True)
+    )
     pages = schedule_eligible_pages(study=study)
     existing = schedule_existing_human(study=study)
     try:
@@ -890,19 +840,27 @@ def deployment_schedule_create(
     page_ids = dict(Page.objects.filter(study=study).values_list("external_id", "id"))
     candidate_ids = {
         (page, system): cid
-        for cid, page, system in Candidate.objects.filter(page__study=study, rendered=True, image__isnull=False)
-        .values_list("id", "page__external_id", "system__external_id")
+        for cid, page, system in Candidate.objects.filter(
+            page__study=study, rendered=True, image__isnull=False
+        ).values_list("id", "page__external_id", "system__external_id")
     }
     with transaction.atomic():
         # Serialize schedule writes per study; a concurrent run that got here first wins.
         Study.objects.select_for_update().filter(pk=study.pk).first()
-        if Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).count() != n_existing_deployment:
-            raise Conflict(f"the deployment comparisons of study {study.slug} changed meanwhile; run the command again")
+        if (
+            Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).count()
+            != n_existing_deployment
+        ):
+            raise Conflict(
+                f"the deployment comparisons of study {study.slug} changed meanwhile; run the command again"
+            )
         replaced = 0
         if n_existing_deployment:
             Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).delete()
             replaced = n_existing_deployment
-        numbers = [int(match.group(1)) for x in deployment_external_ids(study=study) if (match := _D_ID.match(x))]
+        numbers = [
+            int(match.group(1)) for x in deployment_external_ids(study=study) if (match := _D_ID.match(x))
+        ]
         first = max(numbers, default=0) + 1
         width = max(5, len(str(first + len(schedule.comparisons) - 1)))
         rows = [

@@ -1,22 +1,42 @@
 """Celery tasks of the ranking app: thin, take ids, call one service (SPEC §7 leaderboards).
 
-``leaderboard_run_task`` claims a queued leaderboard (conditional update: a second delivery is a
-no-op), snapshots its inputs and queues one ``leaderboard_chunk_task`` per seeded bootstrap chunk;
-chunks run on any worker, each stores its resamples, and the one that stores the last merges.
-An unexpected error marks the leaderboard failed (so the page stops polling) and is re-raised.
+``leaderboard_start`` creates a queued leaderboard (``leaderboard_create``) and queues
+``leaderboard_run_task`` once the row is committed. The run task claims it (conditional update: a
+second delivery is a no-op), snapshots its inputs and queues one ``leaderboard_chunk_task`` per
+seeded bootstrap chunk; chunks run on any worker, each stores its resamples, and the one that
+stores the last merges. An unexpected error marks the leaderboard failed (so the page stops
+polling) and is re-raised. The services never import this module: it hands them the queueing.
 """
 
 from __future__ import annotations
 
-from celery import shared_task
+from collections.abc import Mapping
+from typing import Any
 
-from ranking.services import leaderboard_chunk_run, leaderboard_fail, leaderboard_run
+from celery import shared_task
+from django.db import transaction
+
+from annotation.models import Study
+from calibration.models import CoefficientSet
+from ranking.models import Leaderboard, RankingModel
+from ranking.services import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    leaderboard_chunk_run,
+    leaderboard_create,
+    leaderboard_fail,
+    leaderboard_run,
+)
+
+
+def _queue_chunk(leaderboard_id: int, index: int) -> None:
+    leaderboard_chunk_task.delay(leaderboard_id, index)
 
 
 @shared_task(name="ranking.leaderboard_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def leaderboard_run_task(leaderboard_id: int) -> str:
     try:
-        return leaderboard_run(leaderboard_id=int(leaderboard_id))
+        return leaderboard_run(leaderboard_id=int(leaderboard_id), queue_chunk=_queue_chunk)
     except Exception as exc:
         leaderboard_fail(int(leaderboard_id), f"internal error ({exc.__class__.__name__})")
         raise
@@ -27,5 +47,34 @@ def leaderboard_chunk_task(leaderboard_id: int, index: int) -> str:
     try:
         return leaderboard_chunk_run(leaderboard_id=int(leaderboard_id), index=int(index))
     except Exception as exc:
-        leaderboard_fail(int(leaderboard_id), f"internal error in bootstrap chunk {index} ({exc.__class__.__name__})")
+        leaderboard_fail(
+            int(leaderboard_id), f"internal error in bootstrap chunk {index} ({exc.__class__.__name__})"
+        )
         raise
+
+
+def leaderboard_start(
+    *,
+    study: Study,
+    coefficient_set: CoefficientSet | str,
+    resamples: Any = DEFAULT_RESAMPLES,
+    seed: Any = DEFAULT_SEED,
+    use_human_labels: bool = False,
+    objective: Mapping[str, Any] | None = None,
+    user: Any = None,
+    model: Any = RankingModel.BRADLEY_TERRY,
+) -> Leaderboard:
+    """Create a queued Leaderboard (``leaderboard_create``) and queue its run once the row is committed."""
+    leaderboard = leaderboard_create(
+        study=study,
+        coefficient_set=coefficient_set,
+        resamples=resamples,
+        seed=seed,
+        use_human_labels=use_human_labels,
+        objective=objective,
+        user=user,
+        model=model,
+    )
+    leaderboard_id = leaderboard.pk
+    transaction.on_commit(lambda: leaderboard_run_task.delay(leaderboard_id), robust=True)
+    return leaderboard

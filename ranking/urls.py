@@ -13,17 +13,38 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/<slug:slug>/leaderboards/", views.leaderboards_page, name="leaderboards"),
     path("studies/<slug:slug>/leaderboards/<int:pk>/", views.leaderboard_detail, name="detail"),
     path("studies/<slug:slug>/leaderboards/<int:pk>/row/", views.leaderboard_row, name="row"),
-    path("studies/<slug:slug>/leaderboards/<int:pk>/publish/", views.leaderboard_publish_view, name="publish"),
+    path(
+        "studies/<slug:slug>/leaderboards/<int:pk>/publish/", views.leaderboard_publish_view, name="publish"
+    ),
     path(
         "studies/<slug:slug>/leaderboards/<int:pk>/leaderboard.<str:fmt>",
         views.leaderboard_download,
         name="download",
     ),
     path("leaderboard/<str:token>/", views.leaderboard_public, name="public"),
-    path("leaderboard/<str:token>/leaderboard.json", views.leaderboard_public_download, {"fmt": "json"}, name="public-json"),
-    path("leaderboard/<str:token>/leaderboard.csv", views.leaderboard_public_download, {"fmt": "csv"}, name="public-csv"),
-    path("leaderboard/<str:token>/leaderboard.html", views.leaderboard_public_download, {"fmt": "html"}, name="public-html"),
+    path(
+        "leaderboard/<str:token>/leaderboard.json",
+        views.leaderboard_public_download,
+        {"fmt": "json"},
+        name="public-json",
+    ),
+    path(
+        "leaderboard/<str:token>/leaderboard.csv",
+        views.leaderboard_public_download,
+        {"fmt": "csv"},
+        name="public-csv",
+    ),
+    path(
+        "leaderboard/<str:token>/leaderboard.html",
+        views.leaderboard_public_download,
+        {"fmt": "html"},
+        name="public-html",
+    ),
     path("api/studies/<slug:slug>/leaderboards/", api.LeaderboardListApi.as_view(), name="api-list"),
-    path("api/studies/<slug:slug>/leaderboards/<int:pk>/", api.LeaderboardDetailApi.as_view(), name="api-detail"),
+    path(
+        "api/studies/<slug:slug>/leaderboards/<int:pk>/",
+        api.LeaderboardDetailApi.as_view(),
+        name="api-detail",
+    ),
     path("api/leaderboards/<str:token>/", api.LeaderboardPublicApi.as_view(), name="api-public"),
 ]

@@ -44,7 +44,9 @@ def _scored_keys(inputs: Mapping[str, Any]) -> list[str]:
 
 def deployment_started_at(*, study: Study) -> datetime | None:
     """When the deployment schedule was made: its first comparison's creation (None: no schedule)."""
-    value = Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).aggregate(first=Min("created_at"))
+    value = Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).aggregate(
+        first=Min("created_at")
+    )
     return value["first"]
 
 
@@ -68,14 +70,23 @@ def _outputs_in_force(
     ids: dict[int, tuple[str, int, int, bool]] = {
         pk: (ext, a, b, va > 1 or vb > 1)
         for pk, ext, a, b, va, vb in Comparison.objects.filter(study=study).values_list(
-            "pk", "external_id", "candidate_a_id", "candidate_b_id", "candidate_a__version", "candidate_b__version"
+            "pk",
+            "external_id",
+            "candidate_a_id",
+            "candidate_b_id",
+            "candidate_a__version",
+            "candidate_b__version",
         )
         if ext in wanted
     }
     judge_ids = list(Judge.objects.filter(name__in=list(judges)).values_list("pk", flat=True))
     manager = JudgeOutput.objects if at is None else JudgeOutput.all_versions
     rows = manager.filter(
-        comparison__study=study, judge_id__in=judge_ids, order=Order.PRIMARY, repeat=0, status=OutputStatus.VALID
+        comparison__study=study,
+        judge_id__in=judge_ids,
+        order=Order.PRIMARY,
+        repeat=0,
+        status=OutputStatus.VALID,
     )
     if at is not None:
         rows = rows.filter(created_at__lte=at)
@@ -83,7 +94,8 @@ def _outputs_in_force(
         early: Any = Value(True)
     else:
         early = ExpressionWrapper(
-            Q(created_at__lte=made_before) if inclusive else Q(created_at__lt=made_before), output_field=BooleanField()
+            Q(created_at__lte=made_before) if inclusive else Q(created_at__lt=made_before),
+            output_field=BooleanField(),
         )
     replaced = [pk for pk, (_, _, _, changed) in ids.items() if changed] if at is not None else []
     # Per comparison: outputs in force (one per judge) and how many of them were made early.
@@ -105,7 +117,10 @@ def _outputs_in_force(
             "comparison_id", "judge_id", "created_at"
         ):
             _, a, b, _ = ids[comparison_id]
-            if (timeline.at(a, created_at), timeline.at(b, created_at)) != (timeline.at(a, at), timeline.at(b, at)):
+            if (timeline.at(a, created_at), timeline.at(b, created_at)) != (
+                timeline.at(a, at),
+                timeline.at(b, at),
+            ):
                 continue  # judged a version no longer in force at ``at``
             key = (comparison_id, judge_id)
             if key not in latest or created_at > latest[key]:
@@ -113,7 +128,9 @@ def _outputs_in_force(
         for (comparison_id, _), created_at in latest.items():
             ext = ids[comparison_id][0]
             n, n_early = found.get(ext, (0, 0))
-            made = made_before is None or (created_at <= made_before if inclusive else created_at < made_before)
+            made = made_before is None or (
+                created_at <= made_before if inclusive else created_at < made_before
+            )
             found[ext] = (n + 1, n_early + int(made))
     return found
 
@@ -122,8 +139,12 @@ def scoring_provenance(*, study: Study, inputs: Mapping[str, Any]) -> dict[str, 
     """Reused vs new among the outputs the leaderboard scores (see the module docstring)."""
     since = deployment_started_at(study=study)
     found = _outputs_in_force(
-        study=study, comparisons=_scored_keys(inputs), judges=list(inputs.get("judges") or []), at=None,
-        made_before=since, inclusive=False,
+        study=study,
+        comparisons=_scored_keys(inputs),
+        judges=list(inputs.get("judges") or []),
+        at=None,
+        made_before=since,
+        inclusive=False,
     )
     total = sum(n for n, _ in found.values())
     reused = sum(n_early for _, n_early in found.values())
@@ -135,7 +156,9 @@ def scoring_provenance(*, study: Study, inputs: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def _versions(timeline: VersionTimeline, a: int, b: int, at: datetime | None, now: tuple[int, int]) -> tuple[int, int]:
+def _versions(
+    timeline: VersionTimeline, a: int, b: int, at: datetime | None, now: tuple[int, int]
+) -> tuple[int, int]:
     return now if at is None else (timeline.at(a, at), timeline.at(b, at))
 
 
@@ -160,8 +183,14 @@ def version_sensitivity(
         Comparison.objects.filter(study=study)
         .order_by("pk")
         .values_list(
-            "pk", "external_id", "set", "candidate_a_id", "candidate_b_id", "candidate_a__version",
-            "candidate_b__version", "created_at",
+            "pk",
+            "external_id",
+            "set",
+            "candidate_a_id",
+            "candidate_b_id",
+            "candidate_a__version",
+            "candidate_b__version",
+            "created_at",
         )
     )
     replaced = [r for r in rows if r[5] > 1 or r[6] > 1]
@@ -177,8 +206,12 @@ def version_sensitivity(
     touched_ids = {ext for _, ext, _, _, _ in touched}
 
     found = _outputs_in_force(
-        study=study, comparisons=_scored_keys(inputs), judges=list(inputs.get("judges") or []), at=at,
-        made_before=before, inclusive=True,
+        study=study,
+        comparisons=_scored_keys(inputs),
+        judges=list(inputs.get("judges") or []),
+        at=at,
+        made_before=before,
+        inclusive=True,
     )
     refreshed = sum(n for ext, (n, _) in found.items() if ext in touched_ids)
     retained = sum(n_early for ext, (_, n_early) in found.items() if ext not in touched_ids)
@@ -191,7 +224,10 @@ def version_sensitivity(
         comparison_id__in=touched_pks, superseded=True, created_at__lte=before
     ).values_list("comparison_id", "created_at"):
         a, b = sides[comparison_id]
-        if (timeline.at(a, created_at), timeline.at(b, created_at)) == (timeline.at(a, before), timeline.at(b, before)):
+        if (timeline.at(a, created_at), timeline.at(b, created_at)) == (
+            timeline.at(a, before),
+            timeline.at(b, before),
+        ):
             superseded += 1
 
     human = [t for t in touched if t[2] == ComparisonSet.HUMAN]
@@ -229,7 +265,9 @@ def version_sensitivity(
     }
 
 
-def system_changes(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def system_changes(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """Per system of ``after`` (in its rank order): rank and score before and now, and the changes.
 
     ``rank_change`` is positive when the system moved up (rank 3 → 1 is +2); a system absent from

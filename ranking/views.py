@@ -21,22 +21,24 @@ from annotation.selectors.studies import study_get_for_user
 from annotation.views.studies import researcher_required
 from calibration.models import CoefficientSet
 from ranking.models import Leaderboard
-from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study, schedule_state
+from ranking.objective_csv import objective_parse_csv
+from ranking.rendering import leaderboard_context, leaderboard_csv, leaderboard_html, leaderboard_json
+from ranking.selectors import (
+    leaderboard_get,
+    leaderboard_published,
+    leaderboards_for_study,
+    schedule_state,
+    study_system_ids,
+)
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     MAX_RESAMPLES,
     deployment_schedule_create,
-    leaderboard_context,
-    leaderboard_csv,
-    leaderboard_html,
-    leaderboard_json,
     leaderboard_publish,
-    leaderboard_start,
     leaderboard_version_sensitivity,
-    objective_parse_csv,
-    study_system_ids,
 )
+from ranking.tasks import leaderboard_start
 from ranking.versions import leaderboard_moment
 
 MAX_OBJECTIVE_BYTES = 1024 * 1024
@@ -60,7 +62,9 @@ def _objective_upload(request: HttpRequest, study: Study) -> dict[str, float] | 
         text = upload.read().decode("utf-8")
     except UnicodeDecodeError:
         raise ArbiterError(f"{upload.name}: not UTF-8 text") from None
-    return objective_parse_csv(text, source=upload.name or "objective.csv", systems=study_system_ids(study=study))
+    return objective_parse_csv(
+        text, source=upload.name or "objective.csv", systems=study_system_ids(study=study)
+    )
 
 
 @researcher_required
@@ -108,7 +112,9 @@ def leaderboards_page(request: HttpRequest, slug: str) -> HttpResponse:
 def leaderboard_row(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     """One row of the list (polled by htmx while the computation runs)."""
     study, leaderboard = _leaderboard(request, slug, pk)
-    response = render(request, "ranking/leaderboards.html#leaderboard-row", {"study": study, "lb": leaderboard})
+    response = render(
+        request, "ranking/leaderboards.html#leaderboard-row", {"study": study, "lb": leaderboard}
+    )
     response["Cache-Control"] = "no-store"
     return response
 
@@ -149,7 +155,9 @@ def leaderboard_publish_view(request: HttpRequest, slug: str, pk: int) -> HttpRe
     except ArbiterError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Leaderboard {leaderboard.pk} {'published' if publish else 'unpublished'}.")
+        messages.success(
+            request, f"Leaderboard {leaderboard.pk} {'published' if publish else 'unpublished'}."
+        )
     target = request.POST.get("next")
     if target == "detail":
         return redirect("ranking:detail", slug=study.slug, pk=leaderboard.pk)
@@ -185,7 +193,10 @@ def leaderboard_public(request: HttpRequest, token: str) -> HttpResponse:
     leaderboard = leaderboard_published(public_token=token)
     if leaderboard is None:
         raise Http404("no such leaderboard")
-    context = {"leaderboard": leaderboard, **leaderboard_context(study=leaderboard.study, report=leaderboard.result)}
+    context = {
+        "leaderboard": leaderboard,
+        **leaderboard_context(study=leaderboard.study, report=leaderboard.result),
+    }
     return render(request, "ranking/leaderboard_public.html", context)
 
 

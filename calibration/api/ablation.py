@@ -25,7 +25,9 @@ class JudgeAblationApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("bootstrap", int, description=f"page-block resamples (default {API_DEFAULT_RESAMPLES})"),
+            OpenApiParameter(
+                "bootstrap", int, description=f"page-block resamples (default {API_DEFAULT_RESAMPLES})"
+            ),
             OpenApiParameter("seed", int, description=f"bootstrap seed (default {DEFAULT_SEED})"),
         ],
         responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="one-line reason")},
@@ -40,5 +42,7 @@ class JudgeAblationApi(APIView):
                 field="bootstrap",
             )
         return Response(
-            judge_ablation_report(study=study, resamples=resamples, seed=_int_param(request, "seed", DEFAULT_SEED) or 0)
+            judge_ablation_report(
+                study=study, resamples=resamples, seed=_int_param(request, "seed", DEFAULT_SEED) or 0
+            )
         )

@@ -24,7 +24,11 @@ class AgreementReportApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("bootstrap", int, description=f"resamples (default {DEFAULT_RESAMPLES}, at most {MAX_API_RESAMPLES})"),
+            OpenApiParameter(
+                "bootstrap",
+                int,
+                description=f"resamples (default {DEFAULT_RESAMPLES}, at most {MAX_API_RESAMPLES})",
+            ),
             OpenApiParameter("seed", int, description="bootstrap seed (default: the study's seed)"),
         ],
         responses={200: OpenApiTypes.OBJECT},

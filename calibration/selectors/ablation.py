@@ -68,9 +68,12 @@ def estimated_image_tokens(width: int, height: int) -> int:
 def _request_tokens(*, study: Study, comparisons: list[str]) -> float:
     """Mean estimated image tokens of one judge request (reference, candidate A, candidate B)."""
     rows = Comparison.objects.filter(study=study, external_id__in=comparisons).values_list(
-        "page__image__width", "page__image__height",
-        "candidate_a__image__width", "candidate_a__image__height",
-        "candidate_b__image__width", "candidate_b__image__height",
+        "page__image__width",
+        "page__image__height",
+        "candidate_a__image__width",
+        "candidate_a__image__height",
+        "candidate_b__image__width",
+        "candidate_b__image__height",
     )
     totals = [
         sum(estimated_image_tokens(w or 0, h or 0) for w, h in ((r[0], r[1]), (r[2], r[3]), (r[4], r[5])))
@@ -125,7 +128,9 @@ def ablation_inputs(*, study: Study) -> AblationInputs:
     outputs = JudgeOutput.objects.filter(
         comparison__study=study, comparison__set=ComparisonSet.HUMAN, judge__name__in=judges
     ).values_list("comparison__external_id", "judge__name", "status", "winner", "axis_scores")
-    frame = pd.DataFrame.from_records(list(outputs), columns=["comparison", "judge", "status", "winner", "axes"])
+    frame = pd.DataFrame.from_records(
+        list(outputs), columns=["comparison", "judge", "status", "winner", "axes"]
+    )
     n, n_judges = len(comparisons), len(judges)
     vote_sum = np.zeros((n, n_judges))
     vote_n = np.zeros((n, n_judges))

@@ -133,11 +133,16 @@ def calibration_inputs(
     status = outputs["status"].astype(str) if len(outputs) else pd.Series([], dtype=str)
     present = sorted(set(outputs.loc[status == "valid", "judge"].astype(str))) if len(outputs) else []
     unfinished = (
-        sorted(set(outputs.loc[status.isin(["pending", "running"]), "judge"].astype(str))) if len(outputs) else []
+        sorted(set(outputs.loc[status.isin(["pending", "running"]), "judge"].astype(str)))
+        if len(outputs)
+        else []
     )
     n_outputs = outputs["judge"].astype(str).value_counts().to_dict() if len(outputs) else {}
     n_invalid = (
-        outputs.loc[~status.isin(["valid", "pending", "running"]), "judge"].astype(str).value_counts().to_dict()
+        outputs.loc[~status.isin(["valid", "pending", "running"]), "judge"]
+        .astype(str)
+        .value_counts()
+        .to_dict()
         if len(outputs)
         else {}
     )

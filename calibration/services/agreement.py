@@ -37,12 +37,16 @@ class StudyAgreement:
     votes: pd.DataFrame
 
 
-def check_bootstrap_options(resamples: Any, seed: Any, *, max_resamples: int = MAX_RESAMPLES) -> tuple[int, int]:
+def check_bootstrap_options(
+    resamples: Any, seed: Any, *, max_resamples: int = MAX_RESAMPLES
+) -> tuple[int, int]:
     """Validate the bootstrap resample count and seed (integers; 1 ≤ resamples ≤ max, seed ≥ 0)."""
     try:
         r = int(str(resamples).strip())
     except ValueError:
-        raise ValidationFailed(f"expected an integer 1–{max_resamples}, got {resamples!r}", field="bootstrap") from None
+        raise ValidationFailed(
+            f"expected an integer 1–{max_resamples}, got {resamples!r}", field="bootstrap"
+        ) from None
     if not 1 <= r <= max_resamples:
         raise ValidationFailed(f"expected an integer 1–{max_resamples}, got {r}", field="bootstrap")
     try:
@@ -55,7 +59,11 @@ def check_bootstrap_options(resamples: Any, seed: Any, *, max_resamples: int = M
 
 
 def agreement_report_compute(
-    *, study: Study, resamples: int, seed: int | None = None, rules: Mapping[str, Any] | None = None,
+    *,
+    study: Study,
+    resamples: int,
+    seed: int | None = None,
+    rules: Mapping[str, Any] | None = None,
     rules_where: str = "",
 ) -> StudyAgreement:
     """SPEC §5 agreement for ``study``; ``seed=None`` uses the study's seed.
@@ -88,8 +96,15 @@ def reference_votes_filtered(
 
     settings = hygiene_rules(study, rules, where=where or "rules")
     if votes.empty:
-        return votes, {"settings": {}, "n_raters": 0, "n_kept_raters": 0, "n_votes": 0, "n_kept_votes": 0,
-                       "rules": [], "excluded_raters": []}
+        return votes, {
+            "settings": {},
+            "n_raters": 0,
+            "n_kept_raters": 0,
+            "n_votes": 0,
+            "n_kept_votes": 0,
+            "rules": [],
+            "excluded_raters": [],
+        }
     try:
         kept, result = reference_rules_apply(votes, settings)
     except ValueError as exc:
@@ -109,18 +124,23 @@ def agreement_report_html(agreement: StudyAgreement) -> str:
 
 
 def agreement_report_write(
-    *, study: Study, json_path: Path, html_path: Path | None = None, resamples: int, seed: int | None = None,
-    rules: Mapping[str, Any] | None = None, rules_where: str = "",
+    *,
+    study: Study,
+    json_path: Path,
+    html_path: Path | None = None,
+    resamples: int,
+    seed: int | None = None,
+    rules: Mapping[str, Any] | None = None,
+    rules_where: str = "",
 ) -> dict[str, Any]:
     """Compute once; write the JSON report (and the HTML page); return the report."""
     output_folders_check(Path(json_path), Path(html_path) if html_path is not None else None)
-    agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed, rules=rules,
-                                         rules_where=rules_where)
+    agreement = agreement_report_compute(
+        study=study, resamples=resamples, seed=seed, rules=rules, rules_where=rules_where
+    )
     html = agreement_report_html(agreement) if html_path is not None else None
     files = [(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")]
     if html_path is not None and html is not None:
         files.append((Path(html_path), html))
     write_texts_atomic(files)
     return agreement.report
-
-

@@ -305,8 +305,10 @@ def coefficient_set_freeze(
         raise ValidationFailed("the report does not record the data it was fitted on (fit_data): not frozen")
     if "x" in fit_data and "h" in fit_data:
         recomputed = fit_data_hash(
-            comparisons=comparison_ids, judges=[str(j) for j in fit_data.get("judges") or judges],
-            x=np.asarray(fit_data["x"], dtype=float), h=np.asarray(fit_data["h"], dtype=float),
+            comparisons=comparison_ids,
+            judges=[str(j) for j in fit_data.get("judges") or judges],
+            x=np.asarray(fit_data["x"], dtype=float),
+            h=np.asarray(fit_data["h"], dtype=float),
         )
         if recomputed != data_hash:
             raise ValidationFailed("the report's fit data does not match its data hash: not frozen")
@@ -357,8 +359,13 @@ def calibration_run(
         name = check_coefficient_set_name(freeze)
         refuse_existing_name(study=study, name=name)
     report = calibration_report_for_study(
-        study=study, resamples=resamples, seed=seed, pilot_size=pilot_size, judges=judges,
-        rules=rules, rules_where=rules_where,
+        study=study,
+        resamples=resamples,
+        seed=seed,
+        pilot_size=pilot_size,
+        judges=judges,
+        rules=rules,
+        rules_where=rules_where,
     )
     with transaction.atomic():
         coefficient_set = (

@@ -82,9 +82,12 @@ def exclusion_rules_form_values(study: Study) -> list[dict[str, Any]]:
     rules = hygiene_rules(study)
     defaults = HygieneRules()
     return [
-        {"name": name, "value": "" if getattr(rules, name) is None else getattr(rules, name),
-         "default": "off" if getattr(defaults, name) is None else getattr(defaults, name),
-         "nullable": name in _NULLABLE}
+        {
+            "name": name,
+            "value": "" if getattr(rules, name) is None else getattr(rules, name),
+            "default": "off" if getattr(defaults, name) is None else getattr(defaults, name),
+            "nullable": name in _NULLABLE,
+        }
         for name in _RULE_FIELDS
     ]
 
@@ -106,7 +109,9 @@ def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: An
                 try:
                     value = float(text) if key not in _INTEGER_RULES else int(text)
                 except ValueError:
-                    raise ValidationFailed(f"expected a number or empty (off), got {text!r}", field=key) from None
+                    raise ValidationFailed(
+                        f"expected a number or empty (off), got {text!r}", field=key
+                    ) from None
         parsed[key] = value
     checked = _rule_settings(parsed, where="exclusion rules")
     try:
@@ -118,8 +123,14 @@ def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: An
         previous = (locked.options or {}).get("exclusion_rules", {})
         locked.options = {**(locked.options or {}), "exclusion_rules": checked}
         locked.save(update_fields=["options"])
-        audit_record(action="study.exclusion_rules", user=actor, study=locked, target=locked.slug,
-                     previous=previous, rules=checked)
+        audit_record(
+            action="study.exclusion_rules",
+            user=actor,
+            study=locked,
+            target=locked.slug,
+            previous=previous,
+            rules=checked,
+        )
     study.options = locked.options
     return rules
 
@@ -135,10 +146,15 @@ def rules_option(value: str | None) -> tuple[dict[str, Any] | None, str]:
 
 def exclusions_line(exclusions: Mapping[str, Any]) -> str:
     """One line of what the exclusion rules removed (commands run with ``--rules``)."""
-    parts = [f"{r['rule']} {r['participants_first']} raters / {r['answers_first']} votes" for r in exclusions["rules"]]
-    return (f"exclusion rules kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
-            f"{exclusions['n_kept_votes']} of {exclusions['n_votes']} votes"
-            + (f" (removed: {', '.join(parts)})" if parts else ""))
+    parts = [
+        f"{r['rule']} {r['participants_first']} raters / {r['answers_first']} votes"
+        for r in exclusions["rules"]
+    ]
+    return (
+        f"exclusion rules kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
+        f"{exclusions['n_kept_votes']} of {exclusions['n_votes']} votes"
+        + (f" (removed: {', '.join(parts)})" if parts else "")
+    )
 
 
 def read_rules_file(path: Path) -> dict[str, Any]:

@@ -36,9 +36,12 @@ def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
     }
     download = request.GET.get("download")
     if request.method == "GET" and download not in ("json", "html"):
-        return render(request, "calibration/judge_ablation.html", context)
+        return render(request, "calibration/judge_ablation_page.html", context)
     try:
-        if str(context["bootstrap"]).strip().isdigit() and int(str(context["bootstrap"])) > MAX_PAGE_RESAMPLES:
+        if (
+            str(context["bootstrap"]).strip().isdigit()
+            and int(str(context["bootstrap"])) > MAX_PAGE_RESAMPLES
+        ):
             raise ValidationFailed(
                 f"at most {MAX_PAGE_RESAMPLES} resamples on the page (use the judge_ablation command)",
                 field="bootstrap",
@@ -46,15 +49,18 @@ def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
         report = judge_ablation_report(study=study, resamples=context["bootstrap"], seed=context["seed"])
     except ArbiterError as exc:
         context["error"] = str(exc)
-        return render(request, "calibration/judge_ablation.html", context, status=exc.status_code)
+        return render(request, "calibration/judge_ablation_page.html", context, status=exc.status_code)
     if download == "json":
         response = HttpResponse(
-            json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n", content_type="application/json"
+            json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+            content_type="application/json",
         )
     elif download == "html":
         body = ablation_html(report, title=f"Judge-subset ablation · {study.title}")
         response = HttpResponse(body, content_type="text/html; charset=utf-8")
     else:
-        return render(request, "calibration/judge_ablation.html", {**context, **ablation_context(report)})
+        return render(
+            request, "calibration/judge_ablation_page.html", {**context, **ablation_context(report)}
+        )
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-judge-ablation.{download}"'
     return response

@@ -51,7 +51,9 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     figures = agreement_figures(agreement.report, agreement.votes)
     context = agreement_context(study=study, report=agreement.report, figures=figures)
-    return render(request, "calibration/agreement.html", {**context, "max_bootstrap": MAX_PAGE_RESAMPLES})
+    return render(
+        request, "calibration/agreement_page.html", {**context, "max_bootstrap": MAX_PAGE_RESAMPLES}
+    )
 
 
 @login_required

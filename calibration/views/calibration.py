@@ -70,7 +70,7 @@ def _render(
     }
     if stored is not None:
         context.update(calibration_context(stored.report))
-    return render(request, "calibration/calibration.html", context, status=status)
+    return render(request, "calibration/calibration_page.html", context, status=status)
 
 
 @researcher_required

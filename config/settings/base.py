@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "annotation",
     "judges",
     "calibration",
+    "kind_reports",
     "ranking",
     "demo",
 ]

@@ -80,7 +80,8 @@ def make_basic_study(
         for i, sid in enumerate(systems)
     }
     pages = {
-        f"p{k:03d}": Page.objects.create(study=study, external_id=f"p{k:03d}", position=k) for k in range(n_pages)
+        f"p{k:03d}": Page.objects.create(study=study, external_id=f"p{k:03d}", position=k)
+        for k in range(n_pages)
     }
     failed_set = {(f"p{k:03d}", s) for k, s in failed}
     candidates: dict[tuple[str, str], Candidate] = {}
@@ -112,16 +113,30 @@ def make_ranked_study(
     human set, the rest deployment. Judges answer each comparison in 2 orders × 2 repeats; a few
     primary repeat-0 outputs are made invalid/failed/missing so those comparisons must be skipped."""
     rng = np.random.default_rng(seed)
-    study, _sys_rows, pages, candidates = make_basic_study(slug, systems=systems, n_pages=n_pages, researchers=researchers)
+    study, _sys_rows, pages, candidates = make_basic_study(
+        slug, systems=systems, n_pages=n_pages, researchers=researchers
+    )
     truth = dict(zip(systems, strengths, strict=True))
-    judge_rows = [Judge.objects.get_or_create(name=name, defaults={"family": name.split("-")[-1], "provider": "imported"})[0] for name in judges]
+    judge_rows = [
+        Judge.objects.get_or_create(
+            name=name, defaults={"family": name.split("-")[-1], "provider": "imported"}
+        )[0]
+        for name in judges
+    ]
     coefficient_set = CoefficientSet.objects.create(
-        study=study, name=set_name, coefficients=dict(zip(judges, coefficients, strict=True)),
-        report={"judges": list(judges)}, source="import",
+        study=study,
+        name=set_name,
+        coefficients=dict(zip(judges, coefficients, strict=True)),
+        report={"judges": list(judges)},
+        source="import",
     )
     result = RankedStudy(
-        study=study, systems=list(systems), strengths=truth, judges=list(judges),
-        coefficients=dict(zip(judges, coefficients, strict=True)), coefficient_set=coefficient_set,
+        study=study,
+        systems=list(systems),
+        strengths=truth,
+        judges=list(judges),
+        coefficients=dict(zip(judges, coefficients, strict=True)),
+        coefficient_set=coefficient_set,
     )
     comparisons = []
     counter = 0
@@ -132,8 +147,14 @@ def make_ranked_study(
             cset = ComparisonSet.HUMAN if k < n_human_pages else ComparisonSet.DEPLOYMENT
             cid = f"c{counter:04d}"
             comparisons.append(
-                Comparison(study=study, external_id=cid, page=pages[pid], candidate_a=candidates[(pid, a)],
-                           candidate_b=candidates[(pid, b)], set=cset)
+                Comparison(
+                    study=study,
+                    external_id=cid,
+                    page=pages[pid],
+                    candidate_a=candidates[(pid, a)],
+                    candidate_b=candidates[(pid, b)],
+                    set=cset,
+                )
             )
             result.comparisons[cid] = (pid, a, b, str(cset))
     created = Comparison.objects.bulk_create(comparisons)
@@ -160,7 +181,11 @@ def make_ranked_study(
                         status = OutputStatus.INVALID if broken == "invalid" else OutputStatus.FAILED
                     outputs.append(
                         JudgeOutput(
-                            judge=judge, comparison=comp, order=order, repeat=repeat, status=status,
+                            judge=judge,
+                            comparison=comp,
+                            order=order,
+                            repeat=repeat,
+                            status=status,
                             winner=winner if status == OutputStatus.VALID else "",
                             confidence=3 if status == OutputStatus.VALID else None,
                         )
@@ -187,22 +212,34 @@ def add_votes(ranked: RankedStudy, *, rng: np.random.Generator, n_raters: int = 
         voided = slot == n_raters
         rater = Rater.objects.create(study=study, external_id=f"r{slot:02d}")
         assignment = Assignment.objects.create(
-            block=block, slot=slot, rater=rater,
+            block=block,
+            slot=slot,
+            rater=rater,
             state=AssignmentState.VOIDED if voided else AssignmentState.FINISHED,
         )
         first_trial = None
         for position, cid in enumerate(human):
             _, a, b, _ = ranked.comparisons[cid]
-            trial = Trial.objects.create(assignment=assignment, position=position, comparison=comps[cid], swapped=bool(position % 2))
+            trial = Trial.objects.create(
+                assignment=assignment, position=position, comparison=comps[cid], swapped=bool(position % 2)
+            )
             first_trial = first_trial or trial
             prob_a = 1.0 / (1.0 + np.exp(-(ranked.strengths[a] - ranked.strengths[b])))
             r = rng.random()
-            label = "A" if r < prob_a * 0.8 else ("TIE" if r < prob_a * 0.8 + 0.1 else ("CANNOT_JUDGE" if r > 0.97 else "B"))
+            label = (
+                "A"
+                if r < prob_a * 0.8
+                else ("TIE" if r < prob_a * 0.8 + 0.1 else ("CANNOT_JUDGE" if r > 0.97 else "B"))
+            )
             Vote.objects.create(trial=trial, label=label, confidence=3)
             if not voided and label in LABELS:
                 ranked.human_labels.setdefault(cid, []).append(label)
         repeat = Trial.objects.create(
-            assignment=assignment, position=len(human), comparison=first_trial.comparison,
-            swapped=first_trial.swapped, is_repeat=True, repeat_of=first_trial,
+            assignment=assignment,
+            position=len(human),
+            comparison=first_trial.comparison,
+            swapped=first_trial.swapped,
+            is_repeat=True,
+            repeat_of=first_trial,
         )
         Vote.objects.create(trial=repeat, label="B", confidence=1)

@@ -67,7 +67,13 @@ def write_bundle(folder: Path) -> Path:
     for system in SYSTEMS:
         (folder / "images" / f"{system}.png").write_bytes(picture(SYSTEM_COLOURS[system]))
     comparisons = [
-        {"id": f"{page}-{a}-{b}", "page": page, "a": a, "b": b, "set": "human" if page in HUMAN_PAGES else "deployment"}
+        {
+            "id": f"{page}-{a}-{b}",
+            "page": page,
+            "a": a,
+            "b": b,
+            "set": "human" if page in HUMAN_PAGES else "deployment",
+        }
         for page in PAGES
         for a, b in combinations(SYSTEMS, 2)
     ]
@@ -80,7 +86,9 @@ def write_bundle(folder: Path) -> Path:
         "systems": [{"id": s, "name": f"System {s}"} for s in SYSTEMS],
         "pages": [{"id": p, "image": "images/ref.png"} for p in PAGES],
         "candidates": [
-            {"page": p, "system": s, "image": f"images/{s}.png", "rendered": True} for p in PAGES for s in SYSTEMS
+            {"page": p, "system": s, "image": f"images/{s}.png", "rendered": True}
+            for p in PAGES
+            for s in SYSTEMS
         ],
         "comparisons": comparisons,
     }
@@ -88,7 +96,9 @@ def write_bundle(folder: Path) -> Path:
     return folder
 
 
-def replace_candidate(bundle: Path, target: Path, *, page: str, system: str, mark: int = 1, **extra: Any) -> Path:
+def replace_candidate(
+    bundle: Path, target: Path, *, page: str, system: str, mark: int = 1, **extra: Any
+) -> Path:
     shutil.copytree(bundle, target)
     name = f"images/{system}-{page}-v{mark}.png"
     (target / name).write_bytes(picture(SYSTEM_COLOURS[system], mark=mark))
@@ -109,8 +119,10 @@ def command(*args: str) -> str:
 
 def votes_csv(path: Path) -> Path:
     """Three raters vote on every human comparison: canonical A always (axis score +1)."""
-    lines = ["comparison,page,system_a,system_b,block,rater,position,swapped,repeat,label,confidence,rationale,"
-             "response_ms,axis:GLOBAL_LAYOUT_FIDELITY"]
+    lines = [
+        "comparison,page,system_a,system_b,block,rater,position,swapped,repeat,label,confidence,rationale,"
+        "response_ms,axis:GLOBAL_LAYOUT_FIDELITY"
+    ]
     human = [(p, a, b) for p in HUMAN_PAGES for a, b in combinations(SYSTEMS, 2)]
     for r in range(3):
         for position, (page, a, b) in enumerate(human, start=1):
@@ -127,13 +139,26 @@ def judged(tmp_path: Path, provider: FakeProvider) -> dict[str, Any]:
     make_judge("judge-x", base_url=provider.url, family="acme", concurrency=1)
     make_judge("judge-y", base_url=provider.url, family="other", concurrency=1)
     for judge in ("judge-x", "judge-y"):
-        command("run_judges", "versions", "--judge", judge, "--set", "human", "--orders", "primary,swapped",
-                "--repeats", "2")
+        command(
+            "run_judges",
+            "versions",
+            "--judge",
+            judge,
+            "--set",
+            "human",
+            "--orders",
+            "primary,swapped",
+            "--repeats",
+            "2",
+        )
         command("run_judges", "versions", "--judge", judge, "--set", "deployment", "--orders", "primary")
     command("import_votes", "versions", str(votes_csv(tmp_path / "votes.csv")))
     study = Study.objects.get(slug="versions")
     CoefficientSet.objects.create(
-        study=study, name="v1", coefficients={"judge-x": 0.6, "judge-y": 0.4}, report={"judges": ["judge-x", "judge-y"]},
+        study=study,
+        name="v1",
+        coefficients={"judge-x": 0.6, "judge-y": 0.4},
+        report={"judges": ["judge-x", "judge-y"]},
         source="import",
     )
     return {"study": study, "bundle": bundle, "tmp": tmp_path, "provider": provider}
@@ -157,11 +182,17 @@ def test_a_candidate_update_supersedes_exactly_the_touched_outputs_and_run_judge
     # Human set: 6 comparisons × 2 orders × 2 repeats; deployment: 12 × primary; per judge.
     assert JudgeOutput.objects.filter(status="valid").count() == 2 * (6 * 4 + 12)
     calls_before = len(provider.requests)
-    calibration_before = human_set_judge_outputs(study=study).sort_values(["comparison", "judge", "order", "repeat"])
+    calibration_before = human_set_judge_outputs(study=study).sort_values(
+        ["comparison", "judge", "order", "repeat"]
+    )
 
     # beta on p0 (human) is re-rendered; it is in 2 comparisons (alpha-beta, beta-gamma).
     update = replace_candidate(
-        judged["bundle"], tmp / "update", page="p0", system="beta", version_date="2026-11-30",
+        judged["bundle"],
+        tmp / "update",
+        page="p0",
+        system="beta",
+        version_date="2026-11-30",
         version_note="fonts fixed",
     )
     out = command("import_study", str(update), "--update")
@@ -177,7 +208,10 @@ def test_a_candidate_update_supersedes_exactly_the_touched_outputs_and_run_judge
     candidate = Candidate.objects.get(page__study=study, page__external_id="p0", system__external_id="beta")
     assert candidate.version == 2
     versions = list(CandidateVersion.objects.filter(candidate=candidate).order_by("number"))
-    assert [(v.number, v.note, str(v.date)) for v in versions] == [(1, "", "None"), (2, "fonts fixed", "2026-11-30")]
+    assert [(v.number, v.note, str(v.date)) for v in versions] == [
+        (1, "", "None"),
+        (2, "fonts fixed", "2026-11-30"),
+    ]
     assert versions[0].image_id != versions[1].image_id == candidate.image_id
     # Pair identities, orientations and the other candidates stay.
     assert Comparison.objects.filter(study=study).count() == 18
@@ -187,7 +221,9 @@ def test_a_candidate_update_supersedes_exactly_the_touched_outputs_and_run_judge
     # Human votes stay on the version their trial showed; the calibration set is unchanged.
     trials = Trial.objects.filter(comparison__external_id__in=touched, vote__isnull=False)
     assert trials.count() == 6 and set(trials.values_list("version_a", "version_b")) == {(1, 1)}
-    calibration_after = human_set_judge_outputs(study=study).sort_values(["comparison", "judge", "order", "repeat"])
+    calibration_after = human_set_judge_outputs(study=study).sort_values(
+        ["comparison", "judge", "order", "repeat"]
+    )
     assert calibration_after.reset_index(drop=True).equals(calibration_before.reset_index(drop=True))
 
     # run_judges makes exactly the successors: 8 calls per judge (2 comparisons × 2 orders × 2 repeats).
@@ -198,7 +234,9 @@ def test_a_candidate_update_supersedes_exactly_the_touched_outputs_and_run_judge
     assert len(new_calls) == 16 and provider.problems == []
     assert JudgeOutput.objects.filter(comparison__external_id__in=touched, status="valid").count() == 16
     # A second refresh has nothing left to call; the usual run sees nothing missing either.
-    assert "8 calls, 0 new, 8 already done, 0 to run" in command("run_judges", "versions", "--judge", "judge-x", "--refresh")
+    assert "8 calls, 0 new, 8 already done, 0 to run" in command(
+        "run_judges", "versions", "--judge", "judge-x", "--refresh"
+    )
     out = command("run_judges", "versions", "--judge", "judge-x", "--set", "human", "--repeats", "2")
     assert "24 calls, 0 new, 24 already done" in out
     assert len(provider.requests) == calls_before + 16
@@ -210,22 +248,33 @@ def test_a_candidate_update_supersedes_exactly_the_touched_outputs_and_run_judge
 @pytest.mark.django_db
 def test_without_refresh_a_usual_run_also_makes_only_the_superseded_calls(judged: dict[str, Any]) -> None:
     provider, tmp = judged["provider"], judged["tmp"]
-    command("import_study", str(replace_candidate(judged["bundle"], tmp / "u", page="p3", system="gamma")), "--update")
+    command(
+        "import_study",
+        str(replace_candidate(judged["bundle"], tmp / "u", page="p3", system="gamma")),
+        "--update",
+    )
     before = len(provider.requests)
-    out = command("run_judges", "versions", "--judge", "judge-x", "--set", "deployment", "--orders", "primary")
+    out = command(
+        "run_judges", "versions", "--judge", "judge-x", "--set", "deployment", "--orders", "primary"
+    )
     assert "12 calls, 2 new, 10 already done, 2 to run" in out
     assert len(provider.requests) == before + 2
 
 
 @pytest.mark.django_db
-def test_leaderboard_compare_to_reports_refreshed_retained_human_changes_and_rank_moves(judged: dict[str, Any]) -> None:
+def test_leaderboard_compare_to_reports_refreshed_retained_human_changes_and_rank_moves(
+    judged: dict[str, Any],
+) -> None:
     study, provider, tmp = judged["study"], judged["provider"], judged["tmp"]
     first = json.loads(_leaderboard(tmp / "lb1.json"))
     earlier = Leaderboard.objects.get(study=study)
     assert earlier.status == "done" and earlier.result["systems"] == first["systems"]
     # The deployment comparisons came with the bundle, before any judge ran: nothing to reuse.
     assert first["judge_outputs"] == {
-        "scoring_outputs": 36, "reused": 0, "new": 36, "deployment_scheduled_at": first["judge_outputs"]["deployment_scheduled_at"]
+        "scoring_outputs": 36,
+        "reused": 0,
+        "new": 36,
+        "deployment_scheduled_at": first["judge_outputs"]["deployment_scheduled_at"],
     }
 
     # Replace gamma on three pages; the refreshed judges now prefer gamma's new renders strongly.
@@ -248,8 +297,10 @@ def test_leaderboard_compare_to_reports_refreshed_retained_human_changes_and_ran
     assert vs["outputs"] == {"refreshed": 12, "retained": 24, "new": 0, "superseded": 2 * 2 * 4 + 4 * 2}
     # p0 is a human page: its two gamma comparisons changed version, their 3 votes each on v1.
     assert vs["n_human_comparisons_changed"] == 2
-    assert {row["comparison"]: (row["votes_on_earlier_versions"], row["votes_on_current_versions"])
-            for row in vs["human_comparisons_changed"]} == {"p0-alpha-gamma": (3, 0), "p0-beta-gamma": (3, 0)}
+    assert {
+        row["comparison"]: (row["votes_on_earlier_versions"], row["votes_on_current_versions"])
+        for row in vs["human_comparisons_changed"]
+    } == {"p0-alpha-gamma": (3, 0), "p0-beta-gamma": (3, 0)}
     # Rank changes and score deltas, computed from the two reports.
     expected = system_changes(first["systems"], report["systems"])
     assert vs["systems"] == expected
@@ -257,11 +308,15 @@ def test_leaderboard_compare_to_reports_refreshed_retained_human_changes_and_ran
     before = {row["system"]: row for row in first["systems"]}
     after = {row["system"]: row for row in report["systems"]}
     for system in SYSTEMS:
-        assert by_system[system]["score_delta"] == pytest.approx(after[system]["score"] - before[system]["score"])
+        assert by_system[system]["score_delta"] == pytest.approx(
+            after[system]["score"] - before[system]["score"]
+        )
         assert by_system[system]["rank_change"] == before[system]["rank"] - after[system]["rank"]
     # Before: gamma lost every comparison (the judges said A, gamma is always B); now it wins 6.
     assert [(r["system"], r["rank_before"], r["rank"], r["rank_change"]) for r in vs["systems"]] == [
-        ("alpha", 1, 1, 0), ("gamma", 3, 2, 1), ("beta", 2, 3, -1)
+        ("alpha", 1, 1, 0),
+        ("gamma", 3, 2, 1),
+        ("beta", 2, 3, -1),
     ]
     assert by_system["gamma"]["score_delta"] > 0 > by_system["alpha"]["score_delta"]
     assert vs["ranks_unchanged"] is False
@@ -269,13 +324,26 @@ def test_leaderboard_compare_to_reports_refreshed_retained_human_changes_and_ran
 
 
 def _leaderboard(json_path: Path, *extra: str, stdout: bool = False) -> str:
-    out = command("leaderboard", "versions", "--coefficients", "v1", "--json", str(json_path), "--bootstrap", "50",
-                  "--seed", "3", *extra)
+    out = command(
+        "leaderboard",
+        "versions",
+        "--coefficients",
+        "v1",
+        "--json",
+        str(json_path),
+        "--bootstrap",
+        "50",
+        "--seed",
+        "3",
+        *extra,
+    )
     return out if stdout else json_path.read_text()
 
 
 @pytest.mark.django_db
-def test_a_deployment_scoring_reuses_the_calibration_outputs_and_counts_them(tmp_path: Path, provider: FakeProvider) -> None:
+def test_a_deployment_scoring_reuses_the_calibration_outputs_and_counts_them(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
     bundle = write_bundle(tmp_path / "bundle")
     doc = json.loads((bundle / "study.json").read_text())
     doc["comparisons"] = [c for c in doc["comparisons"] if c["set"] == "human"]
@@ -283,7 +351,18 @@ def test_a_deployment_scoring_reuses_the_calibration_outputs_and_counts_them(tmp
     command("import_study", str(bundle))
     study = Study.objects.get(slug="versions")
     make_judge("judge-x", base_url=provider.url, concurrency=1)
-    command("run_judges", "versions", "--judge", "judge-x", "--set", "human", "--orders", "primary,swapped", "--repeats", "2")
+    command(
+        "run_judges",
+        "versions",
+        "--judge",
+        "judge-x",
+        "--set",
+        "human",
+        "--orders",
+        "primary,swapped",
+        "--repeats",
+        "2",
+    )
     calls = len(provider.requests)
     assert calls == 24
     command("make_schedule", "versions", "--comparisons", "18", "--seed", "5")
@@ -304,32 +383,64 @@ def test_compare_to_bad_input_is_one_line(judged: dict[str, Any]) -> None:
         with pytest.raises(CommandError, match=message):
             _leaderboard(tmp / "x.json", "--compare-to", value)
     assert not (tmp / "x.json").exists()
-    queued = Leaderboard.objects.create(study=judged["study"], coefficient_set=CoefficientSet.objects.get(name="v1"))
+    queued = Leaderboard.objects.create(
+        study=judged["study"], coefficient_set=CoefficientSet.objects.get(name="v1")
+    )
     with pytest.raises(CommandError, match="only a finished leaderboard"):
         _leaderboard(tmp / "x.json", "--compare-to", str(queued.pk))
 
 
 def test_system_changes_signs_and_new_systems() -> None:
     before = [{"system": "a", "rank": 1, "score": 10.0}, {"system": "b", "rank": 2, "score": -10.0}]
-    after = [{"system": "b", "rank": 1, "score": 5.0}, {"system": "a", "rank": 2, "score": -4.0},
-             {"system": "c", "rank": 3, "score": -1.0}]
+    after = [
+        {"system": "b", "rank": 1, "score": 5.0},
+        {"system": "a", "rank": 2, "score": -4.0},
+        {"system": "c", "rank": 3, "score": -1.0},
+    ]
     assert system_changes(before, after) == [
-        {"system": "b", "rank_before": 2, "rank": 1, "rank_change": 1, "score_before": -10.0, "score": 5.0,
-         "score_delta": 15.0},
-        {"system": "a", "rank_before": 1, "rank": 2, "rank_change": -1, "score_before": 10.0, "score": -4.0,
-         "score_delta": -14.0},
-        {"system": "c", "rank_before": None, "rank": 3, "rank_change": None, "score_before": None, "score": -1.0,
-         "score_delta": None},
+        {
+            "system": "b",
+            "rank_before": 2,
+            "rank": 1,
+            "rank_change": 1,
+            "score_before": -10.0,
+            "score": 5.0,
+            "score_delta": 15.0,
+        },
+        {
+            "system": "a",
+            "rank_before": 1,
+            "rank": 2,
+            "rank_change": -1,
+            "score_before": 10.0,
+            "score": -4.0,
+            "score_delta": -14.0,
+        },
+        {
+            "system": "c",
+            "rank_before": None,
+            "rank": 3,
+            "rank_change": None,
+            "score_before": None,
+            "score": -1.0,
+            "score_delta": None,
+        },
     ]
 
 
 @pytest.mark.django_db
-def test_the_leaderboard_page_shows_the_version_sensitivity_report(judged: dict[str, Any], researcher: Any) -> None:
+def test_the_leaderboard_page_shows_the_version_sensitivity_report(
+    judged: dict[str, Any], researcher: Any
+) -> None:
     from django.test import Client
 
     study, tmp = judged["study"], judged["tmp"]
     _leaderboard(tmp / "lb1.json")
-    command("import_study", str(replace_candidate(judged["bundle"], tmp / "u", page="p3", system="gamma")), "--update")
+    command(
+        "import_study",
+        str(replace_candidate(judged["bundle"], tmp / "u", page="p3", system="gamma")),
+        "--update",
+    )
     for judge in ("judge-x", "judge-y"):
         command("run_judges", "versions", "--judge", judge, "--refresh")
     _leaderboard(tmp / "lb2.json")
@@ -354,20 +465,27 @@ def test_the_leaderboard_page_shows_the_version_sensitivity_report(judged: dict[
 
 
 @pytest.mark.django_db
-def test_queued_leaderboards_carry_the_reuse_counts_and_compare_like_the_command(judged: dict[str, Any]) -> None:
-    from ranking.services import leaderboard_run, leaderboard_version_sensitivity
+def test_queued_leaderboards_carry_the_reuse_counts_and_compare_like_the_command(
+    judged: dict[str, Any],
+) -> None:
+    from ranking.services import leaderboard_version_sensitivity
+    from ranking.tasks import leaderboard_run_task
 
     study, tmp = judged["study"], judged["tmp"]
     cset = CoefficientSet.objects.get(study=study, name="v1")
     first = Leaderboard.objects.create(study=study, coefficient_set=cset, resamples=50, seed=3)
-    assert leaderboard_run(leaderboard_id=first.pk) == "done"
+    assert leaderboard_run_task(first.pk) == "done"
     first.refresh_from_db()
     assert first.result["judge_outputs"]["scoring_outputs"] == 36
-    command("import_study", str(replace_candidate(judged["bundle"], tmp / "u", page="p1", system="alpha")), "--update")
+    command(
+        "import_study",
+        str(replace_candidate(judged["bundle"], tmp / "u", page="p1", system="alpha")),
+        "--update",
+    )
     for judge in ("judge-x", "judge-y"):
         command("run_judges", "versions", "--judge", judge, "--refresh")
     second = Leaderboard.objects.create(study=study, coefficient_set=cset, resamples=50, seed=3)
-    assert leaderboard_run(leaderboard_id=second.pk) == "done"
+    assert leaderboard_run_task(second.pk) == "done"
     second.refresh_from_db()
     vs = leaderboard_version_sensitivity(study=study, leaderboard=second, compare_to=first.pk)
     assert vs["comparisons_touched"] == 2 and vs["n_human_comparisons_changed"] == 2

@@ -13,8 +13,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy import optimize, stats
 
+from ranking.objective_csv import objective_parse_csv
 from ranking.selectors import leaderboard_inputs
-from ranking.services import leaderboard_compute, objective_parse_csv
+from ranking.services import leaderboard_compute
 from tests.ranking.rank_factories import RankedStudy, make_ranked_study
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +54,9 @@ def scipy_scores(ranked: RankedStudy, p: dict[str, float], systems: list[str]) -
         g -= 2e-3 * theta
         return -value, -g
 
-    res = optimize.minimize(negative, np.zeros(len(systems)), jac=True, method="BFGS", options={"gtol": 1e-10})
+    res = optimize.minimize(
+        negative, np.zeros(len(systems)), jac=True, method="BFGS", options={"gtol": 1e-10}
+    )
     theta = res.x - res.x.mean()
     return {s: float(400 * theta[index[s]] / math.log(10)) for s in systems}
 
@@ -61,7 +64,13 @@ def scipy_scores(ranked: RankedStudy, p: dict[str, float], systems: list[str]) -
 def run_command(ranked: RankedStudy, tmp_path: Path, *extra: str, name: str = "lb.json") -> dict:
     out = tmp_path / name
     call_command(
-        "leaderboard", ranked.study.slug, "--coefficients", ranked.coefficient_set.name, "--json", str(out), *extra
+        "leaderboard",
+        ranked.study.slug,
+        "--coefficients",
+        ranked.coefficient_set.name,
+        "--json",
+        str(out),
+        *extra,
     )
     return json.loads(out.read_text())
 
@@ -81,7 +90,9 @@ def test_command_json_equals_an_independent_fit(tmp_path: Path) -> None:
     assert set(rows) == set(systems)
     for s in systems:
         assert rows[s]["score"] == pytest.approx(want[s], abs=1e-4)
-        points = [p[c] if ranked.comparisons[c][1] == s else 1 - p[c] for c in p if s in ranked.comparisons[c][1:3]]
+        points = [
+            p[c] if ranked.comparisons[c][1] == s else 1 - p[c] for c in p if s in ranked.comparisons[c][1:3]
+        ]
         assert rows[s]["soft_preference"] == pytest.approx(sum(points) / len(points), abs=1e-12)
         assert rows[s]["appearances"] == len(points)
         assert rows[s]["name"] == f"{s.title()} System"
@@ -148,7 +159,16 @@ def test_bad_objective_csv_is_one_line_with_the_line_number(tmp_path: Path, body
     csv_path.write_text(body)
     out = tmp_path / "lb.json"
     with pytest.raises(CommandError) as info:
-        call_command("leaderboard", "lb-objbad", "--coefficients", "frozen", "--json", str(out), "--objective", str(csv_path))
+        call_command(
+            "leaderboard",
+            "lb-objbad",
+            "--coefficients",
+            "frozen",
+            "--json",
+            str(out),
+            "--objective",
+            str(csv_path),
+        )
     message = str(info.value)
     assert needle in message and "\n" not in message
     assert not out.exists()
@@ -168,7 +188,9 @@ def test_unknown_study_and_missing_folder_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no study"):
         call_command("leaderboard", "missing", "--coefficients", "frozen", "--json", str(tmp_path / "x.json"))
     with pytest.raises(CommandError, match="does not exist"):
-        call_command("leaderboard", "lb-paths", "--coefficients", "frozen", "--json", str(tmp_path / "no" / "x.json"))
+        call_command(
+            "leaderboard", "lb-paths", "--coefficients", "frozen", "--json", str(tmp_path / "no" / "x.json")
+        )
 
 
 def test_html_and_csv_outputs(tmp_path: Path) -> None:
@@ -194,7 +216,9 @@ def test_human_labels_replace_the_proxy_only_when_asked(tmp_path: Path) -> None:
     n_labelled = sum(1 for c in ranked.comparisons if ranked.human_labels.get(c))
     assert human["n_human_labels"] == n_labelled > 0
     assert human["n_comparisons"] == len(with_h)
-    inputs = leaderboard_inputs(study=ranked.study, coefficient_set=ranked.coefficient_set, use_human_labels=True)
+    inputs = leaderboard_inputs(
+        study=ranked.study, coefficient_set=ranked.coefficient_set, use_human_labels=True
+    )
     got = dict(zip(inputs.comparisons, inputs.p, strict=True))
     assert got.keys() == with_h.keys()
     for cid, value in with_h.items():
@@ -216,7 +240,9 @@ def test_progress_callback_gives_the_same_result() -> None:
 
 
 def test_objective_parser_accepts_bom_blank_lines_and_column_order() -> None:
-    parsed = objective_parse_csv("\ufeffscore,system\n1.5,a\n\n-2,b\n", source="o.csv", systems={"a", "b", "c"})
+    parsed = objective_parse_csv(
+        "\ufeffscore,system\n1.5,a\n\n-2,b\n", source="o.csv", systems={"a", "b", "c"}
+    )
     assert parsed == {"a": 1.5, "b": -2.0}
 
 

@@ -20,7 +20,8 @@ from django.urls import reverse
 from scipy import optimize, stats
 
 from ranking.models import Leaderboard
-from ranking.services import leaderboard_compute, leaderboard_start
+from ranking.services import leaderboard_compute
+from ranking.tasks import leaderboard_start
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 from stats.bradley_terry import RANK_DECIMALS
 from stats.davidson import (
@@ -36,7 +37,9 @@ from tests.ranking.test_leaderboard import expected_outcomes
 SCALE = 400.0 / math.log(10.0)
 
 
-def scipy_soft_davidson(a: np.ndarray, b: np.ndarray, p: np.ndarray, m: int, l2: float = 1e-3) -> tuple[np.ndarray, float]:
+def scipy_soft_davidson(
+    a: np.ndarray, b: np.ndarray, p: np.ndarray, m: int, l2: float = 1e-3
+) -> tuple[np.ndarray, float]:
     """Σ_i [q_A log P(A) + q_T log P(T) + q_B log P(B)] − λ‖θ‖², π form, maximized by BFGS."""
     two = 2 * p - 1
     q_a, q_t, q_b = np.maximum(0, two), 1 - np.abs(two), np.maximum(0, -two)
@@ -101,7 +104,9 @@ def test_bootstrap_rows_equal_naive_refits_and_chunks_merge_exactly() -> None:
         naive = fit_davidson(np.repeat(a, 3), np.repeat(b, 3), labels, 5, weights=(q * w[:, None]).ravel())
         np.testing.assert_allclose(boot.result.scores[r], naive.scores, atol=1e-8)
         assert boot.tie_parameters[r] == pytest.approx(naive.tie_parameter, rel=1e-10)
-    parts = [bootstrap_davidson(a, b, p, 5, units, resamples=40, seed=7, chunk=c) for c in ((25, 40), (0, 25))]
+    parts = [
+        bootstrap_davidson(a, b, p, 5, units, resamples=40, seed=7, chunk=c) for c in ((25, 40), (0, 25))
+    ]
     merged = merge_davidson_bootstraps(parts)
     np.testing.assert_array_equal(merged.result.scores, boot.result.scores)
     np.testing.assert_array_equal(merged.tie_parameters, boot.tie_parameters)
@@ -113,11 +118,16 @@ def test_bootstrap_rows_equal_naive_refits_and_chunks_merge_exactly() -> None:
 # ------------------------------------------------------------------ command, tasks, API, page
 
 
-
 def run_command(ranked: RankedStudy, tmp_path: Path, *extra: str, name: str = "lb.json") -> dict:
     out = tmp_path / name
     call_command(
-        "leaderboard", ranked.study.slug, "--coefficients", ranked.coefficient_set.name, "--json", str(out), *extra
+        "leaderboard",
+        ranked.study.slug,
+        "--coefficients",
+        ranked.coefficient_set.name,
+        "--json",
+        str(out),
+        *extra,
     )
     return json.loads(out.read_text())
 
@@ -157,7 +167,9 @@ def test_command_davidson_report_equals_independent_fits(tmp_path: Path) -> None
         assert entry["score_bradley_terry"] == pytest.approx(bt_rows[s]["score"], abs=1e-9)
     assert cmp["max_rank_change"] == max(abs(e["rank_change"]) for e in cmp["per_system"])
     html = tmp_path / "lb.html"
-    run_command(ranked, tmp_path, "--bootstrap", "20", "--model", "davidson", "--html", str(html), name="x.json")
+    run_command(
+        ranked, tmp_path, "--bootstrap", "20", "--model", "davidson", "--html", str(html), name="x.json"
+    )
     assert "Davidson model and Bradley–Terry" in html.read_text()
 
 
@@ -169,7 +181,9 @@ def test_command_refuses_an_unknown_model(tmp_path: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_chunked_davidson_tasks_equal_the_single_computation(settings, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_davidson_tasks_equal_the_single_computation(
+    settings, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
     settings.ARBITER_LEADERBOARD_CHUNK_RESAMPLES = 23
     ranked = make_ranked_study("lb-dav-chunks", n_pages=12)
     with django_capture_on_commit_callbacks(execute=True):
@@ -179,7 +193,9 @@ def test_chunked_davidson_tasks_equal_the_single_computation(settings, django_ca
     leaderboard.refresh_from_db()
     assert leaderboard.status == Leaderboard.Status.DONE, leaderboard.error
     assert leaderboard.ranking_model == "davidson" and leaderboard.chunks_total == 4
-    single = leaderboard_compute(study=ranked.study, coefficient_set="frozen", resamples=70, seed=9, model="davidson")
+    single = leaderboard_compute(
+        study=ranked.study, coefficient_set="frozen", resamples=70, seed=9, model="davidson"
+    )
     assert leaderboard.result == single
 
 
@@ -191,7 +207,8 @@ def test_api_and_page_start_a_davidson_leaderboard(researcher, django_capture_on
     url = reverse("ranking:api-list", args=[ranked.study.slug])
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            url, {"coefficients": "frozen", "bootstrap": 20, "seed": 3, "model": "davidson"},
+            url,
+            {"coefficients": "frozen", "bootstrap": 20, "seed": 3, "model": "davidson"},
             content_type="application/json",
         )
     assert response.status_code == 202, response.content
@@ -203,7 +220,9 @@ def test_api_and_page_start_a_davidson_leaderboard(researcher, django_capture_on
     page = reverse("ranking:leaderboards", args=[ranked.study.slug])
     assert b'value="davidson"' in client.get(page).content
     with django_capture_on_commit_callbacks(execute=True):
-        posted = client.post(page, {"coefficients": "frozen", "bootstrap": "20", "seed": "4", "model": "davidson"})
+        posted = client.post(
+            page, {"coefficients": "frozen", "bootstrap": "20", "seed": "4", "model": "davidson"}
+        )
     assert posted.status_code == 302
     leaderboard = Leaderboard.objects.filter(study=ranked.study, seed=4).get()
     assert leaderboard.ranking_model == "davidson" and leaderboard.status == Leaderboard.Status.DONE

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from judges.models import JudgeOutput
 from ranking.models import Leaderboard, LeaderboardChunk
-from ranking.services import leaderboard_chunk_run, leaderboard_compute, leaderboard_run, leaderboard_start
+from ranking.services import leaderboard_chunk_run, leaderboard_compute, leaderboard_run
+from ranking.tasks import leaderboard_run_task, leaderboard_start
 from tests.ranking.rank_factories import make_ranked_study
 
 
@@ -29,7 +30,9 @@ def test_chunked_tasks_equal_the_single_computation(settings, django_capture_on_
     assert leaderboard.status == Leaderboard.Status.DONE, leaderboard.error
     assert leaderboard.chunks_total == 5 and leaderboard.progress == 1.0
     assert LeaderboardChunk.objects.filter(leaderboard=leaderboard, status="done").count() == 5
-    single = leaderboard_compute(study=ranked.study, coefficient_set="frozen", resamples=150, seed=9, objective=objective)
+    single = leaderboard_compute(
+        study=ranked.study, coefficient_set="frozen", resamples=150, seed=9, objective=objective
+    )
     assert leaderboard.result == single  # bit for bit, through the JSON round trip
 
 
@@ -37,18 +40,17 @@ def test_chunked_tasks_equal_the_single_computation(settings, django_capture_on_
 def test_chunks_in_any_order_and_redelivered_merge_once(settings) -> None:  # type: ignore[no-untyped-def]
     settings.ARBITER_LEADERBOARD_CHUNK_RESAMPLES = 25
     ranked = make_ranked_study("lb-order", n_pages=10)
-    leaderboard = Leaderboard.objects.create(study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=100, seed=4)
+    leaderboard = Leaderboard.objects.create(
+        study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=100, seed=4
+    )
     # Run the claim without dispatching (pretend the broker holds the chunk messages).
-    from ranking import tasks
-
     dispatched: list[tuple[int, int]] = []
-    original = tasks.leaderboard_chunk_task.delay
-    tasks.leaderboard_chunk_task.delay = lambda lb, k: dispatched.append((lb, k))  # type: ignore[method-assign]
-    try:
-        assert leaderboard_run(leaderboard_id=leaderboard.pk) == "queued 4 chunks"
-    finally:
-        tasks.leaderboard_chunk_task.delay = original  # type: ignore[method-assign]
-    assert leaderboard_run(leaderboard_id=leaderboard.pk) == "not queued"  # a second delivery is a no-op
+
+    def queue(leaderboard_id: int, index: int) -> None:
+        dispatched.append((leaderboard_id, index))
+
+    assert leaderboard_run(leaderboard_id=leaderboard.pk, queue_chunk=queue) == "queued 4 chunks"
+    assert leaderboard_run_task(leaderboard.pk) == "not queued"  # a second delivery is a no-op
     assert dispatched == [(leaderboard.pk, k) for k in range(4)]
     # Judge outputs change after the snapshot: the chunks still use the snapshot.
     JudgeOutput.objects.filter(comparison__study=ranked.study).update(winner="B")
@@ -68,15 +70,23 @@ def test_chunks_in_any_order_and_redelivered_merge_once(settings) -> None:  # ty
 def test_a_run_whose_worker_died_before_chunking_is_taken_over_later() -> None:
     ranked = make_ranked_study("lb-stale", n_pages=4)
     fresh = Leaderboard.objects.create(
-        study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=20, seed=1,
-        status=Leaderboard.Status.RUNNING, started_at=timezone.now(),
+        study=ranked.study,
+        coefficient_set=ranked.coefficient_set,
+        resamples=20,
+        seed=1,
+        status=Leaderboard.Status.RUNNING,
+        started_at=timezone.now(),
     )
-    assert leaderboard_run(leaderboard_id=fresh.pk) == "not queued"
+    assert leaderboard_run_task(fresh.pk) == "not queued"
     stale = Leaderboard.objects.create(
-        study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=20, seed=1,
-        status=Leaderboard.Status.RUNNING, started_at=timezone.now() - timedelta(hours=2),
+        study=ranked.study,
+        coefficient_set=ranked.coefficient_set,
+        resamples=20,
+        seed=1,
+        status=Leaderboard.Status.RUNNING,
+        started_at=timezone.now() - timedelta(hours=2),
     )
-    assert leaderboard_run(leaderboard_id=stale.pk) == "done"
+    assert leaderboard_run_task(stale.pk) == "done"
     stale.refresh_from_db()
     assert stale.status == Leaderboard.Status.DONE
 

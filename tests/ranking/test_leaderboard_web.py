@@ -32,12 +32,20 @@ def login(user) -> Client:  # type: ignore[no-untyped-def]
 def done_leaderboard(ranked, *, published: bool = False) -> Leaderboard:  # type: ignore[no-untyped-def]
     result = leaderboard_compute(study=ranked.study, coefficient_set="frozen", resamples=40, seed=1)
     return Leaderboard.objects.create(
-        study=ranked.study, coefficient_set=ranked.coefficient_set, resamples=40, seed=1,
-        status=Leaderboard.Status.DONE, progress=1.0, result=result, published=published,
+        study=ranked.study,
+        coefficient_set=ranked.coefficient_set,
+        resamples=40,
+        seed=1,
+        status=Leaderboard.Status.DONE,
+        progress=1.0,
+        result=result,
+        published=published,
     )
 
 
-def test_researcher_starts_a_computation_from_the_page(ranked, researcher, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_researcher_starts_a_computation_from_the_page(
+    ranked, researcher, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
     client = login(researcher)
     url = reverse("ranking:leaderboards", args=[ranked.study.slug])
     page = client.get(url)
@@ -46,7 +54,11 @@ def test_researcher_starts_a_computation_from_the_page(ranked, researcher, djang
         response = client.post(url, {"coefficients": "frozen", "bootstrap": "30", "seed": "5"})
     assert response.status_code == 302
     leaderboard = Leaderboard.objects.get(study=ranked.study)
-    assert leaderboard.status == Leaderboard.Status.DONE and leaderboard.resamples == 30 and leaderboard.seed == 5
+    assert (
+        leaderboard.status == Leaderboard.Status.DONE
+        and leaderboard.resamples == 30
+        and leaderboard.seed == 5
+    )
     assert leaderboard.created_by == researcher
     assert AuditEvent.objects.filter(action="leaderboard.compute", study=ranked.study).exists()
     listing = client.get(url).content.decode()
@@ -65,7 +77,13 @@ def test_bad_form_input_is_a_400_with_one_line(ranked, researcher) -> None:  # t
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     response = client.post(
-        url, {"coefficients": "frozen", "bootstrap": "30", "seed": "5", "objective": SimpleUploadedFile("obj.csv", bad)}
+        url,
+        {
+            "coefficients": "frozen",
+            "bootstrap": "30",
+            "seed": "5",
+            "objective": SimpleUploadedFile("obj.csv", bad),
+        },
     )
     assert response.status_code == 400 and b"obj.csv:3" in response.content
     assert not Leaderboard.objects.exists()
@@ -73,14 +91,19 @@ def test_bad_form_input_is_a_400_with_one_line(ranked, researcher) -> None:  # t
 
 def test_running_row_polls_with_htmx_and_no_inline_script(ranked, researcher) -> None:  # type: ignore[no-untyped-def]
     leaderboard = Leaderboard.objects.create(
-        study=ranked.study, coefficient_set=ranked.coefficient_set, status=Leaderboard.Status.RUNNING, progress=0.42
+        study=ranked.study,
+        coefficient_set=ranked.coefficient_set,
+        status=Leaderboard.Status.RUNNING,
+        progress=0.42,
     )
     client = login(researcher)
     row_url = reverse("ranking:row", args=[ranked.study.slug, leaderboard.pk])
     response = client.get(row_url, headers={"HX-Request": "true"})
     body = response.content.decode()
     assert response.status_code == 200
-    assert body.strip().startswith("<tr") and f'hx-get="{row_url}"' in body and 'hx-trigger="every 2s"' in body
+    assert (
+        body.strip().startswith("<tr") and f'hx-get="{row_url}"' in body and 'hx-trigger="every 2s"' in body
+    )
     assert 'value="42"' in body
     page = client.get(reverse("ranking:leaderboards", args=[ranked.study.slug])).content.decode()
     assert f'hx-get="{row_url}"' in page
@@ -111,7 +134,10 @@ def test_publish_unpublish_is_audited_and_controls_the_public_page(ranked, resea
     assert json.loads(data.content) == leaderboard.result
     csv_response = anonymous.get(reverse("ranking:public-csv", args=[leaderboard.public_token]))
     assert csv_response["Content-Type"].startswith("text/csv")
-    assert csv_response.content.decode().splitlines()[1].split(",")[1] == leaderboard.result["systems"][0]["system"]
+    assert (
+        csv_response.content.decode().splitlines()[1].split(",")[1]
+        == leaderboard.result["systems"][0]["system"]
+    )
     api = anonymous.get(reverse("ranking:api-public", args=[leaderboard.public_token]))
     assert api.status_code == 200 and api.json() == leaderboard.result
     assert client.post(publish, {"published": "0"}).status_code == 302
@@ -141,7 +167,10 @@ def test_access_personas(ranked, researcher, other_researcher, rater_user) -> No
     other = login(other_researcher)
     for url in urls:
         assert other.get(url).status_code == 404, url
-    assert other.post(reverse("ranking:publish", args=[slug, leaderboard.pk]), {"published": "1"}).status_code == 404
+    assert (
+        other.post(reverse("ranking:publish", args=[slug, leaderboard.pk]), {"published": "1"}).status_code
+        == 404
+    )
     rater = login(rater_user)
     for url in urls:
         assert rater.get(url).status_code == 403, url
@@ -164,7 +193,8 @@ def test_rest_list_start_and_detail(ranked, researcher, django_capture_on_commit
     assert client.get(url).json() == []
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            url, {"coefficients": "frozen", "bootstrap": 25, "seed": 3, "objective": {"alpha": 2, "delta": 1}},
+            url,
+            {"coefficients": "frozen", "bootstrap": 25, "seed": 3, "objective": {"alpha": 2, "delta": 1}},
             content_type="application/json",
         )
     assert response.status_code == 202, response.content
@@ -177,7 +207,9 @@ def test_rest_list_start_and_detail(ranked, researcher, django_capture_on_commit
     assert detail["result"] == leaderboard_compute(
         study=ranked.study, coefficient_set="frozen", resamples=25, seed=3, objective={"alpha": 2, "delta": 1}
     )
-    bad = client.post(url, {"coefficients": "frozen", "objective": {"omega": 1}}, content_type="application/json")
+    bad = client.post(
+        url, {"coefficients": "frozen", "objective": {"omega": 1}}, content_type="application/json"
+    )
     assert bad.status_code == 400 and "omega" in bad.json()["detail"]
     missing = client.post(url, {"coefficients": "missing"}, content_type="application/json")
     assert missing.status_code == 404 and "missing" in missing.json()["detail"]

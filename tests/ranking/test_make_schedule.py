@@ -29,8 +29,12 @@ def build(slug: str = "sched", *, n_pages: int = 40, n_human: int = 6, researche
     for k, (s, t) in enumerate(list(combinations(SYSTEMS, 2))[:n_human]):
         pid = f"p{10 + k:03d}"
         Comparison.objects.create(
-            study=study, external_id=f"h{k}", page=pages[pid], candidate_a=candidates[(pid, s)],
-            candidate_b=candidates[(pid, t)], set=ComparisonSet.HUMAN,
+            study=study,
+            external_id=f"h{k}",
+            page=pages[pid],
+            candidate_a=candidates[(pid, s)],
+            candidate_b=candidates[(pid, t)],
+            set=ComparisonSet.HUMAN,
         )
     return study
 
@@ -41,8 +45,11 @@ def rows(study, set_: str | None = None) -> list[tuple[str, str, str, str, str]]
         qs = qs.filter(set=set_)
     return sorted(
         qs.values_list(
-            "external_id", "page__external_id", "candidate_a__system__external_id",
-            "candidate_b__system__external_id", "set",
+            "external_id",
+            "page__external_id",
+            "candidate_a__system__external_id",
+            "candidate_b__system__external_id",
+            "set",
         )
     )
 
@@ -93,8 +100,11 @@ def test_existing_deployment_is_refused_unless_replace_and_unused() -> None:
     assert len(rows(study, ComparisonSet.DEPLOYMENT)) == 64
     judge = Judge.objects.create(name="sched-judge")
     JudgeOutput.objects.create(
-        judge=judge, comparison=Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).first(),
-        order="primary", status="valid", winner="A",
+        judge=judge,
+        comparison=Comparison.objects.filter(study=study, set=ComparisonSet.DEPLOYMENT).first(),
+        order="primary",
+        status="valid",
+        winner="A",
     )
     after = rows(study)
     with pytest.raises(CommandError, match="in use cannot be replaced"):
@@ -115,7 +125,12 @@ def test_ids_continue_after_existing_d_ids() -> None:
 
 @pytest.mark.parametrize(
     ("n", "needle"),
-    [("5", "smaller than the 6 human-study"), ("0", "positive integer"), ("x", "positive integer"), ("2000", "eligible pages")],
+    [
+        ("5", "smaller than the 6 human-study"),
+        ("0", "positive integer"),
+        ("x", "positive integer"),
+        ("2000", "eligible pages"),
+    ],
 )
 def test_infeasible_requests_write_nothing(n: str, needle: str) -> None:
     study = build()

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from annotation import csv_cells
 from annotation.models import Vote
 from annotation.services.votes_csv import votes_export_csv, votes_import_csv
-from ranking.services import leaderboard_csv, objective_parse_csv
+from ranking.objective_csv import objective_parse_csv
+from ranking.rendering import leaderboard_csv
 from tests.annotation.factories import EXAMPLE_ROWS, HEADER, make_study, write_votes_csv
 
 HOSTILE = [
@@ -56,7 +57,7 @@ def test_numbers_and_ordinary_text_are_left_alone(value: object) -> None:
 def test_write_then_read_is_the_identity_and_never_starts_a_formula(text: str) -> None:
     buffer = io.StringIO()
     csv_cells.writer(buffer).writerow([text, -2])
-    (cell, number), = list(csv.reader(io.StringIO(buffer.getvalue())))
+    ((cell, number),) = list(csv.reader(io.StringIO(buffer.getvalue())))
     assert _is_safe(cell) and number == "-2"
     assert next(csv_cells.reader(io.StringIO(buffer.getvalue()))) == [text, "-2"]
 
@@ -70,7 +71,9 @@ def test_votes_export_neutralizes_rationales_and_rater_ids_and_import_restores_t
     for row in rows[:3]:
         row["rater"] = "@r01"  # one rater's votes, its hidden repeat included
     votes_import_csv(study=study, path=write_votes_csv(tmp_path / "in.csv", rows, HEADER))
-    assert set(Vote.objects.filter(trial__assignment__block__study=study).values_list("rationale", flat=True)) >= set(HOSTILE[: len(rows)])
+    assert set(
+        Vote.objects.filter(trial__assignment__block__study=study).values_list("rationale", flat=True)
+    ) >= set(HOSTILE[: len(rows)])
 
     first = tmp_path / "first.csv"
     votes_export_csv(study=study, path=first)
@@ -78,12 +81,22 @@ def test_votes_export_neutralizes_rationales_and_rater_ids_and_import_restores_t
         cells = [cell for row in csv.reader(handle) for cell in row]
     assert all(_is_safe(cell) for cell in cells), [c for c in cells if not _is_safe(c)]
     assert "'@r01" in cells and "'" + HOSTILE[0] in cells
-    assert any(cell.lstrip("-").isdigit() and cell.startswith("-") for cell in cells)  # axis scores stay numbers
+    assert any(
+        cell.lstrip("-").isdigit() and cell.startswith("-") for cell in cells
+    )  # axis scores stay numbers
 
     copy = make_study("copy")
     votes_import_csv(study=copy, path=first)
-    stored = sorted(Vote.objects.filter(trial__assignment__block__study=copy).values_list("trial__assignment__rater__external_id", "rationale"))
-    original = sorted(Vote.objects.filter(trial__assignment__block__study=study).values_list("trial__assignment__rater__external_id", "rationale"))
+    stored = sorted(
+        Vote.objects.filter(trial__assignment__block__study=copy).values_list(
+            "trial__assignment__rater__external_id", "rationale"
+        )
+    )
+    original = sorted(
+        Vote.objects.filter(trial__assignment__block__study=study).values_list(
+            "trial__assignment__rater__external_id", "rationale"
+        )
+    )
     assert stored == original
     second = tmp_path / "second.csv"
     votes_export_csv(study=copy, path=second)
@@ -105,12 +118,23 @@ def test_schedule_csv_neutralizes_rater_ids(tmp_path: Path) -> None:
 
 
 def test_leaderboard_csv_neutralizes_names_and_keeps_negative_scores() -> None:
-    report = {"systems": [{
-        "rank": 1, "system": "@sys", "name": "=HYPERLINK(\"http://x\")", "score": -0.5, "ci95": [-1.0, 0.25],
-        "rank_ci95": [1, 2], "soft_preference": 0.4, "appearances": 3, "rank1_share": 0.5,
-    }]}
+    report = {
+        "systems": [
+            {
+                "rank": 1,
+                "system": "@sys",
+                "name": '=HYPERLINK("http://x")',
+                "score": -0.5,
+                "ci95": [-1.0, 0.25],
+                "rank_ci95": [1, 2],
+                "soft_preference": 0.4,
+                "appearances": 3,
+                "rank1_share": 0.5,
+            }
+        ]
+    }
     lines = list(csv.reader(io.StringIO(leaderboard_csv(report))))
-    assert lines[1][:5] == ["1", "'@sys", "'=HYPERLINK(\"http://x\")", "-0.5", "-1.0"]
+    assert lines[1][:5] == ["1", "'@sys", '\'=HYPERLINK("http://x")', "-0.5", "-1.0"]
 
 
 def test_objective_csv_reader_restores_quoted_system_ids() -> None:

@@ -63,8 +63,16 @@ def test_token_login_and_throttling(researcher: object) -> None:
     ok = client.post("/api/auth/token/", {"username": "rita-researcher", "password": "pw-arbiter-123"})
     assert ok.status_code == 200 and len(ok.json()["token"]) == 40
     for _ in range(5):
-        assert client.post("/api/auth/token/", {"username": "rita-researcher", "password": "no"}).status_code == 400
-    assert client.post("/api/auth/token/", {"username": "rita-researcher", "password": "pw-arbiter-123"}).status_code == 429
+        assert (
+            client.post("/api/auth/token/", {"username": "rita-researcher", "password": "no"}).status_code
+            == 400
+        )
+    assert (
+        client.post(
+            "/api/auth/token/", {"username": "rita-researcher", "password": "pw-arbiter-123"}
+        ).status_code
+        == 429
+    )
 
 
 def test_schema_and_docs_are_served(client: Client, researcher: object) -> None:

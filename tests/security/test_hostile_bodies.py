@@ -73,8 +73,13 @@ def test_deep_and_nul_json_to_the_participant_vote_api_answer_400() -> None:
     vote_url = api["vote_url"]
     detail = _one_line_400(client.post(vote_url, deep_json("axes"), content_type="application/json"))
     assert "nested deeper than 64" in detail
-    body = {"verdict": "A", "confidence": 3, "axes": {a["id"]: 0 for a in api["axes"]},
-            "idempotency_key": api["idempotency_key"], "rationale": "fine\u0000"}
+    body = {
+        "verdict": "A",
+        "confidence": 3,
+        "axes": {a["id"]: 0 for a in api["axes"]},
+        "idempotency_key": api["idempotency_key"],
+        "rationale": "fine\u0000",
+    }
     assert "$.rationale contains a NUL character" in _one_line_400(
         client.post(vote_url, json.dumps(body), content_type="application/json")
     )
@@ -84,15 +89,19 @@ def test_deep_and_nul_json_to_the_participant_vote_api_answer_400() -> None:
 def test_a_nul_in_the_htmx_vote_form_or_a_query_string_answers_400(researcher: object) -> None:
     client = Client()
     _, api = _participant(client)
-    r = client.post(f"/t/{api['trial']}/vote/", {"verdict": "A", "confidence": "3", "rationale": "x\x00y",
-                                                  "idempotency_key": api["idempotency_key"]})
+    r = client.post(
+        f"/t/{api['trial']}/vote/",
+        {"verdict": "A", "confidence": "3", "rationale": "x\x00y", "idempotency_key": api["idempotency_key"]},
+    )
     assert r.status_code == 400 and b"Field &#x27;rationale&#x27; contains a NUL character." in r.content
     assert not Vote.objects.exists()
     client.force_login(researcher)  # type: ignore[arg-type]
     assert "NUL" in _one_line_400(client.get("/api/studies/", {"limit": "1\x00"}))
 
 
-def test_a_nul_rationale_in_a_votes_csv_is_one_line_and_nothing_written(tmp_path: Path, researcher: object) -> None:
+def test_a_nul_rationale_in_a_votes_csv_is_one_line_and_nothing_written(
+    tmp_path: Path, researcher: object
+) -> None:
     study = make_study()
     rows = [dict(row) for row in EXAMPLE_ROWS]
     rows[2]["rationale"] = "bad\x00cell"
@@ -117,12 +126,17 @@ def _judge_line(**overrides: object) -> str:
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        (_judge_line(raw="{\"winner\": \"A\u0000\"}"), "judges.jsonl line 2: $.raw contains a NUL character"),
+        (_judge_line(raw='{"winner": "A\u0000"}'), "judges.jsonl line 2: $.raw contains a NUL character"),
         (_judge_line(judge="j\u0000"), "judges.jsonl line 2: $.judge contains a NUL character"),
-        ('{"comparison": ' + "[" * DEEP + "]" * DEEP + "}", "judges.jsonl line 2: nested deeper than 64 levels"),
+        (
+            '{"comparison": ' + "[" * DEEP + "]" * DEEP + "}",
+            "judges.jsonl line 2: nested deeper than 64 levels",
+        ),
     ],
 )
-def test_import_judge_outputs_refuses_nul_and_deep_lines_in_one_line(tmp_path: Path, bad: str, message: str) -> None:
+def test_import_judge_outputs_refuses_nul_and_deep_lines_in_one_line(
+    tmp_path: Path, bad: str, message: str
+) -> None:
     make_example_study()
     path = tmp_path / "judges.jsonl"
     path.write_text(_judge_line() + "\n" + bad + "\n", encoding="utf-8")
@@ -184,12 +198,21 @@ def test_an_integer_over_python_s_digit_limit_names_the_line_and_the_file(tmp_pa
     assert str(info.value).startswith("coefficients.json: "), str(info.value)
 
 
-def test_an_integer_past_the_digit_limit_in_a_form_or_a_votes_csv_is_one_line(tmp_path: Path, researcher: object) -> None:
+def test_an_integer_past_the_digit_limit_in_a_form_or_a_votes_csv_is_one_line(
+    tmp_path: Path, researcher: object
+) -> None:
     """``int()`` of a 5,000-digit string raises ValueError: the htmx vote form answered 500."""
     client = Client()
     _, api = _participant(client)
-    r = client.post(f"/t/{api['trial']}/vote/", {"verdict": "A", "confidence": "9" * 5000, "rationale": "x",
-                                                  "idempotency_key": api["idempotency_key"]})
+    r = client.post(
+        f"/t/{api['trial']}/vote/",
+        {
+            "verdict": "A",
+            "confidence": "9" * 5000,
+            "rationale": "x",
+            "idempotency_key": api["idempotency_key"],
+        },
+    )
     assert r.status_code == 400
     assert not Vote.objects.exists()
     study = make_study()

@@ -53,7 +53,9 @@ def password_checks() -> Iterator[list[str]]:
     user_logged_in.disconnect(dispatch_uid="throttle-test-passed")
 
 
-def _post(url: str, username: str, password: str, client_ip: str | None = None, remote: str = "127.0.0.1") -> int:
+def _post(
+    url: str, username: str, password: str, client_ip: str | None = None, remote: str = "127.0.0.1"
+) -> int:
     extra = {"REMOTE_ADDR": remote}
     if client_ip is not None:
         extra["HTTP_X_FORWARDED_FOR"] = f"{client_ip}, {remote}" if remote != PROXY else client_ip
@@ -111,8 +113,12 @@ def test_behind_a_trusted_proxy_one_attacker_does_not_lock_out_others(
     assert _ok(url, _post(url, "rita-researcher", PASSWORD, "198.51.100.7", remote=PROXY))
     assert _ok(url, _post(url, "ada-admin", PASSWORD, "198.51.100.8", remote=PROXY))
     # A spoofed left-most X-Forwarded-For entry does not give the attacker a fresh address.
-    spoofed = Client().post(url, {"username": "rita-researcher", "password": PASSWORD},
-                            REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=f"192.0.2.1, {attacker}")
+    spoofed = Client().post(
+        url,
+        {"username": "rita-researcher", "password": PASSWORD},
+        REMOTE_ADDR=PROXY,
+        HTTP_X_FORWARDED_FOR=f"192.0.2.1, {attacker}",
+    )
     assert spoofed.status_code == 429
 
 
@@ -133,12 +139,16 @@ def test_one_shared_address_locked_out_of_one_account_keeps_every_other_account(
 @pytest.mark.django_db
 def test_without_a_trusted_proxy_x_forwarded_for_is_ignored(researcher: object) -> None:
     for i in range(6):
-        Client().post(LOGIN, {"username": "rita-researcher", "password": "guess"}, HTTP_X_FORWARDED_FOR=f"192.0.2.{i}")
+        Client().post(
+            LOGIN, {"username": "rita-researcher", "password": "guess"}, HTTP_X_FORWARDED_FOR=f"192.0.2.{i}"
+        )
     assert _post(LOGIN, "rita-researcher", PASSWORD, "192.0.2.77") == 429
 
 
 @pytest.mark.django_db
-def test_an_account_guessed_at_from_many_addresses_is_locked_at_its_own_limit(researcher: object, settings: object) -> None:
+def test_an_account_guessed_at_from_many_addresses_is_locked_at_its_own_limit(
+    researcher: object, settings: object
+) -> None:
     settings.ARBITER_TRUSTED_PROXIES = [PROXY]  # type: ignore[attr-defined]
     for address in range(4):  # 4 addresses × 5 = the account limit of 20
         for _ in range(5):
@@ -162,15 +172,32 @@ def test_a_success_resets_its_address_and_logging_in_often_is_never_locked(resea
     ("meta", "trusted", "hops", "expected"),
     [
         ({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "1.2.3.4"}, (), 0, "10.0.0.2"),
-        ({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "9.9.9.9, 1.2.3.4"}, ("10.0.0.0/8",), 0, "1.2.3.4"),
-        ({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "9.9.9.9, 1.2.3.4, 10.0.0.7"}, ("10.0.0.0/8",), 0, "1.2.3.4"),
+        (
+            {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "9.9.9.9, 1.2.3.4"},
+            ("10.0.0.0/8",),
+            0,
+            "1.2.3.4",
+        ),
+        (
+            {"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "9.9.9.9, 1.2.3.4, 10.0.0.7"},
+            ("10.0.0.0/8",),
+            0,
+            "1.2.3.4",
+        ),
         ({"REMOTE_ADDR": "8.8.8.8", "HTTP_X_FORWARDED_FOR": "1.2.3.4"}, ("10.0.0.0/8",), 0, "8.8.8.8"),
-        ({"REMOTE_ADDR": "::ffff:10.0.0.2", "HTTP_X_FORWARDED_FOR": "[2001:db8::1]:443"}, ("10.0.0.2",), 0, "2001:db8::1"),
+        (
+            {"REMOTE_ADDR": "::ffff:10.0.0.2", "HTTP_X_FORWARDED_FOR": "[2001:db8::1]:443"},
+            ("10.0.0.2",),
+            0,
+            "2001:db8::1",
+        ),
         ({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "9.9.9.9, 1.2.3.4, 10.1.1.1"}, (), 2, "1.2.3.4"),
         ({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "1.2.3.4"}, (), 2, "10.0.0.2"),
     ],
 )
-def test_client_address_rules(meta: dict[str, str], trusted: tuple[str, ...], hops: int, expected: str) -> None:
+def test_client_address_rules(
+    meta: dict[str, str], trusted: tuple[str, ...], hops: int, expected: str
+) -> None:
     assert client_address_from(meta, trusted_proxies=trusted, proxy_hops=hops) == expected
 
 
@@ -183,7 +210,8 @@ def test_a_logged_in_user_guessing_another_account_is_throttled(
     client = Client()
     client.force_login(rater_user)  # type: ignore[arg-type]
     statuses = [
-        client.post(LOGIN, {"username": "rita-researcher", "password": f"wrong-{i}"}).status_code for i in range(8)
+        client.post(LOGIN, {"username": "rita-researcher", "password": f"wrong-{i}"}).status_code
+        for i in range(8)
     ]
     assert statuses[:5] == [200] * 5 and statuses[5:] == [429] * 3, statuses
     assert password_checks.count("failed") == 5
@@ -195,8 +223,16 @@ def test_unicode_compatibility_variants_of_a_username_share_its_counters(
 ) -> None:
     """The login form NFKC-normalizes the username before the password check, so 'ｒｉｔａ-researcher'
     (fullwidth) and '𝐫ita-researcher' test rita-researcher's password: they must count as her."""
-    variants = ["rita-researcher", "ｒｉｔａ-researcher", "𝐫ita-researcher", "RITA-researcher", "rita-ｒesearcher",
-                "ri𝘵a-researcher", "rit𝒂-researcher", "ⓡita-researcher"]
+    variants = [
+        "rita-researcher",
+        "ｒｉｔａ-researcher",
+        "𝐫ita-researcher",
+        "RITA-researcher",
+        "rita-ｒesearcher",
+        "ri𝘵a-researcher",
+        "rit𝒂-researcher",
+        "ⓡita-researcher",
+    ]
     statuses = [_post(LOGIN, name, f"wrong-{i}") for i, name in enumerate(variants)]
     assert statuses.count(429) >= len(variants) - 5, statuses
     assert password_checks.count("failed") <= 5

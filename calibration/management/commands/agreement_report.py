@@ -24,12 +24,20 @@ class Command(ArbiterCommand):
         parser.add_argument("--json", dest="json_path", type=Path, required=True, help="JSON report to write")
         parser.add_argument("--html", dest="html_path", type=Path, default=None, help="HTML report to write")
         parser.add_argument(
-            "--bootstrap", type=int, default=DEFAULT_RESAMPLES,
+            "--bootstrap",
+            type=int,
+            default=DEFAULT_RESAMPLES,
             help=f"page-block bootstrap resamples (default {DEFAULT_RESAMPLES})",
         )
-        parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the study's seed)")
         parser.add_argument(
-            "--rules", dest="rules_path", nargs="?", const="", default=None,
+            "--seed", type=int, default=None, help="bootstrap seed (default: the study's seed)"
+        )
+        parser.add_argument(
+            "--rules",
+            dest="rules_path",
+            nargs="?",
+            const="",
+            default=None,
             help="apply the exclusion rules (hidden repeats, too fast, straight-lining, position bias): the "
             "study's stored settings, or a JSON file of settings on top; the report gains 'exclusions'",
         )

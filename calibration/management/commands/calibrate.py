@@ -46,7 +46,11 @@ class Command(ArbiterCommand):
             "--judges", help="comma-separated judge names (default: every judge with outputs)"
         )
         parser.add_argument(
-            "--rules", dest="rules_path", nargs="?", const="", default=None,
+            "--rules",
+            dest="rules_path",
+            nargs="?",
+            const="",
+            default=None,
             help="apply the exclusion rules to the human votes first (the study's stored settings, or a JSON "
             "file of settings on top); the report gains 'exclusions'",
         )

@@ -29,7 +29,9 @@ class Command(ArbiterCommand):
         parser.add_argument("--json", type=Path, required=True, help="write the JSON report here")
         parser.add_argument("--html", type=Path, help="also write a self-contained HTML report here")
         parser.add_argument(
-            "--bootstrap", type=int, default=DEFAULT_RESAMPLES,
+            "--bootstrap",
+            type=int,
+            default=DEFAULT_RESAMPLES,
             help=f"page-block resamples (default {DEFAULT_RESAMPLES}, as the paper)",
         )
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed ({DEFAULT_SEED})")
@@ -44,7 +46,9 @@ class Command(ArbiterCommand):
                 raise ValidationFailed(f"folder {str(path.parent)!r} does not exist", field=f"--{flag}")
         report = judge_ablation_report(study=study, resamples=options["bootstrap"], seed=options["seed"])
         text = json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
-        html = ablation_html(report, title=f"Judge-subset ablation · {study.title}") if options["html"] else None
+        html = (
+            ablation_html(report, title=f"Judge-subset ablation · {study.title}") if options["html"] else None
+        )
         write_text_atomic(options["json"], text)
         if html is not None:
             write_text_atomic(options["html"], html)

@@ -12,15 +12,14 @@ from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.progress import is_terminal, progress_step
 from ranking.models import Leaderboard
+from ranking.objective_csv import objective_read_csv
+from ranking.rendering import check_output_path, leaderboard_write
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     check_leaderboard_options,
-    check_output_path,
     coefficient_set_for,
     leaderboard_compute,
-    leaderboard_write,
-    objective_read_csv,
 )
 
 
@@ -37,13 +36,19 @@ class Command(ArbiterCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
-        parser.add_argument("--coefficients", required=True, help="name of a frozen coefficient set of the study")
+        parser.add_argument(
+            "--coefficients", required=True, help="name of a frozen coefficient set of the study"
+        )
         parser.add_argument("--json", required=True, type=Path, help="write the SPEC §10 JSON here")
         parser.add_argument("--html", type=Path, help="also write a self-contained HTML page")
         parser.add_argument("--csv", type=Path, help="also write the systems table as CSV")
-        parser.add_argument("--bootstrap", default=DEFAULT_RESAMPLES, help=f"resamples (default {DEFAULT_RESAMPLES})")
+        parser.add_argument(
+            "--bootstrap", default=DEFAULT_RESAMPLES, help=f"resamples (default {DEFAULT_RESAMPLES})"
+        )
         parser.add_argument("--seed", default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
-        parser.add_argument("--objective", type=Path, help="objective leaderboard CSV 'system,score' to correlate with")
+        parser.add_argument(
+            "--objective", type=Path, help="objective leaderboard CSV 'system,score' to correlate with"
+        )
         parser.add_argument(
             "--model",
             choices=["bradley_terry", "davidson"],
@@ -52,7 +57,9 @@ class Command(ArbiterCommand):
             "the same bootstrap and a rank comparison with Bradley–Terry",
         )
         parser.add_argument(
-            "--use-human-labels", action="store_true", help="use h_i instead of p̂ on comparisons with human votes"
+            "--use-human-labels",
+            action="store_true",
+            help="use h_i instead of p̂ on comparisons with human votes",
         )
         parser.add_argument(
             "--compare-to",
@@ -69,7 +76,9 @@ class Command(ArbiterCommand):
         html_path = check_output_path(options["html"], option="--html")
         csv_path = check_output_path(options["csv"], option="--csv")
         coefficient_set = coefficient_set_for(study=study, coefficient_set=options["coefficients"])
-        objective = objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
+        objective = (
+            objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
+        )
         recorded: list[Leaderboard] = []
         report = leaderboard_compute(
             study=study,
@@ -83,9 +92,12 @@ class Command(ArbiterCommand):
             record=recorded,
             # On a terminal: the bootstrap in seeded chunks (same result), each reported.
             progress=(lambda f: progress_step("bootstrap", round(100 * f), 100))
-            if is_terminal(getattr(self.stderr, "_out", None)) else None,
+            if is_terminal(getattr(self.stderr, "_out", None))
+            else None,
         )
-        leaderboard_write(study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path)
+        leaderboard_write(
+            study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path
+        )
         top = report["systems"][0]
         self.stdout.write(
             f"{len(report['systems'])} systems ranked from {report['n_comparisons']} comparisons on "

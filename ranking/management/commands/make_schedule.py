@@ -25,7 +25,9 @@ class Command(ArbiterCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
-        parser.add_argument("--comparisons", required=True, help="N: total comparisons, human-study ones included")
+        parser.add_argument(
+            "--comparisons", required=True, help="N: total comparisons, human-study ones included"
+        )
         parser.add_argument("--seed", default=DEFAULT_SEED, help=f"schedule seed (default {DEFAULT_SEED})")
         parser.add_argument(
             "--replace",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from calibration.api.kinds import ExclusionRulesApi, KindReportApi
-from calibration.views.kinds import (
+from kind_reports.api import ExclusionRulesApi, KindReportApi
+from kind_reports.views import (
     exclusion_rules,
     kind_report_download_html,
     kind_report_download_json,

@@ -16,7 +16,7 @@ from annotation.api.votes import study_for_request
 from annotation.errors import ValidationFailed
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import exclusion_rules_update, hygiene_rules
-from calibration.services.kinds import (
+from kind_reports.services import (
     DEFAULT_RESAMPLES,
     kind_report_build,
 )
@@ -64,7 +64,8 @@ class ExclusionRulesApi(APIView):
         return Response(asdict(hygiene_rules(study)))
 
     @extend_schema(
-        request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
         summary="Replace the exclusion-rule settings ({setting: number or null}; left out = default)",
     )
     def put(self, request: Request, slug: str) -> Response:

@@ -28,8 +28,8 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from annotation.models import AssignmentState, Candidate, Comparison, Predicate, Rater, Study
-from calibration.services.kinds import kind_report_build
-from tests.calibration.kind_report_factories import VoteWriter, canonical, import_kind_study
+from kind_reports.services import kind_report_build
+from tests.kind_reports.kind_report_factories import VoteWriter, canonical, import_kind_study
 
 pytestmark = pytest.mark.django_db
 
@@ -729,8 +729,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("out*")) and not list(tmp_path.glob(".out*"))
     # An HTML path in a missing folder is refused before the JSON is written.
     with pytest.raises(CommandError, match=r"no-such-dir: the folder does not exist"):
-        call_command("kind_report", "rt", "--json", str(out), "--html", str(tmp_path / "no-such-dir" / "r.html"),
-                     "--bootstrap", "20")
+        call_command(
+            "kind_report",
+            "rt",
+            "--json",
+            str(out),
+            "--html",
+            str(tmp_path / "no-such-dir" / "r.html"),
+            "--bootstrap",
+            "20",
+        )
     assert not out.exists()
 
 

@@ -17,13 +17,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.errors import ArbiterError
-from annotation.models import Study, System
+from annotation.models import Study
 from annotation.roles import studies_for
 from annotation.views.decorators import researcher_required
-from calibration.kind_plots import kind_context
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import exclusion_rules_form_values, exclusion_rules_update
-from calibration.services.kinds import (
+from kind_reports.kinds import registered
+from kind_reports.rendering import kind_context
+from kind_reports.selectors import system_ids as study_system_ids
+from kind_reports.services import (
     PAGE_RESAMPLES,
     KindReport,
     NoKindVotes,
@@ -58,7 +60,8 @@ def _compute(study: Study, form: dict[str, str]) -> KindReport:
 def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
     form = _form(request, study)
-    system_ids = list(System.objects.filter(study=study).values_list("external_id", flat=True))
+    spec = registered(study)
+    system_ids = study_system_ids(study=study)
     context: dict[str, object] = {
         "study": study,
         "form": form,
@@ -66,7 +69,9 @@ def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
         "system_ids": system_ids,
         "default_systems": ",".join(system_ids[:2]),
         "query": urlencode({k: v for k, v in form.items() if v}),
-        "rule_settings": exclusion_rules_form_values(study) if study.kind != "pairwise_reference" else [],
+        "compares_systems": spec is not None and spec.compares_systems,
+        # A kind without a SPEC §11 report (the reference kind) sets its rules on the rater-quality page.
+        "rule_settings": exclusion_rules_form_values(study) if spec is not None else [],
     }
     status = 200
     try:
@@ -78,7 +83,7 @@ def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
         status = exc.status_code
     else:
         context.update(kind_context(study=study, report=computed.report))
-    return render(request, "calibration/kind_report_page.html", context, status=status)
+    return render(request, "kind_reports/kind_page.html", context, status=status)
 
 
 @researcher_required
@@ -123,8 +128,12 @@ def exclusion_rules(request: HttpRequest, slug: str) -> HttpResponse:
     except ArbiterError as exc:
         messages.error(request, f"Exclusion rules not saved: {exc}")
     else:
-        messages.success(request, "Exclusion rules saved." if from_quality
-                         else "Exclusion rules saved; the report below applies them.")
+        messages.success(
+            request,
+            "Exclusion rules saved."
+            if from_quality
+            else "Exclusion rules saved; the report below applies them.",
+        )
     if from_quality:
         return redirect(reverse("research:quality", args=[study.slug]))
     return redirect(reverse("kind_report:page", args=[study.slug]))

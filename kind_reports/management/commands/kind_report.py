@@ -8,7 +8,7 @@ from typing import Any
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from calibration.services.kinds import DEFAULT_RESAMPLES, kind_report_write
+from kind_reports.services import DEFAULT_RESAMPLES, kind_report_write
 
 
 class Command(ArbiterCommand):

@@ -80,7 +80,14 @@ def _point_rows(
         if _finite(value):
             ax.plot([value], [y], "o", color=_POINT, markersize=6)
             if annotate:
-                ax.annotate(f"{value:.3f}", (value, y), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8)
+                ax.annotate(
+                    f"{value:.3f}",
+                    (value, y),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=8,
+                )
     ax.set_yticks(range(n), list(reversed(labels)))
     ax.set_ylim(-0.7, n - 0.3)
 
@@ -175,8 +182,14 @@ def human_ranking_plot(
             y = n - 1 - i
             spread = [float(s) for s in leave_one_out_scores.get(str(row["system"]), ()) if _finite(s)]
             if spread:
-                ax.plot([min(spread), max(spread)], [y, y], color=_MUTED, linewidth=4, alpha=0.6,
-                        solid_capstyle="round")
+                ax.plot(
+                    [min(spread), max(spread)],
+                    [y, y],
+                    color=_MUTED,
+                    linewidth=4,
+                    alpha=0.6,
+                    solid_capstyle="round",
+                )
                 ax.plot(spread, [y] * len(spread), "|", color=_MUTED, markersize=8)
             if _finite(row.get("score")):
                 ax.plot([row["score"]], [y], "o", color=_POINT, markersize=6)

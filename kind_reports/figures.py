@@ -1,8 +1,8 @@
-"""Figures and HTML of ``kind_report`` (SPEC §11 kinds; SPEC §8 "a self-contained HTML page with plots").
+"""Figures of ``kind_report`` (SPEC §11 kinds; SPEC §8 "a self-contained HTML page with plots").
 
-Every figure reads only the JSON report of ``calibration.services.kinds`` and returns a
+Every figure reads only the JSON report of ``kind_reports.services`` and returns a
 ``data:image/svg+xml;base64,...`` URI drawn with the agreement report's helpers
-(``calibration.plots``: matplotlib object API on the Agg canvas, no date in the SVG, fixed id
+(``calibration.agreement_plots``: matplotlib object API on the Agg canvas, no date in the SVG, fixed id
 salt), so the same report always gives the same bytes and the page needs no script or asset:
 
 - ``pairwise``: agreement of human choices with each metric, overall and by relative score gap,
@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.template.loader import render_to_string
 from matplotlib import rc_context
 from matplotlib.ticker import MaxNLocator
 
-from calibration.plots import (
+from calibration.agreement_plots import (
     _MUTED,
     _POINT,
     _REFERENCE,
@@ -214,38 +213,3 @@ def hygiene_plot(hygiene: Mapping[str, Any]) -> str:
         left.set_yticks(ys, labels)
         right.tick_params(labelleft=False)
         return figure_data_uri(fig)
-
-
-def kind_figures(report: Mapping[str, Any]) -> dict[str, str]:
-    """The report's figures as SVG data URIs: ``analysis`` (the kind's plot) and ``hygiene``."""
-    kind = report["kind"]
-    if kind == "pairwise":
-        analysis = score_preference_plot(report["score_preference"])
-    elif kind == "checklist":
-        analysis = checklist_plot(report["checklist"])
-    else:
-        analysis = rating_equivalence_plot(report["rating"])
-    return {"analysis": analysis, "hygiene": hygiene_plot(report["hygiene"])}
-
-
-def kind_context(
-    *, study: Any, report: Mapping[str, Any], figures: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """Template context shared by the standalone export and the researcher page."""
-    hygiene = report["hygiene"]
-    removed = [{**r, "label": RULE_LABELS.get(r["rule"], r["rule"])} for r in hygiene.get("removed") or []]
-    return {
-        "study": study,
-        "report": report,
-        "figures": figures if figures is not None else kind_figures(report),
-        "hygiene": hygiene,
-        "removed": removed,
-        "analysis": report.get(
-            {"pairwise": "score_preference", "checklist": "checklist", "rating": "rating"}[report["kind"]]
-        ),
-    }
-
-
-def render_kind_report_html(*, study: Any, report: Mapping[str, Any]) -> str:
-    """The self-contained HTML ``kind_report``: inline CSS, figures as data URIs, no script."""
-    return render_to_string("calibration/kind_report.html", kind_context(study=study, report=report))

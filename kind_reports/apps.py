@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class KindReportsConfig(AppConfig):
+    """The SPEC §11 reports of the pairwise, checklist and rating kinds (no models of its own)."""
+
+    name = "kind_reports"
+    default_auto_field = "django.db.models.BigAutoField"

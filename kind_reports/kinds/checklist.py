@@ -1,0 +1,65 @@
+"""The ``checklist`` report (SPEC §11): each automatic source against the human majority."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from annotation.models import Study
+from kind_reports.kinds.base import KindReportSpec, KindSettings
+from kind_reports.selectors import checklist_predicates_frame
+from stats.checklist import checklist_agreement
+from stats.rater_agreement import KindAgreementResult, kind_agreement
+
+
+def checklist_answers_frame(data: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "predicate": data["unit"],
+            "rater": data["rater"],
+            "answer": data["label"],
+            "is_repeat": data["is_repeat"].astype(bool),
+        }
+    )
+
+
+class ChecklistReport(KindReportSpec):
+    kind = "checklist"
+    analysis_key = "checklist"
+    template = "kind_reports/kinds/checklist.html"
+    unit_fields = {
+        "unit": "predicate__external_id",
+        "brief": "predicate__candidate__page__external_id",
+    }
+
+    def analyse(
+        self,
+        *,
+        study: Study,
+        data: pd.DataFrame,
+        settings: KindSettings,
+        systems: tuple[str, str] | None,
+        resamples: int,
+        seed: int,
+    ) -> tuple[dict[str, Any], KindAgreementResult]:
+        analysis = checklist_agreement(
+            checklist_answers_frame(data),
+            checklist_predicates_frame(study=study),
+            resamples=resamples,
+            seed=seed,
+            k=settings.k,
+        ).to_dict()
+        agreement = kind_agreement(
+            self.agreement_answers(data), kind=self.kind, resamples=resamples, seed=seed
+        )
+        return analysis, agreement
+
+    def figure(self, analysis: Mapping[str, Any]) -> str:
+        from kind_reports.figures import checklist_plot  # matplotlib: only when a page is drawn
+
+        return checklist_plot(analysis)
+
+
+REPORT = ChecklistReport()
