@@ -35,7 +35,7 @@ from annotation.kinds.csv_rows import (
     row_values,
 )
 from annotation.models import Axis, Comparison, ComparisonSet, Label, Page, Study, Trial
-from annotation.selectors.votes import AXIS_PREFIX, study_axis_ids, study_has_revised_votes, vote_rows
+from annotation.selectors.vote_rows import AXIS_PREFIX, study_axis_ids, study_has_revised_votes, vote_rows
 
 VOTES_BASE_COLUMNS: tuple[str, ...] = (
     "comparison",

@@ -17,7 +17,7 @@ and leaves the database and the media folder as they were.
 
 Step 2 dispatches on ``kind``: ``pairwise_reference`` bundles (SPEC §8) become a ``StudySpec``;
 ``pairwise``, ``checklist`` and ``rating`` bundles (SPEC §11, docs/bundle-kinds.md) a
-``KindStudySpec``, written as brief → Page (text, no image), item → Candidate, comparison →
+``QuestionnaireStudySpec``, written as brief → Page (text, no image), item → Candidate, comparison →
 Comparison, predicate → Predicate. Export dispatches the same way.
 """
 
@@ -70,11 +70,11 @@ from annotation.services.bundles.questionnaire_format import (
     KINDS,
     BriefSpec,
     ItemSpec,
-    KindStudySpec,
     PairSpec,
     PredicateSpec,
-    kind_spec_from_document,
-    kind_spec_to_json,
+    QuestionnaireStudySpec,
+    questionnaire_spec_from_document,
+    questionnaire_spec_to_json,
 )
 from annotation.services.bundles.reference_format import (
     SETTINGS_DEFAULTS,
@@ -257,17 +257,17 @@ def open_bundle(path: Path, *, label: str | None = None) -> Iterator[Bundle]:
 # --- validation ------------------------------------------------------------------------------
 
 
-def study_spec_from_bundle(bundle: Bundle) -> StudySpec | KindStudySpec:
+def study_spec_from_bundle(bundle: Bundle) -> StudySpec | QuestionnaireStudySpec:
     """Parse and check ``study.json`` and the presence of every image it names (no decoding)."""
     if not bundle.has(STUDY_JSON):
         raise ValidationFailed(f"no {STUDY_JSON} in the bundle", where=bundle.label)
     document = load_json(bundle.read(STUDY_JSON, limit=STUDY_JSON_MAX_BYTES))
     if document_kind(document) in KINDS:
-        kind_spec = kind_spec_from_document(document)
-        for item in kind_spec.items:
+        questionnaire_spec = questionnaire_spec_from_document(document)
+        for item in questionnaire_spec.items:
             if not bundle.has(item.image):
                 raise ValidationFailed(f"no file {item.image!r} in the bundle", where=f"{STUDY_JSON} {item.where}.image")
-        return kind_spec
+        return questionnaire_spec
     spec = study_spec_from_document(document)
     for page in spec.pages:
         if not bundle.has(page.image):
@@ -327,7 +327,7 @@ class StagedImages:
         return self.shown.get((path, (self.page_width[page], media_key(media))))
 
 
-def _stage_images(bundle: Bundle, spec: StudySpec | KindStudySpec, stage: ImageStaging) -> StagedImages:
+def _stage_images(bundle: Bundle, spec: StudySpec | QuestionnaireStudySpec, stage: ImageStaging) -> StagedImages:
     """Clean every image once per path and make its shown variants once per (path, width, regions).
 
     Files are written to the staging folder as they are made; only their hashes stay in memory.
@@ -529,7 +529,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     return study
 
 
-def _write_kind_study(spec: KindStudySpec, images: StagedImages, user: AbstractBaseUser | None) -> Study:
+def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: AbstractBaseUser | None) -> Study:
     """Rows of a ``pairwise`` / ``checklist`` / ``rating`` bundle (SPEC §11, docs/bundle-kinds.md)."""
     _check_slug_free(spec.slug)
     stored = _stored_images([*images.originals.values(), *images.shown.values()])
@@ -636,7 +636,7 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
             progress_step("writing the study")
             try:
                 with transaction.atomic():
-                    if isinstance(spec, KindStudySpec):
+                    if isinstance(spec, QuestionnaireStudySpec):
                         study = _write_kind_study(spec, images, user)
                     else:
                         study = _write_study(spec, images, user)
@@ -809,8 +809,8 @@ def study_settings(study: Study) -> dict[str, Any]:
     return {key: getattr(study, key) for key in SETTINGS_DEFAULTS}
 
 
-def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
-    """A ``pairwise`` / ``checklist`` / ``rating`` study as a KindStudySpec with bundle image paths,
+def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, dict[str, Path]]:
+    """A ``pairwise`` / ``checklist`` / ``rating`` study as a QuestionnaireStudySpec with bundle image paths,
     and the media file behind every bundle path (``images/<item>.png``)."""
     used: set[str] = set()
     sources: dict[str, Path] = {}
@@ -838,7 +838,7 @@ def kind_spec_from_db(study: Study) -> tuple[KindStudySpec, dict[str, Path]]:
     )
     defaults = design_of(study).bundle_option_defaults
     options: dict[str, Any] = {key: study.options.get(key, copy.deepcopy(default)) for key, default in defaults.items()}
-    spec = KindStudySpec(
+    spec = QuestionnaireStudySpec(
         slug=study.slug,
         title=study.title,
         kind=study.kind,
@@ -877,8 +877,8 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
     path = Path(path)
     document_json: dict[str, Any]
     if not design_of(study).has_reference:
-        kind_spec, sources = kind_spec_from_db(study)
-        document_json = kind_spec_to_json(kind_spec)
+        questionnaire_spec, sources = questionnaire_spec_from_db(study)
+        document_json = questionnaire_spec_to_json(questionnaire_spec)
     else:
         spec, images = study_spec_from_db(study)
         spec, sources = _export_plan(spec, images)

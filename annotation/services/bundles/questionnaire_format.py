@@ -1,9 +1,9 @@
 """``study.json`` of the other study kinds (SPEC §11: ``pairwise``, ``checklist``, ``rating``).
 
-:func:`kind_spec_from_document` validates a parsed ``study.json`` whole into a
-:class:`KindStudySpec` or raises :class:`~annotation.errors.ValidationFailed` with one line
+:func:`questionnaire_spec_from_document` validates a parsed ``study.json`` whole into a
+:class:`QuestionnaireStudySpec` or raises :class:`~annotation.errors.ValidationFailed` with one line
 naming the file, the JSON path and the field (``study.json $.items[3].brief: unknown brief 'b9'``).
-:func:`kind_spec_to_json` is its inverse (the export). The exact schema, the defaults and one
+:func:`questionnaire_spec_to_json` is its inverse (the export). The exact schema, the defaults and one
 example per kind are in docs/bundle-kinds.md.
 
 Decisions (SPEC §11 is silent on them):
@@ -120,7 +120,7 @@ class PairSpec:
 
 
 @dataclass(frozen=True)
-class KindStudySpec:
+class QuestionnaireStudySpec:
     slug: str
     title: str
     kind: str
@@ -248,7 +248,7 @@ def _box(r: _Reader, value: Any, path: str) -> Any:
     return r.bbox(value, path)
 
 
-def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> KindStudySpec:
+def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> QuestionnaireStudySpec:
     """Validate a parsed ``study.json`` of kind ``pairwise``, ``checklist`` or ``rating`` (SPEC §11).
 
     Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
@@ -416,7 +416,7 @@ def kind_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> Kin
         pairs[pair] = where
         comparisons.append(PairSpec(id=comparison_id, brief=brief_id, a=sides["a"], b=sides["b"]))
 
-    return KindStudySpec(
+    return QuestionnaireStudySpec(
         slug=slug,
         title=title,
         kind=kind,
@@ -476,8 +476,8 @@ def _all_pairs(r: _Reader, briefs: list[BriefSpec], items: list[ItemSpec]) -> li
     return pairs
 
 
-def kind_spec_to_json(spec: KindStudySpec) -> dict[str, Any]:
-    """The ``study.json`` object of a study of another kind; the inverse of :func:`kind_spec_from_document`."""
+def questionnaire_spec_to_json(spec: QuestionnaireStudySpec) -> dict[str, Any]:
+    """The ``study.json`` object of a study of another kind; the inverse of :func:`questionnaire_spec_from_document`."""
     document: dict[str, Any] = {
         "slug": spec.slug,
         "title": spec.title,
