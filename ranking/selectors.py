@@ -20,8 +20,8 @@ from annotation.models import Candidate, Comparison, ComparisonSet, Study, Syste
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
-from ranking.proxy import proxy_outcomes
 from stats.preference import VOTE_VALUE
+from stats.proxy import proxy_outcomes
 
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
