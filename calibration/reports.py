@@ -10,18 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.template.loader import render_to_string
 
 from calibration import agreement_plots
-from stats.agreement import (
-    ORDINAL_LABELS,
-    human_ranking,
-    human_reference,
-    label_counts,
-    validate_votes,
-)
+from stats.agreement import human_ranking, validate_votes
+from stats.preference import ORDINAL_LABELS, label_counts, preference_of_counts
 
 
 def leave_one_rater_out_scores(votes: pd.DataFrame) -> dict[str, list[float]]:
@@ -44,8 +38,7 @@ def leave_one_rater_out_scores(votes: pd.DataFrame) -> dict[str, list[float]]:
     sys_b = info["system_b"].to_numpy(dtype=object)
     for _, group in valid.groupby("rater", sort=True):
         counts = total - label_counts(group["label"].to_numpy(), group["comparison"].to_numpy(), comps)
-        h = np.atleast_1d(human_reference(counts[:, 2], counts[:, 1], counts[:, 0]))
-        ranking = human_ranking(sys_a, sys_b, h, systems)
+        ranking = human_ranking(sys_a, sys_b, preference_of_counts(counts), systems)
         for system, score in zip(ranking.systems, ranking.scores, strict=True):
             out[system].append(float(score))
     return out

@@ -20,8 +20,8 @@ from annotation.models import Candidate, Comparison, ComparisonSet, Study, Syste
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
-from ranking.proxy import proxy_outcomes
 from stats.preference import VOTE_VALUE
+from stats.proxy import proxy_outcomes
 
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
@@ -75,9 +75,9 @@ def human_references(*, study: Study) -> dict[str, float]:
 
     Main votes only (hidden repeats excluded), voided assignments excluded; valid = A, TIE, B.
     """
-    # Imported here: pandas and the agreement module are needed only with --use-human-labels.
+    # Imported here: pandas and the votes frame are needed only with --use-human-labels.
     from annotation.selectors.votes import votes_frame
-    from stats.agreement import human_reference, label_counts
+    from stats.preference import human_preferences
 
     votes = votes_frame(study=study, include_voided=False)
     if votes.empty:
@@ -87,10 +87,7 @@ def human_references(*, study: Study) -> dict[str, float]:
     if main.empty:
         return {}
     ids = sorted(set(main["comparison"].astype(str)))
-    counts = label_counts(
-        main["label"].to_numpy(), main["comparison"].astype(str).to_numpy(), ids
-    )  # B, TIE, A
-    h = np.atleast_1d(human_reference(counts[:, 2], counts[:, 1], counts[:, 0]))
+    _, h = human_preferences(main["label"].to_numpy(), main["comparison"].astype(str).to_numpy(), ids)
     return {cid: float(value) for cid, value in zip(ids, h, strict=True) if np.isfinite(value)}
 
 

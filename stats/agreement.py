@@ -45,11 +45,11 @@ from stats.bootstrap import (
     ratio_of_sums,
 )
 from stats.errors import InvalidVotes, StatisticsError
+from stats.preference import ORDINAL_LABELS, human_preferences, label_counts, preference_of_counts
 from stats.serialize import json_safe
 
 LABELS: tuple[str, ...] = ("A", "B", "TIE", "CANNOT_JUDGE")
-#: Valid labels in ordinal order (SPEC §5: B = 0 < TIE = 1 < A = 2); column order of count matrices.
-ORDINAL_LABELS: tuple[str, ...] = ("B", "TIE", "A")
+#: Valid labels in ordinal order (SPEC §5: B = 0 < TIE = 1 < A = 2): ``stats.preference.ORDINAL_LABELS``.
 ORDINAL_VALUE: Mapping[str, int] = {"B": 0, "TIE": 1, "A": 2}
 AXIS_SCORES: tuple[int, ...] = (-2, -1, 0, 1, 2)
 AXIS_PREFIX = "axis:"
@@ -187,22 +187,6 @@ def validate_votes(votes: pd.DataFrame) -> VoteTable:
 # --------------------------------------------------------------------------------------------
 
 
-def label_counts(
-    labels: Sequence[str] | np.ndarray, items: Sequence[object] | np.ndarray, item_order: Sequence[object]
-) -> np.ndarray:
-    """Per-item counts of valid labels, columns B, TIE, A (SPEC §5). CANNOT_JUDGE is not counted."""
-    index = {k: i for i, k in enumerate(item_order)}
-    out = np.zeros((len(item_order), 3), dtype=np.int64)
-    labels_arr = np.asarray(labels, dtype=object)
-    items_arr = np.asarray(items, dtype=object)
-    for col, lab in enumerate(ORDINAL_LABELS):
-        sel = labels_arr == lab
-        if sel.any():
-            rows = np.fromiter((index[k] for k in items_arr[sel]), dtype=np.int64)
-            np.add.at(out[:, col], rows, 1)
-    return out
-
-
 def reliability_to_counts(reliability_data: np.ndarray, value_domain: Sequence[float]) -> np.ndarray:
     """(coders × units) reliability data, NaN missing → (units × values) counts (SPEC §5 α input)."""
     data = np.asarray(reliability_data, dtype=float)
@@ -228,19 +212,6 @@ def _check_counts(counts: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
         if w.shape[-1] != c.shape[0] or w.ndim not in (1, 2):
             raise StatisticsError("weights must have shape (n_items,) or (resamples, n_items)")
     return c
-
-
-def human_reference(n_a: Any, n_t: Any, n_b: Any) -> np.ndarray | float:
-    """SPEC §5 human reference ``h_i = (n_A + 0.5 n_T) / (n_A + n_T + n_B)``; NaN when no valid vote.
-
-    Example (SPEC §5): 3 A, 1 TIE, 1 B → 0.7. Accepts scalars or arrays.
-    """
-    a = np.asarray(n_a, dtype=float)
-    t = np.asarray(n_t, dtype=float)
-    b = np.asarray(n_b, dtype=float)
-    if (a < 0).any() or (t < 0).any() or (b < 0).any():
-        raise StatisticsError("vote counts must be non-negative")
-    return ratio_of_sums(a + 0.5 * t, a + t + b)
 
 
 def coverage(n_valid: int, n_main: int) -> float:
@@ -539,8 +510,7 @@ def leave_one_rater_out(
                 )
             )
             continue
-        h = human_reference(c[:, 2], c[:, 1], c[:, 0])
-        ranking = human_ranking(system_a, system_b, np.atleast_1d(h), systems)
+        ranking = human_ranking(system_a, system_b, preference_of_counts(c), systems)
         why = correlation_reason(theta_of_scores(full.scores), theta_of_scores(ranking.scores))
         per.append(
             RaterStability(
@@ -798,11 +768,10 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
     )
     comps = comp_info["comparison"].tolist()
     comp_index = {c: i for i, c in enumerate(comps)}
-    counts = label_counts(main_valid["label"].to_numpy(), main_valid["comparison"].to_numpy(), comps)
+    counts, h = human_preferences(main_valid["label"].to_numpy(), main_valid["comparison"].to_numpy(), comps)
     n_valid_per = counts.sum(axis=1)
     has_valid = n_valid_per >= 1
 
-    h = np.atleast_1d(human_reference(counts[:, 2], counts[:, 1], counts[:, 0]))
     human_ref = tuple(
         {
             "comparison": comps[i],
@@ -993,9 +962,7 @@ __all__ = [
     "fleiss_kappa",
     "hidden_repeat_agreement",
     "human_ranking",
-    "human_reference",
     "krippendorff_alpha_ordinal",
-    "label_counts",
     "leave_one_rater_out",
     "n_agreement_pairs",
     "ordinal_alpha_from_coincidences",

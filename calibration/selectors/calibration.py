@@ -3,8 +3,8 @@
 
 - the human table: one row per human-set comparison — ``comparison, page, block, h, n_valid,
   n_A, n_T, n_B, system_a, system_b`` — from the main (non-repeat) votes of non-voided
-  assignments (``annotation.selectors.votes.votes_frame``), counted and turned into ``h`` with
-  ``stats.agreement.label_counts`` / ``human_reference`` (SPEC §5);
+  assignments (``annotation.selectors.votes.votes_frame``), counted and turned into ``h`` by
+  ``stats.preference.human_preferences`` (SPEC §5);
 - the judge outputs of the human set (``judges.selectors.judge_outputs_frame``);
 - each judge's vendor family (``Judge.family``, SPEC §6 committee eligibility).
 
@@ -23,7 +23,7 @@ from annotation.errors import ValidationFailed
 from annotation.models import BlockItem, Comparison, ComparisonSet, Study
 from annotation.selectors.votes import votes_frame
 from judges.models import Judge
-from stats.agreement import human_reference, label_counts
+from stats.preference import human_preferences
 
 HUMAN_TABLE_COLUMNS: tuple[str, ...] = (
     "comparison",
@@ -78,12 +78,10 @@ def human_reference_table(*, study: Study, votes: pd.DataFrame | None = None) ->
     if votes is None:  # ``votes``: a votes frame already filtered (exclusion rules, issue 17)
         votes = votes_frame(study=study, include_voided=False)
     main = votes[~votes["is_repeat"].to_numpy(dtype=bool) & votes["comparison"].isin(ids)]
-    counts = label_counts(main["label"].to_numpy(), main["comparison"].to_numpy(), ids)  # B, TIE, A
+    counts, h = human_preferences(main["label"].to_numpy(), main["comparison"].to_numpy(), ids)  # B, TIE, A
     for cid, blk in main.groupby("comparison", sort=False)["block"].first().items():
         block_of.setdefault(str(cid), str(blk))
     n_valid = counts.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        h = np.atleast_1d(human_reference(counts[:, 2], counts[:, 1], counts[:, 0])).astype(float)
     return pd.DataFrame(
         {
             "comparison": pd.Series(ids, dtype=object),

@@ -20,9 +20,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from scipy import stats
 
-from stats.agreement import agreement_report, human_reference, label_counts
+from stats.agreement import agreement_report
 from stats.bradley_terry import RANK_DECIMALS, fit_bradley_terry
 from stats.judge_weights import calibrate
+from stats.preference import human_reference, label_counts
 from stats.rank_correlation import kendall_tie_aware, spearman_tie_aware
 from stats.rating import paired_t_interval, rating_comparison
 

@@ -29,9 +29,7 @@ from stats.agreement import (
     exact_agreement,
     fleiss_kappa,
     hidden_repeat_agreement,
-    human_reference,
     krippendorff_alpha_ordinal,
-    label_counts,
     n_agreement_pairs,
     ordinal_alpha_from_coincidences,
     reliability_to_counts,
@@ -42,6 +40,7 @@ from stats.agreement import (
 )
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
 from stats.errors import InvalidVotes
+from stats.preference import label_counts
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", §C: 4 coders × 12 units.
 KRIPPENDORFF_2011 = np.array(
@@ -104,25 +103,11 @@ def spec_kappa_loop(counts: np.ndarray) -> float:
 # ------------------------------------------------------------------ elementary quantities
 
 
-def test_human_reference_spec_example() -> None:
-    assert human_reference(3, 1, 1) == pytest.approx(0.7)
-    assert math.isnan(human_reference(0, 0, 0))
-    out = human_reference([3, 0, 0, 1], [1, 2, 0, 0], [1, 0, 2, 1])
-    assert out == pytest.approx([0.7, 0.5, 0.0, 0.5])
-    with pytest.raises(ValueError):
-        human_reference(-1, 0, 0)
-
-
 def test_coverage() -> None:
     assert coverage(9, 10) == pytest.approx(0.9)
     assert math.isnan(coverage(0, 0))
     with pytest.raises(ValueError):
         coverage(3, 2)
-
-
-def test_label_counts_columns_are_b_tie_a_and_skip_cannot_judge() -> None:
-    counts = label_counts(["A", "B", "TIE", "CANNOT_JUDGE", "A"], ["x", "x", "y", "y", "y"], ["x", "y", "z"])
-    assert counts.tolist() == [[1, 0, 1], [0, 1, 1], [0, 0, 0]]
 
 
 @pytest.mark.parametrize("seed", range(5))

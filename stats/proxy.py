@@ -3,7 +3,7 @@
 Pure module: numpy in, numpy out, no Django. ``v_ij`` is judge j's canonical vote on comparison i
 (SPEC §3 encoding A = 1, TIE = 0.5, B = 0), taken from its primary-order, repeat-0 output; β the
 frozen coefficients. This is the same prediction as ``stats.judge_weights.predict`` (SPEC §6;
-a test checks they agree); it lives here too so that the leaderboard does not import the
+a test checks they agree); it is a module of its own so that the leaderboard does not import the
 calibration fitting stack (statsmodels), which would cost a second at every command start.
 """
 

@@ -1,12 +1,12 @@
-"""SPEC §7 proxy outcome (``ranking.proxy``) equals the SPEC §6 prediction of the calibration module."""
+"""SPEC §7 proxy outcome (``stats.proxy``) equals the SPEC §6 prediction of the calibration module."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ranking.proxy import proxy_outcomes, vote_value
 from stats.judge_weights import predict
+from stats.proxy import proxy_outcomes, vote_value
 
 
 def test_proxy_equals_calibration_predict_and_clips() -> None:
