@@ -15,7 +15,7 @@ The report's files (JSON, CSV, HTML) are ``ranking.rendering``; the objective CS
 ``ranking.objective_csv``.
 
 All formulas live in the pure modules ``stats.bradley_terry``, ``ranking.deployment_schedule``,
-``stats.bootstrap`` and ``ranking.proxy``.
+``stats.bootstrap`` and ``stats.proxy``.
 """
 
 from __future__ import annotations
