@@ -551,15 +551,6 @@ def leaderboard_html(*, study: Study, report: Mapping[str, Any]) -> str:
     return render_to_string("ranking/leaderboard_report.html", leaderboard_context(study=study, report=report))
 
 
-def check_output_path(path: Path | str | None, *, option: str) -> Path | None:
-    if path is None:
-        return None
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ValidationFailed("the folder does not exist", where=str(path.parent), field=option)
-    return path
-
-
 def leaderboard_write(
     *,
     study: Study,
