@@ -13,14 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from annotation.canonical import VOTE_VALUE
-
-__all__ = ["VOTE_VALUE", "proxy_outcomes"]
-
-
-def vote_value(winner: str) -> float:
-    """Canonical vote encoding (SPEC §3); NaN for anything but A, TIE, B."""
-    return VOTE_VALUE.get(winner, float("nan"))
+__all__ = ["proxy_outcomes"]
 
 
 def proxy_outcomes(votes: np.ndarray, coefficients: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -16,11 +16,12 @@ from itertools import combinations
 import numpy as np
 from django.db.models import Q, QuerySet
 
+from annotation.canonical import VOTE_VALUE
 from annotation.models import Candidate, Comparison, ComparisonSet, Study, System
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
-from ranking.proxy import VOTE_VALUE, proxy_outcomes
+from ranking.proxy import proxy_outcomes
 
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
