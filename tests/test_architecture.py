@@ -38,7 +38,6 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
     {
         frozenset({"annotation.services.votes", "annotation.services.kind_votes"}),
         frozenset({"ranking.services", "ranking.tasks"}),
-        frozenset({"demo.kinds", "demo.service"}),
     }
 )
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
