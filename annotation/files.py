@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import overload
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -22,20 +23,32 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def output_folders_check(*paths: Path | None) -> None:
-    """Refuse, before any work, an output file whose folder does not exist (one line, nothing written)."""
+@overload
+def output_path_check(path: Path | str, *, option: str = "") -> Path: ...
+@overload
+def output_path_check(path: None, *, option: str = "") -> None: ...
+@overload
+def output_path_check(path: Path | str | None, *, option: str = "") -> Path | None: ...
+def output_path_check(path: Path | str | None, *, option: str = "") -> Path | None:
+    """Refuse, before any work, an output file whose folder does not exist (one line, nothing written).
+
+    Every command that writes a file (``--json``, ``--html``, ``--csv``, an export ``PATH``) checks its
+    paths here first; ``option`` names the flag in the message. Returns the path as a ``Path``.
+    """
     from annotation.errors import ValidationFailed
 
-    for path in paths:
-        if path is None:
-            continue
-        folder = Path(path).parent if str(Path(path).parent) else Path(".")
-        if not folder.is_dir():
-            raise ValidationFailed("the folder does not exist", where=str(folder))
+    if path is None:
+        return None
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValidationFailed("the folder does not exist", where=str(folder), field=option)
+    return path
 
 
 def write_texts_atomic(files: list[tuple[Path, str]]) -> None:
     """Write several report files all or none: every folder is checked, then each is written whole."""
-    output_folders_check(*(path for path, _text in files))
+    for path, _text in files:
+        output_path_check(path)
     for path, text in files:
         write_text_atomic(Path(path), text)

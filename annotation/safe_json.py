@@ -9,13 +9,18 @@ PostgreSQL text column. :func:`loads_bounded` turns both into a :class:`JSONRefu
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 MAX_DEPTH = 64
 
 
 class JSONRefused(ValueError):
     """Well-formed JSON that Arbiter does not take: nested too deeply, or a string with NUL."""
+
+
+def refuse_constant(name: str) -> NoReturn:
+    """``json.loads``'s ``parse_constant``: ``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (a ``ValueError``)."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def check_value(value: Any, *, max_depth: int = MAX_DEPTH, allow_nul: bool = False) -> None:

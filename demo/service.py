@@ -278,11 +278,7 @@ def demo_study_create(
 
 
 def demo_counts_lines(result: DemoStudyResult) -> list[str]:
-    """Human-readable summary lines for the command."""
-    if result.study.kind != "pairwise_reference":
-        from demo.kinds import kind_counts_lines  # demo.kinds imports this module
-
-        return kind_counts_lines(result)
+    """Human-readable summary lines of the reference demo, for the command."""
     c: dict[str, Any] = result.counts
     lines = [
         f"study: {result.study.slug}",

@@ -114,7 +114,7 @@ def rater_profiles(n: int, seed: int) -> tuple[RaterProfile, ...]:
     return tuple(profiles)
 
 
-def _logistic(rng: random.Random) -> float:
+def logistic_draw(rng: random.Random) -> float:
     p = min(max(rng.random(), 1e-12), 1 - 1e-12)
     return math.log(p / (1 - p))
 
@@ -123,7 +123,7 @@ def _display_latent(diff: float, *, swapped: bool, noise: float, bias: float, rn
     """(z, mean) on the display scale: positive favours the left image."""
     left_minus_right = -diff if swapped else diff
     mean = left_minus_right / noise + bias
-    return mean + _logistic(rng), mean
+    return mean + logistic_draw(rng), mean
 
 
 def _verdict(z: float, tie_band: float) -> str:

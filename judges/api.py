@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.permissions import IsResearcher
+from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import NotFound
-from annotation.models import Study
-from annotation.roles import is_admin, studies_for
+from annotation.roles import is_admin
 from judges.models import Judge
 from judges.providers import REGISTRABLE
 from judges.selectors import judge_progress
@@ -131,20 +129,14 @@ class StudyJudgeRunsApi(APIView):
         done = serializers.IntegerField()
         queued = serializers.IntegerField()
 
-    def _study(self, request: Request, slug: str) -> Study:
-        study = studies_for(request.user).filter(slug=slug).first()
-        if study is None:
-            raise Http404
-        return study
-
     @extend_schema(responses=ProgressSerializer(many=True))
     def get(self, request: Request, slug: str) -> Response:
-        study = self._study(request, slug)
+        study = study_for_request(request, slug)
         return Response([p.as_dict() for p in judge_progress(study=study)])
 
     @extend_schema(request=InputSerializer, responses={202: RunSerializer})
     def post(self, request: Request, slug: str) -> Response:
-        study = self._study(request, slug)
+        study = study_for_request(request, slug)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         d = data.validated_data

@@ -6,30 +6,22 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.errors import ArbiterError
-from annotation.models import Study
-from annotation.roles import studies_for
+from annotation.selectors.studies import study_get_for_user
 from judges.models import Judge
 from judges.selectors import judge_progress, judges_callable
 from judges.services.runs import judge_outputs_run_in_background, judge_run_start, tasks_run_eagerly
 
 
-def _study(request: HttpRequest, slug: str) -> Study:
-    study = studies_for(request.user).filter(slug=slug).first()
-    if study is None:
-        raise Http404("no such study")
-    return study
-
-
 @login_required
 @vary_on_headers("HX-Request")
 def study_judges(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     progress = judge_progress(study=study)
     context = {
         "study": study,
@@ -46,7 +38,7 @@ def study_judges(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def study_judges_run(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     judge_pk = request.POST.get("judge", "")
     judge = get_object_or_404(Judge, pk=int(judge_pk) if judge_pk.isdigit() else 0)
     # No broker (the embedded default, make run): the calls run in a thread of this process after

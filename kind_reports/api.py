@@ -11,8 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.permissions import IsResearcher
-from annotation.api.votes import study_for_request
+from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import ValidationFailed
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import exclusion_rules_update, hygiene_rules

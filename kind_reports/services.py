@@ -41,7 +41,7 @@ from typing import Any
 import pandas as pd
 
 from annotation.errors import ValidationFailed
-from annotation.files import output_folders_check, write_texts_atomic
+from annotation.files import output_path_check, write_texts_atomic
 from annotation.kinds import design_of
 from annotation.models import Study
 from annotation.progress import progress_step
@@ -281,7 +281,8 @@ def kind_report_write(
     rules_path: Path | None = None,
 ) -> dict[str, Any]:
     """Compute once; render the HTML first, then write the JSON (and the HTML) whole; return the report."""
-    output_folders_check(Path(json_path), Path(html_path) if html_path is not None else None)
+    output_path_check(json_path)
+    output_path_check(html_path)
     rules = read_rules_file(rules_path) if rules_path is not None else None
     computed = kind_report_compute(
         study=study,

@@ -12,13 +12,13 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.errors import ArbiterError
 from annotation.models import Study
-from annotation.roles import studies_for
+from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import exclusion_rules_form_values, exclusion_rules_update
@@ -34,10 +34,6 @@ from kind_reports.services import (
 )
 
 MAX_PAGE_RESAMPLES = 10_000
-
-
-def _study(request: HttpRequest, slug: str) -> Study:
-    return get_object_or_404(studies_for(request.user), slug=slug)
 
 
 def _form(request: HttpRequest, study: Study) -> dict[str, str]:
@@ -58,7 +54,7 @@ def _compute(study: Study, form: dict[str, str]) -> KindReport:
 @researcher_required
 @require_GET
 def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     form = _form(request, study)
     spec = registered(study)
     system_ids = study_system_ids(study=study)
@@ -89,7 +85,7 @@ def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_GET
 def kind_report_download_json(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     try:
         computed = _compute(study, _form(request, study))
     except ArbiterError as exc:
@@ -103,7 +99,7 @@ def kind_report_download_json(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_GET
 def kind_report_download_html(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     try:
         computed = _compute(study, _form(request, study))
     except ArbiterError as exc:
@@ -117,7 +113,7 @@ def kind_report_download_html(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def exclusion_rules(request: HttpRequest, slug: str) -> HttpResponse:
     """Save the study's exclusion-rule settings (empty field = rule off); the report uses them."""
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     names = [row["name"] for row in exclusion_rules_form_values(study)]
     # The rater-quality page of a reference study posts only its rules (next=quality); the
     # settings it leaves out take their defaults, as stored settings always do.

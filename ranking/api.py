@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.votes import IsResearcher, study_for_request
+from annotation.api.permissions import IsResearcher, study_for_request
 from ranking.models import Leaderboard, RankingModel
 from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study
 from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED

@@ -15,7 +15,6 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from annotation import csv_cells
-from annotation.errors import ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import Study
 
@@ -80,15 +79,6 @@ def leaderboard_html(*, study: Study, report: Mapping[str, Any]) -> str:
     )
 
 
-def check_output_path(path: Path | str | None, *, option: str) -> Path | None:
-    if path is None:
-        return None
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ValidationFailed("the folder does not exist", where=str(path.parent), field=option)
-    return path
-
-
 def leaderboard_write(
     *,
     study: Study,
@@ -113,7 +103,6 @@ def leaderboard_write(
 
 __all__ = [
     "CSV_COLUMNS",
-    "check_output_path",
     "leaderboard_context",
     "leaderboard_csv",
     "leaderboard_html",

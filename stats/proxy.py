@@ -13,12 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from stats.preference import VOTE_VALUE
-
-
-def vote_value(winner: str) -> float:
-    """Canonical vote encoding (SPEC §3); NaN for anything but A, TIE, B."""
-    return VOTE_VALUE.get(winner, float("nan"))
+__all__ = ["proxy_outcomes"]
 
 
 def proxy_outcomes(votes: np.ndarray, coefficients: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -31,11 +31,7 @@ PURE_MODULES = (
 )
 # Pure modules may be used by any app (STYLE: "a pure maths module imports no app").
 PURE_USES_ALLOWED = frozenset(PURE_MODULES)
-KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"demo.kinds", "demo.service"}),
-    }
-)
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset({})
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 

@@ -10,11 +10,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from annotation.safe_json import JSONRefused, loads_bounded
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+from annotation.safe_json import JSONRefused, loads_bounded, refuse_constant
 
 
 class BoundedJSONParser(JSONParser):
@@ -26,7 +22,7 @@ class BoundedJSONParser(JSONParser):
         try:
             text = codecs.getreader(encoding)(stream).read()
             return loads_bounded(
-                text, max_depth=int(getattr(settings, "ARBITER_JSON_MAX_DEPTH", 64)), parse_constant=_refuse_constant
+                text, max_depth=int(getattr(settings, "ARBITER_JSON_MAX_DEPTH", 64)), parse_constant=refuse_constant
             )
         except JSONRefused as exc:
             raise ParseError(f"JSON refused: {exc}") from None

@@ -13,15 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.models import Assignment, Study
+from annotation.api.permissions import study_for_request
+from annotation.models import Assignment
 from annotation.roles import is_admin, studies_for
 from annotation.selectors.progress import study_progress
 from annotation.services.participants import assignment_void, slot_reopen
 from annotation.services.scheduling import blocks_schedule, default_rater_targets, schedule_csv_text
-
-
-def _study(request: Request, slug: str) -> Study:
-    return get_object_or_404(studies_for(request.user), slug=slug)
 
 
 def _require_admin(request: Request) -> None:
@@ -53,7 +50,7 @@ class ScheduleApi(APIView):
 
     @extend_schema(request=ScheduleInput, responses={201: ScheduledBlock(many=True)}, summary="Schedule blocks (admin)")
     def post(self, request: Request, slug: str) -> Response:
-        study = _study(request, slug)
+        study = study_for_request(request, slug)
         _require_admin(request)
         body = self.ScheduleInput(data=request.data)
         body.is_valid(raise_exception=True)
@@ -73,7 +70,7 @@ class ScheduleExportApi(APIView):
     @extend_schema(responses={(200, "text/csv"): OpenApiResponse(description="the schedule CSV")},
                    summary="The full plan as CSV")
     def get(self, request: Request, slug: str) -> HttpResponse:
-        study = _study(request, slug)
+        study = study_for_request(request, slug)
         response = HttpResponse(schedule_csv_text(study=study), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-schedule.csv"'
         return response
@@ -95,7 +92,7 @@ class ProgressApi(APIView):
 
     @extend_schema(responses=BlockProgressOut(many=True), summary="Live progress per block")
     def get(self, request: Request, slug: str) -> Response:
-        study = _study(request, slug)
+        study = study_for_request(request, slug)
         return Response(self.BlockProgressOut(study_progress(study).blocks, many=True).data)
 
 

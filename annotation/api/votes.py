@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers, status
@@ -22,10 +21,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.permissions import IsResearcher
+from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import ValidationFailed
-from annotation.models import Study
-from annotation.roles import studies_for
 from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 
 
@@ -36,15 +33,12 @@ class CSVRenderer(BaseRenderer):
     format = "csv"
     charset = "utf-8"
 
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
         if isinstance(data, dict):
             data = data.get("detail", data)
         return str(data).encode(self.charset)
-
-
-def study_for_request(request: Request, slug: str) -> Study:
-    """The study named by ``slug`` if the user may manage it, else 404 (no existence leak)."""
-    return get_object_or_404(studies_for(request.user), slug=slug)
 
 
 def _safe_name(name: str) -> str:
@@ -74,7 +68,10 @@ class VotesImportApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": VotesImportInput},
-        responses={201: VotesImportOutput, 400: OpenApiResponse(description="one-line reason (file, line, field)")},
+        responses={
+            201: VotesImportOutput,
+            400: OpenApiResponse(description="one-line reason (file, line, field)"),
+        },
         summary="Import a human votes CSV (all rows or nothing)",
     )
     def post(self, request: Request, slug: str) -> Response:

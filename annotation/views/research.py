@@ -24,6 +24,7 @@ from annotation.models import Assignment, Block, Study, Vote
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.participants import participants_csv_text
 from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
+from annotation.selectors.studies import study_get_for_user
 from annotation.services.accounts import rater_account_create
 from annotation.services.participants import assignment_void, rater_assign, slot_reopen, study_link_url
 from annotation.services.scheduling import (
@@ -37,10 +38,6 @@ from annotation.services.studies import study_settings_update
 from annotation.views.rater import serving_origin
 
 PAGE_SIZE = 50
-
-
-def _study(request: HttpRequest, slug: str) -> Study:
-    return get_object_or_404(studies_for(request.user), slug=slug)
 
 
 def _admin_only(request: HttpRequest) -> None:
@@ -60,7 +57,7 @@ def _render(request: HttpRequest, template: str, context: dict[str, Any], partia
 @require_GET
 def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
     """A study's schedule: per-block progress (polled), the study link, scheduling for admins."""
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     progress = study_progress(study)
     context = {
         "study": study,
@@ -83,7 +80,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def block_detail(request: HttpRequest, slug: str, position: int) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     block = get_object_or_404(Block, study=study, position=position)
     assignments = Paginator(block_assignments(block), PAGE_SIZE).get_page(request.GET.get("page"))
     progress = study_progress(study, block=block).blocks
@@ -104,7 +101,7 @@ def block_detail(request: HttpRequest, slug: str, position: int) -> HttpResponse
 @login_required
 @require_GET
 def quality(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     block = None
     raw_block = request.GET.get("block", "")
     if raw_block:
@@ -169,7 +166,7 @@ def schedule_proposal(study: Study, eligible: int) -> dict[str, Any]:
 @login_required
 @require_POST
 def schedule(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     _admin_only(request)
     try:
         blocks = int(request.POST.get("blocks", 8))
@@ -197,7 +194,7 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def schedule_csv(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     return _csv_download(schedule_csv_text(study=study), f"{study.slug}-schedule.csv")
 
 
@@ -258,7 +255,7 @@ def reopen(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def assign(request: HttpRequest, slug: str, position: int) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     _admin_only(request)
     block = get_object_or_404(Block, study=study, position=position)
     user = get_user_model().objects.filter(pk=request.POST.get("user") or 0, groups__name=RATER).first()
@@ -273,7 +270,6 @@ def assign(request: HttpRequest, slug: str, position: int) -> HttpResponse:
     return redirect(reverse("research:block", args=[study.slug, block.position]))
 
 
-
 # --- study settings, rater accounts and participants from the study pages (issue 17) -------------
 
 CROWD_TEXT_FIELDS = ("completion_code", "completion_url", "screened_out_url", "screened_out_code")
@@ -283,7 +279,7 @@ CROWD_TEXT_FIELDS = ("completion_code", "completion_url", "screened_out_url", "s
 @require_POST
 def crowd_settings(request: HttpRequest, slug: str) -> HttpResponse:
     """Open/close the study and edit the crowd settings (audited by the settings service)."""
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     changes: dict[str, Any] = {name: request.POST.get(name, "") for name in CROWD_TEXT_FIELDS}
     changes["end_comment"] = request.POST.get("end_comment") == "on"
     changes["accepting_participants"] = request.POST.get("accepting_participants") == "on"
@@ -307,7 +303,7 @@ def crowd_settings(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def rater_create(request: HttpRequest, slug: str) -> HttpResponse:
     """Create a rater account (admin), optionally with a place in a block; show its set-password link."""
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     _admin_only(request)
     block = None
     raw_block = request.POST.get("block", "").strip()
@@ -337,5 +333,5 @@ def rater_create(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def participants_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """Participants with their crowd-platform ids (PROLIFIC_PID, STUDY_ID, SESSION_ID), codes and comments."""
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     return _csv_download(participants_csv_text(study=study), f"{study.slug}-participants.csv")

@@ -11,9 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.permissions import IsResearcher
+from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import ValidationFailed
-from calibration.api.calibration import API_MAX_RESAMPLES, _int_param, study_for_request
+from calibration.api.calibration import API_MAX_RESAMPLES, _int_param
 from calibration.services.ablation import judge_ablation_report
 from stats.judge_ablation import DEFAULT_SEED
 

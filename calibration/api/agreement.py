@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.api.votes import IsResearcher, study_for_request
+from annotation.api.permissions import IsResearcher, study_for_request
 from calibration.services.agreement import (
     DEFAULT_RESAMPLES,
     agreement_report_for_study,

@@ -7,7 +7,6 @@ another study's slug is a 404. They call the same services as the ``calibrate``,
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers, status
@@ -16,10 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.api.parsers import BoundedJSONParser
-from annotation.api.permissions import IsResearcher
+from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import ValidationFailed
-from annotation.models import Study
-from annotation.roles import studies_for
 from calibration.models import CoefficientSet
 from calibration.selectors.coefficients import coefficient_set_get, coefficient_sets_for_study
 from calibration.services.calibration import calibration_report_for_study
@@ -30,11 +27,6 @@ from stats.judge_weights import DEFAULT_SEED
 API_DEFAULT_RESAMPLES = 1000
 #: A request computes synchronously: cap its bootstrap (the command has no such cap).
 API_MAX_RESAMPLES = 20_000
-
-
-def study_for_request(request: Request, slug: str) -> Study:
-    """The study named by ``slug`` if the user may manage it, else 404 (no existence leak)."""
-    return get_object_or_404(studies_for(request.user), slug=slug)
 
 
 def _int_param(request: Request, name: str, default: int | None) -> int | None:

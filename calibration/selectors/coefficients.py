@@ -29,10 +29,6 @@ def coefficient_set_get(*, study: Study, name: str) -> CoefficientSet:
     return found
 
 
-def coefficient_set_exists(*, study: Study, name: str) -> bool:
-    return CoefficientSet.objects.filter(study=study, name=name).exists()
-
-
 def calibration_report_latest(*, study: Study) -> CalibrationReport | None:
     """The most recent stored calibration report of ``study``, if any."""
     return CalibrationReport.objects.filter(study=study).order_by("-created_at", "-id").first()

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from annotation.errors import ValidationFailed
-from annotation.files import output_folders_check, write_texts_atomic
+from annotation.files import output_path_check, write_texts_atomic
 from annotation.models import Study
 from annotation.progress import progress_step
 from annotation.selectors.votes import votes_frame
@@ -134,7 +134,8 @@ def agreement_report_write(
     rules_where: str = "",
 ) -> dict[str, Any]:
     """Compute once; write the JSON report (and the HTML page); return the report."""
-    output_folders_check(Path(json_path), Path(html_path) if html_path is not None else None)
+    output_path_check(json_path)
+    output_path_check(html_path)
     agreement = agreement_report_compute(
         study=study, resamples=resamples, seed=seed, rules=rules, rules_where=rules_where
     )

@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from annotation.errors import ArbiterError, ValidationFailed
-from annotation.roles import studies_for
+from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
 from calibration.ablation_plots import ablation_context, ablation_html
 from calibration.services.ablation import judge_ablation_report
@@ -25,7 +25,7 @@ MAX_PAGE_RESAMPLES = 20_000
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_object_or_404(studies_for(request.user), slug=slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     params = request.POST if request.method == "POST" else request.GET
     context: dict[str, Any] = {
         "study": study,

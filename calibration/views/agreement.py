@@ -6,15 +6,14 @@ bootstrap than the command; ``?bootstrap=&seed=`` change it.
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotation.errors import ArbiterError
 from annotation.models import Study
-from annotation.roles import is_researcher, studies_for
+from annotation.selectors.studies import study_get_for_user
+from annotation.views.decorators import researcher_required
 from calibration.reports import agreement_context, agreement_figures
 from calibration.services.agreement import (
     PAGE_RESAMPLES,
@@ -26,12 +25,6 @@ from calibration.services.agreement import (
 MAX_PAGE_RESAMPLES = 10_000
 
 
-def _study(request: HttpRequest, slug: str) -> Study:
-    if not is_researcher(request.user):
-        raise PermissionDenied
-    return get_object_or_404(studies_for(request.user), slug=slug)
-
-
 def _options(request: HttpRequest, study: Study) -> tuple[int, int]:
     return check_bootstrap_options(
         request.GET.get("bootstrap") or PAGE_RESAMPLES,
@@ -40,10 +33,10 @@ def _options(request: HttpRequest, study: Study) -> tuple[int, int]:
     )
 
 
-@login_required
+@researcher_required
 @require_GET
 def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     try:
         resamples, seed = _options(request, study)
         agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
@@ -56,10 +49,10 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@login_required
+@researcher_required
 @require_GET
 def agreement_download_html(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     try:
         resamples, seed = _options(request, study)
         agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)

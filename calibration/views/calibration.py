@@ -13,12 +13,12 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import Study
-from annotation.roles import studies_for
+from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
 from calibration.calibration_plots import calibration_context, calibration_html
 from calibration.models import CalibrationReport
@@ -33,10 +33,6 @@ from stats.judge_weights import DEFAULT_SEED
 #: Resamples of the report computed when the page is first opened (fast; recompute for more).
 PAGE_RESAMPLES = 200
 MAX_PAGE_RESAMPLES = 20_000
-
-
-def _study(request: HttpRequest, slug: str) -> Study:
-    return get_object_or_404(studies_for(request.user), slug=slug)
 
 
 def _form_int(request: HttpRequest, name: str, default: int, low: int, high: int) -> int:
@@ -76,7 +72,7 @@ def _render(
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def calibration_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     if request.method == "POST":
         return _post(request, study)
     stored = calibration_report_latest(study=study)
@@ -117,7 +113,7 @@ def _post(request: HttpRequest, study: Study) -> HttpResponse:
 @require_GET
 def calibration_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     """The latest stored report as self-contained HTML or JSON (without per-comparison predictions)."""
-    study = _study(request, slug)
+    study = study_get_for_user(user=request.user, slug=slug)
     stored = calibration_report_latest(study=study)
     if stored is None:
         return redirect("calibration:page", slug=study.slug)

@@ -21,6 +21,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotation.kinds import DESIGNS
 from annotation.models import (
     Assignment,
     Block,
@@ -40,7 +41,9 @@ from annotation.services.comprehension import (
     comprehension_submit,
 )
 from annotation.services.participants import participant_claim, participant_rater_get_or_create
-from demo.kinds import DIMENSIONS, kind_plan_make, poster_draw, poster_layout
+from demo.kinds import DEMOS, POSTER_KINDS
+from demo.kinds.drawing import poster_draw, poster_layout
+from demo.kinds.plan import DIMENSIONS
 
 SMALL = {
     "pairwise": ["--pages", "4", "--systems", "4"],  # 16 items, 24 comparisons, blocks of 12
@@ -97,15 +100,20 @@ def study_votes(study: Study) -> list[Vote]:
 # --- pure parts --------------------------------------------------------------------------------
 
 
+def test_every_study_kind_has_one_demo() -> None:
+    assert set(DEMOS) == set(DESIGNS)
+    assert set(POSTER_KINDS) == {kind for kind, design in DESIGNS.items() if not design.has_reference}
+
+
 def test_plan_is_deterministic_in_the_seed() -> None:
     for kind in ("pairwise", "checklist", "rating"):
-        one, two, other = (kind_plan_make(kind=kind, slug="x", seed=s) for s in (3, 3, 4))
+        one, two, other = (POSTER_KINDS[kind].plan_make(slug="x", seed=s) for s in (3, 3, 4))
         assert one == two
         assert one.items != other.items
 
 
 def test_poster_boxes_outline_what_is_drawn() -> None:
-    plan = kind_plan_make(kind="checklist", slug="x", seed=1)
+    plan = POSTER_KINDS["checklist"].plan_make(slug="x", seed=1)
     item = plan.items[0]
     brief = next(b for b in plan.briefs if b.id == item.brief)
     look = replace(item.look, clutter=0, contrast=0.95, date_shown=False, button_shown=False)
@@ -129,7 +137,7 @@ def test_poster_boxes_outline_what_is_drawn() -> None:
 
 
 def test_checklist_truth_follows_the_look() -> None:
-    plan = kind_plan_make(kind="checklist", slug="x", seed=2)
+    plan = POSTER_KINDS["checklist"].plan_make(slug="x", seed=2)
     items = {i.id: i for i in plan.items}
     for p in plan.predicates:
         look = items[p.item].look

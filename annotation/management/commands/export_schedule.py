@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotation.errors import NotFound
+from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.services.scheduling import schedule_export_csv
@@ -23,5 +24,5 @@ class Command(ArbiterCommand):
         study = Study.objects.filter(slug=options["slug"]).first()
         if study is None:
             raise NotFound(f"no study with slug '{options['slug']}'")
-        rows = schedule_export_csv(study=study, path=options["path"])
+        rows = schedule_export_csv(study=study, path=output_path_check(options["path"]))
         self.stdout.write(f"{rows} trials written to {options['path']}")

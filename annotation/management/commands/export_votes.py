@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.errors import NotFound
+from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.services.votes_csv import votes_export_csv
@@ -22,5 +23,5 @@ class Command(ArbiterCommand):
         study = Study.objects.filter(slug=options["slug"]).first()
         if study is None:
             raise NotFound(f"no study with slug {options['slug']!r}")
-        n = votes_export_csv(study=study, path=options["path"])
+        n = votes_export_csv(study=study, path=output_path_check(options["path"]))
         self.stdout.write(f"wrote {n} votes to {options['path']}")

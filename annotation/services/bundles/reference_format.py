@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from annotation.errors import ValidationFailed
+from annotation.safe_json import refuse_constant
 
 STUDY_JSON = "study.json"
 KINDS_SUPPORTED = ("pairwise_reference",)
@@ -309,10 +310,6 @@ def _no_duplicate_keys(filename: str) -> Callable[[list[tuple[str, Any]]], dict[
 JSON_MAX_VALUES = 2_000_000
 
 
-def _refuse_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def load_json(data: bytes, *, filename: str = STUDY_JSON) -> Any:
     """Parse UTF-8 JSON; errors name ``file:line:column``."""
     if not data.strip():
@@ -327,7 +324,7 @@ def load_json(data: bytes, *, filename: str = STUDY_JSON) -> Any:
     except UnicodeDecodeError as exc:
         raise ValidationFailed(f"not UTF-8 text (byte {exc.start})", where=filename) from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys(filename), parse_constant=_refuse_constant)
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys(filename), parse_constant=refuse_constant)
     except json.JSONDecodeError as exc:
         raise ValidationFailed(f"malformed JSON: {exc.msg}", where=f"{filename}:{exc.lineno}:{exc.colno}") from None
     except ValueError as exc:

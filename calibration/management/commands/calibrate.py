@@ -10,18 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from annotation.errors import NotFound, ValidationFailed
-from annotation.files import write_text_atomic
+from annotation.files import output_path_check, write_text_atomic
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.calibration_plots import calibration_html
 from calibration.services.calibration import calibration_run
 from calibration.services.exclusion_rules import exclusions_line, rules_option
 from stats.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
-
-
-def _writable(path: Path | None, flag: str) -> None:
-    if path is not None and not path.parent.is_dir():
-        raise ValidationFailed(f"folder {str(path.parent)!r} does not exist", field=flag)
 
 
 class Command(ArbiterCommand):
@@ -61,8 +56,8 @@ class Command(ArbiterCommand):
             raise NotFound(f"no study with slug {options['slug']!r}")
         json_path: Path = options["json"]
         html_path: Path | None = options["html"]
-        _writable(json_path, "--json")
-        _writable(html_path, "--html")
+        output_path_check(json_path, option="--json")
+        output_path_check(html_path, option="--html")
         judges = None
         if options["judges"] is not None:
             judges = [j.strip() for j in options["judges"].split(",") if j.strip()]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.errors import NotFound
+from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.services.coefficients import coefficient_set_export
@@ -24,5 +25,5 @@ class Command(ArbiterCommand):
         study = Study.objects.filter(slug=options["slug"]).first()
         if study is None:
             raise NotFound(f"no study with slug {options['slug']!r}")
-        cs = coefficient_set_export(study=study, name=options["name"], path=options["path"])
+        cs = coefficient_set_export(study=study, name=options["name"], path=output_path_check(options["path"]))
         self.stdout.write(f"wrote coefficient set {cs.name!r} of {study.slug} to {options['path']}")

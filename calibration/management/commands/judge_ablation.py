@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from annotation.errors import NotFound, ValidationFailed
-from annotation.files import write_text_atomic
+from annotation.errors import NotFound
+from annotation.files import output_path_check, write_text_atomic
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.ablation_plots import ablation_html
@@ -41,9 +41,7 @@ class Command(ArbiterCommand):
         if study is None:
             raise NotFound(f"no study with slug {options['slug']!r}")
         for flag in ("json", "html"):
-            path = options[flag]
-            if path is not None and not path.parent.is_dir():
-                raise ValidationFailed(f"folder {str(path.parent)!r} does not exist", field=f"--{flag}")
+            output_path_check(options[flag], option=f"--{flag}")
         report = judge_ablation_report(study=study, resamples=options["bootstrap"], seed=options["seed"])
         text = json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
         html = (

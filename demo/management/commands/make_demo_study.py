@@ -3,7 +3,7 @@
 A synthetic study for demos and tests (SPEC §9). The default kind, ``pairwise_reference``: drawn
 pages, systems of known ability, failed renders, two blocks answered by simulated raters (one open
 slot left in each), and simulated judges' replies. ``--kind pairwise|checklist|rating`` builds a
-SPEC §11 questionnaire study of drawn posters instead (``demo.kinds``): two blocks with attention
+SPEC §11 questionnaire study of drawn posters instead (``demo.kinds``, one module per kind): two blocks with attention
 checks, simulated participants who pass the comprehension check and answer every trial, one open
 slot per block. Deterministic in ``--seed``.
 """
@@ -15,10 +15,9 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotation.management.base import ArbiterCommand
-from demo.kinds import DEFAULT_SIZES, KINDS, kind_demo_create
-from demo.service import demo_counts_lines, demo_study_create
-
-REFERENCE = "pairwise_reference"
+from demo.kinds import DEMOS, POSTER_KINDS, demo_of
+from demo.kinds.base import DemoOptions
+from demo.kinds.pairwise_reference import DEMO as REFERENCE
 
 
 class Command(ArbiterCommand):
@@ -30,8 +29,8 @@ class Command(ArbiterCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--kind",
-            choices=(REFERENCE, *KINDS),
-            default=REFERENCE,
+            choices=tuple(DEMOS),
+            default=REFERENCE.kind,
             help="study kind (default pairwise_reference: reference pages, candidates and judges)",
         )
         parser.add_argument(
@@ -42,7 +41,7 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--seed", type=int, default=1, help="random seed; the same seed gives the same study"
         )
-        sizes = ", ".join(f"{k} {b}" for k, (b, _) in DEFAULT_SIZES.items())
+        sizes = ", ".join(f"{k} {poster.default_sizes[0]}" for k, poster in POSTER_KINDS.items())
         parser.add_argument(
             "--pages",
             type=int,
@@ -70,26 +69,17 @@ class Command(ArbiterCommand):
         )
 
     def run(self, *args: Any, **options: Any) -> None:
-        kind = options["kind"]
-        if kind == REFERENCE:
-            result = demo_study_create(
-                slug=options["slug"] or "demo",
+        demo = demo_of(options["kind"])
+        result = demo.create(
+            DemoOptions(
+                slug=options["slug"] or demo.default_slug,
                 seed=options["seed"],
-                n_pages=40 if options["pages"] is None else options["pages"],
-                n_systems=6 if options["systems"] is None else options["systems"],
+                pages=options["pages"],
+                systems=options["systems"],
                 votes=not options["no_votes"],
                 judges=not options["no_judges"],
                 with_users=options["with_users"],
             )
-        else:
-            result = kind_demo_create(
-                kind=kind,
-                slug=options["slug"] or f"demo-{kind}",
-                seed=options["seed"],
-                n_briefs=options["pages"],
-                n_systems=options["systems"],
-                votes=not options["no_votes"],
-                with_users=options["with_users"],
-            )
-        for line in demo_counts_lines(result):
+        )
+        for line in demo.counts_lines(result):
             self.stdout.write(line)

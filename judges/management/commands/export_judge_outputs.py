@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandParser
 
+from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from judges.management.commands._common import study_by_slug
 from judges.services.outputs import judge_outputs_export_jsonl
@@ -20,5 +20,5 @@ class Command(ArbiterCommand):
         parser.add_argument("path")
 
     def run(self, *args: Any, **o: Any) -> None:
-        n = judge_outputs_export_jsonl(study=study_by_slug(o["slug"]), path=Path(o["path"]))
+        n = judge_outputs_export_jsonl(study=study_by_slug(o["slug"]), path=output_path_check(o["path"]))
         self.stdout.write(f"exported {n} judge outputs")

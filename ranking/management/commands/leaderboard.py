@@ -8,12 +8,13 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotation.errors import NotFound
+from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.progress import is_terminal, progress_step
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_read_csv
-from ranking.rendering import check_output_path, leaderboard_write
+from ranking.rendering import leaderboard_write
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -72,9 +73,9 @@ class Command(ArbiterCommand):
         if study is None:
             raise NotFound(f"no study with slug '{options['slug']}'")
         resamples, seed = check_leaderboard_options(options["bootstrap"], options["seed"])
-        json_path = check_output_path(options["json"], option="--json")
-        html_path = check_output_path(options["html"], option="--html")
-        csv_path = check_output_path(options["csv"], option="--csv")
+        json_path = output_path_check(options["json"], option="--json")
+        html_path = output_path_check(options["html"], option="--html")
+        csv_path = output_path_check(options["csv"], option="--csv")
         coefficient_set = coefficient_set_for(study=study, coefficient_set=options["coefficients"])
         objective = (
             objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
