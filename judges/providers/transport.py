@@ -45,8 +45,9 @@ class Exchange:
     latency_ms: int
 
 
-_clients: dict[tuple[Any, ...], httpx.Client] = {}
-_clients_lock = threading.Lock()
+# Per thread: one pool shared by 16 threads serializes them on its lock, and every request there
+# polls each idle connection of the pool for expiry while holding it (benchmarks/bench_judges.py).
+_local = threading.local()
 
 
 def egress() -> tuple[str, str]:
@@ -65,28 +66,46 @@ def _verify(ca_bundle: str) -> ssl.SSLContext | bool:
     return context
 
 
+def _thread_clients() -> dict[tuple[Any, ...], httpx.Client]:
+    clients: dict[tuple[Any, ...], httpx.Client] | None = getattr(_local, "clients", None)
+    if clients is None:
+        clients = _local.clients = {}
+    return clients
+
+
+def close_thread_clients() -> None:
+    """Close this thread's clients (a worker thread that is about to end calls it)."""
+    for found in _thread_clients().values():
+        found.close()
+    _local.clients = {}
+
+
 def client(concurrency: int, timeout: float) -> httpx.Client:
-    """One pooled client per process, limits and egress (created after fork: keyed by pid)."""
+    """One pooled client per thread, limits and egress (created after fork: keyed by pid).
+
+    Its connections are kept alive between the calls of the thread; a thread that ends without
+    :func:`close_thread_clients` leaves them to the garbage collector.
+    """
     proxy, ca_bundle = egress()
     key = (os.getpid(), concurrency, timeout, proxy, ca_bundle)
-    with _clients_lock:
-        found = _clients.get(key)
-        if found is None:
-            found = httpx.Client(
-                timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-                # Connects only to the address it checked and verifies the peer (judges.egress,
-                # SECURITY.md row 20); the proxy and the CA bundle are the transport's.
-                transport=judges_egress.pinned_transport(
-                    limits=httpx.Limits(max_connections=max(concurrency, 1) * 2,
-                                        max_keepalive_connections=max(concurrency, 1)),
-                    verify=_verify(ca_bundle),
-                    proxy=proxy or None,
-                ),
-                follow_redirects=False,
-                trust_env=False,
-            )
-            _clients[key] = found
-        return found
+    clients = _thread_clients()
+    found = clients.get(key)
+    if found is None:
+        found = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            # Connects only to the address it checked and verifies the peer (judges.egress,
+            # SECURITY.md row 20); the proxy and the CA bundle are the transport's.
+            transport=judges_egress.pinned_transport(
+                limits=httpx.Limits(max_connections=max(concurrency, 1) * 2,
+                                    max_keepalive_connections=max(concurrency, 1)),
+                verify=_verify(ca_bundle),
+                proxy=proxy or None,
+            ),
+            follow_redirects=False,
+            trust_env=False,
+        )
+        clients[key] = found
+    return found
 
 
 def exchange(url: str, *, body: bytes | None, headers: dict[str, str], timeout: float, concurrency: int,

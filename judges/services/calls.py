@@ -67,6 +67,7 @@ from judges.request_building import (
     load_comparison,
     study_axes,
 )
+from judges.services.group_commit import committed
 from judges.validation import InvalidReply, canonical_answer
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,8 @@ class _Claim:
         return JudgeOutput.objects.filter(pk=self.output_id, claim_token=self.token, status=OutputStatus.RUNNING)
 
     def renew(self, seconds: float) -> None:
-        if not self.rows().update(lease_until=timezone.now() + timedelta(seconds=seconds)):
+        lease_until = timezone.now() + timedelta(seconds=seconds)
+        if not committed(lambda: self.rows().update(lease_until=lease_until)):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
 
@@ -141,7 +143,7 @@ class _Claim:
             self.counted = False
         # A provider's text may carry NUL, which PostgreSQL text and jsonb cannot hold: stored escaped.
         fields = {k: _without_nul(v) for k, v in fields.items()}
-        return bool(self.rows().update(**fields))
+        return bool(committed(lambda: self.rows().update(**fields)))
 
     def count_call(self, seconds: float) -> None:
         """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
@@ -151,7 +153,8 @@ class _Claim:
         if self.counted:
             self.counted = False
             return
-        if not self.rows().update(calls=F("calls") + 1, lease_until=timezone.now() + timedelta(seconds=seconds)):
+        lease_until = timezone.now() + timedelta(seconds=seconds)
+        if not committed(lambda: self.rows().update(calls=F("calls") + 1, lease_until=lease_until)):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
 
@@ -179,9 +182,8 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
     now = timezone.now()
     token = secrets.token_hex(16)
     extra = {"calls": F("calls") + 1} if count_call else {}
-    claimed = (
-        JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts)
-        .update(
+    claimed = committed(
+        lambda: JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts).update(
             status=OutputStatus.RUNNING,
             claim_token=token,
             lease_until=now + timedelta(seconds=lease_seconds),

@@ -27,6 +27,7 @@ from annotation.models import Comparison, ComparisonSet, Study
 from annotation.services.audit import audit_record
 from judges.limits import limiter_for
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
+from judges.providers.transport import close_thread_clients
 from judges.services.calls import DATABASE_ERRORS, expired_output_ids, judge_limits, judge_output_execute
 
 MAX_REPEATS = 100
@@ -281,6 +282,7 @@ def judge_outputs_run_local(
                     return
         finally:
             connection.close()
+            close_thread_clients()
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(concurrency, len(output_ids)))]
     for thread in threads:
