@@ -60,25 +60,35 @@ ANSWER_COLUMNS: tuple[str, ...] = ("unit", "rater", "answer")
 
 @dataclass(frozen=True)
 class KindScale:
-    """The answers of a kind: valid values in order, the missing labels, and the α level."""
+    """The answers of a kind: valid values in order, the missing labels, and the α level.
+
+    ``numeric``: the answers are integers on a rating scale, one agreement entry per dimension,
+    and the hidden repeats also report the mean absolute difference. The caller (the kind's report)
+    picks its scale with ``winner_scale``, ``predicate_scale`` or ``rating_scale``.
+    """
 
     kind: str
     values: tuple[Any, ...]
     missing: tuple[Any, ...]
     level: str
+    numeric: bool = False
 
 
-def kind_scale(kind: str, scale: tuple[int, int] | None = (1, 5)) -> KindScale:
-    """The value domain and Krippendorff level of a study kind (table in the module docstring)."""
-    if kind in ("pairwise", "pairwise_reference"):
-        return KindScale(kind, ("B", "TIE", "A"), ("CANNOT_JUDGE",), "ordinal")
-    if kind == "checklist":
-        return KindScale(kind, ("NO", "YES"), ("UNCLEAR",), "nominal")
-    if kind == "rating":
-        if scale is None or len(scale) != 2 or not scale[0] < scale[1]:
-            raise InvalidKindData("rating: scale must be (low, high) with low < high")
-        return KindScale(kind, tuple(range(int(scale[0]), int(scale[1]) + 1)), (), "ordinal")
-    raise InvalidKindData(f"unknown study kind {kind!r}")
+def winner_scale(kind: str = "pairwise") -> KindScale:
+    """A pairwise winner: B < TIE < A, CANNOT_JUDGE missing, ordinal α."""
+    return KindScale(kind, ("B", "TIE", "A"), ("CANNOT_JUDGE",), "ordinal")
+
+
+def predicate_scale(kind: str = "checklist") -> KindScale:
+    """A checklist predicate: NO, YES, UNCLEAR missing, nominal α."""
+    return KindScale(kind, ("NO", "YES"), ("UNCLEAR",), "nominal")
+
+
+def rating_scale(scale: tuple[int, int] | None = (1, 5), kind: str = "rating") -> KindScale:
+    """A rating: the integers low..high in order, one entry per dimension, ordinal α."""
+    if scale is None or len(scale) != 2 or not scale[0] < scale[1]:
+        raise InvalidKindData("rating: scale must be (low, high) with low < high")
+    return KindScale(kind, tuple(range(int(scale[0]), int(scale[1]) + 1)), (), "ordinal", numeric=True)
 
 
 def nominal_alpha_from_coincidences(o: np.ndarray) -> np.ndarray | float:
@@ -249,17 +259,17 @@ class KindAgreementResult:
 
 def _validate(answers: pd.DataFrame, ks: KindScale) -> pd.DataFrame:
     name = "answers"
-    cols = (*ANSWER_COLUMNS, "dimension") if ks.kind == "rating" else ANSWER_COLUMNS
+    cols = (*ANSWER_COLUMNS, "dimension") if ks.numeric else ANSWER_COLUMNS
     frame = require_columns(answers, cols, name)
     for col in ("unit", "rater"):
         frame[col] = string_column(frame, col, name)
-    frame["dimension"] = string_column(frame, "dimension", name) if ks.kind == "rating" else ""
+    frame["dimension"] = string_column(frame, "dimension", name) if ks.numeric else ""
     frame["brief"] = string_column(frame, "brief", name) if "brief" in frame.columns else frame["unit"]
     frame["is_repeat"] = bool_column(frame, "is_repeat", name, default=False)
     allowed = set(ks.values) | set(ks.missing)
     parsed = []
     for i, v in enumerate(frame["answer"].tolist()):
-        if ks.kind == "rating":
+        if ks.numeric:
             try:
                 f = float(v)
             except (TypeError, ValueError):
@@ -309,7 +319,7 @@ def _entry(dimension: str | None, frame: pd.DataFrame, ks: KindScale, boot: Brie
     )
     rep = hidden_repeat_agreement(pairs["answer_original"].tolist(), pairs["answer_repeat"].tolist())
     mad = within = None
-    if ks.kind == "rating":
+    if ks.numeric:
         diff = np.abs(
             pairs["answer_original"].to_numpy(dtype=float) - pairs["answer_repeat"].to_numpy(dtype=float)
         )
@@ -338,22 +348,21 @@ def _entry(dimension: str | None, frame: pd.DataFrame, ks: KindScale, boot: Brie
 def kind_agreement(
     answers: pd.DataFrame,
     *,
-    kind: str,
+    scale: KindScale,
     resamples: int,
     seed: int,
-    scale: tuple[int, int] | None = (1, 5),
 ) -> KindAgreementResult:
     """Fleiss-type κ, Krippendorff α at the kind's level and hidden-repeat consistency (SPEC §5, §11).
 
     ``answers``: one row per answer, ``unit`` (comparison / predicate / rated item), ``rater``,
-    ``answer`` (canonical A/B/TIE/CANNOT_JUDGE; YES/NO/UNCLEAR; an integer on ``scale``), optional
+    ``answer`` (on ``scale``: canonical A/B/TIE/CANNOT_JUDGE; YES/NO/UNCLEAR; an integer), optional
     ``brief`` (bootstrap cluster; default the unit), ``is_repeat``, and for ratings ``dimension``.
     """
     check_bootstrap_args(resamples, seed)
-    ks = kind_scale(kind, scale)
+    ks = scale
     frame = _validate(answers, ks)
     boot = brief_bootstrap(frame["brief"].tolist(), resamples=resamples, seed=seed)
-    if ks.kind == "rating":
+    if ks.numeric:
         entries = tuple(
             _entry(dim, frame[frame["dimension"] == dim], ks, boot) for dim in sorted(set(frame["dimension"]))
         )
@@ -376,9 +385,11 @@ __all__ = [
     "KindScale",
     "RepeatConsistency",
     "kind_agreement",
-    "kind_scale",
     "krippendorff_alpha",
     "krippendorff_alpha_nominal",
     "nominal_alpha_from_coincidences",
+    "predicate_scale",
+    "rating_scale",
     "value_counts",
+    "winner_scale",
 ]

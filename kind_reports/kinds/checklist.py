@@ -11,7 +11,7 @@ from annotation.models import Study
 from kind_reports.kinds.base import KindReportSpec, KindSettings
 from kind_reports.selectors import checklist_predicates_frame
 from stats.checklist import checklist_agreement
-from stats.rater_agreement import KindAgreementResult, kind_agreement
+from stats.rater_agreement import KindAgreementResult, kind_agreement, predicate_scale
 
 
 def checklist_answers_frame(data: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +52,7 @@ class ChecklistReport(KindReportSpec):
             k=settings.k,
         ).to_dict()
         agreement = kind_agreement(
-            self.agreement_answers(data), kind=self.kind, resamples=resamples, seed=seed
+            self.agreement_answers(data), scale=predicate_scale(self.kind), resamples=resamples, seed=seed
         )
         return analysis, agreement
 

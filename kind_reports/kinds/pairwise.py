@@ -10,7 +10,7 @@ import pandas as pd
 from annotation.models import Study
 from kind_reports.kinds.base import KindReportSpec, KindSettings
 from kind_reports.selectors import scores_frame
-from stats.rater_agreement import KindAgreementResult, kind_agreement
+from stats.rater_agreement import KindAgreementResult, kind_agreement, winner_scale
 from stats.score_preference import score_preference
 
 _SWAP = {"A": "B", "B": "A"}
@@ -65,7 +65,7 @@ class PairwiseReport(KindReportSpec):
             pairwise_votes_frame(data), scores_frame(study=study), resamples=resamples, seed=seed
         ).to_dict()
         agreement = kind_agreement(
-            self.agreement_answers(data), kind=self.kind, resamples=resamples, seed=seed
+            self.agreement_answers(data), scale=winner_scale(self.kind), resamples=resamples, seed=seed
         )
         return analysis, agreement
 

@@ -16,7 +16,7 @@ from annotation.errors import ValidationFailed
 from annotation.models import Study
 from kind_reports.kinds.base import KindReportSpec, KindSettings, parse_systems
 from kind_reports.selectors import system_ids
-from stats.rater_agreement import KindAgreementResult, kind_agreement
+from stats.rater_agreement import KindAgreementResult, kind_agreement, rating_scale
 from stats.rating import rating_comparison
 
 
@@ -140,10 +140,9 @@ class RatingReport(KindReportSpec):
         analysis["dimensions_declared"] = list(settings.dimensions)
         agreement = kind_agreement(
             self.agreement_answers_of_ratings(ratings),
-            kind=self.kind,
+            scale=rating_scale(settings.scale, self.kind),
             resamples=resamples,
             seed=seed,
-            scale=settings.scale,
         )
         return analysis, agreement
 

@@ -58,7 +58,7 @@ def test_empty_studies_give_json_safe_reports() -> None:
 
     from stats.checklist import checklist_agreement
     from stats.hygiene import apply_hygiene
-    from stats.rater_agreement import kind_agreement
+    from stats.rater_agreement import kind_agreement, winner_scale
     from stats.score_preference import score_preference
 
     votes = pd.DataFrame(columns=["comparison", "brief", "item_a", "item_b", "rater", "label"])
@@ -70,7 +70,7 @@ def test_empty_studies_give_json_safe_reports() -> None:
     ck = checklist_agreement(answers, preds, resamples=10, seed=0)
     assert ck.n_unanswered == 1 and ck.source("automatic").overall.n_predicates == 0
     ag = kind_agreement(
-        pd.DataFrame(columns=["unit", "rater", "answer"]), kind="pairwise", resamples=10, seed=0
+        pd.DataFrame(columns=["unit", "rater", "answer"]), scale=winner_scale(), resamples=10, seed=0
     )
     hy = apply_hygiene(
         pd.DataFrame(

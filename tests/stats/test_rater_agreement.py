@@ -22,11 +22,21 @@ from stats.agreement import coincidence_matrix, krippendorff_alpha_ordinal
 from stats.bootstrap import brief_bootstrap
 from stats.errors import InvalidKindData
 from stats.rater_agreement import (
+    KindScale,
     kind_agreement,
-    kind_scale,
     krippendorff_alpha_nominal,
     nominal_alpha_from_coincidences,
+    predicate_scale,
+    rating_scale,
+    winner_scale,
 )
+
+
+def kind_scale(kind: str, scale: tuple[int, int] | None = (1, 5)) -> KindScale:
+    """The scale each kind's report passes (kind_reports/kinds/<kind>.py)."""
+    return {"pairwise": winner_scale, "checklist": predicate_scale}.get(kind, lambda k: rating_scale(scale))(
+        kind
+    )
 
 
 def _simulate(kind: str, seed: int, n_units: int = 60, raters: int = 4, missing: float = 0.1) -> pd.DataFrame:
@@ -76,7 +86,7 @@ def _fleiss_table(frame: pd.DataFrame, values: tuple) -> np.ndarray:
 @pytest.mark.parametrize(("kind", "level"), [("pairwise", "ordinal"), ("checklist", "nominal")])
 def test_alpha_and_kappa_equal_reference_packages(kind: str, level: str) -> None:
     frame = _simulate(kind, seed=1)
-    res = kind_agreement(frame, kind=kind, resamples=50, seed=0)
+    res = kind_agreement(frame, scale=kind_scale(kind), resamples=50, seed=0)
     ks = kind_scale(kind)
     entry = res.entry()
     assert entry.level == level and res.level == level
@@ -88,14 +98,14 @@ def test_alpha_and_kappa_equal_reference_packages(kind: str, level: str) -> None
     assert entry.alpha == pytest.approx(ref_alpha, abs=1e-12)
     # statsmodels' Fleiss κ needs equal rater counts: no missing answers.
     full = _simulate(kind, seed=2, missing=0.0)
-    e_full = kind_agreement(full, kind=kind, resamples=20, seed=0).entry()
+    e_full = kind_agreement(full, scale=kind_scale(kind), resamples=20, seed=0).entry()
     assert e_full.fleiss_kappa == pytest.approx(sm_fleiss_kappa(_fleiss_table(full, ks.values)), abs=1e-12)
     assert entry.n_valid == int((frame["answer"].isin(ks.values)).sum())
 
 
 def test_rating_alpha_is_ordinal_per_dimension() -> None:
     frame = _simulate("rating", seed=3)
-    res = kind_agreement(frame, kind="rating", resamples=30, seed=0, scale=(1, 5))
+    res = kind_agreement(frame, scale=rating_scale((1, 5)), resamples=30, seed=0)
     assert [e.dimension for e in res.entries] == ["aes", "content"]
     for e in res.entries:
         sub = frame[frame["dimension"] == e.dimension]
@@ -144,7 +154,7 @@ def test_two_values_ordinal_equals_nominal() -> None:
 def test_cluster_bootstrap_equals_naive_loop(kind: str) -> None:
     frame = _simulate(kind, seed=5, n_units=24)
     resamples, seed = 40, 8
-    res = kind_agreement(frame, kind=kind, resamples=resamples, seed=seed)
+    res = kind_agreement(frame, scale=kind_scale(kind), resamples=resamples, seed=seed)
     ks = kind_scale(kind)
     boot = brief_bootstrap(frame["brief"].tolist(), resamples=resamples, seed=seed)
     alphas, kappas = [], []
@@ -195,7 +205,7 @@ def test_hidden_repeats_counted_and_kept_out_of_agreement() -> None:
         ],
         columns=["unit", "rater", "answer", "is_repeat"],
     )
-    res = kind_agreement(pd.concat([main, reps]), kind="pairwise", resamples=10, seed=0)
+    res = kind_agreement(pd.concat([main, reps]), scale=winner_scale(), resamples=10, seed=0)
     e = res.entry()
     # CANNOT_JUDGE counts as a label; the repeat on c9 has no original.
     assert (e.hidden_repeat.agree, e.hidden_repeat.n) == (2, 3)
@@ -211,14 +221,14 @@ def test_hidden_repeats_counted_and_kept_out_of_agreement() -> None:
         ],
         columns=["unit", "rater", "answer", "dimension", "is_repeat"],
     )
-    rep = kind_agreement(ratings, kind="rating", resamples=10, seed=0).entry("d").hidden_repeat
+    rep = kind_agreement(ratings, scale=kind_scale("rating"), resamples=10, seed=0).entry("d").hidden_repeat
     assert (rep.agree, rep.n, rep.mean_abs_difference, rep.within_one) == (1, 2, 1.0, 0.5)
     json.dumps(rep.to_dict(), allow_nan=False)
 
 
 def test_unanimous_study_gives_nan_not_error_and_json() -> None:
     frame = pd.DataFrame([("p1", "r1", "YES"), ("p1", "r2", "YES")], columns=["unit", "rater", "answer"])
-    res = kind_agreement(frame, kind="checklist", resamples=10, seed=0)
+    res = kind_agreement(frame, scale=kind_scale("checklist"), resamples=10, seed=0)
     e = res.entry()
     assert e.exact_agreement == 1.0 and math.isnan(e.alpha) and math.isnan(e.fleiss_kappa)
     d = res.to_dict()
@@ -233,7 +243,6 @@ def test_unanimous_study_gives_nan_not_error_and_json() -> None:
         ("checklist", [("p1", "r1", "MAYBE")], "expected one of"),
         ("rating", [("i1", "r1", 7)], "expected one of"),
         ("pairwise", [("c1", "r1", "A"), ("c1", "r1", "B")], "more than one main answer"),
-        ("essay", [("c1", "r1", "A")], "unknown study kind"),
     ],
 )
 def test_bad_input_raises(kind: str, rows, message: str) -> None:
@@ -241,4 +250,9 @@ def test_bad_input_raises(kind: str, rows, message: str) -> None:
     if kind == "rating":
         frame["dimension"] = "d"
     with pytest.raises(InvalidKindData, match=message):
-        kind_agreement(frame, kind=kind, resamples=5, seed=0)
+        kind_agreement(frame, scale=kind_scale(kind), resamples=5, seed=0)
+
+
+def test_a_rating_scale_must_run_from_low_to_high() -> None:
+    with pytest.raises(InvalidKindData, match="low < high"):
+        rating_scale((5, 1))
