@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 from pathlib import Path
 
 import numpy as np
@@ -458,28 +457,24 @@ def test_votes_frame_is_one_query(tmp_path: Path, django_assert_max_num_queries)
 
 
 @pytest.mark.slow
-def test_ten_thousand_votes_import_export_and_frame_are_fast(tmp_path: Path) -> None:
+def test_ten_thousand_votes_round_trip_through_the_csv(tmp_path: Path) -> None:
+    """10,472 votes: frame, export and re-import agree row for row (speed: benchmarks/bench_votes_csv.py)."""
     from tests.annotation.factories import make_rated_study
 
-    started = time.perf_counter()
     study = make_rated_study(
         "big", n_pages=200, n_blocks=8, raters_per_block=17, tmp_dir=tmp_path, seed=3
     )  # 600 comparisons, 8 blocks × 17 raters × (75 + 2) = 10,472 rows
-    build = time.perf_counter() - started
-    started = time.perf_counter()
     frame = votes_frame(study=study)
-    read = time.perf_counter() - started
     assert len(frame) == Vote.objects.count() >= 10_000
-    started = time.perf_counter()
     n = votes_export_csv(study=study, path=tmp_path / "big.csv")
-    export = time.perf_counter() - started
     assert n == len(frame)
-    started = time.perf_counter()
-    votes_import_csv(study=make_rated_study_shell(study), path=tmp_path / "big.csv")
-    reimport = time.perf_counter() - started
-    print(f"\nbenchmark: {n} votes: build+import {build:.2f}s, votes_frame {read:.2f}s, export {export:.2f}s, "
-          f"import alone {reimport:.2f}s")
-    assert read < 5 and export < 10 and reimport < 30
+    copy = make_rated_study_shell(study)
+    votes_import_csv(study=copy, path=tmp_path / "big.csv")
+    again = votes_frame(study=copy)
+    assert len(again) == n
+    columns = ["comparison", "rater", "label", "is_repeat"]
+    key = lambda f: sorted(map(tuple, f[columns].astype(str).to_numpy().tolist()))  # noqa: E731
+    assert key(again) == key(frame)
 
 
 def make_rated_study_shell(study):  # type: ignore[no-untyped-def]
