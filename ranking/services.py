@@ -497,9 +497,6 @@ def leaderboard_earlier(*, study: Study, leaderboard: Leaderboard | int | str) -
     return found
 
 
-# --------------------------------------------------------------------------- report files
-
-
 # --------------------------------------------------------------------------- stored, queued leaderboards
 
 
