@@ -10,42 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
 from django.template.loader import render_to_string
 
 from calibration import agreement_plots
-from stats.agreement import human_ranking, validate_votes
-from stats.preference import ORDINAL_LABELS, label_counts, preference_of_counts
+from stats.agreement import AgreementResult
 
 
-def leave_one_rater_out_scores(votes: pd.DataFrame) -> dict[str, list[float]]:
-    """Each system's human Bradley–Terry score with each rater left out in turn (SPEC §5).
+def agreement_figures(report: Mapping[str, Any], result: AgreementResult) -> dict[str, str]:
+    """The report's figures as SVG data URIs, keyed by name.
 
-    The same recomputation ``stats.agreement.leave_one_rater_out`` summarizes by Spearman
-    and rank movement, kept per system here for the spread plot.
+    ``report`` is the JSON object; ``result`` the computation it was serialized from, which keeps
+    the leave-one-rater-out fits per system (SPEC §5) for the human-ranking spread.
     """
-    table = validate_votes(votes)
-    main = table.main
-    valid = main[main["label"].isin(ORDINAL_LABELS)]
-    if valid.empty:
-        return {}
-    info = valid.groupby("comparison", sort=True)[["system_a", "system_b"]].first()
-    comps = info.index.tolist()
-    systems = sorted(set(info["system_a"]) | set(info["system_b"]))
-    total = label_counts(valid["label"].to_numpy(), valid["comparison"].to_numpy(), comps)
-    out: dict[str, list[float]] = {s: [] for s in systems}
-    sys_a = info["system_a"].to_numpy(dtype=object)
-    sys_b = info["system_b"].to_numpy(dtype=object)
-    for _, group in valid.groupby("rater", sort=True):
-        counts = total - label_counts(group["label"].to_numpy(), group["comparison"].to_numpy(), comps)
-        ranking = human_ranking(sys_a, sys_b, preference_of_counts(counts), systems)
-        for system, score in zip(ranking.systems, ranking.scores, strict=True):
-            out[system].append(float(score))
-    return out
-
-
-def agreement_figures(report: Mapping[str, Any], votes: pd.DataFrame) -> dict[str, str]:
-    """The report's figures as SVG data URIs, keyed by name."""
     return {
         "agreement": agreement_plots.agreement_intervals_plot(report),
         "h_histogram": agreement_plots.human_reference_histogram(
@@ -53,7 +29,7 @@ def agreement_figures(report: Mapping[str, Any], votes: pd.DataFrame) -> dict[st
         ),
         "rater_quality": agreement_plots.rater_quality_plot(report.get("rater_quality") or []),
         "human_ranking": agreement_plots.human_ranking_plot(
-            report.get("human_ranking") or [], leave_one_rater_out_scores(votes)
+            report.get("human_ranking") or [], result.leave_one_rater_out_scores()
         ),
     }
 

@@ -450,12 +450,15 @@ class RaterStability:
     """SPEC §5 leave-one-rater-out entry for one rater.
 
     ``spearman`` is NaN and ``max_rank_movement`` None when undefined; ``reason`` says why.
+    ``scores``: each system's human Bradley–Terry score with this rater left out, aligned with the
+    full ranking's ``systems`` (for the report's spread plot; not part of the SPEC §10 JSON).
     """
 
     rater: str
     spearman: float
     max_rank_movement: int | None
     reason: str | None = None
+    scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -500,6 +503,8 @@ def leave_one_rater_out(
     per = []
     for rater in sorted(counts_by_rater):
         c = total - counts_by_rater[rater]
+        ranking = human_ranking(system_a, system_b, preference_of_counts(c), systems)
+        scores = tuple(float(v) for v in ranking.scores)
         if not (c.sum(axis=1) > 0).any():
             per.append(
                 RaterStability(
@@ -507,10 +512,10 @@ def leave_one_rater_out(
                     spearman=math.nan,
                     max_rank_movement=None,
                     reason="without this rater no comparison has a valid vote: no ranking to compare",
+                    scores=scores,
                 )
             )
             continue
-        ranking = human_ranking(system_a, system_b, preference_of_counts(c), systems)
         why = correlation_reason(theta_of_scores(full.scores), theta_of_scores(ranking.scores))
         per.append(
             RaterStability(
@@ -518,6 +523,7 @@ def leave_one_rater_out(
                 spearman=_spearman(full.scores, ranking.scores),
                 max_rank_movement=int(np.abs(ranking.ranks - full.ranks).max()) if len(systems) else None,
                 reason=why,
+                scores=scores,
             )
         )
     rhos = np.array([p.spearman for p in per], dtype=float)
@@ -607,6 +613,19 @@ class AgreementResult:
     n_units: int = 0
     #: Why each undefined (null) figure is undefined, keyed by its report key (audit F5).
     reasons: Mapping[str, str] = field(default_factory=dict)
+
+    def leave_one_rater_out_scores(self) -> dict[str, list[float]]:
+        """Each system's human score with each rater left out in turn (raters in order; SPEC §5).
+
+        The per-rater fits of ``leave_one_rater_out``, by system, for the report's spread plot;
+        not part of ``to_dict``.
+        """
+        systems = self.human_ranking.systems
+        out: dict[str, list[float]] = {s: [] for s in systems}
+        for p in self.leave_one_rater_out.per_rater:
+            for system, score in zip(systems, p.scores, strict=True):
+                out[system].append(score)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The SPEC §10 ``agreement_report`` object (plain JSON types, NaN → None) plus extras."""

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from annotation.errors import ValidationFailed
 from annotation.files import output_path_check, write_texts_atomic
 from annotation.models import Study
 from annotation.progress import progress_step
 from annotation.selectors.votes import votes_frame
 from calibration.reports import agreement_figures, render_agreement_html
-from stats.agreement import agreement_report
+from stats.agreement import AgreementResult, agreement_report
 
 DEFAULT_RESAMPLES = 2000  # SPEC §9 default of the command and the REST endpoint
 PAGE_RESAMPLES = 200  # the researcher page computes on request, so it starts smaller
@@ -30,11 +28,11 @@ MAX_RESAMPLES = 100_000
 
 @dataclass(frozen=True)
 class StudyAgreement:
-    """A computed agreement report with the votes it was computed from (for the figures)."""
+    """A computed agreement report: its JSON object and the result it serializes (for the figures)."""
 
     study: Study
     report: dict[str, Any]
-    votes: pd.DataFrame
+    result: AgreementResult
 
 
 def check_bootstrap_options(
@@ -84,7 +82,7 @@ def agreement_report_compute(
     report = {"study": study.slug, **result.to_dict()}
     if exclusions is not None:
         report["exclusions"] = exclusions
-    return StudyAgreement(study=study, report=report, votes=votes)
+    return StudyAgreement(study=study, report=report, result=result)
 
 
 def reference_votes_filtered(
@@ -119,7 +117,7 @@ def agreement_report_for_study(*, study: Study, resamples: int, seed: int | None
 
 def agreement_report_html(agreement: StudyAgreement) -> str:
     """The self-contained HTML page (inline CSS, SVG figures as data URIs, no script)."""
-    figures = agreement_figures(agreement.report, agreement.votes)
+    figures = agreement_figures(agreement.report, agreement.result)
     return render_agreement_html(study=agreement.study, report=agreement.report, figures=figures)
 
 

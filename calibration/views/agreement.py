@@ -42,7 +42,7 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
     except ArbiterError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    figures = agreement_figures(agreement.report, agreement.votes)
+    figures = agreement_figures(agreement.report, agreement.result)
     context = agreement_context(study=study, report=agreement.report, figures=figures)
     return render(
         request, "calibration/agreement_page.html", {**context, "max_bootstrap": MAX_PAGE_RESAMPLES}

@@ -190,11 +190,20 @@ def test_html_report_is_self_contained_with_four_figures(tmp_path: Path, rated) 
     assert again.read_bytes() == html_path.read_bytes()
 
 
-def test_leave_one_rater_out_scores_match_the_reports_rank_movement(rated) -> None:  # type: ignore[no-untyped-def]
-    from calibration.reports import leave_one_rater_out_scores
+def test_the_ranking_plot_draws_the_leave_one_rater_out_refits(rated, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from calibration import agreement_plots
+    from calibration.services.agreement import agreement_report_html
+    from tests.stats.test_agreement import refit_leave_one_rater_out_scores
 
+    drawn = []
+    plot = agreement_plots.human_ranking_plot
+    monkeypatch.setattr(
+        agreement_plots, "human_ranking_plot", lambda ranking, scores: drawn.append(scores) or plot(ranking, scores)
+    )
     agreement = agreement_report_compute(study=rated, resamples=10, seed=1)
-    scores = leave_one_rater_out_scores(votes_frame(study=rated))
+    agreement_report_html(agreement)
+    [scores] = drawn
+    assert scores == refit_leave_one_rater_out_scores(votes_frame(study=rated))
     n_raters = len(agreement.report["leave_one_rater_out"]["per_rater"])
     assert set(scores) == {s["system"] for s in agreement.report["human_ranking"]}
     assert all(len(v) == n_raters for v in scores.values())

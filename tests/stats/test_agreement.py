@@ -29,6 +29,7 @@ from stats.agreement import (
     exact_agreement,
     fleiss_kappa,
     hidden_repeat_agreement,
+    human_ranking,
     krippendorff_alpha_ordinal,
     n_agreement_pairs,
     ordinal_alpha_from_coincidences,
@@ -40,7 +41,7 @@ from stats.agreement import (
 )
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, comparison_weights
 from stats.errors import InvalidVotes
-from stats.preference import label_counts
+from stats.preference import label_counts, preference_of_counts
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", §C: 4 coders × 12 units.
 KRIPPENDORFF_2011 = np.array(
@@ -492,6 +493,47 @@ def test_leave_one_rater_out_equals_refitting_without_the_rater() -> None:
         assert per[rater]["max_rank_movement"] == int(np.abs(fit.ranks - full_ranks).max())
     assert d["leave_one_rater_out"]["min_spearman"] == pytest.approx(min(p["spearman"] for p in per.values()))
     assert d["leave_one_rater_out"]["max_rank_movement"] == max(p["max_rank_movement"] for p in per.values())
+
+
+def refit_leave_one_rater_out_scores(votes: pd.DataFrame) -> dict[str, list[float]]:
+    """Each system's human score with each rater left out, refitted from the votes.
+
+    The recomputation the HTML report module used to do itself (issue 13), kept here as the
+    independent reference for ``AgreementResult.leave_one_rater_out_scores``.
+    """
+    main = validate_votes(votes).main
+    valid = main[main["label"].isin(["B", "TIE", "A"])]
+    if valid.empty:
+        return {}
+    info = valid.groupby("comparison", sort=True)[["system_a", "system_b"]].first()
+    comps = info.index.tolist()
+    systems = sorted(set(info["system_a"]) | set(info["system_b"]))
+    total = label_counts(valid["label"].to_numpy(), valid["comparison"].to_numpy(), comps)
+    out: dict[str, list[float]] = {s: [] for s in systems}
+    sys_a = info["system_a"].to_numpy(dtype=object)
+    sys_b = info["system_b"].to_numpy(dtype=object)
+    for _, group in valid.groupby("rater", sort=True):
+        counts = total - label_counts(group["label"].to_numpy(), group["comparison"].to_numpy(), comps)
+        ranking = human_ranking(sys_a, sys_b, preference_of_counts(counts), systems)
+        for system, score in zip(ranking.systems, ranking.scores, strict=True):
+            out[system].append(float(score))
+    return out
+
+
+@pytest.mark.parametrize(
+    "votes",
+    [
+        synthetic_votes(5),
+        small_votes(),  # a comparison with only CANNOT_JUDGE, hidden repeats
+        pd.DataFrame([vote("c1", "r1", "A"), vote("c2", "r1", "B", system_b="s3", page="p2")]),  # one rater
+        pd.DataFrame([vote("c1", "r1", "CANNOT_JUDGE"), vote("c1", "r2", "CANNOT_JUDGE")]),  # no valid vote
+    ],
+    ids=["synthetic", "small", "one-rater", "only-cannot-judge"],
+)
+def test_leave_one_rater_out_scores_equal_refitting_from_the_votes(votes: pd.DataFrame) -> None:
+    result = agreement_report(votes, resamples=10, seed=0)
+    assert result.leave_one_rater_out_scores() == refit_leave_one_rater_out_scores(votes)
+    assert "scores" not in json.dumps(result.to_dict()["leave_one_rater_out"])  # not in the report JSON
 
 
 def test_human_ranking_orders_systems_by_human_preference() -> None:
