@@ -159,7 +159,7 @@ class BatchStatus(models.TextChoices):
 
 
 class JudgeBatch(models.Model):
-    """One provider batch job (OpenAI Batch, Anthropic Message Batches, Gemini batch) of judge calls.
+    """One provider batch job (OpenAI or Azure OpenAI Batch, Anthropic Message Batches, Gemini batch) of judge calls.
 
     Its outputs are claimed with ``claim_token = "batch<pk>"`` and ``batch_id = str(pk)`` until the
     results are stored; each request's ``custom_id`` is the output id.

@@ -1,4 +1,4 @@
-"""Provider batch APIs (issue 14 item 5): OpenAI Batch, Anthropic Message Batches, Gemini batch.
+"""Provider batch APIs (issue 14 item 5): OpenAI (and Azure OpenAI) Batch, Anthropic Message Batches, Gemini batch.
 
 Each :class:`BatchApi` turns prepared requests (``custom_id`` = the output id, and the JSON body
 the live adapter builds) into one provider batch job, reads its state, downloads its results as
@@ -9,6 +9,10 @@ check, deadline, size cap, proxy). Results are capped at ``ARBITER_JUDGE_MAX_BAT
 - ``openai`` / ``openai-responses``: ``POST /files`` (``purpose=batch``, a JSONL of
   ``{custom_id, method, url, body}``), ``POST /batches``, ``GET /batches/{id}``,
   ``GET /files/{output_file_id}/content``, ``POST /batches/{id}/cancel``.
+- ``azure-openai``: the same files + batches API on the resource, with the live adapter's
+  ``api-key`` header: under the v1 base URL (``https://RES.openai.azure.com/openai/v1``), or for
+  the deployment form under ``RES/openai/`` with ``?api-version=`` after the path; each line's
+  ``url`` is ``/chat/completions`` and its body's ``model`` is the deployment name.
 - ``anthropic``: ``POST /v1/messages/batches`` (``requests: [{custom_id, params}]``), ``GET
   /v1/messages/batches/{id}``, its ``results_url`` (JSONL), ``POST .../{id}/cancel``.
 - ``gemini``: ``POST /v1beta/models/{model}:batchGenerateContent`` with inlined requests (each
@@ -28,12 +32,13 @@ from urllib.parse import quote
 from django.conf import settings
 
 from annotation.errors import ValidationFailed
+from judges.providers.azure_openai import resource
 from judges.providers.base import Endpoint, ProviderRefused, Reply, TransportFailure, api_key, check_base_url
 from judges.providers.gemini import models_url
 from judges.providers.transport import exchange
 from judges.providers.wire import Adapter
 
-BATCH_CALLS = ("openai", "openai-responses", "anthropic", "gemini")
+BATCH_CALLS = ("openai", "openai-responses", "azure-openai", "anthropic", "gemini")
 
 
 @dataclass(frozen=True)
@@ -124,9 +129,15 @@ class OpenAIBatch(BatchApi):
     def _path(self) -> str:
         return "/v1/responses" if self.adapter.name == "openai-responses" else "/v1/chat/completions"
 
+    def _url(self, path: str) -> str:
+        return f"{self.base}{path}"
+
+    def _line_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return body
+
     def submit(self, requests: Sequence[tuple[str, dict[str, Any]]]) -> tuple[str, str]:
         lines = b"".join(
-            json.dumps({"custom_id": cid, "method": "POST", "url": self._path(), "body": body},
+            json.dumps({"custom_id": cid, "method": "POST", "url": self._path(), "body": self._line_body(body)},
                        ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
             for cid, body in requests
         )
@@ -136,14 +147,14 @@ class OpenAIBatch(BatchApi):
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"judge-calls.jsonl\"\r\n"
             "Content-Type: application/jsonl\r\n\r\n"
         ).encode() + lines + f"\r\n--{boundary}--\r\n".encode()
-        raw = self._send("POST", f"{self.base}/files", multipart, content_type=f"multipart/form-data; boundary={boundary}")
+        raw = self._send("POST", self._url("/files"), multipart, content_type=f"multipart/form-data; boundary={boundary}")
         file_id = str(json.loads(raw)["id"])
-        batch = self._json("POST", f"{self.base}/batches",
+        batch = self._json("POST", self._url("/batches"),
                            {"input_file_id": file_id, "endpoint": self._path(), "completion_window": "24h"})
         return str(batch["id"]), file_id
 
     def state(self, batch_id: str) -> BatchState:
-        batch = self._json("GET", f"{self.base}/batches/{quote(batch_id, safe='')}")
+        batch = self._json("GET", self._url(f"/batches/{quote(batch_id, safe='')}"))
         status = str(batch.get("status") or "")
         done = status in ("completed", "failed", "expired", "cancelled")
         errors = (batch.get("errors") or {}).get("data") or []
@@ -153,7 +164,7 @@ class OpenAIBatch(BatchApi):
     def results(self, state: BatchState) -> Iterator[BatchResult]:
         if not state.result_ref:
             return
-        raw = self._send("GET", f"{self.base}/files/{quote(state.result_ref, safe='')}/content", cap=_result_cap())
+        raw = self._send("GET", self._url(f"/files/{quote(state.result_ref, safe='')}/content"), cap=_result_cap())
         for item in _jsonl(raw):
             cid = str(item.get("custom_id") or "")
             response = item.get("response") or {}
@@ -163,7 +174,24 @@ class OpenAIBatch(BatchApi):
                 yield self._reply(cid, response.get("body"))
 
     def cancel(self, batch_id: str) -> None:
-        self._json("POST", f"{self.base}/batches/{quote(batch_id, safe='')}/cancel", {})
+        self._json("POST", self._url(f"/batches/{quote(batch_id, safe='')}/cancel"), {})
+
+
+class AzureOpenAIBatch(OpenAIBatch):
+    """OpenAI's Batch API on an Azure resource: only the URLs (and the live adapter's auth) differ."""
+
+    def __init__(self, endpoint: Endpoint, adapter: Adapter) -> None:
+        super().__init__(endpoint, adapter)
+        self.resource = resource(self.endpoint)
+
+    def _path(self) -> str:
+        return "/chat/completions"
+
+    def _url(self, path: str) -> str:
+        return self.resource.url(path)
+
+    def _line_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "model": self.resource.deployment}
 
 
 class AnthropicBatch(BatchApi):
@@ -233,8 +261,8 @@ class GeminiBatch(BatchApi):
 
 
 def batch_api(endpoint: Endpoint, adapter: Adapter) -> BatchApi:
-    kind = {"openai": OpenAIBatch, "openai-responses": OpenAIBatch, "anthropic": AnthropicBatch,
-            "gemini": GeminiBatch}.get(endpoint.provider)
+    kind = {"openai": OpenAIBatch, "openai-responses": OpenAIBatch, "azure-openai": AzureOpenAIBatch,
+            "anthropic": AnthropicBatch, "gemini": GeminiBatch}.get(endpoint.provider)
     if kind is None:
         raise ProviderRefused(f"provider {endpoint.provider} has no batch API here (use live calls)")
     return kind(endpoint, adapter)

@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from PIL import Image
 
@@ -132,7 +133,11 @@ class FakeProvider:
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_cancel_keeps = 1  # results a cancelled batch still returns
-        self.batch_calls: list[str] = []
+        self.batch_calls: list[str] = []  # "METHOD path?query", as received
+        self.batch_lines: list[dict[str, Any]] = []  # the JSONL lines of OpenAI-style batch input files
+        # Checked on every batch call when set (Azure): the api-key header, the api-version query.
+        self.batch_api_key: str | None = None
+        self.batch_api_version: str | None = None
         self.requests: list[Received] = []
         self.problems: list[str] = []
         self.holding = threading.Event()
@@ -328,6 +333,7 @@ class FakeProvider:
     # -- batch APIs ---------------------------------------------------------------------------
     @staticmethod
     def _is_batch(path: str) -> bool:
+        path = urlsplit(path).path
         return (path.endswith(("/files", "/batches", "/cancel", ":cancel", ":batchGenerateContent", "/messages/batches"))
                 or "/batches/" in path)
 
@@ -347,10 +353,19 @@ class FakeProvider:
         return envelope_for(path, text, usage=self.usage)
 
     def _batch(self, h: BaseHTTPRequestHandler, method: str) -> None:
-        path = h.path
+        parts = urlsplit(h.path)
+        path = parts.path
         body = h.rfile.read(int(h.headers.get("content-length") or 0)) if method == "POST" else b""
         with self._lock:
-            self.batch_calls.append(f"{method} {path}")
+            self.batch_calls.append(f"{method} {h.path}")
+        if self.batch_api_key is not None and (h.headers.get("api-key") != self.batch_api_key
+                                               or h.headers.get("authorization")):
+            self.problems.append(f"{method} {h.path}: not authenticated with the api-key header alone")
+            return self._send(h, 401, json.dumps({"error": {"code": "401", "message": "Access denied"}}).encode(), {})
+        versions = parse_qs(parts.query).get("api-version", [])
+        if self.batch_api_version is not None and versions != [self.batch_api_version]:
+            self.problems.append(f"{method} {h.path}: api-version {versions}, expected {self.batch_api_version}")
+            return self._send(h, 404, json.dumps({"error": {"code": "404", "message": "Resource not found"}}).encode(), {})
         root = f"http://127.0.0.1:{self._server.server_address[1]}" if self._server else ""
 
         def send(status: int, payload: Any, raw: bytes | None = None) -> None:
@@ -366,6 +381,8 @@ class FakeProvider:
         if method == "POST" and path.endswith("/batches") and "/messages/" not in path:
             data = json.loads(body)
             lines = [json.loads(line) for line in self.files[data["input_file_id"]].splitlines() if line.strip()]
+            with self._lock:
+                self.batch_lines.extend(lines)
             out = [{"custom_id": line["custom_id"], "error": None, "response": {"status_code": 200,
                     "body": self._answer(line["url"], line["body"])}} for line in lines]
             batch_id = f"batch_{len(self.batches) + 1}"
@@ -399,14 +416,19 @@ class FakeProvider:
             batch["results"] = kept
             return send(200, {"id": key})
         if method == "GET":
-            if path.startswith("/v1/files/") and path.endswith("/content"):
-                file_id = path.split("/")[3]
+            if "/files/" in path and path.endswith("/content"):
+                file_id = path.split("/files/", 1)[1].split("/", 1)[0]
                 return send(200, None, self.files[file_id]) if file_id in self.files else send(404, {"error": {}})
             if path.endswith("/results"):
                 key = path.rsplit("/", 2)[-2]
                 lines = b"".join(json.dumps(r).encode() + b"\n" for r in self.batches[key]["results"])
                 return send(200, None, lines)
-            key = path.removeprefix("/v1beta/").removeprefix("/v1/messages/batches/").removeprefix("/v1/batches/")
+            if path.startswith("/v1beta/"):
+                key = path.removeprefix("/v1beta/")
+            elif "/messages/batches/" in path:
+                key = path.split("/messages/batches/", 1)[1]
+            else:  # OpenAI (/v1/batches/ID), Azure (/openai/v1/batches/ID, /openai/batches/ID)
+                key = path.rsplit("/batches/", 1)[-1]
             if key not in self.batches:
                 return send(404, {"error": {"message": f"no batch {key}"}})
             batch = self.batches[key]

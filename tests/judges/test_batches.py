@@ -1,4 +1,4 @@
-"""Batch mode (issue 14 item 5) against loopback emulators of the three batch APIs."""
+"""Batch mode (issue 14 item 5) against loopback emulators of the OpenAI (and Azure), Anthropic and Gemini batch APIs."""
 
 from __future__ import annotations
 
@@ -119,3 +119,66 @@ def test_a_run_larger_than_one_batch_file_is_split(provider: FakeProvider, monke
     batches = sorted(str(pk) for pk in JudgeBatch.objects.values_list("pk", flat=True))
     assert len(batches) == 4 and sorted(JudgeOutput.objects.values_list("batch_id", flat=True)) == batches
     assert JudgeOutput.objects.aggregate(n=Sum("calls"))["n"] == len(provider.requests) == 4
+
+
+KEY = "sk-test-secret-0123456789"  # the conftest's ARBITER_TEST_JUDGE_KEY
+
+
+@pytest.mark.parametrize(
+    ("path", "version", "calls"),
+    [
+        # v1: the files and batches API under the base URL, no api-version.
+        ("/openai/v1", None, ["POST /openai/v1/files", "POST /openai/v1/batches", "GET /openai/v1/batches/batch_1",
+                              "GET /openai/v1/batches/batch_1", "GET /openai/v1/files/file-out-batch_1/content"]),
+        # deployment form: the resource's /openai/ root, the version as a query after the path.
+        ("/openai/deployments/judge-dep?api-version=2025-03-01-preview", "2025-03-01-preview",
+         ["POST /openai/files?api-version=2025-03-01-preview", "POST /openai/batches?api-version=2025-03-01-preview",
+          "GET /openai/batches/batch_1?api-version=2025-03-01-preview",
+          "GET /openai/batches/batch_1?api-version=2025-03-01-preview",
+          "GET /openai/files/file-out-batch_1/content?api-version=2025-03-01-preview"]),
+    ],
+)
+def test_azure_openai_batch_for_both_url_forms(provider: FakeProvider, path: str, version: str | None,
+                                               calls: list[str]) -> None:
+    make_example_study()
+    make_judge(base_url=provider.root_url + path, provider="azure-openai", model="judge-dep",
+               price_input_per_mtok=2.0, price_output_per_mtok=8.0)
+    provider.batch_api_key = KEY
+    provider.batch_api_version = version
+    out = run("--batch", "--wait", "--poll", "0.01")
+    assert provider.problems == []  # the api-key header (alone) and the api-version on every call
+    assert provider.batch_calls == calls
+    assert "valid 4, invalid 0, failed 0, pending 0" in out and "cost $0.0054" in out
+    assert {line["url"] for line in provider.batch_lines} == {"/chat/completions"}
+    assert {line["body"]["model"] for line in provider.batch_lines} == {"judge-dep"}
+    batch = JudgeBatch.objects.get()
+    assert batch.status == "stored" and batch.stored == 4 and batch.provider_batch_id == "batch_1"
+    rows = JudgeOutput.objects.all()
+    assert {r.status for r in rows} == {"valid"} and {r.calls for r in rows} == {1} and len(provider.requests) == 4
+
+
+def test_azure_openai_batch_deployment_name_comes_from_the_url_and_cancel_uses_the_version(provider: FakeProvider) -> None:
+    make_example_study()
+    make_judge(base_url=provider.root_url + "/openai/deployments/vision-dep", provider="azure-openai",
+               model="gpt-4o", api_version="2024-10-21")
+    provider.batch_api_key = KEY
+    provider.batch_api_version = "2024-10-21"
+    run("--batch")
+    out = run("--cancel")
+    assert "cancelled, 1 results stored" in out
+    assert provider.problems == []
+    assert "POST /openai/batches/batch_1/cancel?api-version=2024-10-21" in provider.batch_calls
+    assert {line["body"]["model"] for line in provider.batch_lines} == {"vision-dep"}
+    assert sorted(JudgeOutput.objects.values_list("status", flat=True)) == ["pending", "pending", "pending", "valid"]
+    assert not JudgeOutput.objects.filter(status="running").exists()
+
+
+def test_azure_openai_batch_with_a_wrong_key_is_refused_in_one_line(provider: FakeProvider) -> None:
+    make_example_study()
+    make_judge(base_url=provider.root_url + "/openai/v1", provider="azure-openai", model="judge-dep")
+    provider.batch_api_key = "another-key"
+    with pytest.raises(CommandError) as info:
+        run("--batch")
+    assert "the batch could not be submitted" in str(info.value) and "HTTP 401" in str(info.value)
+    provider.problems.clear()
+    assert set(JudgeOutput.objects.values_list("status", flat=True)) == {"pending"}
