@@ -94,6 +94,9 @@ _group = _GroupCommit()
 
 def committed[T](op: Callable[[], T]) -> T:
     """``op()`` (a small write), committed; on SQLite in autocommit, in a group with concurrent writes."""
-    if connection.vendor != "sqlite" or connection.in_atomic_block:
-        return op()
+    if connection.in_atomic_block:
+        return op()  # the caller's transaction decides
+    if connection.vendor != "sqlite":
+        with transaction.atomic():  # the same all-or-nothing write as in a group, without the group
+            return op()
     return _group.run(op)
