@@ -178,8 +178,14 @@ def prepare_images_alike(
     return out
 
 
+def _held_bytes(item: PreparedImage | tuple[PreparedImage, ...]) -> int:
+    images = item if isinstance(item, tuple) else (item,)
+    return sum(len(image.data) + len(image.encoded) for image in images)
+
+
 class PreparedImageCache:
-    """A small thread-safe LRU of prepared images keyed on (sha256, limits).
+    """A small thread-safe LRU of prepared images keyed on (sha256, limits), or of a request's
+    images repaired alike keyed on (their sha256s, limits).
 
     A study's reference image is sent with every comparison of its page; preparing it once per
     process saves the decode/re-encode. Bounded by total bytes held.
@@ -187,12 +193,12 @@ class PreparedImageCache:
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[Any, ...], PreparedImage] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # a PreparedImage or a tuple of them
         self._size = 0
         self._lock = threading.Lock()
         self._inflight: dict[tuple[Any, ...], threading.Lock] = {}
 
-    def get_or_prepare(self, key: tuple[Any, ...], prepare: Callable[[], PreparedImage]) -> PreparedImage:
+    def get_or_prepare[T: (PreparedImage, tuple[PreparedImage, ...])](self, key: tuple[Any, ...], prepare: Callable[[], T]) -> T:
         """The cached image, or ``prepare()`` run once for concurrent callers asking for the same key.
 
         The calls of one comparison (2 orders × repeats) start together; without this each of them
@@ -214,22 +220,23 @@ class PreparedImageCache:
                 self._inflight.pop(key, None)
         return item
 
-    def get(self, key: tuple[Any, ...]) -> PreparedImage | None:
+    def get(self, key: tuple[Any, ...]) -> Any:
         with self._lock:
             item = self._items.get(key)
             if item is not None:
                 self._items.move_to_end(key)
             return item
 
-    def put(self, key: tuple[Any, ...], item: PreparedImage) -> None:
+    def put(self, key: tuple[Any, ...], item: PreparedImage | tuple[PreparedImage, ...]) -> None:
+        size = _held_bytes(item)
         with self._lock:
-            if key in self._items or len(item.data) > self.max_bytes:
+            if key in self._items or size > self.max_bytes:
                 return
             self._items[key] = item
-            self._size += len(item.data) + len(item.encoded)
+            self._size += size
             while self._size > self.max_bytes:
                 _, old = self._items.popitem(last=False)
-                self._size -= len(old.data) + len(old.encoded)
+                self._size -= _held_bytes(old)
 
     def clear(self) -> None:
         with self._lock:

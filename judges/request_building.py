@@ -83,6 +83,29 @@ def _prepared(stored: StoredImage, *, max_edge: int | None, max_bytes: int | Non
     return _cache.get_or_prepare((stored.sha256, max_edge, max_bytes), prepare)
 
 
+def _prepared_alike(
+    stored_images: list[StoredImage], each: list[PreparedImage], *, max_edge: int | None, max_bytes: int | None
+) -> list[PreparedImage]:
+    """:func:`prepare_images_alike` once per set of images and limits, whatever the order.
+
+    The calls of one comparison (both orders, every repeat) send the same three images; the repair
+    does not depend on their order (one scale and one format for all), so it is computed once in
+    the order of their hashes and handed back in the order asked.
+    """
+    order = sorted(range(len(stored_images)), key=lambda i: stored_images[i].sha256)
+
+    def prepare() -> tuple[PreparedImage, ...]:
+        sources = [(_stored_png(stored_images[i]), stored_images[i].width, stored_images[i].height) for i in order]
+        return tuple(prepare_images_alike(sources, [each[i] for i in order], max_edge=max_edge, max_bytes=max_bytes))
+
+    key = ("alike", tuple(stored_images[i].sha256 for i in order), max_edge, max_bytes)
+    repaired = _cache.get_or_prepare(key, prepare)
+    out: list[PreparedImage] = [each[0]] * len(order)
+    for position, i in enumerate(order):
+        out[i] = repaired[position]
+    return out
+
+
 def load_comparison(comparison_id: int) -> Comparison:
     return Comparison.objects.select_related(
         "study",
@@ -154,9 +177,8 @@ def build_judge_request(
     if any(p.repair for p in each):
         # One image over a limit: all three are repaired alike (blinding, SECURITY.md row 16).
         stored_images = [stored for _, stored in slots if stored is not None]
-        sources = [(_stored_png(stored), stored.width, stored.height) for stored in stored_images]
         try:
-            each = prepare_images_alike(sources, each, max_edge=max_edge, max_bytes=max_bytes)
+            each = _prepared_alike(stored_images, each, max_edge=max_edge, max_bytes=max_bytes)
         except ImageTooLarge as exc:
             raise RequestNotBuildable(str(exc)) from None
     for (label, _), prepared in zip(slots, each, strict=True):

@@ -140,6 +140,8 @@ class FakeProvider:
         self.batch_api_version: str | None = None
         self.requests: list[Received] = []
         self.problems: list[str] = []
+        self.in_flight = 0  # model requests being answered now, and the most there ever were at once
+        self.peak_in_flight = 0
         self.holding = threading.Event()
         self.release = threading.Event()
         self._lock = threading.Lock()
@@ -151,6 +153,7 @@ class FakeProvider:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -262,6 +265,16 @@ class FakeProvider:
         return json.dumps(answer)
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            self._reply(h)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _reply(self, h: BaseHTTPRequestHandler) -> None:
         length = int(h.headers.get("content-length") or 0)
         body = h.rfile.read(length)
         headers = {k.lower(): v for k, v in h.headers.items()}

@@ -376,3 +376,34 @@ def test_one_image_over_the_byte_limit_repairs_all_three_alike(provider: FakePro
     assert request.mimes == ["image/jpeg"] * 3
     assert len(set(request.sizes)) == 1, request.sizes
     assert [r["image"] for r in output.image_repairs] == ["REFERENCE", "CANDIDATE A", "CANDIDATE B"]
+
+
+def test_a_repair_alike_is_made_once_for_both_orders_and_is_the_same_as_made_afresh() -> None:
+    """The calls of one comparison share one alike repair (cached in hash order, handed back in
+    the order asked): the swapped order gets the primary's candidate images in swapped slots, and
+    both equal what :func:`prepare_images_alike` makes with nothing cached."""
+    import judges.request_building as rb
+    from judges.images import prepare_image, prepare_images_alike
+    from judges.models import Order
+
+    study = make_example_study()
+    judge = make_judge(base_url="http://127.0.0.1:9/v1", max_image_edge=120)
+    comparison = rb.load_comparison(Comparison.objects.filter(study=study).order_by("pk").first().pk)
+    axes = rb.study_axes(study.pk)
+    rb._cache.clear()
+    primary = rb.build_judge_request(judge=judge, comparison=comparison, order=Order.PRIMARY, axes=axes)
+    alike_keys = [key for key in rb._cache._items if key[0] == "alike"]
+    assert len(alike_keys) == 1
+    swapped = rb.build_judge_request(judge=judge, comparison=comparison, order=Order.SWAPPED, axes=axes)
+    assert [key for key in rb._cache._items if key[0] == "alike"] == alike_keys  # no second repair
+    p, s = [i.data for i in primary.request.images], [i.data for i in swapped.request.images]
+    assert s == [p[0], p[2], p[1]]
+    stored = [comparison.page.image, comparison.candidate_a.image, comparison.candidate_b.image]
+    if study.neutralize_media:
+        stored = [comparison.page.neutralized_image or stored[0], comparison.candidate_a.neutralized_image or stored[1],
+                  comparison.candidate_b.neutralized_image or stored[2]]
+    rb._cache.clear()
+    each = [prepare_image(rb._stored_png(x), x.width, x.height, max_edge=120, max_bytes=None) for x in stored]
+    fresh = prepare_images_alike([(rb._stored_png(x), x.width, x.height) for x in stored], each, max_edge=120, max_bytes=None)
+    assert [f.data for f in fresh] == p
+    assert all(f.repair for f in fresh)

@@ -14,7 +14,7 @@ from judges.limits import Limits, LocalLimiter
 from judges.models import Judge, JudgeOutput
 from judges.selectors import judge_outputs_frame, judge_progress
 from judges.services.calls import _Claim, judge_output_claim
-from judges.services.runs import judge_outputs_requeue, judge_run_start
+from judges.services.runs import _limiter_caps_in_flight, judge_outputs_requeue, judge_run_start
 from tests.judges.factories import make_example_study, make_judge
 from tests.judges.fake_provider import FakeProvider
 
@@ -270,3 +270,32 @@ def test_judge_usage_for_the_calibration_report(provider: FakeProvider) -> None:
     usage = judge_usage(study=study, judges=["judge-x"], comparisons=["c1"])
     assert usage == {"judge-x": {"comparisons": 1, "input_tokens": 2400, "output_tokens": 80, "cached_tokens": 0,
                                  "cost_usd": 0.00272, "cost_per_comparison_usd": 0.00272}}
+
+
+@pytest.mark.django_db
+def test_spare_threads_only_where_the_judge_limiter_caps_the_requests(provider: FakeProvider) -> None:
+    study = make_example_study()
+    narrow = make_judge(name="narrow", base_url=provider.url, concurrency=4)
+    wide = make_judge(name="wide", base_url=provider.url, concurrency=8)
+    narrow_ids = list(judge_run_start(study=study, judge=narrow, dispatch=False).output_ids)
+    wide_ids = list(judge_run_start(study=study, judge=wide, dispatch=False).output_ids)
+    assert _limiter_caps_in_flight(narrow_ids, 4)
+    assert _limiter_caps_in_flight(narrow_ids, 6)
+    assert not _limiter_caps_in_flight(wide_ids, 4)  # --concurrency below the judge's: threads are the cap
+    assert not _limiter_caps_in_flight(narrow_ids + wide_ids, 8)  # two judges: their limiters add up
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("judge_concurrency", "asked"), [(4, 4), (8, 3)])
+def test_eager_run_never_has_more_requests_in_flight_than_asked(
+    provider: FakeProvider, judge_concurrency: int, asked: int
+) -> None:
+    if connection.vendor == "sqlite":
+        pytest.skip("threads need a server database (in-memory SQLite is per-connection locked)")
+    provider.delay = 0.05
+    make_example_study()
+    make_judge(base_url=provider.url, concurrency=judge_concurrency)
+    out = run("example", "--judge", "judge-x", "--repeats", "4", "--concurrency", str(asked))
+    assert "24/24" in out
+    assert len(provider.requests) == 24
+    assert 2 <= provider.peak_in_flight <= asked  # threads did overlap, and never past the cap
