@@ -459,7 +459,9 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(x) for x in args.raters.split(",")]
     failed, failures, check = False, 0, {}
-    slots = max(sum(levels) * 2 // 4, 40)
+    # Enough planned assignments that no rater finds the study full: every rater's first one, and
+    # one more per 60 answers at up to 250 answers/s (an assignment is 62 trials).
+    slots = max(40, (sum(levels) + int(250 * args.seconds * len(levels) / 60)) // 4 + 10)
     database_url = args.database_url if args.database_url.startswith("postgres") else ""
     with arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
                         threads=args.threads, port=args.port, server=args.server, keep_db=args.keep_db) as (base, link, server):

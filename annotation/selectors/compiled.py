@@ -10,6 +10,7 @@ dicts keyed by the query's column aliases, without the ORM's per-field conversio
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -44,3 +45,52 @@ def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: int | s
         cursor.execute(sql, bound)
         names = [c[0] for c in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+class _Prepared:
+    """One thread's compiled model query: the ORM's own compiler, set up once, then rebound.
+
+    The compiler runs ``as_sql`` once (which also sets up what rows are turned into: the selected
+    columns, the related objects to populate, the converters); later calls replace only its
+    parameters, so Django's own iteration builds the instances (``select_related`` included).
+    A compiler is bound to its thread's connection, hence one per thread.
+    """
+
+    def __init__(self, queryset: QuerySet[Any], placeholders: list[Any]) -> None:
+        query = queryset.query.chain()
+        compiler = query.get_compiler(using=queryset.db)
+        sql, params = compiler.as_sql()
+        positions = tuple(placeholders.index(p) if p in placeholders else -1 for p in params)
+        if {i for i in positions if i >= 0} != set(range(len(placeholders))):
+            raise ValueError("every argument must reach the SQL as one plain parameter")
+        self.sql, self.constants, self.slots = sql, tuple(params), positions
+        self.params: tuple[Any, ...] = ()
+        self.model = queryset.model
+        self.db = queryset.db
+        compiler.as_sql = lambda *a, **k: (self.sql, self.params)  # type: ignore[method-assign]
+        query.get_compiler = lambda *a, **k: compiler  # type: ignore[method-assign]
+        self.query = query
+
+    def run(self, args: tuple[Any, ...]) -> list[Any]:
+        self.params = tuple(args[i] if i >= 0 else self.constants[n] for n, i in enumerate(self.slots))
+        return list(QuerySet(model=self.model, query=self.query, using=self.db))
+
+
+_local = threading.local()
+
+
+def compiled_instances(name: str, build: Callable[..., QuerySet[Any]], *args: int | str) -> list[Any]:
+    """The model instances of ``build(*args)``, its SQL compiled once per thread.
+
+    For the hot model reads (a trial with its study and unit): ``build`` returns the whole
+    queryset, slicing and ordering included; only ``args`` change between calls.
+    """
+    cache: dict[tuple[int, str], _Prepared] | None = getattr(_local, "prepared", None)
+    if cache is None:
+        cache = _local.prepared = {}
+    key = (id(connection), name)
+    prepared = cache.get(key)
+    if prepared is None:
+        placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
+        prepared = cache[key] = _Prepared(build(*placeholders), placeholders)
+    return prepared.run(args)

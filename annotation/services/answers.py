@@ -22,7 +22,7 @@ from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
 from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote
-from annotation.selectors.compiled import compiled_rows
+from annotation.selectors.compiled import compiled_instances, compiled_rows
 from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
     displayed_versions,
@@ -72,11 +72,19 @@ def _trial_page(trial: Trial) -> Any:
     return trial.candidate.page  # type: ignore[union-attr]
 
 
+def _axes_query(study_id: int) -> Any:
+    return Axis.objects.filter(study_id=study_id).order_by("position")
+
+
+def _assignment_locked_query(assignment_id: int) -> Any:
+    return Assignment.objects.select_for_update().filter(pk=assignment_id).order_by()[:2]
+
+
 def study_axes(study: Study) -> list[Axis]:
     """A study's axes in order, read once per Study instance (a request's answer and next trial share it)."""
     cached: list[Axis] | None = study.__dict__.get("_arbiter_axes")
     if cached is None:
-        cached = list(Axis.objects.filter(study_id=study.pk).order_by("position"))
+        cached = compiled_instances("study_axes", _axes_query, study.pk)
         study.__dict__["_arbiter_axes"] = cached
     return cached
 
@@ -116,14 +124,19 @@ def _counts_query(assignment_id: int) -> Any:
 
 
 def trial_current(assignment: Assignment, study: Study) -> Trial | None:
-    return (
-        Trial.objects.filter(assignment=assignment, vote__isnull=True)
-        # What a trial page needs of its unit (joining only those keeps the hot query small).
-        .select_related(*design_of(study).trial_unit_related)
-        .annotate(**VERSION_ANNOTATIONS)
-        .order_by("position")
-        .first()
-    )
+    related = design_of(study).trial_unit_related
+
+    def build(assignment_id: int) -> Any:
+        return (
+            Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True)
+            # What a trial page needs of its unit (joining only those keeps the hot query small).
+            .select_related(*related)
+            .annotate(**VERSION_ANNOTATIONS)
+            .order_by("position")[:1]
+        )
+
+    found = compiled_instances(f"trial_current:{','.join(related)}", build, assignment.pk)
+    return found[0] if found else None
 
 
 def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialView | None:
@@ -200,13 +213,16 @@ def _unanswered_query(assignment_id: int) -> Any:
     return Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("id")[:2]
 
 
+def _vote_trial_query(trial_token: str) -> Any:
+    return Trial.objects.select_related(
+        "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
+    ).filter(token=trial_token).order_by("pk")[:1]
+
+
 def vote_trial(trial_token: str) -> Trial | None:
     """A trial with what answering it needs: its study and its unit's page."""
-    return (
-        Trial.objects.select_related(
-            "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
-        ).filter(token=trial_token).order_by().first()
-    )
+    found = compiled_instances("vote_trial", _vote_trial_query, trial_token)
+    return found[0] if found else None
 
 
 def answer_for_trial(
@@ -274,7 +290,7 @@ def vote_submit(
     )
     digest = answer.request_hash()
     with transaction.atomic():
-        assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
+        [assignment] = compiled_instances("assignment_locked", _assignment_locked_query, trial.assignment_id)
         unanswered = [r["id"] for r in compiled_rows("unanswered", _unanswered_query, assignment.pk)]
         # The current trial has no vote by definition: only another trial needs the vote looked up.
         current = bool(unanswered) and unanswered[0] == trial.pk

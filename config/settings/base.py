@@ -123,6 +123,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABAS
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, DATABASE_POOL_MAX_SIZE), "max_size": DATABASE_POOL_MAX_SIZE, "timeout": 30,
     }
+# Server-side binding + psycopg prepared statements: hot queries are planned once per connection
+# (docs/decisions.md, "Rater hot path"). 0 behind a transaction-pooling PgBouncer older than 1.21.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_PREPARED_STATEMENTS", True):
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent readers while a writer works (the dev server, in-process tasks).
     DATABASES["default"].setdefault("OPTIONS", {}).update(

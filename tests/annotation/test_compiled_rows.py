@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from annotation.models import Trial
-from annotation.selectors.compiled import compiled_rows
+from annotation.selectors.compiled import compiled_instances, compiled_rows
 from tests.annotation.test_rater_flow import scheduled
 
 pytestmark = pytest.mark.django_db
@@ -33,3 +34,74 @@ def test_compiled_rows_bind_only_plain_arguments() -> None:
         compiled_rows("test:float", lambda x: Trial.objects.filter(position=x).values("id"), 1.5)
     with pytest.raises(ValueError, match="plain parameter"):  # a transformed argument is not bound as given
         compiled_rows("test:lower", lambda t: Trial.objects.filter(token__icontains=t).values("id"), "ab")
+
+
+def _trial_query(token: str):  # type: ignore[no-untyped-def]
+    return Trial.objects.select_related("assignment__block__study", "comparison__page").filter(token=token).order_by("pk")[:1]
+
+
+def test_compiled_instances_are_the_orm_instances_with_their_related_objects(django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+    scheduled()
+    trials = list(Trial.objects.order_by("pk")[:30])
+    compiled_instances("test:instances", _trial_query, trials[0].token)  # compiled here (the first call)
+    for trial in trials:
+        expected = _trial_query(trial.token)[0]
+        with django_assert_num_queries(1):  # one query, and the related objects came with it
+            [got] = compiled_instances("test:instances", _trial_query, trial.token)
+            study, page = got.assignment.block.study, got.comparison.page
+        assert (got.pk, got.token, got.position, got.swapped, got.shown_at) == (
+            expected.pk, expected.token, expected.position, expected.swapped, expected.shown_at
+        )
+        assert (study.pk, study.slug, page.pk, page.targets) == (
+            expected.assignment.block.study.pk, expected.assignment.block.study.slug,
+            expected.comparison.page.pk, expected.comparison.page.targets,
+        )
+    assert compiled_instances("test:instances", _trial_query, "no-such-token") == []
+
+
+@pytest.mark.django_db(transaction=True)  # the other threads' connections see the committed study
+def test_compiled_instances_are_compiled_per_thread() -> None:
+    import threading
+
+    scheduled()
+    tokens = list(Trial.objects.order_by("pk").values_list("token", flat=True)[:4])
+    seen: list[str] = []
+    errors: list[BaseException] = []
+
+    def read(token: str) -> None:
+        try:
+            seen.extend(t.token for t in compiled_instances("test:threads", _trial_query, token))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            if threading.current_thread() is not threading.main_thread():
+                connection.close()
+
+    read(tokens[0])
+    if connection.vendor == "sqlite":  # an in-memory test database is one connection's
+        assert seen == tokens[:1]
+        return
+    threads = [threading.Thread(target=read, args=(t,)) for t in tokens[1:]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sorted(seen) == sorted(tokens)
+
+
+@pytest.mark.postgres
+def test_postgresql_plans_a_hot_query_once_per_connection() -> None:
+    """Server-side binding with prepared statements (DATABASE_PREPARED_STATEMENTS): the trial an
+    answer is for is prepared after its second run, and PostgreSQL keeps its plan."""
+    from annotation.services.answers import vote_trial
+
+    scheduled()
+    token = Trial.objects.order_by("pk").values_list("token", flat=True).first()
+    for _ in range(3):
+        assert vote_trial(token).token == token
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s AND generic_plans + custom_plans > 0",
+            ["%FROM \"annotation_trial\"%\"annotation_trial\".\"token\" = $1%"],
+        )
+        assert cursor.fetchone()[0] >= 1
