@@ -12,37 +12,54 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.sql import UpdateQuery
 
 _PLACEHOLDER_INT = -7_301_000_000_000
 _CACHE: dict[tuple[str, str, str], tuple[str, tuple[Any, ...], tuple[int, ...]]] = {}
 
 
 def _placeholder(i: int, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return datetime(1901, 2, 3, 4, 5, 6, i + 1, tzinfo=UTC)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise TypeError("compiled_rows binds int and str arguments only")
+        raise TypeError("compiled queries bind int, str and datetime arguments only")
     return _PLACEHOLDER_INT - i if isinstance(value, int) else f"\x00arbiter-arg-{i}\x00"
 
 
-def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: int | str) -> list[dict[str, Any]]:
+def _db_value(value: Any) -> Any:
+    """``value`` as it reaches a compiled query's parameters (a datetime as the backend stores it)."""
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
+
+
+def _positions(name: str, placeholders: list[Any], params: Any) -> tuple[int, ...]:
+    """For each parameter of the compiled SQL, the argument it is (or -1: a constant of the query)."""
+    stored = [_db_value(p) for p in placeholders]
+    positions = tuple(stored.index(p) if p in stored else -1 for p in params)
+    if {i for i in positions if i >= 0} != set(range(len(placeholders))):
+        raise ValueError(f"{name}: every argument must reach the SQL as one plain parameter")
+    return positions
+
+
+def _bind(args: tuple[Any, ...], constants: tuple[Any, ...], slots: tuple[int, ...]) -> list[Any]:
+    return [_db_value(args[i]) if i >= 0 else constants[n] for n, i in enumerate(slots)]
+
+
+def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: Any) -> list[dict[str, Any]]:
     """The rows of ``build(*args)`` (a ``values()`` queryset), its SQL compiled once per process."""
     key = (connection.alias, connection.vendor, name)
     entry = _CACHE.get(key)
     if entry is None:
         placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
         sql, params = build(*placeholders).query.sql_with_params()
-        positions = tuple(placeholders.index(p) if p in placeholders else -1 for p in params)
-        if {i for i in positions if i >= 0} != set(range(len(args))):
-            raise ValueError(f"{name}: every argument must reach the SQL as one plain parameter")
-        entry = (sql, tuple(params), positions)
-        _CACHE[key] = entry
+        entry = _CACHE[key] = (sql, tuple(params), _positions(name, placeholders, params))
     sql, constants, slots = entry
-    bound = [args[i] if i >= 0 else constants[n] for n, i in enumerate(slots)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, bound)
+        cursor.execute(sql, _bind(args, constants, slots))
         names = [c[0] for c in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -56,14 +73,11 @@ class _Prepared:
     A compiler is bound to its thread's connection, hence one per thread.
     """
 
-    def __init__(self, queryset: QuerySet[Any], placeholders: list[Any]) -> None:
+    def __init__(self, name: str, queryset: QuerySet[Any], placeholders: list[Any]) -> None:
         query = queryset.query.chain()
         compiler = query.get_compiler(using=queryset.db)
         sql, params = compiler.as_sql()
-        positions = tuple(placeholders.index(p) if p in placeholders else -1 for p in params)
-        if {i for i in positions if i >= 0} != set(range(len(placeholders))):
-            raise ValueError("every argument must reach the SQL as one plain parameter")
-        self.sql, self.constants, self.slots = sql, tuple(params), positions
+        self.sql, self.constants, self.slots = sql, tuple(params), _positions(name, placeholders, params)
         self.params: tuple[Any, ...] = ()
         self.model = queryset.model
         self.db = queryset.db
@@ -72,14 +86,14 @@ class _Prepared:
         self.query = query
 
     def run(self, args: tuple[Any, ...]) -> list[Any]:
-        self.params = tuple(args[i] if i >= 0 else self.constants[n] for n, i in enumerate(self.slots))
+        self.params = tuple(_bind(args, self.constants, self.slots))
         return list(QuerySet(model=self.model, query=self.query, using=self.db))
 
 
 _local = threading.local()
 
 
-def compiled_instances(name: str, build: Callable[..., QuerySet[Any]], *args: int | str) -> list[Any]:
+def compiled_instances(name: str, build: Callable[..., QuerySet[Any]], *args: Any) -> list[Any]:
     """The model instances of ``build(*args)``, its SQL compiled once per thread.
 
     For the hot model reads (a trial with its study and unit): ``build`` returns the whole
@@ -92,5 +106,28 @@ def compiled_instances(name: str, build: Callable[..., QuerySet[Any]], *args: in
     prepared = cache.get(key)
     if prepared is None:
         placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
-        prepared = cache[key] = _Prepared(build(*placeholders), placeholders)
+        prepared = cache[key] = _Prepared(name, build(*placeholders), placeholders)
     return prepared.run(args)
+
+
+def compiled_update(name: str, build: Callable[..., tuple[QuerySet[Any], dict[str, Any]]], *args: Any) -> int:
+    """``queryset.update(**values)`` for ``(queryset, values) = build(*args)``, compiled once per process.
+
+    For the hot UPDATE of an answer (the next trial marked shown, its candidate versions read in
+    the statement itself): the expressions are compiled once; int, str and datetime arguments
+    are bound. The number of rows updated is returned, as by ``update``.
+    """
+    key = (connection.alias, connection.vendor, name)
+    entry = _CACHE.get(key)
+    if entry is None:
+        placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
+        queryset, values = build(*placeholders)
+        query = cast(UpdateQuery, queryset.order_by().query.chain(UpdateQuery))
+        query.add_update_values(values)
+        query.clear_select_clause()
+        sql, params = query.get_compiler(queryset.db).as_sql()
+        entry = _CACHE[key] = (sql, tuple(params), _positions(name, placeholders, params))
+    sql, constants, slots = entry
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _bind(args, constants, slots))
+        return int(cursor.rowcount)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -22,7 +23,7 @@ from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
 from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote
-from annotation.selectors.compiled import compiled_instances, compiled_rows
+from annotation.selectors.compiled import compiled_instances, compiled_rows, compiled_update
 from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
     displayed_versions,
@@ -78,6 +79,11 @@ def _axes_query(study_id: int) -> Any:
 
 def _assignment_locked_query(assignment_id: int) -> Any:
     return Assignment.objects.select_for_update().filter(pk=assignment_id).order_by()[:2]
+
+
+def _shown_now_update(trial_id: int, now: datetime) -> tuple[Any, dict[str, Any]]:
+    """The next trial marked shown, with the candidate versions it displays (read in the UPDATE)."""
+    return Trial.objects.filter(pk=trial_id, shown_at__isnull=True), {"shown_at": now, **versions_now()}
 
 
 def study_axes(study: Study) -> list[Axis]:
@@ -334,9 +340,7 @@ def vote_submit(
         code = _finish(assignment) if finished else ""
         if show_next and not finished:
             # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-            Trial.objects.filter(pk=unanswered[1], shown_at__isnull=True).update(
-                shown_at=timezone.now(), **versions_now()
-            )
+            compiled_update("trial_shown_now", _shown_now_update, unanswered[1], timezone.now())
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)
 
 

@@ -105,3 +105,26 @@ def test_postgresql_plans_a_hot_query_once_per_connection() -> None:
             ["%FROM \"annotation_trial\"%\"annotation_trial\".\"token\" = $1%"],
         )
         assert cursor.fetchone()[0] >= 1
+
+
+def test_compiled_update_writes_what_the_orm_update_writes() -> None:
+    from django.utils import timezone
+
+    from annotation.selectors.compiled import compiled_update
+    from annotation.services.candidate_versions import versions_now
+
+    def shown(trial_id: int, now):  # type: ignore[no-untyped-def]
+        return Trial.objects.filter(pk=trial_id, shown_at__isnull=True), {"shown_at": now, **versions_now()}
+
+    scheduled()
+    first, second = Trial.objects.filter(shown_at__isnull=True, comparison__isnull=False).order_by("pk")[:2]
+    now = timezone.now()
+    assert Trial.objects.filter(pk=first.pk, shown_at__isnull=True).update(shown_at=now, **versions_now()) == 1
+    assert compiled_update("test:shown", shown, second.pk, now) == 1
+    assert compiled_update("test:shown", shown, second.pk, timezone.now()) == 0  # already shown: the condition holds
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.shown_at == second.shown_at == now
+    expected = (second.comparison.candidate_a.version, second.comparison.candidate_b.version)
+    assert (second.version_a, second.version_b) == expected and None not in expected
+    assert (first.version_a, first.version_b) == (first.comparison.candidate_a.version, first.comparison.candidate_b.version)
