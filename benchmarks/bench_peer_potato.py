@@ -292,7 +292,10 @@ def main() -> None:
 
     arbiter_systems = [s for s in systems if s.startswith("arbiter")]
     if arbiter_systems:
-        slots = max(40, int(sum(levels) * args.seconds * 2 / 60 * len(arbiter_systems)) // 4 + 10)
+        # No rater may find the study full: every rater's first assignment, and one more per 60
+        # answers at up to 250 answers/s (an assignment is 62 trials), for each Arbiter system.
+        answers = 250 * args.seconds * len(levels) * len(arbiter_systems)
+        slots = max(40, (sum(levels) * len(arbiter_systems) + int(answers / 60)) // 4 + 10)
         with br.arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
                                threads=args.threads, port=args.port + 1) as (base, link, process):
             all_stats = []
