@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "demo",  # before staticfiles: its runserver (TCP_NODELAY, demo/management/commands/runserver.py) is the one found
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
@@ -69,7 +70,6 @@ INSTALLED_APPS = [
     "calibration",
     "kind_reports",
     "ranking",
-    "demo",
 ]
 
 MIDDLEWARE = [
