@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import math
 from statistics import median
+from typing import Any
 
 from annotation.models import Assignment, Vote
+from annotation.selectors.compiled import compiled_rows
 
 MIN_ANSWERS_FOR_ESTIMATE = 3
+
+
+def _response_times_query(assignment_id: int) -> Any:
+    return Vote.objects.filter(trial__assignment_id=assignment_id, response_ms__isnull=False).order_by().values(
+        "response_ms"
+    )
 
 
 def minutes_left(*, assignment: Assignment, answered: int, total: int) -> int | None:
@@ -25,10 +33,7 @@ def minutes_left(*, assignment: Assignment, answered: int, total: int) -> int | 
         return 0
     if answered < MIN_ANSWERS_FOR_ESTIMATE:
         return None
-    times = [
-        int(ms) for ms in Vote.objects.filter(trial__assignment=assignment, response_ms__isnull=False)
-        .order_by().values_list("response_ms", flat=True) if ms is not None
-    ]
+    times = [int(row["response_ms"]) for row in compiled_rows("response_times", _response_times_query, assignment.pk)]
     if len(times) < MIN_ANSWERS_FOR_ESTIMATE:
         return None
     return max(1, math.ceil(median(times) * left / 60_000))
