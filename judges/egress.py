@@ -198,10 +198,7 @@ def pinned_transport(*, limits: httpx.Limits, verify: ssl.SSLContext | bool = Tr
     proxy, so it is the proxy's address that is checked and pinned; the proxy resolves and reaches
     the judge host itself (docs/decisions.md, "Judge egress through a proxy").
     """
-    # TCP_NODELAY: httpcore writes a request's headers and its body separately; with Nagle's
-    # algorithm the body waits for the peer's delayed ACK of the headers (~40 ms on Linux).
-    transport = httpx.HTTPTransport(limits=limits, trust_env=False, verify=verify, proxy=proxy,
-                                    socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    transport = httpx.HTTPTransport(limits=limits, trust_env=False, verify=verify, proxy=proxy)
     # httpx has no parameter for httpcore's network backend; its pool reads this attribute for
     # every new connection (tests/judges/test_egress.py proves it is the one used).
     transport._pool._network_backend = PinnedBackend()

@@ -296,7 +296,10 @@ def vote_submit(
     )
     digest = answer.request_hash()
     with transaction.atomic():
-        [assignment] = compiled_instances("assignment_locked", _assignment_locked_query, trial.assignment_id)
+        locked = compiled_instances("assignment_locked", _assignment_locked_query, trial.assignment_id)
+        if not locked:
+            raise Assignment.DoesNotExist(f"assignment {trial.assignment_id} is gone")
+        assignment = locked[0]
         unanswered = [r["id"] for r in compiled_rows("unanswered", _unanswered_query, assignment.pk)]
         # The current trial has no vote by definition: only another trial needs the vote looked up.
         current = bool(unanswered) and unanswered[0] == trial.pk

@@ -123,10 +123,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABAS
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, DATABASE_POOL_MAX_SIZE), "max_size": DATABASE_POOL_MAX_SIZE, "timeout": 30,
     }
-# Server-side binding + psycopg prepared statements: hot queries are planned once per connection
-# (docs/decisions.md, "Rater hot path"). 0 behind a transaction-pooling PgBouncer older than 1.21.
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_PREPARED_STATEMENTS", True):
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
+# PostgreSQL: the rater hot path's compiled queries are prepared, so each is planned once per
+# connection (annotation/selectors/compiled.py; docs/decisions.md, "Rater hot path"). 0 behind a
+# transaction-pooling PgBouncer without max_prepared_statements (PgBouncer < 1.21, or that set to 0).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent readers while a writer works (the dev server, in-process tasks).
     DATABASES["default"].setdefault("OPTIONS", {}).update(

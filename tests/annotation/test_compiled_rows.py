@@ -91,8 +91,8 @@ def test_compiled_instances_are_compiled_per_thread() -> None:
 
 @pytest.mark.postgres
 def test_postgresql_plans_a_hot_query_once_per_connection() -> None:
-    """Server-side binding with prepared statements (DATABASE_PREPARED_STATEMENTS): the trial an
-    answer is for is prepared after its second run, and PostgreSQL keeps its plan."""
+    """The compiled hot queries are prepared (DATABASE_PREPARED_STATEMENTS): the trial an answer
+    is for is a prepared statement of the connection, and PostgreSQL keeps its plan."""
     from annotation.services.answers import vote_trial
 
     scheduled()
@@ -128,3 +128,38 @@ def test_compiled_update_writes_what_the_orm_update_writes() -> None:
     expected = (second.comparison.candidate_a.version, second.comparison.candidate_b.version)
     assert (second.version_a, second.version_b) == expected and None not in expected
     assert (first.version_a, first.version_b) == (first.comparison.candidate_a.version, first.comparison.candidate_b.version)
+
+
+@pytest.mark.postgres
+def test_other_queries_keep_client_side_binding_and_its_unlimited_parameters() -> None:
+    """Only the compiled hot queries bind server-side: a 70,000-item ``__in`` (over the 65,535
+    parameters a server-side-bound statement may carry) still runs, and nothing else is prepared."""
+    scheduled()
+    assert Trial.objects.filter(pk__in=list(range(-70_000, 0))).count() == 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ['%"id" IN (%'])
+        assert cursor.fetchone()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_locking_read_outside_a_transaction_is_refused_every_time() -> None:
+    """Django checks ``select_for_update`` when it compiles; a compiled query checks on every call."""
+    from django.db import transaction
+    from django.db.transaction import TransactionManagementError
+
+    from annotation.models import Assignment
+
+    scheduled()
+    pk = Assignment.objects.order_by("pk").values_list("pk", flat=True).first()
+
+    def locked(assignment_id: int):  # type: ignore[no-untyped-def]
+        return Assignment.objects.select_for_update().filter(pk=assignment_id).order_by()[:1]
+
+    with transaction.atomic():
+        assert [a.pk for a in compiled_instances("test:locked", locked, pk)] == [pk]
+    if not connection.features.has_select_for_update:  # SQLite: Django does not check either
+        assert [a.pk for a in compiled_instances("test:locked", locked, pk)] == [pk]
+        return
+    for _ in range(2):
+        with pytest.raises(TransactionManagementError):
+            compiled_instances("test:locked", locked, pk)
