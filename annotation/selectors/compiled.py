@@ -31,6 +31,7 @@ from django.db.models.sql import UpdateQuery
 from django.db.transaction import TransactionManagementError
 
 _PLACEHOLDER_INT = -7_301_000_000_000
+_CACHE: dict[tuple[str, str, str], tuple[str, tuple[Any, ...], tuple[int, ...]]] = {}
 
 
 @contextmanager
@@ -63,7 +64,6 @@ def _preparing_cursor_class() -> type:
             return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[misc]
 
     return PreparingCursor
-_CACHE: dict[tuple[str, str, str], tuple[str, tuple[Any, ...], tuple[int, ...]]] = {}
 
 
 def _placeholder(i: int, value: Any) -> Any:
@@ -92,17 +92,24 @@ def _bind(args: tuple[Any, ...], constants: tuple[Any, ...], slots: tuple[int, .
     return [_db_value(args[i]) if i >= 0 else constants[n] for n, i in enumerate(slots)]
 
 
-def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: Any) -> list[dict[str, Any]]:
-    """The rows of ``build(*args)`` (a ``values()`` queryset), its SQL compiled once per process."""
+@contextmanager
+def _executed(name: str, sql_of: Callable[[list[Any]], tuple[str, Any]], args: tuple[Any, ...]) -> Iterator[Any]:
+    """A cursor that ran the SQL ``sql_of(placeholders)`` (compiled once per process) with ``args``."""
     key = (connection.alias, connection.vendor, name)
     entry = _CACHE.get(key)
     if entry is None:
         placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
-        sql, params = build(*placeholders).query.sql_with_params()
+        sql, params = sql_of(placeholders)
         entry = _CACHE[key] = (sql, tuple(params), _positions(name, placeholders, params))
     sql, constants, slots = entry
     with _prepared(), connection.cursor() as cursor:
         cursor.execute(sql, _bind(args, constants, slots))
+        yield cursor
+
+
+def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: Any) -> list[dict[str, Any]]:
+    """The rows of ``build(*args)`` (a ``values()`` queryset), its SQL compiled once per process."""
+    with _executed(name, lambda placeholders: build(*placeholders).query.sql_with_params(), args) as cursor:
         names = [c[0] for c in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -165,17 +172,13 @@ def compiled_update(name: str, build: Callable[..., tuple[QuerySet[Any], dict[st
     the statement itself): the expressions are compiled once; int, str and datetime arguments
     are bound. The number of rows updated is returned, as by ``update``.
     """
-    key = (connection.alias, connection.vendor, name)
-    entry = _CACHE.get(key)
-    if entry is None:
-        placeholders = [_placeholder(i, a) for i, a in enumerate(args)]
+
+    def sql_of(placeholders: list[Any]) -> tuple[str, Any]:
         queryset, values = build(*placeholders)
         query = cast(UpdateQuery, queryset.order_by().query.chain(UpdateQuery))
         query.add_update_values(values)
         query.clear_select_clause()
-        sql, params = query.get_compiler(queryset.db).as_sql()
-        entry = _CACHE[key] = (sql, tuple(params), _positions(name, placeholders, params))
-    sql, constants, slots = entry
-    with _prepared(), connection.cursor() as cursor:
-        cursor.execute(sql, _bind(args, constants, slots))
+        return query.get_compiler(queryset.db).as_sql()  # type: ignore[no-any-return]
+
+    with _executed(name, sql_of, args) as cursor:
         return int(cursor.rowcount)
