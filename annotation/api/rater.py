@@ -145,7 +145,7 @@ class TrialNextApi(APIView):
         response = Response(self.RaterTrial(data).data)
         response["Cache-Control"] = "no-store"
         if view is not None:
-            grant_trial_images(request._request, response, study, view.trial.token)
+            grant_trial_images(request._request, response, study, view.trial)
         return response
 
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, OuterRef, Q, Subquery, Window
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -130,25 +130,35 @@ def _counts_query(assignment_id: int) -> Any:
 
 
 def trial_current(assignment: Assignment, study: Study) -> Trial | None:
-    related = design_of(study).trial_unit_related
+    """The first unanswered trial, with its unit, its candidate versions and its slots' files.
+
+    The files (``trial_shown_files``) come in the same query, so giving the trial's image pass
+    costs no query of its own.
+    """
+    design = design_of(study)
+    related, item = design.trial_unit_related, not design.pairwise
 
     def build(assignment_id: int) -> Any:
         return (
             Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True)
             # What a trial page needs of its unit (joining only those keeps the hot query small).
             .select_related(*related)
-            .annotate(**VERSION_ANNOTATIONS)
+            .annotate(**VERSION_ANNOTATIONS, **_file_annotations(item))
             .order_by("position")[:1]
         )
 
-    found = compiled_instances(f"trial_current:{','.join(related)}", build, assignment.pk)
+    found = compiled_instances(f"trial_current:{','.join(related)}:{item}", build, assignment.pk)
     return found[0] if found else None
 
 
-def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialView | None:
+def trial_next(
+    *, assignment: Assignment, study: Study | None = None, counts: tuple[int, int] | None = None
+) -> TrialView | None:
     """The assignment's first unanswered trial, marked shown (response time starts now).
 
-    ``study`` is the assignment's study when the caller already has it (saves two queries).
+    ``study`` is the assignment's study when the caller already has it (saves two queries);
+    ``counts``: (answered, total) when the caller knows them (a vote counted them under the
+    assignment's row lock: ``VoteResult.counts``), else they are read.
     """
     if assignment.state not in LIVE_STATES:
         raise Forbidden("This assignment is no longer open.")
@@ -169,7 +179,7 @@ def trial_next(*, assignment: Assignment, study: Study | None = None) -> TrialVi
     if assignment.started_at is None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
-    answered, total = assignment_counts(assignment)
+    answered, total = counts if counts is not None else assignment_counts(assignment)
     return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total)
 
 
@@ -200,6 +210,7 @@ class VoteResult:
     replayed: bool
     finished: bool
     completion_code: str
+    counts: tuple[int, int] | None = None  # (answered, total) right after a new vote, under its lock
 
 
 def _finish(assignment: Assignment) -> str:
@@ -215,8 +226,16 @@ def _finish(assignment: Assignment) -> str:
 
 
 def _unanswered_query(assignment_id: int) -> Any:
-    """The first two unanswered trials of an assignment (the current one and the next)."""
-    return Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("id")[:2]
+    """The first two unanswered trials of an assignment (the current one and the next), each row
+    with the number of unanswered trials and of all trials (the progress after the vote)."""
+    total = (
+        Trial.objects.filter(assignment_id=OuterRef("assignment_id")).order_by().values("assignment_id")
+        .annotate(n=Count("id")).values("n")
+    )
+    return (
+        Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position")
+        .values("id").annotate(unanswered=Window(Count("id")), total=Subquery(total))[:2]
+    )
 
 
 def _vote_trial_query(trial_token: str) -> Any:
@@ -300,7 +319,8 @@ def vote_submit(
         if not locked:
             raise Assignment.DoesNotExist(f"assignment {trial.assignment_id} is gone")
         assignment = locked[0]
-        unanswered = [r["id"] for r in compiled_rows("unanswered", _unanswered_query, assignment.pk)]
+        rows = compiled_rows("unanswered", _unanswered_query, assignment.pk)
+        unanswered = [r["id"] for r in rows]
         # The current trial has no vote by definition: only another trial needs the vote looked up.
         current = bool(unanswered) and unanswered[0] == trial.pk
         existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
@@ -344,7 +364,9 @@ def vote_submit(
         if show_next and not finished:
             # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
             compiled_update("trial_shown_now", _shown_now_update, unanswered[1], timezone.now())
-    return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code)
+        total = int(rows[0]["total"])
+        answered = total - int(rows[0]["unanswered"]) + 1  # this vote included
+    return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, counts=(answered, total))
 
 
 # --- images -----------------------------------------------------------------------------------
@@ -375,6 +397,49 @@ _PAIR_HOLDERS = ("comparison__page", "comparison__candidate_a", "comparison__can
 _ITEM_HOLDERS = ("candidate", "predicate__candidate")
 
 
+_VARIANTS = ("image", "neutralized_image")
+
+
+def _file_alias(holder: str, variant: str) -> str:
+    return f"slot_file_{holder.replace('__', '_')}_{variant}"
+
+
+def _file_annotations(item: bool) -> dict[str, F]:
+    """The stored file names of every image a trial of this shape may show (``trial_current``)."""
+    holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
+    return {_file_alias(h, v): F(f"{h}__{v}__file") for h in holders for v in _VARIANTS}
+
+
+def _slot_files(
+    file: Any, *, item: bool, swapped: bool, predicate: bool, neutralize: bool
+) -> dict[str, str | None]:
+    """slot → stored file, from ``file(holder, variant)``: ``ref`` / ``left`` / ``right``, or ``item``.
+
+    The neutralized variant is served when the study neutralizes media and the variant exists.
+    ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
+    """
+
+    def file_of(holder: str) -> str | None:
+        neutralized = file(holder, "neutralized_image") if neutralize else None
+        return neutralized or file(holder, "image") or None
+
+    if item:
+        return {"item": file_of("predicate__candidate" if predicate else "candidate")}
+    first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
+    return {"ref": file_of("comparison__page"), "left": file_of(f"comparison__{first}"),
+            "right": file_of(f"comparison__{second}")}
+
+
+def trial_shown_files(trial: Trial, study: Study) -> dict[str, str] | None:
+    """The files of a trial read by ``trial_current`` (None for a trial read another way)."""
+    item = not design_of(study).pairwise
+    if not hasattr(trial, _file_alias((_ITEM_HOLDERS if item else _PAIR_HOLDERS)[0], "image")):
+        return None
+    slots = _slot_files(lambda h, v: getattr(trial, _file_alias(h, v)), item=item, swapped=trial.swapped,
+                        predicate=trial.predicate_id is not None, neutralize=study.neutralize_media)
+    return {k: v for k, v in slots.items() if v}
+
+
 def _images_query(item: bool) -> Any:
     holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
     shape = Q(candidate__isnull=False) | Q(predicate__isnull=False) if item else Q(comparison__isnull=False)
@@ -383,35 +448,21 @@ def _images_query(item: bool) -> Any:
         .values(
             "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
             "assignment__block__study_id", "assignment__block__study__neutralize_media",
-            *(f"{h}__{variant}__file" for h in holders for variant in ("image", "neutralized_image")),
+            *(f"{h}__{variant}__file" for h in holders for variant in _VARIANTS),
         )[:1]
     )
 
 
 def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
-    """Every image slot of a trial in one query: ``ref`` / ``left`` / ``right``, or ``item`` (a
-    rating or checklist trial, SPEC §11); None when the trial is not of that shape.
-
-    The neutralized variant is served when the study neutralizes media and the variant exists.
-    ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
-    """
+    """Every image slot of a trial in one query (``_slot_files`` for the rules); None when the
+    trial is not of that shape (``item``: a rating or checklist trial, SPEC §11)."""
     rows = compiled_rows(f"trial_images:{item}", _images_query(item), trial_token)
     if not rows:
         return None
-    row = values = rows[0]  # keys built from the holders below, not literals
-
-    def file_of(holder: str) -> str | None:
-        file = values[f"{holder}__image__file"] or None
-        if values["assignment__block__study__neutralize_media"] and values[f"{holder}__neutralized_image__file"]:
-            file = values[f"{holder}__neutralized_image__file"]
-        return file
-
-    if not item:
-        first, second = ("candidate_b", "candidate_a") if row["swapped"] else ("candidate_a", "candidate_b")
-        slots = {"ref": file_of("comparison__page"), "left": file_of(f"comparison__{first}"),
-                 "right": file_of(f"comparison__{second}")}
-    else:
-        slots = {"item": file_of("predicate__candidate" if row["predicate_id"] else "candidate")}
+    row = rows[0]
+    slots = _slot_files(lambda h, v: row[f"{h}__{v}__file"], item=item, swapped=row["swapped"],
+                        predicate=row["predicate_id"] is not None,
+                        neutralize=row["assignment__block__study__neutralize_media"])
     return TrialImages(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
         live=row["assignment__state"] in LIVE_STATES, slots=tuple(slots),

@@ -42,6 +42,7 @@ from annotation.services.answers import (
     trial_image,
     trial_images,
     trial_next,
+    trial_shown_files,
     vote_submit,
     vote_trial,
 )
@@ -199,7 +200,7 @@ def _render_view(
     response["Vary"] = "HX-Request"
     response["Cache-Control"] = "no-store"
     if view is not None:
-        grant_trial_images(request, response, study, view.trial.token)
+        grant_trial_images(request, response, study, view.trial)
     return response
 
 
@@ -278,17 +279,20 @@ def plain_sentence(error: ValidationFailed) -> str:
 
 
 def _render_state(
-    request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False, **extra: Any
+    request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False,
+    counts: tuple[int, int] | None = None, **extra: Any
 ) -> HttpResponse:
     """The current trial (or the end page) of an assignment.
 
     ``fresh``: the caller knows the assignment is still active (its own vote just left a trial
     unanswered), so the row is read again only when no trial is left after all (another tab
-    answered it meanwhile): the end page needs the stored state and completion code.
+    answered it meanwhile): the end page needs the stored state and completion code. ``counts``:
+    the (answered, total) that vote counted under the assignment's row lock.
     """
     if not fresh:
         assignment.refresh_from_db()
-    view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
+    live = assignment.state == AssignmentState.ACTIVE
+    view = trial_next(assignment=assignment, study=study, counts=counts if fresh else None) if live else None
     if fresh and view is None:
         assignment.refresh_from_db()
     if view is not None and status == 200:
@@ -462,7 +466,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         # A new vote that did not finish the block found the assignment ACTIVE under its row lock
         # and left a trial to answer; otherwise read it again (the end page shows the completion code).
         fresh = not result.replayed and not result.finished
-        return _render_state(request, study, trial.assignment, fresh=fresh)
+        return _render_state(request, study, trial.assignment, fresh=fresh, counts=result.counts)
     return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
 
 
@@ -540,11 +544,16 @@ def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpR
     return response
 
 
-def grant_trial_images(request: HttpRequest, response: HttpResponse, study: Study, trial_token: str) -> None:
-    """Give the shown trial's image pass to the session (one query for every slot of the trial)."""
-    found = trial_images(trial_token=trial_token, item=not design_of(study).pairwise)
-    if found is not None and found.live:
-        image_cookie.grant(request, response, trial_token=trial_token, files=found.files)
+def grant_trial_images(request: HttpRequest, response: HttpResponse, study: Study, trial: Trial) -> None:
+    """Give the shown trial's image pass to the session: its files came with the trial
+    (``trial_current``), or one query reads every slot of the trial."""
+    files = trial_shown_files(trial, study)
+    if files is None:
+        found = trial_images(trial_token=trial.token, item=not design_of(study).pairwise)
+        if found is None or not found.live:
+            return
+        files = found.files
+    image_cookie.grant(request, response, trial_token=trial.token, files=files)
 
 
 @require_GET

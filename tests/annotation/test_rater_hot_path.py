@@ -139,3 +139,27 @@ def test_an_htmx_answer_starts_the_next_trials_clock_in_its_own_transaction() ->
     shown = Trial.objects.get(token=form_of(next_html)["token"])
     assert shown.position > first.position and shown.shown_at is not None
     assert shown.shown_at >= first.vote.created_at
+
+
+def test_the_progress_an_answer_shows_is_the_stored_count() -> None:
+    """The htmx answer counts the progress under the assignment's lock (no separate count query):
+    after new votes and a double-submitted one it is what the database holds."""
+    from annotation.models import Assignment
+    from annotation.services.answers import assignment_counts
+
+    rs = scheduled()
+    client = Client()
+    html = join(client, rs.study).content.decode()
+    for n in range(4):
+        f = form_of(html)
+        response = answer(client, html)
+        if n == 2:  # the same submission again (a double click): the same next trial, counted the same
+            again = answer(client, html)
+            assert form_of(again.content.decode())["token"] == form_of(response.content.decode())["token"]
+            assert re.search(r'id="progress-text">(\d+) of', again.content.decode())[1] == str(n + 2)
+        html = response.content.decode()
+        assignment = Assignment.objects.get(trials__token=f["token"])
+        answered, total = assignment_counts(assignment)
+        assert answered == n + 1
+        assert f'id="progress-text">{answered + 1} of {total}<' in html
+        assert f'max="{total}" value="{answered}"' in html
