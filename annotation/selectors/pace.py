@@ -7,6 +7,7 @@ times the trials left, so one long pause (a coffee, a break screen) does not inf
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import median
 from typing import Any
 
@@ -22,18 +23,22 @@ def _response_times_query(assignment_id: int) -> Any:
     )
 
 
-def minutes_left(*, assignment: Assignment, answered: int, total: int) -> int | None:
+def minutes_left(
+    *, assignment: Assignment, answered: int, total: int, times: Sequence[int] | None = None
+) -> int | None:
     """About how many minutes the rest of the assignment takes at the rater's median pace.
 
     None until the rater has answered ``MIN_ANSWERS_FOR_ESTIMATE`` trials (too little to say);
-    0 when nothing is left; otherwise at least 1.
+    0 when nothing is left; otherwise at least 1. ``times``: the assignment's stored response
+    times when the caller has them (an answer's ``Progress``), else they are read.
     """
     left = max(total - answered, 0)
     if left == 0:
         return 0
     if answered < MIN_ANSWERS_FOR_ESTIMATE:
         return None
-    times = [int(row["response_ms"]) for row in compiled_rows("response_times", _response_times_query, assignment.pk)]
+    if times is None:
+        times = [int(row["response_ms"]) for row in compiled_rows("response_times", _response_times_query, assignment.pk)]
     if len(times) < MIN_ANSWERS_FOR_ESTIMATE:
         return None
     return max(1, math.ceil(median(times) * left / 60_000))

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, OuterRef, Q, Subquery, Window
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -129,42 +130,50 @@ def _counts_query(assignment_id: int) -> Any:
     )
 
 
-def trial_current(assignment: Assignment, study: Study) -> Trial | None:
+def trial_current(assignment: Assignment, study: Study, *, trial_id: int | None = None) -> Trial | None:
     """The first unanswered trial, with its unit, its candidate versions and its slots' files.
 
     The files (``trial_shown_files``) come in the same query, so giving the trial's image pass
-    costs no query of its own.
+    costs no query of its own. ``trial_id``: the trial the caller's vote found next
+    (``Progress.next_trial_id``), read by its key while it is still unanswered, else the first
+    unanswered trial is looked up. Either way the joins run for the one trial only: the first
+    unanswered trial's id is picked in a subquery, not by sorting every joined row.
     """
     design = design_of(study)
     related, item = design.trial_unit_related, not design.pairwise
 
-    def build(assignment_id: int) -> Any:
-        return (
-            Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True)
-            # What a trial page needs of its unit (joining only those keeps the hot query small).
-            .select_related(*related)
-            .annotate(**VERSION_ANNOTATIONS, **_file_annotations(item))
-            .order_by("position")[:1]
-        )
+    def shown(trials: Any) -> Any:
+        # What a trial page needs of its unit (joining only those keeps the hot query small).
+        return trials.select_related(*related).annotate(**VERSION_ANNOTATIONS, **_file_annotations(item))
 
-    found = compiled_instances(f"trial_current:{','.join(related)}:{item}", build, assignment.pk)
+    def by_id(pk: int) -> Any:
+        return shown(Trial.objects.filter(pk=pk, vote__isnull=True)).order_by()[:1]
+
+    def first(assignment_id: int) -> Any:
+        pk = Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("pk")[:1]
+        return shown(Trial.objects.filter(pk=Subquery(pk))).order_by()[:1]
+
+    name = f"{','.join(related)}:{item}"
+    found = compiled_instances(f"trial_by_id:{name}", by_id, trial_id) if trial_id is not None else []
+    if not found:
+        found = compiled_instances(f"trial_current:{name}", first, assignment.pk)
     return found[0] if found else None
 
 
 def trial_next(
-    *, assignment: Assignment, study: Study | None = None, counts: tuple[int, int] | None = None
+    *, assignment: Assignment, study: Study | None = None, progress: Progress | None = None
 ) -> TrialView | None:
     """The assignment's first unanswered trial, marked shown (response time starts now).
 
     ``study`` is the assignment's study when the caller already has it (saves two queries);
-    ``counts``: (answered, total) when the caller knows them (a vote counted them under the
-    assignment's row lock: ``VoteResult.counts``), else they are read.
+    ``progress``: what the caller's vote counted under the assignment's row lock
+    (``VoteResult.progress``): the counts and the next trial are not looked up again.
     """
     if assignment.state not in LIVE_STATES:
         raise Forbidden("This assignment is no longer open.")
     if study is None:
         study = assignment.block.study
-    trial = trial_current(assignment, study)
+    trial = trial_current(assignment, study, trial_id=progress.next_trial_id if progress else None)
     if trial is None:
         return None
     now = timezone.now()
@@ -179,7 +188,7 @@ def trial_next(
     if assignment.started_at is None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
-    answered, total = counts if counts is not None else assignment_counts(assignment)
+    answered, total = (progress.answered, progress.total) if progress else assignment_counts(assignment)
     return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total)
 
 
@@ -205,12 +214,22 @@ def trial_view_of(trial: Trial, *, study: Study, number: int, answered: int, tot
 
 
 @dataclass(frozen=True)
+class Progress:
+    """An assignment's progress right after a new vote, counted under the assignment's row lock."""
+
+    answered: int
+    total: int
+    response_times: tuple[int, ...]  # every stored response time of the assignment, ms (the pace estimate)
+    next_trial_id: int | None  # the first trial still unanswered
+
+
+@dataclass(frozen=True)
 class VoteResult:
     vote: Vote
     replayed: bool
     finished: bool
     completion_code: str
-    counts: tuple[int, int] | None = None  # (answered, total) right after a new vote, under its lock
+    progress: Progress | None = None  # a new vote's: what the next trial's page shows
 
 
 def _finish(assignment: Assignment) -> str:
@@ -225,16 +244,16 @@ def _finish(assignment: Assignment) -> str:
     return code
 
 
-def _unanswered_query(assignment_id: int) -> Any:
-    """The first two unanswered trials of an assignment (the current one and the next), each row
-    with the number of unanswered trials and of all trials (the progress after the vote)."""
-    total = (
-        Trial.objects.filter(assignment_id=OuterRef("assignment_id")).order_by().values("assignment_id")
-        .annotate(n=Count("id")).values("n")
-    )
-    return (
-        Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position")
-        .values("id").annotate(unanswered=Window(Count("id")), total=Subquery(total))[:2]
+def _progress_query(assignment_id: int) -> Any:
+    """Every trial of an assignment in order, each with its vote's response time: -1 for a vote
+    without one, None for no vote.
+
+    The vote is looked up per trial in the SELECT list (one index probe each), never joined: a join
+    lets PostgreSQL hash the whole vote table, which costs more the more votes a study holds.
+    """
+    vote = Vote.objects.filter(trial_id=OuterRef("pk")).annotate(ms=Coalesce("response_ms", -1)).values("ms")[:1]
+    return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values("id").annotate(
+        vote_ms=Subquery(vote)
     )
 
 
@@ -319,8 +338,8 @@ def vote_submit(
         if not locked:
             raise Assignment.DoesNotExist(f"assignment {trial.assignment_id} is gone")
         assignment = locked[0]
-        rows = compiled_rows("unanswered", _unanswered_query, assignment.pk)
-        unanswered = [r["id"] for r in rows]
+        rows = compiled_rows("assignment_progress", _progress_query, assignment.pk)
+        unanswered = [r["id"] for r in rows if r["vote_ms"] is None]
         # The current trial has no vote by definition: only another trial needs the vote looked up.
         current = bool(unanswered) and unanswered[0] == trial.pk
         existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
@@ -364,9 +383,13 @@ def vote_submit(
         if show_next and not finished:
             # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
             compiled_update("trial_shown_now", _shown_now_update, unanswered[1], timezone.now())
-        total = int(rows[0]["total"])
-        answered = total - int(rows[0]["unanswered"]) + 1  # this vote included
-    return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, counts=(answered, total))
+        times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
+        progress = Progress(
+            answered=len(rows) - len(unanswered) + 1, total=len(rows),  # this vote included
+            response_times=(*times, *([response_ms] if response_ms is not None else [])),
+            next_trial_id=None if finished else unanswered[1],
+        )
+    return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, progress=progress)
 
 
 # --- images -----------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from annotation.models import (
 from annotation.roles import RATER, is_researcher
 from annotation.selectors.pace import break_due, minutes_left
 from annotation.services.answers import (
+    Progress,
     TrialView,
     assignment_counts,
     trial_image,
@@ -143,7 +144,7 @@ def _notice(
 
 
 def _state_context(
-    study: Study, assignment: Assignment, view: TrialView | None, **extra: Any
+    study: Study, assignment: Assignment, view: TrialView | None, *, progress: Progress | None = None, **extra: Any
 ) -> dict[str, Any]:
     context: dict[str, Any] = {
         "study": study,
@@ -160,7 +161,10 @@ def _state_context(
         context.update({"total": total, "completion_code": assignment.completion_code})
         context.update(_end_context(study, assignment))
     else:
-        context["minutes_left"] = minutes_left(assignment=assignment, answered=view.answered, total=view.total)
+        context["minutes_left"] = minutes_left(
+            assignment=assignment, answered=view.answered, total=view.total,
+            times=progress.response_times if progress else None,
+        )
         token = view.trial.token
         revising = bool(extra.get("revising"))
         context["answer_url"] = reverse("rater:revise" if revising else "rater:vote", args=[token])
@@ -186,7 +190,7 @@ def _state_context(
 
 def _render_view(
     request: HttpRequest, study: Study, assignment: Assignment, view: TrialView | None, *, status: int = 200,
-    **extra: Any,
+    progress: Progress | None = None, **extra: Any,
 ) -> HttpResponse:
     template = TRIAL_PAGE  # the kind's question is its design's trial_template, included by the page
     if getattr(request, "htmx", False):
@@ -194,7 +198,7 @@ def _render_view(
     error = extra.pop("error", None)
     if isinstance(error, ValidationFailed):
         extra["error"] = participant_error(error, view, study)
-    context = _state_context(study, assignment, view, **extra)
+    context = _state_context(study, assignment, view, progress=progress, **extra)
     with render_timed(request):
         response = render(request, template, context, status=status)
     response["Vary"] = "HX-Request"
@@ -280,26 +284,26 @@ def plain_sentence(error: ValidationFailed) -> str:
 
 def _render_state(
     request: HttpRequest, study: Study, assignment: Assignment, *, status: int = 200, fresh: bool = False,
-    counts: tuple[int, int] | None = None, **extra: Any
+    progress: Progress | None = None, **extra: Any
 ) -> HttpResponse:
     """The current trial (or the end page) of an assignment.
 
     ``fresh``: the caller knows the assignment is still active (its own vote just left a trial
     unanswered), so the row is read again only when no trial is left after all (another tab
-    answered it meanwhile): the end page needs the stored state and completion code. ``counts``:
-    the (answered, total) that vote counted under the assignment's row lock.
+    answered it meanwhile): the end page needs the stored state and completion code. ``progress``:
+    what that vote counted under the assignment's row lock (the counts, the next trial, the pace).
     """
     if not fresh:
         assignment.refresh_from_db()
-    live = assignment.state == AssignmentState.ACTIVE
-    view = trial_next(assignment=assignment, study=study, counts=counts if fresh else None) if live else None
+        progress = None
+    view = trial_next(assignment=assignment, study=study, progress=progress) if assignment.state == AssignmentState.ACTIVE else None
     if fresh and view is None:
         assignment.refresh_from_db()
     if view is not None and status == 200:
         paused = _break_response(request, study, assignment, view)
         if paused is not None:
             return paused
-    return _render_view(request, study, assignment, view, status=status, **extra)
+    return _render_view(request, study, assignment, view, status=status, progress=progress, **extra)
 
 
 def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
@@ -466,7 +470,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         # A new vote that did not finish the block found the assignment ACTIVE under its row lock
         # and left a trial to answer; otherwise read it again (the end page shows the completion code).
         fresh = not result.replayed and not result.finished
-        return _render_state(request, study, trial.assignment, fresh=fresh, counts=result.counts)
+        return _render_state(request, study, trial.assignment, fresh=fresh, progress=result.progress)
     return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
 
 

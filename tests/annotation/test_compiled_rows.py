@@ -163,3 +163,23 @@ def test_a_compiled_locking_read_outside_a_transaction_is_refused_every_time() -
     for _ in range(2):
         with pytest.raises(TransactionManagementError):
             compiled_instances("test:locked", locked, pk)
+
+
+@pytest.mark.postgres
+def test_a_prepared_hot_query_is_planned_once_not_per_call(settings) -> None:  # type: ignore[no-untyped-def]
+    """Every connection plans its prepared statements generically (annotation.selectors.compiled
+    .generic_plans): PostgreSQL's default would re-plan the 16-join trial read on each call for
+    as long as a plan for the given values looks cheaper."""
+    from django.db import connections
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+    settings.DATABASE_PREPARED_STATEMENTS = False  # behind a PgBouncer without prepared statements
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            assert cursor.fetchone()[0] == "auto"
+    finally:
+        other.close()
