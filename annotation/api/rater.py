@@ -39,6 +39,7 @@ from annotation.services.comprehension import (
 from annotation.services.crowd import completion_redirect_url
 from annotation.services.participants import participant_claim, rater_assignment
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
+from annotation.views.links import url
 from annotation.views.rater import grant_trial_images, session_rater_id
 
 
@@ -132,9 +133,9 @@ class TrialNextApi(APIView):
             data = {
                 "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
                 "trial": token,
-                "images": {s: reverse("rater:image", args=[token, s]) for s in design_of(study).image_slots},
+                "images": {s: url("rater:image", token, s) for s in design_of(study).image_slots},
                 "axes": view.axes, "idempotency_key": view.idempotency_key,
-                "vote_url": reverse("rater:api-vote", args=[token]),
+                "vote_url": url("rater:api-vote", token),
             }
             if not design_of(study).has_reference:  # SPEC §11 kinds: the question and its answer form
                 data.update({

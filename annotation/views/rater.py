@@ -77,6 +77,7 @@ from annotation.services.vote_revisions import (
     vote_revision_view,
     vote_undo_view,
 )
+from annotation.views.links import trial_links, url
 
 SESSION_RATERS = "arbiter.raters"
 # {assignment id: answered count at the last break the rater continued from} (issue 17 breaks).
@@ -166,12 +167,10 @@ def _state_context(
             times=progress.response_times if progress else None,
         )
         token = view.trial.token
-        revising = bool(extra.get("revising"))
-        context["answer_url"] = reverse("rater:revise" if revising else "rater:vote", args=[token])
+        links = context["links"] = trial_links(study, token, revising=bool(extra.get("revising")))
+        context["answer_url"] = links["answer"]
         context["problem_kinds"] = ProblemKind.choices
-        context["images"] = {
-            s: reverse("rater:image", args=[token, s]) for s in design_of(study).image_slots
-        }
+        context["images"] = {s: url("rater:image", token, s) for s in design_of(study).image_slots}
         posted = extra.get("posted") or {}
         context["axes"] = [
             {**axis, "index": i, "value": (posted.get("axes") or {}).get(axis["id"], ""),
@@ -423,7 +422,8 @@ def trial_problem(request: HttpRequest, trial_token: str) -> HttpResponse:
     trial, study, rater_id = _own_trial_or_notice(request, trial_token)
     if rater_id is None or trial.assignment.rater_id != rater_id:
         return _not_yours(request, study)
-    context: dict[str, Any] = {"study": study, "view": {"trial": trial}, "problem_kinds": ProblemKind.choices}
+    context: dict[str, Any] = {"study": study, "view": {"trial": trial}, "problem_kinds": ProblemKind.choices,
+                               "links": trial_links(study, trial.token)}
     status = 200
     try:
         trial_problem_report(trial_token=trial_token, rater_id=rater_id, kind=request.POST.get("kind", ""),
