@@ -162,6 +162,10 @@ CACHES = {
     if _cache_url
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
+# The trial page's unchanging fragments (its answer choices and shortcut list, keyed by what they
+# show), rendered once per process: in memory, never shared (templates/annotation/rater/).
+CACHES["fragments"] = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments",
+                       "OPTIONS": {"MAX_ENTRIES": 1000}}
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
 # Attempts on one account from all addresses together (SECURITY.md row 18).

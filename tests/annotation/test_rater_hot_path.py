@@ -163,3 +163,31 @@ def test_the_progress_an_answer_shows_is_the_stored_count() -> None:
         assert answered == n + 1
         assert f'id="progress-text">{answered + 1} of {total}<' in html
         assert f'max="{total}" value="{answered}"' in html
+
+
+def _checked(html: str) -> list[tuple[str, str]]:
+    """(name, value) of every checked radio button."""
+    return re.findall(r'<input type="radio"[^>]*name="([^"]+)" value="([^"]+)"[^>]*\schecked>', html)
+
+
+def test_cached_answer_choices_still_show_what_the_rater_chose() -> None:
+    """The answer choices are rendered once per what they show (the "fragments" cache): a refused
+    answer comes back with the rater's choices checked, and the next trial with none."""
+    rs = scheduled()
+    client = Client()
+    html = join(client, rs.study).content.decode()
+    f = form_of(html)
+    assert f["axes"] and not _checked(html)
+    first_axis = f["axes"][0]
+    refused = client.post(f"/t/{f['token']}/vote/", {  # no confidence: refused, shown again as posted
+        "verdict": "B", "idempotency_key": f["key"], "rationale": "", f"axis:{first_axis}": "-1",
+    }, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 400
+    again = refused.content.decode()
+    checked = _checked(again)
+    assert ("verdict", "B") in checked and (f"axis:{first_axis}", "-1") in checked
+    assert not any(name == "confidence" for name, _ in checked)
+    nxt = answer(client, again).content.decode()
+    assert form_of(nxt)["token"] != f["token"] and not _checked(nxt)
+    # The same choices in another trial render as in the first one (only ids depend on the axis).
+    assert re.findall(r'name="verdict" value="(\w+)"', nxt) == re.findall(r'name="verdict" value="(\w+)"', html)
