@@ -131,3 +131,12 @@ def test_the_served_application_is_wrapped() -> None:
 
     assert isinstance(wsgi.application, ImagePassApplication)
     assert wsgi.application.application is wsgi.django_application
+
+
+def test_a_granted_file_gone_from_disk_is_djangos_404(joined, settings) -> None:  # type: ignore[no-untyped-def]
+    client, _html, urls = joined
+    app = ImagePassApplication(WSGIHandler())
+    assert Called(app, _environ(urls[0], client)).code == 200
+    settings.MEDIA_ROOT = settings.MEDIA_ROOT / "elsewhere"  # every stored file is missing now
+    missing = Called(app, _environ(urls[0], client))
+    assert missing.code == 404 and not missing.body.startswith(b"\x89PNG")
