@@ -195,8 +195,7 @@ class LoadClient:
         await self.session.close()
 
     def cookie(self, name: str) -> str:
-        found = self.session.cookie_jar.filter_cookies(self.base_url + "/").get(name)  # type: ignore[arg-type]
-        return found.value if found else ""
+        return next((c.value for c in self.session.cookie_jar if c.key == name), "")
 
     def set_cookies(self, cookies: dict[str, str]) -> None:
         self.session.cookie_jar.update_cookies(cookies)
