@@ -103,6 +103,14 @@ def render_timed(request: HttpRequest) -> Iterator[None]:
         yield
 
 
+def server_timing(*, db: float, queries: int, render: float, app: float) -> str:
+    """The ``Server-Timing`` value of a rater response (durations given in seconds)."""
+    return (
+        f'db;dur={1000 * db:.2f};desc="{queries} queries", '
+        f"render;dur={1000 * render:.2f}, app;dur={1000 * app:.2f}"
+    )
+
+
 class ServerTimingMiddleware:
     """``Server-Timing: db;dur=…;desc="N queries", render;dur=…, app;dur=…`` on rater paths.
 
@@ -121,10 +129,8 @@ class ServerTimingMiddleware:
         start = time.perf_counter()
         with connection.execute_wrapper(timing.db_wrapper):
             response = self.get_response(request)
-        app = time.perf_counter() - start
-        response["Server-Timing"] = (
-            f'db;dur={1000 * timing.db:.2f};desc="{timing.queries} queries", '
-            f"render;dur={1000 * timing.render:.2f}, app;dur={1000 * app:.2f}"
+        response["Server-Timing"] = server_timing(
+            db=timing.db, queries=timing.queries, render=timing.render, app=time.perf_counter() - start
         )
         return response
 

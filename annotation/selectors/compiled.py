@@ -34,6 +34,11 @@ _PLACEHOLDER_INT = -7_301_000_000_000
 _CACHE: dict[tuple[str, str, str], tuple[str, tuple[Any, ...], tuple[int, ...]]] = {}
 
 
+def _prepares(db: Any) -> bool:
+    """Whether the hot queries are prepared on this connection (PostgreSQL, ``DATABASE_PREPARED_STATEMENTS``)."""
+    return bool(db.vendor == "postgresql" and settings.DATABASE_PREPARED_STATEMENTS)
+
+
 def generic_plans(sender: Any, connection: Any, **kwargs: Any) -> None:
     """A new PostgreSQL connection plans each prepared statement once (``connection_created``).
 
@@ -43,7 +48,7 @@ def generic_plans(sender: Any, connection: Any, **kwargs: Any) -> None:
     against 0.1–0.6 ms of execution. Only prepared statements (the hot queries above) are
     affected; every other query keeps being planned for its values.
     """
-    if connection.vendor == "postgresql" and getattr(settings, "DATABASE_PREPARED_STATEMENTS", True):
+    if _prepares(connection):
         with connection.cursor() as cursor:
             cursor.execute("SET plan_cache_mode = force_generic_plan")
 
@@ -54,7 +59,7 @@ def _prepared() -> Iterator[None]:
 
     The connection is this thread's; its cursor factory is swapped for the block and restored.
     """
-    if connection.vendor != "postgresql" or not getattr(settings, "DATABASE_PREPARED_STATEMENTS", True):
+    if not _prepares(connection):
         yield
         return
     connection.ensure_connection()

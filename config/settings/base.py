@@ -157,7 +157,7 @@ ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
 
 # A shared cache (login throttling, rate limits) when Redis is configured; per-process otherwise.
 _cache_url = env_str("CACHE_URL") or (env_str("CELERY_BROKER_URL") if env_str("CELERY_BROKER_URL").startswith("redis") else "")
-CACHES = {
+CACHES: dict[str, dict[str, object]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
     if _cache_url
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
