@@ -59,6 +59,7 @@ class Stats:
     full: int = 0
     queries: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # from Server-Timing
     db_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    app_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # time inside Django
 
 
 def pct(values: list[float], q: float) -> float:
@@ -222,10 +223,12 @@ async def timed(stats: Stats, kind: str, coro):  # type: ignore[no-untyped-def]
     if timing:
         stats.db_ms[kind].append(float(timing[1]))
         stats.queries[kind].append(int(timing[2]))
+        if timing[3]:
+            stats.app_ms[kind].append(float(timing[3]))
     return response
 
 
-SERVER_TIMING_RE = re.compile(r'db;dur=([\d.]+);desc="(\d+) queries"')
+SERVER_TIMING_RE = re.compile(r'db;dur=([\d.]+);desc="(\d+) queries"(?:.*?app;dur=([\d.]+))?')
 
 
 TOKEN_RE = re.compile(r'action="/t/([^/"]+)/vote/"')
@@ -393,12 +396,13 @@ def report(n: int, stats: Stats, seconds: float) -> None:
           + (f", replay mismatches {stats.replay_mismatch}" if stats.replay_mismatch else "")
           + (f", study full for {stats.full}" if stats.full else ""))
     steady = [x for kind in ("trial", "image", "vote") for x in stats.latencies.get(kind, [])]
-    print(f"  {'kind':<6} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'queries':>8} {'db ms':>6}")
+    print(f"  {'kind':<6} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'queries':>8} {'db ms':>6} {'app ms':>6}")
     for kind in ("all", "flow", "join", "trial", "image", "vote"):
         values = {"all": every, "flow": steady}.get(kind) or stats.latencies.get(kind, [])
         if values:
-            q, db = stats.queries.get(kind), stats.db_ms.get(kind)
+            q, db, app = stats.queries.get(kind), stats.db_ms.get(kind), stats.app_ms.get(kind)
             server = f" {sum(q) / len(q):>8.1f} {sum(db) / len(db):>6.2f}" if q and db else ""
+            server += f" {sum(app) / len(app):>6.2f}" if app else ""
             print(f"  {kind:<6} {len(values):>7} {pct(values, 50):>8.1f} {pct(values, 95):>8.1f} "
                   f"{pct(values, 99):>8.1f}{server}")
 

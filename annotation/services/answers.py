@@ -24,7 +24,7 @@ from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
 from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote
-from annotation.selectors.compiled import compiled_instances, compiled_rows, compiled_update
+from annotation.selectors.compiled import compiled_create, compiled_instances, compiled_rows, compiled_update
 from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
     displayed_versions,
@@ -249,9 +249,11 @@ def _progress_query(assignment_id: int) -> Any:
     without one, None for no vote.
 
     The vote is looked up per trial in the SELECT list (one index probe each), never joined: a join
-    lets PostgreSQL hash the whole vote table, which costs more the more votes a study holds.
+    lets PostgreSQL hash the whole vote table, which costs more the more votes a study holds. No
+    ordering in the probe: the vote's default ordering would join its trial's assignment, block and
+    study into each probe.
     """
-    vote = Vote.objects.filter(trial_id=OuterRef("pk")).annotate(ms=Coalesce("response_ms", -1)).values("ms")[:1]
+    vote = Vote.objects.filter(trial_id=OuterRef("pk")).order_by().annotate(ms=Coalesce("response_ms", -1)).values("ms")[:1]
     return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values("id").annotate(
         vote_ms=Subquery(vote)
     )
@@ -371,8 +373,8 @@ def vote_submit(
         response_ms = None
         if trial.shown_at is not None:
             response_ms = max(int((timezone.now() - trial.shown_at).total_seconds() * 1000), 0)
-        vote = Vote.objects.create(
-            trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
+        vote = compiled_create(
+            "vote_insert", Vote, trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
             rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
             answers={"ratings": answer.ratings} if answer.ratings is not None else {},
         )

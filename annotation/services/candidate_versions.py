@@ -40,12 +40,15 @@ def versions_now() -> dict[str, Coalesce | Subquery]:
     For a trial marked shown inside another write (the htmx answer shows the next trial in the
     vote's transaction), so recording the versions costs no query of its own.
     """
-    comparison = Comparison.objects.filter(pk=OuterRef("comparison_id"))
+    # .order_by(): a model's default ordering would join its study (and more) into each subquery.
+    comparison = Comparison.objects.filter(pk=OuterRef("comparison_id")).order_by()
     return {
         "version_a": Coalesce(
             Subquery(comparison.values("candidate_a__version")[:1]),
-            Subquery(Candidate.objects.filter(pk=OuterRef("candidate_id")).values("version")[:1]),
-            Subquery(Predicate.objects.filter(pk=OuterRef("predicate_id")).values("candidate__version")[:1]),
+            Subquery(Candidate.objects.filter(pk=OuterRef("candidate_id")).order_by().values("version")[:1]),
+            Subquery(
+                Predicate.objects.filter(pk=OuterRef("predicate_id")).order_by().values("candidate__version")[:1]
+            ),
         ),
         "version_b": Subquery(comparison.values("candidate_b__version")[:1]),
     }

@@ -114,11 +114,15 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a health check that needs no round trip unless the server has spoken
+    # (config/db/postgresql/base.py).
+    DATABASES["default"]["ENGINE"] = "config.db.postgresql"
 # PostgreSQL connection pool (Django's psycopg pool): DATABASE_POOL_MAX_SIZE connections per process,
 # 0 = persistent per-thread connections (CONN_MAX_AGE) instead. A pooled connection is checked as
 # it is handed out, so a restarted server costs no failed request.
 DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 0)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
+if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, DATABASE_POOL_MAX_SIZE), "max_size": DATABASE_POOL_MAX_SIZE, "timeout": 30,

@@ -183,3 +183,34 @@ def test_a_prepared_hot_query_is_planned_once_not_per_call(settings) -> None:  #
             assert cursor.fetchone()[0] == "auto"
     finally:
         other.close()
+
+
+def test_compiled_create_stores_what_objects_create_stores(django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+    """The vote's compiled INSERT: same columns as the ORM's create (defaults, JSON, auto_now_add),
+    one statement per call, the key returned; and a duplicate still hits the unique constraint."""
+    from django.db import IntegrityError, transaction
+    from django.forms.models import model_to_dict
+
+    from annotation.models import Vote
+    from annotation.selectors.compiled import compiled_create
+
+    scheduled()
+    first, second, third = Trial.objects.order_by("pk")[:3]
+    values = {"label": "A", "confidence": 4, "axis_scores": {"GLOBAL_LAYOUT_FIDELITY": -2}, "rationale": "é \u00a0 ok",
+              "response_ms": 1234, "idempotency_key": "k1", "request_hash": "h" * 64}
+    expected = Vote.objects.create(trial_id=first.pk, **values)
+    compiled_create("test:vote", Vote, trial_id=second.pk, **values)  # compiled here (the first call)
+    with django_assert_num_queries(1):
+        got = compiled_create("test:vote", Vote, trial_id=third.pk, **{**values, "answers": {"ratings": {"x": 3}}})
+    assert got.pk is not None and not got._state.adding
+    stored = Vote.objects.get(pk=got.pk)
+    reference = Vote.objects.get(pk=expected.pk)
+    skip = {"id", "trial", "answers"}
+    assert {k: v for k, v in model_to_dict(stored).items() if k not in skip} == {
+        k: v for k, v in model_to_dict(reference).items() if k not in skip
+    }
+    assert stored.trial_id == third.pk and stored.answers == {"ratings": {"x": 3}} and reference.answers == {}
+    assert stored.history == [] and stored.created_at is not None and stored.created_at >= reference.created_at
+    assert (got.created_at, got.axis_scores) == (stored.created_at, stored.axis_scores)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        compiled_create("test:vote", Vote, trial_id=third.pk, **values)  # one vote per trial, still
