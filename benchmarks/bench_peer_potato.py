@@ -258,7 +258,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9210, help="loopback port (Potato; Arbiter takes port + 1)")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/arbiter_peer_bench")
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     levels = [int(x) for x in args.raters.split(",")]
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]

@@ -13,7 +13,7 @@ against the database: none lost, none duplicated, none stored without an acknowl
 
 Run (own database, dropped and recreated; nothing else is touched):
     .venv/bin/python benchmarks/bench_raters.py [--seconds 30] [--raters 50,200] [--think 1.0]
-        [--flow html|api] [--ramp 5] [--workers 3 --threads 8]
+        [--flow html|api] [--ramp 5] [--workers 3 --threads 2]
         [--database-url postgres://postgres@127.0.0.1:5432/arbiter_raters_bench]
 Target: p95 < 100 ms at 200 raters.
 """
@@ -512,7 +512,7 @@ def main() -> None:
     parser.add_argument("--server", choices=("gunicorn", "runserver"), default="gunicorn",
                         help="runserver: the threaded development server `make run` starts")
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2, help="per worker (gunicorn.conf.py: two)")
     parser.add_argument("--port", type=int, default=0, help="loopback port for the server (0: a free one)")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--check", action="store_true",

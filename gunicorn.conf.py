@@ -1,0 +1,24 @@
+"""gunicorn's settings for Arbiter, read from the project root (``gunicorn config.wsgi``).
+
+Measured on the rater flow (docs/benchmarks.md, "fourth pass"; docs/decisions.md, "Rater hot
+path"): one process per core plus one, each with two threads. A request holds the GIL between its
+database round trips; with eight threads per process an answer waited behind the others after each
+of its ten round trips (57 ms of its 80 ms inside Django at 50 raters), with two it waits 12 ms,
+and the answer's p95 at 50 raters fell from 220 to 131 ms with the same throughput. The second
+thread is what keeps the core busy while the first waits for PostgreSQL.
+
+Override with the usual environment: ``WEB_CONCURRENCY`` (processes), ``GUNICORN_THREADS``, or
+any flag in ``GUNICORN_CMD_ARGS`` or on the command line (a flag wins over this file).
+"""
+
+from __future__ import annotations
+
+import os
+
+wsgi_app = "config.wsgi:application"
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_CONCURRENCY") or (os.cpu_count() or 1) + 1)
+threads = int(os.environ.get("GUNICORN_THREADS") or 2)
+keepalive = 30  # seconds: a rater's browser keeps its connection between trials
+timeout = 60
+backlog = 2048
