@@ -27,6 +27,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import connection, connections
 from django.db.models import Model, QuerySet
+from django.db.models.query import _get_from_db, get_related_populators  # type: ignore[attr-defined]
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
 
@@ -139,8 +140,11 @@ class _Prepared:
 
     The compiler runs ``as_sql`` once (which also sets up what rows are turned into: the selected
     columns, the related objects to populate, the converters); later calls replace only its
-    parameters, so Django's own iteration builds the instances (``select_related`` included).
-    A compiler is bound to its thread's connection, hence one per thread.
+    parameters. What Django's ``ModelIterable`` sets up on every iteration (the model's columns,
+    the converters, the related-object populators) is set up here once, and each call runs the
+    SQL on a Django cursor (its execute wrappers included) and builds the instances with those
+    same pieces: ``from_db``, the ``select_related`` populators, the annotations. A compiler is
+    bound to its thread's connection, hence one per thread.
     """
 
     def __init__(self, name: str, queryset: QuerySet[Any], placeholders: list[Any]) -> None:
@@ -148,21 +152,43 @@ class _Prepared:
         compiler = query.get_compiler(using=queryset.db)
         sql, params = compiler.as_sql()
         self.sql, self.constants, self.slots = sql, tuple(params), _positions(name, placeholders, params)
-        self.params: tuple[Any, ...] = ()
         self.model = queryset.model
         self.db = queryset.db
         self.compiler = compiler
         self.locks = bool(query.select_for_update) and connections[self.db].features.has_select_for_update
-        compiler.as_sql = lambda *a, **k: (self.sql, self.params)  # type: ignore[method-assign]
-        query.get_compiler = lambda *a, **k: compiler  # type: ignore[method-assign]
-        self.query = query
+        # ModelIterable's per-iteration set-up, done once (as_sql above filled select and klass_info).
+        select, klass_info = compiler.select, compiler.klass_info
+        fields = klass_info["select_fields"]
+        self.model_columns = slice(fields[0], fields[-1] + 1)
+        self.init_list = [column[0].target.attname for column in select[self.model_columns]]
+        fetch_mode = queryset._fetch_mode  # type: ignore[attr-defined]
+        if fetch_mode.track_peers:  # its populators would collect every call's instances
+            raise ValueError(f"{name}: a compiled query cannot use a fetch mode that tracks peers")
+        self.from_db = _get_from_db(self.model, fetch_mode)
+        self.populators = get_related_populators(klass_info, select, self.db, fetch_mode)
+        self.annotations = list(compiler.annotation_col_map.items())
+        self.converters = compiler.get_converters([column[0] for column in select[0 : compiler.col_count]])
+        self.col_count = compiler.col_count
 
     def run(self, args: tuple[Any, ...]) -> list[Any]:
-        if self.locks and connections[self.db].get_autocommit():  # as_sql's check, made on every call
+        db = connections[self.db]
+        if self.locks and db.get_autocommit():  # as_sql's check, made on every call
             raise TransactionManagementError("select_for_update cannot be used outside of a transaction.")
-        self.params = tuple(_bind(args, self.constants, self.slots))
-        with _prepared():
-            return list(QuerySet(model=self.model, query=self.query, using=self.db))
+        params = _bind(args, self.constants, self.slots)
+        with _prepared(), db.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            rows: Any = [row[: self.col_count] for row in cursor.fetchall()]
+        if self.converters:
+            rows = self.compiler.apply_converters(rows, self.converters)
+        found = []
+        for row in rows:
+            obj = self.from_db(self.db, self.init_list, row[self.model_columns])
+            for populator in self.populators:
+                populator.populate(row, obj)
+            for attr, position in self.annotations:
+                setattr(obj, attr, row[position])
+            found.append(obj)
+        return found
 
 
 _local = threading.local()

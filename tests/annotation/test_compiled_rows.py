@@ -214,3 +214,12 @@ def test_compiled_create_stores_what_objects_create_stores(django_assert_num_que
     assert (got.created_at, got.axis_scores) == (stored.created_at, stored.axis_scores)
     with pytest.raises(IntegrityError), transaction.atomic():
         compiled_create("test:vote", Vote, trial_id=third.pk, **values)  # one vote per trial, still
+
+
+def test_a_compiled_query_refuses_a_fetch_mode_that_tracks_peers() -> None:
+    """Its related-object populators are built once and reused; tracking peers would make them
+    collect every call's instances."""
+    from django.db.models.fetch_modes import FETCH_PEERS
+
+    with pytest.raises(ValueError, match="tracks peers"):
+        compiled_instances("test:peers", lambda t: _trial_query(t).fetch_mode(FETCH_PEERS), "token")
