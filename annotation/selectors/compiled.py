@@ -136,7 +136,7 @@ def compiled_rows(name: str, build: Callable[..., QuerySet[Any]], *args: Any) ->
 
 
 class _Prepared:
-    """One thread's compiled model query: the ORM's own compiler, set up once, then rebound.
+    """One thread's compiled model query: the ORM's own compiler, set up once, then run with new arguments.
 
     The compiler runs ``as_sql`` once (which also sets up what rows are turned into: the selected
     columns, the related objects to populate, the converters); later calls replace only its

@@ -7,6 +7,8 @@ trip" is the server's own account, not the client's.
 
 from __future__ import annotations
 
+import os
+import resource
 import select
 import time
 
@@ -59,3 +61,26 @@ def test_a_terminated_session_is_unusable_and_the_next_query_reconnects(transact
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         assert cursor.fetchone()[0] != pid  # a new session, no error
+
+
+def test_a_connection_with_a_descriptor_above_1024_is_checked_without_a_statement(transactional_db: None) -> None:
+    """``select()`` cannot watch a descriptor of 1024 or more; the check must not then call every
+    connection unusable (a reconnect per request in a process with many files open)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft > 1100, "this machine allows too few open files for the test"
+    spare = []
+    try:
+        while not spare or spare[-1] < 1030:
+            spare.append(os.open(os.devnull, os.O_RDONLY))
+        connection.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        assert connection.connection.fileno() >= 1024
+        with _observer() as observer:
+            assert connection.is_usable()
+            assert _last_statement(observer, pid) == "SELECT pg_backend_pid()"
+    finally:
+        for fd in spare:
+            os.close(fd)
+        connection.close()

@@ -9,7 +9,7 @@ An idle connection has nothing to read: PostgreSQL only speaks when asked, excep
 session (a restart, ``pg_terminate_backend``, ``idle_session_timeout``), when it sends its error
 and closes the socket. So the check first polls the socket without waiting: nothing to read, the
 connection is usable; anything to read (that farewell, the close itself, or an unexpected
-notification), Django's own ``SELECT 1`` decides. The same idea as go-sql-driver/mysql's
+notification), or a poll that fails, Django's own ``SELECT 1`` decides. The same idea as go-sql-driver/mysql's
 liveness check before reusing a connection. ``tests/security/test_database_restart.py`` restarts
 a real PostgreSQL under a real gunicorn to hold it to that.
 """
@@ -27,9 +27,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if connection is None or connection.closed:
             return False
         try:
-            readable, _, _ = select.select([connection.fileno()], [], [], 0)
+            poller = select.poll()  # not select(): no limit on the descriptor's number
+            poller.register(connection.fileno(), select.POLLIN)  # a close or error is reported too
+            quiet = not poller.poll(0)
         except (OSError, ValueError):
-            return False
-        if not readable:
-            return True
-        return bool(super().is_usable())
+            quiet = False
+        return quiet or bool(super().is_usable())
