@@ -7,6 +7,9 @@ of its ten round trips (57 ms of its 80 ms inside Django at 50 raters), with two
 and the answer's p95 at 50 raters fell from 220 to 131 ms with the same throughput. The second
 thread is what keeps the core busy while the first waits for PostgreSQL.
 
+Each worker, once the application is loaded, imports what its first requests would and freezes
+that heap out of the garbage collector (``config/heap.py``; ``ARBITER_GC_FREEZE=0`` turns it off).
+
 Override with the usual environment: ``WEB_CONCURRENCY`` (processes), ``GUNICORN_THREADS``, or
 any flag in ``GUNICORN_CMD_ARGS`` or on the command line (a flag wins over this file).
 """
@@ -22,3 +25,9 @@ threads = int(os.environ.get("GUNICORN_THREADS") or 2)
 keepalive = 30  # seconds: a rater's browser keeps its connection between trials
 timeout = 60
 backlog = 2048
+
+
+def post_worker_init(worker: object) -> None:
+    from config.heap import load_and_freeze
+
+    load_and_freeze()

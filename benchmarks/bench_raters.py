@@ -435,6 +435,15 @@ def measure_level(base: str, flow: Flow, n: int, *, seconds: float, think: float
     return level
 
 
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in its own session (gunicorn's master and workers, or runserver)."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 @contextmanager
 def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, threads: int, port: int,
                    server: str = "gunicorn", keep_db: bool = False) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
@@ -483,11 +492,7 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
         asyncio.run(warm_up(base, link, workers * threads))
         yield base, link, process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_server(process)
         if not keep_db:
             connections.close_all()
             try:
