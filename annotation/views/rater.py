@@ -109,6 +109,12 @@ def serving_origin(request: HttpRequest) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
 
+def is_htmx(request: HttpRequest) -> bool:
+    """Whether htmx sent the request: django-htmx's ``bool(request.htmx)``, read straight from the
+    header (``request.htmx`` builds ``request.headers``, a copy of every header, on each request)."""
+    return request.META.get("HTTP_HX_REQUEST") == "true"
+
+
 def session_rater_id(request: HttpRequest, study_id: int) -> int | None:
     """The rater this browser session speaks for in a study: a link participant or an account."""
     rater_id = request.session.get(SESSION_RATERS, {}).get(str(study_id))
@@ -192,7 +198,7 @@ def _render_view(
     progress: Progress | None = None, **extra: Any,
 ) -> HttpResponse:
     template = TRIAL_PAGE  # the kind's question is its design's trial_template, included by the page
-    if getattr(request, "htmx", False):
+    if is_htmx(request):
         template += "#state"
     error = extra.pop("error", None)
     if isinstance(error, ValidationFailed):
@@ -233,7 +239,7 @@ def _break_response(request: HttpRequest, study: Study, assignment: Assignment, 
         return None
     Trial.objects.filter(pk=view.trial.pk).update(shown_at=None)
     link = reverse("rater:link", args=[study.link_token])
-    if getattr(request, "htmx", False):
+    if is_htmx(request):
         # A whole page load: the break screen is its own page (and survives a reload).
         response = HttpResponse(status=200)
         response["HX-Redirect"] = link
@@ -411,7 +417,7 @@ def trial_revise(request: HttpRequest, trial_token: str) -> HttpResponse:
         return _render_state(request, study, trial.assignment, status=409, notice=f"{exc}. Here is your current trial.")
     except ArbiterError as exc:
         return _notice(request, study, "Not available", str(exc), status=exc.status_code)
-    if getattr(request, "htmx", False):
+    if is_htmx(request):
         return _render_state(request, study, trial.assignment)
     return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
 
@@ -434,7 +440,7 @@ def trial_problem(request: HttpRequest, trial_token: str) -> HttpResponse:
         status = 400
     except ArbiterError as exc:
         return _notice(request, study, "Not available", str(exc), status=exc.status_code)
-    if not getattr(request, "htmx", False):
+    if not is_htmx(request):
         return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
     response = render(request, "annotation/rater/_problem.html#problem", context, status=status)
     response["Cache-Control"] = "no-store"
@@ -458,7 +464,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
             ratings=ratings if design_of(study).has_ratings else None, trial=trial,
-            show_next=bool(getattr(request, "htmx", False)),
+            show_next=is_htmx(request),
         )
     except ValidationFailed as exc:
         return _render_state(request, study, trial.assignment, status=400, error=exc, posted=posted)
@@ -466,7 +472,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
         return _render_state(request, study, trial.assignment, status=409, notice=f"{exc}. Here is your current trial.")
     except ArbiterError as exc:
         return _notice(request, study, "Not available", str(exc), status=exc.status_code)
-    if getattr(request, "htmx", False):
+    if is_htmx(request):
         # A new vote that did not finish the block found the assignment ACTIVE under its row lock
         # and left a trial to answer; otherwise read it again (the end page shows the completion code).
         fresh = not result.replayed and not result.finished

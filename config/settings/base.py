@@ -168,7 +168,7 @@ CACHES: dict[str, dict[str, object]] = {
 }
 # The trial page's unchanging fragments (its answer choices and shortcut list, keyed by what they
 # show), rendered once per process: in memory, never shared (templates/annotation/rater/).
-CACHES["fragments"] = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments",
+CACHES["fragments"] = {"BACKEND": "annotation.fragment_cache.ProcessMemoryCache", "LOCATION": "fragments",
                        "OPTIONS": {"MAX_ENTRIES": 1000}}
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
