@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -24,6 +24,7 @@ from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
 from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote
+from annotation.selectors.axes import StudyAxesRows, axes_of_rows
 from annotation.selectors.compiled import compiled_create, compiled_instances, compiled_rows, compiled_update
 from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
@@ -260,15 +261,24 @@ def _progress_query(assignment_id: int) -> Any:
 
 
 def _vote_trial_query(trial_token: str) -> Any:
-    return Trial.objects.select_related(
+    trials = Trial.objects.select_related(
         "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
-    ).filter(token=trial_token).order_by("pk")[:1]
+    ).filter(token=trial_token)
+    if connection.vendor in ("postgresql", "sqlite"):  # the study's axes in the same statement
+        trials = trials.annotate(study_axes_rows=StudyAxesRows("assignment__block__study_id"))
+    return trials.order_by("pk")[:1]
 
 
 def vote_trial(trial_token: str) -> Trial | None:
-    """A trial with what answering it needs: its study and its unit's page."""
+    """A trial with what answering it needs: its study (with its axes) and its unit's page."""
     found = compiled_instances("vote_trial", _vote_trial_query, trial_token)
-    return found[0] if found else None
+    if not found:
+        return None
+    trial: Trial = found[0]
+    if hasattr(trial, "study_axes_rows"):
+        study = trial.assignment.block.study
+        study.__dict__["_arbiter_axes"] = axes_of_rows(study.pk, trial.study_axes_rows, using=connection.alias)
+    return trial
 
 
 def answer_for_trial(
