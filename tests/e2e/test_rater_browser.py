@@ -122,7 +122,9 @@ class Recorder:
             headers = dict(response.all_headers())
         except Exception:  # the page closed while this response was read
             headers = dict(response.headers)  # without the security headers: scanned, but noted
-            if not self.closing:
+            # A static file (the favicon) asked for by a document that a click is replacing can
+            # lose its extra headers the same way; static files hold nothing of a study.
+            if not self.closing and "/static/" not in response.url:
                 self.unreadable.append(response.url)
         self.responses.append((response.url, headers, body))
 
