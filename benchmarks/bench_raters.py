@@ -449,8 +449,8 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
                    server: str = "gunicorn", keep_db: bool = False) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """A fresh benchmark database and study, served on loopback: yields (base URL, link token, process).
 
-    ``server``: ``gunicorn`` (``workers`` × ``threads``, gthread) or ``runserver`` (what ``make run``
-    starts: Django's threaded development server).
+    ``server``: ``gunicorn`` (``workers`` × ``threads``, gthread; ``make run`` serves 1 × 4) or
+    ``runserver`` (Django's threaded development server).
     """
     media = Path(tempfile.mkdtemp(prefix="arbiter-bench-media-"))
     env = dict(os.environ, DATABASE_URL=database_url, MEDIA_ROOT=str(media),
@@ -515,7 +515,7 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/arbiter_raters_bench",
                         help="PostgreSQL (a dedicated database, recreated) or sqlite:////path/bench.sqlite3")
     parser.add_argument("--server", choices=("gunicorn", "runserver"), default="gunicorn",
-                        help="runserver: the threaded development server `make run` starts")
+                        help="runserver: Django's threaded development server (`make run` is gunicorn 1 x 4)")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="per worker (gunicorn.conf.py: two)")
     parser.add_argument("--port", type=int, default=0, help="loopback port for the server (0: a free one)")
