@@ -29,15 +29,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_raters import (
-    GUNICORN,
     arbiter_flow,
     arbiter_server,
     free_port,
+    gunicorn_command,
     pct,
     run_level,
     server_cpu_seconds,
     stop_server,
     verify_votes,
+    wait_until_serving,
     warm_up,
 )
 
@@ -54,23 +55,9 @@ def _pairs(values: list[str]) -> dict[str, str]:
 
 def start_b(*, root: Path, env: dict[str, str], workers: int, threads: int) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
-    command = [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers), "-k", "gthread",
-               "--threads", str(threads), "--backlog", "2048", "--keep-alive", "30", "--log-level", "warning"]
-    process = subprocess.Popen(command, cwd=root, env=env, start_new_session=True)
+    process = subprocess.Popen(gunicorn_command(port, workers=workers, threads=threads), cwd=root, env=env,
+                               start_new_session=True)
     return f"http://127.0.0.1:{port}", process
-
-
-def wait_up(base: str, link: str) -> None:
-    import httpx
-
-    for _ in range(300):
-        try:
-            if httpx.get(f"{base}/s/{link}/", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"server B at {base} did not start")
 
 
 def main() -> None:
@@ -95,12 +82,12 @@ def main() -> None:
     os.environ.update(a_env)
     with arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
                         threads=args.threads, port=0) as (base_a, link, server_a):
-        env_b = {k: v for k, v in os.environ.items() if k not in a_env or k in base_env}
-        env_b.update({k: base_env[k] for k in a_env if k in base_env})
-        env_b.update(b_env)
+        # The benchmark's settings as server A got them, without A's own (B keeps what the shell had).
+        env_b = {k: v for k, v in os.environ.items() if k not in a_env}
+        env_b.update({k: base_env[k] for k in a_env if k in base_env}, **b_env)
         base_b, server_b = start_b(root=b_root, env=env_b, workers=args.workers, threads=args.threads)
         try:
-            wait_up(base_b, link)
+            wait_until_serving(base_b, link, what=f"server B at {base_b}", tries=300)
             asyncio.run(warm_up(base_b, link, args.workers * args.threads))
             print(f"A: {base_a} {a_env or ''} (this checkout); B: {base_b} {b_env or ''} ({b_root}); "
                   f"{half} raters each, {args.seconds:.0f} s per round")

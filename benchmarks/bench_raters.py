@@ -435,6 +435,24 @@ def measure_level(base: str, flow: Flow, n: int, *, seconds: float, think: float
     return level
 
 
+def gunicorn_command(port: int, *, workers: int, threads: int) -> list[str]:
+    """The benchmark's gunicorn on loopback (gthread, ``workers`` × ``threads``), run from a checkout's root."""
+    return [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers), "-k", "gthread",
+            "--threads", str(threads), "--backlog", "2048", "--keep-alive", "30", "--log-level", "warning"]
+
+
+def wait_until_serving(base: str, link: str, *, what: str, tries: int = 150) -> None:
+    """Wait until the study link answers 200 (a worker imports its views on start)."""
+    for _ in range(tries):
+        try:
+            if httpx.get(f"{base}/s/{link}/", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{what} did not start")
+
+
 def stop_server(process: subprocess.Popen[bytes]) -> None:
     """Stop a server started in its own session (gunicorn's master and workers, or runserver)."""
     os.killpg(process.pid, signal.SIGTERM)
@@ -473,21 +491,13 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
         command = [PY, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"]
         what = "Django runserver (threaded)"
     else:
-        command = [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers), "-k", "gthread",
-                   "--threads", str(threads), "--backlog", "2048", "--keep-alive", "30", "--log-level", "warning"]
+        command = gunicorn_command(port, workers=workers, threads=threads)
         what = f"gunicorn {workers} workers × {threads} threads"
     process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL if server == "runserver" else None,
                                stderr=subprocess.DEVNULL if server == "runserver" else None)
     try:
-        for _ in range(150):
-            try:
-                if httpx.get(f"{base}/s/{link}/", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise SystemExit(f"{server} did not start")
+        wait_until_serving(base, link, what=server)
         print(f"{what} on {base}; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         asyncio.run(warm_up(base, link, workers * threads))
         yield base, link, process

@@ -10,13 +10,12 @@ what requests allocate. Measured in docs/benchmarks.md ("fifth pass"): the worke
 collector fell by half and no full collection of the start-up heap happened any more.
 
 Called by gunicorn once per worker, after the application is loaded (``post_worker_init`` in
-``gunicorn.conf.py``). ``ARBITER_GC_FREEZE=0`` turns it off.
+``gunicorn.conf.py``). The setting ``ARBITER_GC_FREEZE`` (environment, default on) turns it off.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 
 # The templates every rater request renders: compiled once at start, so they are frozen too.
 RATER_TEMPLATES = (
@@ -29,13 +28,11 @@ RATER_TEMPLATES = (
 )
 
 
-def enabled() -> bool:
-    return os.environ.get("ARBITER_GC_FREEZE", "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
 def load_and_freeze() -> int:
     """Import what the first requests would import, then freeze the heap; the objects frozen (0: off)."""
-    if not enabled():
+    from django.conf import settings
+
+    if not settings.ARBITER_GC_FREEZE:
         return 0
     from django.template.loader import get_template
     from django.urls import get_resolver

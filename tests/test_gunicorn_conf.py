@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 
@@ -57,6 +59,9 @@ def test_a_worker_loads_its_views_and_freezes_that_heap() -> None:
 def test_the_freeze_can_be_turned_off() -> None:
     frozen, count, _views, _reports = _freeze_in_a_fresh_process(ARBITER_GC_FREEZE="0")
     assert frozen == count == "0"
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        _freeze_in_a_fresh_process(ARBITER_GC_FREEZE="maybe")
+    assert "ARBITER_GC_FREEZE must be a boolean" in refused.value.stderr
 
 
 def test_gunicorn_runs_the_freeze_after_loading_a_worker() -> None:

@@ -26,6 +26,7 @@ class StudyAxesRows(Func):
     """The axes of the study whose id is the expression, as a JSON array of rows (none: NULL or [])."""
 
     output_field = JSONField()
+    vendors = frozenset({"postgresql", "sqlite"})  # the backends with the JSON aggregates used below
 
     def __init__(self, study_id: str | Any) -> None:
         super().__init__(F(study_id) if isinstance(study_id, str) else study_id)

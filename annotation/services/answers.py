@@ -88,12 +88,15 @@ def _shown_now_update(trial_id: int, now: datetime) -> tuple[Any, dict[str, Any]
     return Trial.objects.filter(pk=trial_id, shown_at__isnull=True), {"shown_at": now, **versions_now()}
 
 
+_AXES_READ = "_arbiter_axes"  # where a Study instance keeps its axes once read (study_axes, vote_trial)
+
+
 def study_axes(study: Study) -> list[Axis]:
     """A study's axes in order, read once per Study instance (a request's answer and next trial share it)."""
-    cached: list[Axis] | None = study.__dict__.get("_arbiter_axes")
+    cached: list[Axis] | None = study.__dict__.get(_AXES_READ)
     if cached is None:
         cached = compiled_instances("study_axes", _axes_query, study.pk)
-        study.__dict__["_arbiter_axes"] = cached
+        study.__dict__[_AXES_READ] = cached
     return cached
 
 
@@ -264,7 +267,7 @@ def _vote_trial_query(trial_token: str) -> Any:
     trials = Trial.objects.select_related(
         "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
     ).filter(token=trial_token)
-    if connection.vendor in ("postgresql", "sqlite"):  # the study's axes in the same statement
+    if connection.vendor in StudyAxesRows.vendors:  # the study's axes in the same statement
         trials = trials.annotate(study_axes_rows=StudyAxesRows("assignment__block__study_id"))
     return trials.order_by("pk")[:1]
 
@@ -277,7 +280,7 @@ def vote_trial(trial_token: str) -> Trial | None:
     trial: Trial = found[0]
     if hasattr(trial, "study_axes_rows"):
         study = trial.assignment.block.study
-        study.__dict__["_arbiter_axes"] = axes_of_rows(study.pk, trial.study_axes_rows, using=connection.alias)
+        study.__dict__[_AXES_READ] = axes_of_rows(study.pk, trial.study_axes_rows, using=connection.alias)
     return trial
 
 

@@ -131,6 +131,8 @@ if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MA
 # connection (annotation/selectors/compiled.py; docs/decisions.md, "Rater hot path"). 0 behind a
 # transaction-pooling PgBouncer without max_prepared_statements (PgBouncer < 1.21, or that set to 0).
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
+# gunicorn workers import their views and freeze that heap out of the garbage collector (config/heap.py).
+ARBITER_GC_FREEZE = env_bool("ARBITER_GC_FREEZE", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent readers while a writer works (the dev server, in-process tasks).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
