@@ -17,7 +17,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template import engines
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import image_cookie
@@ -87,9 +89,15 @@ PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
 # Left to right as the panes read (A is left of B): the side nearer A means "A better". The
 # values are the displayed scores (positive: the displayed A is better); SPEC §3 canonicalizes them.
 AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
-TRIAL_PAGE = "annotation/rater/trial_base.html"
+TRIAL_PAGE = "annotation/rater/trial_base.html"  # Django's engine: the page around the state
+TRIAL_STATE = "annotation/rater/_state.html"  # the "jinja2" engine (config/jinja2.py): what #trial-root holds
 MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
                  "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
+
+
+def render_rater(request: HttpRequest, name: str, context: dict[str, Any]) -> str:
+    """A rater template of the ``jinja2`` engine (``jinja2/``), with the request's CSRF input."""
+    return engines["jinja2"].get_template(name).render(context, request)
 
 
 def instructions_html(study: Study) -> str:
@@ -197,15 +205,16 @@ def _render_view(
     request: HttpRequest, study: Study, assignment: Assignment, view: TrialView | None, *, status: int = 200,
     progress: Progress | None = None, **extra: Any,
 ) -> HttpResponse:
-    template = TRIAL_PAGE  # the kind's question is its design's trial_template, included by the page
-    if is_htmx(request):
-        template += "#state"
     error = extra.pop("error", None)
     if isinstance(error, ValidationFailed):
         extra["error"] = participant_error(error, view, study)
     context = _state_context(study, assignment, view, progress=progress, **extra)
     with render_timed(request):
-        response = render(request, template, context, status=status)
+        state = render_rater(request, TRIAL_STATE, context)  # the kind's question is its design's trial_template
+        if is_htmx(request):
+            response = HttpResponse(state, status=status)
+        else:
+            response = render(request, TRIAL_PAGE, {"study": study, "state_html": mark_safe(state)}, status=status)
     response["Vary"] = "HX-Request"
     response["Cache-Control"] = "no-store"
     if view is not None:
@@ -219,6 +228,7 @@ def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
         return {}
     ask_comment = study.end_comment and not assignment.end_comment
     return {
+        "end_comment_url": reverse("rater:end-comment", args=[study.link_token]),
         "completion_url": completion_redirect_url(study=study, code=assignment.completion_code),
         "ask_comment": ask_comment,
         "comment_sent": bool(study.end_comment and assignment.end_comment),
@@ -442,7 +452,8 @@ def trial_problem(request: HttpRequest, trial_token: str) -> HttpResponse:
         return _notice(request, study, "Not available", str(exc), status=exc.status_code)
     if not is_htmx(request):
         return redirect(reverse("rater:link", args=[study.link_token]), permanent=False)
-    response = render(request, "annotation/rater/_problem.html#problem", context, status=status)
+    with render_timed(request):
+        response = HttpResponse(render_rater(request, "annotation/rater/_problem.html", context), status=status)
     response["Cache-Control"] = "no-store"
     return response
 
@@ -569,8 +580,10 @@ def grant_trial_images(request: HttpRequest, response: HttpResponse, study: Stud
 @require_GET
 def instructions(request: HttpRequest, link_token: str) -> HttpResponse:
     study = get_object_or_404(Study, link_token=link_token)
-    return render(request, "annotation/rater/instructions.html",
-                  {"study": study, "instructions_html": instructions_html(study)})
+    return render(request, "annotation/rater/instructions.html", {
+        "study": study, "instructions_html": instructions_html(study),
+        "shortcuts_html": mark_safe(render_rater(request, "annotation/rater/_shortcuts.html", {})),
+    })
 
 
 @require_GET

@@ -105,6 +105,13 @@ TEMPLATES = [
             ],
         },
     },
+    {
+        # The trial page's state, rendered by every answer (config/jinja2.py; docs/decisions.md).
+        "BACKEND": "django.template.backends.jinja2.Jinja2",
+        "DIRS": [BASE_DIR / "jinja2"],
+        "APP_DIRS": False,
+        "OPTIONS": {"environment": "config.jinja2.environment"},
+    },
 ]
 
 DATABASES = {
@@ -168,10 +175,6 @@ CACHES: dict[str, dict[str, object]] = {
     if _cache_url
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
-# The trial page's unchanging fragments (its answer choices and shortcut list, keyed by what they
-# show), rendered once per process: in memory, never shared (templates/annotation/rater/).
-CACHES["fragments"] = {"BACKEND": "annotation.fragment_cache.ProcessMemoryCache", "LOCATION": "fragments",
-                       "OPTIONS": {"MAX_ENTRIES": 1000}}
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
 # Attempts on one account from all addresses together (SECURITY.md row 18).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .base import *  # noqa: F403
-from .base import CACHES as BASE_CACHES
 from .base import env_bool
 
 DEBUG = False
@@ -17,4 +16,4 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)
 ARBITER_JUDGES_IN_BACKGROUND = False
 
 # Each test process keeps its own cache (login throttling counters must not leak between tests).
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}, "fragments": BASE_CACHES["fragments"]}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

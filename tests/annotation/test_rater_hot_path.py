@@ -170,9 +170,8 @@ def _checked(html: str) -> list[tuple[str, str]]:
     return re.findall(r'<input type="radio"[^>]*name="([^"]+)" value="([^"]+)"[^>]*\schecked>', html)
 
 
-def test_cached_answer_choices_still_show_what_the_rater_chose() -> None:
-    """The answer choices are rendered once per what they show (the "fragments" cache): a refused
-    answer comes back with the rater's choices checked, and the next trial with none."""
+def test_answer_choices_show_what_the_rater_chose() -> None:
+    """A refused answer comes back with the rater's choices checked, and the next trial with none."""
     rs = scheduled()
     client = Client()
     html = join(client, rs.study).content.decode()

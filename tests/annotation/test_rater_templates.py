@@ -1,0 +1,64 @@
+"""The trial page's state on the ``jinja2`` engine (config/jinja2.py, jinja2/annotation/rater/).
+
+The page (Django's engine) embeds the state an htmx request gets alone; what the state shows is
+autoescaped; what is not in the context renders as nothing, as in Django's templates.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.template import engines
+from django.test import Client, RequestFactory
+
+from annotation.models import Axis
+from tests.annotation.test_rater_flow import form_of, join, scheduled
+
+pytestmark = pytest.mark.django_db
+
+CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"')
+KEY_RE = re.compile(r'name="idempotency_key" value="[^"]+"')  # a new key each time the trial is shown
+
+
+def _trial_root(page: str) -> str:
+    """What the page's ``#trial-root`` holds (the state ends with the trial's closing tag)."""
+    start = page.index('<div id="trial-root">') + len('<div id="trial-root">')
+    return page[start : page.rindex("</main>")].rsplit("</div>", 1)[0]
+
+
+def _normalized(html: str) -> str:
+    return re.sub(r"\s+", " ", KEY_RE.sub("", CSRF_RE.sub("", html))).strip()
+
+
+def test_the_page_embeds_the_state_an_htmx_request_gets() -> None:
+    rs = scheduled()
+    client = Client()
+    page = join(client, rs.study).content.decode()
+    link = f"/s/{rs.study.link_token}/"
+    alone = client.get(link, HTTP_HX_REQUEST="true")
+    state = alone.content.decode()
+    assert alone.status_code == 200 and "HX-Request" in alone["Vary"]
+    assert "<html" not in state and "<html" in page
+    assert form_of(state)["token"] == form_of(page)["token"]
+    assert _normalized(_trial_root(page)) == _normalized(state)
+    assert CSRF_RE.search(state)  # the answer form posts with the request's token
+
+
+def test_what_the_state_shows_is_escaped() -> None:
+    rs = scheduled()
+    Axis.objects.filter(study=rs.study).update(description='<script>alert("x")</script> & more')
+    client = Client()
+    html = join(client, rs.study).content.decode()
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; more" in html
+
+
+def test_what_the_context_lacks_renders_as_nothing() -> None:
+    template = engines["jinja2"].from_string(
+        "[{{ posted.verdict }}|{{ view.number }}|{{ 2|pluralize }}{{ 1|pluralize('is,are') }}]"
+    )
+    assert template.render({}) == "[||sis]"
+    request = RequestFactory().get("/")
+    csrf = engines["jinja2"].from_string("{{ csrf_input }}").render({}, request)
+    assert CSRF_RE.fullmatch(csrf.removeprefix('<input type="hidden" ').removesuffix(">"))
