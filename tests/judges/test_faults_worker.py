@@ -42,8 +42,9 @@ def run_and_wait(*extra: str) -> str:
 def assert_accounted(provider: FakeProvider, expected_rows: int, killed: int = 0) -> dict[str, int]:
     """Zero outputs running or pending, one row per call, every request received counted.
 
-    ``killed``: processes SIGKILLed mid-call; each may have counted a request it never sent (it
-    died between the counting UPDATE and the send), never the other way round.
+    ``killed``: calls cut mid-way (a SIGKILLed process, a database restart); each may have counted
+    a request it never sent (cut between the counting UPDATE and the send), never the other way
+    round.
     """
     rows = list(JudgeOutput.objects.values_list("comparison__external_id", "order", "repeat", "status"))
     assert len(rows) == expected_rows
@@ -105,7 +106,9 @@ def test_postgresql_restart_mid_run(celery_worker_process) -> None:  # type: ign
         _wait_ready(settings.DATABASES["default"])
         connection.close()
         run_and_wait("--repeats", "4")
-        counts = assert_accounted(provider, 16)
+        # The restart may cut the calls in flight (concurrency 2) after their counting UPDATE
+        # committed and before their send: counted once more, never lost (CI run at de0dad1).
+        counts = assert_accounted(provider, 16, killed=2)
         assert counts == {"valid": 16}
         assert 3 <= at_restart < 16  # the restart came mid-run
         assert provider.problems == []
