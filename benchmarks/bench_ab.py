@@ -55,7 +55,7 @@ def _pairs(values: list[str]) -> dict[str, str]:
 
 def start_b(*, root: Path, env: dict[str, str], workers: int, threads: int) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
-    process = subprocess.Popen(gunicorn_command(port, workers=workers, threads=threads), cwd=root, env=env,
+    process = subprocess.Popen(gunicorn_command(port, workers=workers, threads=threads, root=root), cwd=root, env=env,
                                start_new_session=True)
     return f"http://127.0.0.1:{port}", process
 

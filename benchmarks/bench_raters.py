@@ -435,9 +435,15 @@ def measure_level(base: str, flow: Flow, n: int, *, seconds: float, think: float
     return level
 
 
-def gunicorn_command(port: int, *, workers: int, threads: int) -> list[str]:
-    """The benchmark's gunicorn on loopback (gthread, ``workers`` × ``threads``), run from a checkout's root."""
-    return [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers), "-k", "gthread",
+def gunicorn_command(port: int, *, workers: int, threads: int, root: Path = ROOT) -> list[str]:
+    """The benchmark's gunicorn on loopback (``workers`` × ``threads``), run from a checkout's root.
+
+    The worker is gunicorn.conf.py's (gthread, connections spread evenly over the processes); a
+    checkout from before that worker (``bench_ab.py --b-root``) runs gthread's own.
+    """
+    balanced = (root / "config" / "gunicorn_worker.py").exists()
+    worker = "config.gunicorn_worker.BalancedThreadWorker" if balanced else "gthread"
+    return [GUNICORN, "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers), "-k", worker,
             "--threads", str(threads), "--backlog", "2048", "--keep-alive", "30", "--log-level", "warning"]
 
 

@@ -1,5 +1,5 @@
-"""gunicorn.conf.py: the measured layout (cores + 1 processes × 2 gthread threads), and the usual
-environment overrides, as gunicorn itself reads them (``--print-config`` in the project root)."""
+"""gunicorn.conf.py: the measured layout (cores + 1 processes × 2 threads, the balanced gthread
+worker), and the usual environment overrides, as gunicorn itself reads them (``--print-config``)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _config(**env: str) -> dict[str, str]:
 
 def test_the_default_layout_is_one_process_per_core_plus_one_with_two_threads() -> None:
     config = _config()
-    assert config["worker_class"] == "gthread"
+    assert config["worker_class"] == "config.gunicorn_worker.BalancedThreadWorker"
     assert (int(config["workers"]), int(config["threads"])) == ((os.cpu_count() or 1) + 1, 2)
     assert config["wsgi_app"] == "config.wsgi:application" and int(config["keepalive"]) == 30
 

@@ -1,0 +1,97 @@
+"""config/gunicorn_worker.py on a real gunicorn: keep-alive connections spread evenly over the
+processes, whichever process happens to wake first, and every connection is served."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+
+# A WSGI application answering with its process id, so the test sees which process holds a connection.
+APP = '''
+import os
+
+def application(environ, start_response):
+    body = str(os.getpid()).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def serve(tmp_path: Path):  # type: ignore[no-untyped-def]
+    (tmp_path / "pid_app.py").write_text(APP)
+    (tmp_path / "gunicorn.conf.py").write_text("")  # not the project's: no Django here
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(worker_class: str, workers: int) -> int:
+        port = _free_port()
+        process = subprocess.Popen(
+            [GUNICORN, "-c", str(tmp_path / "gunicorn.conf.py"), "--pythonpath", f"{tmp_path},{ROOT}",
+             "-k", worker_class, "-w", str(workers), "--threads", "2", "--keep-alive", "30",
+             "-b", f"127.0.0.1:{port}", "--log-level", "warning", "pid_app:application"],
+            cwd=tmp_path)
+        started.append(process)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return port
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("gunicorn did not start")
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _open(port: int, n: int) -> tuple[list[http.client.HTTPConnection], list[str]]:
+    connections, pids = [], []
+    for _ in range(n):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/")
+        response = connection.getresponse()
+        assert response.status == 200
+        pids.append(response.read().decode())
+        connections.append(connection)  # kept open: the process that answered keeps it
+    return connections, pids
+
+
+def test_keep_alive_connections_are_spread_evenly_over_the_processes(serve) -> None:  # type: ignore[no-untyped-def]
+    port = serve("config.gunicorn_worker.BalancedThreadWorker", 3)
+    time.sleep(1.0)  # every process up and listening
+    connections, pids = _open(port, 30)
+    held = Counter(pids)
+    assert len(held) == 3, held
+    assert max(held.values()) - min(held.values()) <= 2, held
+    # Each connection stays with its process: a second request on it is answered by the same one.
+    for connection, pid in zip(connections, pids, strict=True):
+        connection.request("GET", "/")
+        assert connection.getresponse().read().decode() == pid
+    # Closing one process's connections sends the next ones there, back to an even spread.
+    fullest = held.most_common(1)[0][0]
+    for connection, pid in zip(connections, pids, strict=True):
+        if pid == fullest:
+            connection.close()
+    time.sleep(1.5)  # the process sees the connections closed within a turn of its loop
+    _more, more_pids = _open(port, 9)
+    total = Counter(p for p, c in zip(pids, connections, strict=True) if p != fullest) + Counter(more_pids)
+    assert max(total.values()) - min(total.values()) <= 2, total
+    assert more_pids.count(fullest) >= 6, more_pids
