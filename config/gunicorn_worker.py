@@ -7,7 +7,7 @@ benchmark at 50 raters the three processes held 25, 15 and 10 connections, and a
 fullest one waited two and a half times as long per request as one on the emptiest: that was the
 tail of the latency distribution (docs/benchmarks.md, "seventh pass").
 
-Here each process writes how many connections it holds into a small table shared by all of them
+Here each process writes how many connections it holds (and its id) into a small table shared by all of them
 (an anonymous shared memory map, made when the master imports this module and inherited by the
 processes it forks), and listens for new ones only while it holds no more than the fewest any
 process holds, plus one. The fewest-holding process is always listening, so a new connection
@@ -19,38 +19,48 @@ Nothing else about gthread changes: threads, keep-alive, timeouts, graceful stop
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 
 from gunicorn.workers.gthread import ThreadWorker
 
 SLOTS = 64  # one per worker process alive at once, by its spawn number (``age``) modulo this
-_FREE = -1
-_SLOT = struct.Struct("q")
-_TABLE = struct.Struct(f"{SLOTS}q")
+_ENTRY = struct.Struct("qq")  # (process id, connections held); process id 0: a free slot
+_TABLE = struct.Struct(f"{2 * SLOTS}q")
 _table = mmap.mmap(-1, _TABLE.size)  # MAP_SHARED | MAP_ANONYMOUS: shared with the forked workers
-_TABLE.pack_into(_table, 0, *([_FREE] * SLOTS))
 
 
-def _write(slot: int, value: int) -> None:
-    _SLOT.pack_into(_table, slot * _SLOT.size, value)
+def _write(slot: int, pid: int, held: int) -> None:
+    _ENTRY.pack_into(_table, slot * _ENTRY.size, pid, held)
 
 
-def held() -> list[int]:
-    """The connections each live worker holds, as the shared table has them."""
-    return [n for n in _TABLE.unpack_from(_table) if n != _FREE]
+def entries() -> list[tuple[int, int, int]]:
+    """(slot, process id, connections held) of each worker the shared table lists."""
+    values = _TABLE.unpack_from(_table)
+    return [(i // 2, values[i], values[i + 1]) for i in range(0, len(values), 2) if values[i]]
 
 
 def release(age: int) -> None:
     """Mark a worker's slot free: from the worker as it stops, and from the master when it exits."""
-    _write(age % SLOTS, _FREE)
+    _write(age % SLOTS, 0, 0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]
     """gthread, listening for new connections only while this process holds no more than the fewest plus one."""
 
     def init_process(self) -> None:
-        self._slot = self.age % SLOTS
-        _write(self._slot, 0)
+        self._slot, self._pid = self.age % SLOTS, os.getpid()
+        _write(self._slot, self._pid, 0)
         try:
             super().init_process()
         finally:
@@ -58,9 +68,16 @@ class BalancedThreadWorker(ThreadWorker):  # type: ignore[misc]
 
     def _my_turn(self) -> bool:
         mine = self.nr_conns
-        _write(self._slot, mine)
-        fewest = min(held(), default=mine)
-        return mine <= fewest + 1
+        _write(self._slot, self._pid, mine)
+        while True:
+            slot, pid, fewest = min(entries(), key=lambda entry: entry[2])
+            if mine <= fewest + 1:
+                return True
+            if _alive(pid):
+                return False
+            # A worker killed without its slot freed (no ``child_exit`` hook in the configuration
+            # that started it) must not keep the others from listening.
+            _write(slot, 0, 0)
 
     def set_accept_enabled(self, enabled: bool) -> None:
         super().set_accept_enabled(enabled and self._my_turn())

@@ -4,6 +4,8 @@ processes, whichever process happens to wake first, and every connection is serv
 from __future__ import annotations
 
 import http.client
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -95,3 +97,18 @@ def test_keep_alive_connections_are_spread_evenly_over_the_processes(serve) -> N
     total = Counter(p for p, c in zip(pids, connections, strict=True) if p != fullest) + Counter(more_pids)
     assert max(total.values()) - min(total.values()) <= 2, total
     assert more_pids.count(fullest) >= 6, more_pids
+
+
+def test_a_worker_killed_without_freeing_its_slot_does_not_stop_the_others_listening(serve) -> None:  # type: ignore[no-untyped-def]
+    # This configuration has no child_exit hook: the killed worker's slot (holding few
+    # connections) stays in the table until a live worker finds its process gone.
+    port = serve("config.gunicorn_worker.BalancedThreadWorker", 2)
+    time.sleep(1.0)
+    connections, pids = _open(port, 4)
+    victim = int(Counter(pids).most_common()[-1][0])
+    for connection, pid in zip(connections, pids, strict=True):
+        if int(pid) == victim:
+            connection.close()
+    os.kill(victim, signal.SIGKILL)
+    _more, more_pids = _open(port, 8)  # served, by the survivor and the master's replacement
+    assert str(victim) not in more_pids and len(more_pids) == 8
