@@ -7,11 +7,11 @@ benchmark at 50 raters the three processes held 25, 15 and 10 connections, and a
 fullest one waited two and a half times as long per request as one on the emptiest: that was the
 tail of the latency distribution (docs/benchmarks.md, "seventh pass").
 
-Here each process writes how many connections it holds (and its id) into a small table shared by all of them
-(an anonymous shared memory map, made when the master imports this module and inherited by the
-processes it forks), and listens for new ones only while it holds no more than the fewest any
-process holds, plus one. The fewest-holding process is always listening, so a new connection
-never waits for a busy process; the counts stay within one of each other.
+Here each process writes its id and how many connections it holds into a small table shared by
+all of them (an anonymous shared memory map, made when the master imports this module and
+inherited by the processes it forks), and listens for new ones only while it holds no more than
+the fewest any process holds, plus one. The fewest-holding process is always listening, so a new
+connection never waits for a busy process; the counts stay within one or two of each other.
 
 Nothing else about gthread changes: threads, keep-alive, timeouts, graceful stops.
 """
@@ -51,7 +51,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # alive, under another user
     return True
 
 
