@@ -177,7 +177,7 @@ class LoadClient:
 
     The generator shares the two cores with the server under test, so its own CPU per request
     matters: aiohttp's client costs 0.12 ms of CPU per request where httpx's asynchronous client
-    costs 1.0 ms (measured on this machine against a trivial WSGI app; docs/benchmarks.md), and
+    costs 1.0 ms (measured on this machine against a trivial WSGI app; docs/benchmarks-history.md), and
     with httpx the generator took a third of the machine at N = 50.
     """
 

@@ -6,7 +6,7 @@ pandas, matplotlib for the reports — and the compiled templates). CPython's fu
 traverses all of them: 200 ms each on this machine, twice per worker in 30 s of load at 50
 raters, besides a generation-1 collection that promoted the requests in flight. ``gc.freeze()``
 moves them to a permanent generation that no collection traverses; collections then only see
-what requests allocate. Measured in docs/benchmarks.md ("fifth pass"): the workers' time in the
+what requests allocate. Measured in docs/benchmarks-history.md ("fifth pass"): the workers' time in the
 collector fell by half and no full collection of the start-up heap happened any more.
 
 Called by gunicorn once per worker, after the application is loaded (``post_worker_init`` in

@@ -1,7 +1,7 @@
 """Hot read queries compiled once per process: the ORM builds the SQL, later calls only bind values.
 
 Compiling a joined ``values()`` query costs the ORM 0.2–0.6 ms of CPU, ten times what the database
-takes to answer it (docs/benchmarks.md, "rater hot path"). ``compiled_rows`` builds the queryset
+takes to answer it (docs/benchmarks-history.md, "rater hot path"). ``compiled_rows`` builds the queryset
 once with placeholder arguments, keeps its SQL and the positions of the placeholders among its
 parameters, and from then on executes that SQL with the call's arguments. Only for ``values()``
 or ``aggregate``-shaped queries of plain columns (numbers, text, booleans): rows come back as
@@ -10,7 +10,7 @@ dicts keyed by the query's column aliases, without the ORM's per-field conversio
 On PostgreSQL these hot queries are also *prepared* (``DATABASE_PREPARED_STATEMENTS``, on by
 default): they run through a server-side-binding cursor with ``prepare=True``, so PostgreSQL
 plans each once per connection instead of on every request (the trial reads join 10–13 tables:
-2–5.5 ms of planning against 0.1–0.6 ms of execution, docs/benchmarks.md). Every other query
+2–5.5 ms of planning against 0.1–0.6 ms of execution, docs/benchmarks-history.md). Every other query
 keeps Django's default client-side binding, which has no limit on the number of parameters
 (server-side binding caps a statement at 65,535: a long ``__in`` list would fail).
 """

@@ -2,7 +2,7 @@
 
 A trial page names about ten URLs (its answer, three images, the problem report, undo, the
 study's instructions, pause and link pages), and Django's ``reverse`` costs 20–40 µs of CPU each,
-a tenth of an answer's rendering (docs/benchmarks.md, "rater hot path"). ``url`` reverses a name
+a tenth of an answer's rendering (docs/benchmarks-history.md, "rater hot path"). ``url`` reverses a name
 once per process and script prefix with marker arguments, and fills each later call's arguments
 into that pattern. Only for arguments ``reverse`` leaves as they are (tokens and slot names:
 letters, digits, ``-`` and ``_``); anything else is reversed the usual way.
