@@ -83,7 +83,12 @@ def _setting(name: str, default: float) -> float:
 
 
 def attempt_seconds(judge: Judge) -> float:
-    """An upper bound for one HTTP attempt: connect + write + read timeouts, plus a margin."""
+    """The lease one HTTP attempt gets: twice its whole-exchange deadline, plus a margin.
+
+    The transport ends every exchange at ``timeout`` (connect, headers and body under one
+    deadline), so the lease, renewed before each request, outlasts the attempt by at least
+    ``timeout``: no other worker can claim the call while its request can still be answered.
+    """
     return 2 * float(judge.timeout_seconds) + LEASE_MARGIN_SECONDS
 
 
@@ -148,10 +153,17 @@ class _Claim:
     def count_call(self, seconds: float) -> None:
         """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
 
-        The first request of a claim was counted by the claim itself, under a fresh lease.
+        The first request of a claim was counted by the claim itself, under a fresh lease; when
+        building the request took longer than LEASE_MARGIN_SECONDS, the lease is renewed here.
+        Either way a request is sent only with at least 2 × timeout of lease left, and the
+        exchange is abandoned at its deadline (timeout, ``judges.providers.transport``): the
+        attempt is over before anyone else may claim the call (docs/decisions.md, "A judge
+        call's lease outlasts its deadline").
         """
         if self.counted:
             self.counted = False
+            if time.monotonic() - self.renewed_at > LEASE_MARGIN_SECONDS:
+                self.renew(seconds)
             return
         lease_until = timezone.now() + timedelta(seconds=seconds)
         if not committed(lambda: self.rows().update(calls=F("calls") + 1, lease_until=lease_until)):

@@ -331,6 +331,9 @@ class FakeProvider:
         if behaviour == "drip":
             self._drip(h, got.path)
             return
+        if behaviour == "header_drip":
+            self._header_drip(h, got.path)
+            return
         if behaviour == "length":  # a reasoning model that spent every token thinking
             envelope = envelope_for(got.path, "")
             envelope["choices"][0]["finish_reason"] = "length"
@@ -480,6 +483,21 @@ class FakeProvider:
                 time.sleep(self.drip_interval)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _header_drip(self, h: BaseHTTPRequestHandler, path: str) -> None:
+        """A valid reply whose status line and headers come one byte every ``drip_interval`` seconds."""
+        payload = json.dumps(envelope_for(path, self.reply_text("valid", []))).encode()
+        head = (f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n"
+                "x-padding: " + "p" * 64 + "\r\n\r\n").encode()
+        try:
+            for i in range(len(head)):
+                h.wfile.write(head[i : i + 1])
+                h.wfile.flush()
+                time.sleep(self.drip_interval)
+            h.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        h.close_connection = True
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str]) -> None:
