@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
@@ -51,9 +51,14 @@ def add_judge(url: str, *extra: str) -> None:
                  stdout=StringIO())
 
 
-def run_judges(*extra: str) -> str:
+def run_judges(*extra: str, fails: bool = False) -> str:
+    """The command's output; ``fails``: it must exit non-zero because no call of the run succeeded."""
     out = StringIO()
-    call_command("run_judges", "example", "--judge", "judge-x", "--set", "human", *extra, stdout=out)
+    if not fails:
+        call_command("run_judges", "example", "--judge", "judge-x", "--set", "human", *extra, stdout=out)
+        return out.getvalue()
+    with pytest.raises(CommandError, match="judge-x: no call of this run succeeded"):
+        call_command("run_judges", "example", "--judge", "judge-x", "--set", "human", *extra, stdout=out)
     return out.getvalue()
 
 
@@ -73,7 +78,7 @@ def test_each_attempt_fails_as_a_transport_failure_at_the_deadline(slow: FakePro
     make_example_study()
     add_judge(slow.url, "--concurrency", "1", "--max-transport-retries", "1")
     began = time.monotonic()
-    run_judges("--orders", "primary", "--concurrency", "1")
+    run_judges("--orders", "primary", "--concurrency", "1", fails=True)
     elapsed = time.monotonic() - began
     rows = list(JudgeOutput.objects.values_list("status", "error", "transport_failures", "attempt_log"))
     assert len(rows) == 2
@@ -128,7 +133,7 @@ def test_two_concurrent_runs_send_no_more_than_stored_plus_retries(slow: FakePro
     def run(name: str, delay: float) -> None:
         time.sleep(delay)
         try:
-            outs[name] = run_judges()
+            outs[name] = run_judges(fails=name == "first")
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -165,7 +170,7 @@ def test_a_real_worker_and_two_waiting_runs_send_no_more_than_stored_plus_retrie
 
     def run() -> None:
         try:
-            outs.append(run_judges("--wait", "--poll", "0.5", "--wait-timeout", "90"))
+            outs.append(run_judges("--wait", "--poll", "0.5", "--wait-timeout", "90", fails=True))
         except BaseException as exc:
             errors.append(exc)
         finally:
