@@ -20,7 +20,7 @@ class JudgeAdminForm(forms.ModelForm):
             "max_request_bytes", "rate_per_second", "concurrency", "timeout_seconds", "max_invalid_retries",
             "max_transport_retries", "max_attempts", "temperature", "max_tokens", "api_version", "token_param",
             "send_temperature", "seed", "reasoning_effort", "structured_output", "price_input_per_mtok",
-            "price_output_per_mtok", "batch_discount",
+            "price_output_per_mtok", "batch_discount", "adapt_parameters",
         ]
         help_texts = {
             "api_key_env": "Name of the environment variable that holds the key (read at call time, never stored).",

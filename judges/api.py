@@ -26,8 +26,10 @@ class JudgeSerializer(serializers.ModelSerializer):
             "max_image_bytes", "max_request_bytes", "rate_per_second", "concurrency", "timeout_seconds",
             "max_invalid_retries", "max_transport_retries", "max_attempts", "temperature", "max_tokens",
             "api_version", "token_param", "send_temperature", "seed", "reasoning_effort", "structured_output",
-            "price_input_per_mtok", "price_output_per_mtok", "batch_discount",
+            "price_input_per_mtok", "price_output_per_mtok", "batch_discount", "adapt_parameters",
+            "learned_parameters",
         ]
+        read_only_fields = ["learned_parameters"]
 
 
 class JudgeListApi(APIView):
@@ -59,6 +61,7 @@ class JudgeListApi(APIView):
         seed = serializers.IntegerField(required=False, allow_null=True)
         reasoning_effort = serializers.CharField(required=False, allow_blank=True, allow_null=True)
         structured_output = serializers.BooleanField(required=False, allow_null=True, default=None)
+        adapt_parameters = serializers.BooleanField(required=False, allow_null=True, default=None)
         max_tokens = serializers.IntegerField(required=False, allow_null=True)
         price_input_per_mtok = serializers.CharField(required=False, allow_null=True)
         price_output_per_mtok = serializers.CharField(required=False, allow_null=True)
@@ -81,7 +84,8 @@ class JudgeListApi(APIView):
             max_request_bytes=d.get("max_request_bytes"), rate_per_second=d.get("rate"),
             concurrency=d.get("concurrency"), timeout_seconds=d.get("timeout"), user=request.user,
             **{k: d.get(k) for k in ("api_version", "token_param", "send_temperature", "temperature", "seed",
-                                     "reasoning_effort", "structured_output", "max_tokens", "price_input_per_mtok",
+                                     "reasoning_effort", "structured_output", "adapt_parameters", "max_tokens",
+                                     "price_input_per_mtok",
                                      "price_output_per_mtok", "batch_discount")},
         )
         return Response(JudgeSerializer(judge).data, status=status.HTTP_201_CREATED)

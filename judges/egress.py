@@ -13,6 +13,10 @@ connect to exactly the address it checked:
   peer the socket actually reached before a byte is sent. URLs, ``Host`` headers, TLS SNI and
   certificate checks keep the host name. A DNS answer that changes between the check and the
   connection (rebinding) changes nothing: there is no second lookup.
+- :func:`deadline` sets one absolute deadline for the exchanges of this thread: every connect,
+  write and read of a pinned connection (TLS handshake included) waits at most the time left
+  until it, and none starts once it has passed. httpx's own timeouts are per operation, so a
+  server that drips its status line a byte at a time would otherwise never be cut off.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpcore
@@ -129,6 +134,56 @@ def checked_addresses(host: str, port: int) -> list[str]:
     return addresses
 
 
+_deadline = threading.local()
+
+
+@contextmanager
+def deadline(at: float) -> Iterator[None]:
+    """Within this block, this thread's pinned connections end every wait by ``at`` (monotonic)."""
+    before = getattr(_deadline, "at", None)
+    _deadline.at = at
+    try:
+        yield
+    finally:
+        _deadline.at = before
+
+
+def time_left(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` cut to the time left before this thread's deadline; ``error`` once it has passed."""
+    at: float | None = getattr(_deadline, "at", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise error("the exchange's deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    """A network stream whose every read, write and TLS handshake ends by the thread's deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._stream.write(buffer, time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                     time_left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
 class PinnedBackend(httpcore.NetworkBackend):
     """httpcore's socket backend, connecting only to checked addresses and verifying the peer."""
 
@@ -145,13 +200,16 @@ class PinnedBackend(httpcore.NetworkBackend):
     ) -> httpcore.NetworkStream:
         name = host.lower().rstrip(".")
         if allowlisted(name):
-            return self._sockets.connect_tcp(host, port, timeout, local_address, socket_options)
+            return DeadlineStream(self._sockets.connect_tcp(host, port, time_left(timeout, httpcore.ConnectTimeout),
+                                                            local_address, socket_options))
         if name in BLOCKED_HOSTNAMES:
             raise refused(name)
         addresses = checked_addresses(name, port)
         for index, address in enumerate(addresses):
             try:
-                stream = self._sockets.connect_tcp(address, port, timeout, local_address, socket_options)
+                # The lookup above may have used up the deadline: checked again per address.
+                stream = DeadlineStream(self._sockets.connect_tcp(
+                    address, port, time_left(timeout, httpcore.ConnectTimeout), local_address, socket_options))
             except httpcore.ConnectError:
                 if index == len(addresses) - 1:
                     raise

@@ -45,6 +45,11 @@ class Judge(models.Model):
     seed = models.BigIntegerField(null=True, blank=True)
     reasoning_effort = models.CharField(max_length=16, blank=True)
     structured_output = models.BooleanField(default=True)
+    # A 400 refusing a parameter for the model: drop it and retry the call once (judges registered
+    # before this existed keep it off), and what was learned that way: {param: {"changed", "undo",
+    # "said", "at"}} (judges.services.judges.judge_learn_parameters).
+    adapt_parameters = models.BooleanField(default=True)
+    learned_parameters = models.JSONField(default=dict, blank=True)
     # Prices in US dollars per million tokens; batch calls cost (1 - batch_discount) of that.
     price_input_per_mtok = models.FloatField(null=True, blank=True)
     price_output_per_mtok = models.FloatField(null=True, blank=True)

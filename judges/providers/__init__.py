@@ -30,10 +30,12 @@ from judges.providers.anthropic import Anthropic
 from judges.providers.azure_openai import AzureOpenAI
 from judges.providers.base import (
     PARAMETER_FLAGS,
+    STRUCTURED_OUTPUT_PARAMETERS,
     Endpoint,
     ImageRejected,
     JudgeImage,
     JudgeRequest,
+    ParameterRefused,
     ProviderRefused,
     Reply,
     RunStopped,
@@ -43,6 +45,7 @@ from judges.providers.base import (
     _scrub,
     api_key,
     check_base_url,
+    image_input_refused,
     image_too_large,
     rate_limit_reset,
     unsupported_parameter,
@@ -62,6 +65,7 @@ __all__ = [
     "ImageRejected",
     "JudgeImage",
     "JudgeRequest",
+    "ParameterRefused",
     "ProviderRefused",
     "Reply",
     "RunStopped",
@@ -160,11 +164,26 @@ def _refusal(endpoint: Endpoint, status: int, body: bytes, key: str) -> Exceptio
                           f"(HTTP {status}): {message}")
     if status in (400, 422) and image_too_large(message):
         return ImageRejected(f"HTTP {status} image too large: {message}", status=413)
+    name = endpoint.name or "NAME"
+    if status in (400, 422) and image_input_refused(message):
+        return ParameterRefused(
+            f"the model {endpoint.model} refused the image input (HTTP {status}: {message}); a judge must see the "
+            "three images, so this is not dropped: register a model that takes images",
+            param="image input", status=status, said=message, required=True,
+        )
     param = unsupported_parameter(error, message) if status in (400, 422) else None
+    if param in STRUCTURED_OUTPUT_PARAMETERS:
+        return ParameterRefused(
+            f"the model {endpoint.model} refused '{param}' (HTTP {status}: {message}), which judge {name} needs for "
+            f"structured output, so it is not dropped: use a model that takes a JSON schema, or add_judge {name} "
+            "--update --no-structured-output to rely on the validator alone",
+            param=param, status=status, said=message, required=True,
+        )
     if param:
-        return ProviderRefused(
-            f"the model {endpoint.model} does not accept the parameter '{param}' (HTTP {status}); fix: add_judge "
-            f"{endpoint.name or 'NAME'} --update {PARAMETER_FLAGS[param]}"
+        return ParameterRefused(
+            f"the model {endpoint.model} does not accept the parameter '{param}' (HTTP {status}: {message}); fix: "
+            f"add_judge {name} --update {PARAMETER_FLAGS[param]}",
+            param=param, status=status, said=message,
         )
     return ProviderRefused(f"HTTP {status}: {message}")
 

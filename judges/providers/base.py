@@ -53,6 +53,22 @@ class RunStopped(ProviderRefused):
     """Auth failure or exhausted quota: no call of this judge can succeed until an admin acts."""
 
 
+class ParameterRefused(ProviderRefused):
+    """A 400 naming one request parameter as refused for the model (unsupported, deprecated).
+
+    ``param`` is the parameter as the provider named it; ``required`` when the protocol needs it
+    (structured output the judge asks for, the image input itself): it is never dropped.
+    ``said`` is the provider's own message (scrubbed, one line).
+    """
+
+    def __init__(self, message: str, *, param: str, status: int, said: str, required: bool = False) -> None:
+        super().__init__(message)
+        self.param = param
+        self.status = status
+        self.said = said
+        self.required = required
+
+
 class ImageRejected(TransportFailure):
     """The provider refused an image as too large (a 400 or 413): retried with smaller images."""
 
@@ -269,8 +285,36 @@ PARAMETER_FLAGS = {
     "responseJsonSchema": "--no-structured-output",
     "responseMimeType": "--no-structured-output",
 }
+# What ``--adapt-parameters`` changes when the model refuses a parameter: the judge's fields (the
+# Endpoint's of the same names), what that means in words, and the add_judge flag that undoes it.
+ADAPTATIONS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "temperature": ({"send_temperature": False}, "temperature is no longer sent", "--send-temperature"),
+    "seed": ({"seed": None}, "seed is no longer sent", "--seed N"),
+    "max_tokens": ({"token_param": "max_completion_tokens"}, "the output cap is sent as max_completion_tokens",
+                   "--token-param max_tokens"),
+    "max_completion_tokens": ({"token_param": "max_tokens"}, "the output cap is sent as max_tokens",
+                              "--token-param max_completion_tokens"),
+    **{name: ({"reasoning_effort": ""}, "no reasoning effort is sent", "--reasoning-effort LEVEL")
+       for name in ("reasoning_effort", "reasoning", "thinking", "thinkingConfig")},
+}
+
+# What a judge needs to be a judge (SPEC §6): the schema where the judge asks for structured output,
+# and the images. A refusal of one of these stops the run; it is never dropped.
+STRUCTURED_OUTPUT_PARAMETERS = frozenset({"response_format", "text.format", "tools", "tool_choice",
+                                          "responseJsonSchema", "responseMimeType"})
 _PARAM_WORDS = re.compile(r"parameter|not supported|unsupported|does not support|not allowed|extra inputs|"
-                          r"unknown name|unrecognized|not permitted|invalid", re.IGNORECASE)
+                          r"unknown name|unrecognized|not permitted|invalid|deprecated|no longer supported|"
+                          r"not available|not compatible", re.IGNORECASE)
+_IMAGE_INPUT = re.compile(
+    r"(?<![A-Za-z_])(?:image_url|input_image|inline_data|inlineData)(?![A-Za-z_])"
+    r"|(?:does not|doesn't|cannot|can't) (?:support|accept|process|read) (?:image|vision)"
+    r"|(?:image|vision)(?: input)?s? (?:input )?(?:is|are) not (?:supported|allowed|enabled)"
+    r"|not a (?:vision|multimodal) model|no (?:image|vision) (?:input )?support", re.IGNORECASE)
+
+
+def image_input_refused(text: str) -> bool:
+    """Does a provider's 400 say the model takes no image input at all (not that one is too large)?"""
+    return bool(_IMAGE_INPUT.search(text)) and bool(_PARAM_WORDS.search(text) or "image" in text.lower())
 
 
 def unsupported_parameter(error: Any, text: str) -> str | None:

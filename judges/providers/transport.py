@@ -1,7 +1,11 @@
 """The one HTTP exchange of a judge call: one deadline, a reply size cap, the deployment's egress.
 
-- One deadline for the whole exchange (connect, send, wait, read every byte): a server that
-  drips its reply a byte at a time is cut off when ``timeout`` has passed, not per read.
+- One deadline for the whole exchange (wait for a pooled connection, connect, TLS, send, the
+  status line and headers, every byte of the body): every socket wait of the exchange is cut to
+  the time left (:func:`judges.egress.deadline`), so a server that drips its status line, its
+  headers or its body a byte at a time is cut off when ``timeout`` has passed, not per read.
+  The lease of a call outlasts this deadline (``judges.services.calls.attempt_seconds``), so
+  an attempt is over, its socket closed, before any other worker may take the call.
 - The reply is read as a stream and abandoned past ``ARBITER_JUDGE_MAX_REPLY_BYTES`` (decoded
   bytes, so a compressed bomb is caught too): :class:`UnusableReply`.
 - Redirects are never followed. The environment is ignored (``trust_env=False``) unless the
@@ -114,8 +118,11 @@ def exchange(url: str, *, body: bytes | None, headers: dict[str, str], timeout: 
     began = time.monotonic()
     deadline = began + timeout
     cap = cap or max_reply_bytes()
+    headers_in = False
     try:
-        with client(concurrency, timeout).stream(method, url, content=body, headers=headers) as response:
+        with judges_egress.deadline(deadline), \
+                client(concurrency, timeout).stream(method, url, content=body, headers=headers) as response:
+            headers_in = True
             limit = cap if response.status_code < 300 else ERROR_BODY_BYTES
             declared = response.headers.get("content-length", "")
             if response.status_code < 300 and declared.isdigit() and int(declared) > cap:
@@ -141,6 +148,9 @@ def exchange(url: str, *, body: bytes | None, headers: dict[str, str], timeout: 
     except judges_egress.ResolveFailed as exc:
         raise TransportFailure(str(exc)) from None
     except httpx.TimeoutException as exc:
-        raise TransportFailure(f"timed out after {timeout:g} s ({type(exc).__name__})") from None
+        if headers_in:
+            raise TransportFailure(f"the reply was still arriving after the {timeout:g} s deadline") from None
+        # Connect, send, or the status line and headers: all under the same deadline.
+        raise TransportFailure(f"no reply within the {timeout:g} s deadline ({type(exc).__name__})") from None
     except httpx.HTTPError as exc:
         raise TransportFailure(f"connection failed ({type(exc).__name__})") from None

@@ -51,15 +51,21 @@ from django.utils import timezone
 from judges.limits import Limiter, Limits, limiter_for
 from judges.models import Judge, JudgeOutput, OutputStatus, Provider
 from judges.providers import (
+    Endpoint,
+    JudgeImage,
+    JudgeRequest,
+    ParameterRefused,
     ProviderRefused,
     Reply,
     RunStopped,
     TransportFailure,
     Turn,
     UnusableReply,
+    build_body,
     call,
     encode_body,
 )
+from judges.providers.base import ADAPTATIONS
 from judges.request_building import (
     RequestNotBuildable,
     build_judge_request,
@@ -83,7 +89,12 @@ def _setting(name: str, default: float) -> float:
 
 
 def attempt_seconds(judge: Judge) -> float:
-    """An upper bound for one HTTP attempt: connect + write + read timeouts, plus a margin."""
+    """The lease one HTTP attempt gets: twice its whole-exchange deadline, plus a margin.
+
+    The transport ends every exchange at ``timeout`` (connect, headers and body under one
+    deadline), so the lease, renewed before each request, outlasts the attempt by at least
+    ``timeout``: no other worker can claim the call while its request can still be answered.
+    """
     return 2 * float(judge.timeout_seconds) + LEASE_MARGIN_SECONDS
 
 
@@ -148,10 +159,17 @@ class _Claim:
     def count_call(self, seconds: float) -> None:
         """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
 
-        The first request of a claim was counted by the claim itself, under a fresh lease.
+        The first request of a claim was counted by the claim itself, under a fresh lease; when
+        building the request took longer than LEASE_MARGIN_SECONDS, the lease is renewed here.
+        Either way a request is sent only with at least 2 × timeout of lease left, and the
+        exchange is abandoned at its deadline (timeout, ``judges.providers.transport``): the
+        attempt is over before anyone else may claim the call (docs/decisions.md, "A judge
+        call's lease outlasts its deadline").
         """
         if self.counted:
             self.counted = False
+            if time.monotonic() - self.renewed_at > LEASE_MARGIN_SECONDS:
+                self.renew(seconds)
             return
         lease_until = timezone.now() + timedelta(seconds=seconds)
         if not committed(lambda: self.rows().update(calls=F("calls") + 1, lease_until=lease_until)):
@@ -376,6 +394,29 @@ def _empty_reason(reply: Reply, exc: InvalidReply) -> str:
     return str(exc)
 
 
+def _without(endpoint: Endpoint, request: JudgeRequest, active_axes: list[str], param: str) -> Endpoint | None:
+    """The endpoint that no longer sends ``param`` (``ADAPTATIONS``), or None when that changes nothing sent."""
+    adaptation = ADAPTATIONS.get(param)
+    if adaptation is None:
+        return None
+    from dataclasses import replace
+
+    adapted = replace(endpoint, **adaptation[0])
+    bare = JudgeRequest(request.prompt, tuple(JudgeImage(i.label, i.mime, b"") for i in request.images))
+    if build_body(adapted, bare, active_axes=active_axes) == build_body(endpoint, bare, active_axes=active_axes):
+        return None
+    return adapted
+
+
+def _refusal_stops(judge: Judge, exc: ParameterRefused) -> str:
+    """Why a refused parameter stops the judge's run (the provider's words and the fix)."""
+    if not exc.required and not judge.adapt_parameters and exc.param in ADAPTATIONS:
+        return f"{exc}, or add_judge {judge.name} --update --adapt-parameters to let a run drop it"
+    if not exc.required and exc.param in ADAPTATIONS:
+        return f"{exc} (dropping it did not help)"
+    return str(exc)
+
+
 def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: float | None) -> str:
     if judge.provider == Provider.IMPORTED:
         _finish(claim, status=OutputStatus.FAILED, error=f"judge {judge.name} is imported-only and cannot be called")
@@ -394,6 +435,9 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
     built = None
     repairs: list[dict[str, Any]] = []
     turns: list[Turn] = []
+    # Parameters the model refused and this call dropped (--adapt-parameters): param → what the
+    # provider said; recorded on the judge when a reply comes back without them.
+    dropped: dict[str, str] = {}
     tried = False  # the first attempt of a claim always runs, so a release always makes progress
     while True:
         if built is None:
@@ -413,7 +457,8 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             return _stopped(claim, stop)
         if not _wait_for_pause(claim, judge, limiter, limits, deadline):
             return _release(claim, error="released: the judge is paused by the provider's rate limit")
-        body = built.body if not turns else encode_body(endpoint, built.request, active_axes=built.active_axes, turns=turns)
+        body = built.body if not turns and not dropped else encode_body(
+            endpoint, built.request, active_axes=built.active_axes, turns=turns)
         try:
             with limiter.slot(limits, heartbeat=lambda: claim.renew(lease)):
                 claim.count_call(lease)
@@ -422,6 +467,24 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             limiter.stop(limits, str(exc))
             usage.record("stopped", error=str(exc))
             return _stopped(claim, str(exc), **usage.fields())
+        except ParameterRefused as exc:
+            # A refusal is a failed try (counted like any refused request); the parameter is
+            # dropped once per call (each parameter), else every other call would meet it too.
+            transport += 1
+            usage.record("refused", error=str(exc), status=exc.status)
+            adapted = None
+            if judge.adapt_parameters and not exc.required and exc.param not in dropped:
+                adapted = _without(endpoint, built.request, built.active_axes, exc.param)
+            if adapted is None:
+                reason = _refusal_stops(judge, exc)
+                limiter.stop(limits, reason)
+                return _stopped(claim, reason, transport_failures=transport, **usage.fields())
+            endpoint = adapted
+            dropped[exc.param] = exc.said
+            if not claim.update(transport_failures=transport, error=f"retrying without '{exc.param}': {exc.said}",
+                                **usage.fields()):
+                raise LostClaim(claim.output_id) from None
+            continue
         except ProviderRefused as exc:
             transport += 1
             usage.record("refused", error=str(exc))
@@ -474,6 +537,12 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             time.sleep(delay)
             claim.renewed_at = time.monotonic()
             continue
+        if dropped:
+            # The provider answered without them: the judge learns it (once), later calls send without.
+            from judges.services.judges import judge_learn_parameters
+
+            judge_learn_parameters(judge_id=judge.pk, refused=dropped)
+            dropped = {}
         text = reply.text
         try:
             answer = canonical_answer(text, active_axes=built.active_axes, order=output.order)

@@ -87,6 +87,9 @@ def _capabilities(out: dict[str, Any]) -> None:
             raise ValidationFailed(f"expected a fraction 0 ≤ d < 1 (0.5 = half price), got {out['batch_discount']!r}",
                                    field="batch_discount")
         out["batch_discount"] = discount
+    adapt = out.get("adapt_parameters")
+    if adapt is not None and not isinstance(adapt, bool):
+        raise ValidationFailed(f"expected true or false, got {adapt!r}", field="adapt_parameters")
     version = out.get("api_version")
     if version is not None and not re.fullmatch(r"[A-Za-z0-9._-]{0,40}", str(version)):
         raise ValidationFailed(f"expected an API version like 2023-06-01, got {version!r}", field="api_version")
@@ -165,6 +168,49 @@ def judge_update(*, name: str, user: Any = None, **fields: Any) -> Judge:
             changed["seed"] = None
         for key, value in changed.items():
             setattr(judge, key, value)
+        # A setting given by hand replaces what a run learned about it.
+        from judges.providers.base import ADAPTATIONS
+
+        learned = {param: entry for param, entry in (judge.learned_parameters or {}).items()
+                   if not set(ADAPTATIONS.get(param, ({},))[0]) & set(changed)}
+        if learned != (judge.learned_parameters or {}):
+            judge.learned_parameters = learned
+            changed["learned_parameters"] = learned
         judge.save(update_fields=list(changed) or None)
         audit_record(action="judges.update", user=user, target=judge.name, fields=sorted(changed))
     return judge
+
+
+def judge_learn_parameters(*, judge_id: int, refused: dict[str, str]) -> dict[str, str]:
+    """Record what a run learned: the model refused these parameters and a call without them succeeded.
+
+    ``refused``: parameter → the provider's message. The judge's settings change as
+    ``judges.providers.base.ADAPTATIONS`` says (temperature no longer sent, ...), and each
+    parameter gets an entry in ``learned_parameters`` (what changed, the flag that undoes it, what
+    the provider said, when). Returns parameter → what changed, for the ones new to the judge
+    (a call that learned what another already recorded changes nothing).
+    """
+    from django.utils import timezone
+
+    from judges.providers.base import ADAPTATIONS
+
+    new: dict[str, str] = {}
+    with transaction.atomic():
+        judge = Judge.objects.select_for_update().get(pk=judge_id)
+        learned = dict(judge.learned_parameters or {})
+        fields: dict[str, Any] = {}
+        for param, said in refused.items():
+            change, changed, undo = ADAPTATIONS[param]
+            fields.update(change)
+            if param not in learned:
+                learned[param] = {"changed": changed, "undo": f"add_judge {judge.name} --update {undo}",
+                                  "said": said[:300], "at": timezone.now().isoformat(timespec="seconds")}
+                new[param] = changed
+        for key, value in fields.items():
+            setattr(judge, key, value)
+        judge.learned_parameters = learned
+        judge.save(update_fields=[*fields, "learned_parameters"])
+        if new:
+            audit_record(action="judges.learn", user=None, target=judge.name, fields=sorted(fields),
+                         refused=sorted(new))
+    return new

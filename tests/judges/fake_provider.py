@@ -138,6 +138,9 @@ class FakeProvider:
         # Checked on every batch call when set (Azure): the api-key header, the api-version query.
         self.batch_api_key: str | None = None
         self.batch_api_version: str | None = None
+        # A model that refuses parameters whenever they are sent: top-level body key → the 400's
+        # message ("image" refuses the image input itself). Checked before the script.
+        self.refuse: dict[str, str] = {}
         self.requests: list[Received] = []
         self.problems: list[str] = []
         self.in_flight = 0  # model requests being answered now, and the most there ever were at once
@@ -247,6 +250,19 @@ class FakeProvider:
                     self.problems.append(f"ACTIVE_AXES entry with keys {sorted(axis)}")
         return got
 
+    def _refused(self, body: bytes) -> str:
+        """The first parameter of ``refuse`` this request sends, or ""."""
+        if not self.refuse:
+            return ""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return ""
+        for name in self.refuse:
+            if (name == "image" and b"image_url" in body) or (isinstance(data, dict) and name in data):
+                return name
+        return ""
+
     def reply_text(self, behaviour: str, axes: list[str]) -> str:
         scores = [{"id": a, "score": 1} for a in axes]
         answer = {"winner": self.winner, "confidence": 4, "reason": "keeps the table", "axes": scores}
@@ -278,7 +294,8 @@ class FakeProvider:
         length = int(h.headers.get("content-length") or 0)
         body = h.rfile.read(length)
         headers = {k.lower(): v for k, v in h.headers.items()}
-        behaviour = self._next()
+        refused = self._refused(body)
+        behaviour = f"refuse:{refused}" if refused else self._next()
         try:
             got = self._parse(h.path, headers, body)
         except Exception as exc:  # a malformed request is a test failure, reported through problems
@@ -312,6 +329,11 @@ class FakeProvider:
             self._send(h, 429, json.dumps({"error": {"message": "You exceeded your current quota, please check your plan.",
                                                      "type": "insufficient_quota", "code": "insufficient_quota"}}).encode(), {})
             return
+        if behaviour.startswith("refuse:"):  # a 400 in the provider's words, without a structured param
+            message = self.refuse[behaviour.split(":", 1)[1]]
+            self._send(h, 400, json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                                     "param": None, "code": None}}).encode(), {})
+            return
         if behaviour.startswith("reject:"):  # a 400 naming an unsupported parameter, OpenAI style
             param = behaviour.split(":", 1)[1]
             message = f"Unsupported parameter: '{param}' is not supported with this model."
@@ -330,6 +352,9 @@ class FakeProvider:
             return
         if behaviour == "drip":
             self._drip(h, got.path)
+            return
+        if behaviour == "header_drip":
+            self._header_drip(h, got.path)
             return
         if behaviour == "length":  # a reasoning model that spent every token thinking
             envelope = envelope_for(got.path, "")
@@ -480,6 +505,21 @@ class FakeProvider:
                 time.sleep(self.drip_interval)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _header_drip(self, h: BaseHTTPRequestHandler, path: str) -> None:
+        """A valid reply whose status line and headers come one byte every ``drip_interval`` seconds."""
+        payload = json.dumps(envelope_for(path, self.reply_text("valid", []))).encode()
+        head = (f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n"
+                "x-padding: " + "p" * 64 + "\r\n\r\n").encode()
+        try:
+            for i in range(len(head)):
+                h.wfile.write(head[i : i + 1])
+                h.wfile.flush()
+                time.sleep(self.drip_interval)
+            h.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        h.close_connection = True
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: bytes, headers: dict[str, str]) -> None:

@@ -164,7 +164,7 @@ def test_timeout_every_time_fails(provider: FakeProvider) -> None:
     provider.timeout_sleep = 1.0
     output = call(make_example_study(), make_judge(base_url=provider.url, timeout_seconds=0.3, max_transport_retries=1))
     assert output.status == "failed"
-    assert "timed out" in output.error
+    assert "no reply within the 0.3 s deadline" in output.error
 
 
 def test_413_shrinks_the_images_for_the_next_attempt(provider: FakeProvider) -> None:

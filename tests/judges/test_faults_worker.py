@@ -20,7 +20,7 @@ import time
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.models import Sum
 
@@ -33,9 +33,14 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 ARGS = ("example", "--judge", "judge-x", "--set", "human")
 
 
-def run_and_wait(*extra: str) -> str:
+def run_and_wait(*extra: str, fails: str = "") -> str:
+    """The output of ``run_judges --wait``; ``fails``: it must exit non-zero with this in its error."""
     out = StringIO()
-    call_command("run_judges", *ARGS, *extra, "--wait", "--poll", "0.5", "--wait-timeout", "150", stdout=out)
+    if not fails:
+        call_command("run_judges", *ARGS, *extra, "--wait", "--poll", "0.5", "--wait-timeout", "150", stdout=out)
+        return out.getvalue()
+    with pytest.raises(CommandError, match=fails):
+        call_command("run_judges", *ARGS, *extra, "--wait", "--poll", "0.5", "--wait-timeout", "150", stdout=out)
     return out.getvalue()
 
 
@@ -122,7 +127,7 @@ def test_nested_json_reply_with_a_worker(celery_worker_process) -> None:  # type
         make_example_study()
         make_judge(base_url=provider.url, concurrency=2, max_invalid_retries=1)
         provider.default = "nested"
-        run_and_wait()
+        run_and_wait(fails="no call of this run succeeded")
         counts = assert_accounted(provider, 4)
         assert counts == {"invalid": 4}
         assert set(JudgeOutput.objects.values_list("error", flat=True)) == {"the reply is nested too deeply to be an answer"}
@@ -137,7 +142,7 @@ def test_slow_drip_reply_with_a_worker(celery_worker_process) -> None:  # type: 
         make_example_study()
         make_judge(base_url=provider.url, concurrency=2, timeout_seconds=1.0, max_transport_retries=1)
         provider.default = "drip"
-        run_and_wait()
+        run_and_wait(fails="no call of this run succeeded")
         counts = assert_accounted(provider, 4)
         assert counts == {"failed": 4}
         for error in JudgeOutput.objects.values_list("error", flat=True):

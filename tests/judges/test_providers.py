@@ -142,13 +142,20 @@ def test_azure_openai_urls_and_api_key_header(provider: FakeProvider, path: str,
 
 def test_unsupported_parameter_is_one_line_naming_the_flag_and_the_flag_fixes_it(provider: FakeProvider) -> None:
     study = make_example_study()
-    judge = make_judge(base_url=provider.url, model="o4-mini", temperature=0.2)
+    judge = make_judge(base_url=provider.url, model="o4-mini", temperature=0.2, adapt_parameters=False)
     provider.script.append("reject:temperature")
     output = call(study, judge)
-    assert output.status == "failed"
-    assert output.error == ("provider refused: the model o4-mini does not accept the parameter 'temperature' "
-                            "(HTTP 400); fix: add_judge judge-x --update --no-temperature")
+    # The judge is stopped (no other call is sent into the same refusal); the call waits, pending.
+    assert output.status == "pending"
+    assert output.error == ("stopped: the model o4-mini does not accept the parameter 'temperature' (HTTP 400: "
+                            "Unsupported parameter: 'temperature' is not supported with this model.); fix: add_judge "
+                            "judge-x --update --no-temperature, or add_judge judge-x --update --adapt-parameters to let "
+                            "a run drop it")
     call_command("add_judge", "judge-x", "--update", "--no-temperature", stdout=StringIO())
+    from judges.limits import limiter_for
+    from judges.services.calls import judge_limits
+
+    limiter_for().clear_stop(judge_limits(judge))  # what run_judges does when it starts again
     again = call(study, judge, order="swapped")
     assert again.status == "valid" and "temperature" not in provider.requests[-1].data
 

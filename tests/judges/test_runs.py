@@ -59,7 +59,8 @@ def test_failed_calls_stay_failed_unless_asked(provider: FakeProvider) -> None:
     make_example_study()
     make_judge(base_url=provider.url, concurrency=1, max_transport_retries=0)
     provider.default = "500"
-    run("example", "--judge", "judge-x", "--set", "human", "--orders", "primary")
+    with pytest.raises(CommandError, match="no call of this run succeeded"):  # nothing succeeded: exit non-zero
+        run("example", "--judge", "judge-x", "--set", "human", "--orders", "primary")
     assert set(JudgeOutput.objects.values_list("status", flat=True)) == {"failed"}
     provider.default = "valid"
     run("example", "--judge", "judge-x", "--set", "human", "--orders", "primary")

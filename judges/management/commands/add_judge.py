@@ -7,6 +7,8 @@ here (``--token-param``, ``--no-temperature``, ``--seed``, ``--reasoning-effort`
 ``--no-structured-output``, ``--api-version``), and so can prices (``--price-input``,
 ``--price-output`` in dollars per million tokens, ``--batch-discount``). ``--update`` changes the
 given settings of an existing judge (the fix a "does not accept the parameter" error names).
+``--adapt-parameters`` (the default for new judges) lets a run make that fix itself: the refused
+parameter is dropped, the call retried once, and what was learned is stored on the judge.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ FIELDS = {
     "api_version": "api_version", "token_param": "token_param", "send_temperature": "send_temperature",
     "seed": "seed", "reasoning_effort": "reasoning_effort", "structured_output": "structured_output",
     "price_input": "price_input_per_mtok", "price_output": "price_output_per_mtok",
-    "batch_discount": "batch_discount",
+    "batch_discount": "batch_discount", "adapt_parameters": "adapt_parameters",
 }
 
 
@@ -62,6 +64,14 @@ class Command(ArbiterCommand):
         parser.add_argument("--no-structured-output", dest="structured_output", action="store_const", const=False,
                             default=None, help="do not send the JSON schema (the validator still decides)")
         parser.add_argument("--structured-output", dest="structured_output", action="store_const", const=True)
+        parser.add_argument("--adapt-parameters", dest="adapt_parameters", action="store_const", const=True,
+                            default=None,
+                            help="on by default for new judges (stored on the judge): when the provider refuses a "
+                                 "parameter for the model (HTTP 400, e.g. temperature), drop it, retry that call once "
+                                 "and, if the retry succeeds, remember it on the judge; structured output and the "
+                                 "images are never dropped")
+        parser.add_argument("--no-adapt-parameters", dest="adapt_parameters", action="store_const", const=False,
+                            help="stop the run at the first refused parameter instead")
         parser.add_argument("--api-version", default=None, help="anthropic-version, or Azure api-version")
         parser.add_argument("--price-input", default=None, help="dollars per million input tokens")
         parser.add_argument("--price-output", default=None, help="dollars per million output tokens")

@@ -99,6 +99,7 @@ class Command(ArbiterCommand):
             + (f", {busy} held by a worker" if (busy := len(plan.unfinished_ids) - len(plan.output_ids)) else "")
         )
         ids = list(plan.output_ids)
+        learned_before = dict(judge.learned_parameters or {})
         if eager:
             concurrency = o["concurrency"] or judge.concurrency
             self._bar(0, len(ids), {})
@@ -119,9 +120,32 @@ class Command(ArbiterCommand):
                 f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
             )
             self.stdout.write(self._usage_line(judge, ids))
+            self._learned(judge, learned_before)
             stop = judge_stop_reason(judge)
             if stop:
                 raise ArbiterError(f"{judge.name}: run stopped, {counts.get('pending', 0)} calls left pending: {stop}")
+            self._check_outcome(judge, ids, counts)
+
+    def _learned(self, judge: Any, before: dict[str, Any]) -> None:
+        """One line per parameter the run learned to drop (--adapt-parameters)."""
+        judge.refresh_from_db(fields=["learned_parameters"])
+        for param, entry in (judge.learned_parameters or {}).items():
+            if param not in before:
+                self.stdout.write(f"{judge.name}: the model {judge.model} refused '{param}', so {entry['changed']} "
+                                  f"(stored on the judge; undo: {entry['undo']})")
+
+    def _check_outcome(self, judge: Any, ids: list[int], counts: dict[str, int]) -> None:
+        """Exit non-zero when no call of the run succeeded, or when any failed for a reason other than its reply."""
+        failed = counts.get(OutputStatus.FAILED, 0)
+        first = (JudgeOutput.objects.filter(pk__in=ids[:5000], status=OutputStatus.FAILED)
+                 .order_by("pk").values_list("error", flat=True).first()) if failed else None
+        reason = f" (first: {' '.join(str(first).split())[:300]})" if first else ""
+        if ids and not counts.get(OutputStatus.VALID, 0):
+            raise ArbiterError(f"{judge.name}: no call of this run succeeded ({counts.get('invalid', 0)} invalid, "
+                               f"{failed} failed){reason}")
+        if failed:
+            raise ArbiterError(f"{judge.name}: {failed} of {len(ids)} calls failed for a reason other than the "
+                               f"reply's content{reason}; run_judges --retry-failed runs them again")
 
     def _batch(self, study: Any, judge: Any, o: dict[str, Any]) -> None:
         submitted = 0
