@@ -6,9 +6,17 @@ written with a leading ``'`` (the OWASP rule); readers remove it again, so expor
 unchanged. Numbers stay numbers: an ``int`` or ``float`` is never touched, and neither is a text
 cell that is a plain number literal (``-2``, ``-0.25``, ``+1e-3``), which no spreadsheet runs.
 
-The mapping is exactly reversible: a cell is prefixed when, with its leading quotes stripped, it
-starts with a formula character (so ``'=x`` is written ``''=x`` and read back as ``'=x``), and a
-reader removes one quote from exactly those cells.
+"Starts with" is read the way a spreadsheet might read it, not byte for byte: the cell is NFKC
+normalized (full-width ``＝ ＋ － ＠`` and the small / super- / subscript signs become ``= + - @``)
+and its leading quotes, whitespace other than tab and CR (space, newline, no-break space, ...) and
+invisible format characters (zero-width space U+200B, the BOM U+FEFF, bidi marks: Unicode category
+Cf) are skipped before the first character is looked at. So `` =1``, ``\n=1``, ``\u200b=1``,
+``\ufeff=1`` and ``＝1`` are all prefixed. This is only the test; the cell written is the original
+text with one ``'`` in front, nothing else changed.
+
+The mapping is exactly reversible: a cell is prefixed when the test above says it starts with a
+formula character, the test ignores leading quotes (so ``'=x`` is written ``''=x`` and read back as
+``'=x``), and a reader removes one quote from exactly those cells.
 
 Pure Python (no Django), so every app's CSV goes through it.
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
@@ -24,21 +33,36 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def _formula_like(text: str) -> bool:
-    body = text.lstrip("'")
+def _skipped(char: str) -> bool:
+    """A leading character the test looks past: a quote, whitespace but tab and CR, or an invisible one."""
+    return char == "'" or (char.isspace() and char not in "\t\r") or unicodedata.category(char) == "Cf"
+
+
+def _body(text: str) -> str:
+    """The text as the formula test sees it: NFKC normalized, the skipped leading characters gone."""
+    normal = unicodedata.normalize("NFKC", text)
+    start = 0
+    while start < len(normal) and _skipped(normal[start]):
+        start += 1
+    return normal[start:]
+
+
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet could run this text cell as a formula (the module docstring's rule)."""
+    body = _body(text)
     return body.startswith(FORMULA_STARTS) and _NUMBER.fullmatch(body) is None
 
 
 def neutralize_cell(value: Any) -> Any:
     """A cell as written: ``'``-prefixed when it is text a spreadsheet would run."""
-    if isinstance(value, str) and _formula_like(value):
+    if isinstance(value, str) and formula_like(value):
         return "'" + value
     return value
 
 
 def restore_cell(text: str) -> str:
     """A cell as read: the inverse of :func:`neutralize_cell` for text."""
-    if text.startswith("'") and _formula_like(text):
+    if text.startswith("'") and formula_like(text):
         return text[1:]
     return text
 

@@ -615,3 +615,18 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: object, **kwargs: object) -> tuple[int, dict[str, int]]:
         raise ValueError("audit events are append-only")
+
+
+class LoginCounter(models.Model):
+    """One login-throttle counter, shared by every web process and node (SECURITY.md row 24).
+
+    Used when no shared cache is configured (``ARBITER_LOGIN_COUNTERS = "database"``); written only
+    by ``annotation.services.login_counters``, one atomic statement per increment.
+    """
+
+    key = models.CharField(max_length=128, primary_key=True)
+    attempts = models.IntegerField()
+    expires = models.FloatField(db_index=True)  # Unix time: the end of the counter's window
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.attempts}"

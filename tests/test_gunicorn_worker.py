@@ -112,3 +112,45 @@ def test_a_worker_killed_without_freeing_its_slot_does_not_stop_the_others_liste
     os.kill(victim, signal.SIGKILL)
     _more, more_pids = _open(port, 8)  # served, by the survivor and the master's replacement
     assert str(victim) not in more_pids and len(more_pids) == 8
+
+
+def test_a_stopped_worker_does_not_keep_the_others_from_taking_new_connections(serve) -> None:  # type: ignore[no-untyped-def]
+    """SIGSTOP one of three workers while it holds the fewest connections (none): the others hold
+    more than its count plus one, yet keep taking new ones, each served within a second, because
+    its heartbeat goes stale. Without the heartbeat nobody listened until gunicorn's timeout."""
+    from config.gunicorn_worker import STALE_SECONDS, TURN_SECONDS
+
+    port = serve("config.gunicorn_worker.BalancedThreadWorker", 3)
+    time.sleep(1.0)
+    connections, pids = _open(port, 9)  # keep-alive load: three each
+    victim = int(Counter(pids).most_common()[-1][0])
+    for connection, pid in zip(connections, pids, strict=True):
+        if int(pid) == victim:
+            connection.close()
+    time.sleep(1.0)  # the victim publishes that it holds none
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        time.sleep(STALE_SECONDS + 2 * TURN_SECONDS)  # its heartbeat goes stale
+        served, waits = [], []
+        for _ in range(8):
+            start = time.monotonic()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+            connection.request("GET", "/")
+            response = connection.getresponse()
+            waits.append(time.monotonic() - start)
+            assert response.status == 200
+            served.append(int(response.read().decode()))
+            connections.append(connection)  # kept open: the load grows
+        assert victim not in served and len(served) == 8
+        assert max(waits) < 1.0, waits
+        # The kept-alive connections of the live workers are still served meanwhile.
+        for connection, pid in zip(connections[:9], pids, strict=True):
+            if int(pid) != victim:
+                connection.request("GET", "/")
+                assert connection.getresponse().read().decode() == pid
+    finally:
+        os.kill(victim, signal.SIGCONT)
+    # Resumed, it beats again and takes connections once more (it holds the fewest).
+    time.sleep(1.0)
+    _more, more_pids = _open(port, 6)
+    assert str(victim) in more_pids, more_pids

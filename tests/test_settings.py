@@ -95,3 +95,22 @@ def test_a_postgresql_connection_pool_serves_queries_when_asked_for(db: None) ->
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "0" and "'max_size': 3" in result.stdout
     assert result.stdout.strip().endswith("True 1")
+
+
+def test_production_refuses_login_counters_in_a_per_process_cache(tmp_path: Path) -> None:
+    base = {
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "DJANGO_SECRET_KEY": "x7!" + "k" * 60 + "Qz#9-production-secret-for-the-test",
+        "DJANGO_ALLOWED_HOSTS": "arbiter.example.org",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3",
+        "CACHE_URL": "",
+        "CELERY_BROKER_URL": "",
+    }
+    refused = manage("check", **base, ARBITER_LOGIN_COUNTERS="cache")
+    assert refused.returncode != 0
+    assert "ARBITER_LOGIN_COUNTERS=cache needs a cache shared by every web process" in refused.stderr
+    assert "LocMemCache" in refused.stderr.strip().splitlines()[-1]
+    # Unset, the counters go to the database and production starts.
+    shown = manage("shell", "--no-imports", "-c", "from django.conf import settings as s; print(s.ARBITER_LOGIN_COUNTERS)", **base)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "database"

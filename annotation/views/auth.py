@@ -1,7 +1,9 @@
 """Login with throttling of failed attempts (researcher and admin accounts; SECURITY.md row 18).
 
-Every attempt is counted *before* its password is checked, with one atomic cache increment per
-counter, so concurrent guesses cannot slip past the limit between a check and an update:
+Every attempt is counted *before* its password is checked, with one atomic increment per counter
+(``annotation.services.login_counters``: the shared cache, or the database when no shared cache is
+configured, so every web process and node sees the same counts), so concurrent guesses cannot slip
+past the limit between a check and an update:
 
 - per account and client address: ``ARBITER_LOGIN_MAX_FAILURES`` (5) attempts per window; the
   address locked out is locked out of *that* account only, so people behind one proxy or NAT keep
@@ -20,13 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.core.cache import cache
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.forms.utils import ErrorDict
 from django.http import HttpRequest, HttpResponse
@@ -39,6 +39,7 @@ from rest_framework.response import Response
 
 from annotation.api.parsers import BoundedJSONParser
 from annotation.client_address import client_address
+from annotation.services.login_counters import counter_add, counter_delete, counter_take_back
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,7 @@ def _window() -> int:
 
 def _count(key: str) -> int:
     """Atomically add one to ``key`` (created for one window) and return the new count."""
-    cache.add(key, 0, _window())
-    try:
-        return int(cache.incr(key))
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, _window())
-        return 1
+    return counter_add(key, _window())
 
 
 def login_attempt_start(request: HttpRequest, username: str) -> LoginAttempt | None:
@@ -80,9 +76,8 @@ def login_attempt_start(request: HttpRequest, username: str) -> LoginAttempt | N
 
 def login_attempt_succeeded(attempt: LoginAttempt) -> None:
     """A right password: its pair starts again, and it does not count against the account."""
-    cache.delete(attempt.pair_key)
-    with suppress(ValueError):  # the window ended meanwhile
-        cache.decr(attempt.account_key)
+    counter_delete(attempt.pair_key)
+    counter_take_back(attempt.account_key)
 
 
 TOO_MANY = "Too many failed login attempts. Please wait a few minutes and try again."

@@ -175,6 +175,12 @@ CACHES: dict[str, dict[str, object]] = {
     if _cache_url
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
+# Where the login throttle counts (annotation/services/login_counters.py): every web process and
+# node must see the same counters. "cache": the shared cache above; "database": a table (the
+# default without a shared cache: LocMemCache is per process; SECURITY.md row 24).
+ARBITER_LOGIN_COUNTERS = env_str("ARBITER_LOGIN_COUNTERS") or ("cache" if _cache_url else "database")
+if ARBITER_LOGIN_COUNTERS not in ("cache", "database"):
+    raise ImproperlyConfigured(f"ARBITER_LOGIN_COUNTERS must be 'cache' or 'database', not {ARBITER_LOGIN_COUNTERS!r}")
 ARBITER_LOGIN_MAX_FAILURES = env_int("ARBITER_LOGIN_MAX_FAILURES", 5)
 ARBITER_LOGIN_WINDOW_SECONDS = env_int("ARBITER_LOGIN_WINDOW_SECONDS", 15 * 60)
 # Attempts on one account from all addresses together (SECURITY.md row 18).

@@ -7,11 +7,18 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import env_bool, env_int
+from .base import ARBITER_LOGIN_COUNTERS, CACHES, env_bool, env_int
 
 if not os.environ.get("DJANGO_SECRET_KEY"):
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set for config.settings.production")
 SECRET_KEY = os.environ["DJANGO_SECRET_KEY"]
+# Login throttle counters in a per-process cache would give each web process its own limit.
+_SHARED_CACHES = ("django.core.cache.backends.redis.RedisCache", "django.core.cache.backends.memcached.PyMemcacheCache")
+if ARBITER_LOGIN_COUNTERS == "cache" and CACHES["default"]["BACKEND"] not in _SHARED_CACHES:
+    raise ImproperlyConfigured(
+        "ARBITER_LOGIN_COUNTERS=cache needs a cache shared by every web process (CACHE_URL=redis://...), "
+        f"not {CACHES['default']['BACKEND']}; leave ARBITER_LOGIN_COUNTERS unset to count in the database"
+    )
 DEBUG = False
 
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import *  # noqa: F403
-from .base import env_bool
+from .base import env_bool, env_str
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -15,5 +15,8 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)
 # The judges page's background run needs a server database for its thread (tests/judges/test_views.py).
 ARBITER_JUDGES_IN_BACKGROUND = False
 
-# Each test process keeps its own cache (login throttling counters must not leak between tests).
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Each test process keeps its own cache unless CACHE_URL names one (a test's own gunicorn on Redis);
+# the login throttle counts in the test database then (rolled back with each test), or in that cache.
+if not env_str("CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+ARBITER_LOGIN_COUNTERS = env_str("ARBITER_LOGIN_COUNTERS") or ("cache" if env_str("CACHE_URL") else "database")

@@ -2,13 +2,16 @@
 
 Text cells that a spreadsheet would run (``=``, ``+``, ``-``, ``@``, tab, CR first) are written
 with a leading ``'`` by every CSV the project writes (votes, schedules, leaderboards), imports
-remove it, and numbers stay numbers.
+remove it, and numbers stay numbers. "First" also counts look-alikes (SECURITY.md row 25, issue 32):
+full-width signs, and the sign behind leading whitespace, a zero-width space or a BOM.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -35,8 +38,38 @@ HOSTILE = [
 ]
 
 
+_LEADING_INVISIBLE = " \n\u00a0\u3000\u200b\u200c\u200d\u200e\u2060\ufeff"
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+
+
 def _is_safe(cell: str) -> bool:
-    return not cell.startswith(csv_cells.FORMULA_STARTS) or csv_cells._NUMBER.fullmatch(cell) is not None
+    """As written to the file: quoted, or its first visible character (NFKC) starts no formula."""
+    if cell.startswith("'"):
+        return True
+    body = unicodedata.normalize("NFKC", cell).lstrip(_LEADING_INVISIBLE + "'")
+    return not body.startswith(("=", "+", "-", "@", "\t", "\r")) or re.fullmatch(_NUMBER, body) is not None
+
+
+LOOK_ALIKES = [
+    '\uff1dHYPERLINK("http://x")',  # full-width equals
+    "\uff0bcmd|' /C calc'!A0",  # full-width plus
+    "\uff0d2+3+cmd|' /C calc'!A0",  # full-width hyphen-minus
+    "\uff20SUM(1+1)",  # full-width commercial at
+    " =1+1",  # a leading space
+    "   \t=1+1",  # spaces, then a tab
+    "\n=1+1",  # a leading newline
+    "\r\n=1+1",
+    "\u200b=1+1",  # zero-width space
+    "\ufeff=1+1",  # byte order mark
+    "\ufeff\u200b \uff1d1",  # all at once
+    "\u00a0=1",  # no-break space
+    "\u3000=1",  # ideographic space
+    "\u2060=1",  # word joiner
+    "\u200e=1",  # left-to-right mark
+    "\ufe66cmd",  # small equals sign
+    "\u207c1",  # superscript equals
+    " '=1",  # a quote after a space is no text marker
+]
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -46,7 +79,38 @@ def test_a_hostile_cell_is_quoted_and_read_back_unchanged(text: str) -> None:
     assert csv_cells.restore_cell(written) == text
 
 
-@pytest.mark.parametrize("value", [-2, -0.5, 3, 1.25, "-2", "-0.25", "+1e-3", "plain", "", "'plain", "a=b"])
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_a_look_alike_formula_start_is_quoted_and_read_back_unchanged(text: str) -> None:
+    written = csv_cells.neutralize_cell(text)
+    assert written == "'" + text
+    assert csv_cells.restore_cell(written) == text
+    assert not _is_safe(text) and _is_safe(written)
+    buffer = io.StringIO()
+    csv_cells.writer(buffer).writerow([text, -2])
+    assert next(csv.reader(io.StringIO(buffer.getvalue()))) == ["'" + text, "-2"]
+    assert next(csv_cells.reader(io.StringIO(buffer.getvalue()))) == [text, "-2"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        -2,
+        -0.5,
+        3,
+        1.25,
+        "-2",
+        "-0.25",
+        "+1e-3",
+        "plain",
+        "",
+        "'plain",
+        "a=b",
+        " plain",
+        "\ufeffname",
+        "\uff41",
+        "\uff0d\uff12",
+    ],
+)
 def test_numbers_and_ordinary_text_are_left_alone(value: object) -> None:
     assert csv_cells.neutralize_cell(value) == value
     if isinstance(value, str):
@@ -60,6 +124,35 @@ def test_write_then_read_is_the_identity_and_never_starts_a_formula(text: str) -
     ((cell, number),) = list(csv.reader(io.StringIO(buffer.getvalue())))
     assert _is_safe(cell) and number == "-2"
     assert next(csv_cells.reader(io.StringIO(buffer.getvalue()))) == [text, "-2"]
+
+
+_LOOK_ALIKE_ALPHABET = [
+    *"'=+-@\t\r\n 1.eEax",
+    "\uff1d",
+    "\uff0b",
+    "\uff0d",
+    "\uff20",
+    "\u200b",
+    "\ufeff",
+    "\u00a0",
+]
+
+
+@given(st.text(alphabet=st.sampled_from(_LOOK_ALIKE_ALPHABET), max_size=8))
+def test_look_alikes_write_then_read_is_the_identity_and_never_starts_a_formula(text: str) -> None:
+    buffer = io.StringIO()
+    csv_cells.writer(buffer).writerow([text, -2, -0.25])
+    ((cell, number, fraction),) = list(csv.reader(io.StringIO(buffer.getvalue())))
+    assert _is_safe(cell) and (number, fraction) == ("-2", "-0.25")
+    assert next(csv_cells.reader(io.StringIO(buffer.getvalue()))) == [text, "-2", "-0.25"]
+
+
+@given(st.text())
+def test_any_text_round_trips_and_is_quoted_at_most_once(text: str) -> None:
+    written = csv_cells.neutralize_cell(text)
+    assert written in (text, "'" + text)
+    assert csv_cells.restore_cell(written) == text
+    assert _is_safe(written)
 
 
 @pytest.mark.django_db
