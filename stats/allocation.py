@@ -47,7 +47,7 @@ RULES = ("uniform", "random", "shrinkage", "information", "thompson")
 ADAPTIVE_RULES = ("shrinkage", "information", "thompson")
 #: The rule a study set to ``allocation: adaptive`` uses: the winner on the tuning half of the seeds
 #: of ``benchmarks/bench_adaptive.py`` (the other half is what the benchmark reports).
-ADAPTIVE_RULE = "information"
+ADAPTIVE_RULE = "thompson"
 #: Share of every adaptive round drawn uniformly over the pairs (docs/protocol.md "Uniform floor").
 UNIFORM_FLOOR = 0.25
 #: 95 % Wald multiplier for the fixed-design widths a target reads.

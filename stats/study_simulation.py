@@ -261,11 +261,18 @@ def votes_to_share(looks: np.ndarray, reached: np.ndarray, level: float) -> floa
 
 
 def votes_to_width(looks: np.ndarray, widest: np.ndarray, threshold: float) -> np.ndarray:
-    """Per replicate, the votes at the first look whose widest adjacent interval is below
-    ``threshold`` and stays below at every later look (inf if not by the last look), (R,)."""
+    """Per replicate, the votes from which the widest adjacent interval stays at or below
+    ``threshold`` at every later look, (R,): log-linear interpolation of the width between the last
+    look above and the first look of that run; inf if not settled by the last look."""
     below = widest <= threshold
     # Stays below from t on: reverse cumulative AND.
     settled = np.flip(np.logical_and.accumulate(np.flip(below, axis=0), axis=0), axis=0)
     any_settled = settled.any(axis=0)
     first = np.argmax(settled, axis=0)
-    return np.where(any_settled, looks[first].astype(np.float64), math.inf)
+    out = np.where(any_settled, looks[first].astype(np.float64), math.inf)
+    for r in np.flatnonzero(any_settled & (first > 0)):
+        t = int(first[r])
+        w0, w1 = math.log(widest[t - 1, r]), math.log(widest[t, r])
+        frac = (w0 - math.log(threshold)) / (w0 - w1) if w0 > w1 else 1.0
+        out[r] = math.exp(math.log(looks[t - 1]) + frac * (math.log(looks[t]) - math.log(looks[t - 1])))
+    return out

@@ -308,6 +308,9 @@ def test_votes_to_share_and_width_read_the_first_settled_look() -> None:
     assert votes_to_share(looks, reached, 0.5) == pytest.approx(20.0)
     assert math.isinf(votes_to_share(looks, np.zeros((4, 2), dtype=bool), 0.5))
     widest = np.array([[9.0, 9.0], [4.0, 9.0], [6.0, 4.0], [4.0, 3.0]])
-    np.testing.assert_array_equal(votes_to_width(looks, widest, 5.0), [80.0, 40.0])
+    # Replicate 0 settles between 40 and 80 (width 6 -> 4 crosses 5); replicate 1 between 20 and 40.
+    expected_0 = math.exp(math.log(40) + (math.log(6) - math.log(5)) / (math.log(6) - math.log(4)) * math.log(2))
+    expected_1 = math.exp(math.log(20) + (math.log(9) - math.log(5)) / (math.log(9) - math.log(4)) * math.log(2))
+    np.testing.assert_allclose(votes_to_width(looks, widest, 5.0), [expected_0, expected_1])
     fit = _fit(m=4)
     assert adjacent_widths(fit).shape == (2, 3)
