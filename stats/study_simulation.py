@@ -60,6 +60,7 @@ class StudyAssumptions:
     sloppy_share: float = 0.1  # raters three times noisier
     position_bias_sd: float = 0.25
     n_raters: int = 20
+    elo: tuple[float, ...] | None = None  # true scores (e.g. a pilot's fit) instead of the quantiles
 
     def __post_init__(self) -> None:
         if isinstance(self.n_systems, bool) or not isinstance(self.n_systems, int) or self.n_systems < 2:
@@ -76,6 +77,10 @@ class StudyAssumptions:
             raise StatisticsError(f"position_bias_sd must lie in [0, 3], got {self.position_bias_sd!r}")
         if self.n_raters < 1:
             raise StatisticsError(f"n_raters must be at least 1, got {self.n_raters!r}")
+        if self.elo is not None and (
+            len(self.elo) != self.n_systems or not all(math.isfinite(float(x)) for x in self.elo)
+        ):
+            raise StatisticsError(f"elo must hold {self.n_systems} finite scores, got {self.elo!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +123,11 @@ def simulated_truth(assumptions: StudyAssumptions, seeds: Sequence[int]) -> Simu
     if not seeds:
         raise StatisticsError("at least one seed is needed")
     m = assumptions.n_systems
-    quantiles = assumptions.elo_sd * ndtri((np.arange(m) + 0.5) / m)
+    if assumptions.elo is not None:
+        quantiles = np.asarray(assumptions.elo, dtype=np.float64)
+        quantiles = quantiles - quantiles.mean()
+    else:
+        quantiles = assumptions.elo_sd * ndtri((np.arange(m) + 0.5) / m)
     first, second = pair_indices(m)
     elo_rows, noise_rows, bias_rows = [], [], []
     for seed in seeds:
@@ -221,7 +230,7 @@ def run_sequential(
     for t, total in enumerate(looks):
         previous = int(looks[t - 1]) if t else 0
         if rule == "uniform" or fit is None:
-            new = balanced_counts(int(total), order) - votes
+            new: np.ndarray = balanced_counts(int(total), order) - votes
         elif rule == "random":
             new = rng.multinomial(int(total) - previous, np.full(k_pairs, 1.0 / k_pairs), size=n_rep)
         else:
