@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -167,3 +168,11 @@ def allocation_state(*, study: Study) -> AllocationState | None:
 
 def score_elo(state: AllocationState) -> dict[str, float]:
     return {s: float(SCORE_SCALE * t) for s, t in zip(state.systems, state.fit.theta[0], strict=True)}
+
+
+def allocation_context(study: Study) -> dict[str, Any]:
+    """The adaptive allocator's state for a researcher page (empty for a uniform study)."""
+    if study_allocation(study) != "adaptive":
+        return {}
+    state = allocation_state(study=study)
+    return {"allocation": state, "favoured": state.favoured(10) if state else []}

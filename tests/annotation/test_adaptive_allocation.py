@@ -181,3 +181,30 @@ def test_schedule_blocks_sets_adaptive_and_refuses_it_for_other_kinds(tmp_path) 
                  "--min-gap", "5", "--raters", "2", "--allocation", "adaptive", "--target-k", "2")
     study.refresh_from_db()
     assert study.options["allocation"] == "adaptive" and study.options["allocation_target"]["k"] == 2
+
+
+def test_the_schedule_page_shows_the_favoured_pairs_to_researchers_only(researcher, other_researcher, rater_user) -> None:  # type: ignore[no-untyped-def]
+    from django.test import Client
+    from django.urls import reverse
+
+    study = _study("adaptive-pages")
+    study.researchers.add(researcher)
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": 2})
+    _run_raters(study, RATERS, THETA)
+    client = Client()
+    client.force_login(researcher)
+    schedule = client.get(reverse("research:study", args=[study.slug]))
+    assert schedule.status_code == 200
+    html = schedule.content.decode()
+    assert "Adaptive allocation" in html and "Pairs the allocator favours" in html and 'id="votes-needed"' in html
+    detail = client.get(reverse("studies:detail", args=[study.slug])).content.decode()
+    assert "Votes still needed" in detail and "Pairs the allocator favours" not in detail
+    for outsider in (other_researcher, rater_user):
+        other = Client()
+        other.force_login(outsider)
+        response = other.get(reverse("research:study", args=[study.slug]))
+        assert response.status_code in (403, 404) and b"allocator favours" not in response.content
+    # A uniform study's pages have no allocation section.
+    plain = _study("uniform-pages")
+    plain.researchers.add(researcher)
+    assert b"Adaptive allocation" not in client.get(reverse("research:study", args=[plain.slug])).content
