@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from annotation.models import Study, System
+from annotation.models import AuditEvent, Study, System
 from annotation.selectors.votes import votes_frame
 from stats.allocation import (
     ADAPTIVE_RULE,
@@ -176,3 +176,23 @@ def allocation_context(study: Study) -> dict[str, Any]:
         return {}
     state = allocation_state(study=study)
     return {"allocation": state, "favoured": state.favoured(10) if state else []}
+
+
+def allocation_report_section(study: Study) -> dict[str, Any] | None:
+    """What a report says about an adaptive study: the rule, the floor, the stopping rule and
+    whether it has declared the target (None for a uniform study, whose reports are unchanged)."""
+    if study_allocation(study) != "adaptive":
+        return None
+    state = allocation_state(study=study)
+    target = allocation_target(study)
+    return {
+        "allocation": "adaptive",
+        "rule": ADAPTIVE_RULE,
+        "uniform_floor": UNIFORM_FLOOR,
+        "target": {"kind": target.kind, "k": target.k, "width_elo": target.width_elo},
+        "stopping_rule": "anytime-valid normal-mixture confidence sequence on Bradley-Terry differences, "
+        f"Bonferroni over the k(M-k) boundary pairs, alpha {STOPPING_ALPHA}",
+        "adaptive_blocks": AuditEvent.objects.filter(study=study, action="adaptive_block").count(),
+        "stopped_early": bool(state.declared) if state else False,
+        "declared_top": list(state.top) if state and state.declared else None,
+    }

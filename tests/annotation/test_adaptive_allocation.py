@@ -208,3 +208,18 @@ def test_the_schedule_page_shows_the_favoured_pairs_to_researchers_only(research
     plain = _study("uniform-pages")
     plain.researchers.add(researcher)
     assert b"Adaptive allocation" not in client.get(reverse("research:study", args=[plain.slug])).content
+
+
+def test_the_agreement_report_says_the_study_was_adaptive_and_stopped_early() -> None:
+    from calibration.services.agreement import agreement_report_for_study
+
+    study = _study("adaptive-report")
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": 1})
+    _run_raters(study, 3 * RATERS, {"s0": 6.0, "s1": -1.0, "s2": -1.5, "s3": -2.0, "s4": -2.5})
+    section = agreement_report_for_study(study=study, resamples=20, seed=1)["allocation"]
+    assert section["allocation"] == "adaptive" and section["rule"] == "thompson" and section["uniform_floor"] == 0.25
+    assert section["stopped_early"] is True and section["declared_top"] == ["s0"]
+    assert "alpha 0.05" in section["stopping_rule"]
+    plain = _study("uniform-report")
+    _run_raters(plain, RATERS, THETA)
+    assert "allocation" not in agreement_report_for_study(study=plain, resamples=20, seed=1)
