@@ -581,3 +581,32 @@ def merge_bootstrap_results(parts: Sequence[BootstrapResult]) -> BootstrapResult
         max_iterations=max(part.max_iterations for part in ordered),
         max_gradient_norm=max(part.max_gradient_norm for part in ordered),
     )
+
+
+def fit_pair_points_batch(
+    upper: np.ndarray, lower: np.ndarray, *, l2: float = L2_PENALTY
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fit many SPEC §7 objectives given in pair form at once (one per row).
+
+    ``upper[r, k]`` / ``lower[r, k]``: points of i against j / of j against i for the k-th pair
+    i < j in row-major ``np.triu_indices(M, 1)`` order; both (R, K) with K = M(M−1)/2. Returns the
+    centred θ (R, M) and the negative Hessian (R, M, M) of the objective there (the observed Fisher
+    information of the fit, penalty included). Used by the sequential-study simulator and the
+    adaptive allocator (``stats.allocation``), which refit every replicate of a study together.
+    """
+    up = np.atleast_2d(np.asarray(upper, dtype=np.float64))
+    low = np.atleast_2d(np.asarray(lower, dtype=np.float64))
+    if up.shape != low.shape:
+        raise StatisticsError(f"upper and lower must have the same shape, got {up.shape} and {low.shape}")
+    n_pairs = up.shape[1]
+    m = round((1 + math.sqrt(1 + 8 * n_pairs)) / 2)
+    if m * (m - 1) // 2 != n_pairs or m < 2:
+        raise StatisticsError(f"{n_pairs} columns is not M(M-1)/2 pairs for any M >= 2")
+    if not np.all(np.isfinite(up)) or np.any(up < 0) or not np.all(np.isfinite(low)) or np.any(low < 0):
+        raise StatisticsError("points must be finite and non-negative")
+    if not (l2 > 0 and math.isfinite(l2)):
+        raise StatisticsError("l2 must be positive")
+    with _single_threaded_blas():
+        theta, _, _ = _newton_batch(up, low, m, l2)
+        _, neg_hessian = _gradient_and_system(up, up + low, theta, _Pairs.of(m), l2)
+    return theta, neg_hessian

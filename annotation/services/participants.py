@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, Block, Rater, Study, Vote
+from annotation.services.adaptive_allocation import adaptive_block_extend
 from annotation.services.audit import audit_record
 from annotation.services.comprehension import ComprehensionRequired, comprehension_required
 from annotation.services.scheduling import assignment_plan_copy
@@ -173,6 +174,10 @@ def participant_claim(*, study: Study, rater: Rater) -> Assignment:
             if not Assignment.objects.filter(block__study=study, state=AssignmentState.OPEN).exists():
                 break
             time.sleep(0.01)  # every open row is being claimed by someone else right now
+    # Adaptive allocation (docs/protocol.md "Adaptive allocation and stopping"): every place taken,
+    # so the next block is built from the current fit, unless the target is reached.
+    if adaptive_block_extend(study=study) is not None:
+        return participant_claim(study=study, rater=rater)
     raise StudyFull("All places in this study are taken. Thank you for your interest.")
 
 

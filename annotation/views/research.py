@@ -22,6 +22,7 @@ from annotation.errors import ArbiterError
 from annotation.kinds import design_of
 from annotation.models import Assignment, Block, Study, Vote
 from annotation.roles import RATER, is_admin, studies_for
+from annotation.selectors.allocation import allocation_context
 from annotation.selectors.participants import participants_csv_text
 from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
 from annotation.selectors.studies import study_get_for_user
@@ -70,6 +71,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "design": design_of(study),
         "can_edit": True,  # researchers of the study edit its crowd settings (like its texts)
         "blocks": [row.block for row in progress.blocks],
+        **allocation_context(study),
     }
     eligible = context["eligible"]
     if isinstance(eligible, int):

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.errors import ArbiterError
 from annotation.kinds import design_of
+from annotation.selectors.allocation import allocation_context
 from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
 from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
@@ -56,6 +57,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "originals": study_original_images(study=study),
             "problems": problems,
             "problems_total": problems_total,
+            **allocation_context(study),
         },
     )
 

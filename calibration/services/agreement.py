@@ -17,6 +17,7 @@ from annotation.errors import ValidationFailed
 from annotation.files import output_path_check, write_texts_atomic
 from annotation.models import Study
 from annotation.progress import progress_step
+from annotation.selectors.allocation import allocation_report_section
 from annotation.selectors.votes import votes_frame
 from calibration.reports import agreement_figures, render_agreement_html
 from stats.agreement import AgreementResult, agreement_report
@@ -82,6 +83,9 @@ def agreement_report_compute(
     report = {"study": study.slug, **result.to_dict()}
     if exclusions is not None:
         report["exclusions"] = exclusions
+    adaptive = allocation_report_section(study)
+    if adaptive is not None:  # docs/protocol.md "Adaptive allocation and stopping"
+        report["allocation"] = adaptive
     return StudyAgreement(study=study, report=report, result=result)
 
 

@@ -10,6 +10,7 @@ from annotation.errors import NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
+from annotation.services.adaptive_allocation import allocation_check, study_allocation_set
 from annotation.services.scheduling import (
     DEFAULT_CHECKS,
     blocks_schedule,
@@ -52,6 +53,12 @@ class Command(ArbiterCommand):
             help=f"attention checks per assignment (pairwise, checklist, rating; default {DEFAULT_CHECKS})",
         )
         parser.add_argument("--seed", type=int, default=None, help="default: the study's seed")
+        parser.add_argument(
+            "--allocation", choices=["uniform", "adaptive"], default="uniform",
+            help="adaptive: these blocks are the uniform start; each later block is built from the current fit "
+            "(pairwise_reference; docs/protocol.md 'Adaptive allocation and stopping')",
+        )
+        parser.add_argument("--target-k", type=int, default=3, help="adaptive: the top-k the allocator targets (default 3)")
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -60,12 +67,15 @@ class Command(ArbiterCommand):
         seed = options["seed"] if options["seed"] is not None else study.seed
         repeats = options["repeats"] if options["repeats"] is not None else study.hidden_repeats
         min_gap = options["min_gap"] if options["min_gap"] is not None else study.min_gap
+        allocation_check(study=study, allocation=options["allocation"])
         blocks = blocks_schedule(
             study=study, blocks=options["blocks"], block_size=options["block_size"], repeats=repeats,
             min_gap=min_gap, seed=seed, checks=options["checks"],
             raters=rater_targets(options["raters"]) if options["raters"] is not None
             else default_rater_targets(study, options["blocks"]),
         )
+        if options["allocation"] == "adaptive":
+            study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": options["target_k"]})
         noun = unit_noun(study)
         left_out = schedulable_count(study) - sum(b.items.count() for b in blocks)
         study.refresh_from_db(fields=["options"])

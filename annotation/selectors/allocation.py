@@ -1,0 +1,198 @@
+"""The allocator's view of a study (docs/protocol.md "Adaptive allocation and stopping"): reads only.
+
+A study's allocation is the study setting ``options["allocation"]`` (``uniform``, the default and
+today's behaviour, or ``adaptive``), with its target in ``options["allocation_target"]``
+(``{"kind": "top_k", "k": 3}`` by default). ``allocation_state`` fits the study's valid main votes
+(Bradley–Terry, ``stats.allocation``), says which system pairs the allocator favours now, whether the
+stopping rule has declared the top-k, and an estimate of the votes still needed. It is shown to
+researchers only (the schedule and study pages), never to raters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from annotation.models import AuditEvent, Study, System
+from annotation.selectors.votes import votes_frame
+from stats.allocation import (
+    ADAPTIVE_RULE,
+    UNIFORM_FLOOR,
+    PairFit,
+    Target,
+    allocation_weights,
+    contrast_variance,
+    fit_pairs,
+    pair_column,
+    pair_indices,
+    target_contrasts,
+)
+from stats.bradley_terry import SCORE_SCALE
+from stats.stopping import (
+    STOPPING_ALPHA,
+    TUNED_HALF_WIDTH_ELO,
+    mixture_half_width,
+    mixture_precision,
+    top_k_declaration,
+)
+
+ALLOCATIONS = ("uniform", "adaptive")
+_VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
+
+
+def study_allocation(study: Study) -> str:
+    value = (study.options or {}).get("allocation", "uniform")
+    return value if value in ALLOCATIONS else "uniform"
+
+
+def allocation_target(study: Study) -> Target:
+    raw = (study.options or {}).get("allocation_target") or {}
+    return Target(kind=str(raw.get("kind", "top_k")), k=int(raw.get("k", 3)), width_elo=float(raw.get("width_elo", 50.0)))
+
+
+@dataclass(frozen=True)
+class FavouredPair:
+    system_a: str
+    system_b: str
+    share: float  # share of the next block's votes the allocator gives this pair (floor included)
+    votes: int  # valid main votes so far
+
+
+@dataclass(frozen=True)
+class AllocationState:
+    allocation: str
+    rule: str
+    floor: float
+    target: Target
+    systems: tuple[str, ...]
+    votes: int
+    fit: PairFit
+    shares: np.ndarray  # (K,) share of the next block per pair, floor included
+    declared: bool
+    top: tuple[str, ...]
+    votes_needed: int | None  # estimate of the further votes until the stopping rule declares
+
+    def favoured(self, n: int = 10) -> list[FavouredPair]:
+        first, second = pair_indices(len(self.systems))
+        order = np.argsort(-self.shares, kind="stable")[:n]
+        return [
+            FavouredPair(self.systems[first[k]], self.systems[second[k]], float(self.shares[k]), int(self.fit.votes[0, k]))
+            for k in order
+        ]
+
+
+def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """(systems, votes per pair, points of the pair's first system) from the valid main votes."""
+    systems = tuple(System.objects.filter(study=study).order_by("position", "external_id").values_list("external_id", flat=True))
+    m = len(systems)
+    k_pairs = m * (m - 1) // 2
+    votes = np.zeros(k_pairs)
+    points = np.zeros(k_pairs)
+    if m < 2:
+        return systems, votes, points
+    frame = votes_frame(study=study)
+    if len(frame):
+        frame = frame[~frame["is_repeat"] & frame["label"].isin(list(_VALUE))]
+    index = {s: i for i, s in enumerate(systems)}
+    for a, b, label in zip(frame["system_a"] if len(frame) else [], frame["system_b"] if len(frame) else [],
+                           frame["label"] if len(frame) else [], strict=True):
+        i, j = index[a], index[b]
+        column = int(pair_column(np.array(i), np.array(j), m))
+        y = _VALUE[label]
+        votes[column] += 1
+        points[column] += y if i < j else 1.0 - y
+    return systems, votes, points
+
+
+def _votes_needed(fit: PairFit, target: Target, votes: int) -> int | None:
+    """Further votes until every boundary contrast clears the stopping rule's boundary, if the
+    variances shrank as 1 / votes with the gaps as now (an estimate, shown as such)."""
+    if target.kind != "top_k" or votes == 0:
+        return None
+    m = fit.n_systems
+    better, worse, _ = target_contrasts(fit, target)
+    rows = np.arange(1)[:, None]
+    gaps = np.abs(fit.theta[rows, better] - fit.theta[rows, worse])[0]
+    v = contrast_variance(fit.covariance, better, worse)[0]
+    level = STOPPING_ALPHA / (target.k * (m - target.k))
+    rho = mixture_precision(level, TUNED_HALF_WIDTH_ELO)
+    worst = 1.0
+    for gap, var in zip(gaps, v, strict=True):
+        if gap < 1e-6:
+            return None
+        low, high = 1.0, 1.0
+        while gap <= float(mixture_half_width(np.array(var / high), alpha=level, rho=rho)):
+            high *= 2.0
+            if high > 1e6:
+                return None
+        for _ in range(40):
+            mid = math.sqrt(low * high)
+            if gap > float(mixture_half_width(np.array(var / mid), alpha=level, rho=rho)):
+                high = mid
+            else:
+                low = mid
+        worst = max(worst, high)
+    return math.ceil(votes * (worst - 1.0))
+
+
+def allocation_state(*, study: Study) -> AllocationState | None:
+    """The allocator's current view of an adaptive study (None for a study of fewer than 2 systems)."""
+    systems, votes, points = study_pair_votes(study)
+    m = len(systems)
+    target = allocation_target(study)
+    if m < 2 or (target.kind == "top_k" and target.k >= m):
+        return None
+    fit = fit_pairs(votes[None, :], points[None, :])
+    n_votes = int(votes.sum())
+    rng = np.random.default_rng([int(study.seed), n_votes, 31])
+    rule_shares = allocation_weights(ADAPTIVE_RULE, fit, target, rng=rng)[0]
+    shares = UNIFORM_FLOOR / len(votes) + (1.0 - UNIFORM_FLOOR) * rule_shares
+    declared, top = top_k_declaration(fit, target.k) if target.kind == "top_k" else (np.array([False]), np.zeros((1, 0), dtype=np.int64))
+    return AllocationState(
+        allocation=study_allocation(study),
+        rule=ADAPTIVE_RULE,
+        floor=UNIFORM_FLOOR,
+        target=target,
+        systems=systems,
+        votes=n_votes,
+        fit=fit,
+        shares=shares,
+        declared=bool(declared[0]) and n_votes > 0,
+        top=tuple(systems[i] for i in top[0]),
+        votes_needed=0 if (bool(declared[0]) and n_votes > 0) else _votes_needed(fit, target, n_votes),
+    )
+
+
+def score_elo(state: AllocationState) -> dict[str, float]:
+    return {s: float(SCORE_SCALE * t) for s, t in zip(state.systems, state.fit.theta[0], strict=True)}
+
+
+def allocation_context(study: Study) -> dict[str, Any]:
+    """The adaptive allocator's state for a researcher page (empty for a uniform study)."""
+    if study_allocation(study) != "adaptive":
+        return {}
+    state = allocation_state(study=study)
+    return {"allocation": state, "favoured": state.favoured(10) if state else []}
+
+
+def allocation_report_section(study: Study) -> dict[str, Any] | None:
+    """What a report says about an adaptive study: the rule, the floor, the stopping rule and
+    whether it has declared the target (None for a uniform study, whose reports are unchanged)."""
+    if study_allocation(study) != "adaptive":
+        return None
+    state = allocation_state(study=study)
+    target = allocation_target(study)
+    return {
+        "allocation": "adaptive",
+        "rule": ADAPTIVE_RULE,
+        "uniform_floor": UNIFORM_FLOOR,
+        "target": {"kind": target.kind, "k": target.k, "width_elo": target.width_elo},
+        "stopping_rule": "anytime-valid normal-mixture confidence sequence on Bradley-Terry differences, "
+        f"Bonferroni over the k(M-k) boundary pairs, alpha {STOPPING_ALPHA}",
+        "adaptive_blocks": AuditEvent.objects.filter(study=study, action="adaptive_block").count(),
+        "stopped_early": bool(state.declared) if state else False,
+        "declared_top": list(state.top) if state and state.declared else None,
+    }

@@ -1,0 +1,211 @@
+"""Benchmark of adaptive allocation and the stopping rule (docs/protocol.md "Adaptive allocation and stopping").
+
+Run:  cd /work/main && .venv/bin/python benchmarks/bench_adaptive.py [--seeds 80] [--quick]
+
+Seeded synthetic studies from the project's simulator (``stats.study_simulation``): 10 and 30
+systems with true scores at the normal quantiles of a 100-Elo standard deviation, a 10 % tie rate,
+a rater panel with log-normal noise (sd 0.3 of the log scale, 10 % sloppy raters three times
+noisier) and position biases (sd 0.25 logit), every pair shown in both orders. Each case runs 2 × N
+seeds: the first N (*tuning*) pick the adaptive rule and the floor, the other N (*held out*) are
+what is reported, so no reported figure was tuned on its own seeds.
+
+Targets, as votes needed:
+(a) top-3 identified with probability ≥ 0.9: the share of seeds whose fitted top-3 set is the true
+    one, made monotone in the votes (isotonic), first reaches 0.9;
+(b) every adjacent pair of the fitted order has a 95 % interval of its score difference narrower
+    than 50 Elo points, and stays so: the median over seeds of the votes at which that happens.
+Intervals are 95 % percentile intervals over 1,000 bootstrap resamples of the seeds; ratios to
+uniform are paired (the same resampled seeds for both rules).
+
+Baselines: ``uniform`` (the fixed design: every pair's count equal ±1, what a study does today) and
+``random`` (uniformly random pairs). Adaptive rules: ``shrinkage`` (Chatbot Arena), ``information``
+(targeted expected information gain) and ``thompson``; every adaptive round has a uniform floor of
+25 %. Stopping rule: the share of seeds (held out, every rule pooled) that ever declared a wrong
+top-3, against its nominal α = 0.05, with a Clopper–Pearson 95 % upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stats.allocation import ADAPTIVE_RULE, ADAPTIVE_RULES, UNIFORM_FLOOR, Target
+from stats.stopping import STOPPING_ALPHA
+from stats.study_simulation import (
+    SequentialRun,
+    StudyAssumptions,
+    look_grid,
+    run_sequential,
+    simulated_truth,
+    votes_to_share,
+    votes_to_width,
+)
+
+WIDTH_ELO = 50.0
+TOP_K = 3
+LEVEL = 0.9
+BOOTSTRAP = 1000
+STOP_PER_PAIR = {10: 300.0, 30: 150.0}
+
+
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    if len(finite) < 0.975 * len(values):
+        return (float(np.percentile(finite, 2.5)) if len(finite) else math.inf, math.inf)
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def _fmt(x: float) -> str:
+    return "    >max" if math.isinf(x) else f"{x:8.0f}"
+
+
+def _fmt_ratio(x: float) -> str:
+    return "   n/a" if not math.isfinite(x) else f"{x:6.2f}"
+
+
+def target_a(run: SequentialRun, idx: np.ndarray) -> float:
+    return votes_to_share(run.votes, run.top_correct[:, idx], LEVEL)
+
+
+def target_b(run: SequentialRun, idx: np.ndarray) -> float:
+    return float(np.median(votes_to_width(run.votes, run.max_adjacent_width[:, idx], WIDTH_ELO)))
+
+
+def summarize(runs: dict[str, SequentialRun], metric, n: int, rng: np.random.Generator) -> dict[str, tuple]:
+    """Per rule: point value, interval, ratio to uniform and its paired interval."""
+    resamples = rng.integers(0, n, size=(BOOTSTRAP, n))
+    boot = {rule: np.array([metric(run, r) for r in resamples]) for rule, run in runs.items()}
+    point = {rule: metric(run, np.arange(n)) for rule, run in runs.items()}
+    out = {}
+    for rule in runs:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios = boot[rule] / boot["uniform"]
+        ratio = point[rule] / point["uniform"] if math.isfinite(point["uniform"]) else math.nan
+        out[rule] = (point[rule], _interval(boot[rule]), ratio, _interval(np.nan_to_num(ratios, nan=math.inf)))
+    return out
+
+
+def run_case(m: int, seeds: list[int], rules_by_target: dict[str, tuple[str, ...]], floor: float) -> dict:
+    truth = simulated_truth(StudyAssumptions(n_systems=m), seeds)
+    looks = look_grid(m, stop_per_pair=STOP_PER_PAIR[m])
+    runs: dict[str, dict[str, SequentialRun]] = {"top_k": {}, "adjacent": {}}
+    for rule in ("uniform", "random", "shrinkage"):  # blind to the target: one run serves both
+        run = run_sequential(truth, rule, Target(kind="top_k", k=TOP_K, width_elo=WIDTH_ELO), looks, seed=m, floor=floor)
+        runs["top_k"][rule] = runs["adjacent"][rule] = run
+    for kind, rules in rules_by_target.items():
+        target = Target(kind=kind, k=TOP_K, width_elo=WIDTH_ELO)
+        for rule in rules:
+            if rule not in runs[kind]:
+                runs[kind][rule] = run_sequential(truth, rule, target, looks, seed=m, floor=floor)
+    return runs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=80, help="seeds per half (tuning, held out); default 80")
+    parser.add_argument("--quick", action="store_true", help="10 systems only, 25 seeds per half")
+    args = parser.parse_args()
+    n = 25 if args.quick else args.seeds
+    sizes = (10,) if args.quick else (10, 30)
+    rng = np.random.default_rng(20261203)
+    all_rules = {"top_k": ("information", "thompson"), "adjacent": ("information", "thompson")}
+    started = time.perf_counter()
+
+    # ---- tuning half: pick the adaptive rule (geometric mean of ratio to uniform over sizes × targets)
+    print(f"== tuning half: {n} seeds per case (seeds 1000..{1000 + n - 1}) ==")
+    scores: dict[str, list[float]] = {rule: [] for rule in ADAPTIVE_RULES}
+    tuning_runs = {}
+    for m in sizes:
+        runs = run_case(m, [1000 + i for i in range(n)], all_rules, UNIFORM_FLOOR)
+        tuning_runs[m] = runs
+        for kind, metric in (("top_k", target_a), ("adjacent", target_b)):
+            base = metric(runs[kind]["uniform"], np.arange(n))
+            for rule in ADAPTIVE_RULES:
+                value = metric(runs[kind][rule], np.arange(n))
+                scores[rule].append(math.log(value / base) if math.isfinite(value) and math.isfinite(base) else math.inf)
+    geo = {rule: math.exp(sum(v) / len(v)) for rule, v in scores.items()}
+    winner = min(geo, key=lambda rule: geo[rule])
+    for rule in ADAPTIVE_RULES:
+        print(f"  {rule:12s} geometric-mean ratio to uniform {geo[rule]:.3f}")
+    print(f"  winner: {winner} (stats.allocation.ADAPTIVE_RULE = {ADAPTIVE_RULE!r}: "
+          f"{'matches' if winner == ADAPTIVE_RULE else 'DIFFERS'})")
+
+    # Floor sweep of the winner on the tuning half (what the 25 % floor costs).
+    print("  floor sweep of the winner, top-3 target, tuning half (votes to P(top-3) >= 0.9):")
+    for m in sizes:
+        truth = simulated_truth(StudyAssumptions(n_systems=m), [1000 + i for i in range(n)])
+        looks = look_grid(m, stop_per_pair=STOP_PER_PAIR[m])
+        cells = []
+        for floor in (0.1, UNIFORM_FLOOR, 0.5):
+            if floor == UNIFORM_FLOOR:
+                run = tuning_runs[m]["top_k"][winner]
+            else:
+                run = run_sequential(truth, winner, Target(kind="top_k", k=TOP_K), looks, seed=m, floor=floor)
+            cells.append(f"floor {floor:.2f}: {_fmt(target_a(run, np.arange(n))).strip()}")
+        uniform = _fmt(target_a(tuning_runs[m]["top_k"]["uniform"], np.arange(n))).strip()
+        print(f"    M = {m:2d}: " + ", ".join(cells) + f" (uniform {uniform})")
+
+    # ---- held-out half: report
+    print(f"\n== held-out half: {n} seeds per case (seeds 2000..{2000 + n - 1}); 95 % intervals over seeds ==")
+    wrong = declared = total = 0
+    held_runs = {}
+    for m in sizes:
+        runs = run_case(m, [2000 + i for i in range(n)], all_rules, UNIFORM_FLOOR)
+        held_runs[m] = runs
+        for kind, metric, label in (
+            ("top_k", target_a, f"(a) votes until P(top-{TOP_K} right) >= {LEVEL}"),
+            ("adjacent", target_b, f"(b) median votes until every adjacent 95 % width < {WIDTH_ELO:.0f} Elo"),
+        ):
+            print(f"\n  M = {m}, {label}; adaptive rules steered by this target")
+            print(f"  {'rule':12s} {'votes':>8s} {'interval':>19s} {'x uniform':>9s} {'interval':>15s}")
+            summary = summarize(runs[kind], metric, n, rng)
+            for rule in ("uniform", "random", *ADAPTIVE_RULES):
+                point, (lo, hi), ratio, (rlo, rhi) = summary[rule]
+                mark = "  <- adaptive" if rule == winner else ""
+                print(f"  {rule:12s} {_fmt(point)} [{_fmt(lo)}, {_fmt(hi)}] {_fmt_ratio(ratio):>9s} "
+                      f"[{_fmt_ratio(rlo)}, {_fmt_ratio(rhi)}]{mark}")
+            if kind == "top_k":
+                point = summary[winner][2]
+                verdict = "meets" if point <= 0.6 else "MISSES"
+                print(f"  target adaptive <= 0.6 x uniform: {verdict} ({point:.2f})")
+            else:
+                point = summary[winner][2]
+                verdict = "meets" if point <= 0.6 else "MISSES"
+                print(f"  target adaptive <= 0.6 x uniform: {verdict} ({point:.2f})")
+        seen = set()
+        for kind in ("top_k", "adjacent"):
+            for run in runs[kind].values():
+                if id(run) in seen:
+                    continue
+                seen.add(id(run))
+                dec = run.declared_at >= 0
+                declared += int(dec.sum())
+                wrong += int((dec & ~run.declared_correct).sum())
+                total += len(dec)
+        stop_u = runs["top_k"]["uniform"]
+        stop_w = runs["top_k"][winner]
+        for name, run in (("uniform", stop_u), (winner, stop_w)):
+            dec = run.declared_at >= 0
+            median = np.median(run.votes[run.declared_at[dec]]) if dec.any() else math.inf
+            print(f"  stopping rule under {name:11s}: declared top-{TOP_K} on {dec.mean():.0%} of seeds by "
+                  f"{run.votes[-1]} votes, median votes at declaration {_fmt(float(median)).strip()}, "
+                  f"wrong {int((dec & ~run.declared_correct).sum())}")
+    upper = float(beta_dist.ppf(0.975, wrong + 1, total - wrong)) if wrong < total else 1.0
+    print(f"\n== stopping rule (anytime-valid normal-mixture confidence sequence, nominal alpha = {STOPPING_ALPHA}) ==")
+    print(f"  held-out studies (all rules, both sizes): {total}; declared {declared}; wrong top-{TOP_K} {wrong}; "
+          f"rate {wrong / total:.4f} (Clopper-Pearson 95 % upper {upper:.4f}) vs nominal {STOPPING_ALPHA}: "
+          f"{'at or below' if upper <= STOPPING_ALPHA or wrong / total <= STOPPING_ALPHA else 'ABOVE'}")
+    print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+"""Adaptive allocation of pairwise comparisons (docs/protocol.md "Adaptive allocation and stopping").
+
+Pure module: numpy/scipy in, arrays and frozen dataclasses out, no Django, no project app.
+
+Everything works on *replicates*: R independent copies of one study (the seeds of a simulation, or
+R = 1 for a real study), each a vector of votes per unordered system pair. Pairs are the K =
+M(M−1)/2 pairs i < j in row-major ``np.triu_indices(M, 1)`` order (the pair form of
+``stats.bradley_terry``); the canonical A of pair k is its lower index i.
+
+The current fit of a replicate is the SPEC §7 Bradley–Terry fit of its votes (``fit_pairs``) with
+the inverse observed information as covariance Σ. For outcomes in [0, 1] with mean μ the variance
+is at most μ(1 − μ) (E[y²] ≤ E[y]), so the model-based Σ never understates the variance when votes
+include ties (0.5) — it is conservative, which the stopping rule (``stats.stopping``) relies on.
+
+Rules (``allocation_weights``), each giving the share of the next votes per pair:
+
+- ``uniform``: the fixed design (pair counts equal ±1, what a study does today);
+- ``random``: every pair equally likely (a multinomial, not balanced);
+- ``shrinkage``: Chatbot Arena's rule (Chiang et al. 2024, §5): weight a pair by how much one more
+  vote shrinks its interval, ``√v − √v′`` with v the variance of θ_i − θ_j and v′ after one vote
+  (Sherman–Morrison: ``v′ = v − q v² / (1 + q v)``, q = σ(1 − σ) the vote's information);
+- ``information``: expected information gain about the *target's* undecided contrasts (ASAP-style,
+  Mikhailiuk et al. 2020, under the Gaussian approximation of the posterior): for a vote on pair e
+  and target contrast c, ``½ log(v_c / (v_c − q_e (cᵀ Σ a_e)² / (1 + q_e v_e)))``, summed over the
+  contrasts weighted by how undecided each is (probability of the wrong order for top-k; width
+  above the threshold for adjacent separation);
+- ``thompson``: posterior sampling: draw θ̃ ~ N(θ̂, Σ) and vote on the target's contrast in θ̃'s
+  order (the k-th against the (k+1)-th for top-k; a random still-too-wide adjacent pair).
+
+Every adaptive round mixes a uniform floor (``UNIFORM_FLOOR`` of its votes drawn uniformly over the
+pairs) into what the rule asks for: the served comparisons then never depend on the standings
+alone, every pair keeps being observed, and the floor votes form a fixed-design uniform slice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, ndtr
+
+from stats.bradley_terry import L2_PENALTY, SCORE_SCALE, fit_pair_points_batch
+from stats.errors import StatisticsError
+
+RULES = ("uniform", "random", "shrinkage", "information", "thompson")
+ADAPTIVE_RULES = ("shrinkage", "information", "thompson")
+#: The rule a study set to ``allocation: adaptive`` uses: the winner on the tuning half of the seeds
+#: of ``benchmarks/bench_adaptive.py`` (the other half is what the benchmark reports).
+ADAPTIVE_RULE = "thompson"
+#: Share of every adaptive round drawn uniformly over the pairs (docs/protocol.md "Uniform floor").
+UNIFORM_FLOOR = 0.25
+#: 95 % Wald multiplier for the fixed-design widths a target reads.
+Z95 = 1.959963984540054
+TARGET_KINDS = ("top_k", "adjacent")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the study wants to know.
+
+    ``top_k``: which k systems are the best (as a set); ``adjacent``: every adjacent pair of the
+    fitted order has a 95 % interval of its score difference narrower than ``width_elo`` points.
+    """
+
+    kind: str = "top_k"
+    k: int = 3
+    width_elo: float = 50.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in TARGET_KINDS:
+            raise StatisticsError(f"target kind must be one of {', '.join(TARGET_KINDS)}, got {self.kind!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise StatisticsError(f"target k must be a positive integer, got {self.k!r}")
+        if not (self.width_elo > 0 and math.isfinite(self.width_elo)):
+            raise StatisticsError(f"target width_elo must be positive, got {self.width_elo!r}")
+
+    def check_systems(self, n_systems: int) -> None:
+        if self.kind == "top_k" and not self.k < n_systems:
+            raise StatisticsError(f"target top-{self.k} needs more than {self.k} systems, got {n_systems}")
+
+
+@dataclass(frozen=True, eq=False)
+class PairFit:
+    """Bradley–Terry fit of R replicates: θ (R, M), covariance Σ (R, M, M), votes per pair (R, K)."""
+
+    theta: np.ndarray
+    covariance: np.ndarray
+    votes: np.ndarray
+
+    @property
+    def n_systems(self) -> int:
+        return int(self.theta.shape[1])
+
+
+def pair_indices(n_systems: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first, second): the systems i < j of every pair, in row-major order."""
+    if n_systems < 2:
+        raise StatisticsError(f"allocation needs at least 2 systems, got {n_systems}")
+    first, second = np.triu_indices(n_systems, 1)
+    return first.astype(np.int64), second.astype(np.int64)
+
+
+def pair_column(i: np.ndarray, j: np.ndarray, n_systems: int) -> np.ndarray:
+    """Column of the unordered pair {i, j} (i ≠ j) in row-major pair order."""
+    low = np.minimum(i, j)
+    high = np.maximum(i, j)
+    return low * n_systems - low * (low + 1) // 2 + (high - low - 1)
+
+
+def fit_pairs(votes: np.ndarray, points_first: np.ndarray, *, l2: float = L2_PENALTY) -> PairFit:
+    """Fit every replicate: ``votes[r, k]`` votes on pair k of which ``points_first[r, k]`` points
+    (A = 1, TIE = 0.5) went to its first system."""
+    n = np.atleast_2d(np.asarray(votes, dtype=np.float64))
+    pts = np.atleast_2d(np.asarray(points_first, dtype=np.float64))
+    if n.shape != pts.shape:
+        raise StatisticsError(f"votes and points must have the same shape, got {n.shape} and {pts.shape}")
+    if np.any(pts < -1e-9) or np.any(pts > n + 1e-9):
+        raise StatisticsError("points of a pair must lie between 0 and its number of votes")
+    theta, info = fit_pair_points_batch(pts, np.maximum(n - pts, 0.0), l2=l2)
+    return PairFit(theta=theta, covariance=np.linalg.inv(info), votes=n)
+
+
+def contrast_variance(cov: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Var(θ_i − θ_j) for index arrays (R, C) -> (R, C)."""
+    rows = np.arange(cov.shape[0])[:, None]
+    return np.maximum(cov[rows, i, i] + cov[rows, j, j] - 2.0 * cov[rows, i, j], 1e-300)
+
+
+def target_contrasts(fit: PairFit, target: Target) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The contrasts a target reads in each replicate's fitted order, and how undecided each is.
+
+    Returns (better, worse, weight), each (R, C): top-k reads the k(M−k) pairs across the boundary
+    (weight: the probability that the fitted order of the pair is wrong, Φ(−|d| / √v)); adjacent
+    reads the M−1 neighbours (weight 1 while the pair's 95 % width exceeds the threshold, 0 after;
+    all 1 once every pair is narrow enough).
+    """
+    m = fit.n_systems
+    target.check_systems(m)
+    order = np.argsort(-fit.theta, axis=1, kind="stable")
+    rows = np.arange(fit.theta.shape[0])[:, None]
+    if target.kind == "top_k":
+        k = target.k
+        better = np.repeat(order[:, :k], m - k, axis=1)
+        worse = np.tile(order[:, k:], (1, k))
+        d = fit.theta[rows, better] - fit.theta[rows, worse]
+        v = contrast_variance(fit.covariance, better, worse)
+        weight = ndtr(-np.abs(d) / np.sqrt(v))
+    else:
+        better, worse = order[:, :-1], order[:, 1:]
+        width = adjacent_widths(fit, order=order)
+        weight = (width > target.width_elo).astype(np.float64)
+        done = ~weight.any(axis=1)
+        weight[done] = 1.0
+    return better, worse, weight
+
+
+def adjacent_widths(fit: PairFit, *, order: np.ndarray | None = None) -> np.ndarray:
+    """95 % Wald width (Elo points) of every adjacent score difference in the fitted order, (R, M−1)."""
+    if order is None:
+        order = np.argsort(-fit.theta, axis=1, kind="stable")
+    v = contrast_variance(fit.covariance, order[:, :-1], order[:, 1:])
+    return 2.0 * Z95 * SCORE_SCALE * np.sqrt(v)
+
+
+def _vote_information(fit: PairFit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, second, q): q = σ(d)(1 − σ(d)) of one vote on every pair at the fitted θ, (R, K)."""
+    first, second = pair_indices(fit.n_systems)
+    s = expit(fit.theta[:, first] - fit.theta[:, second])
+    return first, second, s * (1.0 - s)
+
+
+def _shrinkage_weights(fit: PairFit) -> np.ndarray:
+    first, second, q = _vote_information(fit)
+    v = contrast_variance(fit.covariance, np.broadcast_to(first, q.shape), np.broadcast_to(second, q.shape))
+    after = v - q * v * v / (1.0 + q * v)
+    return np.sqrt(v) - np.sqrt(np.maximum(after, 0.0))
+
+
+def _information_weights(fit: PairFit, target: Target) -> np.ndarray:
+    first, second, q = _vote_information(fit)
+    cov = fit.covariance
+    better, worse, omega = target_contrasts(fit, target)
+    # u_e = Σ a_e for every candidate pair e (R, M, K); cᵀ Σ a_e = u_e[better] − u_e[worse].
+    u = cov[:, :, first] - cov[:, :, second]
+    v_e = u[:, first, np.arange(len(first))] - u[:, second, np.arange(len(first))]
+    cu = np.take_along_axis(u, better[:, :, None], axis=1) - np.take_along_axis(u, worse[:, :, None], axis=1)
+    v_c = contrast_variance(cov, better, worse)[:, :, None]
+    drop = q[:, None, :] * cu * cu / (1.0 + q[:, None, :] * v_e[:, None, :])
+    gain = 0.5 * np.log(v_c / np.maximum(v_c - drop, 1e-300 + 1e-12 * v_c))
+    return np.einsum("rc,rck->rk", omega, gain)
+
+
+def _thompson_weights(fit: PairFit, target: Target, rng: np.random.Generator, draws: int) -> np.ndarray:
+    m = fit.n_systems
+    target.check_systems(m)
+    n_rep = fit.theta.shape[0]
+    chol = np.linalg.cholesky(fit.covariance + 1e-12 * np.eye(m))
+    z = rng.standard_normal((n_rep, draws, m))
+    sampled = fit.theta[:, None, :] + np.einsum("rij,rdj->rdi", chol, z)
+    order = np.argsort(-sampled, axis=2, kind="stable")
+    if target.kind == "top_k":
+        position = np.full((n_rep, draws), target.k - 1)
+    else:
+        # A random adjacent position among those still too wide in the current fit.
+        wide = target_contrasts(fit, target)[2]
+        cumulative = np.cumsum(wide / wide.sum(axis=1, keepdims=True), axis=1)
+        u = rng.random((n_rep, draws))
+        position = np.minimum((u[:, :, None] > cumulative[:, None, :]).sum(axis=2), m - 2)
+    i = np.take_along_axis(order, position[:, :, None], axis=2)[:, :, 0]
+    j = np.take_along_axis(order, position[:, :, None] + 1, axis=2)[:, :, 0]
+    columns = pair_column(i, j, m)
+    k_pairs = m * (m - 1) // 2
+    counts = np.zeros((n_rep, k_pairs))
+    np.add.at(counts, (np.repeat(np.arange(n_rep), draws), columns.ravel()), 1.0)
+    return counts
+
+
+def allocation_weights(
+    rule: str, fit: PairFit, target: Target, *, rng: np.random.Generator, draws: int = 256
+) -> np.ndarray:
+    """Share of the next votes per pair under ``rule``, (R, K), each row summing to 1.
+
+    ``uniform`` and ``random`` return equal shares (the balanced design is ``balanced_counts``).
+    """
+    if rule not in RULES:
+        raise StatisticsError(f"allocation rule must be one of {', '.join(RULES)}, got {rule!r}")
+    n_rep, k_pairs = fit.votes.shape
+    if rule in ("uniform", "random"):
+        return np.full((n_rep, k_pairs), 1.0 / k_pairs)
+    if rule == "shrinkage":
+        w = _shrinkage_weights(fit)
+    elif rule == "information":
+        w = _information_weights(fit, target)
+    else:
+        w = _thompson_weights(fit, target, rng, draws)
+    w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
+    total = w.sum(axis=1, keepdims=True)
+    flat = np.full_like(w, 1.0 / k_pairs)
+    return np.where(total > 0, w / np.where(total > 0, total, 1.0), flat)
+
+
+def balanced_counts(total: int, order: np.ndarray) -> np.ndarray:
+    """Votes per pair after ``total`` votes of the fixed design: equal ±1, the first ``total mod K``
+    pairs of ``order`` (one permutation of the K pairs per replicate, (R, K)) one more."""
+    n_rep, k_pairs = order.shape
+    counts = np.full((n_rep, k_pairs), total // k_pairs, dtype=np.int64)
+    extra = total % k_pairs
+    if extra:
+        rows = np.repeat(np.arange(n_rep), extra)
+        counts[rows, order[:, :extra].ravel()] += 1
+    return counts
+
+
+def round_counts(
+    n_votes: int, weights: np.ndarray, *, floor: float = UNIFORM_FLOOR, rng: np.random.Generator
+) -> np.ndarray:
+    """Votes per pair for one round of ``n_votes`` per replicate: ``ceil(floor × n)`` drawn uniformly
+    over the pairs, the rest from ``weights`` (R, K) (multinomial draws)."""
+    if not 0.0 <= floor <= 1.0:
+        raise StatisticsError(f"floor must lie in [0, 1], got {floor!r}")
+    if n_votes < 0:
+        raise StatisticsError(f"n_votes must be non-negative, got {n_votes!r}")
+    n_rep, k_pairs = weights.shape
+    n_floor = min(n_votes, math.ceil(floor * n_votes))
+    uniform = rng.multinomial(n_floor, np.full(k_pairs, 1.0 / k_pairs), size=n_rep)
+    adaptive = rng.multinomial(n_votes - n_floor, weights)
+    return uniform + adaptive

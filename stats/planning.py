@@ -1,0 +1,387 @@
+"""Sample-size planning by seeded simulation (docs/protocol.md "Planning a study's size").
+
+Pure module: numpy in, frozen dataclasses out, no Django, no project app.
+
+A plan answers "how many votes (raters, blocks, judge calls) does this target need?" from stated
+assumptions (``stats.study_simulation.StudyAssumptions``, possibly estimated from a pilot) by
+simulating the study many times with the project's own estimators:
+
+- ranking targets (``top_k``: the top-k set identified with a given probability; ``adjacent``:
+  every adjacent pair's 95 % interval narrower than a width, with a given probability) play the
+  study forward with ``run_sequential`` (uniform or adaptive allocation) and fit SPEC §7
+  Bradley–Terry at every look; the curve is the share of simulated studies meeting the target,
+  with its Wilson interval;
+- agreement targets (``kappa``, ``alpha``: the 95 % interval half-width of SPEC §5 Fleiss κ or
+  ordinal Krippendorff α) simulate n comparisons rated by r raters each, compute κ / α and their
+  stratified page-block bootstrap interval (``stats.agreement.bootstrap_agreement`` on
+  ``stats.bootstrap.bootstrap_page_blocks``, blocks as strata, as the agreement report does), and
+  average the half-width over the simulated studies (interval: 2.5 / 97.5 % of a bootstrap of the
+  studies).
+
+The votes needed is where the curve first meets the target (log-linear interpolation), with a
+percentile interval over a bootstrap of the simulated studies: the simulation's own uncertainty.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alpha_ordinal, wilson_interval
+from stats.allocation import ADAPTIVE_RULE, Target, pair_indices
+from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.errors import StatisticsError
+from stats.study_simulation import (
+    StudyAssumptions,
+    look_grid,
+    run_sequential,
+    simulated_truth,
+    votes_to_share,
+)
+
+PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha")
+ALLOCATIONS = ("uniform", "adaptive")
+PLAN_BOOTSTRAP = 400
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """A planning target. ``probability`` is for ranking targets, ``half_width`` for κ / α."""
+
+    kind: str
+    k: int = 3
+    probability: float = 0.9
+    width_elo: float = 50.0
+    half_width: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.kind not in PLAN_KINDS:
+            raise StatisticsError(f"target must be one of {', '.join(PLAN_KINDS)}, got {self.kind!r}")
+        if not 0.0 < self.probability < 1.0:
+            raise StatisticsError(f"target probability must lie strictly between 0 and 1, got {self.probability!r}")
+        if not 0.0 < self.half_width < 1.0:
+            raise StatisticsError(f"target half-width must lie strictly between 0 and 1, got {self.half_width!r}")
+        if not (self.width_elo > 0 and math.isfinite(self.width_elo)):
+            raise StatisticsError(f"target width must be a positive number of Elo points, got {self.width_elo!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise StatisticsError(f"target k must be a positive integer, got {self.k!r}")
+
+    @property
+    def is_ranking(self) -> bool:
+        return self.kind in ("top_k", "adjacent")
+
+    def describe(self) -> str:
+        if self.kind == "top_k":
+            return f"P(top-{self.k} identified) >= {self.probability:g}"
+        if self.kind == "adjacent":
+            return f"P(every adjacent 95% width < {self.width_elo:g} Elo) >= {self.probability:g}"
+        name = "Fleiss kappa" if self.kind == "kappa" else "ordinal Krippendorff alpha"
+        return f"95% half-width of {name} <= {self.half_width:g}"
+
+
+@dataclass(frozen=True)
+class StudyDesign:
+    """How votes become raters, blocks and judge calls."""
+
+    trials_per_rater: int = 240  # one assignment: its block's comparisons plus hidden repeats
+    hidden_repeats: int = 6  # per assignment (SPEC §4)
+    raters_per_block: int = 5
+    n_judges: int = 1  # judge calls: one primary-order call per comparison and judge (SPEC §7)
+
+    def __post_init__(self) -> None:
+        if self.trials_per_rater < 2:
+            raise StatisticsError(f"trials per rater must be at least 2, got {self.trials_per_rater!r}")
+        if not 0 <= self.hidden_repeats < self.trials_per_rater:
+            raise StatisticsError(
+                f"hidden repeats must lie in [0, {self.trials_per_rater - 1}], got {self.hidden_repeats!r}"
+            )
+        if self.raters_per_block < 2:
+            raise StatisticsError(f"raters per block must be at least 2, got {self.raters_per_block!r}")
+        if self.n_judges < 0:
+            raise StatisticsError(f"judges must be non-negative, got {self.n_judges!r}")
+
+    @property
+    def main_per_rater(self) -> int:
+        return self.trials_per_rater - self.hidden_repeats
+
+
+@dataclass(frozen=True)
+class PlanPoint:
+    """One point of the curve: the target's statistic at ``votes`` main votes, and its interval."""
+
+    votes: int
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    target: PlanTarget
+    allocation: str
+    assumptions: StudyAssumptions
+    design: StudyDesign
+    n_studies: int
+    seed: int
+    points: tuple[PlanPoint, ...]
+    votes_needed: float
+    votes_interval: tuple[float, float]
+
+    @property
+    def trials_needed(self) -> int:
+        """Trials served: main votes plus the hidden repeats that come with them."""
+        d = self.design
+        return math.ceil(self.votes_needed * d.trials_per_rater / d.main_per_rater)
+
+    @property
+    def raters_needed(self) -> int:
+        return math.ceil(self.votes_needed / self.design.main_per_rater)
+
+    @property
+    def blocks_needed(self) -> int:
+        return max(1, math.ceil(self.raters_needed / self.design.raters_per_block))
+
+    @property
+    def judge_calls(self) -> int:
+        return math.ceil(self.votes_needed) * self.design.n_judges
+
+    def to_dict(self) -> dict:
+        return {
+            "target": {**asdict(self.target), "description": self.target.describe()},
+            "allocation": self.allocation,
+            "allocation_rule": ADAPTIVE_RULE if self.allocation == "adaptive" else "uniform",
+            "assumptions": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.assumptions).items()},
+            "design": asdict(self.design),
+            "simulated_studies": self.n_studies,
+            "seed": self.seed,
+            "votes_needed": math.ceil(self.votes_needed),
+            "votes_ci95": [math.floor(self.votes_interval[0]), _ceil_or_none(self.votes_interval[1])],
+            "trials_needed": self.trials_needed,
+            "raters_needed": self.raters_needed,
+            "blocks_needed": self.blocks_needed,
+            "judge_calls": self.judge_calls,
+            "curve": [asdict(p) for p in self.points],
+        }
+
+
+def _ceil_or_none(x: float) -> int | None:
+    return math.ceil(x) if math.isfinite(x) else None
+
+
+def _bootstrap_crossing(votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator) -> tuple[float, float]:
+    n = reached.shape[1]
+    draws = [votes_to_share(votes, reached[:, rng.integers(0, n, n)], level) for _ in range(PLAN_BOOTSTRAP)]
+    arr = np.array(draws)
+    low = float(np.percentile(arr, 2.5)) if np.isfinite(arr).mean() >= 0.025 else math.inf
+    high = float(np.percentile(arr, 97.5)) if np.isfinite(arr).mean() >= 0.975 else math.inf
+    return low, high
+
+
+def plan_ranking(
+    assumptions: StudyAssumptions,
+    target: PlanTarget,
+    *,
+    allocation: str = "uniform",
+    design: StudyDesign | None = None,
+    n_studies: int = 100,
+    seed: int = 0,
+    max_votes_per_pair: float = 400.0,
+) -> StudyPlan:
+    """Votes needed for a ranking target, by playing ``n_studies`` simulated studies forward."""
+    if not target.is_ranking:
+        raise StatisticsError(f"target {target.kind} is not a ranking target")
+    if allocation not in ALLOCATIONS:
+        raise StatisticsError(f"allocation must be one of {', '.join(ALLOCATIONS)}, got {allocation!r}")
+    if n_studies < 10:
+        raise StatisticsError(f"at least 10 simulated studies are needed, got {n_studies}")
+    design = design or StudyDesign()
+    m = assumptions.n_systems
+    if target.kind == "top_k" and not target.k < m:
+        raise StatisticsError(f"target top-{target.k} is impossible with {m} systems (k must be below the system count)")
+    truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
+    looks = look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
+    sim_target = Target(kind=target.kind, k=min(target.k, m - 1), width_elo=target.width_elo)
+    rule = ADAPTIVE_RULE if allocation == "adaptive" else "uniform"
+    run = run_sequential(truth, rule, sim_target, looks, seed=seed)
+    reached = run.top_correct if target.kind == "top_k" else run.max_adjacent_width <= target.width_elo
+    points = []
+    for t, votes in enumerate(looks):
+        hits = int(reached[t].sum())
+        low, high = wilson_interval(hits, n_studies)
+        points.append(PlanPoint(int(votes), hits / n_studies, low, high))
+    needed = votes_to_share(looks, reached, target.probability)
+    if not math.isfinite(needed):
+        raise StatisticsError(
+            f"target {target.describe()} not reached within {int(looks[-1])} votes "
+            f"({max_votes_per_pair:g} per pair); lower the target"
+        )
+    interval = _bootstrap_crossing(looks, reached, target.probability, np.random.default_rng([seed, 31]))
+    return StudyPlan(target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval)
+
+
+def _agreement_half_widths(
+    probabilities: np.ndarray, n_comparisons: int, raters: int, block_size: int, resamples: int, rng: np.random.Generator
+) -> tuple[float, float, float, float]:
+    """One simulated study: (κ, α, κ half-width, α half-width) of n comparisons × r raters."""
+    k_pairs = probabilities.shape[0]
+    pairs = rng.integers(0, k_pairs, n_comparisons)
+    counts = rng.multinomial(raters, probabilities[pairs]).astype(float)  # columns A, TIE, B
+    ordinal = counts[:, ::-1]  # B = 0 < TIE = 1 < A = 2
+    blocks = np.arange(n_comparisons) // block_size
+    units = bootstrap_units([str(i) for i in range(n_comparisons)], [str(b) for b in blocks])
+    weights = bootstrap_page_blocks(units, resamples=resamples, seed=int(rng.integers(0, 2**31)))
+    boot = bootstrap_agreement(ordinal, weights[:, units.unit_of])
+    k_lo, k_hi = (float(x) for x in percentile_interval(boot.fleiss_kappa))
+    a_lo, a_hi = (float(x) for x in percentile_interval(boot.krippendorff_alpha_ordinal))
+    return (
+        float(fleiss_kappa(ordinal)),
+        float(krippendorff_alpha_ordinal(ordinal)),
+        (k_hi - k_lo) / 2,
+        (a_hi - a_lo) / 2,
+    )
+
+
+def plan_agreement(
+    assumptions: StudyAssumptions,
+    target: PlanTarget,
+    *,
+    design: StudyDesign | None = None,
+    n_studies: int = 40,
+    seed: int = 0,
+    resamples: int = 400,
+    max_comparisons: int = 20_000,
+) -> StudyPlan:
+    """Votes needed for a κ / α half-width: comparisons rated by ``raters_per_block`` raters each."""
+    if target.is_ranking:
+        raise StatisticsError(f"target {target.kind} is not an agreement target")
+    if n_studies < 10:
+        raise StatisticsError(f"at least 10 simulated studies are needed, got {n_studies}")
+    design = design or StudyDesign()
+    raters = design.raters_per_block
+    truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
+    rng = np.random.default_rng([seed, 32])
+    grid: list[int] = []
+    n = 20
+    while n <= max_comparisons:
+        grid.append(n)
+        n = math.ceil(n * 1.4)
+    column = 2 if target.kind == "kappa" else 3
+    points = []
+    per_look = []
+    for n_comparisons in grid:
+        widths = np.array(
+            [
+                _agreement_half_widths(
+                    truth.answer_probabilities[s], n_comparisons, raters, design.main_per_rater, resamples, rng
+                )[column]
+                for s in range(n_studies)
+            ]
+        )
+        widths = np.where(np.isfinite(widths), widths, 1.0)
+        boot = widths[rng.integers(0, n_studies, (PLAN_BOOTSTRAP, n_studies))].mean(axis=1)
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        points.append(PlanPoint(n_comparisons * raters, float(widths.mean()), float(lo), float(hi)))
+        per_look.append(boot)
+        if hi <= target.half_width and len(points) >= 2:
+            break
+        # The half-width falls about as 1 / √n: stop early when even the largest study cannot reach it.
+        if len(points) >= 3 and widths.mean() * math.sqrt(n_comparisons / max_comparisons) > 1.5 * target.half_width:
+            break
+    votes = np.array([p.votes for p in points])
+    means = np.array([p.value for p in points])
+    needed = _crossing_below(votes, means, target.half_width)
+    if not math.isfinite(needed):
+        raise StatisticsError(
+            f"target {target.describe()} not reached within {int(votes[-1])} votes "
+            f"(about {max_comparisons * raters} with {raters} raters per comparison); lower the target"
+        )
+    boot_matrix = np.array(per_look)  # (looks, PLAN_BOOTSTRAP)
+    crossings = np.array([_crossing_below(votes, boot_matrix[:, b], target.half_width) for b in range(PLAN_BOOTSTRAP)])
+    interval = (float(np.percentile(crossings, 2.5)), float(np.percentile(crossings, 97.5)))
+    return StudyPlan(target, "uniform", assumptions, design, n_studies, seed, tuple(points), needed, interval)
+
+
+def _crossing_below(votes: np.ndarray, values: np.ndarray, level: float) -> float:
+    """First votes at which a decreasing curve reaches ``level`` (log-log interpolation; inf if never)."""
+    hits = np.flatnonzero(values <= level)
+    if hits.size == 0:
+        return math.inf
+    t = int(hits[0])
+    if t == 0:
+        return float(votes[0])
+    v0, v1 = math.log(values[t - 1]), math.log(max(values[t], 1e-12))
+    frac = (v0 - math.log(level)) / (v0 - v1) if v0 > v1 else 1.0
+    return math.exp(math.log(votes[t - 1]) + frac * (math.log(votes[t]) - math.log(votes[t - 1])))
+
+
+def plan_study(
+    assumptions: StudyAssumptions,
+    target: PlanTarget,
+    *,
+    allocation: str = "uniform",
+    design: StudyDesign | None = None,
+    n_studies: int | None = None,
+    seed: int = 0,
+) -> StudyPlan:
+    """The plan for any target (ranking targets by sequential simulation, κ / α by bootstrap)."""
+    if target.is_ranking:
+        return plan_ranking(
+            assumptions, target, allocation=allocation, design=design, n_studies=n_studies or 100, seed=seed
+        )
+    if allocation != "uniform":
+        raise StatisticsError("agreement targets are planned for uniform allocation only")
+    return plan_agreement(assumptions, target, design=design, n_studies=n_studies or 40, seed=seed)
+
+
+def pilot_assumptions(
+    system_a: np.ndarray, system_b: np.ndarray, outcome: np.ndarray, systems: tuple[str, ...], *, n_repeats: int = 0
+) -> tuple[StudyAssumptions, dict]:
+    """Assumptions estimated from a pilot's valid main votes (outcome A = 1, TIE = ½, B = 0).
+
+    Scores: the SPEC §7 Bradley–Terry fit of the votes; tie rate: the share of TIE. Rater noise and
+    position bias keep their defaults (a pilot rarely holds enough votes per rater to estimate
+    them). Refuses a pilot too small to fit: fewer than 5 valid votes per system on average, a
+    system without votes, or a comparison graph in more than one piece.
+    """
+    from stats.bradley_terry import fit_bradley_terry
+
+    m = len(systems)
+    a = np.asarray(system_a, dtype=np.int64)
+    b = np.asarray(system_b, dtype=np.int64)
+    y = np.asarray(outcome, dtype=np.float64)
+    if m < 2:
+        raise StatisticsError(f"the pilot has valid votes on {m} system(s): too few to fit (planning needs at least 2)")
+    need = 5 * m
+    if len(y) < need:
+        raise StatisticsError(f"the pilot has {len(y)} valid main votes on {m} systems: too few to fit (need >= {need})")
+    seen = np.bincount(a, minlength=m) + np.bincount(b, minlength=m)
+    if np.any(seen == 0):
+        missing = ", ".join(systems[i] for i in np.flatnonzero(seen == 0))
+        raise StatisticsError(f"the pilot has no valid vote on system(s) {missing}: too few to fit")
+    parent = list(range(m))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(a, b, strict=True):
+        parent[root(int(i))] = root(int(j))
+    if len({root(i) for i in range(m)}) > 1:
+        raise StatisticsError("the pilot's comparisons fall into disconnected groups of systems: too few to fit")
+    fit = fit_bradley_terry(a, b, y, m)
+    tie_rate = float(np.mean(y == 0.5))
+    assumptions = StudyAssumptions(n_systems=m, tie_rate=min(tie_rate, 0.85), elo=tuple(float(s) for s in fit.scores))
+    first, _ = pair_indices(m)
+    summary = {
+        "valid_main_votes": len(y),
+        "systems": list(systems),
+        "scores_elo": [round(float(s), 1) for s in fit.scores],
+        "tie_rate": round(tie_rate, 4),
+        "hidden_repeat_rate": round(n_repeats / len(y), 4) if len(y) else 0.0,
+        "pairs": len(first),
+    }
+    return assumptions, summary

@@ -1,0 +1,83 @@
+"""The ``plan_study`` command: stated assumptions or a pilot study -> table, JSON, CSV, figure;
+one-line errors; it never writes to a study."""
+
+from __future__ import annotations
+
+import csv
+import json
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotation.models import Assignment, Study, Trial, Vote
+from tests.ranking.rank_factories import make_ranked_study
+
+pytestmark = pytest.mark.django_db
+
+
+def _run(*args: str) -> str:
+    out = StringIO()
+    call_command("plan_study", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_stated_assumptions_give_a_table_json_csv_and_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = _run(
+        "--target", "top_k", "--k", "2", "--systems", "5", "--studies", "30", "--seed", "3",
+        "--json", str(tmp_path / "plan.json"), "--csv", str(tmp_path / "plan.csv"), "--plot", str(tmp_path / "plan.svg"),
+    )
+    report = json.loads((tmp_path / "plan.json").read_text())
+    assert report["writes_to_study"] is False and report["target"]["k"] == 2
+    assert report["votes_ci95"][0] <= report["votes_needed"] <= report["votes_ci95"][1]
+    assert report["raters_needed"] == -(-report["votes_needed"] // 234)
+    rows = list(csv.DictReader((tmp_path / "plan.csv").open()))
+    assert len(rows) == len(report["curve"]) and float(rows[-1]["probability"]) >= 0.9
+    assert (tmp_path / "plan.svg").read_text().lstrip().startswith("<?xml")
+    assert f"needed: {report['votes_needed']} main votes" in out
+    # Seeded: the same command gives the same plan.
+    again = _run("--target", "top_k", "--k", "2", "--systems", "5", "--studies", "30", "--seed", "3")
+    assert f"needed: {report['votes_needed']} main votes" in again
+
+
+def test_a_pilot_study_plans_from_its_votes_and_is_left_untouched(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ranked = make_ranked_study("pilot-plan", n_pages=10, n_human_pages=8)
+    from tests.ranking.rank_factories import add_votes
+
+    add_votes(ranked, rng=np.random.default_rng(1), n_raters=3)
+    before = (Study.objects.count(), Assignment.objects.count(), Trial.objects.count(), Vote.objects.count())
+    study = Study.objects.get(slug="pilot-plan")
+    settings_before = dict(study.settings) if hasattr(study, "settings") else None
+    _run("--target", "top_k", "--k", "1", "--pilot", "pilot-plan", "--studies", "20", "--json", str(tmp_path / "p.json"))
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert report["pilot"]["study"] == "pilot-plan" and report["pilot"]["valid_main_votes"] > 20
+    scores = dict(zip(report["pilot"]["systems"], report["pilot"]["scores_elo"], strict=True))
+    assert max(scores, key=scores.__getitem__) == "alpha"  # the strongest system of the factory
+    after = (Study.objects.count(), Assignment.objects.count(), Trial.objects.count(), Vote.objects.count())
+    assert after == before
+    if settings_before is not None:
+        study.refresh_from_db()
+        assert dict(study.settings) == settings_before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target", "top_k", "--systems", "3", "--k", "3"], "impossible with 3 systems"),
+        (["--target", "top_k", "--pilot", "nope"], "no study with slug 'nope'"),
+        (["--target", "top_k"], "give --pilot SLUG or the stated assumptions"),
+        (["--target", "kappa", "--systems", "4", "--probability", "1.5"], "strictly between 0 and 1"),
+        (["--target", "top_k", "--systems", "4", "--plot", "/tmp/x.pdf"], "written as .svg or .png"),
+    ],
+)
+def test_bad_input_is_one_line(args, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(CommandError) as excinfo:
+        _run(*args)
+    assert message in str(excinfo.value) and "\n" not in str(excinfo.value)
+
+
+def test_a_pilot_without_votes_is_too_small_to_fit() -> None:
+    make_ranked_study("empty-pilot", n_pages=4, n_human_pages=2)
+    with pytest.raises(CommandError, match=r"pilot 'empty-pilot'.*too few to fit"):
+        _run("--target", "top_k", "--pilot", "empty-pilot")

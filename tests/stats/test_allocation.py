@@ -1,0 +1,316 @@
+"""Tests of adaptive allocation, the stopping rule and the sequential-study simulator, against
+independent computations (direct matrix inversion, finite differences, the demo's one-vote-at-a-time
+raters, Monte Carlo of a Gaussian martingale)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from demo.simulation import RaterProfile, evidence_for, rater_answer
+from stats.allocation import (
+    RULES,
+    UNIFORM_FLOOR,
+    Target,
+    adjacent_widths,
+    allocation_weights,
+    balanced_counts,
+    fit_pairs,
+    pair_column,
+    pair_indices,
+    round_counts,
+)
+from stats.bradley_terry import SCORE_SCALE, fit_bradley_terry, fit_pair_points_batch
+from stats.errors import StatisticsError
+from stats.stopping import mixture_half_width, mixture_precision, top_k_declaration
+from stats.study_simulation import (
+    StudyAssumptions,
+    look_grid,
+    rater_mixture_probabilities,
+    run_sequential,
+    simulated_truth,
+    votes_to_share,
+    votes_to_width,
+)
+
+
+def _random_pair_data(m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    k = m * (m - 1) // 2
+    votes = rng.integers(3, 30, size=k).astype(float)
+    points = np.round(rng.random(k) * votes * 2) / 2
+    return votes, points
+
+
+def _expanded(votes: np.ndarray, points: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row-level comparisons with fractional outcomes carrying the same points per pair."""
+    first, second = pair_indices(m)
+    return first, second, points / votes, votes
+
+
+def _objective_hessian(theta: np.ndarray, votes: np.ndarray, m: int, l2: float = 1e-3) -> np.ndarray:
+    """Negative Hessian of the SPEC §7 objective by central finite differences of its gradient."""
+    first, second = pair_indices(m)
+
+    def grad(th: np.ndarray) -> np.ndarray:
+        # Only the curvature matters here; the points term is linear in θ.
+        s = expit(th[first] - th[second])
+        g = np.zeros(m)
+        np.add.at(g, first, -votes * s)
+        np.add.at(g, second, votes * s)
+        return g - 2 * l2 * th
+
+    h = 1e-6
+    out = np.empty((m, m))
+    for c in range(m):
+        e = np.zeros(m)
+        e[c] = h
+        out[:, c] = -(grad(theta + e) - grad(theta - e)) / (2 * h)
+    return out
+
+
+# --------------------------------------------------------------------------- batched fit
+
+
+def test_batched_fit_equals_the_row_level_fit_and_its_hessian_the_finite_difference_one() -> None:
+    m = 6
+    rows = [_random_pair_data(m, seed) for seed in range(4)]
+    votes = np.array([v for v, _ in rows])
+    points = np.array([p for _, p in rows])
+    theta, info = fit_pair_points_batch(points, votes - points)
+    for r in range(4):
+        a, b, p, w = _expanded(votes[r], points[r], m)
+        independent = fit_bradley_terry(a, b, p, m, weights=w)
+        np.testing.assert_allclose(theta[r], independent.theta, atol=1e-9)
+        np.testing.assert_allclose(info[r], _objective_hessian(theta[r], votes[r], m), atol=1e-5)
+
+
+def test_batched_fit_refuses_a_column_count_that_is_no_pair_count() -> None:
+    with pytest.raises(StatisticsError, match="not M\\(M-1\\)/2"):
+        fit_pair_points_batch(np.ones((1, 4)), np.ones((1, 4)))
+
+
+def test_pair_column_is_the_row_major_position() -> None:
+    first, second = pair_indices(7)
+    np.testing.assert_array_equal(pair_column(first, second, 7), np.arange(21))
+    np.testing.assert_array_equal(pair_column(second, first, 7), np.arange(21))
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _fit(m: int = 5, seeds: tuple[int, ...] = (1, 2)):
+    rows = [_random_pair_data(m, s) for s in seeds]
+    return fit_pairs(np.array([v for v, _ in rows]), np.array([p for _, p in rows]))
+
+
+def test_shrinkage_weight_is_the_interval_shrinkage_by_direct_inversion() -> None:
+    fit = _fit()
+    w = allocation_weights("shrinkage", fit, Target(), rng=np.random.default_rng(0))
+    first, second = pair_indices(5)
+    info = np.linalg.inv(fit.covariance[0])
+    raw = []
+    for e, (i, j) in enumerate(zip(first, second, strict=True)):
+        a = np.zeros(5)
+        a[i], a[j] = 1.0, -1.0
+        s = expit(fit.theta[0, i] - fit.theta[0, j])
+        after = np.linalg.inv(info + s * (1 - s) * np.outer(a, a))
+        raw.append(math.sqrt(a @ fit.covariance[0] @ a) - math.sqrt(a @ after @ a))
+        assert e == pair_column(np.array(i), np.array(j), 5)
+    raw_arr = np.array(raw)
+    np.testing.assert_allclose(w[0], raw_arr / raw_arr.sum(), rtol=1e-7)
+
+
+def test_information_weight_is_the_gaussian_information_gain_on_the_target_by_direct_inversion() -> None:
+    fit = _fit(m=6)
+    target = Target(kind="top_k", k=2)
+    w = allocation_weights("information", fit, target, rng=np.random.default_rng(0))
+    cov = fit.covariance[0]
+    theta = fit.theta[0]
+    order = np.argsort(-theta, kind="stable")
+    top, rest = order[:2], order[2:]
+    info = np.linalg.inv(cov)
+    first, second = pair_indices(6)
+    gains = []
+    for i, j in zip(first, second, strict=True):
+        a = np.zeros(6)
+        a[i], a[j] = 1.0, -1.0
+        s = expit(theta[i] - theta[j])
+        after = np.linalg.inv(info + s * (1 - s) * np.outer(a, a))
+        total = 0.0
+        for t in top:
+            for u in rest:
+                c = np.zeros(6)
+                c[t], c[u] = 1.0, -1.0
+                v, v_after = c @ cov @ c, c @ after @ c
+                omega = 0.5 * math.erfc(abs(theta[t] - theta[u]) / math.sqrt(v) / math.sqrt(2))
+                total += omega * 0.5 * math.log(v / v_after)
+        gains.append(total)
+    g = np.array(gains)
+    np.testing.assert_allclose(w[0], g / g.sum(), rtol=1e-6)
+
+
+def test_every_rule_gives_shares_that_sum_to_one_and_thompson_only_boundary_pairs_when_settled() -> None:
+    fit = _fit(m=5)
+    for rule in RULES:
+        for target in (Target(kind="top_k", k=2), Target(kind="adjacent", width_elo=30.0)):
+            w = allocation_weights(rule, fit, target, rng=np.random.default_rng(1))
+            assert w.shape == fit.votes.shape
+            np.testing.assert_allclose(w.sum(axis=1), 1.0)
+            assert np.all(w >= 0)
+    # A fit with enormous data: Thompson's draws all agree, so it asks only the k-th against the (k+1)-th.
+    first, second = pair_indices(5)
+    theta = np.array([2.0, 1.0, 0.0, -1.0, -2.0])
+    votes = np.full((1, 10), 1e6)
+    points = votes * expit(theta[first] - theta[second])
+    w = allocation_weights("thompson", fit_pairs(votes, points), Target(kind="top_k", k=2), rng=np.random.default_rng(2))
+    assert w[0, pair_column(np.array(1), np.array(2), 5)] == pytest.approx(1.0)
+
+
+def test_unknown_rule_and_impossible_target_are_refused() -> None:
+    fit = _fit()
+    with pytest.raises(StatisticsError, match="allocation rule must be one of"):
+        allocation_weights("greedy", fit, Target(), rng=np.random.default_rng(0))
+    with pytest.raises(StatisticsError, match="needs more than 5 systems"):
+        allocation_weights("information", fit, Target(k=5), rng=np.random.default_rng(0))
+    with pytest.raises(StatisticsError, match="target kind"):
+        Target(kind="top")
+
+
+def test_balanced_counts_differ_by_at_most_one_and_round_counts_keep_the_floor() -> None:
+    rng = np.random.default_rng(3)
+    order = np.argsort(rng.random((4, 15)), axis=1)
+    for total in (1, 14, 15, 16, 100):
+        counts = balanced_counts(total, order)
+        assert np.all(counts.sum(axis=1) == total)
+        assert np.all(counts.max(axis=1) - counts.min(axis=1) <= 1)
+    # Every adaptive vote asked for one pair: the rest (the floor) spread over all pairs.
+    weights = np.zeros((2000, 15))
+    weights[:, 0] = 1.0
+    counts = round_counts(40, weights, rng=rng)
+    assert np.all(counts.sum(axis=1) == 40)
+    floor_votes = math.ceil(UNIFORM_FLOOR * 40)
+    others = counts[:, 1:].sum(axis=1).mean()
+    assert others == pytest.approx(floor_votes * 14 / 15, rel=0.03)
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+def test_mixture_confidence_sequence_covers_a_gaussian_random_walk_at_every_step() -> None:
+    """Monte Carlo: a mean estimated from n standard normal draws, read after every draw."""
+    rng = np.random.default_rng(4)
+    alpha = 0.1
+    paths, steps = 4000, 2000
+    n = np.arange(1, steps + 1)
+    rho = mixture_precision(alpha, tuned_half_width_elo=1.96 * SCORE_SCALE / math.sqrt(200))
+    half = mixture_half_width(1.0 / n, alpha=alpha, rho=rho)
+    ever_out = np.zeros(paths, dtype=bool)
+    fixed_out = np.zeros(paths, dtype=bool)
+    for lo in range(0, paths, 500):
+        walk = np.cumsum(rng.standard_normal((500, steps)), axis=1) / n
+        ever_out[lo : lo + 500] = np.any(np.abs(walk) > half, axis=1)
+        fixed_out[lo : lo + 500] = np.any(np.abs(walk) > 1.645 / np.sqrt(n), axis=1)
+    assert ever_out.mean() <= alpha
+    # The fixed-design 90 % interval read at every step misses far more often than 10 %.
+    assert fixed_out.mean() > 3 * alpha
+    # And the sequence is wider than the fixed interval (the price of reading it at any time).
+    assert np.all(half > 1.645 / np.sqrt(n))
+
+
+def test_top_k_declaration_needs_separation_of_every_boundary_pair() -> None:
+    first, second = pair_indices(4)
+    theta = np.array([1.0, 0.5, -0.5, -1.0])
+    p = expit(theta[first] - theta[second])
+    big = np.full((1, 6), 20000.0)
+    declared, top = top_k_declaration(fit_pairs(big, big * p), 2)
+    assert declared[0]
+    np.testing.assert_array_equal(top[0], [0, 1])
+    small = np.full((1, 6), 20.0)
+    declared, _ = top_k_declaration(fit_pairs(small, small * p), 2)
+    assert not declared[0]
+
+
+# --------------------------------------------------------------------------- simulator
+
+
+def test_panel_mixture_matches_the_demo_raters_answering_one_vote_at_a_time() -> None:
+    """The closed-form mixture against demo.simulation.rater_answer (ordered logit, both orders)."""
+    noise = np.array([0.8, 1.3, 2.4])
+    bias = np.array([0.3, -0.2, 0.0])
+    tau = 0.35
+    diff = 0.6
+    expected = rater_mixture_probabilities(np.array([diff]), noise, bias, np.array(tau))[0]
+    rng = random.Random(5)
+    evidence = evidence_for(quality_a=diff, quality_b=0.0, penalty_a={}, penalty_b={}, active_axes=())
+    counts = {"A": 0, "TIE": 0, "B": 0}
+    n = 60000
+    for t in range(n):
+        r = t % 3
+        profile = RaterProfile(
+            id="r", noise=float(noise[r]), position_bias=float(bias[r]), tie_band=tau,
+            cannot_judge_rate=0.0, repeat_consistency=1.0, median_ms=5000,
+        )
+        swapped = (t // 3) % 2 == 1
+        verdict = rater_answer(profile=profile, evidence=evidence, swapped=swapped, rng=rng).verdict
+        # Display → canonical (SPEC §3): a swapped display's "A" is canonical B.
+        if swapped and verdict in ("A", "B"):
+            verdict = "B" if verdict == "A" else "A"
+        counts[verdict] += 1
+    observed = np.array([counts["A"], counts["TIE"], counts["B"]]) / n
+    se = np.sqrt(expected * (1 - expected) / n)
+    assert np.all(np.abs(observed - expected) < 4 * se)
+
+
+def test_simulated_truth_has_the_stated_tie_rate_spread_and_is_seeded() -> None:
+    assumptions = StudyAssumptions(n_systems=8, elo_sd=120.0, tie_rate=0.15)
+    truth = simulated_truth(assumptions, [1, 2, 3])
+    np.testing.assert_allclose(truth.answer_probabilities[..., 1].mean(axis=1), 0.15, atol=1e-9)
+    np.testing.assert_allclose(truth.answer_probabilities.sum(axis=-1), 1.0)
+    assert np.std(truth.elo[0]) == pytest.approx(120.0, rel=0.15)
+    again = simulated_truth(assumptions, [2])
+    np.testing.assert_array_equal(again.elo[0], truth.elo[1])
+    with pytest.raises(StatisticsError, match="tie_rate"):
+        StudyAssumptions(n_systems=8, tie_rate=0.95)
+
+
+def test_sequential_uniform_run_is_balanced_and_its_stopping_errors_stay_below_nominal() -> None:
+    truth = simulated_truth(StudyAssumptions(n_systems=5, elo_sd=150.0), list(range(40)))
+    looks = look_grid(5, start_per_pair=4, stop_per_pair=300, ratio=1.3)
+    run = run_sequential(truth, "uniform", Target(kind="top_k", k=2), looks, seed=7)
+    assert run.top_correct.shape == (len(looks), 40)
+    # With 300 votes per pair and 150-Elo spread the fitted top-2 is right almost always.
+    assert run.top_correct[-1].mean() >= 0.9
+    declared = run.declared_at >= 0
+    assert declared.mean() > 0.5
+    assert (declared & ~run.declared_correct).mean() <= 0.05
+    # Widths shrink as votes come in.
+    assert np.all(run.max_adjacent_width[-1] < run.max_adjacent_width[0])
+
+
+def test_adaptive_run_finds_the_top_k_with_fewer_votes_than_uniform() -> None:
+    truth = simulated_truth(StudyAssumptions(n_systems=8), list(range(60)))
+    looks = look_grid(8, start_per_pair=2, stop_per_pair=150, ratio=1.25)
+    target = Target(kind="top_k", k=2)
+    uniform = run_sequential(truth, "uniform", target, looks, seed=8)
+    adaptive = run_sequential(truth, "thompson", target, looks, seed=8)
+    assert votes_to_share(looks, adaptive.top_correct, 0.8) < votes_to_share(looks, uniform.top_correct, 0.8)
+
+
+def test_votes_to_share_and_width_read_the_first_settled_look() -> None:
+    looks = np.array([10, 20, 40, 80])
+    reached = np.array([[0, 0], [1, 0], [1, 1], [1, 1]], dtype=bool)
+    assert votes_to_share(looks, reached, 1.0) == pytest.approx(40.0)
+    assert votes_to_share(looks, reached, 0.5) == pytest.approx(20.0)
+    assert math.isinf(votes_to_share(looks, np.zeros((4, 2), dtype=bool), 0.5))
+    widest = np.array([[9.0, 9.0], [4.0, 9.0], [6.0, 4.0], [4.0, 3.0]])
+    # Replicate 0 settles between 40 and 80 (width 6 -> 4 crosses 5); replicate 1 between 20 and 40.
+    expected_0 = math.exp(math.log(40) + (math.log(6) - math.log(5)) / (math.log(6) - math.log(4)) * math.log(2))
+    expected_1 = math.exp(math.log(20) + (math.log(9) - math.log(5)) / (math.log(9) - math.log(4)) * math.log(2))
+    np.testing.assert_allclose(votes_to_width(looks, widest, 5.0), [expected_0, expected_1])
+    fit = _fit(m=4)
+    assert adjacent_widths(fit).shape == (2, 3)

@@ -1,0 +1,109 @@
+"""Tests of sample-size planning (stats.planning) against independent simulations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from stats.agreement import fleiss_kappa
+from stats.bradley_terry import SCORE_SCALE, fit_bradley_terry
+from stats.errors import StatisticsError
+from stats.planning import (
+    PlanTarget,
+    StudyDesign,
+    pilot_assumptions,
+    plan_agreement,
+    plan_ranking,
+    plan_study,
+)
+from stats.study_simulation import StudyAssumptions, simulated_truth
+
+
+def test_top_k_probability_on_the_curve_matches_an_independent_vote_by_vote_simulation() -> None:
+    """The plan's P(top-2 right) at one look against a simulation that draws each vote and fits
+    with the row-level Bradley–Terry (balanced design: every pair the same count)."""
+    assumptions = StudyAssumptions(n_systems=4, elo_sd=60.0)
+    plan = plan_ranking(assumptions, PlanTarget("top_k", k=2), n_studies=300, seed=2, max_votes_per_pair=60)
+    point = next(p for p in plan.points if p.votes % 6 == 0 and 0.3 < p.value < 0.9)
+    per_pair = point.votes // 6
+    truth = simulated_truth(assumptions, [10_000 + i for i in range(400)])
+    rng = np.random.default_rng(3)
+    first, second = np.triu_indices(4, 1)
+    right = 0
+    for r in range(400):
+        a = np.repeat(first, per_pair)
+        b = np.repeat(second, per_pair)
+        probs = truth.answer_probabilities[r][np.repeat(np.arange(6), per_pair)]
+        u = rng.random(len(a))
+        y = np.where(u < probs[:, 0], 1.0, np.where(u < probs[:, 0] + probs[:, 1], 0.5, 0.0))
+        fit = fit_bradley_terry(a, b, y, 4)
+        right += set(np.argsort(-fit.theta)[:2]) == set(np.argsort(-truth.elo[r])[:2])
+    independent = right / 400
+    se = math.sqrt(independent * (1 - independent) * (1 / 400 + 1 / 300))
+    assert abs(point.value - independent) < 4 * se
+    assert point.low <= point.value <= point.high
+    assert plan.votes_interval[0] <= plan.votes_needed <= plan.votes_interval[1]
+
+
+def test_kappa_half_width_is_close_to_the_spread_of_kappa_over_independent_studies() -> None:
+    """The planner's bootstrap half-width against 1.96 × the sd of κ over many simulated studies."""
+    assumptions = StudyAssumptions(n_systems=5)
+    design = StudyDesign(raters_per_block=4)
+    plan = plan_agreement(assumptions, PlanTarget("kappa", half_width=0.08), design=design, n_studies=20, seed=1, resamples=300)
+    point = plan.points[-1]
+    n_comparisons = point.votes // 4
+    truth = simulated_truth(assumptions, list(range(300)))
+    rng = np.random.default_rng(4)
+    kappas = []
+    for r in range(300):
+        pairs = rng.integers(0, 10, n_comparisons)
+        counts = rng.multinomial(4, truth.answer_probabilities[r][pairs])
+        kappas.append(fleiss_kappa(counts))
+    assert point.value == pytest.approx(1.96 * np.std(kappas), rel=0.3)
+    assert plan.votes_needed <= point.votes
+    assert plan.raters_needed == math.ceil(plan.votes_needed / design.main_per_rater)
+
+
+def test_adaptive_plan_needs_fewer_votes_for_top_k() -> None:
+    assumptions = StudyAssumptions(n_systems=10)
+    target = PlanTarget("top_k", k=3)
+    uniform = plan_study(assumptions, target, allocation="uniform", n_studies=60, seed=5)
+    adaptive = plan_study(assumptions, target, allocation="adaptive", n_studies=60, seed=5)
+    assert adaptive.votes_needed < uniform.votes_needed
+    report = adaptive.to_dict()
+    assert report["allocation_rule"] == "thompson" and report["votes_needed"] >= 1
+
+
+def test_impossible_targets_are_refused_in_one_line() -> None:
+    assumptions = StudyAssumptions(n_systems=4)
+    with pytest.raises(StatisticsError, match="impossible with 4 systems"):
+        plan_study(assumptions, PlanTarget("top_k", k=4))
+    with pytest.raises(StatisticsError, match="strictly between 0 and 1"):
+        PlanTarget("top_k", probability=1.0)
+    with pytest.raises(StatisticsError, match="not reached within"):
+        plan_ranking(assumptions, PlanTarget("adjacent", width_elo=1.0), n_studies=10, max_votes_per_pair=20)
+    with pytest.raises(StatisticsError, match="not reached within"):
+        plan_agreement(assumptions, PlanTarget("kappa", half_width=0.001), n_studies=10, resamples=50)
+    with pytest.raises(StatisticsError, match="uniform allocation only"):
+        plan_study(assumptions, PlanTarget("alpha"), allocation="adaptive")
+
+
+def test_pilot_assumptions_recover_the_order_and_refuse_a_pilot_too_small_to_fit() -> None:
+    rng = np.random.default_rng(6)
+    theta = np.array([0.8, 0.0, -0.8])
+    a = rng.integers(0, 3, 600)
+    b = (a + rng.integers(1, 3, 600)) % 3
+    u = rng.random(600)
+    p = expit(theta[a] - theta[b])
+    y = np.where(u < 0.1, 0.5, np.where(u < 0.1 + 0.9 * p, 1.0, 0.0))
+    assumptions, summary = pilot_assumptions(a, b, y, ("x", "y", "z"), n_repeats=12)
+    assert list(np.argsort(-np.array(assumptions.elo))) == [0, 1, 2]
+    assert assumptions.elo[0] - assumptions.elo[2] == pytest.approx(1.6 * 0.9 * SCORE_SCALE, rel=0.35)
+    assert summary["tie_rate"] == pytest.approx(0.1, abs=0.04) and summary["hidden_repeat_rate"] == 0.02
+    with pytest.raises(StatisticsError, match="too few to fit"):
+        pilot_assumptions(a[:10], b[:10], y[:10], ("x", "y", "z"))
+    with pytest.raises(StatisticsError, match="disconnected"):
+        pilot_assumptions(np.array([0, 2] * 10), np.array([1, 3] * 10), np.ones(20), ("w", "x", "y", "z"))
