@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A request cut off from the database answers 503 + Retry-After, not 500 (config/unavailable.py).
+    "config.unavailable.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",

@@ -292,6 +292,8 @@ class Cluster:
         else:
             raise ClusterError(f"ARBITER_CLUSTER_HEALTHCHECK: {self.healthcheck!r} is not tcp, livez or healthz")
         servers = "".join(f"    server web{i} 127.0.0.1:{self.ports[f'web{i}']} check\n" for i in range(1, self.web_nodes + 1))
+        s3 = (f"frontend s3\n    mode tcp\n    bind 127.0.0.1:{self.ports['s3']}\n    default_backend s3\n"
+              f"backend s3\n    mode tcp\n    server moto 127.0.0.1:{self.ports['moto']}\n") if self.s3 else ""
         config = self.run_dir / "haproxy.cfg"
         config.write_text(
             "global\n    maxconn 4000\n"
@@ -303,7 +305,7 @@ class Cluster:
             f"frontend arbiter\n    bind 127.0.0.1:{self.ports['lb']}\n    default_backend nodes\n"
             # Any request may land on any node: no stickiness (the session lives in PostgreSQL).
             "backend nodes\n    balance roundrobin\n"
-            f"{check}    default-server inter 500ms fastinter 250ms downinter 1s fall 2 rise 2\n{servers}"
+            f"{check}    default-server inter 500ms fastinter 250ms downinter 1s fall 2 rise 2\n{servers}{s3}"
         )
         return config
 
@@ -312,13 +314,32 @@ class Cluster:
         wait_for_port(self.ports["lb"], "HAProxy", process, log=self.log("haproxy"))
 
     def start_s3(self) -> None:
-        process = self._spawn("s3", [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.ports["s3"])])
-        wait_for_port(self.ports["s3"], "moto's S3 server", process, log=self.log("s3"))
+        """moto's S3 server; the nodes reach it through HAProxy (``s3_url``), so it can be cut off."""
+        process = self._spawn("s3", [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(self.ports["moto"])])
+        wait_for_port(self.ports["moto"], "moto's S3 server", process, log=self.log("s3"))
         import boto3
 
-        client = boto3.client("s3", endpoint_url=self.s3_url, aws_access_key_id="cluster",
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.ports['moto']}", aws_access_key_id="cluster",
                               aws_secret_access_key="cluster-secret", region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
+
+    def haproxy_command(self, command: str) -> str:
+        """One command on HAProxy's admin socket (``disable server s3/moto``, ``show stat``)."""
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(self.run_dir / "haproxy.sock"))
+            s.sendall(command.encode() + b"\n")
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks).decode()
+
+    def s3_reachable(self, reachable: bool) -> None:
+        """Cut the nodes off from the S3 server (refused at once), or let them reach it again."""
+        if reachable:
+            self.haproxy_command("enable server s3/moto")
+        else:
+            self.haproxy_command("disable server s3/moto")
+            self.haproxy_command("shutdown sessions server s3/moto")
 
     def start_web(self, i: int) -> None:
         name = f"web{i}"
@@ -369,13 +390,15 @@ class Cluster:
         for path in (self.run_dir, self.run_dir / "logs"):
             path.chmod(0o755)
         (self.run_dir / "media").mkdir(exist_ok=True)
-        names = ["lb", "pgbouncer"] + [f"web{i}" for i in range(1, self.web_nodes + 1)] + (["s3"] if self.s3 else [])
+        names = ["lb", "pgbouncer"] + [f"web{i}" for i in range(1, self.web_nodes + 1)] + (["s3", "moto"] if self.s3 else [])
         self.ports = {name: free_port() for name in names}
         self.save()
         try:
             self.ensure_database()
             self.write_pgbouncer_config()
             self.start_pgbouncer()
+            self.write_haproxy_config()
+            self.start_haproxy()
             if self.s3:
                 self.start_s3()
             if migrate:
@@ -386,8 +409,6 @@ class Cluster:
                 self.start_web(i)
             for i in range(1, self.worker_nodes + 1):
                 self.start_worker(i)
-            self.write_haproxy_config()
-            self.start_haproxy()
             self.wait_serving()
             self.wait_workers()
         except BaseException:
