@@ -341,10 +341,14 @@ class Cluster:
             self.haproxy_command("disable server s3/moto")
             self.haproxy_command("shutdown sessions server s3/moto")
 
-    def start_web(self, i: int) -> None:
+    def start_web(self, i: int, **overrides: str) -> None:
+        """Web node ``i`` (its port chosen now if it has none: a node outside the load balancer)."""
         name = f"web{i}"
+        if name not in self.ports:
+            self.ports[name] = free_port()
+        env = {**self.env(), **overrides}
         process = self._spawn(name, [str(BIN / "gunicorn"), "-c", str(ROOT / "gunicorn.conf.py"),
-                                     "-b", f"127.0.0.1:{self.ports[name]}", "--log-level", "warning"])
+                                     "-b", f"127.0.0.1:{self.ports[name]}", "--log-level", "warning"], env=env)
         wait_for_port(self.ports[name], f"web node {i}", process, log=self.log(name), timeout=90)
 
     def start_worker(self, i: int) -> None:
