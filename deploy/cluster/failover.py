@@ -172,8 +172,8 @@ def over_assigned_blocks(slug: str = "bench") -> list[tuple[int, int, int]]:
     return [(b.pk, b.live, b.target_raters) for b in blocks if b.live > b.target_raters]
 
 
-def check_votes(stats: Stats) -> dict[str, int]:
-    """bench_raters' check (acknowledged vs stored, duplicates), plus over-assigned blocks."""
-    result = verify_votes([stats])
+def check_votes(*stats: Stats) -> dict[str, int]:
+    """bench_raters' check (acknowledged vs stored, duplicates) over every run given, plus over-assigned blocks."""
+    result = verify_votes(list(stats))
     result["over_assigned_blocks"] = len(over_assigned_blocks())
     return result
