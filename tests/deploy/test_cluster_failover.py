@@ -61,12 +61,26 @@ def cluster(django_db_setup: None, django_db_blocker, tmp_path_factory: pytest.T
         c.down()
 
 
+def use_cluster_media(cluster: Cluster, settings, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """This process stores images where the nodes read them: the shared folder, or the cluster's bucket."""
+    settings.MEDIA_ROOT = cluster.run_dir / "media"
+    if cluster.s3:
+        env = cluster.env()
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            monkeypatch.setenv(key, env[key])
+        settings.ARBITER_MEDIA_STORAGE = "s3"
+        settings.AWS_STORAGE_BUCKET_NAME = env["AWS_STORAGE_BUCKET_NAME"]
+        settings.AWS_S3_ENDPOINT_URL = env["AWS_S3_ENDPOINT_URL"]
+        settings.AWS_S3_REGION_NAME = env["AWS_S3_REGION_NAME"]
+        settings.STORAGES = {**settings.STORAGES, "default": settings.STORAGES["media_s3"]}
+
+
 @pytest.fixture
-def study(cluster: Cluster, transactional_db: None, settings) -> str:  # type: ignore[no-untyped-def]
+def study(cluster: Cluster, transactional_db: None, settings, monkeypatch: pytest.MonkeyPatch) -> str:  # type: ignore[no-untyped-def]
     """The rater study of bench_raters (40 pages, 4 blocks of 30 comparisons), its images where the nodes read them."""
     from benchmarks.bench_raters import build_study
 
-    settings.MEDIA_ROOT = cluster.run_dir / "media"
+    use_cluster_media(cluster, settings, monkeypatch)
     planned = max(20, RATERS // 4 + int(SECONDS))  # per block: every rater's first assignment and the re-joins
     link, _ = build_study(pages=40, blocks=4, block_size=30, raters_per_block=planned)
     connection.close()
@@ -113,7 +127,7 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
     from tests.judges.factories import make_example_study, make_judge
     from tests.judges.fake_provider import FakeProvider
 
-    settings.MEDIA_ROOT = cluster.run_dir / "media"
+    use_cluster_media(cluster, settings, monkeypatch)
     monkeypatch.setenv("ARBITER_CLUSTER_TEST_KEY", JUDGE_KEY)
     from config.celery_app import app
 
@@ -177,7 +191,9 @@ def test_s3_unreachable_for_10_seconds(cluster: Cluster, study: str, examples_di
             began = time.monotonic()
             importing = subprocess.run([sys.executable, "manage.py", "import_study", str(Path(bundle) / "bundle")],
                                        cwd=ROOT, env=cluster.env(), capture_output=True, text=True, timeout=60)
-            during = [client.get(url).status_code for url in images]
+            # Asked of a node itself: the application's own answer, not the load balancer's (with
+            # /healthz checking storage, HAProxy takes both nodes out while the bucket is away).
+            during = [httpx.get(cluster.node_url(1) + url, cookies=client.cookies, timeout=30).status_code for url in images]
             time.sleep(max(0.0, 10 - (time.monotonic() - began)))
         finally:
             cluster.s3_reachable(True)
