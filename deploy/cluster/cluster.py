@@ -18,7 +18,8 @@ Two switches, for what another branch of issue 28 delivers (docs/deploy.md, "Loo
   and gives the nodes ``ARBITER_MEDIA_STORAGE=s3`` and the ``AWS_*`` settings; ``0`` shares
   ``<run dir>/media`` as ``MEDIA_ROOT``.
 - ``ARBITER_CLUSTER_HEALTHCHECK`` (default ``HEALTHCHECK_DEFAULT``): what HAProxy checks on each
-  node: ``tcp`` (the port accepts), ``livez`` or ``healthz`` (``GET`` that path answers 200).
+  node: ``tcp`` (the port accepts), ``livez`` / ``healthz`` or any path (``GET`` answers 200), e.g.
+  ``/healthz?checks=database,migrations`` to keep nodes in rotation while the bucket is away.
 
 Other settings: ``ARBITER_CLUSTER_DATABASE`` (default ``arbiter_cluster``, created when missing),
 ``ARBITER_CLUSTER_REDIS`` (default ``redis://127.0.0.1:6379/7``), ``ARBITER_CLUSTER_WEB_WORKERS``
@@ -284,13 +285,14 @@ class Cluster:
         self.start_pgbouncer()
 
     def write_haproxy_config(self) -> Path:
-        if self.healthcheck == "tcp":
+        path = {"livez": "/livez", "healthz": "/healthz"}.get(self.healthcheck, self.healthcheck)
+        if path == "tcp":
             check = ""
-        elif self.healthcheck in ("livez", "healthz"):
-            check = (f"    option httpchk\n    http-check send meth GET uri /{self.healthcheck} ver HTTP/1.1 hdr Host localhost\n"
+        elif path.startswith("/") and " " not in path:
+            check = (f"    option httpchk\n    http-check send meth GET uri {path} ver HTTP/1.1 hdr Host localhost\n"
                      "    http-check expect status 200\n")
         else:
-            raise ClusterError(f"ARBITER_CLUSTER_HEALTHCHECK: {self.healthcheck!r} is not tcp, livez or healthz")
+            raise ClusterError(f"ARBITER_CLUSTER_HEALTHCHECK: {self.healthcheck!r} is not tcp, livez, healthz or a path")
         servers = "".join(f"    server web{i} 127.0.0.1:{self.ports[f'web{i}']} check\n" for i in range(1, self.web_nodes + 1))
         s3 = (f"frontend s3\n    mode tcp\n    bind 127.0.0.1:{self.ports['s3']}\n    default_backend s3\n"
               f"backend s3\n    mode tcp\n    server moto 127.0.0.1:{self.ports['moto']}\n") if self.s3 else ""
