@@ -307,7 +307,9 @@ class Cluster:
             f"frontend arbiter\n    bind 127.0.0.1:{self.ports['lb']}\n    default_backend nodes\n"
             # Any request may land on any node: no stickiness (the session lives in PostgreSQL).
             "backend nodes\n    balance roundrobin\n"
-            f"{check}    default-server inter 500ms fastinter 250ms downinter 1s fall 2 rise 2\n{servers}{s3}"
+            # A check may take a while on a loaded node (/healthz reads the database): 3 s before it
+            # counts as failed. A killed node is not waited for: its refused connections are redispatched.
+            f"{check}    timeout check 3s\n    default-server inter 1s fastinter 500ms downinter 1s fall 3 rise 2\n{servers}{s3}"
         )
         return config
 
