@@ -309,7 +309,7 @@ class Cluster:
             "backend nodes\n    balance roundrobin\n"
             # A check may take a while on a loaded node (/healthz reads the database): 3 s before it
             # counts as failed. A killed node is not waited for: its refused connections are redispatched.
-            f"{check}    timeout check 3s\n    default-server inter 1s fastinter 500ms downinter 1s fall 3 rise 2\n{servers}{s3}"
+            f"{check}    timeout check 3s\n    default-server inter 2s fastinter 1s downinter 1s fall 3 rise 2\n{servers}{s3}"
         )
         return config
 
