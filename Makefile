@@ -25,12 +25,14 @@ BASE_PYTHON := $(shell for c in python3.13 python3.12 python3 python; do \
 	  $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo $$p; exit 0; }; \
 	done)
 
-.PHONY: help setup run test lint demo migrate chromium clean
+.PHONY: help setup run test lint demo migrate chromium clean cluster cluster-stop
 
 help:
 	@echo "make run    set up (venv, packages, database, demo study) and serve http://$(HOST):$(PORT)"
 	@echo "make test   set up and run the whole test suite"
 	@echo "make lint   ruff + mypy"
+	@echo "make cluster       HAProxy, two web nodes, PgBouncer, two Celery workers on loopback (deploy/cluster/)"
+	@echo "make cluster-stop  stop it"
 
 $(STAMP): pyproject.toml
 	@if [ -z "$(BASE_PYTHON)" ]; then echo "error: Arbiter needs Python >= 3.12 (Django 6); none found on PATH or in pyenv's versions" >&2; exit 1; fi
@@ -75,6 +77,14 @@ chromium:
 
 test: setup chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The loopback cluster (docs/deploy.md): installs Debian's pgbouncer and haproxy when missing, uses
+# the machine's PostgreSQL (database arbiter_cluster) and Redis (db 7); everything under var/cluster/.
+cluster: setup
+	$(PY) deploy/cluster/cluster.py up
+
+cluster-stop:
+	$(PY) deploy/cluster/cluster.py down
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -31,6 +31,20 @@ timeout = 60
 backlog = 2048
 
 
+def on_starting(server: object) -> None:
+    # Behind PgBouncer (DATABASE_POOLER): refuse to serve, in one line, when it pools statements.
+    if os.environ.get("DATABASE_POOLER"):
+        import django
+
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
+        django.setup()
+        from config.db.pooler import pooling_problem
+
+        problem = pooling_problem()
+        if problem:
+            raise SystemExit(f"error: {problem}")
+
+
 def post_worker_init(worker: object) -> None:
     from config.heap import load_and_freeze
 

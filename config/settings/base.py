@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A request cut off from the database answers 503 + Retry-After, not 500 (config/unavailable.py).
+    "config.unavailable.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
@@ -134,10 +136,21 @@ if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MA
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, DATABASE_POOL_MAX_SIZE), "max_size": DATABASE_POOL_MAX_SIZE, "timeout": 30,
     }
+# A transaction-pooling PgBouncer between the nodes and PostgreSQL (DATABASE_POOLER=pgbouncer;
+# docs/deploy.md, "PgBouncer"): each transaction may run on another server connection, so nothing
+# may outlive a transaction on the server. Django's server-side cursors (``.iterator()``) are
+# turned off, and the hot path's prepared statements default to off: Debian 12's PgBouncer is
+# 1.18, and only PgBouncer >= 1.21 with max_prepared_statements > 0 keeps protocol-level prepared
+# statements across its server connections (DATABASE_PREPARED_STATEMENTS=1 then turns them on).
+# Migrations may go straight to PostgreSQL: DATABASE_DIRECT_URL (deploy/cluster/cluster.py).
+DATABASE_POOLER = env_str("DATABASE_POOLER")
+if DATABASE_POOLER not in ("", "pgbouncer"):
+    raise ImproperlyConfigured(f"DATABASE_POOLER: {DATABASE_POOLER!r} is not a known pooler (leave it empty or say pgbouncer)")
+if DATABASE_POOLER and DATABASES["default"]["ENGINE"] == "config.db.postgresql":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 # PostgreSQL: the rater hot path's compiled queries are prepared, so each is planned once per
-# connection (annotation/selectors/compiled.py; docs/decisions.md, "Rater hot path"). 0 behind a
-# transaction-pooling PgBouncer without max_prepared_statements (PgBouncer < 1.21, or that set to 0).
-DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
+# connection (annotation/selectors/compiled.py; docs/decisions.md, "Rater hot path").
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", not DATABASE_POOLER)
 # gunicorn workers import their views and freeze that heap out of the garbage collector (config/heap.py).
 ARBITER_GC_FREEZE = env_bool("ARBITER_GC_FREEZE", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -399,6 +399,25 @@
     }
   });
 
+  // An answer lost on the way (the node serving it died, the load balancer answered 502/503/504, or
+  // the network dropped) is sent again, same form, same idempotency key: the server stores it once
+  // and answers a repeat with the same next trial (docs/deploy.md, "Losing a node"). Five tries,
+  // 0.5 s apart and doubling; any other error is shown as htmx shows it.
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var elt = e.detail.elt;
+    if (!elt || elt.tagName !== "FORM" || !elt.querySelector("[name=idempotency_key]")) { return; }
+    var status = e.detail.xhr ? e.detail.xhr.status : 0;
+    var tries = Number(elt.dataset.resent || 0);
+    if (e.detail.successful || !(status === 0 || status === 502 || status === 503 || status === 504) || tries >= 5) {
+      delete elt.dataset.resent;
+      return;
+    }
+    elt.dataset.resent = String(tries + 1);
+    window.setTimeout(function () {
+      if (document.body.contains(elt)) { htmx.trigger(elt, "submit"); }
+    }, 500 * Math.pow(2, tries));
+  });
+
   // htmx puts the focus back on an element with the old one's id (the rationale box) right after
   // the swap; the new trial takes it at once, so a key pressed before the swap settles answers.
   document.addEventListener("htmx:afterSwap", function (e) {

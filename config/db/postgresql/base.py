@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import select
 
+from django.core import checks
 from django.db.backends.postgresql import base
+
+from config.db.pooler import check_pooling
+
+# Behind a pooler (DATABASE_POOLER): its mode is checked with the database checks (migrate).
+checks.register(check_pooling, checks.Tags.database)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
