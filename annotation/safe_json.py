@@ -54,5 +54,16 @@ def loads_bounded(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nul: b
         raise
     except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
         raise JSONRefused(f"not valid JSON ({' '.join(str(exc).split())})") from None
+    # Fast path (exact): fewer opening brackets in the whole text than max_depth cannot nest
+    # deeper, and JSON can hold a NUL only as the escape \u0000 (json.loads refuses a raw one in
+    # a string), so a text without that escape has none. Else the full walk names the JSON path.
+    if isinstance(text, bytes):
+        short = text.count(b"[") + text.count(b"{") < max_depth
+        nul = b"\\u0000" in text
+    else:
+        short = text.count("[") + text.count("{") < max_depth
+        nul = "\\u0000" in text
+    if short and (allow_nul or not nul) and options.get("strict", True):
+        return value
     check_value(value, max_depth=max_depth, allow_nul=allow_nul)
     return value

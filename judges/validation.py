@@ -74,6 +74,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+# One decoder for every reply (``json.loads`` with hooks builds a new one per call): stateless, so
+# shared safely; the same options as json.loads(text, object_pairs_hook=..., parse_constant=...).
+_REPLY_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -88,7 +93,11 @@ def parse_reply(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
     if "\x00" in text:
         raise InvalidReply("the reply contains a NUL character")
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        data = (
+            json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+            if text.startswith("\ufeff")  # json.loads's own BOM message
+            else _REPLY_DECODER.decode(text)
+        )
     except json.JSONDecodeError as exc:
         raise InvalidReply(f"the reply is not strict JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except RecursionError:

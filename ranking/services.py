@@ -280,21 +280,36 @@ def check_objective_coverage(systems: list[str], objective: Mapping[str, float])
 
 def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[str, float]) -> dict[str, Any]:
     """SPEC §7 objective vs subjective: Spearman ρ and Kendall τ (scipy) of the objective scores
-    against the Bradley–Terry scores, over the ranked systems that have an objective score."""
+    against the Bradley–Terry scores, over the ranked systems that have an objective score.
+
+    Undefined correlations (every objective score equal, or every fitted score tied) are null
+    with a ``reason``; ``reason`` is null when both are defined.
+    """
     check_objective_coverage([row["system"] for row in systems], objective)
     common = [row for row in systems if row["system"] in objective]
     from scipy import stats  # imported here: only --objective needs it (a second of start-up otherwise)
 
-    from stats.rank_correlation import rounded_theta, theta_of_scores
+    from stats.rank_correlation import theta_of_scores, tied_theta
 
     x = np.array([objective[row["system"]] for row in common], dtype=float)
-    # Fitted scores rounded as the ranks are, so exactly tied systems stay tied (audit F1).
-    y = rounded_theta(theta_of_scores(np.array([row["score"] for row in common], dtype=float)))
-    rho = stats.spearmanr(x, y).statistic
-    tau = stats.kendalltau(x, y).statistic
+    # Fitted scores tie-grouped as the ranks are, so exactly tied systems stay tied (audit F1).
+    y = tied_theta(theta_of_scores(np.array([row["score"] for row in common], dtype=float)))
+    reason: str | None = None
+    if np.ptp(x) == 0:
+        reason = (
+            f"every one of the {len(common)} systems has the same objective score ({x[0]:g}): "
+            "the rank correlation is undefined"
+        )
+    elif np.ptp(y) == 0:
+        reason = f"the {len(common)} systems are all tied in the fitted ranking: the rank correlation is undefined"
+    if reason is None:
+        rho, tau = stats.spearmanr(x, y).statistic, stats.kendalltau(x, y).statistic
+    else:
+        rho = tau = math.nan
     return {
         "spearman": _float_or_none(rho),
         "kendall": _float_or_none(tau),
+        "reason": reason,
         "n_systems": len(common),
         "systems_without_objective": [row["system"] for row in systems if row["system"] not in objective],
     }

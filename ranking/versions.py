@@ -244,7 +244,11 @@ def version_sensitivity(
                 "votes_on_earlier_versions": int(sum(n for pair, n in counts.items() if pair != later)),
             }
         )
-    systems = system_changes(earlier.result.get("systems", []), result.get("systems", []))
+    systems = system_changes(
+        earlier.result.get("systems", []), result.get("systems", []), earlier=f"leaderboard {earlier.pk}"
+    )
+    removed = removed_systems(earlier.result.get("systems", []), result.get("systems", []), earlier=earlier.pk)
+    unchanged, unchanged_reason = ranks_unchanged(systems, removed, earlier=earlier.pk)
     return {
         "compared_to": {
             "leaderboard": earlier.pk,
@@ -260,23 +264,70 @@ def version_sensitivity(
         "n_human_comparisons_changed": len(human_rows),
         # Their earlier human labels do not validate the replacement candidates.
         "human_comparisons_changed": human_rows[:MAX_LISTED],
-        "ranks_unchanged": all(row["rank_change"] == 0 for row in systems),
+        "ranks_unchanged": unchanged,
+        "ranks_unchanged_reason": unchanged_reason,
         "systems": systems,
+        "removed_systems": removed,
     }
 
 
+def ranks_unchanged(
+    systems: Sequence[Mapping[str, Any]], removed: Sequence[Mapping[str, Any]], *, earlier: int
+) -> tuple[bool | None, str | None]:
+    """Whether every point rank is unchanged, and why not when it is false or undefined.
+
+    True only when both leaderboards rank the same systems and none moved; false when a system
+    moved, was added or was removed; null when there is no system to compare.
+    """
+    if not systems and not removed:
+        return None, f"neither this leaderboard nor leaderboard {earlier} ranks a system: nothing to compare"
+    moved = [row["system"] for row in systems if row["rank_change"] not in (None, 0)]
+    added = [row["system"] for row in systems if row["rank_change"] is None]
+    parts = []
+    if moved:
+        parts.append(f"{len(moved)} system(s) changed rank: {', '.join(moved)}")
+    if added:
+        parts.append(f"{len(added)} system(s) not in leaderboard {earlier}: {', '.join(added)}")
+    if removed:
+        parts.append(
+            f"{len(removed)} system(s) of leaderboard {earlier} not ranked now: "
+            + ", ".join(str(row["system"]) for row in removed)
+        )
+    return (False, "; ".join(parts)) if parts else (True, None)
+
+
+def removed_systems(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]], *, earlier: int | str
+) -> list[dict[str, Any]]:
+    """The systems of ``before`` that ``after`` does not rank (in their earlier rank order), each with a note."""
+    now = {row["system"] for row in after}
+    return [
+        {
+            "system": row["system"],
+            "rank_before": int(row["rank"]),
+            "score_before": float(row["score"]),
+            "note": f"ranked by leaderboard {earlier}, not by this one (it has no scored comparison now)",
+        }
+        for row in sorted(before, key=lambda r: r["rank"])
+        if row["system"] not in now
+    ]
+
+
 def system_changes(
-    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+    before: Sequence[Mapping[str, Any]],
+    after: Sequence[Mapping[str, Any]],
+    *,
+    earlier: str = "the earlier leaderboard",
 ) -> list[dict[str, Any]]:
     """Per system of ``after`` (in its rank order): rank and score before and now, and the changes.
 
     ``rank_change`` is positive when the system moved up (rank 3 → 1 is +2); a system absent from
-    ``before`` has null earlier values.
+    ``before`` has null earlier values and changes, with a ``reason`` saying so (null otherwise).
     """
-    earlier = {row["system"]: row for row in before}
+    by_system = {row["system"]: row for row in before}
     out = []
     for row in sorted(after, key=lambda r: r["rank"]):
-        old = earlier.get(row["system"])
+        old = by_system.get(row["system"])
         out.append(
             {
                 "system": row["system"],
@@ -286,6 +337,9 @@ def system_changes(
                 "score_before": None if old is None else float(old["score"]),
                 "score": float(row["score"]),
                 "score_delta": None if old is None else float(row["score"]) - float(old["score"]),
+                "reason": None
+                if old is not None
+                else f"not ranked by {earlier}: new since then, so it has no earlier rank or score to compare",
             }
         )
     return out

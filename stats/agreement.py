@@ -472,7 +472,7 @@ class LeaveOneRaterOut:
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Tie-aware Spearman of two score vectors (θ rounded as the ranks are; audit F1)."""
+    """Tie-aware Spearman of two score vectors (θ tie-grouped as the ranks are; audit F1)."""
     from stats.rank_correlation import spearman_tie_aware, theta_of_scores  # pure, SPEC §7
 
     return spearman_tie_aware(theta_of_scores(x), theta_of_scores(y))
@@ -489,7 +489,7 @@ def leave_one_rater_out(
 
     ``counts_by_rater[r]`` is rater r's (comparisons × [B, TIE, A]) valid main-vote counts, rows
     aligned with ``system_a``/``system_b``. Spearman is ``scipy.stats.spearmanr`` of the scores
-    rounded as the ranks are (``RANK_DECIMALS`` on the θ scale), ties sharing their average rank;
+    tie-grouped as the ranks are (``RANK_TOLERANCE`` on the θ scale), ties sharing their average rank;
     the movement is ``max |rank − full rank|``. When dropping a rater leaves no valid vote there is
     no ranking to compare: Spearman NaN, movement None, with a reason.
     """

@@ -46,9 +46,11 @@ L2_PENALTY = 1e-3  # SPEC §7
 SCORE_SCALE = 400.0 / math.log(10.0)  # SPEC §7: score = 400 θ / ln 10
 GRADIENT_TOLERANCE = 1e-10
 MAX_NEWTON_ITERATIONS = 200
-# Ranks treat thetas equal to this many decimals as tied (then the lower system index wins), so
-# that rounding noise never decides between two systems whose data are symmetric.
-RANK_DECIMALS = 9
+# Ranks treat thetas whose sorted neighbours differ by at most this much as tied (then the lower
+# system index wins), so that rounding noise never decides between two systems whose data are
+# symmetric. A tolerance on differences, not rounding to 9 decimals: two equal values on a
+# rounding half-point (1.5e-9) would be split by 1e-14 of noise (issue 29, item 4).
+RANK_TOLERANCE = 1e-9
 # Memory bound for the batched Newton iteration: about this many float64 per (R, M, M) array.
 _BATCH_ELEMENTS = 2_000_000
 
@@ -58,7 +60,8 @@ class BradleyTerryFit:
     """A fitted Bradley–Terry model (SPEC §7).
 
     ``theta`` is centered (mean 0); ``scores = 400 θ / ln 10``; ``ranks[m]`` is system ``m``'s rank
-    (1 = best; equal θ, to ``RANK_DECIMALS`` decimals, is broken by the lower system index).
+    (1 = best; θ tied within ``RANK_TOLERANCE`` (:func:`tie_grouped_theta`) is broken by the lower
+    system index).
     """
 
     theta: np.ndarray
@@ -305,9 +308,34 @@ def _newton_batch(
     return theta, iterations, grad_norm
 
 
+def tie_grouped_theta(theta: np.ndarray, tolerance: float = RANK_TOLERANCE) -> np.ndarray:
+    """θ with tied values made equal, along the last axis.
+
+    Sorted, a value within ``tolerance`` of the one below it is tied with it; each run of tied
+    values takes the run's smallest value. Ties chain: 0, 0.8e-9 and 1.6e-9 are one run. NaN is
+    never tied with anything and stays NaN. The order of untied values is unchanged, so ranks
+    and rank correlations of the result treat exact-but-noisy ties as ties.
+    """
+    t = np.asarray(theta, dtype=np.float64)
+    if t.ndim == 0 or t.shape[-1] == 0:
+        return t + 0.0
+    order = np.argsort(t, axis=-1, kind="stable")
+    ordered = np.take_along_axis(t, order, axis=-1)
+    # ~(gap <= tol), not gap > tol: a NaN gap starts a new run, so NaN never joins a finite run.
+    starts = np.concatenate(
+        [np.ones((*t.shape[:-1], 1), dtype=bool), ~(np.diff(ordered, axis=-1) <= tolerance)], axis=-1
+    )
+    position = np.broadcast_to(np.arange(t.shape[-1]), t.shape)
+    leader = np.maximum.accumulate(np.where(starts, position, 0), axis=-1)
+    out = np.empty_like(t)
+    np.put_along_axis(out, order, np.take_along_axis(ordered, leader, axis=-1), axis=-1)
+    return out + 0.0  # + 0.0: no −0.0
+
+
 def ranks_from_theta(theta: np.ndarray) -> np.ndarray:
-    """Rank of every system (1 = best) along the last axis; ties go to the lower system index."""
-    key = -np.round(np.asarray(theta, dtype=np.float64), RANK_DECIMALS) + 0.0  # + 0.0: no −0.0
+    """Rank of every system (1 = best) along the last axis; ties (:func:`tie_grouped_theta`) go to
+    the lower system index."""
+    key = -tie_grouped_theta(theta) + 0.0  # + 0.0: no −0.0
     order = np.argsort(key, axis=-1, kind="stable")
     ranks = np.empty(order.shape, dtype=np.int64)
     positions = np.broadcast_to(np.arange(1, order.shape[-1] + 1), order.shape)

@@ -386,7 +386,20 @@ def judge_ablation(
         raise AblationError("axis evidence must have the shape of the overall evidence")
     has_human = (v > 0) & np.isfinite(h)
     n_total = int(has_human.sum())
+    no_evidence = [j for k, j in enumerate(judges) if not np.isfinite(o[has_human, k]).any()]
+    if no_evidence:
+        # Named here: otherwise no comparison is complete and the block check below takes the blame.
+        raise AblationError(
+            f"judge(s) {', '.join(no_evidence)} have no valid output on any comparison with a human "
+            f"reference ({n_total} such comparisons): every subset containing them is undefined; "
+            "leave them out or run them again"
+        )
     complete = has_human & np.all(np.isfinite(o), axis=1)
+    if n_total and not complete.any():
+        raise AblationError(
+            f"no comparison with a human reference has a valid output from every judge ({', '.join(judges)}): "
+            "their valid outputs fall on different comparisons"
+        )
     subset_coverage_of = {}
     all_subsets = [s for k in range(1, n_judges + 1) for s in itertools.combinations(range(n_judges), k)]
     for s in all_subsets:

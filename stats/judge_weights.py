@@ -453,7 +453,7 @@ def _spearman(
 
     human_fit = fit_bradley_terry(a, b, h, m)
     proxy_fit = fit_bradley_terry(a, b, p_oof, m)
-    # Tie-aware on θ rounded as the ranks are (audit F1): exact ties stay ties.
+    # Tie-aware on θ tie-grouped as the ranks are (audit F1): exact ties stay ties.
     rho = spearman_tie_aware(proxy_fit.theta, human_fit.theta)
     note = correlation_reason(proxy_fit.theta, human_fit.theta)
     ci: tuple[float, float] | None = None

@@ -32,9 +32,15 @@ from annotation.selectors.studies import (
 )
 from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
 from annotation.services.bundles.update import study_update_upload
+from annotation.services.crowd_settings import CROWD_SETTINGS
 from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
+
+
+def _crowd_value(*, help_text: str) -> serializers.JSONField:
+    """A crowd setting in a PATCH body: its JSON value unchanged, for ``crowd_settings_clean`` to check."""
+    return serializers.JSONField(required=False, allow_null=True, help_text=help_text)
 
 
 class ResearcherApi(APIView):
@@ -86,6 +92,14 @@ class StudyDetailApi(ResearcherApi):
         instructions_md = serializers.CharField()
         judge_prompt = serializers.CharField()
         neutralize_media = serializers.BooleanField()
+        # The crowd settings (the settings page's; PATCH takes the same keys).
+        accepting_participants = serializers.BooleanField()
+        completion_code = serializers.CharField()
+        completion_url = serializers.CharField()
+        screened_out_url = serializers.CharField()
+        screened_out_code = serializers.CharField()
+        end_comment = serializers.BooleanField()
+        break_every = serializers.IntegerField()
         created_at = serializers.DateTimeField()
         axes = AxisSerializer(many=True)
         counts = inline_serializer(
@@ -111,6 +125,7 @@ class StudyDetailApi(ResearcherApi):
             "instructions_md": study.instructions_md,
             "judge_prompt": study.judge_prompt,
             "neutralize_media": study.neutralize_media,
+            **{name: getattr(study, name) for name in CROWD_SETTINGS},
             "created_at": study.created_at,
             "axes": overview.axes,
             "counts": {
@@ -134,14 +149,18 @@ class StudyDetailApi(ResearcherApi):
             required=False, allow_blank=True, max_length=50_000, help_text="Empty: the project's default prompt."
         )
         neutralize_media = serializers.BooleanField(required=False)
-        accepting_participants = serializers.BooleanField(required=False)
-        # Crowd settings (issue 17); the service checks the URLs and bounds.
-        completion_code = serializers.CharField(required=False, allow_blank=True, max_length=64)
-        completion_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
-        screened_out_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
-        screened_out_code = serializers.CharField(required=False, allow_blank=True, max_length=64)
-        end_comment = serializers.BooleanField(required=False)
-        break_every = serializers.IntegerField(required=False, min_value=0, max_value=10_000)
+        accepting_participants = _crowd_value(help_text="true/false: the participant link takes new participants.")
+        # Crowd settings (issues 17, 29): JSON values passed as given to the one validator the
+        # settings page and the bundle's ``crowd`` object use (annotation.services.crowd_settings),
+        # so limits and messages are the same everywhere; the fields here only document the types.
+        completion_code = _crowd_value(help_text="Text, at most 64 characters; empty: a new code per participant.")
+        completion_url = _crowd_value(
+            help_text="Empty, or an absolute http(s) URL (at most 500 characters); {code} is replaced by the code."
+        )
+        screened_out_url = _crowd_value(help_text="Empty, or an absolute http(s) URL (at most 500 characters).")
+        screened_out_code = _crowd_value(help_text="Text, at most 64 characters.")
+        end_comment = _crowd_value(help_text="true/false: an optional comment box on the end page.")
+        break_every = _crowd_value(help_text="A break screen every N answered trials: a whole number 0 … 10000 (0: none).")
 
     @extend_schema(
         operation_id="studies_partial_update",

@@ -98,7 +98,7 @@ class ChecklistDesign(StudyDesign):
     analysis_summary = "human majority vs automatic answers"
     bundle_required = (*BUNDLE_COMMON_REQUIRED, "predicates")
     bundle_options = ("k",)
-    bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings")
+    bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings", "crowd")
     bundle_option_defaults = {"k": 3}
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:

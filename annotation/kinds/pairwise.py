@@ -88,7 +88,7 @@ class PairwiseDesign(StudyDesign):
     unit_field = "comparison"
     analysis_summary = "score–preference agreement by score gap"
     bundle_required = (*BUNDLE_COMMON_REQUIRED, "briefs")  # the brief is the task both images answer
-    bundle_optional = ("comparisons", "judge_prompt", "settings")
+    bundle_optional = ("comparisons", "judge_prompt", "settings", "crowd")
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         comparisons = (

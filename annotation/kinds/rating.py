@@ -118,7 +118,7 @@ class RatingDesign(StudyDesign):
     analysis_summary = "paired differences and equivalence"
     bundle_required = BUNDLE_COMMON_REQUIRED
     bundle_options = ("dimensions", "scale", "margin")
-    bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings")
+    bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings", "crowd")
     bundle_option_defaults = {"scale": list(_DEFAULT_SCALE), "dimensions": [], "margin": 0.5}
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:

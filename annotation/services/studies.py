@@ -9,50 +9,35 @@ from django.db import transaction
 from annotation.errors import ValidationFailed
 from annotation.models import Study
 from annotation.services.audit import audit_record
+from annotation.services.crowd_settings import CROWD_SETTINGS, crowd_settings_clean
 
-EDITABLE = (
-    "title", "instructions_md", "judge_prompt", "neutralize_media", "accepting_participants", "completion_code",
-    # Crowd settings (issue 17): the round trip to the crowd platform and breaks.
-    "completion_url", "screened_out_url", "screened_out_code", "end_comment", "break_every",
-)
-TEXT_LIMITS = {
-    "title": 200, "instructions_md": 50_000, "judge_prompt": 50_000, "completion_code": 64,
-    "completion_url": 500, "screened_out_url": 500, "screened_out_code": 64,
-}
-URL_FIELDS = ("completion_url", "screened_out_url")
-INTEGER_LIMITS = {"break_every": (0, 10_000)}
-FIELD_WORDS = {
-    "completion_url": "The completion URL", "screened_out_url": "The screened-out URL",
-    "break_every": "Breaks every N trials",
-}
+# Crowd settings (issue 17; issue 29: the page, this service's API caller and the bundle share
+# one validator, annotation.services.crowd_settings).
+EDITABLE = ("title", "instructions_md", "judge_prompt", "neutralize_media", *CROWD_SETTINGS)
+TEXT_LIMITS = {"title": 200, "instructions_md": 50_000, "judge_prompt": 50_000}
 
 
 def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> Study:
     """Change a study's editable fields; every change is recorded in the audit log.
 
     An empty ``judge_prompt`` means the project's default prompt. Judge outputs already stored
-    keep the prompt they were made with; the audit log says when the prompt changed.
+    keep the prompt they were made with; the audit log says when the prompt changed. The crowd
+    settings are checked by :func:`crowd_settings_clean`, as the bundle's ``crowd`` object is.
     """
     unknown = sorted(set(changes) - set(EDITABLE))
     if unknown:
         raise ValidationFailed(f"not editable: {', '.join(unknown)} (editable: {', '.join(EDITABLE)})")
     for name, value in changes.items():
+        if name in CROWD_SETTINGS:
+            continue
         if name in TEXT_LIMITS:
             if not isinstance(value, str):
                 raise ValidationFailed("expected text", field=name)
             if len(value) > TEXT_LIMITS[name]:
                 raise ValidationFailed(f"at most {TEXT_LIMITS[name]:,} characters", field=name)
-            if name in URL_FIELDS and value.strip():
-                _url_check(name, value.strip())
-        elif name in INTEGER_LIMITS:
-            low, high = INTEGER_LIMITS[name]
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValidationFailed(f"{FIELD_WORDS[name]} is a whole number from {low} to {high:,}", field=name)
         elif not isinstance(value, bool):
             raise ValidationFailed("expected true or false", field=name)
-    for name in URL_FIELDS:
-        if name in changes:
-            changes[name] = changes[name].strip()
+    changes.update(crowd_settings_clean({k: v for k, v in changes.items() if k in CROWD_SETTINGS}))
     if "title" in changes and not changes["title"].strip():
         raise ValidationFailed("a study needs a title", field="title")
     changed = {k: v for k, v in changes.items() if getattr(study, k) != v}
@@ -72,15 +57,3 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
         )
     return study
 
-
-def _url_check(name: str, value: str) -> None:
-    """A crowd-platform URL: absolute http(s), as the participant's browser will be sent there."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValidationFailed(
-            f"{FIELD_WORDS[name]} must start with https:// (or http://), e.g. "
-            "https://app.prolific.com/submissions/complete?cc=CODE",
-            field=name,
-        )

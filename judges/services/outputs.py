@@ -30,11 +30,19 @@ from annotation.errors import ValidationFailed
 from annotation.models import Axis, Comparison, Study
 from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
+from annotation.services.bulk_rows import rows_insert
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
 from judges.validation import InvalidReply, canonical_answer
 
 REQUIRED_KEYS = ("comparison", "judge", "order", "repeat", "raw")
 FINISHED = (OutputStatus.VALID, OutputStatus.INVALID, OutputStatus.FAILED)
+# The columns an import fills per line (annotation.services.bulk_rows; the rest take their defaults).
+IMPORT_COLUMNS = (
+    "judge_id", "comparison_id", "order", "repeat", "status", "raw", "error", "winner", "confidence",
+    "axis_scores", "reason", "prompt_sha256", "input_tokens", "output_tokens", "cached_tokens", "served_model",
+    "request_id",
+)
+ORDER_VALUES = frozenset(Order.values)  # Order.values builds a new list on every access
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,13 @@ def _read_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def _parse_line(
-    *, where: str, number: int, text: str, comparisons: dict[str, Comparison], axes: list[Axis]
+    *,
+    where: str,
+    number: int,
+    text: str,
+    comparisons: dict[str, Comparison],
+    axes: list[Axis],
+    active_of: dict[int, list[str]] | None = None,
 ) -> _Line:
     try:
         data = loads_bounded(text)
@@ -119,7 +133,7 @@ def _parse_line(
     if not isinstance(judge, str) or not judge.strip() or len(judge) > 120:
         raise ValidationFailed("expected a judge name (1–120 characters)", where=where, field="judge")
     order = data["order"]
-    if order not in Order.values:
+    if not isinstance(order, str) or order not in ORDER_VALUES:
         raise ValidationFailed(f"expected primary or swapped, got {json.dumps(order)[:40]}", where=where, field="order")
     repeat = data["repeat"]
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
@@ -142,7 +156,12 @@ def _parse_line(
     if status == OutputStatus.FAILED:
         error = error or "no reply (imported as failed)"
     else:
-        active = comparison.page.active_axis_ids(axes)
+        cached = None if active_of is None else active_of.get(comparison.page_id)  # type: ignore[attr-defined]
+        if cached is None:
+            cached = comparison.page.active_axis_ids(axes)
+            if active_of is not None:  # one list per page, not per line
+                active_of[comparison.page_id] = cached  # type: ignore[attr-defined]
+        active = cached
         try:
             answer = canonical_answer(raw, active_axes=active, order=order)
             status, error = OutputStatus.VALID, ""
@@ -165,9 +184,12 @@ def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) ->
     axes = list(Axis.objects.filter(study=study).order_by("position"))
     parsed: list[_Line] = []
     seen: dict[tuple[str, str, str, int], int] = {}
+    active_of: dict[int, list[str]] = {}
     for number, text in _read_lines(path):
         where = f"{path.name} line {number}"
-        line = _parse_line(where=where, number=number, text=text, comparisons=comparisons, axes=axes)
+        line = _parse_line(
+            where=where, number=number, text=text, comparisons=comparisons, axes=axes, active_of=active_of
+        )
         key = (line.judge, line.comparison.external_id, line.order, line.repeat)
         if key in seen:
             raise ValidationFailed(
@@ -202,34 +224,26 @@ def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) ->
                 family = next((line.family for line in parsed if line.judge == name and line.family), "")
                 judges[name] = Judge.objects.create(name=name, family=family, provider=Provider.IMPORTED)
                 counts["judges_created"] += 1
+        # One COPY (PostgreSQL) or executemany (SQLite) of prepared values: the ORM's per-row
+        # instances and per-value compilation were most of the time (annotation.services.bulk_rows).
         rows = []
         for line in parsed:
             answer = line.answer
             rows.append(
-                JudgeOutput(
-                    judge=judges[line.judge],
-                    comparison=line.comparison,
-                    order=line.order,
-                    repeat=line.repeat,
-                    status=line.status,
-                    raw=line.raw,
-                    error=line.error,
-                    winner=answer.winner if answer else "",
-                    confidence=answer.confidence if answer else None,
-                    axis_scores=answer.axes_list() if answer else [],
-                    reason=answer.reason if answer else "",
-                    prompt_sha256=line.prompt_sha256,
-                    input_tokens=line.usage[0],
-                    output_tokens=line.usage[1],
-                    cached_tokens=line.usage[2],
-                    served_model=line.model,
-                    request_id=line.request_id,
-                    imported=True,
-                    finished_at=now,
+                (
+                    judges[line.judge].pk, line.comparison.pk, line.order, line.repeat, line.status, line.raw,
+                    line.error,
+                    answer.winner if answer else "",
+                    answer.confidence if answer else None,
+                    answer.axes_list() if answer else [],
+                    answer.reason if answer else "",
+                    line.prompt_sha256, *line.usage, line.model, line.request_id,
                 )
             )
             counts[line.status] += 1
-        JudgeOutput.objects.bulk_create(rows, batch_size=1000)
+        rows_insert(
+            JudgeOutput, IMPORT_COLUMNS, rows, constants={"imported": True, "created_at": now, "finished_at": now}
+        )
         counts["created"] = len(rows)
         audit_record(action="judges.import_outputs", user=user, study=study, target=path.name, **counts)
     return counts

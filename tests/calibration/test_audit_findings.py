@@ -21,11 +21,15 @@ from django.core.management.base import CommandError
 from scipy import stats
 
 from stats.agreement import agreement_report
-from stats.bradley_terry import RANK_DECIMALS, fit_bradley_terry
+from stats.bradley_terry import fit_bradley_terry
 from stats.judge_weights import calibrate
 from stats.preference import human_reference, label_counts
 from stats.rank_correlation import kendall_tie_aware, spearman_tie_aware
 from stats.rating import paired_t_interval, rating_comparison
+
+# The independent check rounds θ to 9 decimals: these scenarios sit far from a half-point, where
+# rounding and the tie tolerance (stats.bradley_terry.RANK_TOLERANCE) agree.
+RANK_DECIMALS = 9
 
 SYSTEMS = ["s1", "s2", "s3", "s4", "s5"]
 
@@ -294,3 +298,18 @@ def test_f1_objective_vs_subjective_ranks_rounded_scores() -> None:
     assert got["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
     assert got["kendall"] == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
     assert got["spearman"] != pytest.approx(1.0)  # raw floats would call it a perfect ρ = 1
+
+
+def test_objective_vs_subjective_null_correlations_carry_a_reason() -> None:
+    """Issue 29: constant objective scores gave null ρ/τ without a reason."""
+    from ranking.services import _objective_correlations
+
+    rows = [{"system": "a", "score": 10.0}, {"system": "b", "score": 5.0}, {"system": "c", "score": -3.0}]
+    got = _objective_correlations(rows, {"a": 0.7, "b": 0.7, "c": 0.7})
+    assert got["spearman"] is None and got["kendall"] is None
+    assert got["reason"] is not None and "same objective score (0.7)" in got["reason"]
+    tied = [{"system": s, "score": 1e-12 * k} for k, s in enumerate("abc")]
+    got = _objective_correlations(tied, {"a": 1.0, "b": 2.0, "c": 3.0})
+    assert got["spearman"] is None and "tied in the fitted ranking" in got["reason"]
+    got = _objective_correlations(rows, {"a": 3.0, "b": 2.0, "c": 1.0})
+    assert got["spearman"] == pytest.approx(1.0) and got["reason"] is None

@@ -28,7 +28,7 @@ from calibration.models import CoefficientSet
 from calibration.selectors.calibration import human_set_judge_outputs
 from judges.models import JudgeOutput
 from ranking.models import Leaderboard
-from ranking.versions import system_changes
+from ranking.versions import ranks_unchanged, removed_systems, system_changes
 from tests.judges.factories import make_judge
 from tests.judges.fake_provider import REFERENCE_COLOUR, SYSTEM_COLOURS, FakeProvider
 
@@ -397,7 +397,7 @@ def test_system_changes_signs_and_new_systems() -> None:
         {"system": "a", "rank": 2, "score": -4.0},
         {"system": "c", "rank": 3, "score": -1.0},
     ]
-    assert system_changes(before, after) == [
+    assert system_changes(before, after, earlier="leaderboard 7") == [
         {
             "system": "b",
             "rank_before": 2,
@@ -406,6 +406,7 @@ def test_system_changes_signs_and_new_systems() -> None:
             "score_before": -10.0,
             "score": 5.0,
             "score_delta": 15.0,
+            "reason": None,
         },
         {
             "system": "a",
@@ -415,6 +416,7 @@ def test_system_changes_signs_and_new_systems() -> None:
             "score_before": 10.0,
             "score": -4.0,
             "score_delta": -14.0,
+            "reason": None,
         },
         {
             "system": "c",
@@ -424,8 +426,67 @@ def test_system_changes_signs_and_new_systems() -> None:
             "score_before": None,
             "score": -1.0,
             "score_delta": None,
+            "reason": "not ranked by leaderboard 7: new since then, so it has no earlier rank or score to compare",
         },
     ]
+
+
+def test_removed_systems_are_noted_and_ranks_unchanged_says_why_not() -> None:
+    """Issue 29: a removed system gets a note, a new one a reason, and an empty comparison is not
+    "unchanged"."""
+    before = [
+        {"system": "a", "rank": 1, "score": 10.0},
+        {"system": "b", "rank": 2, "score": 0.0},
+        {"system": "d", "rank": 3, "score": -10.0},
+    ]
+    same = [{"system": "a", "rank": 1, "score": 9.0}, {"system": "b", "rank": 2, "score": 1.0}]
+    removed = removed_systems(before, same, earlier=7)
+    assert removed == [
+        {
+            "system": "d",
+            "rank_before": 3,
+            "score_before": -10.0,
+            "note": "ranked by leaderboard 7, not by this one (it has no scored comparison now)",
+        }
+    ]
+    unchanged, why = ranks_unchanged(system_changes(before, same), removed, earlier=7)
+    assert unchanged is False and why == "1 system(s) of leaderboard 7 not ranked now: d"
+    # Same systems, same ranks: true with no reason.
+    assert ranks_unchanged(system_changes(before, before), [], earlier=7) == (True, None)
+    # A new system: false, named.
+    grown = [*before, {"system": "e", "rank": 4, "score": -20.0}]
+    unchanged, why = ranks_unchanged(system_changes(before, grown), removed_systems(before, grown, earlier=7), earlier=7)
+    assert unchanged is False and why == "1 system(s) not in leaderboard 7: e"
+    # Nothing to compare: null with a reason, never true.
+    unchanged, why = ranks_unchanged([], [], earlier=7)
+    assert unchanged is None and why is not None and "nothing to compare" in why
+
+
+def test_the_version_sensitivity_card_shows_reasons_and_removed_systems() -> None:
+    from django.template.loader import render_to_string
+
+    before = [{"system": "a", "rank": 1, "score": 10.0}, {"system": "gone", "rank": 2, "score": -10.0}]
+    after = [{"system": "a", "rank": 2, "score": 1.0}, {"system": "fresh", "rank": 1, "score": 3.0}]
+    systems = system_changes(before, after, earlier="leaderboard 7")
+    removed = removed_systems(before, after, earlier=7)
+    unchanged, why = ranks_unchanged(systems, removed, earlier=7)
+    vs = {
+        "compared_to": {"leaderboard": 7, "computed_at": "2026-12-03T00:00:00"},
+        "comparisons_touched": 0,
+        "outputs": {"refreshed": 0, "retained": 0, "new": 0, "superseded": 0},
+        "n_human_comparisons_changed": 0,
+        "ranks_unchanged": unchanged,
+        "ranks_unchanged_reason": why,
+        "systems": systems,
+        "removed_systems": removed,
+    }
+    html = render_to_string("ranking/version_sensitivity.html", {"vs": vs})
+    assert "Ranks differ: 1 system(s) changed rank: a; 1 system(s) not in leaderboard 7: fresh" in html
+    assert "No longer ranked (in leaderboard 7 only)" in html and "<code>gone</code> (rank 2" in html
+    assert "(new)" in html and "All point ranks are unchanged" not in html
+    vs.update(systems=[], removed_systems=[], ranks_unchanged=None, ranks_unchanged_reason="nothing here")
+    html = render_to_string("ranking/version_sensitivity.html", {"vs": vs})
+    assert "No ranks to compare: nothing here." in html and "All point ranks are unchanged" not in html
 
 
 @pytest.mark.django_db

@@ -253,6 +253,25 @@ def test_overall_only_when_no_axis_scores_and_too_few_blocks_refused() -> None:
         judge_ablation(**d, resamples=10, seed=1)
 
 
+def test_a_judge_without_valid_evidence_is_named_not_the_blocks() -> None:
+    """Issue 29: a judge whose outputs are all invalid (NaN evidence) used to make the error blame
+    "blocks"; it names the judge."""
+    d = study(12)
+    d["overall"][:, 1] = np.nan
+    d["axis"][:, 1] = np.nan
+    with pytest.raises(AblationError) as err:
+        judge_ablation(**d, resamples=10, seed=1)
+    message = str(err.value)
+    assert "j1" in message and "j0" not in message and "j2" not in message
+    assert "no valid output" in message and "blocks" not in message and "\n" not in message
+    # Valid outputs that never meet on one comparison: named too, not blamed on the blocks.
+    d = study(13)
+    d["overall"][: len(d["h"]) // 2, 0] = np.nan
+    d["overall"][len(d["h"]) // 2 :, 1] = np.nan
+    with pytest.raises(AblationError, match="no comparison with a human reference has a valid output from every judge"):
+        judge_ablation(**d, resamples=10, seed=1)
+
+
 def test_two_blocks_use_page_groups_as_inner_folds() -> None:
     """With two blocks an outer fold trains on one block; its inner folds are its page groups."""
     d = study(11, n_blocks=2)

@@ -93,6 +93,7 @@ from annotation.services.bundles.reference_format import (
     study_spec_from_document,
     study_spec_to_json,
 )
+from annotation.services.crowd_settings import CROWD_SETTINGS
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -430,6 +431,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         instructions_md=spec.instructions_md,
         judge_prompt=spec.judge_prompt,
         **spec.settings,
+        **spec.crowd,
         created_by=user,  # type: ignore[misc]
     )
     Axis.objects.bulk_create(
@@ -541,6 +543,7 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
         options=spec.options,
         judge_prompt=spec.judge_prompt,
         **spec.settings,
+        **spec.crowd,
         created_by=user,  # type: ignore[misc]
     )
     systems = System.objects.bulk_create(
@@ -774,6 +777,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         ),
         judge_prompt=study.judge_prompt,
         settings=study_settings(study),
+        crowd=study_crowd_settings(study),
     )
     return spec, images
 
@@ -807,6 +811,11 @@ def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[Study
 def study_settings(study: Study) -> dict[str, Any]:
     """The study's values of the bundle's ``settings`` keys."""
     return {key: getattr(study, key) for key in SETTINGS_DEFAULTS}
+
+
+def study_crowd_settings(study: Study) -> dict[str, Any]:
+    """The study's values of the bundle's ``crowd`` keys (the crowd settings page's)."""
+    return {key: getattr(study, key) for key in CROWD_SETTINGS}
 
 
 def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, dict[str, Path]]:
@@ -864,6 +873,7 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
         options=options,
         judge_prompt=study.judge_prompt,
         settings=study_settings(study),
+        crowd=study_crowd_settings(study),
     )
     return spec, sources
 

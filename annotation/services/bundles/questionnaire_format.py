@@ -56,6 +56,8 @@ from annotation.services.bundles.reference_format import (
     SystemSpec,
     _Reader,
     _type_name,
+    crowd_to_json,
+    parse_crowd,
     parse_settings,
     parse_study_header,
     parse_systems,
@@ -136,6 +138,8 @@ class QuestionnaireStudySpec:
     judge_prompt: str = ""
     # Study.seed / hidden_repeats / min_gap / neutralize_media, defaults filled in.
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
+    # The crowd settings the bundle gives (``$.crowd``; the rest keep the model's defaults).
+    crowd: dict[str, Any] = field(default_factory=dict)
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -261,6 +265,7 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
     options = _options(r, kind, root)
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
     settings = parse_settings(r, root)
+    crowd = parse_crowd(r, root)
 
     systems = parse_systems(r, root)
     system_ids = {system.id: f"$.systems[{i}]" for i, system in enumerate(systems)}
@@ -429,6 +434,7 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
         options=options,
         judge_prompt=judge_prompt,
         settings=settings,
+        crowd=crowd,
     )
 
 
@@ -514,4 +520,7 @@ def questionnaire_spec_to_json(spec: QuestionnaireStudySpec) -> dict[str, Any]:
     settings = settings_to_json(spec.settings)
     if settings is not None:
         document["settings"] = settings
+    crowd = crowd_to_json(spec.crowd)
+    if crowd is not None:
+        document["crowd"] = crowd
     return document

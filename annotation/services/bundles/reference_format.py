@@ -13,6 +13,10 @@ Decisions (SPEC §8 is silent on them):
   ``role`` and ``description`` default to ``""``. ``judge_prompt`` and ``comparisons`` are optional.
 - An optional extra ``settings`` object carries the study's seed, hidden repeats, minimum gap and
   neutralization (every kind); the export writes it only when one differs from its default.
+- An optional extra ``crowd`` object carries the crowd settings page's values (every kind; issue
+  29): checked by the same validator as the page and ``PATCH /api/studies/<slug>/``
+  (``annotation.services.crowd_settings``); keys left out take the Study model's defaults. The
+  export writes all of them when one differs from its default.
 - A comparison needs an ``id``; its A/B order is kept as given; (a, b) and (b, a) on one page are
   the same pair and refused as a duplicate; both sides must have rendered.
 - A candidate may carry optional ``version_date`` (YYYY-MM-DD) and ``version_note`` (paper B.5:
@@ -35,6 +39,7 @@ from typing import Any, NoReturn
 
 from annotation.errors import ValidationFailed
 from annotation.safe_json import refuse_constant
+from annotation.services.crowd_settings import CROWD_SETTINGS, crowd_settings_clean, crowd_settings_to_json
 
 STUDY_JSON = "study.json"
 KINDS_SUPPORTED = ("pairwise_reference",)
@@ -57,7 +62,7 @@ MAX_ROLE = 200
 MAX_NOTE = 2000
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
-TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings")
+TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd")
 # The study's scheduling and display settings (not SPEC §8 keys): written by the export only when
 # one differs from its default (so the SPEC example exports unchanged), so an export → import keeps
 # them. The defaults are the Study model's (a test holds them equal).
@@ -147,6 +152,8 @@ class StudySpec:
     judge_prompt: str = ""
     # Study.seed / hidden_repeats / min_gap / neutralize_media, defaults filled in.
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
+    # The crowd settings the bundle gives (``$.crowd``; only those keys: the rest keep the model's defaults).
+    crowd: dict[str, Any] = field(default_factory=dict)
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -384,6 +391,20 @@ def parse_settings(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def parse_crowd(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
+    """The optional ``crowd`` object: the crowd settings given, checked by the page's and the API's
+    validator (``crowd_settings_clean``); errors name ``study.json $.crowd.<key>``."""
+    if "crowd" not in root:
+        return {}
+    raw = r.obj(root["crowd"], "$.crowd", (), CROWD_SETTINGS)
+    return crowd_settings_clean(raw, json_path="$.crowd", filename=r.filename)
+
+
+def crowd_to_json(crowd: dict[str, Any]) -> dict[str, Any] | None:
+    """What the export writes under ``crowd``: all of them when one differs from its default, else nothing."""
+    return crowd_settings_to_json(crowd)
+
+
 def settings_to_json(settings: dict[str, Any]) -> dict[str, Any] | None:
     """What the export writes under ``settings``: all of them when one differs from its default, else nothing."""
     values = {key: settings.get(key, default) for key, default in SETTINGS_DEFAULTS.items()}
@@ -414,6 +435,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         r.fail("$.kind", f"kind {kind!r} has its own bundle keys (docs/bundle-kinds.md), not these")
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
     settings = parse_settings(r, root)
+    crowd = parse_crowd(r, root)
 
     axes: list[AxisSpec] = []
     axis_ids: dict[str, str] = {}
@@ -568,6 +590,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         comparisons=tuple(comparisons),
         judge_prompt=judge_prompt,
         settings=settings,
+        crowd=crowd,
     )
 
 
@@ -618,4 +641,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
     settings = settings_to_json(spec.settings)
     if settings is not None:
         document["settings"] = settings
+    crowd = crowd_to_json(spec.crowd)
+    if crowd is not None:
+        document["crowd"] = crowd
     return document

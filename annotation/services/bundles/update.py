@@ -49,6 +49,7 @@ from annotation.services.bundles.exchange import (
     _stage_images,
     _stored_images,
     open_bundle,
+    study_crowd_settings,
     study_settings,
     study_spec_from_bundle,
     with_uploaded_bundle,
@@ -99,6 +100,16 @@ def _check_unchanged(spec: StudySpec, study: Study) -> dict[tuple[str, str], Can
     for key, value in spec.settings.items():
         if stored_settings.get(key) != value:
             raise _refuse(f"$.settings.{key}", f"{value!r} differs from the study's {stored_settings.get(key)!r}")
+    # Crowd settings: only those the bundle gives are compared (they change on the settings page
+    # or with PATCH /api/studies/<slug>/, so a bundle that leaves them out keeps the study's).
+    stored_crowd = study_crowd_settings(study)
+    for key, value in spec.crowd.items():
+        if stored_crowd.get(key) != value:
+            raise ValidationFailed(
+                f"{value!r} differs from the study's {stored_crowd.get(key)!r}; {ONLY_CANDIDATES} "
+                "(change crowd settings on the settings page or with PATCH /api/studies/<slug>/)",
+                where=f"{STUDY_JSON} $.crowd.{key}",
+            )
 
     _check_same_list(
         "axes", "axis",

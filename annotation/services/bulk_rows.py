@@ -1,0 +1,119 @@
+"""Insert many new rows of one model at the speed of the database (issue 29 item 5).
+
+``bulk_create`` builds a model instance per row and compiles one ``INSERT`` per batch through the
+ORM's per-value preparation: for 50,000 judge outputs that was most of a 24 s import. Here every
+column's value is prepared by its field once when it is the same on every row (defaults, the
+import time), and per row only for the columns the caller fills, with a plain conversion for
+those columns' Python types; the rows then go to the database in one statement:
+
+- PostgreSQL: ``COPY table (columns) FROM STDIN`` through psycopg 3's ``cursor.copy`` and
+  ``write_row`` (the server parses the text form; a JSON column gets its JSON text);
+- SQLite: one ``executemany`` of a prepared ``INSERT`` (the sqlite3 module's C loop);
+- any other backend: ``bulk_create``.
+
+No signals are sent and no primary keys are returned (as ``bulk_create`` on SQLite). The caller
+holds the transaction (all or nothing) and has validated every value; the database still checks
+its constraints. A test holds the stored rows equal to ``bulk_create``'s on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import connection, models
+
+# Fields whose Python values the drivers adapt themselves (or JSON, encoded here).
+PLAIN_FIELDS = (
+    models.BooleanField, models.IntegerField, models.CharField, models.TextField, models.ForeignKey, models.JSONField,
+)
+
+
+def _prepared(field: models.Field[Any, Any], value: Any) -> Any:
+    """One value as the driver takes it (JSON as its text, so COPY and SQLite store the same)."""
+    if isinstance(field, models.JSONField):
+        return None if value is None else json.dumps(value, cls=field.encoder)
+    return field.get_db_prep_save(value, connection)
+
+
+def rows_insert(
+    model: type[models.Model],
+    columns: Sequence[str],
+    rows: Sequence[tuple[Any, ...]],
+    *,
+    constants: Mapping[str, Any] | None = None,
+    batch_size: int = 5000,
+) -> int:
+    """Insert ``rows`` (tuples in the order of ``columns``, field attnames such as ``judge_id``)
+    into ``model``'s table; returns the number of rows.
+
+    Values in ``rows`` are plain Python values the driver adapts itself (str, int, bool, None) or,
+    in JSON columns, any JSON value (encoded here). ``constants``: attnames with one value for every
+    row (e.g. ``created_at``), prepared once by their field; every other column takes its field
+    default (``auto_now``/``auto_now_add`` columns must be given).
+    """
+    if not rows:
+        return 0
+    constants = dict(constants or {})
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    by_attname = {f.attname: f for f in fields}
+    unknown = sorted((set(columns) | set(constants)) - set(by_attname))
+    if unknown:
+        raise ValueError(f"{model.__name__} has no column(s) {', '.join(unknown)}")
+    for name in columns:
+        if not isinstance(by_attname[name], PLAIN_FIELDS):
+            raise ValueError(f"{model.__name__}.{name}: pass it in constants (prepared by its field)")
+    if connection.vendor not in ("postgresql", "sqlite"):
+        model.objects.bulk_create(  # type: ignore[attr-defined]
+            [model(**constants, **dict(zip(columns, row, strict=True))) for row in rows], batch_size=1000
+        )
+        return len(rows)
+    fixed: dict[str, Any] = {}
+    for f in fields:
+        if f.attname in columns:
+            continue
+        if f.attname in constants:
+            value = constants[f.attname]
+        elif getattr(f, "auto_now_add", False) or getattr(f, "auto_now", False):
+            raise ValueError(f"{model.__name__}.{f.attname} is set on save: give it in constants")
+        else:
+            value = f.get_default()
+        fixed[f.attname] = _prepared(f, value)
+    fixed_values = tuple(fixed.values())
+    json_at = [i for i, name in enumerate(columns) if isinstance(by_attname[name], models.JSONField)]
+    encoders = {i: by_attname[columns[i]].encoder for i in json_at}  # type: ignore[attr-defined]
+
+    def values() -> Any:
+        if not json_at:
+            for row in rows:
+                yield row + fixed_values
+            return
+        for row in rows:
+            out = list(row)
+            for i in json_at:
+                if out[i] is not None:
+                    out[i] = json.dumps(out[i], cls=encoders[i])
+            out.extend(fixed_values)
+            yield out
+
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    names = ", ".join(quote(str(by_attname[name].column)) for name in (*columns, *fixed))
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in values():
+                    copy.write_row(row)
+        else:
+            placeholders = ", ".join(["%s"] * (len(columns) + len(fixed)))
+            sql = f"INSERT INTO {table} ({names}) VALUES ({placeholders})"
+            batch: list[Any] = []
+            for row in values():
+                batch.append(row)
+                if len(batch) >= batch_size:
+                    cursor.executemany(sql, batch)
+                    batch = []
+            if batch:
+                cursor.executemany(sql, batch)
+    return len(rows)

@@ -1,0 +1,111 @@
+"""A study's crowd settings (issue 17 page; issue 29: also the bundle and the API): the one validator.
+
+The crowd settings page (``annotation.views.research.crowd_settings``), ``PATCH
+/api/studies/<slug>/`` (through ``study_settings_update``) and the bundle's ``crowd`` object
+(``study.json``, every kind) all check values with :func:`crowd_settings_clean`, so a value one
+of them takes, the others take too, with the same message.
+
+| key | type | rule |
+|---|---|---|
+| ``accepting_participants`` | true/false | the participant link takes new participants |
+| ``completion_code`` | text ≤ 64 | shown at the end; empty: a new code per participant |
+| ``completion_url`` | text ≤ 500 | empty, or an absolute http(s) URL; ``{code}`` is replaced |
+| ``screened_out_url`` | text ≤ 500 | empty, or an absolute http(s) URL |
+| ``screened_out_code`` | text ≤ 64 | given to screened-out participants |
+| ``end_comment`` | true/false | an optional comment box on the end page |
+| ``break_every`` | whole number 0 … 10,000 | a break screen every N answered trials (0: none) |
+
+URLs are stored stripped of surrounding spaces. Plain data in, plain data out: no Django import,
+so the Django-free bundle parsers use it too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from annotation.errors import ValidationFailed
+
+#: Every crowd setting with the Study model's default (a test holds them equal).
+CROWD_DEFAULTS: dict[str, Any] = {
+    "accepting_participants": True,
+    "completion_code": "",
+    "completion_url": "",
+    "screened_out_url": "",
+    "screened_out_code": "",
+    "end_comment": False,
+    "break_every": 40,
+}
+CROWD_SETTINGS = tuple(CROWD_DEFAULTS)
+TEXT_LIMITS = {"completion_code": 64, "completion_url": 500, "screened_out_url": 500, "screened_out_code": 64}
+URL_FIELDS = ("completion_url", "screened_out_url")
+BOOLEAN_FIELDS = ("accepting_participants", "end_comment")
+INTEGER_LIMITS = {"break_every": (0, 10_000)}
+FIELD_WORDS = {
+    "completion_url": "The completion URL",
+    "screened_out_url": "The screened-out URL",
+    "break_every": "Breaks every N trials",
+}
+
+
+def crowd_settings_clean(
+    values: Mapping[str, Any], *, json_path: str | None = None, filename: str = ""
+) -> dict[str, Any]:
+    """The given crowd settings checked and normalized (URLs stripped); only the keys given.
+
+    Errors are one :class:`ValidationFailed` line: naming the field (``field 'break_every'``) for
+    the page and the API, or the JSON path when ``json_path`` is given (``study.json
+    $.crowd.break_every`` with ``json_path="$.crowd"``, ``filename="study.json"``).
+    """
+
+    def fail(name: str, message: str) -> ValidationFailed:
+        if json_path is None:
+            return ValidationFailed(message, field=name)
+        return ValidationFailed(message, where=" ".join(p for p in (filename, f"{json_path}.{name}") if p))
+
+    cleaned: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in CROWD_DEFAULTS:
+            raise fail(name, f"not a crowd setting (crowd settings: {', '.join(CROWD_SETTINGS)})")
+        if name in TEXT_LIMITS:
+            if not isinstance(value, str):
+                raise fail(name, f"expected text, got {_shown(value)}")
+            if len(value) > TEXT_LIMITS[name]:
+                raise fail(name, f"at most {TEXT_LIMITS[name]:,} characters, got {len(value):,}")
+            if "\x00" in value:
+                raise fail(name, "contains a NUL character")
+            if name in URL_FIELDS:
+                value = value.strip()
+                if value and not _is_web_url(value):
+                    raise fail(
+                        name,
+                        f"{FIELD_WORDS[name]} must start with https:// (or http://), e.g. "
+                        "https://app.prolific.com/submissions/complete?cc=CODE",
+                    )
+        elif name in INTEGER_LIMITS:
+            low, high = INTEGER_LIMITS[name]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise fail(name, f"{FIELD_WORDS[name]} is a whole number from {low} to {high:,}, got {_shown(value)}")
+        elif not isinstance(value, bool):
+            raise fail(name, f"expected true or false, got {_shown(value)}")
+        cleaned[name] = value
+    return cleaned
+
+
+def crowd_settings_to_json(values: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What an export writes under ``crowd``: every setting when one differs from its default, else nothing."""
+    current = {name: values.get(name, default) for name, default in CROWD_DEFAULTS.items()}
+    return None if current == CROWD_DEFAULTS else current
+
+
+def _is_web_url(value: str) -> bool:
+    """An absolute http(s) URL: the participant's browser is sent there."""
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
