@@ -407,6 +407,17 @@ class Rater(models.Model):
     def __str__(self) -> str:
         return self.external_id
 
+    @property
+    def display_name(self) -> str:
+        """The name researchers see: an account's username (its id is ``account/<pk>``), else the id.
+
+        Blinding is toward raters, not from researchers. Load ``user`` with the rater
+        (``select_related("…rater__user")``) where many are shown.
+        """
+        if self.source == self.Source.ACCOUNT and self.user_id is not None and self.user is not None:
+            return self.user.get_username()
+        return self.external_id
+
 
 class AssignmentState(models.TextChoices):
     OPEN = "open", "Open (no rater yet)"

@@ -82,7 +82,11 @@
       s.addEventListener("pointerdown", function (e) {
         if (e.pointerType !== "mouse" || e.button !== 0) { return; }
         drag = { x: e.clientX, y: e.clientY, left: s.scrollLeft, top: s.scrollTop };
+        e.preventDefault(); // no text selection starts here (and none follows the pointer out)
+        var sel = window.getSelection && window.getSelection();
+        if (sel && sel.rangeCount) { sel.removeAllRanges(); }
         s.classList.add("dragging");
+        document.body.classList.add("panning");
         try { s.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
       });
       s.addEventListener("pointermove", function (e) {
@@ -90,7 +94,7 @@
         s.scrollLeft = drag.left - (e.clientX - drag.x);
         s.scrollTop = drag.top - (e.clientY - drag.y);
       });
-      function end() { drag = null; s.classList.remove("dragging"); }
+      function end() { drag = null; s.classList.remove("dragging"); document.body.classList.remove("panning"); }
       s.addEventListener("pointerup", end);
       s.addEventListener("pointercancel", end);
       // Pinch with two fingers zooms around their midpoint (touch events: the browser's own
@@ -312,6 +316,10 @@
   });
 
   window.addEventListener("resize", measureTop);
+  // A pan that leaves its pane selects nothing on the way.
+  document.addEventListener("selectstart", function (e) {
+    if (document.body.classList.contains("panning")) { e.preventDefault(); }
+  });
 
   document.addEventListener("click", function (e) {
     var toggle = e.target.closest("[data-problem-toggle]");
@@ -369,7 +377,9 @@
     else if (!keyed && letter === "x") { setVerdict(f, "CANNOT_JUDGE"); }
     else if (key >= "1" && key <= "9" && key.length === 1) { answerDigit(f, Number(key)); }
     else if (key === "Enter") {
-      if (t && (t.tagName === "BUTTON" || t.tagName === "A" || t.tagName === "SUMMARY")) { return; }
+      // A tapped image tab (phones) keeps the focus: Enter there submits, as it does on the trial.
+      var tab = t && t.getAttribute && t.getAttribute("role") === "tab";
+      if (!tab && t && (t.tagName === "BUTTON" || t.tagName === "A" || t.tagName === "SUMMARY")) { return; }
       submit(f);
     }
     else if ((key === "f" || key === "F") && document.querySelector("[data-action=flicker]")) {
