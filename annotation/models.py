@@ -71,6 +71,19 @@ class Study(models.Model):
         return self.slug
 
 
+# The rater page's study settings (issue 30), kept in ``Study.options["rater_page"]``:
+# digit_keys: digits answer the highlighted question; axes_from_verdict: the "v" key (and its
+# button) sets every axis to the verdict's side; mark_defaulted_axes: votes remember which axes
+# were so set and left unchanged, and the votes CSV says so (its trailing ``axes_defaulted``).
+RATER_PAGE_DEFAULTS: dict[str, bool] = {"digit_keys": True, "axes_from_verdict": True, "mark_defaulted_axes": False}
+
+
+def rater_page_options(study: Study) -> dict[str, bool]:
+    """The study's rater-page settings, defaults filled in."""
+    stored = (study.options or {}).get("rater_page") or {}
+    return {key: bool(stored.get(key, default)) for key, default in RATER_PAGE_DEFAULTS.items()}
+
+
 class AxisScope(models.TextChoices):
     FIXED = "fixed", "Fixed (always scored)"
     CONDITIONAL = "conditional", "Conditional (when the page has a target)"
