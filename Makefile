@@ -25,7 +25,7 @@ BASE_PYTHON := $(shell for c in python3.13 python3.12 python3 python; do \
 	  $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo $$p; exit 0; }; \
 	done)
 
-.PHONY: help setup run test lint demo migrate chromium clean cluster cluster-stop
+.PHONY: help setup run test lint demo demo-login migrate chromium clean cluster cluster-stop
 
 help:
 	@echo "make run    set up (venv, packages, database, demo study) and serve http://$(HOST):$(PORT)"
@@ -52,20 +52,31 @@ setup: $(STAMP) node_modules/.installed
 migrate: setup
 	$(PY) manage.py migrate --noinput -v0
 
+# The demo login is kept in var/demo-login.txt (readable by you only; var/ is never committed) so
+# that `make demo` and `make run` print it every time, not only when the demo is first made.
+DEMO_LOGIN := var/demo-login.txt
 demo: migrate
-	@$(PY) manage.py shell --no-imports -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo').exists() else 1)" \
+	@set -o pipefail; $(PY) manage.py shell --no-imports -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo').exists() else 1)" \
 	  && echo "Demo study already present (delete var/ to start over)." \
-	  || { $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users \
+	  || { $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users | tee var/demo-setup.log \
+	       && (umask 077; grep '^login:' var/demo-setup.log > $(DEMO_LOGIN) || true) && rm -f var/demo-setup.log \
 	       && $(PY) manage.py calibrate demo --json var/demo-calibration.json --bootstrap 500 --freeze demo-v1 >/dev/null \
 	       && echo "Froze coefficient set demo-v1: start a leaderboard from the study page."; }
 	@for kind in pairwise checklist rating; do \
 	  $(PY) manage.py shell --no-imports -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo-$$kind').exists() else 1)" \
 	    || $(PY) manage.py make_demo_study --kind $$kind --seed 1 || exit 1; \
 	done
+	@$(MAKE) --no-print-directory demo-login
+
+# The demo researcher's login: the saved line, else how to get a new one.
+demo-login:
+	@if [ -s $(DEMO_LOGIN) ]; then cat $(DEMO_LOGIN); \
+	else echo "login: researcher (password not saved in $(DEMO_LOGIN); set one: $(PY) manage.py changepassword researcher)"; fi
 
 run: demo
 	@echo "participant link (demo): $$($(PY) manage.py study_link demo)"
 	@echo "Arbiter on http://$(HOST):$(PORT)/  (tasks run in-process; set CELERY_BROKER_URL for real workers)"
+	@$(MAKE) --no-print-directory demo-login
 	DJANGO_SETTINGS_MODULE=config.settings.local $(VENV)/bin/gunicorn config.wsgi:application $(RUN_SERVER_ARGS) -b $(HOST):$(PORT)
 
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download).

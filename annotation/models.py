@@ -71,6 +71,19 @@ class Study(models.Model):
         return self.slug
 
 
+# The rater page's study settings (issue 30), kept in ``Study.options["rater_page"]``:
+# digit_keys: digits answer the highlighted question; axes_from_verdict: the "v" key (and its
+# button) sets every axis to the verdict's side; mark_defaulted_axes: votes remember which axes
+# were so set and left unchanged, and the votes CSV says so (its trailing ``axes_defaulted``).
+RATER_PAGE_DEFAULTS: dict[str, bool] = {"digit_keys": True, "axes_from_verdict": True, "mark_defaulted_axes": False}
+
+
+def rater_page_options(study: Study) -> dict[str, bool]:
+    """The study's rater-page settings, defaults filled in."""
+    stored = (study.options or {}).get("rater_page") or {}
+    return {key: bool(stored.get(key, default)) for key, default in RATER_PAGE_DEFAULTS.items()}
+
+
 class AxisScope(models.TextChoices):
     FIXED = "fixed", "Fixed (always scored)"
     CONDITIONAL = "conditional", "Conditional (when the page has a target)"
@@ -405,6 +418,17 @@ class Rater(models.Model):
         ]
 
     def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def display_name(self) -> str:
+        """The name researchers see: an account's username (its id is ``account/<pk>``), else the id.
+
+        Blinding is toward raters, not from researchers. Load ``user`` with the rater
+        (``select_related("…rater__user")``) where many are shown.
+        """
+        if self.source == self.Source.ACCOUNT and self.user_id is not None and self.user is not None:
+            return self.user.get_username()
         return self.external_id
 
 

@@ -34,7 +34,7 @@ from annotation.kinds.csv_rows import (
     parse_unit,
     row_values,
 )
-from annotation.models import Axis, Comparison, ComparisonSet, Label, Page, Study, Trial
+from annotation.models import Axis, Comparison, ComparisonSet, Label, Page, Study, Trial, rater_page_options
 from annotation.selectors.vote_rows import AXIS_PREFIX, study_axis_ids, study_has_revised_votes, vote_rows
 
 VOTES_BASE_COLUMNS: tuple[str, ...] = (
@@ -58,6 +58,10 @@ VOTE_LABELS: tuple[str, ...] = (Label.A, Label.B, Label.TIE, Label.CANNOT_JUDGE)
 # study was revised (so a study without revisions exports exactly the SPEC columns, as before);
 # import takes files with or without them.
 VOTES_REVISION_COLUMNS: tuple[str, ...] = ("revised", "first_label")
+# Optional last column (issue 30): the axes the rater set with the verdict key and left unchanged,
+# ";"-separated. Written when the study marks them (``rater_page.mark_defaulted_axes``); import
+# accepts and ignores it.
+VOTES_DEFAULTED_COLUMN = "axes_defaulted"
 
 
 @dataclass
@@ -84,10 +88,11 @@ class ReferenceVotesCsv:
             )
 
         expected = [*VOTES_BASE_COLUMNS, *(AXIS_PREFIX + a for a in axis_ids)]
-        for col in VOTES_REVISION_COLUMNS:
+        optional = (*VOTES_REVISION_COLUMNS, VOTES_DEFAULTED_COLUMN)
+        for col in optional:
             if header.count(col) > 1:
                 raise ValidationFailed(f"{name} line 1, field '{col}': the column appears twice")
-        required = [col for col in header if col not in VOTES_REVISION_COLUMNS]
+        required = [col for col in header if col not in optional]
         check_header(header=required, expected=expected, name=name, unknown=unknown)
 
     def parse_rows(self, header: list[str], records: list[Record], problems: Problems) -> list[ImportRow]:
@@ -105,6 +110,10 @@ class ReferenceVotesCsv:
         return None
 
     @cached_property
+    def defaulted(self) -> bool:
+        return rater_page_options(self.study)["mark_defaulted_axes"]
+
+    @cached_property
     def revisions(self) -> bool:
         return study_has_revised_votes(study=self.study)
 
@@ -113,12 +122,13 @@ class ReferenceVotesCsv:
             *VOTES_BASE_COLUMNS,
             *(AXIS_PREFIX + a for a in self.axis_ids),
             *(VOTES_REVISION_COLUMNS if self.revisions else ()),
+            *((VOTES_DEFAULTED_COLUMN,) if self.defaulted else ()),
         ]
 
     def export_rows(self, header: list[str]) -> Iterator[list[Any]]:
         """Every stored vote but those of voided assignments and of attention checks (the SPEC §8
         columns have no place for them), in block, assignment slot, trial position order."""
-        axis_ids, revisions = self.axis_ids, self.revisions
+        axis_ids, revisions, defaulted = self.axis_ids, self.revisions, self.defaulted
         for v in vote_rows(study=self.study):
             yield [
                 v.comparison,
@@ -136,6 +146,7 @@ class ReferenceVotesCsv:
                 "" if v.response_ms is None else v.response_ms,
                 *("" if v.axis_scores.get(a) is None else int(v.axis_scores[a]) for a in axis_ids),
                 *((int(bool(v.history)), v.first_label) if revisions else ()),
+                *((";".join(v.answers.get("axes_defaulted") or ()),) if defaulted else ()),
             ]
 
 

@@ -18,12 +18,16 @@ def csv_text_cell(text: str) -> str:
 PLATFORM_COLUMNS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 PARTICIPANT_COLUMNS = (
     "rater", "source", *PLATFORM_COLUMNS, "block", "slot", "state", "started_at", "finished_at",
-    "completion_code", "comment",
+    "completion_code", "comment", "rater_id",
 )
 
 
 def participants_csv_text(*, study: Study) -> str:
-    """One row per rater and assignment (a rater without one gets a row with empty block)."""
+    """One row per rater and assignment (a rater without one gets a row with empty block).
+
+    ``rater`` is what researchers call the rater (an account's username); the trailing
+    ``rater_id`` is the id of the votes CSV (``account/<pk>`` for an account).
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(PARTICIPANT_COLUMNS)
@@ -32,16 +36,17 @@ def participants_csv_text(*, study: Study) -> str:
         for a in Assignment.objects.filter(block__study=study, rater__isnull=False)
         .select_related("block").order_by("id")
     }
-    for rater in Rater.objects.filter(study=study).order_by("external_id"):
+    for rater in Rater.objects.filter(study=study).select_related("user").order_by("external_id"):
         a = assignments.get(rater.pk)
         platform = rater.platform or {}
         pid = platform.get("PROLIFIC_PID", "")
         writer.writerow([
-            csv_text_cell(rater.external_id), rater.source,
+            csv_text_cell(rater.display_name), rater.source,
             *(csv_text_cell(str(v)) for v in (pid, platform.get("STUDY_ID", ""), platform.get("SESSION_ID", ""))),
             a.block.name if a else "", a.slot if a else "", a.state if a else "",
             a.started_at.isoformat() if a and a.started_at else "",
             a.finished_at.isoformat() if a and a.finished_at else "",
             a.completion_code if a else "", csv_text_cell(a.end_comment) if a else "",
+            csv_text_cell(rater.external_id),
         ])
     return out.getvalue()

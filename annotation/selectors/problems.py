@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from annotation.models import ProblemKind, Study, TrialProblem
+from annotation.models import ProblemKind, Rater, Study, TrialProblem
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,14 @@ def study_problem_reports(*, study: Study, limit: int = 50) -> tuple[int, list[P
     rows = qs.order_by("-created_at", "-id").values_list(
         "created_at", "kind", "text", "trial__assignment__block__name", "trial__assignment__rater__external_id",
         "trial__position", "trial__comparison__external_id", "trial__candidate__external_id",
-        "trial__predicate__external_id",
+        "trial__predicate__external_id", "trial__assignment__rater__source", "trial__assignment__rater__user__username",
     )[:limit]
     labels = dict(ProblemKind.choices)
     out = [
-        ProblemRow(created_at=c, kind=str(labels.get(k, k)), text=t, block=b, rater=r or "", position=p,
+        # An account shows its username (researchers see who rated; blinding is toward raters).
+        ProblemRow(created_at=c, kind=str(labels.get(k, k)), text=t, block=b,
+                   rater=(username if source == Rater.Source.ACCOUNT and username else r) or "", position=p,
                    unit=comparison or candidate or predicate or "")
-        for c, k, t, b, r, p, comparison, candidate, predicate in rows
+        for c, k, t, b, r, p, comparison, candidate, predicate, source, username in rows
     ]
     return qs.count(), out

@@ -164,7 +164,7 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
     """
     assignments = (
         Assignment.objects.filter(block__study=study, rater__isnull=False)
-        .select_related("block", "rater")
+        .select_related("block", "rater__user")
         .order_by("block__position", "slot", "id")
     )
     if block is not None:

@@ -10,7 +10,7 @@ labels A, B, TIE, CANNOT_JUDGE, in assignments that have a rater.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from annotation.models import PAIRWISE_LABELS, AssignmentState, Axis, Study, Vote
@@ -35,6 +35,7 @@ _FIELDS: dict[str, str] = {
     "voided": "trial__assignment__state",
     "axis_scores": "axis_scores",
     "history": "history",
+    "answers": "answers",
 }
 
 
@@ -59,6 +60,8 @@ class VoteRow:
     axis_scores: dict[str, int]
     # Earlier answers replaced with Undo, oldest first (``Vote.history``); empty: never revised.
     history: tuple[dict[str, Any], ...] = ()
+    # ``Vote.answers``: ``axes_defaulted`` lists the axes set with the verdict key and left so (issue 30).
+    answers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first_label(self) -> str:
@@ -103,4 +106,5 @@ def vote_rows(*, study: Study, include_voided: bool = False) -> Iterator[VoteRow
         row["voided"] = row["voided"] == AssignmentState.VOIDED
         row["axis_scores"] = dict(row["axis_scores"] or {})
         row["history"] = tuple(row["history"] or ())
+        row["answers"] = dict(row["answers"] or {})
         yield VoteRow(**row)

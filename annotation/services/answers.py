@@ -10,7 +10,7 @@ answers the same; the same key with another body is a conflict. What differs bet
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,7 @@ from django.utils import timezone
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
-from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote
+from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote, rater_page_options
 from annotation.selectors.axes import StudyAxesRows, axes_of_rows
 from annotation.selectors.compiled import compiled_create, compiled_instances, compiled_rows, compiled_update
 from annotation.services.candidate_versions import (
@@ -284,6 +284,19 @@ def vote_trial(trial_token: str) -> Trial | None:
     return trial
 
 
+def vote_answers(
+    *, study: Study, ratings: Mapping[str, object] | None, scores: Mapping[str, object], axes_defaulted: Sequence[str]
+) -> dict[str, Any]:
+    """``Vote.answers``: a rating's ratings; and, when the study marks them (issue 30,
+    ``rater_page.mark_defaulted_axes``), the axes the rater set with the verdict key and left so."""
+    out: dict[str, Any] = {"ratings": ratings} if ratings is not None else {}
+    if axes_defaulted and scores and rater_page_options(study)["mark_defaulted_axes"]:
+        defaulted = sorted(set(axes_defaulted) & set(scores))
+        if defaulted:
+            out["axes_defaulted"] = defaulted
+    return out
+
+
 def answer_for_trial(
     *,
     trial_token: str,
@@ -331,6 +344,7 @@ def vote_submit(
     ratings: Mapping[str, object] | None = None,
     trial: Trial | None = None,
     show_next: bool = False,
+    axes_defaulted: Sequence[str] = (),
 ) -> VoteResult:
     """Store the answer to a trial canonically, once (SPEC §3, §4).
 
@@ -389,7 +403,8 @@ def vote_submit(
         vote = compiled_create(
             "vote_insert", Vote, trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
             rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
-            answers={"ratings": answer.ratings} if answer.ratings is not None else {},
+            answers=vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
+                                 axes_defaulted=axes_defaulted),
         )
         if trial.version_a is None:  # answered without having been shown through trial_next
             trials_record_versions(trial_ids=[trial.pk])

@@ -7,13 +7,14 @@ from typing import Any
 from django.db import transaction
 
 from annotation.errors import ValidationFailed
-from annotation.models import Study
+from annotation.models import RATER_PAGE_DEFAULTS, Study, rater_page_options
 from annotation.services.audit import audit_record
 from annotation.services.crowd_settings import CROWD_SETTINGS, crowd_settings_clean
 
 # Crowd settings (issue 17; issue 29: the page, this service's API caller and the bundle share
-# one validator, annotation.services.crowd_settings).
-EDITABLE = ("title", "instructions_md", "judge_prompt", "neutralize_media", *CROWD_SETTINGS)
+# one validator, annotation.services.crowd_settings); the rater page (issue 30), kept in
+# options["rater_page"].
+EDITABLE = ("title", "instructions_md", "judge_prompt", "neutralize_media", *CROWD_SETTINGS, *RATER_PAGE_DEFAULTS)
 TEXT_LIMITS = {"title": 200, "instructions_md": 50_000, "judge_prompt": 50_000}
 
 
@@ -40,13 +41,20 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
     changes.update(crowd_settings_clean({k: v for k, v in changes.items() if k in CROWD_SETTINGS}))
     if "title" in changes and not changes["title"].strip():
         raise ValidationFailed("a study needs a title", field="title")
-    changed = {k: v for k, v in changes.items() if getattr(study, k) != v}
-    if not changed:
+    page_now = rater_page_options(study)
+    page_changed = {k: v for k, v in changes.items() if k in RATER_PAGE_DEFAULTS and page_now[k] != v}
+    changed = {k: v for k, v in changes.items() if k not in RATER_PAGE_DEFAULTS and getattr(study, k) != v}
+    if not changed and not page_changed:
         return study
     with transaction.atomic():
         for name, value in changed.items():
             setattr(study, name, value)
-        study.save(update_fields=list(changed))
+        fields = list(changed)
+        if page_changed:
+            study.options = {**(study.options or {}), "rater_page": {**page_now, **page_changed}}
+            fields.append("options")
+        study.save(update_fields=fields)
+        changed.update(page_changed)
         audit_record(
             action="study.update",
             user=user,

@@ -17,7 +17,7 @@ with text) is stored for researchers beside the trial; it is not a vote and answ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from annotation.services.answers import (
     assignment_counts,
     trial_current,
     trial_view_of,
+    vote_answers,
 )
 from annotation.services.participants import LIVE_STATES
 
@@ -82,41 +83,49 @@ def displayed_answer(vote: Vote, *, swapped: bool) -> dict[str, Any]:
 
 
 def vote_undo_view(*, trial_token: str, rater_id: int | None) -> UndoView:
-    """The last answered trial before the current (unanswered) trial ``trial_token``, to answer again."""
+    """The answered trial before ``trial_token``, to answer again (review, issue 30).
+
+    From the current (unanswered) trial: the last answered one ("Undo last answer"); from an
+    answered trial under review: the one answered before it ("Previous answer"), back to the
+    first trial of the block (the assignment).
+    """
     trial = _own_trial(trial_token, rater_id)
     assignment = trial.assignment
     study = assignment.block.study
     if assignment.state != AssignmentState.ACTIVE:
         raise Conflict("this block is finished; its answers can no longer be changed")
+    if Vote.objects.filter(trial_id=trial.pk).exists():
+        return _answered_view(assignment, study, before=trial.position)
     current = trial_current(assignment, study)
     if current is None or current.pk != trial.pk:
         raise Conflict("this is not the current trial (reload the page)")
-    return _last_answered_view(assignment, study)
+    return _answered_view(assignment, study)
 
 
 def vote_revision_view(*, trial_token: str, rater_id: int | None) -> UndoView:
-    """The page of a trial being answered again (after a refused new answer): it must still be the last answered."""
+    """The page of an answered trial being answered again (after a refused new answer)."""
     trial = _own_trial(trial_token, rater_id)
     assignment = trial.assignment
     if assignment.state != AssignmentState.ACTIVE:
         raise Conflict("this block is finished; its answers can no longer be changed")
-    undo = _last_answered_view(assignment, assignment.block.study)
-    if undo.view.trial.pk != trial.pk:
-        raise Conflict("only the last answer can be changed (reload the page)")
-    return undo
+    return _answered_view(assignment, assignment.block.study, at=trial.position)
 
 
-def _last_answered_view(assignment: Assignment, study: Study) -> UndoView:
-    previous = (
-        Trial.objects.filter(assignment=assignment, vote__isnull=False)
-        .select_related("vote", *design_of(study).trial_unit_related)
-        .order_by("-position")
-        .first()
-    )
+def _answered_view(assignment: Assignment, study: Study, *, before: int | None = None, at: int | None = None) -> UndoView:
+    """The last answered trial (``before``: the last one before that position; ``at``: that one)."""
+    answered_trials = Trial.objects.filter(assignment=assignment, vote__isnull=False)
+    chosen = answered_trials
+    if before is not None:
+        chosen = chosen.filter(position__lt=before)
+    if at is not None:
+        chosen = chosen.filter(position=at)
+    previous = chosen.select_related("vote", *design_of(study).trial_unit_related).order_by("-position").first()
     if previous is None:
-        raise Conflict("there is no earlier answer to change yet")
-    answered, total = assignment_counts(assignment)
-    view = trial_view_of(previous, study=study, number=answered, answered=answered - 1, total=total)
+        raise Conflict("there is no earlier answer to change" if before is not None or at is None
+                       else "this trial has no answer to change (reload the page)")
+    _answered, total = assignment_counts(assignment)
+    number = answered_trials.filter(position__lte=previous.position).count()
+    view = trial_view_of(previous, study=study, number=number, answered=number - 1, total=total)
     return UndoView(view=view, posted=displayed_answer(previous.vote, swapped=previous.swapped))
 
 
@@ -131,8 +140,10 @@ def vote_revise(
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
     trial: Trial | None = None,
+    axes_defaulted: Sequence[str] = (),
 ) -> VoteResult:
-    """Replace the stored answer of the assignment's last answered trial (Undo), keeping the old one.
+    """Replace the stored answer of an answered trial of the active assignment (Undo, or review
+    further back, issue 30), keeping the old one in ``Vote.history``.
 
     Not the last answered trial, or a finished assignment → Conflict (409); the same key and body
     again → the stored vote (``replayed``).
@@ -158,12 +169,6 @@ def vote_revise(
             raise Conflict("this submission key was already used")
         if assignment.state != AssignmentState.ACTIVE:
             raise Conflict("this block is finished; its answers can no longer be changed")
-        last = (
-            Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=False)
-            .order_by("-position").values_list("pk", flat=True).first()
-        )
-        if last != trial.pk:
-            raise Conflict("only the last answer can be changed (reload the page)")
         label, scores = answer.canonical(swapped=trial.swapped)
         replaced = {
             "label": vote.label, "confidence": vote.confidence, "axis_scores": vote.axis_scores,
@@ -171,7 +176,8 @@ def vote_revise(
             "request_hash": vote.request_hash, "replaced_at": timezone.now().isoformat(),
         }
         vote.label, vote.confidence, vote.axis_scores, vote.rationale = label, answer.confidence, scores, answer.rationale
-        vote.answers = {"ratings": answer.ratings} if answer.ratings is not None else {}
+        vote.answers = vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
+                                    axes_defaulted=axes_defaulted)
         vote.idempotency_key, vote.request_hash = key, digest
         vote.history = [*(vote.history or []), replaced]
         vote.save(update_fields=["label", "confidence", "axis_scores", "rationale", "answers",

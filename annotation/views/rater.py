@@ -35,6 +35,7 @@ from annotation.models import (
     Study,
     Trial,
     axis_title,
+    rater_page_options,
 )
 from annotation.roles import RATER, is_researcher
 from annotation.selectors.pace import break_due, minutes_left
@@ -167,6 +168,7 @@ def _state_context(
         "question_template": design_of(study).trial_template,
         "axis_scale": AXIS_SCALE,
         "instructions_html": instructions_html(study),
+        "rater_page": rater_page_options(study),
         "view": view,
         "done": view is None,
         **extra,
@@ -369,8 +371,10 @@ def _posted_answer(request: HttpRequest, study: Study) -> dict[str, Any]:
     axes = {k.removeprefix("axis:"): v for k, v in request.POST.items() if k.startswith("axis:")}
     ratings = {k.removeprefix("rating:"): v for k, v in request.POST.items() if k.startswith("rating:")}
     rationale = request.POST.get(design_of(study).rationale_field, "")
+    # The axes the rater set with the verdict key and left so (trial.js fills the hidden field).
+    defaulted = [a for a in request.POST.get("axes_defaulted", "").split(",") if a][:50]
     return {"verdict": request.POST.get("verdict", ""), "confidence": request.POST.get("confidence", ""),
-            "axes": axes, "rationale": rationale, "ratings": ratings}
+            "axes": axes, "rationale": rationale, "ratings": ratings, "axes_defaulted": defaulted}
 
 
 def _own_trial_or_notice(request: HttpRequest, trial_token: str) -> tuple[Trial, Study, int | None]:
@@ -415,6 +419,7 @@ def trial_revise(request: HttpRequest, trial_token: str) -> HttpResponse:
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=posted["axes"], rationale=posted["rationale"], idempotency_key=request.POST.get("idempotency_key", ""),
             ratings=posted["ratings"] if design_of(study).has_ratings else None,
+            axes_defaulted=posted["axes_defaulted"],
         )
     except ValidationFailed as exc:
         try:
@@ -475,7 +480,7 @@ def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
             trial_token=trial_token, rater_id=rater_id, verdict=posted["verdict"], confidence=posted["confidence"],
             axes=axes, rationale=rationale, idempotency_key=request.POST.get("idempotency_key", ""),
             ratings=ratings if design_of(study).has_ratings else None, trial=trial,
-            show_next=is_htmx(request),
+            show_next=is_htmx(request), axes_defaulted=posted["axes_defaulted"],
         )
     except ValidationFailed as exc:
         return _render_state(request, study, trial.assignment, status=400, error=exc, posted=posted)
@@ -508,6 +513,7 @@ def _comprehension_page(
     return render(request, "annotation/rater/comprehension.html", {
         "study": study, "question": question, "attempts_left": left, "error": error,
         "instructions_html": instructions_html(study),
+        "rater_page": rater_page_options(study),
     }, status=status)
 
 

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.errors import ArbiterError
 from annotation.kinds import design_of
-from annotation.models import Assignment, Block, Study, Vote
+from annotation.models import RATER_PAGE_DEFAULTS, Assignment, Block, Study, Vote, rater_page_options
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.participants import participants_csv_text
@@ -72,6 +72,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
         "can_edit": True,  # researchers of the study edit its crowd settings (like its texts)
         "blocks": [row.block for row in progress.blocks],
         **allocation_context(study),
+        "rater_page": rater_page_options(study),
     }
     eligible = context["eligible"]
     if isinstance(eligible, int):
@@ -285,6 +286,8 @@ def crowd_settings(request: HttpRequest, slug: str) -> HttpResponse:
     changes: dict[str, Any] = {name: request.POST.get(name, "") for name in CROWD_TEXT_FIELDS}
     changes["end_comment"] = request.POST.get("end_comment") == "on"
     changes["accepting_participants"] = request.POST.get("accepting_participants") == "on"
+    if request.POST.get("rater_page") == "1":  # the form shows the rater-page settings (issue 30)
+        changes.update({name: request.POST.get(name) == "on" for name in RATER_PAGE_DEFAULTS})
     raw_break = request.POST.get("break_every", "").strip()
     try:
         changes["break_every"] = int(raw_break) if raw_break else 0

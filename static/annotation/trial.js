@@ -22,6 +22,10 @@
     try { window[storage].setItem(key, value); } catch (err) { /* private mode: not kept */ }
   }
   zoom = Math.min(Math.max(Number(stored("sessionStorage", ZOOM_KEY)) || 1, 0.5), 6);
+  // What zoom 1 fits (issue 30): "page", the whole page in its pane (as wide as the pane when the
+  // page is wider than tall for it, so it is also the default for short pages), or "width".
+  var FIT_KEY = "arbiter.fit";
+  var fit = stored("sessionStorage", FIT_KEY) === "width" ? "width" : "page";
 
   function shortcutsOn() { return stored("localStorage", SHORTCUTS_KEY) !== "off"; }
 
@@ -38,11 +42,40 @@
     });
   }
 
+  // The canvas width at zoom 1: the pane's width, or in "page" mode the width at which the whole
+  // page height fits the pane (its image's own aspect: natural size, else its width/height attributes).
+  function fitWidth(c) {
+    var s = c.closest("[data-scroller]");
+    var img = c.querySelector(".page-img");
+    if (!s || !img) { return null; }
+    var w = s.clientWidth, h = s.clientHeight;
+    var iw = img.naturalWidth || Number(img.getAttribute("width")) || 0;
+    var ih = img.naturalHeight || Number(img.getAttribute("height")) || 0;
+    if (fit !== "page" || !w || !h || !iw || !ih) { return null; }
+    return Math.max(Math.min(w, (h - 1) * iw / ih), 1);
+  }
+
   function applyZoom() {
     var r = root();
     if (!r) { return; }
-    r.querySelectorAll("[data-canvas]").forEach(function (c) { c.style.width = (zoom * 100) + "%"; });
+    r.querySelectorAll("[data-canvas]").forEach(function (c) {
+      var base = fitWidth(c);
+      c.style.width = base === null ? (zoom * 100) + "%" : Math.floor(base * zoom) + "px";
+    });
     r.querySelectorAll("[data-zoom-level]").forEach(function (o) { o.textContent = Math.round(zoom * 100) + "%"; });
+    r.querySelectorAll("[data-action=zoom-fit], [data-action=zoom-fit-width]").forEach(function (b) {
+      var mine = b.getAttribute("data-action") === "zoom-fit" ? "page" : "width";
+      b.setAttribute("aria-pressed", fit === mine && zoom === 1 ? "true" : "false");
+    });
+  }
+
+  function setFit(mode) {
+    fit = mode;
+    store("sessionStorage", FIT_KEY, mode);
+    zoom = 1;
+    store("sessionStorage", ZOOM_KEY, "1");
+    applyZoom();
+    document.querySelectorAll("[data-scroller]").forEach(function (s) { s.scrollTop = 0; s.scrollLeft = 0; });
   }
 
   function visibleScroller() {
@@ -82,7 +115,11 @@
       s.addEventListener("pointerdown", function (e) {
         if (e.pointerType !== "mouse" || e.button !== 0) { return; }
         drag = { x: e.clientX, y: e.clientY, left: s.scrollLeft, top: s.scrollTop };
+        e.preventDefault(); // no text selection starts here (and none follows the pointer out)
+        var sel = window.getSelection && window.getSelection();
+        if (sel && sel.rangeCount) { sel.removeAllRanges(); }
         s.classList.add("dragging");
+        document.body.classList.add("panning");
         try { s.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
       });
       s.addEventListener("pointermove", function (e) {
@@ -90,7 +127,7 @@
         s.scrollLeft = drag.left - (e.clientX - drag.x);
         s.scrollTop = drag.top - (e.clientY - drag.y);
       });
-      function end() { drag = null; s.classList.remove("dragging"); }
+      function end() { drag = null; s.classList.remove("dragging"); document.body.classList.remove("panning"); }
       s.addEventListener("pointerup", end);
       s.addEventListener("pointercancel", end);
       // Pinch with two fingers zooms around their midpoint (touch events: the browser's own
@@ -215,6 +252,14 @@
     f.querySelectorAll("[data-axis-fieldset]").forEach(function (fs) { fs.disabled = cannot; });
     var axes = f.querySelector("[data-axes]");
     if (axes) { axes.classList.toggle("inactive", cannot); }
+    // Axes still as the verdict key set them follow a changed verdict.
+    var field = defaultedField(f), value = AXIS_OF_VERDICT[checkedVerdict(f)];
+    if (field && field.value && value !== undefined) {
+      field.value.split(",").forEach(function (id) {
+        var radio = f.querySelector("input[type=radio][name='axis:" + id + "'][value='" + value + "']");
+        if (radio) { radio.checked = true; }
+      });
+    }
     highlight(f, nextQuestion(f, -1));
   }
 
@@ -231,16 +276,50 @@
     return null;
   }
 
+  // The question the digits answer is the highlighted one, and only it (issue 30): once every
+  // question is answered nothing is highlighted, so a stray digit changes nothing; a click or Tab
+  // into a question highlights it again.
   function highlight(f, q) {
-    questions(f).concat(Array.prototype.slice.call(f.querySelectorAll("[data-question]"))).forEach(function (x) {
+    Array.prototype.slice.call(f.querySelectorAll("[data-question]")).forEach(function (x) {
       x.classList.remove("current");
+      x.removeAttribute("aria-current");
     });
-    if (q) { q.classList.add("current"); }
+    if (q) { q.classList.add("current"); q.setAttribute("aria-current", "true"); }
   }
 
-  function current(f) { return f.querySelector("[data-question].current") || nextQuestion(f, -1); }
+  function current(f) { return f.querySelector("[data-question].current"); }
+
+  function digitsOn(f) { return f.getAttribute("data-digit-keys") !== "off"; }
+
+  // "v": every active axis to the verdict's side (A better / B better / Equal for a tie); the
+  // rater can change any afterwards. The axes so set and left unchanged go in axes_defaulted.
+  var AXIS_OF_VERDICT = { A: "1", B: "-1", TIE: "0" };
+  function defaultedField(f) { return f.querySelector("[data-axes-defaulted]"); }
+  function axesFollowVerdict(f) {
+    var value = AXIS_OF_VERDICT[checkedVerdict(f)];
+    if (value === undefined || !f.querySelector("[data-action=axes-follow]")) { return false; }
+    var names = [];
+    f.querySelectorAll("[data-axis-fieldset]").forEach(function (fs) {
+      if (fs.disabled) { return; }
+      var radio = fs.querySelector("input[type=radio][value='" + value + "']");
+      if (!radio) { return; }
+      radio.checked = true;
+      names.push(radio.name.replace(/^axis:/, ""));
+    });
+    var field = defaultedField(f);
+    if (field) { field.value = names.join(","); }
+    highlight(f, nextQuestion(f, -1));
+    return true;
+  }
+  function axisChangedByHand(f, radio) {
+    var field = defaultedField(f);
+    if (!field || !field.value || !radio.name || radio.name.indexOf("axis:") !== 0) { return; }
+    var id = radio.name.slice(5);
+    field.value = field.value.split(",").filter(function (n) { return n && n !== id; }).join(",");
+  }
 
   function answerDigit(f, digit) {
+    if (!digitsOn(f)) { return; }
     var q = current(f);
     if (!q) { return; }
     var radio = q.getAttribute("data-digits") === "value"
@@ -249,8 +328,6 @@
     if (!radio) { return; }
     radio.checked = true;
     radio.dispatchEvent(new Event("change", { bubbles: true }));
-    var qs = questions(f);
-    highlight(f, nextQuestion(f, qs.indexOf(q)) || q);
   }
 
   function setVerdict(f, value) {
@@ -288,14 +365,30 @@
     if (viewer) { tabs(viewer); }
     applyShortcutSwitch();
     measureTop();
+    applyZoom(); // the panes have their height now
+    // ... and keep it: a pane that changes size (the instructions open, fonts load) fits again.
+    if (window.ResizeObserver) {
+      var sizes = new WeakMap();
+      var watcher = new ResizeObserver(function (entries) {
+        var changed = entries.some(function (en) {
+          var key = Math.round(en.contentRect.width) + "x" + Math.round(en.contentRect.height);
+          var was = sizes.get(en.target);
+          sizes.set(en.target, key);
+          return was !== undefined && was !== key;
+        });
+        if (changed) { applyZoom(); }
+      });
+      trial.querySelectorAll("[data-scroller]").forEach(function (sc) { watcher.observe(sc); });
+    }
     // The trial, not a text box htmx kept the focus in, takes the next key.
     if (scope !== document || document.activeElement === document.body) { trial.focus({ preventScroll: true }); }
     var f = form();
     if (!f) { return; }
     f.addEventListener("change", function (e) {
       if (e.target.name === "verdict") { updateAxesState(f); return; }
+      axisChangedByHand(f, e.target);
       var q = e.target.closest("[data-question]");
-      if (q) { highlight(f, nextQuestion(f, questions(f).indexOf(q)) || q); }
+      if (q) { highlight(f, nextQuestion(f, questions(f).indexOf(q))); }
     });
     f.addEventListener("focusin", function (e) {
       var q = e.target.closest("[data-question]");
@@ -311,7 +404,15 @@
     }
   });
 
-  window.addEventListener("resize", measureTop);
+  window.addEventListener("resize", function () { measureTop(); applyZoom(); });
+  // A page image's own size is known once it loads ("page" mode fits it).
+  document.addEventListener("load", function (e) {
+    if (e.target && e.target.classList && e.target.classList.contains("page-img")) { applyZoom(); }
+  }, true);
+  // A pan that leaves its pane selects nothing on the way.
+  document.addEventListener("selectstart", function (e) {
+    if (document.body.classList.contains("panning")) { e.preventDefault(); }
+  });
 
   document.addEventListener("click", function (e) {
     var toggle = e.target.closest("[data-problem-toggle]");
@@ -327,8 +428,10 @@
     var action = button.getAttribute("data-action");
     if (action === "zoom-in") { setZoom(zoom + 0.25); }
     else if (action === "zoom-out") { setZoom(zoom - 0.25); }
-    else if (action === "zoom-fit") { setZoom(1); }
+    else if (action === "zoom-fit") { setFit("page"); }
+    else if (action === "zoom-fit-width") { setFit("width"); }
     else if (action === "flicker") { flicker = !flicker; applyFlicker(); }
+    else if (action === "axes-follow" && form()) { axesFollowVerdict(form()); }
   });
 
   document.addEventListener("keydown", function (e) {
@@ -368,8 +471,11 @@
     else if (!keyed && letter === "t") { setVerdict(f, "TIE"); }
     else if (!keyed && letter === "x") { setVerdict(f, "CANNOT_JUDGE"); }
     else if (key >= "1" && key <= "9" && key.length === 1) { answerDigit(f, Number(key)); }
+    else if ((key === "v" || key === "V") && f.querySelector("[data-action=axes-follow]")) { axesFollowVerdict(f); }
     else if (key === "Enter") {
-      if (t && (t.tagName === "BUTTON" || t.tagName === "A" || t.tagName === "SUMMARY")) { return; }
+      // A tapped image tab (phones) keeps the focus: Enter there submits, as it does on the trial.
+      var tab = t && t.getAttribute && t.getAttribute("role") === "tab";
+      if (!tab && t && (t.tagName === "BUTTON" || t.tagName === "A" || t.tagName === "SUMMARY")) { return; }
       submit(f);
     }
     else if ((key === "f" || key === "F") && document.querySelector("[data-action=flicker]")) {
@@ -377,7 +483,8 @@
     }
     else if (key === "+" || key === "=") { setZoom(zoom + 0.25); }
     else if (key === "-" || key === "_") { setZoom(zoom - 0.25); }
-    else if (key === "0") { setZoom(1); }
+    else if (key === "0") { setFit("page"); }
+    else if (key === "w" || key === "W") { setFit("width"); }
     else if (key === "z" || key === "Z") {
       var undo = document.querySelector("button[form=undo-form]");
       if (undo) { undo.click(); }

@@ -190,8 +190,11 @@ def test_rater_browser_flow(app_url, browser, study) -> None:  # type: ignore[no
     assert page.get_by_role("button", name="Flicker").get_attribute("aria-pressed") == "true"
     assert page.locator(".viewer.flicker").count() == 1
     page.keyboard.press("f")
+    width = page.locator("[data-canvas]").first.evaluate("e => e.getBoundingClientRect().width")
     page.keyboard.press("+")
-    assert page.locator("[data-canvas]").first.evaluate("e => e.style.width") == "125%"
+    assert page.get_by_role("status", name="Zoom level").inner_text() == "125%"
+    grown = page.locator("[data-canvas]").first.evaluate("e => e.getBoundingClientRect().width")
+    assert abs(grown - 1.25 * width) <= 2, (width, grown)
     page.keyboard.press("0")
     seen_box = False
     for i in range(TRIALS):
