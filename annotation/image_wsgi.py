@@ -35,6 +35,7 @@ from django.utils.module_loading import import_string
 
 from annotation import image_cookie
 from annotation.images import stored_image_path
+from annotation.media import MEDIA_UNAVAILABLE_TEXT, MediaUnavailable, media_is_local, read_media
 from annotation.middleware import server_timing
 
 IMAGE_PATH_RE = re.compile(r"/t/(?P<token>[A-Za-z0-9_-]+)/(?P<slot>[a-z]+)\.png")
@@ -82,13 +83,26 @@ class ImagePassApplication:
         if accel:  # behind nginx: it sends the file from its internal location
             body: Iterable[bytes] = [b""]
             headers += [("X-Accel-Redirect", accel.rstrip("/") + "/" + quote(file)), ("Content-Length", "0")]
-        else:
+        elif media_is_local():
             try:
                 handle = stored_image_path(file).open("rb")
             except OSError:
                 return self.application(environ, start_response)  # Django answers 404
             headers.append(("Content-Length", str(os.fstat(handle.fileno()).st_size)))
             body = environ.get("wsgi.file_wrapper", FileWrapper)(handle, 64 * 1024)  # gunicorn: sendfile
+        else:  # the bucket (annotation/media.py): one GET, read whole, so an outage is a 503, not half an image
+            try:
+                data = read_media(file)
+            except FileNotFoundError:
+                return self.application(environ, start_response)  # Django answers 404
+            except MediaUnavailable:
+                unavailable = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store"),
+                               ("Retry-After", "5"), *self._security_headers(request, secure)]
+                text = MEDIA_UNAVAILABLE_TEXT.encode()
+                start_response("503 Service Unavailable", [*unavailable, ("Content-Length", str(len(text)))])
+                return [text]
+            headers.append(("Content-Length", str(len(data))))
+            body = [data]
         timing = server_timing(db=0.0, queries=0, render=0.0, app=time.perf_counter() - start)
         headers.append(("Server-Timing", timing))
         start_response("200 OK", headers)

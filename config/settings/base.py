@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /livez and /healthz, before the host check, the HTTPS redirect and authentication (config/health.py).
+    "config.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
@@ -164,9 +166,37 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", BASE_DIR / "node_modules" / 
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 # Media is never served by URL: images reach raters only through opaque per-trial views.
 MEDIA_URL = "/media-not-served/"
-# Behind nginx: an internal location aliasing MEDIA_ROOT (e.g. "/protected-media/"); the image view
-# then answers with X-Accel-Redirect and nginx sends the file. Empty: the application sends it.
+# Behind nginx: an internal location aliasing MEDIA_ROOT, or proxying to the bucket under S3 (e.g.
+# "/protected-media/"); the image view then answers with X-Accel-Redirect and nginx sends the file.
+# Empty: the application sends it.
 ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
+
+# Where stored images live (annotation/media.py): "local" (MEDIA_ROOT) or "s3" (an S3-compatible bucket
+# through django-storages, configured by its own AWS_* settings below). Keys are content hashes either way.
+ARBITER_MEDIA_STORAGE = env_str("ARBITER_MEDIA_STORAGE", "local").strip().lower() or "local"
+if ARBITER_MEDIA_STORAGE not in ("local", "s3"):
+    raise ImproperlyConfigured(f"ARBITER_MEDIA_STORAGE must be 'local' or 's3', got {ARBITER_MEDIA_STORAGE!r}")
+AWS_STORAGE_BUCKET_NAME = env_str("AWS_STORAGE_BUCKET_NAME") or None
+AWS_S3_ENDPOINT_URL = env_str("AWS_S3_ENDPOINT_URL") or None
+AWS_S3_REGION_NAME = env_str("AWS_S3_REGION_NAME") or None
+# Credentials: django-storages reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment itself.
+AWS_S3_FILE_OVERWRITE = True  # a key is its content's hash: the same key is the same bytes
+AWS_QUERYSTRING_AUTH = False  # no presigned URL is ever made (annotation.media_s3.PrivateS3Storage.url refuses)
+AWS_DEFAULT_ACL = None  # the bucket's own policy (private)
+# An unreachable bucket answers within these seconds (image requests then get a 503, annotation/media.py).
+ARBITER_S3_TIMEOUT = float(env_str("ARBITER_S3_TIMEOUT", "5"))
+ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
+if ARBITER_MEDIA_STORAGE == "s3" and not AWS_STORAGE_BUCKET_NAME:
+    raise ImproperlyConfigured("ARBITER_MEDIA_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
+_local_media = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+_s3_media = {"BACKEND": "annotation.media_s3.PrivateS3Storage"}
+STORAGES: dict[str, dict[str, object]] = {
+    "default": _s3_media if ARBITER_MEDIA_STORAGE == "s3" else _local_media,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Both ends of `manage.py copy_media` (the bucket one needs AWS_STORAGE_BUCKET_NAME).
+    "media_local": _local_media,
+    "media_s3": _s3_media,
+}
 
 # A shared cache (login throttling, rate limits) when Redis is configured; per-process otherwise.
 _cache_url = env_str("CACHE_URL") or (env_str("CELERY_BROKER_URL") if env_str("CELERY_BROKER_URL").startswith("redis") else "")

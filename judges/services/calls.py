@@ -48,6 +48,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotation.media import MediaUnavailable
 from judges.limits import Limiter, Limits, limiter_for
 from judges.models import Judge, JudgeOutput, OutputStatus, Provider
 from judges.providers import (
@@ -404,6 +405,8 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             except RequestNotBuildable as exc:
                 _finish(claim, status=OutputStatus.FAILED, error=str(exc), **usage.fields())
                 return OutputStatus.FAILED
+            except MediaUnavailable as exc:  # the bucket is away: the call waits, it does not fail
+                return _release(claim, error=f"released: {exc}", **usage.fields())
             repairs = built.image_repairs
         if tried and deadline is not None and time.monotonic() + attempt_seconds(judge) > deadline:
             return _release(claim)
