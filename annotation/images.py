@@ -349,8 +349,10 @@ class ImageStaging:
             # With the bucket gone the objects stay: unreferenced content-hash keys, harmless, and
             # reused by the next import of the same pixels (README "Object storage").
             for key in self.uploaded:
-                with suppress(MediaUnavailable):
+                try:
                     delete_media(key)
+                except MediaUnavailable:
+                    break  # the bucket is away: waiting out a time-out per object would change nothing
             self.uploaded.clear()
 
 
