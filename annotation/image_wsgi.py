@@ -36,6 +36,7 @@ from django.utils.module_loading import import_string
 from annotation import image_cookie
 from annotation.images import stored_image_path
 from annotation.media import MEDIA_UNAVAILABLE_TEXT, MediaUnavailable, media_is_local, read_media
+from annotation.metrics import RATER_REQUEST_SECONDS, RATER_RESPONSES, log_request, request_id_of
 from annotation.middleware import server_timing
 
 IMAGE_PATH_RE = re.compile(r"/t/(?P<token>[A-Za-z0-9_-]+)/(?P<slot>[a-z]+)\.png")
@@ -46,6 +47,10 @@ HEADER_MIDDLEWARE = (
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
 )
+
+# The image view's series, answered here (Django's own answers are timed by config/metrics.py).
+IMAGE_PASS_SECONDS = RATER_REQUEST_SECONDS.labels(view="rater:image")
+IMAGE_PASS_RESPONSES = RATER_RESPONSES.labels(view="rater:image", status="200")
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -103,8 +108,15 @@ class ImagePassApplication:
                 return [text]
             headers.append(("Content-Length", str(len(data))))
             body = [data]
-        timing = server_timing(db=0.0, queries=0, render=0.0, app=time.perf_counter() - start)
-        headers.append(("Server-Timing", timing))
+        elapsed = time.perf_counter() - start
+        headers.append(("Server-Timing", server_timing(db=0.0, queries=0, render=0.0, app=elapsed)))
+        IMAGE_PASS_SECONDS.observe(elapsed)
+        IMAGE_PASS_RESPONSES.inc()
+        if settings.ARBITER_LOG_FORMAT == "json":  # the same request line as Django's (config/metrics.py)
+            request_id = request_id_of(environ.get("HTTP_X_REQUEST_ID"))
+            headers.append(("X-Request-ID", request_id))
+            log_request(request_id=request_id, method="GET", path=environ.get("PATH_INFO", ""), status=200,
+                        seconds=elapsed, view="rater:image")
         start_response("200 OK", headers)
         return body
 

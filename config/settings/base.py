@@ -75,6 +75,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # /livez and /healthz, before the host check, the HTTPS redirect and authentication (config/health.py).
     "config.health.HealthMiddleware",
+    # Rater-path latency histograms, the database pool gauge, JSON request logs (config/metrics.py).
+    "config.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
@@ -338,10 +340,24 @@ CELERY_BEAT_SCHEDULE = {
     "judges-poll-batches": {"task": "judges.poll_batches", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
 }
 
+# /metrics (config/metrics.py): staff, or clients in these addresses / networks (e.g. "10.0.0.0/8,127.0.0.1").
+ARBITER_METRICS_ALLOW = env_list("ARBITER_METRICS_ALLOW")
+try:
+    ARBITER_METRICS_ALLOW_NETWORKS = [ipaddress.ip_network(n, strict=False) for n in ARBITER_METRICS_ALLOW]
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"ARBITER_METRICS_ALLOW: {_exc}") from None
+# "json": one JSON line per request (logger arbiter.request) with its X-Request-ID; "plain": none.
+ARBITER_LOG_FORMAT = env_str("ARBITER_LOG_FORMAT", "plain").strip().lower() or "plain"
+if ARBITER_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"ARBITER_LOG_FORMAT must be 'plain' or 'json', got {ARBITER_LOG_FORMAT!r}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "message": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"},
+                 "request_lines": {"class": "logging.StreamHandler", "formatter": "message"}},
+    "loggers": {"arbiter.request": {"handlers": ["request_lines"], "level": "INFO", "propagate": False}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }

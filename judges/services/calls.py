@@ -49,6 +49,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.media import MediaUnavailable
+from annotation.metrics import JUDGE_ATTEMPTS, JUDGE_CALLS
 from judges.limits import Limiter, Limits, limiter_for
 from judges.models import Judge, JudgeOutput, OutputStatus, Provider
 from judges.providers import (
@@ -208,6 +209,8 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
 def _finish(claim: _Claim, **fields: Any) -> bool:
     fields.update(lease_until=None, finished_at=timezone.now())
     done = claim.update(**fields)
+    if done:
+        JUDGE_CALLS.labels(status=str(fields.get("status", ""))).inc()
     if not done:
         logger.warning("judge output %s: lease lost before the result was stored; the new holder decides", claim.output_id)
     return done
@@ -306,6 +309,7 @@ def judge_output_execute(*, output_id: int, budget_seconds: float | None = None)
 def _release(claim: _Claim, **fields: Any) -> str:
     if not claim.update(status=OutputStatus.PENDING, lease_until=None, claim_token="", **fields):
         raise LostClaim(claim.output_id)
+    JUDGE_CALLS.labels(status="released").inc()
     return RELEASED
 
 
@@ -332,6 +336,7 @@ class _Usage:
         return total if value is None else (total or 0) + value
 
     def record(self, outcome: str, *, error: str = "", reply: Reply | None = None, status: int | None = None) -> None:
+        JUDGE_ATTEMPTS.labels(outcome=outcome).inc()
         entry: dict[str, Any] = {"at": timezone.now().isoformat(timespec="milliseconds"), "outcome": outcome}
         if error:
             entry["error"] = _one_line(error)
