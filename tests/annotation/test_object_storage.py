@@ -230,3 +230,22 @@ def test_a_node_whose_bucket_is_missing_stops_at_start_with_one_line(s3_server) 
     assert [line for line in done.stderr.splitlines() if line.startswith("arbiter:")] == [
         f"arbiter: ARBITER_MEDIA_STORAGE=s3: the bucket 'arbiter-no-such-bucket' does not exist at {s3_server.endpoint}"
     ]
+
+
+def test_blind_images_rebuilds_the_shown_images_from_originals_in_the_bucket(s3_media, s3_server, examples_dir) -> None:  # type: ignore[no-untyped-def]
+    from annotation.services.display_images import study_images_blind
+
+    study = study_import_bundle(path=examples_dir / "bundle")
+    before = set(s3_server.keys(s3_media))
+    result = study_images_blind(study=study)  # reads each original from the bucket, writes what is missing
+    assert result.holders > 0 and result.changed == 0  # the import already made them: nothing changes
+    assert set(s3_server.keys(s3_media)) == before
+    from annotation.models import Page
+
+    page = Page.objects.filter(study=study, neutralized_image__isnull=False).select_related("neutralized_image").first()
+    assert page is not None and page.neutralized_image_id != page.original_image_id
+    shown_key = str(page.neutralized_image.file.name)  # type: ignore[union-attr]
+    s3_server.client().delete_object(Bucket=s3_media, Key=shown_key)  # a lost display image
+    study_images_blind(study=study)
+    assert set(s3_server.keys(s3_media)) == before  # rebuilt from the original, under the same key
+    assert hashlib.sha256(_object(s3_server, s3_media, shown_key)).hexdigest() == page.neutralized_image.sha256  # type: ignore[union-attr]
