@@ -28,7 +28,7 @@ _CONSTANT = "every node of one deployment signs with the same SECRET_KEY"
 _migrated: set[str] = set()
 
 
-def secret_key_value(secret: str | None = None) -> str:
+def secret_key_value(secret: str | bytes | None = None) -> str:
     return salted_hmac(_SALT, _CONSTANT, secret=secret or settings.SECRET_KEY, algorithm="sha256").hexdigest()
 
 

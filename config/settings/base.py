@@ -190,8 +190,8 @@ ARBITER_S3_TIMEOUT = float(env_str("ARBITER_S3_TIMEOUT", "5"))
 ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
 if ARBITER_MEDIA_STORAGE == "s3" and not AWS_STORAGE_BUCKET_NAME:
     raise ImproperlyConfigured("ARBITER_MEDIA_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
-_local_media = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
-_s3_media = {"BACKEND": "annotation.media_s3.PrivateS3Storage"}
+_local_media: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+_s3_media: dict[str, object] = {"BACKEND": "annotation.media_s3.PrivateS3Storage"}
 STORAGES: dict[str, dict[str, object]] = {
     "default": _s3_media if ARBITER_MEDIA_STORAGE == "s3" else _local_media,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
