@@ -32,44 +32,59 @@ KEY_RE = re.compile(r'name="idempotency_key" value="([^"]+)"')
 AXIS_RE = re.compile(r'name="axis:([A-Z_]+)"')
 
 
+def start_nodes(count: int, env: dict[str, str]) -> list[tuple[subprocess.Popen[bytes], str]]:
+    nodes: list[tuple[subprocess.Popen[bytes], str]] = []
+    for _ in range(count):
+        port = free_port()
+        process = subprocess.Popen([GUNICORN, "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}"],
+                                   cwd=ROOT, env=env, start_new_session=True,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        nodes.append((process, f"http://127.0.0.1:{port}"))
+    for process, url in nodes:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "a gunicorn node exited during start-up"
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"{url} not ready within 60 s"
+            time.sleep(0.3)
+    return nodes
+
+
+def stop_nodes(nodes: list[tuple[subprocess.Popen[bytes], str]]) -> None:
+    for process, _ in nodes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    return {
+        **os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": _database_url(),
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY, "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "WEB_CONCURRENCY": "1", "GUNICORN_THREADS": "2", **extra,
+    }
+
+
 @pytest.fixture
 def two_nodes(s3_media, s3_server) -> Iterator[list[str]]:  # type: ignore[no-untyped-def]
-    env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": _database_url(),
-        "DJANGO_SECRET_KEY": settings.SECRET_KEY, "ARBITER_MEDIA_STORAGE": "s3",
-        "AWS_STORAGE_BUCKET_NAME": s3_media, "AWS_S3_ENDPOINT_URL": s3_server.endpoint, "AWS_S3_REGION_NAME": REGION,
-        "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"], "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT), "WEB_CONCURRENCY": "1", "GUNICORN_THREADS": "2",
-    }
-    nodes: list[tuple[subprocess.Popen[bytes], str]] = []
+    env = node_env(
+        ARBITER_MEDIA_STORAGE="s3", AWS_STORAGE_BUCKET_NAME=s3_media, AWS_S3_ENDPOINT_URL=s3_server.endpoint,
+        AWS_S3_REGION_NAME=REGION, AWS_ACCESS_KEY_ID=CREDENTIALS["aws_access_key_id"],
+        AWS_SECRET_ACCESS_KEY=CREDENTIALS["aws_secret_access_key"],
+    )
+    nodes = start_nodes(2, env)
     try:
-        for _ in range(2):
-            port = free_port()
-            process = subprocess.Popen([GUNICORN, "-c", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}"],
-                                       cwd=ROOT, env=env, start_new_session=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            nodes.append((process, f"http://127.0.0.1:{port}"))
-        for process, url in nodes:
-            deadline = time.monotonic() + 60
-            while True:
-                assert process.poll() is None, "a gunicorn node exited during start-up"
-                try:
-                    if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, f"{url} not ready within 60 s"
-                time.sleep(0.3)
         yield [url for _, url in nodes]
     finally:
-        for process, _ in nodes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+        stop_nodes(nodes)
 
 
 def test_one_rater_alternating_between_two_nodes_keeps_session_image_pass_csrf_and_idempotency(two_nodes) -> None:  # type: ignore[no-untyped-def]
@@ -104,3 +119,25 @@ def test_one_rater_alternating_between_two_nodes_keeps_session_image_pass_csrf_a
     assert client.post(f"{b}/t/{token.group(1)}/vote/", data=form).status_code == 403
     assert Vote.objects.filter(trial__assignment__rater__external_id="P-two-nodes").count() == 3
     assert Trial.objects.filter(assignment__rater__external_id="P-two-nodes").count() >= 3
+
+
+def test_metrics_add_up_every_gunicorn_process_in_multiprocess_mode(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rs = scheduled()
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    nodes = start_nodes(1, node_env(WEB_CONCURRENCY="2", PROMETHEUS_MULTIPROC_DIR=str(folder),
+                                    ARBITER_METRICS_ALLOW="127.0.0.0/8"))
+    try:
+        [(_, url)] = nodes
+        for i in range(12):  # twelve browsers: new connections, spread over both processes
+            with httpx.Client(timeout=10) as browser:
+                assert browser.get(f"{url}/s/{rs.study.link_token}/", params={"participant": f"M{i}"}).status_code == 302
+        exposed = httpx.get(f"{url}/metrics", timeout=10).text
+        # One file per process that served (the balanced worker spreads new connections over both);
+        # /metrics answers from one of them with the sum.
+        serving = {path.stem.rsplit("_", 1)[-1] for path in folder.glob("histogram_*.db")}
+        assert serving
+    finally:
+        stop_nodes(nodes)
+    assert 'arbiter_rater_request_seconds_count{view="rater:link"} 12.0' in exposed
+    assert 'arbiter_rater_responses_total{status="302",view="rater:link"} 12.0' in exposed
