@@ -44,6 +44,11 @@ def study_stored_images(studies: Iterable[Study]) -> list[StoredImage]:
 
 
 def _storage(name: str) -> Storage:
+    from django.conf import settings
+
+    if name == "s3" and not getattr(settings, "AWS_STORAGE_BUCKET_NAME", None):
+        raise ArbiterError("copying to or from the bucket needs AWS_STORAGE_BUCKET_NAME (and AWS_S3_ENDPOINT_URL "
+                           "for a server other than AWS S3)")
     try:
         return storages[STORAGE_OF[name]]
     except KeyError:

@@ -178,6 +178,10 @@ def test_copy_media_refuses_a_missing_bucket_and_a_missing_study_in_one_line(s3_
     with pytest.raises(CommandError) as missing_study:
         call_command("copy_media", "no-such-study", "--to", "s3")
     assert str(missing_study.value) == "no study with slug 'no-such-study'"
+    settings.AWS_STORAGE_BUCKET_NAME = None
+    with pytest.raises(CommandError) as unconfigured:
+        call_command("copy_media", rs.study.slug, "--to", "s3")
+    assert str(unconfigured.value).startswith("copying to or from the bucket needs AWS_STORAGE_BUCKET_NAME")
     settings.AWS_STORAGE_BUCKET_NAME = "arbiter-no-such-bucket"
     settings.STORAGES = {**settings.STORAGES}
     with pytest.raises(CommandError) as missing_bucket:
