@@ -27,7 +27,9 @@ def _startup_checks() -> None:
         os._exit(3)  # gunicorn's WORKER_BOOT_ERROR: the master halts "Worker failed to boot."
 
 
-if os.environ.get("ARBITER_STARTUP_CHECKS", "1") != "0":
+from django.conf import settings  # noqa: E402
+
+if settings.ARBITER_STARTUP_CHECKS:
     _startup_checks()
 
 from annotation.image_wsgi import ImagePassApplication  # noqa: E402  (needs the settings configured above)

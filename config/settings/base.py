@@ -340,6 +340,8 @@ CELERY_BEAT_SCHEDULE = {
     "judges-poll-batches": {"task": "judges.poll_batches", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
 }
 
+# A web node's checks as it loads (config/wsgi.py): the bucket exists, SECRET_KEY agrees with the other nodes'.
+ARBITER_STARTUP_CHECKS = env_bool("ARBITER_STARTUP_CHECKS", True)
 # /metrics (config/metrics.py): staff, or clients in these addresses / networks (e.g. "10.0.0.0/8,127.0.0.1").
 ARBITER_METRICS_ALLOW = env_list("ARBITER_METRICS_ALLOW")
 try:

@@ -15,5 +15,9 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)
 # The judges page's background run needs a server database for its thread (tests/judges/test_views.py).
 ARBITER_JUDGES_IN_BACKGROUND = False
 
+# Importing config.wsgi in a test (the image pass, schemathesis) checks nothing against the database;
+# the tests of the checks start their nodes with the production settings.
+ARBITER_STARTUP_CHECKS = env_bool("ARBITER_STARTUP_CHECKS", False)
+
 # Each test process keeps its own cache (login throttling counters must not leak between tests).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
