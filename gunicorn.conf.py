@@ -56,3 +56,7 @@ def child_exit(server: object, worker: object) -> None:
     from config.gunicorn_worker import release
 
     release(worker.age)  # type: ignore[attr-defined]
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # its live gauges leave /metrics (config/metrics.py)
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

@@ -35,6 +35,8 @@ from django.utils.module_loading import import_string
 
 from annotation import image_cookie
 from annotation.images import stored_image_path
+from annotation.media import MEDIA_UNAVAILABLE_TEXT, MediaUnavailable, media_is_local, read_media
+from annotation.metrics import RATER_REQUEST_SECONDS, RATER_RESPONSES, log_request, request_id_of
 from annotation.middleware import server_timing
 
 IMAGE_PATH_RE = re.compile(r"/t/(?P<token>[A-Za-z0-9_-]+)/(?P<slot>[a-z]+)\.png")
@@ -45,6 +47,10 @@ HEADER_MIDDLEWARE = (
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
 )
+
+# The image view's series, answered here (Django's own answers are timed by config/metrics.py).
+IMAGE_PASS_SECONDS = RATER_REQUEST_SECONDS.labels(view="rater:image")
+IMAGE_PASS_RESPONSES = RATER_RESPONSES.labels(view="rater:image", status="200")
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -82,15 +88,35 @@ class ImagePassApplication:
         if accel:  # behind nginx: it sends the file from its internal location
             body: Iterable[bytes] = [b""]
             headers += [("X-Accel-Redirect", accel.rstrip("/") + "/" + quote(file)), ("Content-Length", "0")]
-        else:
+        elif media_is_local():
             try:
                 handle = stored_image_path(file).open("rb")
             except OSError:
                 return self.application(environ, start_response)  # Django answers 404
             headers.append(("Content-Length", str(os.fstat(handle.fileno()).st_size)))
             body = environ.get("wsgi.file_wrapper", FileWrapper)(handle, 64 * 1024)  # gunicorn: sendfile
-        timing = server_timing(db=0.0, queries=0, render=0.0, app=time.perf_counter() - start)
-        headers.append(("Server-Timing", timing))
+        else:  # the bucket (annotation/media.py): one GET, read whole, so an outage is a 503, not half an image
+            try:
+                data = read_media(file)
+            except FileNotFoundError:
+                return self.application(environ, start_response)  # Django answers 404
+            except MediaUnavailable:
+                unavailable = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store"),
+                               ("Retry-After", "5"), *self._security_headers(request, secure)]
+                text = MEDIA_UNAVAILABLE_TEXT.encode()
+                start_response("503 Service Unavailable", [*unavailable, ("Content-Length", str(len(text)))])
+                return [text]
+            headers.append(("Content-Length", str(len(data))))
+            body = [data]
+        elapsed = time.perf_counter() - start
+        headers.append(("Server-Timing", server_timing(db=0.0, queries=0, render=0.0, app=elapsed)))
+        IMAGE_PASS_SECONDS.observe(elapsed)
+        IMAGE_PASS_RESPONSES.inc()
+        if settings.ARBITER_LOG_FORMAT == "json":  # the same request line as Django's (config/metrics.py)
+            request_id = request_id_of(environ.get("HTTP_X_REQUEST_ID"))
+            headers.append(("X-Request-ID", request_id))
+            log_request(request_id=request_id, method="GET", path=environ.get("PATH_INFO", ""), status=200,
+                        seconds=elapsed, view="rater:image")
         start_response("200 OK", headers)
         return body
 

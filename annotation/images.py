@@ -16,6 +16,7 @@ import hashlib
 import io
 import os
 import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
@@ -276,16 +277,24 @@ class ImageStaging:
 
     Use through :func:`staged_images`. Files that already exist (same content hash) are not
     rewritten, so publishing is idempotent and a rollback only removes what this import added.
+
+    On local disk (``root`` set) the staging folder is inside the media folder and publishing is a
+    rename; in a bucket (``root`` is ``None``) each new object is uploaded under its content-hash
+    key as it is added (annotation/media.py), and removed again if the import fails.
     """
 
-    root: Path
+    root: Path | None
     staging: Path
     # sha256 → relative path; the pixel bytes are on disk, not kept here (imports of 10,000 images).
     staged: dict[str, str] = field(default_factory=dict)
     published: list[Path] = field(default_factory=list)
     created_dirs: list[Path] = field(default_factory=list)
+    # Keys this import uploaded to the bucket (removed again on rollback).
+    uploaded: list[str] = field(default_factory=list)
 
     def add(self, image: CleanImage) -> CleanImage:
+        if self.root is None:
+            return self._upload(image)
         if image.sha256 in self.staged or (self.root / image.relative_path).exists():
             self.staged.setdefault(image.sha256, image.relative_path)
             return image
@@ -294,7 +303,23 @@ class ImageStaging:
         self.staged[image.sha256] = image.relative_path
         return image
 
+    def _upload(self, image: CleanImage) -> CleanImage:
+        """In a bucket the object is written at once, before the caller's transaction (an upload
+        inside it would hold the database's write lock): a failure later removes it again."""
+        from annotation.media import media_exists, save_media
+
+        if image.sha256 in self.staged:
+            return image
+        key = image.relative_path
+        if not media_exists(key):
+            save_media(key, io.BytesIO(image.png))
+            self.uploaded.append(key)
+        self.staged[image.sha256] = key
+        return image
+
     def publish(self) -> None:
+        if self.root is None:
+            return  # uploaded by add()
         for sha, relative_path in self.staged.items():
             source = self.staging / f"{sha}.png"
             if not source.exists():
@@ -318,6 +343,17 @@ class ImageStaging:
             with suppress(OSError):
                 folder.rmdir()
         self.created_dirs.clear()
+        if self.uploaded:
+            from annotation.media import MediaUnavailable, delete_media
+
+            # With the bucket gone the objects stay: unreferenced content-hash keys, harmless, and
+            # reused by the next import of the same pixels (README "Object storage").
+            for key in self.uploaded:
+                try:
+                    delete_media(key)
+                except MediaUnavailable:
+                    break  # the bucket is away: waiting out a time-out per object would change nothing
+            self.uploaded.clear()
 
 
 @contextmanager
@@ -328,6 +364,16 @@ def staged_images() -> Iterator[ImageStaging]:
     ``publish()`` just before leaving the atomic block; if the block raises, published files are
     removed again. The staging folder is always deleted.
     """
+    from annotation.media import media_is_local
+
+    if not media_is_local():
+        stage = ImageStaging(root=None, staging=Path(tempfile.gettempdir()))
+        try:
+            yield stage
+        except BaseException:
+            stage.unpublish()
+            raise
+        return
     root = Path(settings.MEDIA_ROOT)
     staging_parent = root / ".staging"
     staging_parent.mkdir(parents=True, exist_ok=True)
@@ -346,4 +392,5 @@ def staged_images() -> Iterator[ImageStaging]:
 
 
 def stored_image_path(relative: str) -> Path:
+    """A stored image's file on local disk (only when the media storage is the local folder)."""
     return Path(settings.MEDIA_ROOT) / relative

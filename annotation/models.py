@@ -654,3 +654,18 @@ class LoginCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.attempts}"
+
+
+class DeploymentCheck(models.Model):
+    """A value every node of one deployment must agree on, written by the first node that starts.
+
+    ``secret_key``: an HMAC of a constant under ``SECRET_KEY`` (``annotation.services.deployment``):
+    a node started with another key finds a different value and refuses to start.
+    """
+
+    name = models.CharField(max_length=60, unique=True)
+    value = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -9,12 +9,10 @@ array. Nothing that names a system (name, external id, candidate id) enters the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
 from annotation.errors import ArbiterError
+from annotation.media import read_media
 from annotation.models import Axis, Comparison, StoredImage
 from judges.image_limits import preset_for
 from judges.images import (
@@ -69,9 +67,8 @@ def _pick(image: StoredImage | None, neutral: StoredImage | None, neutralize: bo
 
 
 def _stored_png(stored: StoredImage) -> bytes:
-    path = Path(settings.MEDIA_ROOT) / str(stored.file.name)
     try:
-        return path.read_bytes()
+        return read_media(str(stored.file.name))  # MediaUnavailable: the call is released, tried again later
     except OSError as exc:
         raise RequestNotBuildable(f"image {stored.sha256[:12]} cannot be read ({exc.strerror})") from None
 

@@ -154,3 +154,41 @@ def celery_worker_process(transactional_db: None) -> Iterator[subprocess.Popen[b
             except subprocess.TimeoutExpired:
                 os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[object]:
+    """A real S3-compatible server (moto's server mode) on a free loopback port, for the session."""
+    from tests.s3_server import start_s3_server
+
+    server = start_s3_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, settings) -> str:  # type: ignore[no-untyped-def]
+    """A new bucket on the test S3 server, configured as django-storages' settings (``media_s3``);
+    the media storage itself stays local unless the test also takes ``s3_media``."""
+    from tests.s3_server import CREDENTIALS, REGION
+
+    bucket = s3_server.new_bucket()
+    settings.AWS_STORAGE_BUCKET_NAME = bucket
+    settings.AWS_S3_ENDPOINT_URL = s3_server.endpoint
+    settings.AWS_S3_REGION_NAME = REGION
+    settings.AWS_ACCESS_KEY_ID = CREDENTIALS["aws_access_key_id"]
+    settings.AWS_SECRET_ACCESS_KEY = CREDENTIALS["aws_secret_access_key"]
+    settings.ARBITER_S3_TIMEOUT = 1.0  # a paused server is "unreachable" within a second
+    settings.ARBITER_S3_ATTEMPTS = 1
+    settings.STORAGES = {**settings.STORAGES}  # new storage instances with the settings above
+    return bucket  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def s3_media(s3_bucket, settings) -> str:  # type: ignore[no-untyped-def]
+    """``ARBITER_MEDIA_STORAGE=s3``: every stored image lives in the test bucket."""
+    settings.ARBITER_MEDIA_STORAGE = "s3"
+    settings.STORAGES = {**settings.STORAGES, "default": settings.STORAGES["media_s3"]}
+    return s3_bucket  # type: ignore[no-any-return]

@@ -23,6 +23,7 @@ from django.utils import timezone
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
+from annotation.metrics import VOTES_STORED
 from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote, rater_page_options
 from annotation.selectors.axes import StudyAxesRows, axes_of_rows
 from annotation.selectors.compiled import compiled_create, compiled_instances, compiled_rows, compiled_update
@@ -419,6 +420,7 @@ def vote_submit(
             response_times=(*times, *([response_ms] if response_ms is not None else [])),
             next_trial_id=None if finished else unanswered[1],
         )
+    VOTES_STORED.inc()
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, progress=progress)
 
 

@@ -14,10 +14,8 @@ passes its historical models).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from annotation.errors import ArbiterError
@@ -31,6 +29,7 @@ from annotation.images import (
     neutralize_media,
     staged_images,
 )
+from annotation.media import read_media
 
 
 @dataclass
@@ -74,9 +73,8 @@ def study_images_blind(*, study: Any, page_model: Any = None, candidate_model: A
     def shown(source: Any, width: int) -> tuple[CleanImage, Any]:
         key = (source.sha256, width)
         if key not in decoded:
-            path = Path(settings.MEDIA_ROOT) / str(source.file.name)
             try:
-                pixels = decode_stored_png(path.read_bytes())
+                pixels = decode_stored_png(read_media(str(source.file.name)))
             except OSError as exc:
                 raise ArbiterError(f"image {source.sha256[:12]} cannot be read ({exc.strerror or exc})") from None
             if not source.mode:

@@ -26,6 +26,7 @@ from annotation import image_cookie
 from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.images import stored_image_path
 from annotation.kinds import design_of
+from annotation.media import MEDIA_UNAVAILABLE_TEXT, MediaUnavailable, media_is_local, read_media
 from annotation.middleware import render_timed
 from annotation.models import (
     Assignment,
@@ -559,7 +560,7 @@ def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpR
     if accel:  # behind nginx: it sends the file from an internal location (README "Running at scale")
         response = HttpResponse(content_type="image/png")
         response["X-Accel-Redirect"] = accel.rstrip("/") + "/" + quote(file)
-    else:
+    elif media_is_local():
         try:
             handle = stored_image_path(file).open("rb")
         except OSError:
@@ -567,7 +568,22 @@ def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpR
         response = FileResponse(handle, content_type="image/png")
         if "Content-Disposition" in response:
             del response["Content-Disposition"]
+    else:  # the bucket: read whole through the storage, so an outage is a 503 and never half an image
+        try:
+            response = HttpResponse(read_media(file), content_type="image/png")
+        except FileNotFoundError:
+            raise Http404 from None
+        except MediaUnavailable:
+            return media_unavailable_response()
     response["Cache-Control"] = "private, max-age=86400"
+    return response
+
+
+def media_unavailable_response() -> HttpResponse:
+    """The bucket cannot be reached: a 503 the page retries, never a 500 (it clears by itself)."""
+    response = HttpResponse(MEDIA_UNAVAILABLE_TEXT, status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = "5"
+    response["Cache-Control"] = "no-store"
     return response
 
 

@@ -75,6 +75,10 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # A request cut off from the database answers 503 + Retry-After, not 500 (config/unavailable.py).
     "config.unavailable.DatabaseUnavailableMiddleware",
+    # /livez and /healthz, before the host check, the HTTPS redirect and authentication (config/health.py).
+    "config.health.HealthMiddleware",
+    # Rater-path latency histograms, the database pool gauge, JSON request logs (config/metrics.py).
+    "config.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "annotation.middleware.ServerTimingMiddleware",
     "annotation.middleware.UploadSizeMiddleware",
@@ -177,9 +181,37 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", BASE_DIR / "node_modules" / 
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 # Media is never served by URL: images reach raters only through opaque per-trial views.
 MEDIA_URL = "/media-not-served/"
-# Behind nginx: an internal location aliasing MEDIA_ROOT (e.g. "/protected-media/"); the image view
-# then answers with X-Accel-Redirect and nginx sends the file. Empty: the application sends it.
+# Behind nginx: an internal location aliasing MEDIA_ROOT, or proxying to the bucket under S3 (e.g.
+# "/protected-media/"); the image view then answers with X-Accel-Redirect and nginx sends the file.
+# Empty: the application sends it.
 ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
+
+# Where stored images live (annotation/media.py): "local" (MEDIA_ROOT) or "s3" (an S3-compatible bucket
+# through django-storages, configured by its own AWS_* settings below). Keys are content hashes either way.
+ARBITER_MEDIA_STORAGE = env_str("ARBITER_MEDIA_STORAGE", "local").strip().lower() or "local"
+if ARBITER_MEDIA_STORAGE not in ("local", "s3"):
+    raise ImproperlyConfigured(f"ARBITER_MEDIA_STORAGE must be 'local' or 's3', got {ARBITER_MEDIA_STORAGE!r}")
+AWS_STORAGE_BUCKET_NAME = env_str("AWS_STORAGE_BUCKET_NAME") or None
+AWS_S3_ENDPOINT_URL = env_str("AWS_S3_ENDPOINT_URL") or None
+AWS_S3_REGION_NAME = env_str("AWS_S3_REGION_NAME") or None
+# Credentials: django-storages reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment itself.
+AWS_S3_FILE_OVERWRITE = True  # a key is its content's hash: the same key is the same bytes
+AWS_QUERYSTRING_AUTH = False  # no presigned URL is ever made (annotation.media_s3.PrivateS3Storage.url refuses)
+AWS_DEFAULT_ACL = None  # the bucket's own policy (private)
+# An unreachable bucket answers within these seconds (image requests then get a 503, annotation/media.py).
+ARBITER_S3_TIMEOUT = float(env_str("ARBITER_S3_TIMEOUT", "5"))
+ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
+if ARBITER_MEDIA_STORAGE == "s3" and not AWS_STORAGE_BUCKET_NAME:
+    raise ImproperlyConfigured("ARBITER_MEDIA_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
+_local_media: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+_s3_media: dict[str, object] = {"BACKEND": "annotation.media_s3.PrivateS3Storage"}
+STORAGES: dict[str, dict[str, object]] = {
+    "default": _s3_media if ARBITER_MEDIA_STORAGE == "s3" else _local_media,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Both ends of `manage.py copy_media` (the bucket one needs AWS_STORAGE_BUCKET_NAME).
+    "media_local": _local_media,
+    "media_s3": _s3_media,
+}
 
 # A shared cache (login throttling, rate limits) when Redis is configured; per-process otherwise.
 _cache_url = env_str("CACHE_URL") or (env_str("CELERY_BROKER_URL") if env_str("CELERY_BROKER_URL").startswith("redis") else "")
@@ -327,10 +359,26 @@ CELERY_BEAT_SCHEDULE = {
     "judges-poll-batches": {"task": "judges.poll_batches", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
 }
 
+# A web node's checks as it loads (config/wsgi.py): the bucket exists, SECRET_KEY agrees with the other nodes'.
+ARBITER_STARTUP_CHECKS = env_bool("ARBITER_STARTUP_CHECKS", True)
+# /metrics (config/metrics.py): staff, or clients in these addresses / networks (e.g. "10.0.0.0/8,127.0.0.1").
+ARBITER_METRICS_ALLOW = env_list("ARBITER_METRICS_ALLOW")
+try:
+    ARBITER_METRICS_ALLOW_NETWORKS = [ipaddress.ip_network(n, strict=False) for n in ARBITER_METRICS_ALLOW]
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"ARBITER_METRICS_ALLOW: {_exc}") from None
+# "json": one JSON line per request (logger arbiter.request) with its X-Request-ID; "plain": none.
+ARBITER_LOG_FORMAT = env_str("ARBITER_LOG_FORMAT", "plain").strip().lower() or "plain"
+if ARBITER_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"ARBITER_LOG_FORMAT must be 'plain' or 'json', got {ARBITER_LOG_FORMAT!r}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "message": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"},
+                 "request_lines": {"class": "logging.StreamHandler", "formatter": "message"}},
+    "loggers": {"arbiter.request": {"handlers": ["request_lines"], "level": "INFO", "propagate": False}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }

@@ -15,6 +15,11 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)
 # The judges page's background run needs a server database for its thread (tests/judges/test_views.py).
 ARBITER_JUDGES_IN_BACKGROUND = False
 
+# Importing config.wsgi in a test (the image pass, schemathesis) checks nothing against the database;
+# the tests of the checks start their nodes with the production settings.
+ARBITER_STARTUP_CHECKS = env_bool("ARBITER_STARTUP_CHECKS", False)
+
+
 # Each test process keeps its own cache unless CACHE_URL names one (a test's own gunicorn on Redis);
 # the login throttle counts in the test database then (rolled back with each test), or in that cache.
 if not env_str("CACHE_URL"):

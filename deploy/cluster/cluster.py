@@ -47,9 +47,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
 BIN = Path(PY).parent
 
-# Flip after issue 28's storage branch has landed (S3 media, /healthz): see docs/deploy.md.
-S3_DEFAULT = False
-HEALTHCHECK_DEFAULT = "tcp"
+# Media in the S3 server; HAProxy checks readiness without the storage check, so nodes stay in
+# rotation while the bucket is away (images answer 503 then): docs/deploy.md.
+S3_DEFAULT = True
+HEALTHCHECK_DEFAULT = "/healthz?checks=database,migrations"
 
 PG_URL = os.environ.get("ARBITER_CLUSTER_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 SECRET = "cluster-only-shared-secret-key-not-for-production-0123456789"

@@ -48,6 +48,8 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotation.media import MediaUnavailable
+from annotation.metrics import JUDGE_ATTEMPTS, JUDGE_CALLS
 from judges.limits import Limiter, Limits, limiter_for
 from judges.models import Judge, JudgeOutput, OutputStatus, Provider
 from judges.providers import (
@@ -225,6 +227,8 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
 def _finish(claim: _Claim, **fields: Any) -> bool:
     fields.update(lease_until=None, finished_at=timezone.now())
     done = claim.update(**fields)
+    if done:
+        JUDGE_CALLS.labels(status=str(fields.get("status", ""))).inc()
     if not done:
         logger.warning("judge output %s: lease lost before the result was stored; the new holder decides", claim.output_id)
     return done
@@ -323,6 +327,7 @@ def judge_output_execute(*, output_id: int, budget_seconds: float | None = None)
 def _release(claim: _Claim, **fields: Any) -> str:
     if not claim.update(status=OutputStatus.PENDING, lease_until=None, claim_token="", **fields):
         raise LostClaim(claim.output_id)
+    JUDGE_CALLS.labels(status="released").inc()
     return RELEASED
 
 
@@ -349,6 +354,7 @@ class _Usage:
         return total if value is None else (total or 0) + value
 
     def record(self, outcome: str, *, error: str = "", reply: Reply | None = None, status: int | None = None) -> None:
+        JUDGE_ATTEMPTS.labels(outcome=outcome).inc()
         entry: dict[str, Any] = {"at": timezone.now().isoformat(timespec="milliseconds"), "outcome": outcome}
         if error:
             entry["error"] = _one_line(error)
@@ -448,6 +454,8 @@ def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: flo
             except RequestNotBuildable as exc:
                 _finish(claim, status=OutputStatus.FAILED, error=str(exc), **usage.fields())
                 return OutputStatus.FAILED
+            except MediaUnavailable as exc:  # the bucket is away: the call waits, it does not fail
+                return _release(claim, error=f"released: {exc}", **usage.fields())
             repairs = built.image_repairs
         if tried and deadline is not None and time.monotonic() + attempt_seconds(judge) > deadline:
             return _release(claim)

@@ -12,7 +12,7 @@ fault a third of the way in, and then holds the cluster to:
 
 The Celery case kills a whole worker node (master and children) in the middle of a 500-call
 judge run on the provider emulator (tests/judges/fake_provider.py): the other node finishes it.
-The S3 case needs issue 28's storage branch (``ARBITER_CLUSTER_S3``); see docs/deploy.md.
+The S3 case cuts off the cluster's S3 server (moto) for 10 s; it runs unless ``ARBITER_CLUSTER_S3=0``.
 
 Run (about 4 minutes):
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_cluster CELERY_BROKER_URL=redis://127.0.0.1:6379/7 \\
@@ -168,7 +168,7 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
 
 
 @pytest.mark.skipif(not from_environment(Path("/nonexistent")).s3,
-                    reason="needs issue 28's S3 media (ARBITER_CLUSTER_S3=1 once the storage branch is merged)")
+                    reason="the cluster runs on local media (ARBITER_CLUSTER_S3=0)")
 def test_s3_unreachable_for_10_seconds(cluster: Cluster, study: str, examples_dir: Path) -> None:
     import json
     import subprocess

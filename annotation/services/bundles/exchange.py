@@ -52,6 +52,7 @@ from annotation.images import (
     staged_images,
 )
 from annotation.kinds import design_of
+from annotation.media import copy_media_to, media_exists
 from annotation.models import (
     AuditEvent,
     Axis,
@@ -677,6 +678,9 @@ def with_uploaded_bundle[T](upload: UploadedFile, read: Callable[[Path, str], T]
 
 # --- export ----------------------------------------------------------------------------------
 
+# Every image entry of an exported ZIP carries this time (the stored object has no file time of its own).
+_EXPORT_TIME = (1980, 1, 1, 0, 0, 0)
+
 
 def _neutral_name(used: set[str], *parts: str) -> str:
     """``images/<page>.png`` or ``images/<page>-<system>.png`` when the ids are file-name safe."""
@@ -786,19 +790,19 @@ def _iso(day: datetime.date | None) -> str | None:
     return day.isoformat() if day is not None else None
 
 
-def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[StudySpec, dict[str, Path]]:
-    """The spec with bundle paths for its images, and the media file behind every bundle path.
+def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[StudySpec, dict[str, str]]:
+    """The spec with bundle paths for its images, and the stored image (media key) behind every bundle path.
 
     Each page's and each candidate's image is written once, under a name made from its ids
     (``images/<page>.png``, ``images/<page>-<system>.png``), never under a stored name; two entries
     with identical pixels still get a file each, so the exported ``study.json`` reads naturally.
     """
     used: set[str] = set()
-    sources: dict[str, Path] = {}
+    sources: dict[str, str] = {}
 
     def assign(ref: str, *parts: str) -> str:
         name = _neutral_name(used, *parts)
-        sources[name] = Path(settings.MEDIA_ROOT) / str(images[ref].file.name)
+        sources[name] = str(images[ref].file.name)
         return name
 
     pages = tuple(replace(p, image=assign(p.image, p.id)) for p in spec.pages)
@@ -818,11 +822,11 @@ def study_crowd_settings(study: Study) -> dict[str, Any]:
     return {key: getattr(study, key) for key in CROWD_SETTINGS}
 
 
-def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, dict[str, Path]]:
+def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, dict[str, str]]:
     """A ``pairwise`` / ``checklist`` / ``rating`` study as a QuestionnaireStudySpec with bundle image paths,
-    and the media file behind every bundle path (``images/<item>.png``)."""
+    and the stored image (media key) behind every bundle path (``images/<item>.png``)."""
     used: set[str] = set()
-    sources: dict[str, Path] = {}
+    sources: dict[str, str] = {}
     pages = list(study.pages.order_by("position", "external_id"))
     candidates = list(
         Candidate.objects.filter(page__study=study)
@@ -837,7 +841,7 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
                 f"a {study.kind} bundle needs both"
             )
         name = _neutral_name(used, c.external_id)
-        sources[name] = Path(settings.MEDIA_ROOT) / str(original_of(c).file.name)  # type: ignore[union-attr]
+        sources[name] = str(original_of(c).file.name)  # type: ignore[union-attr]
         items.append(
             ItemSpec(id=c.external_id, image=name, brief=c.page.external_id, system=c.system.external_id, metrics=c.metrics)
         )
@@ -894,8 +898,8 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
         spec, sources = _export_plan(spec, images)
         document_json = study_spec_to_json(spec)
     for name, source in sources.items():
-        if not source.is_file():
-            raise ArbiterError(f"{name}: the stored image {source.name} is missing from the media folder")
+        if not media_exists(source):
+            raise ArbiterError(f"{name}: the stored image {source.rsplit('/', 1)[-1]} is missing from the media storage")
     document = json.dumps(document_json, indent=1, ensure_ascii=False) + "\n"
 
     if path.suffix.lower() == ".zip":
@@ -906,7 +910,10 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
             with zipfile.ZipFile(temporary, "w") as archive:
                 archive.writestr(STUDY_JSON, document, compress_type=zipfile.ZIP_DEFLATED)
                 for i, (name, source) in enumerate(sources.items(), 1):
-                    archive.write(source, name, compress_type=zipfile.ZIP_STORED)
+                    info = zipfile.ZipInfo(name, date_time=_EXPORT_TIME)
+                    info.external_attr = 0o644 << 16
+                    with archive.open(info, "w") as entry:
+                        copy_media_to(source, entry)
                     progress_step("writing images", i, len(sources))
             os.chmod(temporary, 0o644)
             os.replace(temporary, path)
@@ -923,7 +930,8 @@ def study_export_bundle(*, study: Study, path: Path) -> Path:
     try:
         (temporary_dir / "images").mkdir()
         for i, (name, source) in enumerate(sources.items(), 1):
-            shutil.copyfile(source, temporary_dir / name)
+            with (temporary_dir / name).open("wb") as target:
+                copy_media_to(source, target)
             progress_step("writing images", i, len(sources))
         (temporary_dir / STUDY_JSON).write_text(document, encoding="utf-8")
         temporary_dir.chmod(0o755)
