@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import imagecodecs
+import numpy as np
 from django.conf import settings
 from PIL import Image, ImageDraw, ImageFile, ImageOps
 
@@ -62,11 +64,55 @@ def _limits() -> tuple[int, int, int]:
     )
 
 
+# 8-bit pixel modes libpng writes straight from an array (channels per pixel).
+_FAST_MODES = {"RGB": 3, "RGBA": 4, "L": 1}
+# The libpng paths hold a whole copy of the pixels (as an array) beside Pillow's; above this size
+# (a 4,000 × 4,000 page) Pillow's row-streaming decoder and encoder keep the peak memory down
+# (tests/security/test_zip_bundles.py: a 60-megapixel page stays under 512 MB).
+_FAST_MAX_PIXELS = 16_000_000
+
+
 def encode_png(image: Image.Image) -> bytes:
-    """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks)."""
+    """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks).
+
+    8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 6 with the Up
+    filter on every row: Pillow's encoder tries all five filters on every row, which cost 85 % of
+    a bundle import's image time (benchmarks/bench_new_study.py, docs/decisions.md *Images*).
+    A colour key (``transparency``) needs a tRNS chunk that only Pillow writes; such images, rare,
+    keep Pillow's encoder.
+    """
+    if image.mode in _FAST_MODES and "transparency" not in image.info and image.width * image.height <= _FAST_MAX_PIXELS:
+        return bytes(imagecodecs.png_encode(np.asarray(image), level=6, filter=imagecodecs.PNG.FILTER.UP))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()
+
+
+def _fast_png_pixels(image: Image.Image, data: bytes) -> Image.Image | None:
+    """The pixels of a plain 8-bit PNG decoded by libpng, or None to let Pillow decode it.
+
+    Only when Pillow's header reading gives an 8-bit RGB, RGBA or L PNG with no colour key and
+    no EXIF rotation (the cases where both decoders give the same pixels, asserted by
+    tests/annotation/test_images.py); libpng is several times faster and refuses truncated or
+    corrupt data the same way.
+    """
+    if image.format != "PNG" or image.mode not in _FAST_MODES or "transparency" in image.info:
+        return None
+    if image.width * image.height > _FAST_MAX_PIXELS:
+        return None
+    # An eXIf chunk may follow the pixels, where a header read does not see it; the bytes may
+    # also occur inside compressed data, which only sends the image to Pillow.
+    if "exif" in image.info or b"eXIf" in data:
+        return None
+    try:
+        array = imagecodecs.png_decode(data)
+    except imagecodecs.PngError as exc:
+        raise ValueError(" ".join(str(exc).split())) from None
+    channels = _FAST_MODES[image.mode]
+    expected = (image.height, image.width) if channels == 1 else (image.height, image.width, channels)
+    if array.dtype != np.uint8 or array.shape != expected:
+        return None
+    return Image.fromarray(array, image.mode)
 
 
 def _normalized_mode(image: Image.Image) -> Image.Image:
@@ -129,10 +175,14 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
     second decode: a 60-megapixel page costs 180 MB per copy)."""
     with _decoding(where):
         image = _open_checked(data, where=where)
-        image.load()
-        # In place: a copy would double the peak memory of a large page.
-        ImageOps.exif_transpose(image, in_place=True)
-        pixels = _normalized_mode(image)
+        fast = _fast_png_pixels(image, data)
+        if fast is not None:
+            pixels = fast
+        else:
+            image.load()
+            # In place: a copy would double the peak memory of a large page.
+            ImageOps.exif_transpose(image, in_place=True)
+            pixels = _normalized_mode(image)
         # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
         pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
         png = encode_png(pixels)
