@@ -72,24 +72,27 @@ _FAST_MODES = {"RGB": 3, "RGBA": 4, "L": 1}
 _FAST_MAX_PIXELS = 16_000_000
 
 
-def encode_png(image: Image.Image) -> bytes:
+def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
     """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks).
 
     8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 6 with the Up
     filter on every row: Pillow's encoder tries all five filters on every row, which cost 85 % of
     a bundle import's image time (benchmarks/bench_new_study.py, docs/decisions.md *Images*).
     A colour key (``transparency``) needs a tRNS chunk that only Pillow writes; such images, rare,
-    keep Pillow's encoder.
+    keep Pillow's encoder. ``array``: the same pixels as a NumPy array, when the caller has them
+    (a copy out of Pillow costs as much as the encoding).
     """
     if image.mode in _FAST_MODES and "transparency" not in image.info and image.width * image.height <= _FAST_MAX_PIXELS:
-        return bytes(imagecodecs.png_encode(np.asarray(image), level=6, filter=imagecodecs.PNG.FILTER.UP))
+        pixels = array if array is not None else np.asarray(image)
+        return bytes(imagecodecs.png_encode(pixels, level=6, filter=imagecodecs.PNG.FILTER.UP))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()
 
 
-def _fast_png_pixels(image: Image.Image, data: bytes) -> Image.Image | None:
-    """The pixels of a plain 8-bit PNG decoded by libpng, or None to let Pillow decode it.
+def _fast_png_pixels(image: Image.Image, data: bytes) -> tuple[Image.Image, np.ndarray] | None:
+    """The pixels of a plain 8-bit PNG decoded by libpng (as an image and as the array), or None
+    to let Pillow decode it.
 
     Only when Pillow's header reading gives an 8-bit RGB, RGBA or L PNG with no colour key and
     no EXIF rotation (the cases where both decoders give the same pixels, asserted by
@@ -112,7 +115,7 @@ def _fast_png_pixels(image: Image.Image, data: bytes) -> Image.Image | None:
     expected = (image.height, image.width) if channels == 1 else (image.height, image.width, channels)
     if array.dtype != np.uint8 or array.shape != expected:
         return None
-    return Image.fromarray(array, image.mode)
+    return Image.fromarray(array, image.mode), array
 
 
 def _normalized_mode(image: Image.Image) -> Image.Image:
@@ -176,8 +179,9 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
     with _decoding(where):
         image = _open_checked(data, where=where)
         fast = _fast_png_pixels(image, data)
+        array = None
         if fast is not None:
-            pixels = fast
+            pixels, array = fast
         else:
             image.load()
             # In place: a copy would double the peak memory of a large page.
@@ -185,7 +189,7 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
             pixels = _normalized_mode(image)
         # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
         pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
-        png = encode_png(pixels)
+        png = encode_png(pixels, array=array)
         width, height = pixels.size
     clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height, mode=pixels.mode)
     return clean, pixels
@@ -223,6 +227,10 @@ def probe_width(data: bytes, *, where: str) -> int:
     with _decoding(where):
         image = _open_checked(data, where=where)
         width, height = image.size
+        # Pillow reads a PNG's EXIF by decoding the whole image (the chunk may follow the pixels):
+        # a PNG without an eXIf chunk has no orientation to read.
+        if image.format == "PNG" and "exif" not in image.info and b"eXIf" not in data:
+            return width
         orientation = image.getexif().get(0x0112, 1)
     return height if orientation in (5, 6, 7, 8) else width
 
