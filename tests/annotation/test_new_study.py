@@ -294,3 +294,27 @@ def test_upload_page_dry_run_and_create(folders: Path, researcher: Any) -> None:
     made = client.post("/studies/new/", {**form, "archive": zipped(folders, names=("out/gpt", "out/claude"))})
     assert made.status_code == 302 and made["Location"].endswith("/studies/page-study/")
     assert Candidate.objects.filter(page__study__slug="page-study").count() == 8
+
+
+@pytest.mark.django_db
+def test_a_link_leading_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> None:
+    outside = png(tmp_path / "elsewhere" / "secret.png")
+    (folders / "out" / "gpt" / "link.png").symlink_to(outside)
+    (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,out/gpt/link.png\n")
+    message = fails("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
+    assert message == f"{folders / 'm.csv'}:2: out/gpt/link.png: the path climbs out of the manifest's folder"
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_api_refuses_an_unsafe_zip_entry(researcher: Any) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("../escape.png", b"x")
+    client = APIClient()
+    client.force_authenticate(researcher)
+    response = client.post("/api/studies/new/", {"kind": "rating", "file": SimpleUploadedFile("evil.zip", buffer.getvalue())},
+                           format="multipart")
+    assert response.status_code == 400
+    assert response.json()["detail"] == "evil.zip: '../escape.png': unsafe ZIP entry: the path contains '..'"
+    nothing_written()
