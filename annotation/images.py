@@ -90,9 +90,8 @@ def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
     return buffer.getvalue()
 
 
-def _fast_png_pixels(image: Image.Image, data: bytes) -> tuple[Image.Image, np.ndarray] | None:
-    """The pixels of a plain 8-bit PNG decoded by libpng (as an image and as the array), or None
-    to let Pillow decode it.
+def _fast_png_array(image: Image.Image, data: bytes) -> np.ndarray | None:
+    """The pixels of a plain 8-bit PNG decoded by libpng, or None to let Pillow decode it.
 
     Only when Pillow's header reading gives an 8-bit RGB, RGBA or L PNG with no colour key and
     no EXIF rotation (the cases where both decoders give the same pixels, asserted by
@@ -115,7 +114,7 @@ def _fast_png_pixels(image: Image.Image, data: bytes) -> tuple[Image.Image, np.n
     expected = (image.height, image.width) if channels == 1 else (image.height, image.width, channels)
     if array.dtype != np.uint8 or array.shape != expected:
         return None
-    return Image.fromarray(array, image.mode), array
+    return array
 
 
 def _normalized_mode(image: Image.Image) -> Image.Image:
@@ -178,10 +177,9 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
     second decode: a 60-megapixel page costs 180 MB per copy)."""
     with _decoding(where):
         image = _open_checked(data, where=where)
-        fast = _fast_png_pixels(image, data)
-        array = None
-        if fast is not None:
-            pixels, array = fast
+        array = _fast_png_array(image, data)
+        if array is not None:
+            pixels = Image.fromarray(array, image.mode)
         else:
             image.load()
             # In place: a copy would double the peak memory of a large page.
@@ -193,6 +191,23 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
         width, height = pixels.size
     clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height, mode=pixels.mode)
     return clean, pixels
+
+
+def clean_image_shown_as_is(data: bytes, *, where: str, width: int) -> CleanImage | None:
+    """The clean image when it is also its own shown variant at ``width`` (a plain 8-bit RGB PNG
+    of that width, no colour key), without making a Pillow copy of its pixels; else None.
+
+    The common candidate of a bundle: decoded once by libpng and encoded once from the array.
+    """
+    with _decoding(where):
+        image = _open_checked(data, where=where)
+        if image.mode != "RGB" or image.width != width:
+            return None
+        array = _fast_png_array(image, data)
+        if array is None:
+            return None
+        png = encode_png(image, array=array)
+    return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=image.width, height=image.height)
 
 
 # --- blinding by geometry and encoding (SECURITY.md row 16) -----------------------------------

@@ -174,3 +174,20 @@ def test_png_with_exif_rotation_is_still_rotated() -> None:
     source.save(buffer, format="PNG", exif=exif.tobytes())
     clean = clean_image(buffer.getvalue(), where="r.png")
     assert (clean.width, clean.height) == (10, 30)
+
+
+@pytest.mark.parametrize("width", [37, 20])
+def test_an_image_shown_as_it_is_skips_no_check_and_matches_the_full_path(width: int) -> None:
+    """process_image's short cut (RGB at its page's width, no media) gives what the full path gives."""
+    from annotation.images import decode_clean_image, display_image
+    from annotation.services.bundles.images import process_image
+
+    buffer = io.BytesIO()
+    _noisy("RGB").save(buffer, format="PNG")
+    data = buffer.getvalue()
+    clean, shown = process_image(data, "x.png", [(width, ())])
+    full, pixels = decode_clean_image(data, where="x.png")
+    expected, _ = display_image(pixels, width, where="x.png", clean=full)
+    assert clean.sha256 == full.sha256 and shown[(width, ())].sha256 == expected.sha256
+    with pytest.raises(ValidationFailed):
+        process_image(data[:-30], "cut.png", [(37, ())])
