@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import imagecodecs
+import numpy as np
 from django.conf import settings
 from PIL import Image, ImageDraw, ImageFile, ImageOps
 
@@ -63,11 +65,57 @@ def _limits() -> tuple[int, int, int]:
     )
 
 
-def encode_png(image: Image.Image) -> bytes:
-    """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks)."""
+# 8-bit pixel modes libpng writes straight from an array (channels per pixel).
+_FAST_MODES = {"RGB": 3, "RGBA": 4, "L": 1}
+# The libpng paths hold a whole copy of the pixels (as an array) beside Pillow's; above this size
+# (a 4,000 × 4,000 page) Pillow's row-streaming decoder and encoder keep the peak memory down
+# (tests/security/test_zip_bundles.py: a 60-megapixel page stays under 512 MB).
+_FAST_MAX_PIXELS = 16_000_000
+
+
+def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
+    """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks).
+
+    8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 6 with the Up
+    filter on every row: Pillow's encoder tries all five filters on every row, which cost 85 % of
+    a bundle import's image time (benchmarks/bench_new_study.py, docs/decisions.md *Images*).
+    A colour key (``transparency``) needs a tRNS chunk that only Pillow writes; such images, rare,
+    keep Pillow's encoder. ``array``: the same pixels as a NumPy array, when the caller has them
+    (a copy out of Pillow costs as much as the encoding).
+    """
+    if image.mode in _FAST_MODES and "transparency" not in image.info and image.width * image.height <= _FAST_MAX_PIXELS:
+        pixels = array if array is not None else np.asarray(image)
+        return bytes(imagecodecs.png_encode(pixels, level=6, filter=imagecodecs.PNG.FILTER.UP))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()
+
+
+def _fast_png_array(image: Image.Image, data: bytes) -> np.ndarray | None:
+    """The pixels of a plain 8-bit PNG decoded by libpng, or None to let Pillow decode it.
+
+    Only when Pillow's header reading gives an 8-bit RGB, RGBA or L PNG with no colour key and
+    no EXIF rotation (the cases where both decoders give the same pixels, asserted by
+    tests/annotation/test_images.py); libpng is several times faster and refuses truncated or
+    corrupt data the same way.
+    """
+    if image.format != "PNG" or image.mode not in _FAST_MODES or "transparency" in image.info:
+        return None
+    if image.width * image.height > _FAST_MAX_PIXELS:
+        return None
+    # An eXIf chunk may follow the pixels, where a header read does not see it; the bytes may
+    # also occur inside compressed data, which only sends the image to Pillow.
+    if "exif" in image.info or b"eXIf" in data:
+        return None
+    try:
+        array = imagecodecs.png_decode(data)
+    except imagecodecs.PngError as exc:
+        raise ValueError(" ".join(str(exc).split())) from None
+    channels = _FAST_MODES[image.mode]
+    expected = (image.height, image.width) if channels == 1 else (image.height, image.width, channels)
+    if array.dtype != np.uint8 or array.shape != expected:
+        return None
+    return array
 
 
 def _normalized_mode(image: Image.Image) -> Image.Image:
@@ -130,16 +178,37 @@ def decode_clean_image(data: bytes, *, where: str) -> tuple[CleanImage, Image.Im
     second decode: a 60-megapixel page costs 180 MB per copy)."""
     with _decoding(where):
         image = _open_checked(data, where=where)
-        image.load()
-        # In place: a copy would double the peak memory of a large page.
-        ImageOps.exif_transpose(image, in_place=True)
-        pixels = _normalized_mode(image)
+        array = _fast_png_array(image, data)
+        if array is not None:
+            pixels = Image.fromarray(array, image.mode)
+        else:
+            image.load()
+            # In place: a copy would double the peak memory of a large page.
+            ImageOps.exif_transpose(image, in_place=True)
+            pixels = _normalized_mode(image)
         # Nothing but pixels survives: no ICC profile, EXIF, XMP or text (a colour key stays).
         pixels.info = {k: v for k, v in pixels.info.items() if k == "transparency"}
-        png = encode_png(pixels)
+        png = encode_png(pixels, array=array)
         width, height = pixels.size
     clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=width, height=height, mode=pixels.mode)
     return clean, pixels
+
+
+def clean_image_shown_as_is(data: bytes, *, where: str, width: int) -> CleanImage | None:
+    """The clean image when it is also its own shown variant at ``width`` (a plain 8-bit RGB PNG
+    of that width, no colour key), without making a Pillow copy of its pixels; else None.
+
+    The common candidate of a bundle: decoded once by libpng and encoded once from the array.
+    """
+    with _decoding(where):
+        image = _open_checked(data, where=where)
+        if image.mode != "RGB" or image.width != width:
+            return None
+        array = _fast_png_array(image, data)
+        if array is None:
+            return None
+        png = encode_png(image, array=array)
+    return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=image.width, height=image.height)
 
 
 # --- blinding by geometry and encoding (SECURITY.md row 16) -----------------------------------
@@ -174,6 +243,10 @@ def probe_width(data: bytes, *, where: str) -> int:
     with _decoding(where):
         image = _open_checked(data, where=where)
         width, height = image.size
+        # Pillow reads a PNG's EXIF by decoding the whole image (the chunk may follow the pixels):
+        # a PNG without an eXIf chunk has no orientation to read.
+        if image.format == "PNG" and "exif" not in image.info and b"eXIf" not in data:
+            return width
         orientation = image.getexif().get(0x0112, 1)
     return height if orientation in (5, 6, 7, 8) else width
 

@@ -48,6 +48,7 @@ def _media_root(tmp_path: Path, settings: object) -> Iterator[Path]:
     media = tmp_path / "media"
     media.mkdir()
     settings.MEDIA_ROOT = media  # type: ignore[attr-defined]
+    settings.ARBITER_BUNDLE_ARCHIVE = tmp_path / "bundles"  # type: ignore[attr-defined]  # new_study's kept bundles
     yield media
 
 

@@ -33,6 +33,7 @@ from annotation.selectors.studies import (
 from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.crowd_settings import CROWD_SETTINGS
+from annotation.services.new_study import KINDS, new_study_from_upload, options_from_json
 from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
@@ -232,6 +233,76 @@ class StudyImportApi(ResearcherApi):
             return Response(self.UpdateOutputSerializer(data).data, status=status.HTTP_200_OK)
         study = study_import_upload(upload=serializer.validated_data["file"], user=request.user)
         return Response(self.OutputSerializer(study).data, status=status.HTTP_201_CREATED)
+
+
+class StudyNewApi(ResearcherApi):
+    """``new_study`` over HTTP: a ZIP of folders (or holding a manifest) becomes a study."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyNewRequest"
+
+        kind = serializers.ChoiceField(choices=KINDS)
+        file = serializers.FileField(
+            help_text="A .zip of folders: one per system, plus the references' folder (pairwise_reference); "
+            "or of a manifest and the files it lists."
+        )
+        manifest = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="Path of a CSV/JSONL manifest inside the .zip (page, reference, system, image[, text]).",
+        )
+        reference = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="Name of the references' folder in the .zip (pairwise_reference); every other folder is a system.",
+        )
+        match = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="Regular expression over file names; its 'page' (or first) group is the page id.",
+        )
+        options = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="JSON object of further study.json keys: slug, title, instructions_md, axes, settings, options, …",
+        )
+        comparisons = serializers.ChoiceField(choices=("all", "none"), required=False, default="all")
+        dry_run = serializers.BooleanField(required=False, default=False)
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "StudyNew"
+
+        slug = serializers.CharField(allow_null=True, help_text="null on a dry run")
+        counts = serializers.DictField(child=serializers.IntegerField())
+        report = serializers.CharField(help_text="what new_study --dry-run prints")
+
+    @extend_schema(
+        operation_id="studies_new",
+        request={"multipart/form-data": InputSerializer},
+        responses={201: OutputSerializer, 200: OutputSerializer, 400: ERROR},
+        description="Make a study from a .zip of folders or a manifest, as `manage.py new_study` does, and import it "
+        "all or nothing (201). With dry_run=true nothing is written: the counts and the dry-run report (200). An error "
+        "answers 400 with one line naming the file.",
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        if not serializer.is_valid():
+            field, errors = next(iter(serializer.errors.items()))
+            return Response({"detail": f"{field}: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
+        values = serializer.validated_data
+        plan, study = new_study_from_upload(
+            upload=values["file"],
+            kind=values["kind"],
+            manifest=values["manifest"],
+            reference=values["reference"],
+            match=values["match"] or None,
+            options=options_from_json(values["options"], where="options"),
+            comparisons=values["comparisons"],
+            dry_run=values["dry_run"],
+            user=request.user,
+        )
+        data = {"slug": study.slug if study else None, "counts": plan.counts(), "report": plan.report()}
+        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED if study else status.HTTP_200_OK)
 
 
 class StudyExportApi(ResearcherApi):

@@ -11,11 +11,13 @@ app_name = "studies"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/import/", views.study_import, name="import"),
+    path("studies/new/", views.study_new, name="new"),
     path("studies/<slug:slug>/", views.study_detail, name="detail"),
     path("studies/<slug:slug>/export/", views.study_export, name="export"),
     path("studies/<slug:slug>/texts/", views.study_texts_update, name="texts"),
     path("api/studies/", api.StudyListApi.as_view(), name="api-list"),
     path("api/studies/import/", api.StudyImportApi.as_view(), name="api-import"),
+    path("api/studies/new/", api.StudyNewApi.as_view(), name="api-new"),
     path("api/studies/<slug:slug>/", api.StudyDetailApi.as_view(), name="api-detail"),
     path("api/studies/<slug:slug>/export/", api.StudyExportApi.as_view(), name="api-export"),
     path("api/studies/<slug:slug>/systems/", api.SystemListApi.as_view(), name="api-systems"),

@@ -14,6 +14,7 @@ from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
 from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
 from annotation.services.bundles.update import study_update_upload
+from annotation.services.new_study import KINDS, new_study_from_upload, options_from_json
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
 
@@ -41,6 +42,43 @@ def study_import(request: HttpRequest) -> HttpResponse:
                 return redirect("studies:detail", slug=study.slug)
     status = 400 if error else 200
     return render(request, "annotation/study_import.html", {"error": error}, status=status)
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def study_new(request: HttpRequest) -> HttpResponse:
+    """new_study from the browser: a .zip of folders (or with a manifest inside), a dry run first."""
+    error = ""
+    report = ""
+    form = {key: request.POST.get(key, "") for key in ("kind", "manifest", "reference", "match", "options", "comparisons")}
+    if request.method == "POST":
+        upload = request.FILES.get("archive")
+        if upload is None:
+            error = "Choose a .zip of folders (or of a manifest and its files) to upload."
+        else:
+            try:
+                plan, study = new_study_from_upload(
+                    upload=upload,
+                    kind=form["kind"] or "pairwise_reference",
+                    manifest=form["manifest"],
+                    reference=form["reference"],
+                    match=form["match"] or None,
+                    options=options_from_json(form["options"], where="options"),
+                    comparisons=form["comparisons"] or "all",
+                    dry_run=bool(request.POST.get("dry_run")),
+                    user=request.user,
+                )
+            except ArbiterError as exc:
+                error = str(exc)
+            else:
+                if study is not None:
+                    messages.success(request, f"Created {study.title} ({study.slug}). Next: schedule blocks on its raters page.")
+                    return redirect("studies:detail", slug=study.slug)
+                report = plan.report()
+    status = 400 if error else 200
+    return render(
+        request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS}, status=status
+    )
 
 
 @researcher_required

@@ -123,3 +123,71 @@ def test_icc_profile_and_xmp_are_dropped() -> None:
     Image.new("RGB", (16, 16), (0, 200, 0)).save(buffer, format="PNG", icc_profile=fake_icc)
     clean = clean_image(buffer.getvalue(), where="i.png")
     assert b"iCCP" not in clean.png and b"alpha-parser" not in clean.png
+
+
+def _noisy(mode: str, size: tuple[int, int] = (37, 23)) -> Image.Image:
+    import numpy as np
+
+    channels = {"RGB": 3, "RGBA": 4, "L": 1}[mode]
+    values = np.random.default_rng(7).integers(0, 256, size=(size[1], size[0], channels), dtype=np.uint8)
+    return Image.fromarray(values[:, :, 0] if channels == 1 else values, mode)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L"])
+@pytest.mark.parametrize("interlace", [False, True])
+def test_libpng_path_gives_pillows_pixels_and_a_pure_png(mode: str, interlace: bool) -> None:
+    """The fast decoder and encoder (libpng through imagecodecs) give exactly Pillow's pixels."""
+    source = _noisy(mode)
+    buffer = io.BytesIO()
+    source.save(buffer, format="PNG", interlace=interlace)  # Pillow ignores interlace on save; libpng reads both
+    clean = clean_image(buffer.getvalue(), where="x.png")
+    assert clean.mode == mode and (clean.width, clean.height) == source.size
+    with Image.open(io.BytesIO(clean.png)) as stored:
+        assert stored.mode == mode and stored.tobytes() == source.tobytes()
+    chunks = []
+    position = 8
+    while position < len(clean.png):
+        length = struct.unpack(">I", clean.png[position : position + 4])[0]
+        chunks.append(clean.png[position + 4 : position + 8])
+        position += 12 + length
+    assert set(chunks) == {b"IHDR", b"IDAT", b"IEND"}
+    # Deterministic: the same pixels give the same bytes, hence the same stored name.
+    assert clean_image(buffer.getvalue(), where="x.png").sha256 == clean.sha256
+
+
+def test_libpng_path_refuses_a_truncated_png_in_one_line() -> None:
+    buffer = io.BytesIO()
+    _noisy("RGB", (200, 150)).save(buffer, format="PNG")
+    data = buffer.getvalue()
+    with pytest.raises(ValidationFailed) as caught:
+        clean_image(data[: len(data) // 2], where="images/cut.png")
+    assert str(caught.value).startswith("images/cut.png: the image cannot be decoded")
+    assert "\n" not in str(caught.value)
+
+
+def test_png_with_exif_rotation_is_still_rotated() -> None:
+    """An eXIf chunk sends the PNG to Pillow, which applies the orientation."""
+    source = _noisy("RGB", (30, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise when shown
+    buffer = io.BytesIO()
+    source.save(buffer, format="PNG", exif=exif.tobytes())
+    clean = clean_image(buffer.getvalue(), where="r.png")
+    assert (clean.width, clean.height) == (10, 30)
+
+
+@pytest.mark.parametrize("width", [37, 20])
+def test_an_image_shown_as_it_is_skips_no_check_and_matches_the_full_path(width: int) -> None:
+    """process_image's short cut (RGB at its page's width, no media) gives what the full path gives."""
+    from annotation.images import decode_clean_image, display_image
+    from annotation.services.bundles.images import process_image
+
+    buffer = io.BytesIO()
+    _noisy("RGB").save(buffer, format="PNG")
+    data = buffer.getvalue()
+    clean, shown = process_image(data, "x.png", [(width, ())])
+    full, pixels = decode_clean_image(data, where="x.png")
+    expected, _ = display_image(pixels, width, where="x.png", clean=full)
+    assert clean.sha256 == full.sha256 and shown[(width, ())].sha256 == expected.sha256
+    with pytest.raises(ValidationFailed):
+        process_image(data[:-30], "cut.png", [(37, ())])

@@ -43,6 +43,7 @@ NOT_STUDY_SCOPED = (
     "/api/auth/token/",
     "/api/schema/",
     "/api/studies/import/",
+    "/api/studies/new/",
     "/api/judges/",
     "/api/studies/",
     "/api/rater/",

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from PIL import Image
 
-from annotation.images import CleanImage, decode_clean_image, display_image, neutralize_media
+from annotation.images import (
+    CleanImage,
+    clean_image_shown_as_is,
+    decode_clean_image,
+    display_image,
+    neutralize_media,
+)
 
 if TYPE_CHECKING:
     from annotation.services.bundles.reference_format import MediaRegion
@@ -48,6 +54,11 @@ def process_image(data: bytes, where: str, variants: list[Variant]) -> tuple[Cle
     Pixels are copied only when a later variant still needs them: a 60-megapixel page that is
     shown at its own width is decoded once and neutralized in place, as before display variants.
     """
+    if len(variants) == 1 and not variants[0][1]:
+        # Shown as it is (RGB at its page's width, no media): no Pillow copy of the pixels at all.
+        as_is = clean_image_shown_as_is(data, where=where, width=variants[0][0])
+        if as_is is not None:
+            return as_is, {variants[0]: as_is}
     clean, pixels = decode_clean_image(data, where=where)
     shown: dict[Variant, CleanImage] = {}
     widths = sorted({width for width, _ in variants})

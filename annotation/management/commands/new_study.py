@@ -1,0 +1,117 @@
+"""``new_study KIND (--reference DIR --system NAME=DIR … | --manifest FILE) [options]`` (issue 29).
+
+Makes the study bundle ``import_study`` reads from the researcher's own folders or manifest,
+imports it all or nothing and keeps it (``annotation.services.new_study``; docs/new-study.md).
+Prints the slug and where the bundle is kept; ``--dry-run`` prints what would be created and
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import CommandParser
+
+from annotation.errors import ValidationFailed
+from annotation.management.base import ArbiterCommand
+from annotation.services.new_study import (
+    KINDS,
+    NewStudyInput,
+    merged_options,
+    new_study_create,
+    new_study_plan,
+    options_from_json,
+)
+
+
+def _system(value: str) -> tuple[str, Path]:
+    name, sep, folder = value.partition("=")
+    if not sep or not name or not folder:
+        raise ValidationFailed(f"expected NAME=FOLDER, got {value!r}", where="--system")
+    return name, Path(folder)
+
+
+def _option(value: str) -> tuple[str, Any]:
+    key, sep, raw = value.partition("=")
+    if not sep or not key:
+        raise ValidationFailed(f"expected KEY=JSON, got {value!r}", where="--option")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw  # a bare word is a string: --option title=My study
+
+
+class Command(ArbiterCommand):
+    shows_progress = True
+    help = (
+        "Make a study from folders of images (one per system, plus the references) or a CSV/JSONL manifest, "
+        "import it all or nothing and keep its bundle; --dry-run prints what would be created."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("kind", choices=KINDS)
+        parser.add_argument("--reference", type=Path, help="folder of the reference images (pairwise_reference)")
+        parser.add_argument("--system", action="append", default=[], metavar="NAME=FOLDER", help="one folder per system")
+        parser.add_argument("--manifest", type=Path, help="CSV or JSONL: page, reference, system, image[, text]")
+        parser.add_argument("--match", help="regular expression over file names; the 'page' (or first) group is the page id")
+        parser.add_argument("--slug", help="the study's slug (or give it in --options)")
+        parser.add_argument("--title", help="the study's title (default: the slug)")
+        parser.add_argument("--instructions", type=Path, help="a Markdown file of instructions for raters")
+        parser.add_argument("--options", type=Path, help="a JSON file of further study.json keys (axes, settings, options, …)")
+        parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="one study.json key")
+        parser.add_argument("--briefs", type=Path, help="CSV/JSONL of page, text: the brief texts (pairwise, checklist, rating)")
+        parser.add_argument("--predicates", type=Path, help="CSV/JSONL of page, system, question[, type, automatic, id] (checklist)")
+        parser.add_argument(
+            "--comparisons", choices=("all", "none"), default="all",
+            help="pairwise_reference: compare every pair of rendered systems on each page (default), or none",
+        )
+        parser.add_argument("--keep-bundle", type=Path, help="folder to keep the bundle in (default ARBITER_BUNDLE_ARCHIVE)")
+        parser.add_argument("--dry-run", action="store_true", help="print what would be created; write nothing")
+
+    def run(self, *args: Any, **options: Any) -> None:
+        sources: list[tuple[str, dict[str, Any]]] = []
+        if options["options"] is not None:
+            path: Path = options["options"]
+            if not path.is_file():
+                raise ValidationFailed("no such file", where=str(path))
+            sources.append((str(path), options_from_json(path.read_text(encoding="utf-8-sig"), where=str(path))))
+        flags: dict[str, Any] = {}
+        for key in ("slug", "title"):
+            if options[key] is not None:
+                flags[key] = options[key]
+        if options["instructions"] is not None:
+            instructions: Path = options["instructions"]
+            if not instructions.is_file():
+                raise ValidationFailed("no such file", where=str(instructions))
+            flags["instructions_md"] = instructions.read_text(encoding="utf-8-sig")
+        for value in options["option"]:
+            key, parsed = _option(value)
+            if key in flags:
+                raise ValidationFailed(f"option {key!r} is given twice", where="--option")
+            flags[key] = parsed
+        sources.append(("the command line", flags))
+        data = NewStudyInput(
+            kind=options["kind"],
+            reference=options["reference"],
+            systems=tuple(_system(v) for v in options["system"]),
+            manifest=options["manifest"],
+            match=options["match"],
+            options=merged_options(sources),
+            briefs=options["briefs"],
+            predicates=options["predicates"],
+            comparisons=options["comparisons"],
+        )
+        plan = new_study_plan(data=data)
+        if options["dry_run"]:
+            self.stdout.write(plan.report(), ending="")
+            return
+        study, kept = new_study_create(data=data, plan=plan, keep_bundle=options["keep_bundle"])
+        counts = plan.counts()
+        if plan.stray:
+            self.stderr.write(f"ignored {len(plan.stray):,} stray files (new_study --dry-run lists them)")
+        self.stdout.write(study.slug)
+        self.stdout.write(
+            f"{counts['pages']:,} pages, {counts['systems']:,} systems, {counts['images']:,} images; bundle kept in {kept}"
+        )

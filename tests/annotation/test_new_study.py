@@ -1,0 +1,320 @@
+"""``new_study`` (issue 29): folders, manifests, --match, dry run, one-line errors, all or nothing,
+the upload page and the API (annotation/services/new_study.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+from PIL import Image
+from rest_framework.test import APIClient
+
+from annotation.models import Candidate, Comparison, Page, Predicate, StoredImage, Study
+
+
+def png(path: Path, size: tuple[int, int] = (60, 80), mode: str = "RGB", shade: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    color: Any = shade if mode == "L" else (shade, 100, 200, 255)[: len(mode)]
+    Image.new(mode, size, color).save(path)
+    return path
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> Path:
+    """refs/p0..p3; gpt lacks p2 and has a stray p9; claude has one tall and one RGBA image."""
+    root = tmp_path / "in"
+    for i in range(4):
+        png(root / "refs" / f"p{i}.png", shade=10 * i)
+        if i != 2:
+            png(root / "out" / "gpt" / f"p{i}.png", shade=10 * i + 1)
+        png(root / "out" / "claude" / f"p{i}.png", size=(60, 90) if i == 1 else (60, 80), mode="RGBA" if i == 3 else "RGB",
+            shade=10 * i + 2)
+    png(root / "out" / "gpt" / "p9.png")
+    return root
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("new_study", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def fails(*args: str) -> str:
+    with pytest.raises(CommandError) as caught:
+        run(*args)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def folder_args(root: Path, *more: str) -> list[str]:
+    return ["pairwise_reference", "--reference", str(root / "refs"), "--system", f"gpt={root / 'out/gpt'}",
+            "--system", f"claude={root / 'out/claude'}", "--slug", "fs", *more]
+
+
+def nothing_written() -> None:
+    assert Study.objects.count() == 0 and StoredImage.objects.count() == 0
+    assert not any(Path(settings.MEDIA_ROOT).rglob("*.png"))
+    archive = Path(settings.ARBITER_BUNDLE_ARCHIVE)
+    assert not archive.exists() or not any(archive.iterdir())
+
+
+# --- folders ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_dry_run_counts_every_problem_and_writes_nothing(folders: Path) -> None:
+    report = run(*folder_args(folders), "--dry-run")
+    assert "pages: 4 (4 reference images)" in report
+    assert "system gpt: 3 images, 1 page missing its image" in report
+    assert "system claude: 4 images\n" in report
+    assert "pages missing a system's image: 1\n  gpt: p2\n" in report
+    assert "stray files: 1\n" in report and "p9.png (no reference image for page 'p9')" in report
+    assert "duplicate stems: 0" in report and "not images: 0" in report
+    assert "size outliers: 1\n" in report and "claude/p1.png 60 × 90 (most of claude: 60 × 80)" in report
+    assert "colour-mode outliers: 1\n" in report and "claude/p3.png RGBA (most of claude: RGB)" in report
+    # 4 pages × 2 systems, one failed render; one pair on each page with both systems (3 of 4).
+    assert "would create: pages 4, systems 2, images 11, candidates 8, failed renders 1, comparisons 3" in report
+    assert report.rstrip().endswith("a real run would import this")
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_folders_import_the_bundle_and_keep_it(folders: Path) -> None:
+    out = run(*folder_args(folders, "--option", "title=Folder study", "--option", 'settings={"hidden_repeats": 2}'))
+    assert out.splitlines()[0] == "fs"
+    study = Study.objects.get(slug="fs")
+    assert study.title == "Folder study" and study.hidden_repeats == 2
+    assert Page.objects.filter(study=study).count() == 4
+    candidates = Candidate.objects.filter(page__study=study)
+    assert candidates.count() == 8 and candidates.filter(rendered=False).get().page.external_id == "p2"
+    assert Comparison.objects.filter(study=study, set="human").count() == 3
+    kept = Path(out.split("bundle kept in ")[1].strip())
+    assert kept.parent == Path(settings.ARBITER_BUNDLE_ARCHIVE)
+    document = json.loads((kept / "study.json").read_text())
+    assert document["slug"] == "fs" and len(document["candidates"]) == 8
+    # The kept bundle is exactly what import_study reads.
+    document["slug"] = "fs-again"
+    (kept / "study.json").write_text(json.dumps(document))
+    call_command("import_study", str(kept), stdout=io.StringIO())
+    assert Candidate.objects.filter(page__study__slug="fs-again").count() == 8
+
+
+@pytest.mark.django_db
+def test_match_names_the_page_when_file_names_differ(tmp_path: Path) -> None:
+    png(tmp_path / "refs" / "page_001_ref.png")
+    png(tmp_path / "refs" / "page_002_ref.png")
+    png(tmp_path / "a" / "a-page_001.png")
+    png(tmp_path / "a" / "a-page_002.png")
+    png(tmp_path / "b" / "page_001.b.png")
+    (tmp_path / "b" / "readme.md").write_text("not matched, so not read")
+    report = run("pairwise_reference", "--reference", str(tmp_path / "refs"), "--system", f"a={tmp_path / 'a'}",
+                 "--system", f"b={tmp_path / 'b'}", "--match", r"(?P<page>page_\d+)", "--slug", "m", "--dry-run")
+    assert "system a: 2 images\n" in report and "system b: 1 images, 1 page missing its image" in report
+    assert "stray files: 1\n" in report and "readme.md (does not match --match)" in report
+    run("pairwise_reference", "--reference", str(tmp_path / "refs"), "--system", f"a={tmp_path / 'a'}",
+        "--system", f"b={tmp_path / 'b'}", "--match", r"page_(\d+)", "--slug", "m")
+    assert sorted(Page.objects.values_list("external_id", flat=True)) == ["001", "002"]
+
+
+# --- manifests -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_csv_manifest_with_paths_relative_to_it(folders: Path) -> None:
+    (folders / "m.csv").write_text(
+        "page,reference,system,image\n"
+        "p0,refs/p0.png,gpt,out/gpt/p0.png\n"
+        "p0,refs/p0.png,claude,out/claude/p0.png\n"
+        "p1,refs/p1.png,gpt,out/gpt/p1.png\n"
+        "p1,refs/p1.png,claude,\n"
+    )
+    report = run("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "mc", "--dry-run")
+    assert "pages: 2 (2 reference images)" in report and "system claude: 1 images, 1 page missing its image" in report
+    run("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "mc", "--comparisons", "none")
+    study = Study.objects.get(slug="mc")
+    assert Candidate.objects.filter(page__study=study, rendered=True).count() == 3
+    assert not Comparison.objects.filter(study=study).exists()
+
+
+@pytest.mark.django_db
+def test_jsonl_manifest_of_a_pairwise_study_with_brief_texts(folders: Path) -> None:
+    rows = [
+        {"page": "b1", "system": "gpt", "image": "out/gpt/p0.png", "text": "A poster for a jazz night."},
+        {"page": "b1", "system": "claude", "image": "out/claude/p0.png"},
+        {"page": "b2", "system": "gpt", "image": "out/gpt/p1.png", "text": "A bakery's page."},
+        {"page": "b2", "system": "claude", "image": "out/claude/p1.png"},
+    ]
+    (folders / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run("pairwise", "--manifest", str(folders / "m.jsonl"), "--slug", "pj")
+    study = Study.objects.get(slug="pj")
+    assert dict(Page.objects.filter(study=study).values_list("external_id", "text")) == {
+        "b1": "A poster for a jazz night.", "b2": "A bakery's page."}
+    assert Comparison.objects.filter(study=study).count() == 2  # the pairwise kind's default: every pair
+
+
+@pytest.mark.django_db
+def test_rating_and_checklist_from_folders(folders: Path, tmp_path: Path) -> None:
+    systems = ["--system", f"gpt={folders / 'out/gpt'}", "--system", f"claude={folders / 'out/claude'}"]
+    run("rating", *systems, "--slug", "r", "--option", 'options={"scale": [1, 7]}')
+    rating = Study.objects.get(slug="r")
+    assert rating.options["scale"] == [1, 7] and Candidate.objects.filter(page__study=rating).count() == 8
+    predicates = tmp_path / "q.csv"
+    predicates.write_text("page,system,question,type\np0,gpt,Is there a headline?,Layout\np1,claude,Is it warm?,\n")
+    run("checklist", *systems, "--slug", "c", "--predicates", str(predicates))
+    assert sorted(Predicate.objects.filter(study__slug="c").values_list("question", flat=True)) == [
+        "Is it warm?", "Is there a headline?"]
+
+
+# --- one-line errors -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_folder_that_does_not_exist(folders: Path) -> None:
+    message = fails("rating", "--system", f"gpt={folders / 'nope'}", "--slug", "x")
+    assert message == f"{folders / 'nope'}: no such folder (--system gpt)"
+
+
+@pytest.mark.django_db
+def test_two_systems_with_the_same_name(folders: Path) -> None:
+    message = fails("rating", "--system", f"gpt={folders / 'out/gpt'}", "--system", f"gpt={folders / 'out/claude'}",
+                    "--slug", "x")
+    assert message.startswith(f"{folders / 'out/claude'}: system 'gpt' is given twice")
+
+
+@pytest.mark.django_db
+def test_a_path_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> None:
+    png(tmp_path / "outside.png")
+    (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,../../outside.png\n")
+    message = fails("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
+    assert message == f"{folders / 'm.csv'}:2: ../../outside.png: the path climbs out of the manifest's folder"
+    (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,https://example.org/a.png\n")
+    assert "only paths relative to the manifest and s3:// are read" in fails(
+        "pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
+    (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,s3://bucket/a.png\n")
+    assert "s3:// paths are read through the media storage, and it is not S3" in fails(
+        "pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_a_file_that_is_not_an_image(folders: Path) -> None:
+    (folders / "out" / "gpt" / "notes.txt").write_text("hello")
+    report = run(*folder_args(folders), "--dry-run")
+    assert "not images: 1\n" in report and "notes.txt: not a PNG, JPEG or WebP image" in report
+    assert fails(*folder_args(folders)) == f"{folders / 'out/gpt/notes.txt'}: not a PNG, JPEG or WebP image"
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_a_stem_found_twice(folders: Path) -> None:
+    png(folders / "out" / "claude" / "p0.webp").write_bytes(
+        (lambda b: (Image.new("RGB", (60, 80)).save(b, format="WEBP"), b.getvalue())[1])(io.BytesIO()))
+    report = run(*folder_args(folders), "--dry-run")
+    assert "duplicate stems: 1\n" in report
+    message = fails(*folder_args(folders))
+    assert message == (f"{folders / 'out/claude/p0.webp'}: page id 'p0' found twice in one folder "
+                       f"(also {folders / 'out/claude/p0.png'})")
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_all_or_nothing_when_the_bundle_validator_refuses(folders: Path) -> None:
+    """An option the bundle refuses, a slug in use, a truncated image: nothing is kept."""
+    assert "unknown key" in fails(*folder_args(folders, "--option", "bogus=1"))
+    nothing_written()
+    data = (folders / "out" / "gpt" / "p1.png").read_bytes()
+    (folders / "out" / "gpt" / "p1.png").write_bytes(data[: len(data) // 2])
+    message = fails(*folder_args(folders))
+    assert message.startswith(f"{folders / 'out/gpt/p1.png'}: ") and "cannot be" in message
+    nothing_written()
+
+
+# --- the page and the API --------------------------------------------------------------------
+
+
+def zipped(root: Path, *, names: tuple[str, ...] = ("refs", "out/gpt", "out/claude")) -> SimpleUploadedFile:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            for path in sorted((root / name).iterdir()):
+                archive.write(path, f"{Path(name).name}/{path.name}")
+    return SimpleUploadedFile("folders.zip", buffer.getvalue(), content_type="application/zip")
+
+
+@pytest.mark.django_db
+def test_api_dry_run_then_create(folders: Path, researcher: Any) -> None:
+    client = APIClient()
+    client.force_authenticate(researcher)
+    form = {"kind": "pairwise_reference", "reference": "refs", "options": json.dumps({"slug": "api-study"})}
+    dry = client.post("/api/studies/new/", {**form, "file": zipped(folders), "dry_run": "true"}, format="multipart")
+    assert dry.status_code == 200, dry.content
+    assert dry.json()["slug"] is None and dry.json()["counts"]["failed_renders"] == 1
+    assert "folders.zip/gpt/p9.png (no reference image for page 'p9')" in dry.json()["report"]
+    nothing_written()
+    made = client.post("/api/studies/new/", {**form, "file": zipped(folders)}, format="multipart")
+    assert made.status_code == 201, made.content
+    assert made.json()["slug"] == "api-study"
+    study = Study.objects.get(slug="api-study")
+    assert study.researchers.filter(pk=researcher.pk).exists()
+    again = client.post("/api/studies/new/", {**form, "file": zipped(folders)}, format="multipart")
+    assert again.status_code == 400 and "already exists" in again.json()["detail"]
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200 and b"studies_new" in schema.content
+
+
+@pytest.mark.django_db
+def test_api_refuses_raters(folders: Path, rater_user: Any) -> None:
+    client = APIClient()
+    client.force_authenticate(rater_user)
+    response = client.post("/api/studies/new/", {"kind": "rating", "file": zipped(folders)}, format="multipart")
+    assert response.status_code == 403
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_upload_page_dry_run_and_create(folders: Path, researcher: Any) -> None:
+    client = Client()
+    client.force_login(researcher)
+    assert client.get("/studies/new/").status_code == 200
+    form = {"kind": "rating", "options": json.dumps({"slug": "page-study", "title": "From the page"})}
+    dry = client.post("/studies/new/", {**form, "archive": zipped(folders, names=("out/gpt", "out/claude")), "dry_run": "1"})
+    assert dry.status_code == 200 and b"system gpt: 4 images" in dry.content
+    nothing_written()
+    bad = client.post("/studies/new/", {**form, "options": "[1]", "archive": zipped(folders, names=("out/gpt",))})
+    assert bad.status_code == 400 and b"options: expected a JSON object of study.json keys" in bad.content
+    made = client.post("/studies/new/", {**form, "archive": zipped(folders, names=("out/gpt", "out/claude"))})
+    assert made.status_code == 302 and made["Location"].endswith("/studies/page-study/")
+    assert Candidate.objects.filter(page__study__slug="page-study").count() == 8
+
+
+@pytest.mark.django_db
+def test_a_link_leading_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> None:
+    outside = png(tmp_path / "elsewhere" / "secret.png")
+    (folders / "out" / "gpt" / "link.png").symlink_to(outside)
+    (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,out/gpt/link.png\n")
+    message = fails("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
+    assert message == f"{folders / 'm.csv'}:2: out/gpt/link.png: the path climbs out of the manifest's folder"
+    nothing_written()
+
+
+@pytest.mark.django_db
+def test_api_refuses_an_unsafe_zip_entry(researcher: Any) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("../escape.png", b"x")
+    client = APIClient()
+    client.force_authenticate(researcher)
+    response = client.post("/api/studies/new/", {"kind": "rating", "file": SimpleUploadedFile("evil.zip", buffer.getvalue())},
+                           format="multipart")
+    assert response.status_code == 400
+    assert response.json()["detail"] == "evil.zip: '../escape.png': unsafe ZIP entry: the path contains '..'"
+    nothing_written()
