@@ -30,6 +30,10 @@ PLAIN_FIELDS = (
 )
 
 
+class JSONText(str):
+    """A JSON column's value given already encoded (e.g. one text shared by many rows); taken as is."""
+
+
 def _prepared(field: models.Field[Any, Any], value: Any) -> Any:
     """One value as the driver takes it (JSON as its text, so COPY and SQLite store the same)."""
     if isinstance(field, models.JSONField):
@@ -49,7 +53,8 @@ def rows_insert(
     into ``model``'s table; returns the number of rows.
 
     Values in ``rows`` are plain Python values the driver adapts itself (str, int, bool, None) or,
-    in JSON columns, any JSON value (encoded here). ``constants``: attnames with one value for every
+    in JSON columns, any JSON value (encoded here) or a :class:`JSONText` (already encoded, as
+    ``json.dumps(value, cls=field.encoder)`` would). ``constants``: attnames with one value for every
     row (e.g. ``created_at``), prepared once by their field; every other column takes its field
     default (``auto_now``/``auto_now_add`` columns must be given).
     """
@@ -92,7 +97,7 @@ def rows_insert(
         for row in rows:
             out = list(row)
             for i in json_at:
-                if out[i] is not None:
+                if out[i] is not None and type(out[i]) is not JSONText:
                     out[i] = json.dumps(out[i], cls=encoders[i])
             out.extend(fixed_values)
             yield out

@@ -30,7 +30,7 @@ from annotation.errors import ValidationFailed
 from annotation.models import Axis, Comparison, Study
 from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
-from annotation.services.bulk_rows import rows_insert
+from annotation.services.bulk_rows import JSONText, rows_insert
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
 from judges.validation import InvalidReply, canonical_answer
 
@@ -45,7 +45,7 @@ IMPORT_COLUMNS = (
 ORDER_VALUES = frozenset(Order.values)  # Order.values builds a new list on every access
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Line:
     number: int
     comparison: Comparison
@@ -63,6 +63,9 @@ class _Line:
     request_id: str = ""
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 USAGE_KEYS = ("input_tokens", "output_tokens", "cached_tokens")
 
 
@@ -70,6 +73,10 @@ def _usage(data: dict[str, Any], where: str) -> tuple[int | None, int | None, in
     usage = data.get("usage")
     if usage is None:
         return (None, None, None)
+    if type(usage) is dict and len(usage) == 3:  # the common case, all three counts: the checks below in short
+        given = (usage.get("input_tokens"), usage.get("output_tokens"), usage.get("cached_tokens"))
+        if all(type(v) is int and v >= 0 for v in given):
+            return given
     if not isinstance(usage, dict):
         raise ValidationFailed("expected usage as an object {input_tokens, output_tokens, cached_tokens}", where=where,
                                field="usage")
@@ -90,6 +97,8 @@ def _short_text(data: dict[str, Any], key: str, where: str) -> str:
     value = data.get(key, "")
     if value is None:
         return ""
+    if type(value) is str and len(value) <= 200:
+        return value
     if not isinstance(value, str) or len(value) > 200:
         raise ValidationFailed("expected a string of at most 200 characters", where=where, field=key)
     return value
@@ -147,11 +156,13 @@ def _parse_line(
     family = data.get("family", "")
     family = family if isinstance(family, str) else ""
     prompt_sha256 = data.get("prompt_sha256", "")
-    if not (prompt_sha256 == "" or (isinstance(prompt_sha256, str) and re.fullmatch(r"[0-9a-f]{64}", prompt_sha256))):
+    if not (prompt_sha256 == "" or (isinstance(prompt_sha256, str) and _SHA256.fullmatch(prompt_sha256))):
         raise ValidationFailed("expected the prompt template's sha256 (64 lowercase hex digits)", where=where,
                                field="prompt_sha256")
     comparison = comparisons[comparison_id]
-    error = data.get("error") if isinstance(data.get("error"), str) else ""
+    error = data.get("error")
+    if not isinstance(error, str):
+        error = ""
     answer = None
     if status == OutputStatus.FAILED:
         error = error or "no reply (imported as failed)"
@@ -206,7 +217,7 @@ def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) ->
             "judge__name", "comparison__external_id", "order", "repeat"
         )
     )
-    for line in parsed:
+    for line in parsed if existing else ():
         key = (line.judge, line.comparison.external_id, line.order, line.repeat)
         if key in existing:
             raise ValidationFailed(
@@ -226,17 +237,26 @@ def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) ->
                 counts["judges_created"] += 1
         # One COPY (PostgreSQL) or executemany (SQLite) of prepared values: the ORM's per-row
         # instances and per-value compilation were most of the time (annotation.services.bulk_rows).
-        rows = []
+        judge_pk = {name: judge.pk for name, judge in judges.items()}
+        comparison_pk = {c.external_id: c.pk for c in comparisons.values()}
+        axes_json: dict[tuple[tuple[str, int], ...], JSONText] = {}  # few distinct score lists: encode each once
+        no_axes = JSONText("[]")
+        rows: list[tuple[Any, ...]] = []
+        append = rows.append
         for line in parsed:
             answer = line.answer
-            rows.append(
+            scores: JSONText | None
+            if answer is None:
+                winner, confidence, scores, reason = "", None, no_axes, ""
+            else:
+                scores = axes_json.get(answer.axes)
+                if scores is None:
+                    scores = axes_json[answer.axes] = JSONText(json.dumps(answer.axes_list()))
+                winner, confidence, reason = answer.winner, answer.confidence, answer.reason
+            append(
                 (
-                    judges[line.judge].pk, line.comparison.pk, line.order, line.repeat, line.status, line.raw,
-                    line.error,
-                    answer.winner if answer else "",
-                    answer.confidence if answer else None,
-                    answer.axes_list() if answer else [],
-                    answer.reason if answer else "",
+                    judge_pk[line.judge], comparison_pk[line.comparison.external_id], line.order, line.repeat,
+                    line.status, line.raw, line.error, winner, confidence, scores, reason,
                     line.prompt_sha256, *line.usage, line.model, line.request_id,
                 )
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judges.validation import InvalidReply, canonical_answer, parse_reply, to_canonical, unwrap_fence
@@ -110,3 +110,86 @@ def test_swapping_twice_is_the_identity_and_negates_once(winner: str, scores: li
     assert to_canonical(once, "swapped") == shown
     assert [s for _, s in once.axes] == [-s for s in scores]
     assert once.winner == {"A": "B", "B": "A", "TIE": "TIE"}[winner]
+
+
+# The fast path for a plain well-formed reply (judges.validation._fast_reply) against the full
+# path: the same answer, or the same InvalidReply message, on generated valid and invalid replies.
+
+_SCALARS = st.one_of(
+    st.integers(-4, 7), st.sampled_from([True, False, None, 1.0, 2.5, "A", "B", "TIE", "a", "", "NaN"]),
+    st.text(max_size=8),
+)
+
+
+def _pairs_text(pairs: list[tuple[str, str]], sep: str) -> str:
+    """A JSON object from (key, value text) pairs, so a key may be given twice."""
+    return "{" + sep.join(f"{json.dumps(k)}: {v}" for k, v in pairs) + "}"
+
+
+@st.composite
+def _replies(draw: st.DrawFn) -> str:
+    ascii_only = draw(st.booleans())
+
+    def enc(value: object) -> str:
+        return json.dumps(value, ensure_ascii=ascii_only)
+
+    axes = []
+    ids = AXES if draw(st.integers(0, 2)) else draw(st.sampled_from([AXES[:2], AXES[::-1], [*AXES, "EXTRA"], []]))
+    for axis_id in ids:
+        item = [("id", enc(draw(st.sampled_from([axis_id, axis_id.lower(), 3]))) if draw(st.integers(0, 9)) == 0
+                       else enc(axis_id)),
+                ("score", enc(draw(st.one_of(st.integers(-3, 3), _SCALARS))) if draw(st.integers(0, 4)) == 0
+                 else enc(draw(st.integers(-2, 2))))]
+        if draw(st.integers(0, 15)) == 0:
+            item.append(draw(st.sampled_from([("score", "1"), ("id", enc(axis_id)), ("x", "0")])))
+        axes.append(_pairs_text(item, draw(st.sampled_from([", ", ",", ",\n  "]))))
+    pairs = [
+        ("winner", enc(draw(st.sampled_from(["A", "B", "TIE"])) if draw(st.integers(0, 5)) else draw(_SCALARS))),
+        ("confidence", enc(draw(st.integers(1, 5))) if draw(st.integers(0, 5))
+         else draw(st.sampled_from(["NaN", "Infinity", "3.0", "true", "0", "6", "-1", "1e400"]))),
+        ("reason", enc(draw(st.one_of(st.text(max_size=20), st.sampled_from(['say "hi"', "back\\slash", "nul\x00", "\\"]))))),
+        ("axes", "[" + ", ".join(axes) + "]" if draw(st.integers(0, 12)) else enc(draw(_SCALARS))),
+    ]
+    pairs = draw(st.permutations(pairs))
+    if draw(st.integers(0, 8)) == 0:
+        pairs = pairs[: draw(st.integers(0, 3))]
+    if draw(st.integers(0, 8)) == 0:
+        pairs.append(draw(st.sampled_from([("winner", '"B"'), ("reason", '"again"'), ("extra", "1"), ("axes", "[]")])))
+    text = _pairs_text(pairs, draw(st.sampled_from([", ", ",", ",\n"])))
+    wrap = draw(st.sampled_from(["{}", "  {}\n", "```json\n{}\n```", "```\n{}```", "\ufeff{}", "[{}]", "{}x", "{}}"]))
+    return wrap.replace("{}", text, 1) if draw(st.integers(0, 3)) == 0 else text
+
+
+def _outcome(parse: object, raw: str, axes: list[str]) -> object:
+    try:
+        return parse(raw, axes)  # type: ignore[operator]
+    except InvalidReply as exc:
+        return ("InvalidReply", str(exc))
+
+
+@settings(max_examples=400)
+@given(_replies(), st.sampled_from(["primary", "swapped"]))
+def test_fast_path_gives_what_the_full_path_gives(raw: str, order: str) -> None:
+    from judges.validation import _parse_reply_full
+
+    assert _outcome(parse_reply, raw, AXES) == _outcome(_parse_reply_full, raw, AXES)
+    fast = _outcome(lambda r, a: canonical_answer(r, active_axes=a, order=order), raw, AXES)
+    full = _outcome(lambda r, a: to_canonical(_parse_reply_full(r, a), order), raw, AXES)
+    assert fast == full
+
+
+def test_fast_path_takes_plain_replies_and_leaves_the_rest_to_the_full_path() -> None:
+    from judges.validation import _fast_reply
+
+    assert _fast_reply(reply(), AXES) == parse_reply(reply(), AXES)
+    assert _fast_reply(json.dumps(json.loads(reply()), indent=2), AXES) is not None
+    duplicate = reply().replace('"winner": "A"', '"winner": "B", "winner": "A"')
+    assert _fast_reply(duplicate, AXES) is None
+    with pytest.raises(InvalidReply, match="key 'winner' appears twice"):
+        parse_reply(duplicate, AXES)
+    assert _fast_reply(reply(reason='the "Submit" button'), AXES) is None
+    assert parse_reply(reply(reason='the "Submit" button'), AXES).reason == 'the "Submit" button'
+    assert _fast_reply(reply(confidence=float("nan")), AXES) is None
+    swapped = _fast_reply(reply(), AXES, swapped=True)
+    assert swapped == to_canonical(parse_reply(reply(), AXES), "swapped")
+    assert swapped is not None and swapped.winner == "B" and swapped.axes[0] == (AXES[0], -1)
