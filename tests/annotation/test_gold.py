@@ -177,8 +177,12 @@ def test_reports_apply_saved_rules_by_default_and_no_rules_gives_raw_figures(tmp
     Study.objects.filter(pk=study.pk).update(options={**study.options, "gold_trials": 2})
     out = tmp_path / "default.json"
     stdout = io.StringIO()
-    call_command("agreement_report", study.slug, "--json", str(out), "--bootstrap", "20", stdout=stdout)
+    html = tmp_path / "default.html"
+    call_command("agreement_report", study.slug, "--json", str(out), "--html", str(html), "--bootstrap", "20",
+                 stdout=stdout)
     report = json.loads(out.read_text())
+    page = html.read_text()
+    assert "saved exclusion rules were applied" in page and f"<td>{junk}</td><td>gold</td>" in page
     ex = report["exclusions"]
     assert ex["applied_by_default"] is True
     assert ex["excluded_raters"] == [{"participant": junk, "rule": "gold", "rules": ["gold"]}]
@@ -209,7 +213,9 @@ def test_calibrate_excludes_a_rater_who_fails_gold_by_default(tmp_path: Path) ->
     cal.study.save(update_fields=["options"])
     out = tmp_path / "cal.json"
     stdout = io.StringIO()
-    call_command("calibrate", cal.study.slug, "--json", str(out), "--bootstrap", "50", stdout=stdout)
+    call_command("calibrate", cal.study.slug, "--json", str(out), "--html", str(tmp_path / "cal.html"),
+                 "--bootstrap", "50", stdout=stdout)
+    assert f"<td>{junk}</td><td>gold</td>" in (tmp_path / "cal.html").read_text()
     ex = json.loads(out.read_text())["exclusions"]
     assert [r["participant"] for r in ex["excluded_raters"]] == [junk] and ex["excluded_raters"][0]["rule"] == "gold"
     assert f"{junk} (gold)" in stdout.getvalue()
