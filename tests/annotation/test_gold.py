@@ -229,3 +229,16 @@ def test_calibrate_excludes_a_rater_who_fails_gold_by_default(tmp_path: Path) ->
     with pytest.raises(CommandError, match="--no-rules"):
         call_command("calibrate", cal.study.slug, "--json", str(raw), "--rules", str(tmp_path / "r.json"),
                      "--no-rules", stdout=io.StringIO())
+
+
+def test_the_agreement_page_applies_the_saved_rules_and_says_so(client: Client, researcher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    study = make_rated_study("gold-page", researchers=[researcher], tmp_dir=tmp_path, seed=11)
+    junk = str(votes_frame(study=study)["rater"].iloc[0])
+    _add_gold(study, wrong={junk})
+    client.force_login(researcher)
+    raw = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
+    assert 'id="exclusions"' not in raw  # no saved rules yet: the raw figures, as before
+    Study.objects.filter(pk=study.pk).update(options={**study.options, "exclusion_rules": {}})
+    page = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
+    assert 'id="exclusions"' in page and "saved exclusion rules were applied" in page
+    assert f"<td>{junk}</td><td>gold</td>" in page
