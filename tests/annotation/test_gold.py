@@ -242,3 +242,12 @@ def test_the_agreement_page_applies_the_saved_rules_and_says_so(client: Client, 
     page = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
     assert 'id="exclusions"' in page and "saved exclusion rules were applied" in page
     assert f"<td>{junk}</td><td>gold</td>" in page
+
+
+def test_schedule_blocks_command_takes_gold() -> None:
+    rs = make_rater_study(pages=6)
+    out = io.StringIO()
+    call_command("schedule_blocks", rs.study.slug, "--blocks", "2", "--block-size", "8", "--repeats", "3",
+                 "--min-gap", "2", "--raters", "2,2", "--gold", "2", stdout=out)
+    assert "8 comparisons, 2 planned assignments, 13 trials each (2 gold)" in out.getvalue()
+    assert Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).count() == 8
