@@ -477,6 +477,12 @@ class Assignment(models.Model):
         return f"{self.block_id}#{self.slot}"
 
 
+# ``Trial.attention_expected`` of a gold trial (issue 30): excluded from data wherever attention
+# checks are, but nothing is told to the rater; the known canonical answer is ``GOLD_ANSWER``.
+GOLD_EXPECTED = "GOLD"
+GOLD_ANSWER = "A"
+
+
 class Trial(models.Model):
     """One showing of an item in an assignment (SPEC §2).
 
@@ -500,6 +506,12 @@ class Trial(models.Model):
     # displayed ("A" = left; "YES"; a rating value for every dimension). Blank: a data trial.
     # A check shows a real unit of the block but is never data.
     attention_expected = models.CharField(max_length=16, blank=True)
+    # Gold trial (issue 30; ``pairwise_reference``): ``attention_expected`` is ``GOLD``, nothing is
+    # told to the rater, canonical A shows the page's own reference image and canonical B this
+    # degraded copy of it; the known answer is canonical A. Never data, like an attention check.
+    gold_image = models.ForeignKey(
+        "StoredImage", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     token = models.CharField(max_length=40, unique=True, default=new_token)
     shown_at = models.DateTimeField(null=True, blank=True)
     # The candidate versions displayed (paper B.5): canonical A's and B's (a rating trial's candidate

@@ -24,6 +24,10 @@ answers before any answer is removed:
    ``comprehension_max_attempts`` attempts (default 2): ``not passed or attempts > max``.
 2. ``attention`` (participant): more than ``max_attention_failures`` failed attention checks
    (default 0: any failure excludes).
+2b. ``gold`` (participant; issue 30, the reference kind's gold trials): with at least one gold
+   trial answered, a share of wrong gold answers above ``max_gold_failure_share`` (default 0.5).
+   Needs the optional ``is_gold`` / ``gold_passed`` columns; gold rows, like attention checks,
+   are never data.
 3. ``too_fast_median`` (participant): median response time of the data answers below
    ``min_median_response_ms`` (default 1000 ms; missing times are ignored).
 4. ``straight_lining_share`` (participant): with at least ``straightline_min_trials`` data answers
@@ -72,6 +76,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 RULE_ORDER: tuple[str, ...] = (
     "comprehension",
     "attention",
+    "gold",
     "too_fast_median",
     "straight_lining_share",
     "straight_lining_run",
@@ -88,6 +93,7 @@ class HygieneRules:
 
     comprehension_max_attempts: int | None = 2
     max_attention_failures: int | None = 0
+    max_gold_failure_share: float | None = 0.5
     min_median_response_ms: float | None = 1000.0
     straightline_share: float | None = 0.9
     straightline_min_trials: int = 10
@@ -112,6 +118,8 @@ class HygieneRules:
             raise InvalidKindData("straightline_min_trials must be at least 1")
         if self.straightline_run is not None and self.straightline_run < 2:
             raise InvalidKindData("straightline_run must be at least 2")
+        if self.max_gold_failure_share is not None and not 0 <= self.max_gold_failure_share < 1:
+            raise InvalidKindData("max_gold_failure_share must be in [0, 1)")
         if self.min_repeat_agreement is not None and not 0 <= self.min_repeat_agreement <= 1:
             raise InvalidKindData("min_repeat_agreement must be in [0, 1]")
         if self.max_position_bias is not None and not 0 <= self.max_position_bias < 0.5:
@@ -123,6 +131,7 @@ class HygieneRules:
         return {
             "comprehension": self.comprehension_max_attempts is not None,
             "attention": self.max_attention_failures is not None,
+            "gold": self.max_gold_failure_share is not None,
             "too_fast_median": self.min_median_response_ms is not None,
             "straight_lining_share": self.straightline_share is not None,
             "straight_lining_run": self.straightline_run is not None,
@@ -229,7 +238,22 @@ def _validate(answers: pd.DataFrame) -> pd.DataFrame:
                 f"{name}: column 'attention_passed' row {int(row)}: expected a boolean on an attention check, got {value!r}"
             )
         passed[row] = parsed
+    gold = bool_column(frame, "is_gold", name) if "is_gold" in frame.columns else np.zeros(len(frame), dtype=bool)
+    gold = np.asarray(gold, dtype=bool) & ~frame["_check"].to_numpy(dtype=bool)
+    gold_passed = np.zeros(len(frame), dtype=bool)
+    for row in np.flatnonzero(gold):
+        value = frame["gold_passed"].iloc[int(row)] if "gold_passed" in frame.columns else None
+        parsed = parse_bool(value)
+        if parsed is None:
+            raise InvalidKindData(
+                f"{name}: column 'gold_passed' row {int(row)}: expected a boolean on a gold trial, got {value!r}"
+            )
+        gold_passed[row] = parsed
     frame["_passed"] = passed
+    frame["_attention"] = frame["_check"].to_numpy(dtype=bool)
+    frame["_gold"] = gold
+    frame["_gold_passed"] = gold_passed
+    frame["_check"] = frame["_attention"].to_numpy(dtype=bool) | gold  # never data
     ms = pd.to_numeric(frame["response_ms"], errors="coerce").astype(float)
     bad = (frame["response_ms"].notna() & ms.isna()) | (ms < 0)
     if bad.any():
@@ -297,7 +321,10 @@ def _participant_stats(frame: pd.DataFrame) -> pd.DataFrame:
     has_comp = bool(frame.attrs["has_comprehension"])
     who = frame["_participant"].to_numpy(dtype=object)
     check = frame["_check"].to_numpy(dtype=bool)
+    attention = frame["_attention"].to_numpy(dtype=bool)
     passed = frame["_passed"].to_numpy(dtype=bool)
+    gold = frame["_gold"].to_numpy(dtype=bool)
+    gold_passed = frame["_gold_passed"].to_numpy(dtype=bool)
     ms = frame["_ms"].to_numpy(dtype=float)
     answers = frame["_answer"].tolist()
     comp_passed = frame["_comp_passed"].to_numpy(dtype=bool) if has_comp else None
@@ -324,8 +351,10 @@ def _participant_stats(frame: pd.DataFrame) -> pd.DataFrame:
             {
                 "participant": str(who[s]),
                 "n_data_answers": len(data_answers),
-                "n_attention_checks": int(c.sum()),
-                "attention_failures": int((c & ~passed[s:e]).sum()),
+                "n_attention_checks": int(attention[s:e].sum()),
+                "attention_failures": int((attention[s:e] & ~passed[s:e]).sum()),
+                "gold_trials": int(gold[s:e].sum()),
+                "gold_failures": int((gold[s:e] & ~gold_passed[s:e]).sum()),
                 "median_response_ms": float(np.median(finite)) if len(finite) else math.nan,
                 "modal_answer_share": modal / len(data_answers) if data_answers else math.nan,
                 "longest_run": _longest_run(data_answers),
@@ -352,6 +381,9 @@ def _participant_rule(rule: str, st: pd.DataFrame, rules: HygieneRules, has_comp
         )
     elif rule == "attention":
         bad = st["attention_failures"] > rules.max_attention_failures
+    elif rule == "gold":
+        share = st["gold_failures"] / st["gold_trials"].where(st["gold_trials"] > 0)
+        bad = (st["gold_trials"] > 0) & (share > float(rules.max_gold_failure_share or 0) + 1e-12)
     elif rule == "too_fast_median":
         bad = st["median_response_ms"].notna() & (st["median_response_ms"] < rules.min_median_response_ms)
     elif rule == "straight_lining_share":
@@ -451,7 +483,7 @@ def apply_hygiene(answers: pd.DataFrame, rules: HygieneRules | None = None) -> H
         reports=tuple(reports),
         n_participants=len(participants),
         n_data_answers=len(data),
-        n_attention_answers=int(frame["_check"].sum()),
+        n_attention_answers=int(frame["_attention"].sum()),
         excluded_participants=excluded,
         participant_stats=tuple(stats_rows),
     )

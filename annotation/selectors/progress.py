@@ -19,6 +19,8 @@ from django.db.models import Count, Q
 
 from annotation.kinds import design_of
 from annotation.models import (
+    GOLD_ANSWER,
+    GOLD_EXPECTED,
     Assignment,
     AssignmentState,
     Block,
@@ -142,6 +144,8 @@ class RaterQuality:
     cannot_judge_share: float | None
     attention_passed: int = 0
     attention_checks: int = 0
+    gold_passed: int = 0  # gold trials (issue 30): the identical side chosen / answered
+    gold_trials: int = 0
     # Share of the data answers that are the rater's most frequent displayed answer (straight-lining).
     modal_share: float | None = None
     # Exclusion rules this rater is beyond (``quality_flags``), in the rules' words.
@@ -179,8 +183,12 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
     abstain = design_of(study).abstain_label
     by_assignment: dict[int, list[tuple]] = defaultdict(list)
     checks_of: dict[int, list[bool]] = defaultdict(list)
+    gold_of: dict[int, list[bool]] = defaultdict(list)
     for row in votes:
         answer = _answer_key(row[2], row[8])
+        if row[7] == GOLD_EXPECTED:  # known canonical answer; never a data answer
+            gold_of[row[0]].append(row[2] == GOLD_ANSWER)
+            continue
         if row[7]:
             checks_of[row[0]].append(_displayed(answer, swapped=bool(row[4])) == _expected_key(row[7], row[8]))
             continue
@@ -200,12 +208,13 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
         out.append(RaterQuality(
             # Answered counts every answered trial, attention checks included, as ``trials`` does
             # (issue 17: a finished assignment read 50 / 52).
-            assignment=a, votes=len(rows) + len(checks), trials=a.n_trials,
+            assignment=a, votes=len(rows) + len(checks) + len(gold_of.get(a.pk, [])), trials=a.n_trials,
             median_seconds=statistics.median(times) / 1000 if times else None,
             repeat_agree=sum(1 for o, r in pairs if o == r), repeat_pairs=len(pairs),
             left_share=left / len(decisive) if decisive else None, decisive=len(decisive),
             cannot_judge_share=cannot / len(rows) if rows else None,
             attention_passed=sum(checks), attention_checks=len(checks),
+            gold_passed=sum(gold_of.get(a.pk, [])), gold_trials=len(gold_of.get(a.pk, [])),
             modal_share=modal / len(rows) if rows else None,
         ))
     rules = quality_rules(study)
@@ -223,6 +232,7 @@ QUALITY_RULE_DEFAULTS: dict[str, float | int | None] = {
     "max_position_bias": None,
     "position_min_trials": 10,
     "max_attention_failures": 0,
+    "max_gold_failure_share": 0.5,
 }
 
 
@@ -250,6 +260,9 @@ def quality_flags(q: RaterQuality, rules: dict[str, float | int | None]) -> tupl
     failures = rules["max_attention_failures"]
     if failures is not None and q.attention_checks and q.attention_checks - q.attention_passed > int(failures):
         flags.append("failed attention checks")
+    gold = rules["max_gold_failure_share"]
+    if gold is not None and q.gold_trials and (q.gold_trials - q.gold_passed) / q.gold_trials > float(gold) + 1e-12:
+        flags.append(f"failed gold trials (over {float(gold):.0%} wrong)")
     return tuple(flags)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from annotation.models import Study
+from annotation.models import GOLD_ANSWER, GOLD_EXPECTED, AssignmentState, Study, Vote
 from annotation.selectors.vote_rows import AXIS_PREFIX, study_axis_ids, vote_rows
 
 
@@ -62,3 +62,31 @@ def _score(value: object) -> float:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return np.nan
+
+
+def gold_votes_frame(*, study: Study) -> pd.DataFrame:
+    """The answered gold trials of a reference study (issue 30), voided assignments left out.
+
+    Columns: ``rater`` (external id), ``position`` (int), ``swapped`` (bool), ``label`` (canonical),
+    ``response_ms`` (float, NaN when absent), ``passed`` (bool: the canonical label is the known
+    answer, ``GOLD_ANSWER``). Never data: only the exclusion rules read it.
+    """
+    rows = list(
+        Vote.objects.filter(
+            trial__assignment__block__study=study,
+            trial__attention_expected=GOLD_EXPECTED,
+            trial__assignment__rater__isnull=False,
+        )
+        .exclude(trial__assignment__state=AssignmentState.VOIDED)
+        .order_by("trial__assignment_id", "trial__position")
+        .values_list("trial__assignment__rater__external_id", "trial__position", "trial__swapped", "label",
+                     "response_ms")
+    )
+    return pd.DataFrame({
+        "rater": pd.Series([r[0] for r in rows], dtype=str),
+        "position": np.array([r[1] for r in rows], dtype=np.int64),
+        "swapped": np.array([r[2] for r in rows], dtype=bool),
+        "label": pd.Series([str(r[3]) for r in rows], dtype=str),
+        "response_ms": np.array([np.nan if r[4] is None else float(r[4]) for r in rows], dtype=float),
+        "passed": np.array([str(r[3]) == GOLD_ANSWER for r in rows], dtype=bool),
+    })

@@ -24,7 +24,16 @@ from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.answer import VoteAnswer
 from annotation.metrics import VOTES_STORED
-from annotation.models import Assignment, AssignmentState, Axis, Study, Trial, Vote, rater_page_options
+from annotation.models import (
+    GOLD_EXPECTED,
+    Assignment,
+    AssignmentState,
+    Axis,
+    Study,
+    Trial,
+    Vote,
+    rater_page_options,
+)
 from annotation.selectors.axes import StudyAxesRows, axes_of_rows
 from annotation.selectors.compiled import compiled_create, compiled_instances, compiled_rows, compiled_update
 from annotation.services.candidate_versions import (
@@ -65,6 +74,8 @@ class TrialView:
 def attention_instruction(trial: Trial, study: Study) -> str:
     """The instructed-response line of an attention check (SPEC §11), empty on a data trial."""
     expected = trial.attention_expected
+    if expected == GOLD_EXPECTED:  # a gold trial looks like any data trial
+        return ""
     return design_of(study).attention_instruction(expected) if expected else ""
 
 
@@ -453,6 +464,7 @@ _ITEM_HOLDERS = ("candidate", "predicate__candidate")
 
 
 _VARIANTS = ("image", "neutralized_image")
+_GOLD_ALIAS = "slot_file_gold_image"
 
 
 def _file_alias(holder: str, variant: str) -> str:
@@ -462,11 +474,12 @@ def _file_alias(holder: str, variant: str) -> str:
 def _file_annotations(item: bool) -> dict[str, F]:
     """The stored file names of every image a trial of this shape may show (``trial_current``)."""
     holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
-    return {_file_alias(h, v): F(f"{h}__{v}__file") for h in holders for v in _VARIANTS}
+    gold = {} if item else {_GOLD_ALIAS: F("gold_image__file")}
+    return {**{_file_alias(h, v): F(f"{h}__{v}__file") for h in holders for v in _VARIANTS}, **gold}
 
 
 def _slot_files(
-    file: Any, *, item: bool, swapped: bool, predicate: bool, neutralize: bool
+    file: Any, *, item: bool, swapped: bool, predicate: bool, neutralize: bool, gold: str | None = None
 ) -> dict[str, str | None]:
     """slot → stored file, from ``file(holder, variant)``: ``ref`` / ``left`` / ``right``, or ``item``.
 
@@ -480,8 +493,12 @@ def _slot_files(
 
     if item:
         return {"item": file_of("predicate__candidate" if predicate else "candidate")}
+    ref = file_of("comparison__page")
+    if gold:  # a gold trial: canonical A is the reference itself, canonical B its degraded copy
+        a, b = ref, gold
+        return {"ref": ref, "left": b if swapped else a, "right": a if swapped else b}
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
-    return {"ref": file_of("comparison__page"), "left": file_of(f"comparison__{first}"),
+    return {"ref": ref, "left": file_of(f"comparison__{first}"),
             "right": file_of(f"comparison__{second}")}
 
 
@@ -491,7 +508,8 @@ def trial_shown_files(trial: Trial, study: Study) -> dict[str, str] | None:
     if not hasattr(trial, _file_alias((_ITEM_HOLDERS if item else _PAIR_HOLDERS)[0], "image")):
         return None
     slots = _slot_files(lambda h, v: getattr(trial, _file_alias(h, v)), item=item, swapped=trial.swapped,
-                        predicate=trial.predicate_id is not None, neutralize=study.neutralize_media)
+                        predicate=trial.predicate_id is not None, neutralize=study.neutralize_media,
+                        gold=getattr(trial, _GOLD_ALIAS, None))
     return {k: v for k, v in slots.items() if v}
 
 
@@ -504,6 +522,7 @@ def _images_query(item: bool) -> Any:
             "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
             "assignment__block__study_id", "assignment__block__study__neutralize_media",
             *(f"{h}__{variant}__file" for h in holders for variant in _VARIANTS),
+            *(() if item else ("gold_image__file",)),
         )[:1]
     )
 
@@ -517,7 +536,8 @@ def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
     row = rows[0]
     slots = _slot_files(lambda h, v: row[f"{h}__{v}__file"], item=item, swapped=row["swapped"],
                         predicate=row["predicate_id"] is not None,
-                        neutralize=row["assignment__block__study__neutralize_media"])
+                        neutralize=row["assignment__block__study__neutralize_media"],
+                        gold=None if item else row["gold_image__file"])
     return TrialImages(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
         live=row["assignment__state"] in LIVE_STATES, slots=tuple(slots),

@@ -47,6 +47,13 @@ the unit a trial shows (``design_of(study).schedule_units``) and the order. Deci
   trial). A check shows a unit of the block drawn at random and tells the rater which answer to
   give: ``A``/``B``/``TIE`` (pairwise, as displayed), ``YES``/``NO``/``UNCLEAR`` (checklist), or
   one value of the scale for every dimension (rating). Checks are never data.
+
+Gold trials (issue 30; ``pairwise_reference``, ``--gold N`` per assignment, stored as
+``Study.options["gold_trials"]``): placed like attention checks (``N`` equal segments, a random
+place in each, never the first trial; their own generator, so the rest of the plan is unchanged),
+each shows the page of a random comparison of the block with the reference itself against a
+degraded copy (``annotation.services.gold``). ``attention_expected`` is ``GOLD`` (never data,
+nothing told to the rater); the identical side alternates: left when ``(slot + g) % 2 == 0``.
 """
 
 from __future__ import annotations
@@ -65,8 +72,18 @@ from annotation import csv_cells
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.base import ScheduleUnit
-from annotation.models import Assignment, Block, BlockItem, Comparison, Study, Trial
+from annotation.models import (
+    GOLD_EXPECTED,
+    Assignment,
+    Block,
+    BlockItem,
+    Comparison,
+    StoredImage,
+    Study,
+    Trial,
+)
 from annotation.services.audit import audit_record
+from annotation.services.gold import study_gold_images
 
 # Instructed-response attention checks per assignment of a SPEC §11 kind when none is given.
 DEFAULT_CHECKS = 2
@@ -97,12 +114,14 @@ SCHEDULE_CSV_COLUMNS = (
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    """One trial of a planned assignment: ``index`` is the comparison's position in its block."""
+    """One trial of a planned assignment: ``index`` is the comparison's position in its block;
+    ``gold``: a gold trial showing that comparison's page (issue 30)."""
 
     position: int
     index: int
     swapped: bool
     repeat_of_position: int | None
+    gold: bool = False
 
 
 @dataclass(frozen=True)
@@ -298,18 +317,63 @@ def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int)
     return planned
 
 
+def plan_with_gold(plan: list[PlannedTrial], *, gold: int, n: int, slot: int, seed: int) -> list[PlannedTrial]:
+    """``plan`` with ``gold`` gold trials inserted (module docstring, "Gold trials").
+
+    The sequence is cut into ``gold`` equal segments and one gold trial goes to a random place in
+    each (never the first trial), showing the page of a comparison of the block drawn at random.
+    Its side is counterbalanced: the identical candidate is on the left when ``(slot + g) % 2 == 0``
+    for the ``g``-th gold trial of the assignment, so over an assignment and over consecutive
+    slots each side holds the answer equally often (±1). Its own generator, so a plan without
+    gold trials is exactly the plan of before.
+    """
+    if not gold:
+        return plan
+    rng = np.random.default_rng([seed, 30])
+    length = len(plan)
+    places = []
+    for g in range(gold):
+        lo = max(1, (g * length) // gold)
+        hi = max(lo + 1, ((g + 1) * length) // gold)
+        places.append(int(rng.integers(lo, hi + 1)))
+    entries: list[PlannedTrial | tuple[int, bool]] = list(plan)
+    for g, place in enumerate(sorted(places)):
+        entries.insert(place + g, (int(rng.integers(0, n)), (slot + g) % 2 == 1))
+    renumber = {}
+    for pos, e in enumerate(entries):
+        if isinstance(e, PlannedTrial):
+            renumber[e.position] = pos + 1
+    out: list[PlannedTrial] = []
+    for pos, e in enumerate(entries):
+        if isinstance(e, PlannedTrial):
+            out.append(PlannedTrial(
+                position=pos + 1, index=e.index, swapped=e.swapped,
+                repeat_of_position=None if e.repeat_of_position is None else renumber[e.repeat_of_position],
+            ))
+        else:
+            out.append(PlannedTrial(position=pos + 1, index=e[0], swapped=e[1], repeat_of_position=None, gold=True))
+    return out
+
+
 def _unit_ids(item: BlockItem | Trial) -> dict[str, int | None]:
     return {"comparison_id": item.comparison_id, "candidate_id": item.candidate_id, "predicate_id": item.predicate_id}
 
 
 def _trials_create(
-    assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | CounterbalancedTrial]
+    assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | CounterbalancedTrial],
+    gold_images: dict[int, StoredImage] | None = None,
 ) -> None:
     plan = list(plan)
+
+    def gold_of(p: PlannedTrial | CounterbalancedTrial) -> dict[str, object]:
+        if not getattr(p, "gold", False) or gold_images is None:
+            return {"attention_expected": getattr(p, "attention", "")}
+        return {"attention_expected": GOLD_EXPECTED, "gold_image": gold_images[items[p.index].comparison_id or 0]}
+
     Trial.objects.bulk_create(
         [
-            Trial(assignment=assignment, position=p.position, swapped=p.swapped,
-                  attention_expected=getattr(p, "attention", ""), **_unit_ids(items[p.index]))
+            Trial(assignment=assignment, position=p.position, swapped=p.swapped, **gold_of(p),
+                  **_unit_ids(items[p.index]))
             for p in plan
             if p.repeat_of_position is None
         ]
@@ -355,10 +419,20 @@ def blocks_schedule(
     raters: list[int],
     seed: int,
     checks: int | None = None,
+    gold: int = 0,
     actor: object | None = None,
 ) -> list[Block]:
-    """Create the study's blocks and their full plan of open assignments and trials (SPEC §4, §11)."""
+    """Create the study's blocks and their full plan of open assignments and trials (SPEC §4, §11).
+
+    ``gold``: gold trials per assignment (``pairwise_reference`` only; module docstring)."""
     _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
+    if not 0 <= gold <= block_size:
+        raise ValidationFailed(f"must be between 0 and the block size ({block_size})", field="gold")
+    if gold and design_of(study).counterbalanced:
+        raise ArbiterError(
+            "gold trials are part of the pairwise_reference kind; the crowd questionnaire designs "
+            "(pairwise, checklist, rating) use attention checks (--checks)"
+        )
     if checks is not None and not 0 <= checks <= block_size:
         raise ValidationFailed(f"must be between 0 and the block size ({block_size})", field="checks")
     design = design_of(study)
@@ -389,7 +463,13 @@ def blocks_schedule(
     _check_repeats_fit(repeats=repeats, min_gap=min_gap, block_size=block_size)
     groups = split_blocks(comparisons, blocks=blocks, block_size=block_size, seed=seed)
     created: list[Block] = []
+    page_of = {c.pk: c.page_id for c in comparisons}
     with transaction.atomic():
+        gold_by_comparison: dict[int, StoredImage] | None = None
+        if gold:
+            scheduled = {c.pk for group in groups for c in group}
+            by_page = study_gold_images(study=study, page_ids={page_of[pk] for pk in scheduled})
+            gold_by_comparison = {pk: by_page[page_of[pk]] for pk in scheduled}
         for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
             block = Block.objects.create(
                 study=study, name=f"block-{b + 1}", position=b + 1, target_raters=target, seed=seed
@@ -402,13 +482,18 @@ def blocks_schedule(
                 a_seed = assignment_seed(seed, b + 1, slot)
                 assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
                 plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed)
-                _trials_create(assignment, items, plan)
+                plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed)
+                _trials_create(assignment, items, plan, gold_by_comparison)
             created.append(block)
-        Study.objects.filter(pk=study.pk).update(seed=seed, hidden_repeats=repeats, min_gap=min_gap)
+        update: dict[str, object] = {"seed": seed, "hidden_repeats": repeats, "min_gap": min_gap}
+        if gold:
+            locked = Study.objects.select_for_update().get(pk=study.pk)  # merge into the stored options
+            update["options"] = study.options = {**(locked.options or {}), "gold_trials": gold}
+        Study.objects.filter(pk=study.pk).update(**update)
         audit_record(
             action="schedule_blocks", user=actor, study=study, target=study.slug,
             blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed,
-            unscheduled=len(comparisons) - needed,
+            unscheduled=len(comparisons) - needed, **({"gold": gold} if gold else {}),
         )
     return created
 
@@ -489,7 +574,7 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
                   candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped,
-                  attention_expected=t.attention_expected)
+                  attention_expected=t.attention_expected, gold_image_id=t.gold_image_id)
             for t in trials
             if not t.is_repeat
         ]

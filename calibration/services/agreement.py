@@ -18,8 +18,9 @@ from annotation.files import output_path_check, write_texts_atomic
 from annotation.models import Study
 from annotation.progress import progress_step
 from annotation.selectors.allocation import allocation_report_section
-from annotation.selectors.votes import votes_frame
+from annotation.selectors.votes import gold_votes_frame, votes_frame
 from calibration.reports import agreement_figures, render_agreement_html
+from calibration.services.exclusion_rules import effective_rules
 from stats.agreement import AgreementResult, agreement_report
 
 DEFAULT_RESAMPLES = 2000  # SPEC §9 default of the command and the REST endpoint
@@ -64,17 +65,22 @@ def agreement_report_compute(
     seed: int | None = None,
     rules: Mapping[str, Any] | None = None,
     rules_where: str = "",
+    raw: bool = False,
 ) -> StudyAgreement:
     """SPEC §5 agreement for ``study``; ``seed=None`` uses the study's seed.
 
     ``rules`` (issue 17): apply the study's exclusion rules with these settings on top (``{}``:
     the stored ones) before the analysis; the report gains ``exclusions`` (removed per rule).
+    Without ``rules`` a study's saved rules apply by default (issue 30, ``effective_rules``;
+    ``exclusions.applied_by_default`` is then true); ``raw`` gives the figures without any rule.
     """
     resamples, seed = check_bootstrap_options(resamples, study.seed if seed is None else seed)
     votes = votes_frame(study=study)
     exclusions = None
+    rules, by_default = effective_rules(study, rules, raw=raw)
     if rules is not None:
         votes, exclusions = reference_votes_filtered(study=study, votes=votes, rules=rules, where=rules_where)
+        exclusions["applied_by_default"] = by_default
     progress_step(f"agreement and {resamples:,} bootstrap resamples on {len(votes):,} votes")
     try:
         result = agreement_report(votes, resamples=resamples, seed=seed)
@@ -108,7 +114,7 @@ def reference_votes_filtered(
             "excluded_raters": [],
         }
     try:
-        kept, result = reference_rules_apply(votes, settings)
+        kept, result = reference_rules_apply(votes, settings, gold_votes_frame(study=study))
     except ValueError as exc:
         raise ValidationFailed(f"study '{study.slug}' votes: {exc}") from None
     return kept, exclusions_section(result)
@@ -134,12 +140,13 @@ def agreement_report_write(
     seed: int | None = None,
     rules: Mapping[str, Any] | None = None,
     rules_where: str = "",
+    raw: bool = False,
 ) -> dict[str, Any]:
     """Compute once; write the JSON report (and the HTML page); return the report."""
     output_path_check(json_path)
     output_path_check(html_path)
     agreement = agreement_report_compute(
-        study=study, resamples=resamples, seed=seed, rules=rules, rules_where=rules_where
+        study=study, resamples=resamples, seed=seed, rules=rules, rules_where=rules_where, raw=raw
     )
     html = agreement_report_html(agreement) if html_path is not None else None
     files = [(Path(json_path), json.dumps(agreement.report, indent=2, allow_nan=False) + "\n")]

@@ -91,8 +91,11 @@ def calibration_report_for_study(
     judges: Sequence[str] | None = None,
     rules: Mapping[str, Any] | None = None,
     rules_where: str = "",
+    raw: bool = False,
 ) -> dict[str, Any]:
     """The SPEC §6 calibration report of ``study`` as a JSON-ready dict (SPEC §10 keys + extras).
+
+    Without ``rules`` a study's saved exclusion rules apply by default (issue 30); ``raw``: none.
 
     ``rules`` (issue 17): the human reference is computed from the votes the study's exclusion
     rules keep (stored settings, these on top); the report gains ``exclusions``.
@@ -104,6 +107,9 @@ def calibration_report_for_study(
     """
     _check_parameters(resamples, seed, pilot_size)
     votes = exclusions = None
+    from calibration.services.exclusion_rules import effective_rules
+
+    rules, by_default = effective_rules(study, rules, raw=raw)
     if rules is not None:
         from annotation.selectors.votes import votes_frame
         from calibration.services.agreement import reference_votes_filtered
@@ -111,6 +117,7 @@ def calibration_report_for_study(
         votes, exclusions = reference_votes_filtered(
             study=study, votes=votes_frame(study=study), rules=rules, where=rules_where
         )
+        exclusions["applied_by_default"] = by_default
     inputs = calibration_inputs(study=study, judges=judges, votes=votes)
     warnings: list[str] = [f"judge {d['judge']} left out: {d['reason']}" for d in inputs.dropped_judges]
     if inputs.missing_families:
@@ -349,6 +356,7 @@ def calibration_run(
     user: Any = None,
     rules: Mapping[str, Any] | None = None,
     rules_where: str = "",
+    raw: bool = False,
 ) -> tuple[dict[str, Any], CalibrationReport, CoefficientSet | None]:
     """Compute the report, store it as the study's latest and optionally freeze it as ``freeze``.
 
@@ -366,6 +374,7 @@ def calibration_run(
         judges=judges,
         rules=rules,
         rules_where=rules_where,
+        raw=raw,
     )
     with transaction.atomic():
         coefficient_set = (

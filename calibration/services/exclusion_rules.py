@@ -135,6 +135,31 @@ def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: An
     return rules
 
 
+def study_rules_saved(study: Study) -> bool:
+    """Whether the reports apply the study's exclusion rules by default (issue 30): the quality
+    page (or ``exclusion_rules_update``) saved them, or the study has gold trials (whose ``gold``
+    rule is on by default)."""
+    options = study.options or {}
+    return "exclusion_rules" in options or bool(options.get("gold_trials"))
+
+
+def effective_rules(
+    study: Study, rules: Mapping[str, Any] | None, *, raw: bool = False
+) -> tuple[Mapping[str, Any] | None, bool]:
+    """The rules a report applies and whether they were applied by default (not asked for).
+
+    ``rules`` None: the study's saved rules when it has some (``study_rules_saved``), else none;
+    ``raw`` (``--no-rules``): none at all.
+    """
+    if raw:
+        if rules is not None:
+            raise ValidationFailed("give --rules or --no-rules, not both", field="--no-rules")
+        return None, False
+    if rules is None and study_rules_saved(study):
+        return {}, True
+    return rules, False
+
+
 def rules_option(value: str | None) -> tuple[dict[str, Any] | None, str]:
     """A command's ``--rules [PATH]``: None (not asked), {} (the stored rules) or a file's settings."""
     if value is None:
@@ -150,10 +175,14 @@ def exclusions_line(exclusions: Mapping[str, Any]) -> str:
         f"{r['rule']} {r['participants_first']} raters / {r['answers_first']} votes"
         for r in exclusions["rules"]
     ]
+    excluded = [f"{r['participant']} ({r['rule']})" for r in exclusions.get("excluded_raters", [])]
+    how = "the study's saved exclusion rules (default; --no-rules for the raw figures)" if exclusions.get(
+        "applied_by_default") else "exclusion rules"
     return (
-        f"exclusion rules kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
+        f"{how} kept {exclusions['n_kept_raters']} of {exclusions['n_raters']} raters, "
         f"{exclusions['n_kept_votes']} of {exclusions['n_votes']} votes"
         + (f" (removed: {', '.join(parts)})" if parts else "")
+        + (f"; excluded: {', '.join(excluded)}" if excluded else "")
     )
 
 

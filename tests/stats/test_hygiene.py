@@ -91,6 +91,7 @@ def test_each_rule_on_a_participant_with_one_fault() -> None:
     assert first == {
         "comprehension": (2, 24),
         "attention": (1, 12),
+        "gold": (0, 0),
         "too_fast_median": (1, 12),
         "straight_lining_share": (1, 12),
         "straight_lining_run": (0, 0),
@@ -268,3 +269,22 @@ def test_bad_rules_raise() -> None:
         HygieneRules(straightline_share=1.5)
     with pytest.raises(ValueError, match="straightline_run"):
         HygieneRules(straightline_run=1)
+
+
+def test_gold_rule_excludes_above_the_share_of_wrong_gold_answers_and_gold_is_never_data() -> None:
+    rows = []
+    for who, wrong in (("good", 0), ("half", 1), ("junk", 2)):
+        for i, a in enumerate(MIXED):
+            rows.append({"participant": who, "trial": i + 1, "is_attention_check": False, "attention_passed": None,
+                         "response_ms": 3000.0, "answer": a, "is_gold": False, "gold_passed": None})
+        for g in range(2):
+            rows.append({"participant": who, "trial": 100 + g, "is_attention_check": False, "attention_passed": None,
+                         "response_ms": 3000.0, "answer": "A", "is_gold": True, "gold_passed": g >= wrong})
+    res = apply_hygiene(pd.DataFrame(rows))
+    assert res.excluded_participants == {"junk": ("gold",)}  # 2/2 > 0.5; 1/2 is not above
+    assert not res.kept["is_gold"].any() and res.n_data_answers == 3 * len(MIXED)
+    assert res.report("gold").participants_first == 1
+    strict = apply_hygiene(pd.DataFrame(rows), HygieneRules(max_gold_failure_share=0.0))
+    assert set(strict.excluded_participants) == {"half", "junk"}
+    off = apply_hygiene(pd.DataFrame(rows), HygieneRules(max_gold_failure_share=None))
+    assert off.excluded_participants == {}

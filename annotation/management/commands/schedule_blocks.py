@@ -52,6 +52,10 @@ class Command(ArbiterCommand):
             "--checks", type=int, default=None,
             help=f"attention checks per assignment (pairwise, checklist, rating; default {DEFAULT_CHECKS})",
         )
+        parser.add_argument(
+            "--gold", type=int, default=0,
+            help="gold trials per assignment (pairwise_reference: the reference against a degraded copy; default 0)",
+        )
         parser.add_argument("--seed", type=int, default=None, help="default: the study's seed")
         parser.add_argument(
             "--allocation", choices=["uniform", "adaptive"], default="uniform",
@@ -70,7 +74,7 @@ class Command(ArbiterCommand):
         allocation_check(study=study, allocation=options["allocation"])
         blocks = blocks_schedule(
             study=study, blocks=options["blocks"], block_size=options["block_size"], repeats=repeats,
-            min_gap=min_gap, seed=seed, checks=options["checks"],
+            min_gap=min_gap, seed=seed, checks=options["checks"], gold=options["gold"],
             raters=rater_targets(options["raters"]) if options["raters"] is not None
             else default_rater_targets(study, options["blocks"]),
         )
@@ -83,6 +87,7 @@ class Command(ArbiterCommand):
         for block in blocks:
             self.stdout.write(
                 f"{block.name}: {block.items.count()} {noun}, {block.target_raters} planned assignments, "
-                f"{block.items.count() + repeats + checks} trials each"
+                f"{block.items.count() + repeats + checks + options['gold']} trials each"
+                + (f" ({options['gold']} gold)" if options["gold"] else "")
             )
         self.stdout.write(f"seed {seed}; {left_out} eligible {noun} left unscheduled")

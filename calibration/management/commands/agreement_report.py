@@ -1,4 +1,4 @@
-"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--rules [PATH]]`` (SPEC §5, §9, §10).
+"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--rules [PATH] | --no-rules]`` (SPEC §5, §9, §10).
 
 ``--rules`` applies the study's exclusion rules (issue 17; stored settings, with a JSON file's on top).
 """
@@ -41,6 +41,10 @@ class Command(ArbiterCommand):
             help="apply the exclusion rules (hidden repeats, too fast, straight-lining, position bias): the "
             "study's stored settings, or a JSON file of settings on top; the report gains 'exclusions'",
         )
+        parser.add_argument(
+            "--no-rules", action="store_true",
+            help="the raw figures: no exclusion rule, even when the study has saved rules (which apply by default)",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -55,6 +59,7 @@ class Command(ArbiterCommand):
             seed=options["seed"],
             rules=rules,
             rules_where=where,
+            raw=options["no_rules"],
         )
         kappa = report["fleiss_kappa"]["value"]
         self.stdout.write(

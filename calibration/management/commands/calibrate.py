@@ -1,5 +1,5 @@
 """``calibrate SLUG --json PATH [--html PATH] [--freeze NAME] [--bootstrap N] [--seed N]
-[--pilot-size N] [--judges a,b,c] [--rules [PATH]]``: SPEC §6 calibration of a study's judges (report keys
+[--pilot-size N] [--judges a,b,c] [--rules [PATH] | --no-rules]``: SPEC §6 calibration of a study's judges (report keys
 SPEC §10). ``--rules``: the human reference from the votes the exclusion rules keep (issue 17).
 """
 
@@ -49,6 +49,10 @@ class Command(ArbiterCommand):
             help="apply the exclusion rules to the human votes first (the study's stored settings, or a JSON "
             "file of settings on top); the report gains 'exclusions'",
         )
+        parser.add_argument(
+            "--no-rules", action="store_true",
+            help="the raw figures: no exclusion rule, even when the study has saved rules (which apply by default)",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -67,6 +71,7 @@ class Command(ArbiterCommand):
         report, _, frozen = calibration_run(
             rules=rules,
             rules_where=where,
+            raw=options["no_rules"],
             study=study,
             resamples=options["bootstrap"],
             seed=options["seed"],

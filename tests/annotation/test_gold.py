@@ -1,0 +1,253 @@
+"""Issue 30 item 4: gold trials for ``pairwise_reference`` — scheduling rate and counterbalance,
+the degraded images, blinding, exclusion from data, the ``gold`` rule, and the reports applying
+a study's saved exclusion rules by default (``--no-rules`` for the raw figures)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.test import Client
+from PIL import Image
+
+from annotation.models import GOLD_EXPECTED, Assignment, AssignmentState, StoredImage, Study, Trial, Vote
+from annotation.selectors.progress import rater_quality
+from annotation.selectors.votes import gold_votes_frame, votes_frame
+from annotation.services.gold import degraded_pixels
+from annotation.services.scheduling import assignment_plan_copy, blocks_schedule, schedule_rows
+from tests.annotation.factories import make_rated_study
+from tests.annotation.rater_factories import make_rater_study
+from tests.annotation.test_blinding import _assert_blind, _secrets
+from tests.calibration.cal_factories import make_calibration_study
+
+pytestmark = pytest.mark.django_db
+
+
+def _png(stored: StoredImage) -> Image.Image:
+    with Image.open(Path(settings.MEDIA_ROOT) / stored.file.name) as image:
+        image.load()
+        assert image.format == "PNG"
+        return image.copy()
+
+
+def test_schedule_places_gold_at_the_rate_counterbalanced_with_degraded_copies_of_the_reference() -> None:
+    rs = make_rater_study(pages=6)
+    blocks_schedule(study=rs.study, blocks=2, block_size=8, repeats=3, min_gap=2, raters=[4, 4], seed=5, gold=4)
+    rs.study.refresh_from_db()
+    assert rs.study.options["gold_trials"] == 4
+    sides: Counter[bool] = Counter()
+    for a in Assignment.objects.filter(block__study=rs.study):
+        trials = list(a.trials.order_by("position"))
+        assert [t.position for t in trials] == list(range(1, 8 + 3 + 4 + 1))
+        gold = [t for t in trials if t.attention_expected == GOLD_EXPECTED]
+        assert len(gold) == 4 and trials[0] not in gold and all(t.gold_image_id for t in gold)
+        assert sum(t.swapped for t in gold) == 2  # the identical side alternates within an assignment
+        sides.update(t.swapped for t in gold)
+        for t in trials:
+            if t.is_repeat:  # repeats still point at their original's comparison and orientation
+                assert (t.repeat_of.comparison_id, t.repeat_of.swapped) == (t.comparison_id, t.swapped)
+        for t in gold:
+            ref = t.comparison.page.image
+            degraded = t.gold_image
+            assert (degraded.width, degraded.height) == (ref.width, ref.height)
+            assert re.fullmatch(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.png", degraded.file.name)  # opaque key
+            pixels = _png(degraded)
+            assert pixels.mode == "RGB" and pixels.size == (ref.width, ref.height)
+            assert pixels.tobytes() != _png(ref).convert("RGB").tobytes()
+    assert sides == {True: 16, False: 16}
+    # The schedule export marks them; a reopened slot keeps them.
+    assert sum(1 for r in schedule_rows(rs.study) if r["attention"] == GOLD_EXPECTED) == 32
+    source = Assignment.objects.filter(block__study=rs.study).first()
+    Assignment.objects.filter(pk=source.pk).update(state=AssignmentState.VOIDED)
+    copy = assignment_plan_copy(source=source)
+    assert copy.trials.filter(attention_expected=GOLD_EXPECTED, gold_image__isnull=False).count() == 4
+
+
+def test_degraded_copy_is_visibly_different_and_the_same_size() -> None:
+    image = Image.new("RGB", (120, 240), "white")
+    for y in range(0, 240, 12):
+        image.paste((20, 20, 20), (10, y, 110, y + 4))
+    out = degraded_pixels(image, seed=1)
+    assert out.size == image.size and out.mode == "RGB"
+    diff = sum(abs(a - b) for a, b in zip(image.convert("L").tobytes(), out.convert("L").tobytes(), strict=True))
+    assert diff / (120 * 240) > 20  # mean grey-level change per pixel
+
+
+def test_gold_out_of_range_is_refused_naming_the_field() -> None:
+    from annotation.errors import ValidationFailed
+
+    rs = make_rater_study(pages=6)
+    with pytest.raises(ValidationFailed, match="gold"):
+        blocks_schedule(study=rs.study, blocks=2, block_size=8, repeats=0, min_gap=2, raters=[1, 1], seed=5, gold=9)
+
+
+def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() -> None:
+    rs = make_rater_study(pages=6)
+    blocks_schedule(study=rs.study, blocks=2, block_size=8, repeats=3, min_gap=2, raters=[1, 1], seed=5, gold=2)
+    secrets = _secrets(rs)
+    client = Client()
+    seen = []
+
+    def get(url: str, **kw):  # type: ignore[no-untyped-def]
+        r = client.get(url, **kw)
+        seen.append((url, r))
+        return r
+
+    r = get(f"/s/{rs.study.link_token}/?participant=gold-1")
+    html = get(r["Location"]).content.decode()
+    pages: dict[str, str] = {}
+    sizes: dict[str, dict[str, tuple[int, int, str, str]]] = {}
+    while m := re.search(r'action="/t/([^/"]+)/vote/"', html):
+        token = m.group(1)
+        pages[token] = html
+        sizes[token] = {}
+        for slot in ("ref", "left", "right"):
+            response = client.get(f"/t/{token}/{slot}.png")
+            assert response.status_code == 200
+            body = b"".join(response.streaming_content)
+            with Image.open(io.BytesIO(body)) as image:
+                sizes[token][slot] = (*image.size, image.format or "", response["Content-Type"])
+            get(f"/t/{token}/{slot}.png")  # a fresh copy for the blinding search
+        axes = re.findall(r'name="axis:([A-Z_]+)" value="0"', html)
+        key = re.search(r'name="idempotency_key" value="([^"]+)"', html).group(1)
+        trial = Trial.objects.get(token=token)
+        # Answer every gold trial wrongly: the degraded side, as displayed.
+        verdict = ("A" if trial.swapped else "B") if trial.attention_expected == GOLD_EXPECTED else "A"
+        r = client.post(f"/t/{token}/vote/", {"verdict": verdict, "confidence": "3", "idempotency_key": key,
+                                              **{f"axis:{a}": "0" for a in axes}}, HTTP_HX_REQUEST="true")
+        html = r.content.decode()
+    assert "Thank you" in html and len(pages) == 8 + 3 + 2
+    _assert_blind(seen, secrets)
+    gold = list(Trial.objects.filter(assignment__rater__external_id="gold-1", attention_expected=GOLD_EXPECTED))
+    assert len(gold) == 2
+
+    def masked(t: Trial) -> str:
+        text = pages[t.token].replace(t.token, "TOKEN")
+        for pattern, repl in (
+            (r'name="idempotency_key" value="[^"]+"', 'name="idempotency_key" value="K"'),
+            (r'name="csrfmiddlewaretoken" value="[^"]+"', ""), (r'"X-CSRFToken": "[^"]+"', ""),
+            (r'nonce="[^"]+"', ""), (r"\d+ of \d+", "N of M"), (r'value="\d+"></progress>', 'value="N"></progress>'),
+            (r'\s*<span class="time-left[^<]*</span>', ""), (r'<details class="instructions" data-instructions( open)?>', ""),
+        ):
+            text = re.sub(pattern, repl, text)
+        return text
+
+    for g in gold:
+        main = Trial.objects.get(assignment=g.assignment, comparison=g.comparison, is_repeat=False, attention_expected="")
+        assert masked(g) == masked(main)  # same page, same markup: only the opaque tokens differ
+        ref, left, right = (sizes[g.token][s] for s in ("ref", "left", "right"))
+        assert left == right == ref  # same pixel size, format and content type as the reference
+    # Gold answers are never data: not in the votes every analysis reads, nor in the export.
+    frame = votes_frame(study=rs.study)
+    assert len(frame) == 8 + 3 and set(frame["position"]).isdisjoint({g.position for g in gold})
+    g = gold_votes_frame(study=rs.study)
+    assert len(g) == 2 and not g["passed"].any()
+    quality = [q for q in rater_quality(rs.study) if q.assignment.rater and q.assignment.rater.external_id == "gold-1"]
+    assert quality[0].gold_trials == 2 and quality[0].gold_passed == 0
+    assert any("gold" in f for f in quality[0].flags) and not any("attention" in f for f in quality[0].flags)
+
+
+def _add_gold(study: Study, *, wrong: set[str]) -> None:
+    """Append two answered gold trials to every assignment (raters in ``wrong`` answer them wrongly)."""
+    stored = StoredImage.objects.create(sha256="0" * 64, file="images/00/" + "0" * 64 + ".png", width=1, height=1,
+                                        size_bytes=1, mode="RGB")
+    for a in Assignment.objects.filter(block__study=study, rater__isnull=False).select_related("rater"):
+        last = a.trials.order_by("-position").first()
+        for g in range(2):
+            trial = Trial.objects.create(assignment=a, position=last.position + 1 + g, comparison=last.comparison,
+                                         swapped=g == 1, attention_expected=GOLD_EXPECTED, gold_image=stored)
+            label = "B" if a.rater.external_id in wrong else "A"  # canonical A is the identical side
+            Vote.objects.create(trial=trial, label=label, confidence=3, response_ms=4000)
+
+
+def test_reports_apply_saved_rules_by_default_and_no_rules_gives_raw_figures(tmp_path: Path) -> None:
+    study = make_rated_study("gold-rated", tmp_dir=tmp_path, seed=11)
+    raw_path = tmp_path / "before.json"
+    call_command("agreement_report", study.slug, "--json", str(raw_path), "--bootstrap", "20", stdout=io.StringIO())
+    before = json.loads(raw_path.read_text())
+    assert "exclusions" not in before  # no saved rules, no gold: as before
+    junk = str(votes_frame(study=study)["rater"].iloc[0])
+    _add_gold(study, wrong={junk})
+    Study.objects.filter(pk=study.pk).update(options={**study.options, "gold_trials": 2})
+    out = tmp_path / "default.json"
+    stdout = io.StringIO()
+    html = tmp_path / "default.html"
+    call_command("agreement_report", study.slug, "--json", str(out), "--html", str(html), "--bootstrap", "20",
+                 stdout=stdout)
+    report = json.loads(out.read_text())
+    page = html.read_text()
+    assert "saved exclusion rules were applied" in page and f"<td>{junk}</td><td>gold</td>" in page
+    ex = report["exclusions"]
+    assert ex["applied_by_default"] is True
+    assert ex["excluded_raters"] == [{"participant": junk, "rule": "gold", "rules": ["gold"]}]
+    assert ex["n_kept_raters"] == ex["n_raters"] - 1
+    assert f"excluded: {junk} (gold)" in stdout.getvalue() and "saved exclusion rules" in stdout.getvalue()
+    assert report["n_main_annotations"] < before["n_main_annotations"]
+    raw = tmp_path / "raw.json"
+    call_command("agreement_report", study.slug, "--json", str(raw), "--bootstrap", "20", "--no-rules",
+                 stdout=io.StringIO())
+    raw_report = json.loads(raw.read_text())
+    assert "exclusions" not in raw_report
+    # Gold trials never enter the human reference: the raw figures equal those before gold existed.
+    assert {k: raw_report[k] for k in ("n_main_annotations", "n_valid_annotations", "n_comparisons")} == {
+        k: before[k] for k in ("n_main_annotations", "n_valid_annotations", "n_comparisons")
+    }
+    # Saved rules that switch the gold rule off are what the default applies.
+    Study.objects.filter(pk=study.pk).update(options={"gold_trials": 2, "exclusion_rules": {
+        "max_gold_failure_share": None, "min_median_response_ms": None, "straightline_share": None}})
+    call_command("agreement_report", study.slug, "--json", str(out), "--bootstrap", "20", stdout=io.StringIO())
+    assert json.loads(out.read_text())["exclusions"]["excluded_raters"] == []
+
+
+def test_calibrate_excludes_a_rater_who_fails_gold_by_default(tmp_path: Path) -> None:
+    cal = make_calibration_study("gold-cal")
+    junk = str(votes_frame(study=cal.study)["rater"].iloc[0])
+    _add_gold(cal.study, wrong={junk})
+    cal.study.options = {**(cal.study.options or {}), "exclusion_rules": {"min_median_response_ms": None}}
+    cal.study.save(update_fields=["options"])
+    out = tmp_path / "cal.json"
+    stdout = io.StringIO()
+    call_command("calibrate", cal.study.slug, "--json", str(out), "--html", str(tmp_path / "cal.html"),
+                 "--bootstrap", "50", stdout=stdout)
+    assert f"<td>{junk}</td><td>gold</td>" in (tmp_path / "cal.html").read_text()
+    ex = json.loads(out.read_text())["exclusions"]
+    assert [r["participant"] for r in ex["excluded_raters"]] == [junk] and ex["excluded_raters"][0]["rule"] == "gold"
+    assert f"{junk} (gold)" in stdout.getvalue()
+    raw = tmp_path / "raw.json"
+    call_command("calibrate", cal.study.slug, "--json", str(raw), "--bootstrap", "50", "--no-rules",
+                 stdout=io.StringIO())
+    assert "exclusions" not in json.loads(raw.read_text())
+    from django.core.management import CommandError
+
+    (tmp_path / "r.json").write_text("{}")
+    with pytest.raises(CommandError, match="--no-rules"):
+        call_command("calibrate", cal.study.slug, "--json", str(raw), "--rules", str(tmp_path / "r.json"),
+                     "--no-rules", stdout=io.StringIO())
+
+
+def test_the_agreement_page_applies_the_saved_rules_and_says_so(client: Client, researcher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    study = make_rated_study("gold-page", researchers=[researcher], tmp_dir=tmp_path, seed=11)
+    junk = str(votes_frame(study=study)["rater"].iloc[0])
+    _add_gold(study, wrong={junk})
+    client.force_login(researcher)
+    raw = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
+    assert 'id="exclusions"' not in raw  # no saved rules yet: the raw figures, as before
+    Study.objects.filter(pk=study.pk).update(options={**study.options, "exclusion_rules": {}})
+    page = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
+    assert 'id="exclusions"' in page and "saved exclusion rules were applied" in page
+    assert f"<td>{junk}</td><td>gold</td>" in page
+
+
+def test_schedule_blocks_command_takes_gold() -> None:
+    rs = make_rater_study(pages=6)
+    out = io.StringIO()
+    call_command("schedule_blocks", rs.study.slug, "--blocks", "2", "--block-size", "8", "--repeats", "3",
+                 "--min-gap", "2", "--raters", "2,2", "--gold", "2", stdout=out)
+    assert "8 comparisons, 2 planned assignments, 13 trials each (2 gold)" in out.getvalue()
+    assert Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).count() == 8
