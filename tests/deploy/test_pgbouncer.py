@@ -33,7 +33,7 @@ def pgbouncer(tmp_path: Path, database: str, mode: str) -> Cluster:
     (run / "logs").mkdir(parents=True)
     for path in (tmp_path, run, run / "logs"):
         path.chmod(0o755)  # PgBouncer runs as postgres when started by root
-    c = Cluster(run_dir=run, database=database, ports={"pgbouncer": free_port()})
+    c = Cluster(run_dir=run, database=database, ports={"pgbouncer": free_port()}, s3=False)
     config = c.write_pgbouncer_config(pool_mode=mode)
     config.write_text(config.read_text().replace("default_pool_size = 20", "default_pool_size = 1")
                       .replace("reserve_pool_size = 5", "reserve_pool_size = 0"))
