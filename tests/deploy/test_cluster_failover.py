@@ -150,7 +150,8 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
                      "--wait", "--poll", "0.5", "--wait-timeout", "180", stdout=StringIO())
         rows = list(JudgeOutput.objects.values_list("comparison__external_id", "order", "repeat", "status"))
         assert len(rows) == 500 and len({r[:3] for r in rows}) == 500
-        assert {r[3] for r in rows} == {"valid"}, {r[3] for r in rows}  # none left running, none lost
+        errors = set(JudgeOutput.objects.exclude(status="valid").values_list("status", "error")[:5])
+        assert {r[3] for r in rows} == {"valid"}, errors  # none left running, none lost
         calls = JudgeOutput.objects.aggregate(n=Sum("calls"))["n"]
         retried = JudgeOutput.objects.aggregate(n=Sum("calls"))["n"] - len(rows)
         # Calls made = outputs stored + recorded retries; a call cut by the kill may have counted a
