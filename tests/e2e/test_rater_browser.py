@@ -86,9 +86,8 @@ def settle(page) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_load_state("networkidle")
 
 
-@pytest.fixture
-def study():  # type: ignore[no-untyped-def]
-    rs = make_rater_study(slug="browser-study", pages=4, failed_render=False, targets_every=2)
+def scheduled_with_secrets(rs):  # type: ignore[no-untyped-def]
+    """Schedule ``rs``'s study (2 blocks of 5, one repeat) and list all a rater must never see."""
     blocks_schedule(study=rs.study, blocks=2, block_size=5, repeats=1, min_gap=2, raters=[3, 1], seed=9)
     secrets = set(rs.secrets)
     for c in Comparison.objects.filter(study=rs.study):
@@ -98,6 +97,11 @@ def study():  # type: ignore[no-untyped-def]
         secrets.update({image.sha256, image.file.name})
     rs.secrets = [*sorted(s for s in secrets if s), "repeat"]
     return rs
+
+
+@pytest.fixture
+def study():  # type: ignore[no-untyped-def]
+    return scheduled_with_secrets(make_rater_study(slug="browser-study", pages=4, failed_render=False, targets_every=2))
 
 
 class Recorder:

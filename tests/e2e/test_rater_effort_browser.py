@@ -12,11 +12,17 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from annotation.models import Axis, AxisScope, Comparison, Page, StoredImage, Study, Vote
-from annotation.services.scheduling import blocks_schedule
-from tests.annotation.rater_factories import make_rater_study
+from annotation.models import Study, Vote
 from tests.e2e.test_rater_browser import app_url, browser, progress, settle, wait_for_next  # noqa: F401
-from tests.e2e.test_trial_page_browser import LONG, axis_groups, inside, open_trial, ready, shot
+from tests.e2e.test_trial_page_browser import (
+    LONG,
+    axis_groups,
+    five_axis_study,
+    inside,
+    open_trial,
+    ready,
+    shot,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -26,19 +32,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 @pytest.fixture
 def tall_study():  # type: ignore[no-untyped-def]
     """Pages twice as tall as wide, with five active axes on pages with a target."""
-    rs = make_rater_study(slug="tall-pages", pages=4, failed_render=False, targets_every=2, image_size=(500, 1000))
-    for i, (axis_id, title) in enumerate((("FIGURE_PLACEMENT", "Figures"), ("COLOUR_AND_CONTRAST", ""))):
-        Axis.objects.create(study=rs.study, axis_id=axis_id, title=title, scope=AxisScope.FIXED,
-                            description=LONG, position=10 + i)
-    blocks_schedule(study=rs.study, blocks=2, block_size=5, repeats=1, min_gap=2, raters=[3, 1], seed=9)
-    secrets = set(rs.secrets)
-    for c in Comparison.objects.filter(study=rs.study):
-        secrets.update({c.external_id, c.candidate_a.external_id, c.candidate_b.external_id})
-    secrets.update(Page.objects.filter(study=rs.study).values_list("external_id", flat=True))
-    for image in StoredImage.objects.all():
-        secrets.update({image.sha256, image.file.name})
-    rs.secrets = [*sorted(s for s in secrets if s), "repeat"]
-    return rs
+    return five_axis_study(slug="tall-pages", image_size=(500, 1000))
 
 
 def test_pan_selects_nothing_and_the_trial_has_no_outline(app_url, browser, tall_study) -> None:  # type: ignore[no-untyped-def]  # noqa: F811

@@ -18,10 +18,17 @@ import pytest
 from django.db import connections
 from playwright.sync_api import expect
 
-from annotation.models import Axis, AxisScope, Comparison, Page, StoredImage, Trial, TrialProblem, Vote
-from annotation.services.scheduling import blocks_schedule
+from annotation.models import Axis, AxisScope, Trial, TrialProblem, Vote
 from tests.annotation.rater_factories import make_rater_study
-from tests.e2e.test_rater_browser import Recorder, app_url, browser, progress, settle, wait_for_next  # noqa: F401
+from tests.e2e.test_rater_browser import (  # noqa: F401
+    Recorder,
+    app_url,
+    browser,
+    progress,
+    scheduled_with_secrets,
+    settle,
+    wait_for_next,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,22 +39,18 @@ LONG = ("How closely the candidate keeps this aspect of the reference page: look
         "position, size and spacing, and compare them with the same region of the reference.")
 
 
-@pytest.fixture
-def wide_study():  # type: ignore[no-untyped-def]
+def five_axis_study(*, slug: str, image_size: tuple[int, int]):  # type: ignore[no-untyped-def]
     """Five active axes on pages with a target (four fixed, two of them titled, plus TABLE)."""
-    rs = make_rater_study(slug="trial-page", pages=4, failed_render=False, targets_every=2, image_size=(500, 700))
+    rs = make_rater_study(slug=slug, pages=4, failed_render=False, targets_every=2, image_size=image_size)
     for i, (axis_id, title) in enumerate((("FIGURE_PLACEMENT", "Figures"), ("COLOUR_AND_CONTRAST", ""))):
         Axis.objects.create(study=rs.study, axis_id=axis_id, title=title, scope=AxisScope.FIXED,
                             description=LONG, position=10 + i)
-    blocks_schedule(study=rs.study, blocks=2, block_size=5, repeats=1, min_gap=2, raters=[3, 1], seed=9)
-    secrets = set(rs.secrets)
-    for c in Comparison.objects.filter(study=rs.study):
-        secrets.update({c.external_id, c.candidate_a.external_id, c.candidate_b.external_id})
-    secrets.update(Page.objects.filter(study=rs.study).values_list("external_id", flat=True))
-    for image in StoredImage.objects.all():
-        secrets.update({image.sha256, image.file.name})
-    rs.secrets = [*sorted(s for s in secrets if s), "repeat"]
-    return rs
+    return scheduled_with_secrets(rs)
+
+
+@pytest.fixture
+def wide_study():  # type: ignore[no-untyped-def]
+    return five_axis_study(slug="trial-page", image_size=(500, 700))
 
 
 def shot(page: Any, name: str) -> None:
