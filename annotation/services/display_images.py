@@ -38,7 +38,8 @@ class BlindResult:
     changed: int = 0
 
 
-def _store(stage: ImageStaging, stored_model: Any, clean: CleanImage) -> Any:
+def stored_image_staged(stage: ImageStaging, stored_model: Any, clean: CleanImage) -> Any:
+    """``clean`` staged for publishing and its ``StoredImage`` row (an existing one for the same pixels)."""
     stage.add(clean)
     row, _ = stored_model.objects.get_or_create(
         sha256=clean.sha256,
@@ -92,9 +93,9 @@ def study_images_blind(*, study: Any, page_model: Any = None, candidate_model: A
             result.holders += 1
             width = page_width[holder.page_id if hasattr(holder, "page_id") else holder.pk]
             plain, rgb = shown(source, width)
-            image = _store(stage, stored_model, plain)
+            image = stored_image_staged(stage, stored_model, plain)
             neutral = neutralize_media(plain, holder.media, pixels=rgb.copy()) if holder.media else None
-            neutral_row = _store(stage, stored_model, neutral) if neutral is not None else None
+            neutral_row = stored_image_staged(stage, stored_model, neutral) if neutral is not None else None
             if (holder.image_id, holder.original_image_id, holder.neutralized_image_id) != (
                 image.pk, source.pk, neutral_row.pk if neutral_row else None
             ):

@@ -14,7 +14,6 @@ Pillow does the pixel work (blur, crop/paste, draw); nothing here is hand-rolled
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
@@ -23,6 +22,7 @@ from annotation.errors import ArbiterError
 from annotation.images import CleanImage, decode_stored_png, encode_png, staged_images
 from annotation.media import read_media
 from annotation.models import Page, StoredImage, Study
+from annotation.services.display_images import stored_image_staged
 
 GRID = 4
 GREY = (128, 128, 128)
@@ -81,16 +81,7 @@ def study_gold_images(*, study: Study, page_ids: set[int]) -> dict[int, StoredIm
             png = encode_png(pixels)
             clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=pixels.width,
                                height=pixels.height)
-            out[page.pk] = _stored(stage, clean)
+            out[page.pk] = stored_image_staged(stage, StoredImage, clean)
         stage.publish()
     return out
 
-
-def _stored(stage: Any, clean: CleanImage) -> StoredImage:
-    stage.add(clean)
-    row, _ = StoredImage.objects.get_or_create(
-        sha256=clean.sha256,
-        defaults={"file": clean.relative_path, "width": clean.width, "height": clean.height,
-                  "size_bytes": len(clean.png), "mode": clean.mode},
-    )
-    return row
