@@ -53,7 +53,9 @@ def _free_port() -> int:
 
 
 class Site:
-    """A migrated SQLite database file, and the environment its web servers run with."""
+    """A migrated SQLite database file with accounts to flood, and the environment its web servers run with."""
+
+    ACCOUNTS = 5  # a fresh account per flood: three in the first test, one in each two-node test
 
     def __init__(self, home: Path) -> None:
         self.home = home
@@ -70,31 +72,42 @@ class Site:
         }
         for name in ("CACHE_URL", "CELERY_BROKER_URL", "ARBITER_LOGIN_COUNTERS"):
             self.env.pop(name, None)  # the default deployment: no shared cache, no broker
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=self.env, check=True)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=self.env, check=True
+        )
+        # Every flood's account made at once (one Django start-up instead of one per flood).
+        self.fresh_accounts = [f"rita-{secrets.token_hex(4)}" for _ in range(self.ACCOUNTS)]
+        code = (
+            "from django.contrib.auth import get_user_model;"
+            f"[get_user_model().objects.create_user(u, password={PASSWORD!r}) for u in {self.fresh_accounts!r}]"
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+            cwd=ROOT, env=self.env, check=True,
+        )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
-    return Site(tmp_path_factory.mktemp("throttle-site"))
+class Nodes:
+    """Web nodes (a gunicorn each, three processes) on the site, started when first asked for and
+    kept for the module: the two-node test floods the node the one-node test flooded, and one more."""
 
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.started: dict[tuple[tuple[str, str], ...], list[tuple[str, subprocess.Popen[bytes]]]] = {}
 
-@pytest.fixture
-def serve(site: Site) -> Iterator[Callable[..., list[str]]]:
-    """Start web nodes (a gunicorn each, three processes) on the site; stopped after the test."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(nodes: int = 1, **extra: str) -> list[str]:
-        urls = []
-        for _ in range(nodes):
+    def __call__(self, nodes: int = 1, **extra: str) -> list[str]:
+        running = self.started.setdefault(tuple(sorted(extra.items())), [])
+        new = []
+        while len(running) < nodes:
             port = _free_port()
             process = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),
                  "-b", f"127.0.0.1:{port}", "--log-level", "warning", "checks_app:application"],
-                cwd=site.home, env={**site.env, "WEB_CONCURRENCY": "3", **extra}, start_new_session=True,
+                cwd=self.site.home, env={**self.site.env, "WEB_CONCURRENCY": "3", **extra}, start_new_session=True,
             )  # fmt: skip
-            started.append(process)
-            urls.append(f"http://127.0.0.1:{port}")
-        for url, process in zip(urls, started[-nodes:], strict=True):
+            running.append((f"http://127.0.0.1:{port}", process))
+            new.append(running[-1])
+        for url, process in new:
             deadline = time.monotonic() + 90
             while True:
                 try:
@@ -103,19 +116,33 @@ def serve(site: Site) -> Iterator[Callable[..., list[str]]]:
                 except httpx.TransportError:
                     if process.poll() is not None or time.monotonic() > deadline:
                         pytest.fail("gunicorn did not start")
-                    time.sleep(0.3)
-        _workers_up(started[-nodes:], 3)  # every process of every node forked
-        return urls
+                    time.sleep(0.1)
+        _workers_up([process for _, process in new], 3)  # every process of every node forked
+        return [url for url, _ in running[:nodes]]
 
-    yield start
-    for process in started:
-        os.killpg(process.pid, signal.SIGTERM)
-    for process in started:
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    def stop(self) -> None:
+        processes = [process for running in self.started.values() for _, process in running]
+        for process in processes:
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    return Site(tmp_path_factory.mktemp("throttle-site"))
+
+
+@pytest.fixture(scope="module")
+def serve(site: Site) -> Iterator[Callable[..., list[str]]]:
+    """``serve(nodes, **env)``: the URLs of that many web nodes with that extra environment; stopped after the module."""
+    nodes = Nodes(site)
+    yield nodes
+    nodes.stop()
 
 
 def _workers_up(masters: list[subprocess.Popen[bytes]], each: int) -> None:
@@ -130,16 +157,7 @@ def _workers_up(masters: list[subprocess.Popen[bytes]], each: int) -> None:
 
 def _account(site: Site) -> str:
     """A fresh account in the site's database (fresh counters, in Redis too)."""
-    username = f"rita-{secrets.token_hex(4)}"
-    code = (
-        "from django.contrib.auth import get_user_model;"
-        f"get_user_model().objects.create_user({username!r}, password={PASSWORD!r})"
-    )
-    subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
-        cwd=ROOT, env=site.env, check=True,
-    )  # fmt: skip
-    return username
+    return site.fresh_accounts.pop()
 
 
 def _checks(site: Site, username: str) -> list[int]:
@@ -184,7 +202,9 @@ def _flood(urls: list[str], username: str, kinds: list[str], n: int = 40) -> lis
 
 def _right_password_refused(urls: list[str], username: str) -> None:
     for url in urls:
-        answer = httpx.post(f"{url}/api/auth/token/", json={"username": username, "password": PASSWORD}, timeout=30)
+        answer = httpx.post(
+            f"{url}/api/auth/token/", json={"username": username, "password": PASSWORD}, timeout=30
+        )
         assert answer.status_code == 429, answer.text
 
 
