@@ -136,7 +136,8 @@ def celery_worker_process(transactional_db: None) -> Iterator[subprocess.Popen[b
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        replies = app.control.ping(timeout=1.0)
+        # limit=1: back as soon as the worker answers, not after the whole timeout.
+        replies = app.control.ping(timeout=0.5, limit=1)
         if replies:
             break
         if worker.poll() is not None:

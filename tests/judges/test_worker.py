@@ -47,7 +47,7 @@ def start_worker() -> subprocess.Popen[bytes]:
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if app.control.ping(timeout=1.0):
+        if app.control.ping(timeout=0.5, limit=1):  # back as soon as it answers
             return worker
         if worker.poll() is not None:
             break
