@@ -507,9 +507,14 @@ class Trial(models.Model):
     # A check shows a real unit of the block but is never data.
     attention_expected = models.CharField(max_length=16, blank=True)
     # Gold trial (issue 30; ``pairwise_reference``): ``attention_expected`` is ``GOLD``, nothing is
-    # told to the rater, canonical A shows the page's own reference image and canonical B this
-    # degraded copy of it; the known answer is canonical A. Never data, like an attention check.
+    # told to the rater, canonical A shows ``gold_match_image`` (a copy of the page's reference at
+    # a real candidate's size; null on trials scheduled before it existed: the reference itself)
+    # and canonical B ``gold_image``, a degraded copy; the known answer is canonical A. Never
+    # data, like an attention check (annotation.services.gold).
     gold_image = models.ForeignKey(
+        "StoredImage", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    gold_match_image = models.ForeignKey(
         "StoredImage", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     token = models.CharField(max_length=40, unique=True, default=new_token)

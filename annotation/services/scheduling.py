@@ -361,14 +361,15 @@ def _unit_ids(item: BlockItem | Trial) -> dict[str, int | None]:
 
 def _trials_create(
     assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | CounterbalancedTrial],
-    gold_images: dict[int, StoredImage] | None = None,
+    gold_images: dict[int, tuple[StoredImage, StoredImage]] | None = None,
 ) -> None:
     plan = list(plan)
 
     def gold_of(p: PlannedTrial | CounterbalancedTrial) -> dict[str, object]:
         if not getattr(p, "gold", False) or gold_images is None:
             return {"attention_expected": getattr(p, "attention", "")}
-        return {"attention_expected": GOLD_EXPECTED, "gold_image": gold_images[items[p.index].comparison_id or 0]}
+        match, degraded = gold_images[items[p.index].comparison_id or 0]
+        return {"attention_expected": GOLD_EXPECTED, "gold_match_image": match, "gold_image": degraded}
 
     Trial.objects.bulk_create(
         [
@@ -465,7 +466,7 @@ def blocks_schedule(
     created: list[Block] = []
     page_of = {c.pk: c.page_id for c in comparisons}
     with transaction.atomic():
-        gold_by_comparison: dict[int, StoredImage] | None = None
+        gold_by_comparison: dict[int, tuple[StoredImage, StoredImage]] | None = None
         if gold:
             scheduled = {c.pk for group in groups for c in group}
             by_page = study_gold_images(study=study, page_ids={page_of[pk] for pk in scheduled})
@@ -574,7 +575,8 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
                   candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped,
-                  attention_expected=t.attention_expected, gold_image_id=t.gold_image_id)
+                  attention_expected=t.attention_expected, gold_image_id=t.gold_image_id,
+                  gold_match_image_id=t.gold_match_image_id)
             for t in trials
             if not t.is_repeat
         ]

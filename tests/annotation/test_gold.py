@@ -54,12 +54,18 @@ def test_schedule_places_gold_at_the_rate_counterbalanced_with_degraded_copies_o
                 assert (t.repeat_of.comparison_id, t.repeat_of.swapped) == (t.comparison_id, t.swapped)
         for t in gold:
             ref = t.comparison.page.image
-            degraded = t.gold_image
-            assert (degraded.width, degraded.height) == (ref.width, ref.height)
-            assert re.fullmatch(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.png", degraded.file.name)  # opaque key
-            pixels = _png(degraded)
-            assert pixels.mode == "RGB" and pixels.size == (ref.width, ref.height)
-            assert pixels.tobytes() != _png(ref).convert("RGB").tobytes()
+            real = {(c.image.width, c.image.height) for c in t.comparison.page.candidates.filter(image__isnull=False)}
+            for shown in (t.gold_match_image, t.gold_image):
+                assert (shown.width, shown.height) in real  # a real candidate's size, never the reference's
+                assert re.fullmatch(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.png", shown.file.name)  # opaque key
+                pixels = _png(shown)
+                assert pixels.mode == "RGB" and pixels.size == (shown.width, shown.height)
+            copy, degraded = _png(t.gold_match_image), _png(t.gold_image)
+            reference = _png(t.comparison.page.neutralized_image or ref).convert("RGB")
+            top = (0, 0, ref.width, min(ref.height, copy.height))
+            assert copy.crop(top).tobytes() == reference.crop(top).tobytes()  # the reference, fitted
+            assert (degraded.width, degraded.height) != (copy.width, copy.height) or len(real) == 1
+            assert degraded.tobytes() != copy.tobytes()
     assert sides == {True: 16, False: 16}
     # The schedule export marks them; a reopened slot keeps them.
     assert sum(1 for r in schedule_rows(rs.study) if r["attention"] == GOLD_EXPECTED) == 32
@@ -67,6 +73,46 @@ def test_schedule_places_gold_at_the_rate_counterbalanced_with_degraded_copies_o
     Assignment.objects.filter(pk=source.pk).update(state=AssignmentState.VOIDED)
     copy = assignment_plan_copy(source=source)
     assert copy.trials.filter(attention_expected=GOLD_EXPECTED, gold_image__isnull=False).count() == 4
+
+
+def test_gold_candidate_sizes_cannot_be_told_from_real_candidate_sizes() -> None:
+    """Over a study whose candidates differ in height, the sizes shown in gold trials are real
+    candidates' sizes with the frequencies of real trials (chi-squared test of homogeneity), and
+    no gold trial shows the reference's size."""
+    from scipy.stats import chi2_contingency
+
+    rs = make_rater_study(pages=24, failed_render=False)
+    blocks_schedule(study=rs.study, blocks=2, block_size=30, repeats=0, min_gap=2, raters=[3, 3], seed=7, gold=8)
+    real: Counter[tuple[int, int]] = Counter()
+    gold: Counter[tuple[int, int]] = Counter()
+    reference_sized = 0
+    trials = Trial.objects.filter(assignment__block__study=rs.study).select_related(
+        "comparison__page__image", "comparison__candidate_a__image", "comparison__candidate_b__image",
+        "gold_image", "gold_match_image")
+    for t in trials:
+        page = t.comparison.page.image
+        if t.attention_expected == GOLD_EXPECTED:
+            shown = [t.gold_match_image, t.gold_image]
+            gold.update((i.width, i.height) for i in shown)
+            reference_sized += all((i.width, i.height) == (page.width, page.height) for i in shown)
+        else:
+            real.update((c.image.width, c.image.height) for c in (t.comparison.candidate_a, t.comparison.candidate_b))
+    assert sum(gold.values()) == 2 * 8 * 6 and reference_sized == 0
+    assert set(gold) <= set(real) and len(gold) > 1
+    sizes = sorted(real)
+    _, p_value, _, _ = chi2_contingency([[real[k] for k in sizes], [gold[k] for k in sizes]])
+    assert p_value > 0.05, (real, gold)
+
+
+def test_fitted_keeps_the_reference_on_top_and_pads_with_white() -> None:
+    from annotation.services.gold import fitted
+
+    image = Image.new("RGB", (100, 200), (10, 20, 30))
+    taller, shorter, wider = fitted(image, (100, 260)), fitted(image, (100, 150)), fitted(image, (50, 120))
+    assert taller.size == (100, 260) and taller.getpixel((0, 199)) == (10, 20, 30)
+    assert taller.getpixel((99, 259)) == (255, 255, 255)
+    assert shorter.size == (100, 150) and shorter.getcolors() == [(15000, (10, 20, 30))]
+    assert wider.size == (50, 120) and wider.getpixel((25, 50)) == (10, 20, 30) and wider.getpixel((25, 110)) == (255, 255, 255)
 
 
 def test_degraded_copy_is_visibly_different_and_the_same_size() -> None:
@@ -142,7 +188,10 @@ def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() ->
         main = Trial.objects.get(assignment=g.assignment, comparison=g.comparison, is_repeat=False, attention_expected="")
         assert masked(g) == masked(main)  # same page, same markup: only the opaque tokens differ
         ref, left, right = (sizes[g.token][s] for s in ("ref", "left", "right"))
-        assert left == right == ref  # same pixel size, format and content type as the reference
+        # Same format and content type as the reference; each candidate has a real candidate's size.
+        assert left[2:] == right[2:] == ref[2:] == ("PNG", "image/png")
+        real = {(c.image.width, c.image.height) for c in g.comparison.page.candidates.filter(image__isnull=False)}
+        assert {left[:2], right[:2]} <= real and left[:2] != right[:2]
     # Gold answers are never data: not in the votes every analysis reads, nor in the export.
     frame = votes_frame(study=rs.study)
     assert len(frame) == 8 + 3 and set(frame["position"]).isdisjoint({g.position for g in gold})
