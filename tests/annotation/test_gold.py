@@ -300,3 +300,39 @@ def test_schedule_blocks_command_takes_gold() -> None:
                  "--min-gap", "2", "--raters", "2,2", "--gold", "2", stdout=out)
     assert "8 comparisons, 2 planned assignments, 13 trials each (2 gold)" in out.getvalue()
     assert Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).count() == 8
+
+
+def test_gold_answers_csv_from_the_command_the_api_and_the_study_page(client: Client, researcher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The votes CSV keeps its SPEC columns without gold answers; ``export_votes --gold`` and
+    ``GET /api/studies/SLUG/votes/gold/`` give one row per answered gold trial."""
+    import csv
+
+    study = make_rated_study("gold-csv", researchers=[researcher], tmp_dir=tmp_path, seed=11)
+    junk = str(votes_frame(study=study)["rater"].iloc[0])
+    _add_gold(study, wrong={junk})
+    Study.objects.filter(pk=study.pk).update(options={**study.options, "gold_trials": 2})
+    votes, gold = tmp_path / "votes.csv", tmp_path / "gold.csv"
+    out = io.StringIO()
+    call_command("export_votes", study.slug, str(votes), "--gold", str(gold), stdout=out)
+    n_gold = Trial.objects.filter(assignment__block__study=study, attention_expected=GOLD_EXPECTED).count()
+    assert f"wrote {n_gold} gold answers" in out.getvalue()
+    with votes.open(newline="") as fh:
+        header = next(csv.reader(fh))
+        assert header[:13] == ["comparison", "page", "system_a", "system_b", "block", "rater", "position", "swapped",
+                               "repeat", "label", "confidence", "rationale", "response_ms"]
+        assert sum(1 for _ in fh) == len(votes_frame(study=study))  # no gold rows
+    with gold.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["rater", "block", "position", "page", "comparison", "swapped", "expected", "label",
+                             "correct", "response_ms"]
+    assert len(rows) == n_gold and {r["expected"] for r in rows} == {"A"}
+    assert {r["correct"] for r in rows if r["rater"] == junk} == {"0"} and {r["label"] for r in rows if r["rater"] == junk} == {"B"}
+    assert {r["correct"] for r in rows if r["rater"] != junk} == {"1"}
+    client.force_login(researcher)
+    response = client.get(f"/api/studies/{study.slug}/votes/gold/")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert response.content == gold.read_bytes()
+    page = client.get(f"/studies/{study.slug}/").content.decode()
+    assert f'href="/api/studies/{study.slug}/votes/gold/"' in page
+    client.logout()
+    assert client.get(f"/api/studies/{study.slug}/votes/gold/").status_code in (401, 403)
