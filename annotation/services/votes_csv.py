@@ -486,7 +486,7 @@ def gold_export_csv(*, study: Study, path: Path) -> int:
     """Write the study's gold answers CSV (docs/protocol.md "Files"; issue 30); return the number of rows.
 
     Gold answers are never data, so the SPEC §8 votes CSV leaves them out; this file is where a
-    researcher reads them: rater, block, position, page, comparison, swapped, expected, label,
+    researcher reads them: rater, block, position, gold, page, comparison, swapped, expected, label,
     correct, response_ms.
     """
     return write_csv(path=Path(path), header=GOLD_CSV_HEADER, rows=gold_answer_rows(study=study))

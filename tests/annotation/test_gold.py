@@ -323,7 +323,7 @@ def test_gold_answers_csv_from_the_command_the_api_and_the_study_page(client: Cl
         assert sum(1 for _ in fh) == len(votes_frame(study=study))  # no gold rows
     with gold.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["rater", "block", "position", "page", "comparison", "swapped", "expected", "label",
+    assert list(rows[0]) == ["rater", "block", "position", "gold", "page", "comparison", "swapped", "expected", "label",
                              "correct", "response_ms"]
     assert len(rows) == n_gold and {r["expected"] for r in rows} == {"A"}
     assert {r["correct"] for r in rows if r["rater"] == junk} == {"0"} and {r["label"] for r in rows if r["rater"] == junk} == {"B"}
@@ -336,3 +336,75 @@ def test_gold_answers_csv_from_the_command_the_api_and_the_study_page(client: Cl
     assert f'href="/api/studies/{study.slug}/votes/gold/"' in page
     client.logout()
     assert client.get(f"/api/studies/{study.slug}/votes/gold/").status_code in (401, 403)
+
+
+def _gold_bundle(examples_dir: Path, target: Path, gold: list[dict[str, str]]) -> Path:
+    from tests.annotation.test_bundles import copy_bundle, edit_doc
+
+    bundle = copy_bundle(examples_dir, target)
+    Image.new("RGB", (64, 90), (120, 120, 120)).save(bundle / "images" / "gold-blurred.png")
+    return edit_doc(bundle, lambda doc: doc.__setitem__("gold", gold))
+
+
+SUPPLIED = [
+    {"id": "g1", "page": "e00", "a": "images/e00-alpha.png", "b": "images/gold-blurred.png", "answer": "A"},
+    {"id": "g2", "page": "e01", "a": "images/gold-blurred.png", "b": "images/e01-beta.png", "answer": "B"},
+]
+
+
+def test_gold_supplied_in_the_bundle_is_imported_scheduled_and_exported_again(tmp_path: Path, examples_dir: Path) -> None:
+    from annotation.models import SuppliedGold
+    from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+
+    study = study_import_bundle(path=_gold_bundle(examples_dir, tmp_path / "b", SUPPLIED))
+    rows = list(SuppliedGold.objects.filter(study=study).select_related("page", "image_a", "image_b", "original_b"))
+    assert [(g.external_id, g.page.external_id, g.answer) for g in rows] == [("g1", "e00", "A"), ("g2", "e01", "B")]
+    page_width = rows[0].page.image.width
+    assert rows[0].image_a.width == rows[0].image_b.width == page_width  # through the display pass
+    assert (rows[0].original_b.width, rows[0].original_b.height) == (64, 90)
+    exported = study_export_bundle(study=study, path=tmp_path / "out")
+    doc = json.loads((exported / "study.json").read_text())
+    assert [(g["id"], g["page"], g["answer"]) for g in doc["gold"]] == [("g1", "e00", "A"), ("g2", "e01", "B")]
+    assert all((exported / g[side]).is_file() for g in doc["gold"] for side in ("a", "b"))
+    with Image.open(exported / doc["gold"][0]["b"]) as image:
+        assert image.size == (64, 90)  # the original, as uploaded
+    doc["slug"] = "again"
+    (exported / "study.json").write_text(json.dumps(doc))
+    again = study_import_bundle(path=exported)
+    again_doc = json.loads((study_export_bundle(study=again, path=tmp_path / "out2") / "study.json").read_text())
+    assert again_doc["gold"] == doc["gold"]
+
+    n = study.comparisons.filter(set="human").count()
+    blocks_schedule(study=study, blocks=1, block_size=n, repeats=0, min_gap=1, raters=[4], seed=3, gold=2)
+    gold = list(Trial.objects.filter(assignment__block__study=study, attention_expected=GOLD_EXPECTED)
+                .select_related("supplied_gold", "comparison__page"))
+    assert len(gold) == 8 and all(t.supplied_gold is not None for t in gold)
+    for t in gold:
+        entry = t.supplied_gold
+        assert t.comparison.page_id == entry.page_id
+        right, other = (entry.image_a_id, entry.image_b_id) if entry.answer == "A" else (entry.image_b_id, entry.image_a_id)
+        assert (t.gold_match_image_id, t.gold_image_id) == (right, other)  # the right image is canonical A
+    assert sum(t.swapped for t in gold) == 4
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"page": "nope"}, r"study.json \$.gold\[1\].page: unknown page 'nope'"),
+        ({"answer": "TIE"}, r"study.json \$.gold\[1\].answer: 'TIE' is not one of A, B"),
+        ({"id": "g1"}, r"study.json \$.gold\[1\].id: duplicate gold id 'g1' \(first at \$.gold\[0\]\)"),
+        ({"b": "images/missing.png"}, r"images/missing.png"),
+        ({"b": "../x.png"}, r"study.json \$.gold\[1\].b: image path"),
+    ],
+)
+def test_bad_gold_entries_are_refused_in_one_line_and_nothing_is_written(
+    tmp_path: Path, examples_dir: Path, change: dict[str, str], message: str
+) -> None:
+    from annotation.errors import ValidationFailed
+    from annotation.services.bundles.exchange import study_import_bundle
+
+    bundle = _gold_bundle(examples_dir, tmp_path / "b", [SUPPLIED[0], {**SUPPLIED[1], **change}])
+    with pytest.raises(ValidationFailed, match=message) as caught:
+        study_import_bundle(path=bundle)
+    assert "\n" not in str(caught.value)
+    assert not Study.objects.exists() and not StoredImage.objects.exists()
