@@ -477,6 +477,31 @@ class Assignment(models.Model):
         return f"{self.block_id}#{self.slot}"
 
 
+class SuppliedGold(models.Model):
+    """A gold trial supplied in the bundle (issue 30; ``study.json`` ``gold``, docs/protocol.md):
+    two candidate images of a page and the known answer. ``image_a`` / ``image_b`` are the shown
+    (display) variants, ``original_a`` / ``original_b`` the uploads the export writes back."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="supplied_gold")
+    external_id = models.CharField(max_length=120)
+    page = models.ForeignKey(Page, on_delete=models.CASCADE, related_name="supplied_gold")
+    image_a = models.ForeignKey("StoredImage", on_delete=models.PROTECT, related_name="+")
+    image_b = models.ForeignKey("StoredImage", on_delete=models.PROTECT, related_name="+")
+    original_a = models.ForeignKey("StoredImage", on_delete=models.PROTECT, related_name="+")
+    original_b = models.ForeignKey("StoredImage", on_delete=models.PROTECT, related_name="+")
+    answer = models.CharField(max_length=1, choices=[("A", "A"), ("B", "B")])
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="supplied_gold_unique_id"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
 # ``Trial.attention_expected`` of a gold trial (issue 30): excluded from data wherever attention
 # checks are, but nothing is told to the rater; the known canonical answer is ``GOLD_ANSWER``.
 GOLD_EXPECTED = "GOLD"
@@ -507,10 +532,20 @@ class Trial(models.Model):
     # A check shows a real unit of the block but is never data.
     attention_expected = models.CharField(max_length=16, blank=True)
     # Gold trial (issue 30; ``pairwise_reference``): ``attention_expected`` is ``GOLD``, nothing is
-    # told to the rater, canonical A shows the page's own reference image and canonical B this
-    # degraded copy of it; the known answer is canonical A. Never data, like an attention check.
+    # told to the rater, canonical A shows ``gold_match_image`` (a copy of the page's reference at
+    # a real candidate's size; null on trials scheduled before it existed: the reference itself)
+    # and canonical B ``gold_image``, a degraded copy; the known answer is canonical A. Never
+    # data, like an attention check (annotation.services.gold).
     gold_image = models.ForeignKey(
         "StoredImage", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    gold_match_image = models.ForeignKey(
+        "StoredImage", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # The bundle's gold entry this trial shows (null: a gold trial made from the page). Its right
+    # image is stored as ``gold_match_image`` (canonical A) and the other as ``gold_image``.
+    supplied_gold = models.ForeignKey(
+        SuppliedGold, null=True, blank=True, on_delete=models.RESTRICT, related_name="trials"
     )
     token = models.CharField(max_length=40, unique=True, default=new_token)
     shown_at = models.DateTimeField(null=True, blank=True)

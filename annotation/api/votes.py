@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import ValidationFailed
-from annotation.services.votes_csv import votes_export_csv, votes_import_csv
+from annotation.models import Study
+from annotation.services.votes_csv import gold_export_csv, votes_export_csv, votes_import_csv
 
 
 class CSVRenderer(BaseRenderer):
@@ -97,11 +99,26 @@ class VotesExportApi(APIView):
         summary="Download the study's human votes CSV (voided assignments left out)",
     )
     def get(self, request: Request, slug: str) -> HttpResponse:
-        study = study_for_request(request, slug)
-        with tempfile.TemporaryDirectory(prefix="arbiter-votes-") as tmp:
-            path = Path(tmp) / "votes.csv"
-            votes_export_csv(study=study, path=path)
-            body = path.read_bytes()
-        response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{study.slug}-votes.csv"'
-        return response
+        return _csv_download(study_for_request(request, slug), votes_export_csv, "votes")
+
+
+class GoldExportApi(APIView):
+    permission_classes = [permissions.IsAuthenticated, IsResearcher]
+    renderer_classes = [JSONRenderer, CSVRenderer]
+
+    @extend_schema(
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+        summary="Download the study's gold answers CSV (rater, expected, given, correct; voided assignments left out)",
+    )
+    def get(self, request: Request, slug: str) -> HttpResponse:
+        return _csv_download(study_for_request(request, slug), gold_export_csv, "gold")
+
+
+def _csv_download(study: Study, export: Callable[..., int], name: str) -> HttpResponse:
+    with tempfile.TemporaryDirectory(prefix="arbiter-votes-") as tmp:
+        path = Path(tmp) / f"{name}.csv"
+        export(study=study, path=path)
+        body = path.read_bytes()
+    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-{name}.csv"'
+    return response

@@ -90,3 +90,33 @@ def gold_votes_frame(*, study: Study) -> pd.DataFrame:
         "response_ms": np.array([np.nan if r[4] is None else float(r[4]) for r in rows], dtype=float),
         "passed": np.array([str(r[3]) == GOLD_ANSWER for r in rows], dtype=bool),
     })
+
+
+GOLD_CSV_HEADER = ["rater", "block", "position", "gold", "page", "comparison", "swapped", "expected", "label",
+                   "correct", "response_ms"]
+
+
+def gold_answer_rows(*, study: Study) -> list[list[object]]:
+    """The gold CSV's rows (docs/protocol.md "Files"): one per answered gold trial, voided
+    assignments left out, in block, slot, position order. ``expected`` and ``label`` are canonical
+    (canonical A is the identical side); ``correct`` is 1 when they match, else 0; ``comparison``
+    is the comparison whose page the trial showed (its candidates were not shown); ``gold`` the
+    bundle's gold id (empty for a gold trial made from the page)."""
+    rows = (
+        Vote.objects.filter(
+            trial__assignment__block__study=study,
+            trial__attention_expected=GOLD_EXPECTED,
+            trial__assignment__rater__isnull=False,
+        )
+        .exclude(trial__assignment__state=AssignmentState.VOIDED)
+        .order_by("trial__assignment__block__position", "trial__assignment__slot", "trial__assignment_id",
+                  "trial__position")
+        .values_list("trial__assignment__rater__external_id", "trial__assignment__block__name", "trial__position",
+                     "trial__supplied_gold__external_id", "trial__comparison__page__external_id", "trial__comparison__external_id", "trial__swapped",
+                     "label", "response_ms")
+    )
+    return [
+        [rater, block, position, gold or "", page, comparison, int(swapped), GOLD_ANSWER, label,
+         int(label == GOLD_ANSWER), "" if ms is None else ms]
+        for rater, block, position, gold, page, comparison, swapped, label, ms in rows
+    ]

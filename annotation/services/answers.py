@@ -465,6 +465,7 @@ _ITEM_HOLDERS = ("candidate", "predicate__candidate")
 
 _VARIANTS = ("image", "neutralized_image")
 _GOLD_ALIAS = "slot_file_gold_image"
+_GOLD_MATCH_ALIAS = "slot_file_gold_match_image"
 
 
 def _file_alias(holder: str, variant: str) -> str:
@@ -474,12 +475,13 @@ def _file_alias(holder: str, variant: str) -> str:
 def _file_annotations(item: bool) -> dict[str, F]:
     """The stored file names of every image a trial of this shape may show (``trial_current``)."""
     holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
-    gold = {} if item else {_GOLD_ALIAS: F("gold_image__file")}
+    gold = {} if item else {_GOLD_ALIAS: F("gold_image__file"), _GOLD_MATCH_ALIAS: F("gold_match_image__file")}
     return {**{_file_alias(h, v): F(f"{h}__{v}__file") for h in holders for v in _VARIANTS}, **gold}
 
 
 def _slot_files(
-    file: Any, *, item: bool, swapped: bool, predicate: bool, neutralize: bool, gold: str | None = None
+    file: Any, *, item: bool, swapped: bool, predicate: bool, neutralize: bool, gold: str | None = None,
+    gold_match: str | None = None,
 ) -> dict[str, str | None]:
     """slot → stored file, from ``file(holder, variant)``: ``ref`` / ``left`` / ``right``, or ``item``.
 
@@ -494,8 +496,8 @@ def _slot_files(
     if item:
         return {"item": file_of("predicate__candidate" if predicate else "candidate")}
     ref = file_of("comparison__page")
-    if gold:  # a gold trial: canonical A is the reference itself, canonical B its degraded copy
-        a, b = ref, gold
+    if gold:  # a gold trial: canonical A is the reference copy (older trials: the reference), B the degraded one
+        a, b = gold_match or ref, gold
         return {"ref": ref, "left": b if swapped else a, "right": a if swapped else b}
     first, second = ("candidate_b", "candidate_a") if swapped else ("candidate_a", "candidate_b")
     return {"ref": ref, "left": file_of(f"comparison__{first}"),
@@ -509,7 +511,7 @@ def trial_shown_files(trial: Trial, study: Study) -> dict[str, str] | None:
         return None
     slots = _slot_files(lambda h, v: getattr(trial, _file_alias(h, v)), item=item, swapped=trial.swapped,
                         predicate=trial.predicate_id is not None, neutralize=study.neutralize_media,
-                        gold=getattr(trial, _GOLD_ALIAS, None))
+                        gold=getattr(trial, _GOLD_ALIAS, None), gold_match=getattr(trial, _GOLD_MATCH_ALIAS, None))
     return {k: v for k, v in slots.items() if v}
 
 
@@ -522,7 +524,7 @@ def _images_query(item: bool) -> Any:
             "swapped", "predicate_id", "assignment__rater_id", "assignment__state",
             "assignment__block__study_id", "assignment__block__study__neutralize_media",
             *(f"{h}__{variant}__file" for h in holders for variant in _VARIANTS),
-            *(() if item else ("gold_image__file",)),
+            *(() if item else ("gold_image__file", "gold_match_image__file")),
         )[:1]
     )
 
@@ -537,7 +539,8 @@ def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
     slots = _slot_files(lambda h, v: row[f"{h}__{v}__file"], item=item, swapped=row["swapped"],
                         predicate=row["predicate_id"] is not None,
                         neutralize=row["assignment__block__study__neutralize_media"],
-                        gold=None if item else row["gold_image__file"])
+                        gold=None if item else row["gold_image__file"],
+                        gold_match=None if item else row["gold_match_image__file"])
     return TrialImages(
         rater_id=row["assignment__rater_id"], study_id=row["assignment__block__study_id"],
         live=row["assignment__state"] in LIVE_STATES, slots=tuple(slots),

@@ -1,12 +1,21 @@
 """Gold trials of a ``pairwise_reference`` study (issue 30; docs/protocol.md "Gold trials").
 
-A gold trial shows a page's reference, the reference itself as one candidate and a visibly
-degraded copy of it as the other; the known answer is the identical side. The degraded copy is
-made here from the page's own display image (same width and height, 8-bit RGB PNG, stored under
-its content hash like every other shown image, through ``annotation.images.staged_images`` and the media storage, as
-``display_images`` stores the display variants): a heavy Gaussian blur, a shuffle of a 4×4 grid
-of tiles and a grey patch over the middle third. The tiles are shuffled from a seed derived from
-the study seed and the page, so the same study always gets the same gold images.
+A gold trial shows a page's reference, a copy of the reference as one candidate and a visibly
+degraded copy of it as the other; the known answer is the identical side. Both candidates are
+made here from the page's shown reference (the media-neutralized one when the study neutralizes
+media, as the reference slot shows), as 8-bit RGB PNGs stored under their content hash like every
+other shown image (through ``annotation.images.staged_images`` and the media storage, as
+``display_images`` stores the display variants).
+
+Size blinding (SECURITY.md): real candidates of a page differ in height (renders of different
+systems), so two candidates of exactly the reference's size would mark a gold trial. Each gold
+candidate takes instead the pixel size of a real shown candidate of the same page: two distinct
+candidates drawn with the page's seed (one when the page has a single rendered candidate), the
+reference copy fitted to the first and the degraded copy to the second (``fitted``: scaled to the
+width, then cropped or padded with white at the bottom, as a taller or shorter render would be).
+The degradation is a heavy Gaussian blur, a shuffle of a 4×4 grid of tiles and a grey patch over
+the middle third. Everything is drawn from a seed derived from the study seed and the page, so
+the same study always gets the same gold images.
 
 Pillow does the pixel work (blur, crop/paste, draw); nothing here is hand-rolled image maths.
 """
@@ -19,9 +28,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from annotation.errors import ArbiterError
-from annotation.images import CleanImage, decode_stored_png, encode_png, staged_images
+from annotation.images import CleanImage, ImageStaging, decode_stored_png, encode_png, staged_images
 from annotation.media import read_media
-from annotation.models import Page, StoredImage, Study
+from annotation.models import Candidate, Page, StoredImage, Study
 from annotation.services.display_images import stored_image_staged
 
 GRID = 4
@@ -54,34 +63,87 @@ def degraded_pixels(rgb: Image.Image, *, seed: int) -> Image.Image:
     return out
 
 
+def fitted(rgb: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """``rgb`` at ``size``: scaled to its width (aspect kept), then cropped or padded with white at the bottom."""
+    rgb = rgb.convert("RGB")
+    width, height = size
+    if rgb.width != width:
+        rgb = rgb.resize((width, max(1, round(rgb.height * width / rgb.width))), Image.Resampling.LANCZOS)
+    out = Image.new("RGB", (width, height), "white")
+    out.paste(rgb.crop((0, 0, width, min(height, rgb.height))), (0, 0))
+    out.info = {}
+    return out
+
+
 def _page_seed(study: Study, page: Page) -> int:
-    state = np.random.SeedSequence([int(study.seed or 0), int(page.pk), 30]).generate_state(1, dtype=np.uint32)
+    state = np.random.SeedSequence([int(study.seed or 0), int(page.pk), 30]).generate_state(
+        1, dtype=np.uint32
+    )
     return int(state[0])
 
 
-def study_gold_images(*, study: Study, page_ids: set[int]) -> dict[int, StoredImage]:
-    """page id → the stored degraded copy of that page's shown reference (created when missing).
+def _gold_sizes(
+    sizes: list[tuple[int, int]], *, seed: int, fallback: tuple[int, int]
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The sizes of the reference copy and of the degraded copy: those of two distinct real
+    candidates drawn at random (the same one twice when the page has only one)."""
+    if not sizes:
+        return fallback, fallback
+    rng = np.random.default_rng([seed, 1])
+    if len(sizes) == 1:
+        return sizes[0], sizes[0]
+    first, second = rng.choice(len(sizes), size=2, replace=False)
+    return sizes[int(first)], sizes[int(second)]
+
+
+def _stored(stage: ImageStaging, pixels: Image.Image) -> StoredImage:
+    png = encode_png(pixels)
+    clean = CleanImage(
+        sha256=hashlib.sha256(png).hexdigest(), png=png, width=pixels.width, height=pixels.height
+    )
+    return stored_image_staged(stage, StoredImage, clean)
+
+
+def study_gold_images(*, study: Study, page_ids: set[int]) -> dict[int, tuple[StoredImage, StoredImage]]:
+    """page id → (the reference copy, the degraded copy) shown as canonical A and B of that page's
+    gold trials (created when missing; module docstring for their sizes).
 
     Call inside the caller's ``transaction.atomic()``: the files are published before it returns
     and removed again if the block raises (``staged_images``).
     """
-    pages = list(Page.objects.filter(study=study, pk__in=page_ids).select_related("image"))
-    out: dict[int, StoredImage] = {}
+    pages = list(
+        Page.objects.filter(study=study, pk__in=page_ids).select_related("image", "neutralized_image")
+    )
+    sizes: dict[int, list[tuple[int, int]]] = {}
+    for page_id, width, height in (
+        Candidate.objects.filter(page__study=study, page_id__in=page_ids, rendered=True, image__isnull=False)
+        .order_by("page_id", "system__position", "system_id")
+        .values_list("page_id", "image__width", "image__height")
+    ):
+        sizes.setdefault(page_id, []).append((int(width), int(height)))
+    out: dict[int, tuple[StoredImage, StoredImage]] = {}
     with staged_images() as stage:
         for page in pages:
-            if page.image is None:
-                raise ArbiterError(f"page '{page.external_id}' has no reference image; a gold trial needs one")
+            shown = (
+                page.neutralized_image if study.neutralize_media and page.neutralized_image else page.image
+            )
+            if shown is None:
+                raise ArbiterError(
+                    f"page '{page.external_id}' has no reference image; a gold trial needs one"
+                )
             try:
-                data = read_media(str(page.image.file.name))
+                data = read_media(str(shown.file.name))
             except OSError as exc:
                 raise ArbiterError(
-                    f"image {page.image.sha256[:12]} of page '{page.external_id}' cannot be read ({exc.strerror or exc})"
+                    f"image {shown.sha256[:12]} of page '{page.external_id}' cannot be read ({exc.strerror or exc})"
                 ) from None
-            pixels = degraded_pixels(decode_stored_png(data), seed=_page_seed(study, page))
-            png = encode_png(pixels)
-            clean = CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=pixels.width,
-                               height=pixels.height)
-            out[page.pk] = stored_image_staged(stage, StoredImage, clean)
+            seed = _page_seed(study, page)
+            reference = decode_stored_png(data)
+            match_size, degraded_size = _gold_sizes(
+                sizes.get(page.pk, []), seed=seed, fallback=reference.size
+            )
+            match = _stored(stage, fitted(reference, match_size))
+            degraded = _stored(stage, degraded_pixels(fitted(reference, degraded_size), seed=seed))
+            out[page.pk] = (match, degraded)
         stage.publish()
     return out
-

@@ -52,14 +52,17 @@ Gold trials (issue 30; ``pairwise_reference``, ``--gold N`` per assignment, stor
 ``Study.options["gold_trials"]``): placed like attention checks (``N`` equal segments, a random
 place in each, never the first trial; their own generator, so the rest of the plan is unchanged),
 each shows the page of a random comparison of the block with the reference itself against a
-degraded copy (``annotation.services.gold``). ``attention_expected`` is ``GOLD`` (never data,
-nothing told to the rater); the identical side alternates: left when ``(slot + g) % 2 == 0``.
+degraded copy (``annotation.services.gold``). When the bundle supplies gold entries (``gold`` in
+``study.json``), a block holding comparisons of their pages draws its gold trials among those
+pages only and shows their entries in turn, the entry's right image as canonical A. ``attention_expected``
+is ``GOLD`` (never data, nothing told to the rater); the right side alternates: left when
+``(slot + g) % 2 == 0``.
 """
 
 from __future__ import annotations
 
 import io
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +83,7 @@ from annotation.models import (
     Comparison,
     StoredImage,
     Study,
+    SuppliedGold,
     Trial,
 )
 from annotation.services.audit import audit_record
@@ -317,7 +321,9 @@ def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int)
     return planned
 
 
-def plan_with_gold(plan: list[PlannedTrial], *, gold: int, n: int, slot: int, seed: int) -> list[PlannedTrial]:
+def plan_with_gold(
+    plan: list[PlannedTrial], *, gold: int, n: int, slot: int, seed: int, allowed: list[int] | None = None
+) -> list[PlannedTrial]:
     """``plan`` with ``gold`` gold trials inserted (module docstring, "Gold trials").
 
     The sequence is cut into ``gold`` equal segments and one gold trial goes to a random place in
@@ -325,7 +331,8 @@ def plan_with_gold(plan: list[PlannedTrial], *, gold: int, n: int, slot: int, se
     Its side is counterbalanced: the identical candidate is on the left when ``(slot + g) % 2 == 0``
     for the ``g``-th gold trial of the assignment, so over an assignment and over consecutive
     slots each side holds the answer equally often (±1). Its own generator, so a plan without
-    gold trials is exactly the plan of before.
+    gold trials is exactly the plan of before. ``allowed``: the block positions a gold trial may
+    show the page of (those with gold supplied in the bundle; default all).
     """
     if not gold:
         return plan
@@ -338,7 +345,8 @@ def plan_with_gold(plan: list[PlannedTrial], *, gold: int, n: int, slot: int, se
         places.append(int(rng.integers(lo, hi + 1)))
     entries: list[PlannedTrial | tuple[int, bool]] = list(plan)
     for g, place in enumerate(sorted(places)):
-        entries.insert(place + g, (int(rng.integers(0, n)), (slot + g) % 2 == 1))
+        pool = allowed if allowed else range(n)
+        entries.insert(place + g, (pool[int(rng.integers(0, len(pool)))], (slot + g) % 2 == 1))
     renumber = {}
     for pos, e in enumerate(entries):
         if isinstance(e, PlannedTrial):
@@ -361,14 +369,26 @@ def _unit_ids(item: BlockItem | Trial) -> dict[str, int | None]:
 
 def _trials_create(
     assignment: Assignment, items: list[BlockItem], plan: Iterable[PlannedTrial | CounterbalancedTrial],
-    gold_images: dict[int, StoredImage] | None = None,
+    gold_images: dict[int, tuple[StoredImage, StoredImage]] | None = None,
+    supplied: dict[int, list[SuppliedGold]] | None = None,
 ) -> None:
     plan = list(plan)
+
+    shown: Counter[int] = Counter()
 
     def gold_of(p: PlannedTrial | CounterbalancedTrial) -> dict[str, object]:
         if not getattr(p, "gold", False) or gold_images is None:
             return {"attention_expected": getattr(p, "attention", "")}
-        return {"attention_expected": GOLD_EXPECTED, "gold_image": gold_images[items[p.index].comparison_id or 0]}
+        comparison = items[p.index].comparison_id or 0
+        entries = (supplied or {}).get(comparison)
+        if entries:  # the bundle's entries of that page in turn; the right image is canonical A
+            entry = entries[(assignment.slot + shown[comparison]) % len(entries)]
+            shown[comparison] += 1
+            right, other = (entry.image_a, entry.image_b) if entry.answer == "A" else (entry.image_b, entry.image_a)
+            return {"attention_expected": GOLD_EXPECTED, "gold_match_image": right, "gold_image": other,
+                    "supplied_gold": entry}
+        match, degraded = gold_images[comparison]
+        return {"attention_expected": GOLD_EXPECTED, "gold_match_image": match, "gold_image": degraded}
 
     Trial.objects.bulk_create(
         [
@@ -465,11 +485,16 @@ def blocks_schedule(
     created: list[Block] = []
     page_of = {c.pk: c.page_id for c in comparisons}
     with transaction.atomic():
-        gold_by_comparison: dict[int, StoredImage] | None = None
+        gold_by_comparison: dict[int, tuple[StoredImage, StoredImage]] | None = None
+        supplied: dict[int, list[SuppliedGold]] = {}
         if gold:
             scheduled = {c.pk for group in groups for c in group}
             by_page = study_gold_images(study=study, page_ids={page_of[pk] for pk in scheduled})
             gold_by_comparison = {pk: by_page[page_of[pk]] for pk in scheduled}
+            supplied_by_page: dict[int, list[SuppliedGold]] = {}
+            for entry in SuppliedGold.objects.filter(study=study).select_related("image_a", "image_b"):
+                supplied_by_page.setdefault(entry.page_id, []).append(entry)
+            supplied = {pk: supplied_by_page[page_of[pk]] for pk in scheduled if page_of[pk] in supplied_by_page}
         for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
             block = Block.objects.create(
                 study=study, name=f"block-{b + 1}", position=b + 1, target_raters=target, seed=seed
@@ -482,8 +507,9 @@ def blocks_schedule(
                 a_seed = assignment_seed(seed, b + 1, slot)
                 assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
                 plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed)
-                plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed)
-                _trials_create(assignment, items, plan, gold_by_comparison)
+                allowed = [i for i, item in enumerate(items) if gold and item.comparison_id in supplied]
+                plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed, allowed=allowed)
+                _trials_create(assignment, items, plan, gold_by_comparison, supplied)
             created.append(block)
         update: dict[str, object] = {"seed": seed, "hidden_repeats": repeats, "min_gap": min_gap}
         if gold:
@@ -574,7 +600,8 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
                   candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped,
-                  attention_expected=t.attention_expected, gold_image_id=t.gold_image_id)
+                  attention_expected=t.attention_expected, gold_image_id=t.gold_image_id,
+                  gold_match_image_id=t.gold_match_image_id, supplied_gold_id=t.supplied_gold_id)
             for t in trials
             if not t.is_repeat
         ]

@@ -70,6 +70,7 @@ from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.kinds import DESIGNS, design_of
 from annotation.kinds.csv_rows import ImportRow, Problems, Record, VotesCsvFormat
 from annotation.models import Assignment, AssignmentState, Block, BlockItem, Rater, Study, Trial, Vote
+from annotation.selectors.votes import GOLD_CSV_HEADER, gold_answer_rows
 from annotation.services.audit import audit_record
 from annotation.services.candidate_versions import trials_record_versions
 
@@ -479,6 +480,16 @@ def votes_export_csv(*, study: Study, path: Path) -> int:
     fmt = design_of(study).votes_csv(study)
     header = fmt.export_header()
     return write_csv(path=Path(path), header=header, rows=fmt.export_rows(header))
+
+
+def gold_export_csv(*, study: Study, path: Path) -> int:
+    """Write the study's gold answers CSV (docs/protocol.md "Files"; issue 30); return the number of rows.
+
+    Gold answers are never data, so the SPEC §8 votes CSV leaves them out; this file is where a
+    researcher reads them: rater, block, position, gold, page, comparison, swapped, expected, label,
+    correct, response_ms.
+    """
+    return write_csv(path=Path(path), header=GOLD_CSV_HEADER, rows=gold_answer_rows(study=study))
 
 
 def _owner_of(column: str) -> str | None:

@@ -54,12 +54,18 @@ def test_schedule_places_gold_at_the_rate_counterbalanced_with_degraded_copies_o
                 assert (t.repeat_of.comparison_id, t.repeat_of.swapped) == (t.comparison_id, t.swapped)
         for t in gold:
             ref = t.comparison.page.image
-            degraded = t.gold_image
-            assert (degraded.width, degraded.height) == (ref.width, ref.height)
-            assert re.fullmatch(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.png", degraded.file.name)  # opaque key
-            pixels = _png(degraded)
-            assert pixels.mode == "RGB" and pixels.size == (ref.width, ref.height)
-            assert pixels.tobytes() != _png(ref).convert("RGB").tobytes()
+            real = {(c.image.width, c.image.height) for c in t.comparison.page.candidates.filter(image__isnull=False)}
+            for shown in (t.gold_match_image, t.gold_image):
+                assert (shown.width, shown.height) in real  # a real candidate's size, never the reference's
+                assert re.fullmatch(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.png", shown.file.name)  # opaque key
+                pixels = _png(shown)
+                assert pixels.mode == "RGB" and pixels.size == (shown.width, shown.height)
+            copy, degraded = _png(t.gold_match_image), _png(t.gold_image)
+            reference = _png(t.comparison.page.neutralized_image or ref).convert("RGB")
+            top = (0, 0, ref.width, min(ref.height, copy.height))
+            assert copy.crop(top).tobytes() == reference.crop(top).tobytes()  # the reference, fitted
+            assert (degraded.width, degraded.height) != (copy.width, copy.height) or len(real) == 1
+            assert degraded.tobytes() != copy.tobytes()
     assert sides == {True: 16, False: 16}
     # The schedule export marks them; a reopened slot keeps them.
     assert sum(1 for r in schedule_rows(rs.study) if r["attention"] == GOLD_EXPECTED) == 32
@@ -67,6 +73,46 @@ def test_schedule_places_gold_at_the_rate_counterbalanced_with_degraded_copies_o
     Assignment.objects.filter(pk=source.pk).update(state=AssignmentState.VOIDED)
     copy = assignment_plan_copy(source=source)
     assert copy.trials.filter(attention_expected=GOLD_EXPECTED, gold_image__isnull=False).count() == 4
+
+
+def test_gold_candidate_sizes_cannot_be_told_from_real_candidate_sizes() -> None:
+    """Over a study whose candidates differ in height, the sizes shown in gold trials are real
+    candidates' sizes with the frequencies of real trials (chi-squared test of homogeneity), and
+    no gold trial shows the reference's size."""
+    from scipy.stats import chi2_contingency
+
+    rs = make_rater_study(pages=24, failed_render=False)
+    blocks_schedule(study=rs.study, blocks=2, block_size=30, repeats=0, min_gap=2, raters=[3, 3], seed=7, gold=8)
+    real: Counter[tuple[int, int]] = Counter()
+    gold: Counter[tuple[int, int]] = Counter()
+    reference_sized = 0
+    trials = Trial.objects.filter(assignment__block__study=rs.study).select_related(
+        "comparison__page__image", "comparison__candidate_a__image", "comparison__candidate_b__image",
+        "gold_image", "gold_match_image")
+    for t in trials:
+        page = t.comparison.page.image
+        if t.attention_expected == GOLD_EXPECTED:
+            shown = [t.gold_match_image, t.gold_image]
+            gold.update((i.width, i.height) for i in shown)
+            reference_sized += all((i.width, i.height) == (page.width, page.height) for i in shown)
+        else:
+            real.update((c.image.width, c.image.height) for c in (t.comparison.candidate_a, t.comparison.candidate_b))
+    assert sum(gold.values()) == 2 * 8 * 6 and reference_sized == 0
+    assert set(gold) <= set(real) and len(gold) > 1
+    sizes = sorted(real)
+    _, p_value, _, _ = chi2_contingency([[real[k] for k in sizes], [gold[k] for k in sizes]])
+    assert p_value > 0.05, (real, gold)
+
+
+def test_fitted_keeps_the_reference_on_top_and_pads_with_white() -> None:
+    from annotation.services.gold import fitted
+
+    image = Image.new("RGB", (100, 200), (10, 20, 30))
+    taller, shorter, wider = fitted(image, (100, 260)), fitted(image, (100, 150)), fitted(image, (50, 120))
+    assert taller.size == (100, 260) and taller.getpixel((0, 199)) == (10, 20, 30)
+    assert taller.getpixel((99, 259)) == (255, 255, 255)
+    assert shorter.size == (100, 150) and shorter.getcolors() == [(15000, (10, 20, 30))]
+    assert wider.size == (50, 120) and wider.getpixel((25, 50)) == (10, 20, 30) and wider.getpixel((25, 110)) == (255, 255, 255)
 
 
 def test_degraded_copy_is_visibly_different_and_the_same_size() -> None:
@@ -142,7 +188,10 @@ def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() ->
         main = Trial.objects.get(assignment=g.assignment, comparison=g.comparison, is_repeat=False, attention_expected="")
         assert masked(g) == masked(main)  # same page, same markup: only the opaque tokens differ
         ref, left, right = (sizes[g.token][s] for s in ("ref", "left", "right"))
-        assert left == right == ref  # same pixel size, format and content type as the reference
+        # Same format and content type as the reference; each candidate has a real candidate's size.
+        assert left[2:] == right[2:] == ref[2:] == ("PNG", "image/png")
+        real = {(c.image.width, c.image.height) for c in g.comparison.page.candidates.filter(image__isnull=False)}
+        assert {left[:2], right[:2]} <= real and left[:2] != right[:2]
     # Gold answers are never data: not in the votes every analysis reads, nor in the export.
     frame = votes_frame(study=rs.study)
     assert len(frame) == 8 + 3 and set(frame["position"]).isdisjoint({g.position for g in gold})
@@ -251,3 +300,111 @@ def test_schedule_blocks_command_takes_gold() -> None:
                  "--min-gap", "2", "--raters", "2,2", "--gold", "2", stdout=out)
     assert "8 comparisons, 2 planned assignments, 13 trials each (2 gold)" in out.getvalue()
     assert Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).count() == 8
+
+
+def test_gold_answers_csv_from_the_command_the_api_and_the_study_page(client: Client, researcher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The votes CSV keeps its SPEC columns without gold answers; ``export_votes --gold`` and
+    ``GET /api/studies/SLUG/votes/gold/`` give one row per answered gold trial."""
+    import csv
+
+    study = make_rated_study("gold-csv", researchers=[researcher], tmp_dir=tmp_path, seed=11)
+    junk = str(votes_frame(study=study)["rater"].iloc[0])
+    _add_gold(study, wrong={junk})
+    Study.objects.filter(pk=study.pk).update(options={**study.options, "gold_trials": 2})
+    votes, gold = tmp_path / "votes.csv", tmp_path / "gold.csv"
+    out = io.StringIO()
+    call_command("export_votes", study.slug, str(votes), "--gold", str(gold), stdout=out)
+    n_gold = Trial.objects.filter(assignment__block__study=study, attention_expected=GOLD_EXPECTED).count()
+    assert f"wrote {n_gold} gold answers" in out.getvalue()
+    with votes.open(newline="") as fh:
+        header = next(csv.reader(fh))
+        assert header[:13] == ["comparison", "page", "system_a", "system_b", "block", "rater", "position", "swapped",
+                               "repeat", "label", "confidence", "rationale", "response_ms"]
+        assert sum(1 for _ in fh) == len(votes_frame(study=study))  # no gold rows
+    with gold.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["rater", "block", "position", "gold", "page", "comparison", "swapped", "expected", "label",
+                             "correct", "response_ms"]
+    assert len(rows) == n_gold and {r["expected"] for r in rows} == {"A"}
+    assert {r["correct"] for r in rows if r["rater"] == junk} == {"0"} and {r["label"] for r in rows if r["rater"] == junk} == {"B"}
+    assert {r["correct"] for r in rows if r["rater"] != junk} == {"1"}
+    client.force_login(researcher)
+    response = client.get(f"/api/studies/{study.slug}/votes/gold/")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert response.content == gold.read_bytes()
+    page = client.get(f"/studies/{study.slug}/").content.decode()
+    assert f'href="/api/studies/{study.slug}/votes/gold/"' in page
+    client.logout()
+    assert client.get(f"/api/studies/{study.slug}/votes/gold/").status_code in (401, 403)
+
+
+def _gold_bundle(examples_dir: Path, target: Path, gold: list[dict[str, str]]) -> Path:
+    from tests.annotation.test_bundles import copy_bundle, edit_doc
+
+    bundle = copy_bundle(examples_dir, target)
+    Image.new("RGB", (64, 90), (120, 120, 120)).save(bundle / "images" / "gold-blurred.png")
+    return edit_doc(bundle, lambda doc: doc.__setitem__("gold", gold))
+
+
+SUPPLIED = [
+    {"id": "g1", "page": "e00", "a": "images/e00-alpha.png", "b": "images/gold-blurred.png", "answer": "A"},
+    {"id": "g2", "page": "e01", "a": "images/gold-blurred.png", "b": "images/e01-beta.png", "answer": "B"},
+]
+
+
+def test_gold_supplied_in_the_bundle_is_imported_scheduled_and_exported_again(tmp_path: Path, examples_dir: Path) -> None:
+    from annotation.models import SuppliedGold
+    from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+
+    study = study_import_bundle(path=_gold_bundle(examples_dir, tmp_path / "b", SUPPLIED))
+    rows = list(SuppliedGold.objects.filter(study=study).select_related("page", "image_a", "image_b", "original_b"))
+    assert [(g.external_id, g.page.external_id, g.answer) for g in rows] == [("g1", "e00", "A"), ("g2", "e01", "B")]
+    page_width = rows[0].page.image.width
+    assert rows[0].image_a.width == rows[0].image_b.width == page_width  # through the display pass
+    assert (rows[0].original_b.width, rows[0].original_b.height) == (64, 90)
+    exported = study_export_bundle(study=study, path=tmp_path / "out")
+    doc = json.loads((exported / "study.json").read_text())
+    assert [(g["id"], g["page"], g["answer"]) for g in doc["gold"]] == [("g1", "e00", "A"), ("g2", "e01", "B")]
+    assert all((exported / g[side]).is_file() for g in doc["gold"] for side in ("a", "b"))
+    with Image.open(exported / doc["gold"][0]["b"]) as image:
+        assert image.size == (64, 90)  # the original, as uploaded
+    doc["slug"] = "again"
+    (exported / "study.json").write_text(json.dumps(doc))
+    again = study_import_bundle(path=exported)
+    again_doc = json.loads((study_export_bundle(study=again, path=tmp_path / "out2") / "study.json").read_text())
+    assert again_doc["gold"] == doc["gold"]
+
+    n = study.comparisons.filter(set="human").count()
+    blocks_schedule(study=study, blocks=1, block_size=n, repeats=0, min_gap=1, raters=[4], seed=3, gold=2)
+    gold = list(Trial.objects.filter(assignment__block__study=study, attention_expected=GOLD_EXPECTED)
+                .select_related("supplied_gold", "comparison__page"))
+    assert len(gold) == 8 and all(t.supplied_gold is not None for t in gold)
+    for t in gold:
+        entry = t.supplied_gold
+        assert t.comparison.page_id == entry.page_id
+        right, other = (entry.image_a_id, entry.image_b_id) if entry.answer == "A" else (entry.image_b_id, entry.image_a_id)
+        assert (t.gold_match_image_id, t.gold_image_id) == (right, other)  # the right image is canonical A
+    assert sum(t.swapped for t in gold) == 4
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"page": "nope"}, r"study.json \$.gold\[1\].page: unknown page 'nope'"),
+        ({"answer": "TIE"}, r"study.json \$.gold\[1\].answer: 'TIE' is not one of A, B"),
+        ({"id": "g1"}, r"study.json \$.gold\[1\].id: duplicate gold id 'g1' \(first at \$.gold\[0\]\)"),
+        ({"b": "images/missing.png"}, r"images/missing.png"),
+        ({"b": "../x.png"}, r"study.json \$.gold\[1\].b: image path"),
+    ],
+)
+def test_bad_gold_entries_are_refused_in_one_line_and_nothing_is_written(
+    tmp_path: Path, examples_dir: Path, change: dict[str, str], message: str
+) -> None:
+    from annotation.errors import ValidationFailed
+    from annotation.services.bundles.exchange import study_import_bundle
+
+    bundle = _gold_bundle(examples_dir, tmp_path / "b", [SUPPLIED[0], {**SUPPLIED[1], **change}])
+    with pytest.raises(ValidationFailed, match=message) as caught:
+        study_import_bundle(path=bundle)
+    assert "\n" not in str(caught.value)
+    assert not Study.objects.exists() and not StoredImage.objects.exists()

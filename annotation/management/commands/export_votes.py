@@ -1,4 +1,5 @@
-"""``export_votes SLUG PATH``: write the study's human votes CSV (SPEC §8, §9)."""
+"""``export_votes SLUG PATH [--gold GOLD_PATH]``: write the study's human votes CSV (SPEC §8, §9)
+and, with ``--gold``, its gold answers CSV (docs/protocol.md "Files")."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from annotation.errors import NotFound
 from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from annotation.services.votes_csv import votes_export_csv
+from annotation.services.votes_csv import gold_export_csv, votes_export_csv
 
 
 class Command(ArbiterCommand):
@@ -18,10 +19,18 @@ class Command(ArbiterCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("slug", help="study slug")
         parser.add_argument("path", type=Path, help="CSV file to write")
+        parser.add_argument(
+            "--gold", type=Path, metavar="GOLD_PATH",
+            help="also write the gold trials' answers (rater, expected, given, correct) to this CSV",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
         if study is None:
             raise NotFound(f"no study with slug {options['slug']!r}")
+        gold_path = output_path_check(options["gold"]) if options["gold"] is not None else None
         n = votes_export_csv(study=study, path=output_path_check(options["path"]))
         self.stdout.write(f"wrote {n} votes to {options['path']}")
+        if gold_path is not None:
+            g = gold_export_csv(study=study, path=gold_path)
+            self.stdout.write(f"wrote {g} gold answers to {options['gold']}")

@@ -65,6 +65,7 @@ from annotation.models import (
     Predicate,
     StoredImage,
     Study,
+    SuppliedGold,
     System,
 )
 from annotation.progress import progress_step
@@ -85,6 +86,7 @@ from annotation.services.bundles.reference_format import (
     AxisSpec,
     CandidateSpec,
     ComparisonSpec,
+    GoldSpec,
     MediaRegion,
     PageSpec,
     StudySpec,
@@ -355,6 +357,9 @@ def _stage_images(bundle: Bundle, spec: StudySpec | QuestionnaireStudySpec, stag
                 wanted[candidate.image].add((width, ()))
                 if candidate.media:
                     wanted[candidate.image].add((width, media_key(candidate.media)))
+        for gold in spec.gold:  # shown like a candidate of its page
+            wanted[gold.a].add((page_width[gold.page], ()))
+            wanted[gold.b].add((page_width[gold.page], ()))
     else:
         widths = [probe_width(bundle.read(path, limit=max_bytes), where=path) for path in wanted]
         width = display_width_of(widths) if widths else 1
@@ -510,6 +515,14 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         batch_size=1000,
     )
     candidate_by_key = {(c.page.external_id, c.system.external_id): c for c in candidates}
+    SuppliedGold.objects.bulk_create(
+        SuppliedGold(
+            study=study, external_id=g.id, page=page_by_id[g.page], answer=g.answer, position=i,
+            image_a=row(images.variant(g.a, g.page)), image_b=row(images.variant(g.b, g.page)),
+            original_a=row(images.original(g.a)), original_b=row(images.original(g.b)),
+        )
+        for i, g in enumerate(spec.gold)
+    )
     # Version 1 gets a row only when the bundle dates or annotates it (paper B.5; bundles.update).
     CandidateVersion.objects.bulk_create(
         [
@@ -801,6 +814,11 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         judge_prompt=study.judge_prompt,
         settings=study_settings(study),
         crowd=study_crowd_settings(study),
+        gold=tuple(
+            GoldSpec(id=g.external_id, page=g.page.external_id, answer=g.answer,
+                     a=ref(g.original_a, f"gold {g.external_id!r}"), b=ref(g.original_b, f"gold {g.external_id!r}"))
+            for g in SuppliedGold.objects.filter(study=study).select_related("page", "original_a", "original_b")
+        ),
     )
     return spec, images
 
@@ -828,7 +846,8 @@ def _export_plan(spec: StudySpec, images: dict[str, StoredImage]) -> tuple[Study
     candidates = tuple(
         c if c.image is None else replace(c, image=assign(c.image, c.page, c.system)) for c in spec.candidates
     )
-    return replace(spec, pages=pages, candidates=candidates), sources
+    gold = tuple(replace(g, a=assign(g.a, "gold", g.id, "a"), b=assign(g.b, "gold", g.id, "b")) for g in spec.gold)
+    return replace(spec, pages=pages, candidates=candidates, gold=gold), sources
 
 
 def study_settings(study: Study) -> dict[str, Any]:

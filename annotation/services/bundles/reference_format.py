@@ -21,6 +21,10 @@ Decisions (SPEC §8 is silent on them):
   the same pair and refused as a duplicate; both sides must have rendered.
 - A candidate may carry optional ``version_date`` (YYYY-MM-DD) and ``version_note`` (paper B.5:
   when and why this version was made); ``import_study --update`` records them on the new version.
+- An optional extra ``gold`` array carries gold trials with known answers (issue 30; docs/protocol.md
+  "Gold trials"): ``{id, page, a, b, answer}``, ``a`` and ``b`` image paths like a candidate's,
+  ``answer`` ``"A"`` or ``"B"`` (the better side); ids unique, the page known. Written back by the
+  export only when the study has some.
 - This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have
   their own keys and parser (``annotation.services.bundles.questionnaire_format``, docs/bundle-kinds.md).
 
@@ -62,7 +66,8 @@ MAX_ROLE = 200
 MAX_NOTE = 2000
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
-TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd")
+TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd", "gold")
+GOLD_ANSWERS = ("A", "B")
 # The study's scheduling and display settings (not SPEC §8 keys): written by the export only when
 # one differs from its default (so the SPEC example exports unchanged), so an export → import keeps
 # them. The defaults are the Study model's (a test holds them equal).
@@ -139,6 +144,19 @@ class ComparisonSpec:
 
 
 @dataclass(frozen=True)
+class GoldSpec:
+    id: str
+    page: str
+    a: str
+    b: str
+    answer: str
+    where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "page": self.page, "a": self.a, "b": self.b, "answer": self.answer}
+
+
+@dataclass(frozen=True)
 class StudySpec:
     slug: str
     title: str
@@ -154,6 +172,7 @@ class StudySpec:
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
     # The crowd settings the bundle gives (``$.crowd``; only those keys: the rest keep the model's defaults).
     crowd: dict[str, Any] = field(default_factory=dict)
+    gold: tuple[GoldSpec, ...] = ()
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -163,6 +182,9 @@ class StudySpec:
         for candidate in self.candidates:
             if candidate.image is not None:
                 seen.setdefault(candidate.image, None)
+        for gold in self.gold:
+            seen.setdefault(gold.a, None)
+            seen.setdefault(gold.b, None)
         return list(seen)
 
 
@@ -591,7 +613,29 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         judge_prompt=judge_prompt,
         settings=settings,
         crowd=crowd,
+        gold=parse_gold(r, root, page_ids),
     )
+
+
+def parse_gold(r: _Reader, root: dict[str, Any], page_ids: dict[str, str]) -> tuple[GoldSpec, ...]:
+    """``$.gold``: gold trials supplied with known answers (module docstring)."""
+    out: list[GoldSpec] = []
+    seen: dict[str, str] = {}
+    for i, item in enumerate(r.array(root.get("gold", []), "$.gold")):
+        where = f"$.gold[{i}]"
+        raw = r.obj(item, where, ("id", "page", "a", "b", "answer"))
+        gold_id = r.identifier(raw["id"], f"{where}.id")
+        if gold_id in seen:
+            r.fail(f"{where}.id", f"duplicate gold id {gold_id!r} (first at {seen[gold_id]})")
+        seen[gold_id] = where
+        page_id = r.string(raw["page"], f"{where}.page", empty=False)
+        if page_id not in page_ids:
+            r.fail(f"{where}.page", f"unknown page {page_id!r}")
+        out.append(GoldSpec(
+            id=gold_id, page=page_id, a=r.image_path(raw["a"], f"{where}.a"), b=r.image_path(raw["b"], f"{where}.b"),
+            answer=r.choice(raw["answer"], f"{where}.answer", GOLD_ANSWERS), where=where,
+        ))
+    return tuple(out)
 
 
 def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
@@ -644,4 +688,6 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
     crowd = crowd_to_json(spec.crowd)
     if crowd is not None:
         document["crowd"] = crowd
+    if spec.gold:
+        document["gold"] = [g.to_json() for g in spec.gold]
     return document
