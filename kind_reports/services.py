@@ -45,6 +45,7 @@ from annotation.files import output_path_check, write_texts_atomic
 from annotation.kinds import design_of
 from annotation.models import Study
 from annotation.progress import progress_step
+from annotation.selectors.allocation import allocation_report_section
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import hygiene_rules, read_rules_file
 from kind_reports.kinds import report_of
@@ -245,6 +246,9 @@ def kind_report_compute(
     report["hygiene"] = hygiene_section(hygiene, frames)
     report["agreement"] = agreement.to_dict()
     report[spec.analysis_key] = analysis
+    adaptive = allocation_report_section(study)
+    if adaptive is not None:  # docs/protocol.md "Adaptive allocation and stopping"; a uniform study's report is unchanged
+        report["allocation"] = adaptive
     return KindReport(study=study, report=json_safe(report))
 
 

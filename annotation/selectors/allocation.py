@@ -6,6 +6,10 @@ today's behaviour, or ``adaptive``), with its target in ``options["allocation_ta
 (Bradley–Terry, ``stats.allocation``), says which system pairs the allocator favours now, whether the
 stopping rule has declared the top-k, and an estimate of the votes still needed. It is shown to
 researchers only (the schedule and study pages), never to raters.
+
+The votes are the same for both pairwise kinds (``votes_frame``): a ``pairwise_reference`` page's
+candidates, or a ``pairwise`` brief's items, each of one system; valid main votes only (A, B, TIE;
+no hidden repeat, no attention check, no voided assignment), as canonical points of system A.
 """
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
 """Adaptive allocation of a pairwise study's next block (docs/protocol.md "Adaptive allocation and stopping").
 
+Both pairwise kinds take it: ``pairwise_reference`` and ``pairwise`` (no reference: A/B/TIE between
+the items of two systems on a brief); ``checklist`` and ``rating`` ask no winner and are refused.
+
 With ``options["allocation"] = "adaptive"`` a study is scheduled as today (``blocks_schedule``: its
 first blocks are the uniform start), and when every place of every block is taken, the next
 participant's arrival builds one more block from the comparisons not yet in any block:
-``ceil(UNIFORM_FLOOR × size)`` of them drawn uniformly over the system pairs, the rest over the
-pairs the allocator favours in the current fit (``annotation.selectors.allocation``). The block then
-gets its assignments and trials from the same SPEC §4 planner as every block (seeded trial order,
-display sides alternating over the raters, hidden repeats at the study's count and gap), so the
-protocol's guarantees hold per block exactly as for a uniform study; blocks stay disjoint, so no
-rater sees a comparison twice except as a designed repeat. No new block is built once the stopping
-rule has declared the target (the study then fills up and reports that it can be closed).
+``ceil(UNIFORM_FLOOR × size)`` of them drawn uniformly over the system pairs (the floor, drawn
+first and recorded by name in the ``adaptive_block`` audit event), the rest over the pairs the
+allocator favours in the current fit (``annotation.selectors.allocation``). The block then gets its
+assignments and trials from the same planner as the kind's every block: SPEC §4's for
+``pairwise_reference`` (seeded trial order), SPEC §11's counterbalanced one for ``pairwise`` (the
+chosen comparisons' briefs as sections in Williams order per slot, the study's attention checks);
+both alternate display sides over the raters and place the study's hidden repeats at its gap, so
+the protocol's guarantees hold per block exactly as for a uniform study; blocks stay disjoint, so
+no rater sees a comparison twice except as a designed repeat. No new block is built once the
+stopping rule has declared the target (the study then fills up and reports that it can be closed).
 """
 
 from __future__ import annotations
@@ -22,25 +28,36 @@ from django.db import transaction
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.kinds import design_of
+from annotation.kinds.base import ScheduleUnit
 from annotation.models import Assignment, AssignmentState, Block, BlockItem, Comparison, Study
-from annotation.selectors.allocation import ALLOCATIONS, allocation_state, study_allocation
+from annotation.selectors.allocation import ALLOCATIONS, AllocationState, allocation_state, study_allocation
 from annotation.services.audit import audit_record
-from annotation.services.scheduling import _trials_create, assignment_seed, plan_assignment, schedule_units
+from annotation.services.scheduling import (
+    DEFAULT_CHECKS,
+    counterbalanced_block_create,
+    gold_sources,
+    schedule_units,
+    shuffled_block_create,
+)
 from stats.allocation import TARGET_KINDS, UNIFORM_FLOOR, pair_column, round_counts
 
 
 def allocation_check(*, study: Study, allocation: str) -> None:
     """Refuse an allocation the study cannot have (one line), before anything is written."""
     if allocation not in ALLOCATIONS:
-        raise ValidationFailed(f"must be one of {', '.join(ALLOCATIONS)}, got {allocation!r}", field="allocation")
-    design = design_of(study)
-    if allocation == "adaptive" and (not design.pairwise or design.counterbalanced):
+        raise ValidationFailed(
+            f"must be one of {', '.join(ALLOCATIONS)}, got {allocation!r}", field="allocation"
+        )
+    if allocation == "adaptive" and not design_of(study).pairwise:
         raise ArbiterError(
-            f"adaptive allocation is available for pairwise_reference studies; '{study.slug}' is {study.kind}"
+            f"adaptive allocation needs a pairwise kind (pairwise_reference or pairwise); "
+            f"study '{study.slug}' is a {study.kind} study"
         )
 
 
-def study_allocation_set(*, study: Study, allocation: str, target: dict | None = None, actor: object | None = None) -> None:
+def study_allocation_set(
+    *, study: Study, allocation: str, target: dict | None = None, actor: object | None = None
+) -> None:
     """Set the study's allocation (``uniform`` or ``adaptive``) and, for adaptive, its target."""
     allocation_check(study=study, allocation=allocation)
     target = dict(target or {})
@@ -50,12 +67,21 @@ def study_allocation_set(*, study: Study, allocation: str, target: dict | None =
         locked = Study.objects.select_for_update().get(pk=study.pk)
         options = {**(locked.options or {}), "allocation": allocation}
         if allocation == "adaptive":
-            options["allocation_target"] = {"kind": target.get("kind", "top_k"), "k": int(target.get("k", 3)),
-                                            "width_elo": float(target.get("width_elo", 50.0))}
+            options["allocation_target"] = {
+                "kind": target.get("kind", "top_k"),
+                "k": int(target.get("k", 3)),
+                "width_elo": float(target.get("width_elo", 50.0)),
+            }
         Study.objects.filter(pk=study.pk).update(options=options)
         study.options = options
-        audit_record(action="allocation_set", user=actor, study=study, target=study.slug, allocation=allocation,
-                     allocation_target=options.get("allocation_target"))
+        audit_record(
+            action="allocation_set",
+            user=actor,
+            study=study,
+            target=study.slug,
+            allocation=allocation,
+            allocation_target=options.get("allocation_target"),
+        )
 
 
 def adaptive_block_extend(*, study: Study) -> Block | None:
@@ -75,50 +101,110 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
         if state is None or state.declared:
             return None
         used = set(BlockItem.objects.filter(block__study=locked).values_list("comparison_id", flat=True))
-        pool: list[Comparison] = [u.obj for u in schedule_units(locked) if u.obj.pk not in used]  # type: ignore[misc]
+        pool = [u for u in schedule_units(locked) if u.obj.pk not in used]
         if len(pool) < size:
             return None
-        index = {s: i for i, s in enumerate(state.systems)}
-        m = len(state.systems)
-        by_pair: dict[int, list[Comparison]] = defaultdict(list)
-        rows = Comparison.objects.filter(pk__in=[c.pk for c in pool]).values_list(
-            "pk", "candidate_a__system__external_id", "candidate_b__system__external_id"
-        )
-        column_of = {pk: int(pair_column(np.array(index[a]), np.array(index[b]), m)) for pk, a, b in rows}
-        for comparison in sorted(pool, key=lambda c: c.pk):
-            by_pair[column_of[comparison.pk]].append(comparison)
         position = last.position + 1
         seed = int(locked.seed) + 7919 * position
-        rng = np.random.default_rng([seed, state.votes])
-        rule_shares = (state.shares - UNIFORM_FLOOR / len(state.shares)) / (1.0 - UNIFORM_FLOOR)
-        counts = round_counts(size, np.clip(rule_shares, 0.0, None)[None, :] / max(rule_shares.clip(0).sum(), 1e-300),
-                              floor=UNIFORM_FLOOR, rng=rng)[0]
-        chosen: list[Comparison] = []
-        for column in np.flatnonzero(counts):
-            available = by_pair.get(int(column), [])
-            take = min(int(counts[column]), len(available))
-            for i in sorted(rng.choice(len(available), size=take, replace=False)) if take else []:
-                chosen.append(available[int(i)])
-        # A pair with too few unscheduled comparisons: the rest of the block is drawn uniformly.
-        if len(chosen) < size:
-            taken = {c.pk for c in chosen}
-            rest = [c for c in sorted(pool, key=lambda c: c.pk) if c.pk not in taken]
-            extra = rng.choice(len(rest), size=size - len(chosen), replace=False)
-            chosen.extend(rest[int(i)] for i in sorted(extra))
-        rng.shuffle(chosen)  # type: ignore[arg-type]
-        block = Block.objects.create(
-            study=locked, name=f"block-{position}", position=position, target_raters=last.target_raters, seed=seed
+        chosen, floor = _block_draw(
+            state=state, pool=pool, size=size, rng=np.random.default_rng([seed, state.votes])
         )
-        BlockItem.objects.bulk_create([BlockItem(block=block, position=i, comparison=c) for i, c in enumerate(chosen)])
-        items = list(block.items.order_by("position"))
-        for slot in range(last.target_raters):
-            a_seed = assignment_seed(seed, position, slot)
-            assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
-            plan = plan_assignment(n=len(items), repeats=locked.hidden_repeats, min_gap=locked.min_gap, slot=slot, seed=a_seed)
-            _trials_create(assignment, items, plan)
+        design = design_of(locked)
+        if design.counterbalanced:
+            # The pairwise kind's crowd design: the chosen comparisons' briefs are the sections, in
+            # Williams order per slot, with the study's attention checks (SPEC §11).
+            block = counterbalanced_block_create(
+                study=locked,
+                position=position,
+                units=chosen,
+                target_raters=last.target_raters,
+                seed=seed,
+                repeats=locked.hidden_repeats,
+                min_gap=locked.min_gap,
+                checks=int((locked.options or {}).get("attention_checks", DEFAULT_CHECKS)),
+            )
+        else:
+            comparisons = [u.obj for u in chosen]
+            # Later blocks keep the study's gold rate (the first blocks' ``schedule_blocks --gold``).
+            gold = int((locked.options or {}).get("gold_trials", 0))
+            gold_images, supplied = (
+                gold_sources(study=locked, comparisons=comparisons) if gold else (None, None)  # type: ignore[arg-type]
+            )
+            block = shuffled_block_create(
+                study=locked,
+                position=position,
+                comparisons=comparisons,  # type: ignore[arg-type]
+                target_raters=last.target_raters,
+                seed=seed,
+                repeats=locked.hidden_repeats,
+                min_gap=locked.min_gap,
+                gold=gold,
+                gold_images=gold_images,
+                supplied=supplied,
+            )
         audit_record(
-            action="adaptive_block", user=None, study=locked, target=locked.slug, block=position, size=size,
-            raters=last.target_raters, votes_so_far=state.votes, rule=state.rule, floor=UNIFORM_FLOOR,
-            floor_comparisons=math.ceil(UNIFORM_FLOOR * size),
+            action="adaptive_block",
+            user=None,
+            study=locked,
+            target=locked.slug,
+            block=position,
+            size=size,
+            raters=last.target_raters,
+            votes_so_far=state.votes,
+            rule=state.rule,
+            floor=UNIFORM_FLOOR,
+            floor_comparisons=len(floor),
+            floor_items=sorted(str(u.obj.external_id) for u in floor),  # type: ignore[attr-defined]
         )
     return block
+
+
+def _block_draw(
+    *, state: AllocationState, pool: list[ScheduleUnit], size: int, rng: np.random.Generator
+) -> tuple[list[ScheduleUnit], list[ScheduleUnit]]:
+    """(the block's comparisons in a random order, those of them drawn for the uniform floor).
+
+    ``ceil(UNIFORM_FLOOR × size)`` comparisons are drawn uniformly over the system pairs, the rest
+    over the pairs the rule favours (``round_counts``); a pair with too few unscheduled comparisons
+    leaves its share to a uniform draw over the rest of the pool.
+    """
+    index = {s: i for i, s in enumerate(state.systems)}
+    m = len(state.systems)
+    by_pk = {u.obj.pk: u for u in pool}
+    rows = Comparison.objects.filter(pk__in=list(by_pk)).values_list(
+        "pk", "candidate_a__system__external_id", "candidate_b__system__external_id"
+    )
+    column_of = {pk: int(pair_column(np.array(index[a]), np.array(index[b]), m)) for pk, a, b in rows}
+    by_pair: dict[int, list[ScheduleUnit]] = defaultdict(list)
+    for pk in sorted(by_pk):
+        by_pair[column_of[pk]].append(by_pk[pk])
+    rule_shares = np.clip(
+        (state.shares - UNIFORM_FLOOR / len(state.shares)) / (1.0 - UNIFORM_FLOOR), 0.0, None
+    )
+    weights = rule_shares[None, :] / max(rule_shares.sum(), 1e-300)
+    n_floor = min(size, math.ceil(UNIFORM_FLOOR * size))
+    # The floor first, from its own draw, so it never depends on the fit (docs/protocol.md "Uniform floor").
+    floor_counts = round_counts(n_floor, weights, floor=1.0, rng=rng)[0]
+    rule_counts = round_counts(size - n_floor, weights, floor=0.0, rng=rng)[0]
+    taken: set[int] = set()
+    floor: list[ScheduleUnit] = []
+    chosen: list[ScheduleUnit] = []
+    for counts, into in ((floor_counts, floor), (rule_counts, chosen)):
+        for column in np.flatnonzero(counts):
+            available = [u for u in by_pair.get(int(column), []) if u.obj.pk not in taken]
+            take = min(int(counts[column]), len(available))
+            for i in sorted(rng.choice(len(available), size=take, replace=False)) if take else []:
+                into.append(available[int(i)])
+                taken.add(available[int(i)].obj.pk)
+    # A pair with too few unscheduled comparisons: the rest is drawn uniformly from the pool (and
+    # counts for the floor while the floor is short, so the floor share holds in every block).
+    rest = [by_pk[pk] for pk in sorted(by_pk) if pk not in taken]
+    missing = size - len(floor) - len(chosen)
+    extra = (
+        [rest[int(i)] for i in sorted(rng.choice(len(rest), size=missing, replace=False))] if missing else []
+    )
+    top_up = max(n_floor - len(floor), 0)
+    floor.extend(extra[:top_up])
+    block = floor + chosen + extra[top_up:]
+    rng.shuffle(block)  # type: ignore[arg-type]
+    return block, floor

@@ -409,6 +409,84 @@ def _trials_create(
     )
 
 
+def gold_sources(
+    *, study: Study, comparisons: Sequence[Comparison]
+) -> tuple[dict[int, tuple[StoredImage, StoredImage]], dict[int, list[SuppliedGold]]]:
+    """For gold trials over ``comparisons``: comparison id → its page's (reference copy, degraded
+    copy), and comparison id → the bundle's supplied gold entries of its page (when any).
+
+    Call inside the caller's ``transaction.atomic()`` (``study_gold_images`` publishes files)."""
+    page_of = {c.pk: c.page_id for c in comparisons}
+    by_page = study_gold_images(study=study, page_ids=set(page_of.values()))
+    supplied_by_page: dict[int, list[SuppliedGold]] = {}
+    for entry in SuppliedGold.objects.filter(study=study).select_related("image_a", "image_b"):
+        supplied_by_page.setdefault(entry.page_id, []).append(entry)
+    return (
+        {pk: by_page[page] for pk, page in page_of.items()},
+        {pk: supplied_by_page[page] for pk, page in page_of.items() if page in supplied_by_page},
+    )
+
+
+def shuffled_block_create(
+    *, study: Study, position: int, comparisons: Sequence[Comparison], target_raters: int, seed: int, repeats: int,
+    min_gap: int, gold: int = 0, gold_images: dict[int, tuple[StoredImage, StoredImage]] | None = None,
+    supplied: dict[int, list[SuppliedGold]] | None = None,
+) -> Block:
+    """One ``pairwise_reference`` block (SPEC §4) and its planned open assignments: a seeded trial
+    order per assignment, display sides alternating over the slots, hidden repeats, gold trials."""
+    block = Block.objects.create(
+        study=study, name=f"block-{position}", position=position, target_raters=target_raters, seed=seed
+    )
+    BlockItem.objects.bulk_create([BlockItem(block=block, position=i, comparison=c) for i, c in enumerate(comparisons)])
+    items = list(block.items.order_by("position"))
+    for slot in range(target_raters):
+        a_seed = assignment_seed(seed, position, slot)
+        assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
+        plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed)
+        # Supplied gold (the bundle's ``gold`` entries) is drawn only for the items of its pages.
+        allowed = [i for i, item in enumerate(items) if gold and supplied and item.comparison_id in supplied]
+        plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed, allowed=allowed)
+        _trials_create(assignment, items, plan, gold_images, supplied)
+    return block
+
+
+def counterbalanced_block_create(
+    *, study: Study, position: int, units: Sequence[ScheduleUnit], target_raters: int, seed: int, repeats: int,
+    min_gap: int, checks: int,
+) -> Block:
+    """One block of a SPEC §11 kind and its planned open assignments (module docstring): sections
+    and their items in Williams order per slot, display sides alternating, hidden repeats, checks."""
+    design = design_of(study)
+    block = Block.objects.create(
+        study=study, name=f"block-{position}", position=position, target_raters=target_raters, seed=seed
+    )
+    # Shuffle sections and their members once per block, so the Latin square does not follow the
+    # bundle's file order.
+    rng = np.random.default_rng([seed, position, 1])
+    by_section: dict[int, list[int]] = defaultdict(list)
+    for i, unit in enumerate(units):
+        by_section[unit.section].append(i)
+    keys = list(by_section)
+    sections = [
+        [by_section[keys[int(k)]][int(m)] for m in rng.permutation(len(by_section[keys[int(k)]]))]
+        for k in rng.permutation(len(keys))
+    ]
+    BlockItem.objects.bulk_create(
+        [BlockItem(block=block, position=i, **{f"{design.unit_field}_id": u.obj.pk}) for i, u in enumerate(units)]
+    )
+    items = list(block.items.order_by("position"))
+    answers = design.attention_answers(study)
+    for slot in range(target_raters):
+        a_seed = assignment_seed(seed, position, slot)
+        assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
+        plan = plan_counterbalanced_assignment(
+            sections=sections, slot=slot, seed=a_seed, repeats=repeats, min_gap=min_gap, checks=checks,
+            answers=answers, pairwise=design.pairwise,
+        )
+        _trials_create(assignment, items, plan)
+    return block
+
+
 def _check_arguments(*, blocks: int, block_size: int, repeats: int, min_gap: int, raters: list[int], seed: int) -> None:
     if blocks < 1:
         raise ValidationFailed("must be at least 1", field="blocks")
@@ -483,34 +561,18 @@ def blocks_schedule(
     _check_repeats_fit(repeats=repeats, min_gap=min_gap, block_size=block_size)
     groups = split_blocks(comparisons, blocks=blocks, block_size=block_size, seed=seed)
     created: list[Block] = []
-    page_of = {c.pk: c.page_id for c in comparisons}
     with transaction.atomic():
         gold_by_comparison: dict[int, tuple[StoredImage, StoredImage]] | None = None
         supplied: dict[int, list[SuppliedGold]] = {}
         if gold:
-            scheduled = {c.pk for group in groups for c in group}
-            by_page = study_gold_images(study=study, page_ids={page_of[pk] for pk in scheduled})
-            gold_by_comparison = {pk: by_page[page_of[pk]] for pk in scheduled}
-            supplied_by_page: dict[int, list[SuppliedGold]] = {}
-            for entry in SuppliedGold.objects.filter(study=study).select_related("image_a", "image_b"):
-                supplied_by_page.setdefault(entry.page_id, []).append(entry)
-            supplied = {pk: supplied_by_page[page_of[pk]] for pk in scheduled if page_of[pk] in supplied_by_page}
+            gold_by_comparison, supplied = gold_sources(
+                study=study, comparisons=[c for group in groups for c in group]
+            )
         for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
-            block = Block.objects.create(
-                study=study, name=f"block-{b + 1}", position=b + 1, target_raters=target, seed=seed
-            )
-            BlockItem.objects.bulk_create(
-                [BlockItem(block=block, position=i, comparison=c) for i, c in enumerate(group)]
-            )
-            items = list(block.items.order_by("position"))
-            for slot in range(target):
-                a_seed = assignment_seed(seed, b + 1, slot)
-                assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
-                plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed)
-                allowed = [i for i, item in enumerate(items) if gold and item.comparison_id in supplied]
-                plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed, allowed=allowed)
-                _trials_create(assignment, items, plan, gold_by_comparison, supplied)
-            created.append(block)
+            created.append(shuffled_block_create(
+                study=study, position=b + 1, comparisons=group, target_raters=target, seed=seed, repeats=repeats,
+                min_gap=min_gap, gold=gold, gold_images=gold_by_comparison, supplied=supplied,
+            ))
         update: dict[str, object] = {"seed": seed, "hidden_repeats": repeats, "min_gap": min_gap}
         if gold:
             locked = Study.objects.select_for_update().get(pk=study.pk)  # merge into the stored options
@@ -549,37 +611,13 @@ def _counterbalanced_blocks_schedule(
         )
     _check_repeats_fit(repeats=repeats, min_gap=min_gap, block_size=block_size)
     groups = split_sections(units, blocks=blocks, block_size=block_size, seed=seed)
-    answers = design.attention_answers(study)
     created: list[Block] = []
     with transaction.atomic():
         for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
-            block = Block.objects.create(
-                study=study, name=f"block-{b + 1}", position=b + 1, target_raters=target, seed=seed
-            )
-            # Shuffle sections and their members once per block, so the Latin square does not
-            # follow the bundle's file order.
-            rng = np.random.default_rng([seed, b + 1, 1])
-            by_section: dict[int, list[int]] = defaultdict(list)
-            for i, unit in enumerate(group):
-                by_section[unit.section].append(i)
-            keys = list(by_section)
-            sections = [
-                [by_section[keys[int(k)]][int(m)] for m in rng.permutation(len(by_section[keys[int(k)]]))]
-                for k in rng.permutation(len(keys))
-            ]
-            BlockItem.objects.bulk_create(
-                [BlockItem(block=block, position=i, **{f"{design.unit_field}_id": u.obj.pk}) for i, u in enumerate(group)]
-            )
-            items = list(block.items.order_by("position"))
-            for slot in range(target):
-                a_seed = assignment_seed(seed, b + 1, slot)
-                assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
-                plan = plan_counterbalanced_assignment(
-                    sections=sections, slot=slot, seed=a_seed, repeats=repeats, min_gap=min_gap, checks=checks,
-                    answers=answers, pairwise=design.pairwise,
-                )
-                _trials_create(assignment, items, plan)
-            created.append(block)
+            created.append(counterbalanced_block_create(
+                study=study, position=b + 1, units=group, target_raters=target, seed=seed, repeats=repeats,
+                min_gap=min_gap, checks=checks,
+            ))
         locked = Study.objects.select_for_update().get(pk=study.pk)  # merge into the stored options
         options = {**(locked.options or {}), "attention_checks": checks}
         Study.objects.filter(pk=study.pk).update(seed=seed, hidden_repeats=repeats, min_gap=min_gap, options=options)

@@ -60,7 +60,7 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--allocation", choices=["uniform", "adaptive"], default="uniform",
             help="adaptive: these blocks are the uniform start; each later block is built from the current fit "
-            "(pairwise_reference; docs/protocol.md 'Adaptive allocation and stopping')",
+            "(the pairwise kinds: pairwise_reference and pairwise; docs/protocol.md 'Adaptive allocation and stopping')",
         )
         parser.add_argument("--target-k", type=int, default=3, help="adaptive: the top-k the allocator targets (default 3)")
 
