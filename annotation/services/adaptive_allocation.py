@@ -26,7 +26,7 @@ from annotation.models import Assignment, AssignmentState, Block, BlockItem, Com
 from annotation.selectors.allocation import ALLOCATIONS, allocation_state, study_allocation
 from annotation.services.audit import audit_record
 from annotation.services.scheduling import _trials_create, assignment_seed, plan_assignment, schedule_units
-from stats.allocation import TARGET_KINDS, UNIFORM_FLOOR, pair_column, round_counts
+from stats.allocation import TARGET_KINDS, UNIFORM_FLOOR, draw_from_pairs, pair_column, round_counts
 
 
 def allocation_check(*, study: Study, allocation: str) -> None:
@@ -93,18 +93,8 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
         rule_shares = (state.shares - UNIFORM_FLOOR / len(state.shares)) / (1.0 - UNIFORM_FLOOR)
         counts = round_counts(size, np.clip(rule_shares, 0.0, None)[None, :] / max(rule_shares.clip(0).sum(), 1e-300),
                               floor=UNIFORM_FLOOR, rng=rng)[0]
-        chosen: list[Comparison] = []
-        for column in np.flatnonzero(counts):
-            available = by_pair.get(int(column), [])
-            take = min(int(counts[column]), len(available))
-            for i in sorted(rng.choice(len(available), size=take, replace=False)) if take else []:
-                chosen.append(available[int(i)])
         # A pair with too few unscheduled comparisons: the rest of the block is drawn uniformly.
-        if len(chosen) < size:
-            taken = {c.pk for c in chosen}
-            rest = [c for c in sorted(pool, key=lambda c: c.pk) if c.pk not in taken]
-            extra = rng.choice(len(rest), size=size - len(chosen), replace=False)
-            chosen.extend(rest[int(i)] for i in sorted(extra))
+        chosen: list[Comparison] = draw_from_pairs(counts, by_pair, sorted(pool, key=lambda c: c.pk), size, rng=rng)
         rng.shuffle(chosen)  # type: ignore[arg-type]
         block = Block.objects.create(
             study=locked, name=f"block-{position}", position=position, target_raters=last.target_raters, seed=seed
