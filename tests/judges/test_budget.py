@@ -19,9 +19,11 @@ from django.db.models import Sum
 from PIL import Image
 
 from annotation.models import AuditEvent, Axis, Candidate, Comparison, Page, Study, System
+from calibration.models import CoefficientSet
 from judges.models import JudgeOutput
 from judges.services.budget import judge_budget_report_section
 from judges.services.runs import judge_run_estimate
+from ranking.services import leaderboard_compute
 from tests.judges.factories import REFERENCE_COLOUR, image_bytes, make_judge, store
 from tests.judges.fake_provider import FakeProvider, _user_parts
 
@@ -142,6 +144,13 @@ def test_a_call_budget_is_respected_and_spent_on_close_pairs(strength_provider: 
     assert event.details["max_calls"] == 161 and event.details["uniform_floor"] == 0.25
     section = judge_budget_report_section(study=Study.objects.get(slug="budget"))
     assert section is not None and section[0]["judge"] == "judge-x" and section[0]["calls"] == 160
+    # The leaderboard on those outputs says its judge calls were allocated adaptively.
+    study = Study.objects.get(slug="budget")
+    CoefficientSet.objects.create(study=study, name="v1", coefficients={"judge-x": 1.0}, source="import")
+    report = leaderboard_compute(study=study, coefficient_set="v1", resamples=50, seed=1)
+    assert report["n_comparisons"] == 80 and report["n_skipped"] == 30 * 6 - 80
+    assert report["judge_allocation"][0]["allocation"] == "adaptive"
+    assert report["judge_allocation"][0]["max_calls"] == 161
 
 
 @pytest.mark.django_db
@@ -202,3 +211,18 @@ def test_a_dollar_budget_needs_prices_and_a_set_needs_comparisons(
             "run_judges", "budget", "--judge", "judge-x", "--set", "human", "--max-calls", "50", stdout=out
         )
     assert JudgeOutput.objects.count() == 0
+
+
+@pytest.mark.broker
+def test_a_budget_run_with_a_broker_waits_for_every_round(celery_worker_process, strength_provider) -> None:  # type: ignore[no-untyped-def]
+    make_deployment(pages=4)
+    make_judge(base_url=strength_provider.url, concurrency=2)
+    out = run("--max-calls", "24", "--poll", "0.1", "--wait-timeout", "120")
+    assert "each round queued and waited for" in out
+    assert (
+        "round 1: 6 comparisons, 12 calls, spent 12/24" in out
+        and "round 2: 6 comparisons, 12 calls, spent 24/24" in out
+    )
+    # The command returned only once every round had finished: every output valid, none left pending.
+    assert JudgeOutput.objects.count() == 24 and JudgeOutput.objects.filter(status="valid").count() == 24
+    assert len(strength_provider.requests) == 24 and strength_provider.problems == []
