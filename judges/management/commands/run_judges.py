@@ -178,7 +178,7 @@ class Command(ArbiterCommand):
         unspent = budget.max_calls - run.calls
         self.stdout.write(
             f"{judge.name}: adaptive with a budget of {budget.max_calls} calls: {run.calls} spent in {len(run.rounds)} "
-            f"rounds ({unspent} unspent{', every comparison called' if unspent >= run.per_comparison else ''}); "
+            f"rounds ({unspent} unspent{', every comparison called' if unspent >= run.per_comparison and not run.stopped else ''}); "
             f"widest adjacent 95% interval {run.widest_adjacent_elo:.0f} Elo (steering width {o['target_width']:g})"
         )
         self.stdout.write(
