@@ -450,6 +450,7 @@ def leaderboard_compute(
     )
     snapshot = inputs_snapshot(inputs)
     report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)
+    _add_judge_allocation(report, study=study, judges=snapshot.get("judges"))
     if earlier is not None:
         report["version_sensitivity"] = version_sensitivity(
             study=study, earlier=earlier, inputs=snapshot, result=report
@@ -473,6 +474,18 @@ def leaderboard_compute(
             )
         )
     return report
+
+
+def _add_judge_allocation(report: dict[str, Any], *, study: Study, judges: Any) -> None:
+    """``judge_allocation``: the budget runs (``run_judges --max-calls / --budget-usd``) of the scored
+    judges, which allocated their calls adaptively; absent when every call was sent uniformly."""
+    from judges.services.budget import judge_budget_report_section
+
+    rows = judge_budget_report_section(study=study)
+    names = set(judges or [])
+    rows = [r for r in rows or [] if not names or r["judge"] in names]
+    if rows:
+        report["judge_allocation"] = rows
 
 
 def leaderboard_version_sensitivity(
@@ -731,6 +744,7 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
             )
             if "judge_outputs" in leaderboard.inputs:
                 report["judge_outputs"] = leaderboard.inputs["judge_outputs"]
+            _add_judge_allocation(report, study=leaderboard.study, judges=leaderboard.inputs.get("judges"))
         except (ArbiterError, ValueError, KeyError) as exc:
             leaderboard.status = Leaderboard.Status.FAILED
             leaderboard.error = f"merging the bootstrap: {' '.join(str(exc).split())}"

@@ -266,3 +266,40 @@ def round_counts(
     uniform = rng.multinomial(n_floor, np.full(k_pairs, 1.0 / k_pairs), size=n_rep)
     adaptive = rng.multinomial(n_votes - n_floor, weights)
     return uniform + adaptive
+
+
+def draw_from_pairs(
+    counts: np.ndarray, by_pair: dict[int, list], pool: list, size: int, *, rng: np.random.Generator
+) -> list:
+    """Pick ``size`` items of ``pool`` for one round: ``counts[k]`` of pair k's items (``by_pair[k]``,
+    in a fixed order) drawn without replacement, and whatever a pair lacks drawn uniformly from
+    the rest of ``pool`` (also in a fixed order), so the round is always full while the pool lasts.
+    Items are hashable and distinct (comparisons, or their ids)."""
+    chosen: list = []
+    for column in np.flatnonzero(counts):
+        available = by_pair.get(int(column), [])
+        take = min(int(counts[column]), len(available))
+        for i in sorted(rng.choice(len(available), size=take, replace=False)) if take else []:
+            chosen.append(available[int(i)])
+    if len(chosen) < size:
+        taken = set(chosen)
+        rest = [item for item in pool if item not in taken]
+        extra = rng.choice(len(rest), size=min(size - len(chosen), len(rest)), replace=False)
+        chosen.extend(rest[int(i)] for i in sorted(extra))
+    return chosen
+
+
+#: After the uniform start, each round of a judge budget spends this share of what was spent so far
+#: (at least the start's size), so the fit is read often while it moves fast and seldom later.
+BUDGET_ROUND_GROWTH = 0.12
+
+
+def budget_rounds(start: int, budget: int, *, growth: float = BUDGET_ROUND_GROWTH) -> list[int]:
+    """Cumulative units (comparisons, or calls) at the end of every round of a budget: ``start``
+    first, then rounds of ``max(start, ceil(growth × spent))`` until ``budget``."""
+    if start < 1 or budget < start:
+        raise StatisticsError(f"a budget of {budget} is below the uniform start of {start}")
+    grid = [start]
+    while grid[-1] < budget:
+        grid.append(min(budget, grid[-1] + max(start, math.ceil(growth * grid[-1]))))
+    return grid

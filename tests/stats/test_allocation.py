@@ -4,6 +4,7 @@ raters, Monte Carlo of a Gaussian martingale)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -314,3 +315,31 @@ def test_votes_to_share_and_width_read_the_first_settled_look() -> None:
     np.testing.assert_allclose(votes_to_width(looks, widest, 5.0), [expected_0, expected_1])
     fit = _fit(m=4)
     assert adjacent_widths(fit).shape == (2, 3)
+
+
+def test_budget_rounds_start_with_the_uniform_start_and_end_on_the_budget() -> None:
+    from stats.allocation import budget_rounds
+
+    grid = budget_rounds(45, 1000)
+    steps = np.diff([0, *grid])
+    assert grid[0] == 45 and grid[-1] == 1000
+    assert np.all(steps[1:-1] >= 45)
+    # Past 45 / 0.12 = 375 units a round is 12 % of what was spent, rounded up.
+    later = [(a, b) for a, b in itertools.pairwise(grid) if a > 375 and b < 1000]
+    assert later and all(b - a == math.ceil(0.12 * a) for a, b in later)
+    assert budget_rounds(6, 6) == [6]
+    with pytest.raises(StatisticsError):
+        budget_rounds(6, 5)
+
+
+def test_draw_from_pairs_takes_each_pairs_count_and_fills_a_short_pair_from_the_rest() -> None:
+    from stats.allocation import draw_from_pairs
+
+    by_pair = {0: [10, 11, 12], 1: [20], 2: [30, 31]}
+    pool = [10, 11, 12, 20, 30, 31]
+    chosen = draw_from_pairs(np.array([2, 3, 0]), by_pair, pool, 5, rng=np.random.default_rng(1))
+    assert len(chosen) == len(set(chosen)) == 5
+    assert sum(c in by_pair[0] for c in chosen) >= 2 and 20 in chosen
+    # Asking more than the pool holds gives the whole pool, once each.
+    everything = draw_from_pairs(np.array([5, 5, 5]), by_pair, pool, 9, rng=np.random.default_rng(2))
+    assert sorted(everything) == pool

@@ -4,6 +4,10 @@ Creates the missing outputs and queues one task per unfinished call; running it 
 is done. With eager tasks (no broker) the calls run here, ``--concurrency`` at a time (default:
 the judge's), behind a progress bar. With a broker, ``--wait`` polls the database until the run
 is finished (re-queueing calls whose worker died) and shows the same bar.
+
+``--max-calls N`` / ``--budget-usd X`` spend a budget adaptively (``judges.services.budget``): in
+rounds, each chosen from the judge's outputs so far; with a broker every round is queued and waited
+for (a budget run always waits), so ``--wait`` is implied.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from judges.services.batches import (
     judge_batches_open,
     judge_batches_poll,
 )
+from judges.services.budget import DEFAULT_TARGET_WIDTH_ELO, judge_budget_resolve, judge_run_budget
 from judges.services.runs import (
     judge_get,
+    judge_outputs_dispatch,
     judge_outputs_requeue,
     judge_outputs_run_local,
     judge_run_estimate,
@@ -62,6 +68,16 @@ class Command(ArbiterCommand):
                             help="cancel the judge's open batches in this study (or the one named) and store what is done")
         parser.add_argument("--dry-run", action="store_true",
                             help="print the calls, estimated tokens and cost; queue nothing")
+        parser.add_argument("--max-calls", type=int, default=None, metavar="N",
+                            help="spend at most N calls (one call: one comparison in one order and repeat), chosen "
+                                 "adaptively in rounds where they narrow the leaderboard's adjacent intervals most "
+                                 "(docs/protocol.md \"A judge's call budget\")")
+        parser.add_argument("--budget-usd", type=float, default=None, metavar="X",
+                            help="like --max-calls, the calls X dollars buy at the dry run's estimated cost per call "
+                                 "(the judge needs prices)")
+        parser.add_argument("--target-width", type=float, default=DEFAULT_TARGET_WIDTH_ELO, metavar="ELO",
+                            help="with a budget: the adjacent 95%% interval width (Elo) the allocator steers by "
+                                 f"(default {DEFAULT_TARGET_WIDTH_ELO:g})")
         parser.add_argument("--poll", type=float, default=1.0, help=argparse_hidden())
 
     def run(self, *args: Any, **o: Any) -> None:
@@ -79,8 +95,15 @@ class Command(ArbiterCommand):
             if not cancelled:
                 self.stdout.write(f"{judge.name}: no open batch in {study.slug}")
             return
+        budgeted = o["max_calls"] is not None or o["budget_usd"] is not None
+        if budgeted and (o["batch"] or o["refresh"] or o["retry_failed"]):
+            raise ArbiterError("--max-calls / --budget-usd run live calls on comparisons not yet called; "
+                               "they do not combine with --batch, --refresh or --retry-failed")
         if o["batch"]:
             self._batch(study, judge, o)
+            return
+        if budgeted:
+            self._budget(study, judge, o)
             return
         eager = tasks_run_eagerly()
         plan = judge_run_start(
@@ -125,6 +148,47 @@ class Command(ArbiterCommand):
             if stop:
                 raise ArbiterError(f"{judge.name}: run stopped, {counts.get('pending', 0)} calls left pending: {stop}")
             self._check_outcome(judge, ids, counts)
+
+    def _budget(self, study: Any, judge: Any, o: dict[str, Any]) -> None:
+        budget = judge_budget_resolve(study=study, judge=judge, set=o["set"], orders=o["orders"], repeats=o["repeats"],
+                                      max_calls=o["max_calls"], budget_usd=o["budget_usd"])
+        eager = tasks_run_eagerly()
+        money = (f" (${budget.budget_usd:g} at an estimated ${budget.cost_per_call_usd:.4f} a call)"
+                 if budget.budget_usd is not None else "")
+        self.stdout.write(f"{judge.name}: adaptive allocation, budget {budget.max_calls} calls{money}; "
+                          f"{'in this process' if eager else 'each round queued and waited for'}")
+        learned_before = dict(judge.learned_parameters or {})
+
+        def run_round(ids: list[int]) -> None:
+            if eager:
+                judge_outputs_run_local(output_ids=ids, concurrency=o["concurrency"] or judge.concurrency)
+            elif ids:
+                judge_outputs_dispatch(output_ids=ids)
+                self._wait(study, judge, ids, o["poll"], o["wait_timeout"])
+
+        def on_round(r: Any) -> None:
+            self.stdout.write(f"round {r.index}: {r.comparisons} comparisons, {r.calls} calls, spent "
+                              f"{r.spent}/{budget.max_calls}; widest adjacent 95% interval {r.widest_adjacent_elo:.0f} Elo")
+
+        run = judge_run_budget(study=study, judge=judge, budget=budget, run_round=run_round, set=o["set"],
+                               orders=o["orders"], repeats=o["repeats"], target_width_elo=o["target_width"],
+                               on_round=on_round)
+        ids = list(run.output_ids)
+        counts = self._counts(ids)
+        unspent = budget.max_calls - run.calls
+        self.stdout.write(
+            f"{judge.name}: adaptive with a budget of {budget.max_calls} calls: {run.calls} spent in {len(run.rounds)} "
+            f"rounds ({unspent} unspent{', every comparison called' if unspent >= run.per_comparison and not run.stopped else ''}); "
+            f"widest adjacent 95% interval {run.widest_adjacent_elo:.0f} Elo (steering width {o['target_width']:g})"
+        )
+        self.stdout.write(
+            f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
+        )
+        self.stdout.write(self._usage_line(judge, ids))
+        self._learned(judge, learned_before)
+        if run.stopped:
+            raise ArbiterError(f"{judge.name}: run stopped after {run.calls} calls: {run.stopped}")
+        self._check_outcome(judge, ids, counts)
 
     def _learned(self, judge: Any, before: dict[str, Any]) -> None:
         """One line per parameter the run learned to drop (--adapt-parameters)."""
