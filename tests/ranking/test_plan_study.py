@@ -115,41 +115,14 @@ def test_a_pilot_without_votes_is_too_small_to_fit() -> None:
 
 
 def test_brier_target_from_stated_judges_and_from_a_pilot_with_judge_outputs(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    out = _run(
-        "--target",
-        "brier",
-        "--half-width",
-        "0.03",
-        "--systems",
-        "4",
-        "--judge-accuracy",
-        "0.8,0.6",
-        "--raters-per-block",
-        "3",
-        "--studies",
-        "10",
-        "--json",
-        str(tmp_path / "b.json"),
-    )
+    stated = ["--target", "brier", "--systems", "4", "--judge-accuracy", "0.8,0.6", "--raters-per-block", "3"]
+    out = _run(*stated, "--half-width", "0.03", "--studies", "10", "--json", str(tmp_path / "b.json"))
     report = json.loads((tmp_path / "b.json").read_text())
     assert report["judges"] == {"accuracy": [0.8, 0.6], "outputs_per_comparison": 4}
     assert report["comparisons_needed"] == -(-report["votes_needed"] // 3)
     assert report["judge_calls"] == report["comparisons_needed"] * 2 * 4
     assert f"{report['comparisons_needed']} comparisons" in out and "Brier" in out
-    wider = _run(
-        "--target",
-        "brier",
-        "--half-width",
-        "0.06",
-        "--systems",
-        "4",
-        "--judge-accuracy",
-        "0.8,0.6",
-        "--raters-per-block",
-        "3",
-        "--studies",
-        "10",
-    )
+    wider = _run(*stated, "--half-width", "0.06", "--studies", "10")
     assert int(wider.split("needed: ")[1].split()[0]) < report["votes_needed"]
 
     ranked = make_ranked_study("brier-cmd", n_pages=8, n_human_pages=8)
