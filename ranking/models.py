@@ -93,3 +93,40 @@ class LeaderboardChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.leaderboard_id}[{self.start}:{self.stop}]"
+
+
+class StudyPlanRun(models.Model):
+    """One sample-size plan computed on the planner page or through the API (docs/protocol.md
+    "Planning a study's size"): its inputs, progress and result. The pilot study is only read; this
+    row is the planner's own, never part of a study's data."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    pilot = models.ForeignKey(Study, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    parameters = models.JSONField(default=dict)  # ranking.planning.PLAN_PARAMETERS, cleaned
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    progress = models.FloatField(default=0.0)
+    error = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)  # ranking.planning.study_plan_report
+    csv = models.TextField(blank=True)
+    svg = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"plan {self.pk}: {self.parameters.get('target', '?')}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)

@@ -5,7 +5,8 @@
 second delivery is a no-op), snapshots its inputs and queues one ``leaderboard_chunk_task`` per
 seeded bootstrap chunk; chunks run on any worker, each stores its resamples, and the one that
 stores the last merges. An unexpected error marks the leaderboard failed (so the page stops
-polling) and is re-raised. The services never import this module: it hands them the queueing.
+polling) and is re-raised. ``study_plan_start`` does the same for a sample-size plan run
+(``study_plan_run_task``, one task per plan). The services never import this module: it hands them the queueing.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Any
 
 from celery import shared_task
 from django.db import transaction
+from django.db.models import QuerySet
 
 from annotation.models import Study
 from calibration.models import CoefficientSet
-from ranking.models import Leaderboard, RankingModel
+from ranking.models import Leaderboard, RankingModel, StudyPlanRun
+from ranking.planning import study_plan_run_create, study_plan_run_execute, study_plan_run_fail
 from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -78,3 +81,20 @@ def leaderboard_start(
     leaderboard_id = leaderboard.pk
     transaction.on_commit(lambda: leaderboard_run_task.delay(leaderboard_id), robust=True)
     return leaderboard
+
+
+@shared_task(name="ranking.study_plan_run", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def study_plan_run_task(run_id: int) -> str:
+    try:
+        return study_plan_run_execute(run_id=int(run_id))
+    except Exception as exc:
+        study_plan_run_fail(int(run_id), f"internal error ({exc.__class__.__name__})")
+        raise
+
+
+def study_plan_start(*, values: Mapping[str, Any], pilots: QuerySet[Study], user: Any = None) -> StudyPlanRun:
+    """Create a queued plan run (``study_plan_run_create``) and queue it once the row is committed."""
+    run = study_plan_run_create(values=values, pilots=pilots, user=user)
+    run_id = run.pk
+    transaction.on_commit(lambda: study_plan_run_task.delay(run_id), robust=True)
+    return run

@@ -1,10 +1,10 @@
-"""Leaderboards (SPEC §7): researcher pages, the published page and their REST endpoints."""
+"""Leaderboards (SPEC §7) and the planner: researcher pages, the published page and their REST endpoints."""
 
 from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from ranking import api, views
+from ranking import api, plan_api, plan_views, views
 
 app_name = "ranking"
 
@@ -47,4 +47,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
         name="api-detail",
     ),
     path("api/leaderboards/<str:token>/", api.LeaderboardPublicApi.as_view(), name="api-public"),
+    # The planner (docs/protocol.md "Planning a study's size").
+    path("plan/", plan_views.plan_page, name="plan"),
+    path("studies/<slug:slug>/plan/", plan_views.plan_page, name="plan-study"),
+    path("plan/<int:pk>/", plan_views.plan_detail, name="plan-detail"),
+    path("plan/<int:pk>/status/", plan_views.plan_status, name="plan-status"),
+    path("plan/<int:pk>/plan.<str:fmt>", plan_views.plan_download, name="plan-download"),
+    path("api/plans/", plan_api.PlanListApi.as_view(), name="api-plans"),
+    path("api/plans/<int:pk>/", plan_api.PlanDetailApi.as_view(), name="api-plan"),
 ]

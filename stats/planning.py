@@ -16,7 +16,15 @@ simulating the study many times with the project's own estimators:
   stratified page-block bootstrap interval (``stats.agreement.bootstrap_agreement`` on
   ``stats.bootstrap.bootstrap_page_blocks``, blocks as strata, as the agreement report does), and
   average the half-width over the simulated studies (interval: 2.5 / 97.5 % of a bootstrap of the
-  studies).
+  studies);
+- the judge target (``brier``: the 95 % interval half-width of the calibrated judge's out-of-fold
+  Brier score, SPEC §6) simulates n human-labelled comparisons rated by r raters each and judged by
+  the stated judges (``JudgeAssumptions``: each output equals the comparison's most likely human
+  answer with the judge's accuracy, else one of the two other labels), fits the judge weights
+  leave-one-block-out (``stats.judge_weights.leave_one_block_out``, statsmodels OLS, no intercept)
+  and takes the Brier interval of the stratified page-block bootstrap holding the predictions
+  fixed (``bootstrap_mean_errors`` on ``bootstrap_page_blocks``), exactly as the calibration
+  report does; the curve averages the half-width as for κ / α.
 
 The votes needed is where the curve first meets the target (log-linear interpolation), with a
 percentile interval over a bootstrap of the simulated studies: the simulation's own uncertainty.
@@ -25,14 +33,17 @@ percentile interval over a bootstrap of the simulated studies: the simulation's 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alpha_ordinal, wilson_interval
 from stats.allocation import ADAPTIVE_RULE, Target, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.errors import StatisticsError
+from stats.judge_weights import bootstrap_mean_errors, leave_one_block_out
 from stats.study_simulation import (
     StudyAssumptions,
     look_grid,
@@ -41,14 +52,14 @@ from stats.study_simulation import (
     votes_to_share,
 )
 
-PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha")
+PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha", "brier")
 ALLOCATIONS = ("uniform", "adaptive")
 PLAN_BOOTSTRAP = 400
 
 
 @dataclass(frozen=True)
 class PlanTarget:
-    """A planning target. ``probability`` is for ranking targets, ``half_width`` for κ / α."""
+    """A planning target. ``probability`` is for ranking targets, ``half_width`` for κ / α / Brier."""
 
     kind: str
     k: int = 3
@@ -60,13 +71,24 @@ class PlanTarget:
         if self.kind not in PLAN_KINDS:
             raise StatisticsError(f"target must be one of {', '.join(PLAN_KINDS)}, got {self.kind!r}")
         if not 0.0 < self.probability < 1.0:
-            raise StatisticsError(f"target probability must lie strictly between 0 and 1, got {self.probability!r}")
+            raise StatisticsError(
+                f"target probability must lie strictly between 0 and 1, got {self.probability!r}"
+            )
         if not 0.0 < self.half_width < 1.0:
-            raise StatisticsError(f"target half-width must lie strictly between 0 and 1, got {self.half_width!r}")
+            raise StatisticsError(
+                f"target half-width must lie strictly between 0 and 1, got {self.half_width!r}"
+            )
         if not (self.width_elo > 0 and math.isfinite(self.width_elo)):
-            raise StatisticsError(f"target width must be a positive number of Elo points, got {self.width_elo!r}")
+            raise StatisticsError(
+                f"target width must be a positive number of Elo points, got {self.width_elo!r}"
+            )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise StatisticsError(f"target k must be a positive integer, got {self.k!r}")
+        if self.kind == "brier" and not self.half_width < 0.5:
+            raise StatisticsError(
+                f"target Brier half-width {self.half_width!r} is impossible: a Brier score lies in [0, 1], "
+                "so its interval's half-width is below 0.5"
+            )
 
     @property
     def is_ranking(self) -> bool:
@@ -77,6 +99,8 @@ class PlanTarget:
             return f"P(top-{self.k} identified) >= {self.probability:g}"
         if self.kind == "adjacent":
             return f"P(every adjacent 95% width < {self.width_elo:g} Elo) >= {self.probability:g}"
+        if self.kind == "brier":
+            return f"95% half-width of the calibrated judge's Brier score <= {self.half_width:g}"
         name = "Fleiss kappa" if self.kind == "kappa" else "ordinal Krippendorff alpha"
         return f"95% half-width of {name} <= {self.half_width:g}"
 
@@ -108,6 +132,32 @@ class StudyDesign:
 
 
 @dataclass(frozen=True)
+class JudgeAssumptions:
+    """The judges of a Brier plan: each judge's accuracy (share of its outputs equal to the human
+    majority label) and its outputs per comparison (orders × repeats; the paper: 2 × 2)."""
+
+    accuracy: tuple[float, ...] = (0.7,)
+    outputs_per_comparison: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.accuracy:
+            raise StatisticsError("the Brier target needs at least one judge")
+        for a in self.accuracy:
+            if not (isinstance(a, int | float) and 0.0 < a <= 1.0):
+                raise StatisticsError(f"judge accuracy must lie in (0, 1], got {a!r}")
+        if isinstance(self.outputs_per_comparison, bool) or not (
+            isinstance(self.outputs_per_comparison, int) and self.outputs_per_comparison >= 1
+        ):
+            raise StatisticsError(
+                f"judge outputs per comparison must be a positive integer, got {self.outputs_per_comparison!r}"
+            )
+
+    @property
+    def n_judges(self) -> int:
+        return len(self.accuracy)
+
+
+@dataclass(frozen=True)
 class PlanPoint:
     """One point of the curve: the target's statistic at ``votes`` main votes, and its interval."""
 
@@ -128,6 +178,14 @@ class StudyPlan:
     points: tuple[PlanPoint, ...]
     votes_needed: float
     votes_interval: tuple[float, float]
+    judges: JudgeAssumptions | None = None
+
+    @property
+    def comparisons_needed(self) -> int | None:
+        """κ / α / Brier: human-labelled comparisons, each rated by ``raters_per_block`` raters."""
+        if self.target.is_ranking:
+            return None
+        return math.ceil(self.votes_needed / self.design.raters_per_block)
 
     @property
     def trials_needed(self) -> int:
@@ -145,6 +203,9 @@ class StudyPlan:
 
     @property
     def judge_calls(self) -> int:
+        if self.judges is not None and self.comparisons_needed is not None:
+            # Calibration: every judge's outputs (orders × repeats) on every human-labelled comparison.
+            return self.comparisons_needed * self.judges.n_judges * self.judges.outputs_per_comparison
         return math.ceil(self.votes_needed) * self.design.n_judges
 
     def to_dict(self) -> dict:
@@ -152,17 +213,23 @@ class StudyPlan:
             "target": {**asdict(self.target), "description": self.target.describe()},
             "allocation": self.allocation,
             "allocation_rule": ADAPTIVE_RULE if self.allocation == "adaptive" else "uniform",
-            "assumptions": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.assumptions).items()},
+            "assumptions": {
+                k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.assumptions).items()
+            },
             "design": asdict(self.design),
             "simulated_studies": self.n_studies,
             "seed": self.seed,
             "votes_needed": math.ceil(self.votes_needed),
             "votes_ci95": [math.floor(self.votes_interval[0]), _ceil_or_none(self.votes_interval[1])],
+            "comparisons_needed": self.comparisons_needed,
             "trials_needed": self.trials_needed,
             "raters_needed": self.raters_needed,
             "blocks_needed": self.blocks_needed,
             "judge_calls": self.judge_calls,
             "curve": [asdict(p) for p in self.points],
+            "judges": None
+            if self.judges is None
+            else {**asdict(self.judges), "accuracy": list(self.judges.accuracy)},
         }
 
 
@@ -170,7 +237,9 @@ def _ceil_or_none(x: float) -> int | None:
     return math.ceil(x) if math.isfinite(x) else None
 
 
-def _bootstrap_crossing(votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator) -> tuple[float, float]:
+def _bootstrap_crossing(
+    votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator
+) -> tuple[float, float]:
     n = reached.shape[1]
     draws = [votes_to_share(votes, reached[:, rng.integers(0, n, n)], level) for _ in range(PLAN_BOOTSTRAP)]
     arr = np.array(draws)
@@ -199,7 +268,9 @@ def plan_ranking(
     design = design or StudyDesign()
     m = assumptions.n_systems
     if target.kind == "top_k" and not target.k < m:
-        raise StatisticsError(f"target top-{target.k} is impossible with {m} systems (k must be below the system count)")
+        raise StatisticsError(
+            f"target top-{target.k} is impossible with {m} systems (k must be below the system count)"
+        )
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
     looks = look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
     sim_target = Target(kind=target.kind, k=min(target.k, m - 1), width_elo=target.width_elo)
@@ -218,11 +289,18 @@ def plan_ranking(
             f"({max_votes_per_pair:g} per pair); lower the target"
         )
     interval = _bootstrap_crossing(looks, reached, target.probability, np.random.default_rng([seed, 31]))
-    return StudyPlan(target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval)
+    return StudyPlan(
+        target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval
+    )
 
 
 def _agreement_half_widths(
-    probabilities: np.ndarray, n_comparisons: int, raters: int, block_size: int, resamples: int, rng: np.random.Generator
+    probabilities: np.ndarray,
+    n_comparisons: int,
+    raters: int,
+    block_size: int,
+    resamples: int,
+    rng: np.random.Generator,
 ) -> tuple[float, float, float, float]:
     """One simulated study: (κ, α, κ half-width, α half-width) of n comparisons × r raters."""
     k_pairs = probabilities.shape[0]
@@ -243,6 +321,9 @@ def _agreement_half_widths(
     )
 
 
+Progress = Callable[[float], None]
+
+
 def plan_agreement(
     assumptions: StudyAssumptions,
     target: PlanTarget,
@@ -252,42 +333,134 @@ def plan_agreement(
     seed: int = 0,
     resamples: int = 400,
     max_comparisons: int = 20_000,
+    progress: Progress | None = None,
 ) -> StudyPlan:
     """Votes needed for a κ / α half-width: comparisons rated by ``raters_per_block`` raters each."""
-    if target.is_ranking:
+    if target.is_ranking or target.kind == "brier":
         raise StatisticsError(f"target {target.kind} is not an agreement target")
+    design = design or StudyDesign()
+    column = 2 if target.kind == "kappa" else 3
+
+    def half_width(probabilities: np.ndarray, n_comparisons: int, rng: np.random.Generator) -> float:
+        return _agreement_half_widths(
+            probabilities, n_comparisons, design.raters_per_block, design.main_per_rater, resamples, rng
+        )[column]
+
+    return _plan_half_width(
+        assumptions, target, design, n_studies, seed, half_width, max_comparisons, [seed, 32], progress
+    )
+
+
+_LABEL_VALUE = np.array([1.0, 0.5, 0.0])  # A, TIE, B (SPEC §3)
+
+
+def _brier_half_width(
+    probabilities: np.ndarray,
+    judges: JudgeAssumptions,
+    n_comparisons: int,
+    raters: int,
+    block_size: int,
+    resamples: int,
+    rng: np.random.Generator,
+) -> float:
+    """One simulated calibration (SPEC §6): the 95 % half-width of the out-of-fold Brier score."""
+    pairs = rng.integers(0, probabilities.shape[0], n_comparisons)
+    answer = probabilities[pairs]  # (n, 3): A, TIE, B
+    counts = rng.multinomial(raters, answer)
+    h = (counts[:, 0] + 0.5 * counts[:, 1]) / raters
+    majority = answer.argmax(axis=1)[:, None]
+    calls = judges.outputs_per_comparison
+    x = np.empty((n_comparisons, judges.n_judges))
+    for j, accuracy in enumerate(judges.accuracy):
+        right = rng.random((n_comparisons, calls)) < accuracy
+        other = (majority + 1 + rng.integers(0, 2, (n_comparisons, calls))) % 3
+        x[:, j] = _LABEL_VALUE[np.where(right, majority, other)].mean(axis=1)
+    # Leave-one-block-out needs two blocks: a study smaller than two blocks is split in halves.
+    blocks = (np.arange(n_comparisons) // min(block_size, math.ceil(n_comparisons / 2))).astype(str)
+    oof = leave_one_block_out(h, x, blocks.tolist()).predictions
+    units = bootstrap_units([str(i) for i in range(n_comparisons)], blocks.tolist())
+    weights = bootstrap_page_blocks(units, resamples=resamples, seed=int(rng.integers(0, 2**31)))
+    low, high = percentile_interval(bootstrap_mean_errors((oof - h) ** 2, units.unit_of, weights))
+    return (float(high) - float(low)) / 2
+
+
+def plan_brier(
+    assumptions: StudyAssumptions,
+    target: PlanTarget,
+    *,
+    judges: JudgeAssumptions | None = None,
+    design: StudyDesign | None = None,
+    n_studies: int = 40,
+    seed: int = 0,
+    resamples: int = 400,
+    max_comparisons: int = 20_000,
+    progress: Progress | None = None,
+) -> StudyPlan:
+    """Votes (human-labelled comparisons × raters) needed for the calibrated judge's Brier half-width."""
+    if target.kind != "brier":
+        raise StatisticsError(f"target {target.kind} is not the judge target")
+    design = design or StudyDesign()
+    judges = judges or JudgeAssumptions()
+
+    def half_width(probabilities: np.ndarray, n_comparisons: int, rng: np.random.Generator) -> float:
+        return _brier_half_width(
+            probabilities,
+            judges,
+            n_comparisons,
+            design.raters_per_block,
+            design.main_per_rater,
+            resamples,
+            rng,
+        )
+
+    plan = _plan_half_width(
+        assumptions, target, design, n_studies, seed, half_width, max_comparisons, [seed, 33], progress
+    )
+    return replace(plan, judges=judges)
+
+
+def _plan_half_width(
+    assumptions: StudyAssumptions,
+    target: PlanTarget,
+    design: StudyDesign,
+    n_studies: int,
+    seed: int,
+    half_width: Callable[[np.ndarray, int, np.random.Generator], float],
+    max_comparisons: int,
+    rng_seed: list[int],
+    progress: Progress | None,
+) -> StudyPlan:
+    """A half-width curve over a geometric grid of comparisons (κ, α, Brier), and its crossing."""
     if n_studies < 10:
         raise StatisticsError(f"at least 10 simulated studies are needed, got {n_studies}")
-    design = design or StudyDesign()
     raters = design.raters_per_block
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
-    rng = np.random.default_rng([seed, 32])
+    rng = np.random.default_rng(rng_seed)
     grid: list[int] = []
     n = 20
     while n <= max_comparisons:
         grid.append(n)
         n = math.ceil(n * 1.4)
-    column = 2 if target.kind == "kappa" else 3
     points = []
     per_look = []
-    for n_comparisons in grid:
+    for look, n_comparisons in enumerate(grid):
         widths = np.array(
-            [
-                _agreement_half_widths(
-                    truth.answer_probabilities[s], n_comparisons, raters, design.main_per_rater, resamples, rng
-                )[column]
-                for s in range(n_studies)
-            ]
+            [half_width(truth.answer_probabilities[s], n_comparisons, rng) for s in range(n_studies)]
         )
         widths = np.where(np.isfinite(widths), widths, 1.0)
         boot = widths[rng.integers(0, n_studies, (PLAN_BOOTSTRAP, n_studies))].mean(axis=1)
         lo, hi = np.percentile(boot, [2.5, 97.5])
         points.append(PlanPoint(n_comparisons * raters, float(widths.mean()), float(lo), float(hi)))
         per_look.append(boot)
+        if progress is not None:
+            progress((look + 1) / len(grid))
         if hi <= target.half_width and len(points) >= 2:
             break
         # The half-width falls about as 1 / √n: stop early when even the largest study cannot reach it.
-        if len(points) >= 3 and widths.mean() * math.sqrt(n_comparisons / max_comparisons) > 1.5 * target.half_width:
+        if (
+            len(points) >= 3
+            and widths.mean() * math.sqrt(n_comparisons / max_comparisons) > 1.5 * target.half_width
+        ):
             break
     votes = np.array([p.votes for p in points])
     means = np.array([p.value for p in points])
@@ -298,7 +471,9 @@ def plan_agreement(
             f"(about {max_comparisons * raters} with {raters} raters per comparison); lower the target"
         )
     boot_matrix = np.array(per_look)  # (looks, PLAN_BOOTSTRAP)
-    crossings = np.array([_crossing_below(votes, boot_matrix[:, b], target.half_width) for b in range(PLAN_BOOTSTRAP)])
+    crossings = np.array(
+        [_crossing_below(votes, boot_matrix[:, b], target.half_width) for b in range(PLAN_BOOTSTRAP)]
+    )
     interval = (float(np.percentile(crossings, 2.5)), float(np.percentile(crossings, 97.5)))
     return StudyPlan(target, "uniform", assumptions, design, n_studies, seed, tuple(points), needed, interval)
 
@@ -322,21 +497,43 @@ def plan_study(
     *,
     allocation: str = "uniform",
     design: StudyDesign | None = None,
+    judges: JudgeAssumptions | None = None,
     n_studies: int | None = None,
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> StudyPlan:
-    """The plan for any target (ranking targets by sequential simulation, κ / α by bootstrap)."""
+    """The plan for any target (ranking targets by sequential simulation, κ / α / Brier by bootstrap)."""
     if target.is_ranking:
-        return plan_ranking(
+        plan = plan_ranking(
             assumptions, target, allocation=allocation, design=design, n_studies=n_studies or 100, seed=seed
         )
+        if progress is not None:
+            progress(1.0)
+        return plan
     if allocation != "uniform":
-        raise StatisticsError("agreement targets are planned for uniform allocation only")
-    return plan_agreement(assumptions, target, design=design, n_studies=n_studies or 40, seed=seed)
+        raise StatisticsError(f"{target.kind} targets are planned for uniform allocation only")
+    if target.kind == "brier":
+        return plan_brier(
+            assumptions,
+            target,
+            judges=judges,
+            design=design,
+            n_studies=n_studies or 40,
+            seed=seed,
+            progress=progress,
+        )
+    return plan_agreement(
+        assumptions, target, design=design, n_studies=n_studies or 40, seed=seed, progress=progress
+    )
 
 
 def pilot_assumptions(
-    system_a: np.ndarray, system_b: np.ndarray, outcome: np.ndarray, systems: tuple[str, ...], *, n_repeats: int = 0
+    system_a: np.ndarray,
+    system_b: np.ndarray,
+    outcome: np.ndarray,
+    systems: tuple[str, ...],
+    *,
+    n_repeats: int = 0,
 ) -> tuple[StudyAssumptions, dict]:
     """Assumptions estimated from a pilot's valid main votes (outcome A = 1, TIE = ½, B = 0).
 
@@ -352,10 +549,14 @@ def pilot_assumptions(
     b = np.asarray(system_b, dtype=np.int64)
     y = np.asarray(outcome, dtype=np.float64)
     if m < 2:
-        raise StatisticsError(f"the pilot has valid votes on {m} system(s): too few to fit (planning needs at least 2)")
+        raise StatisticsError(
+            f"the pilot has valid votes on {m} system(s): too few to fit (planning needs at least 2)"
+        )
     need = 5 * m
     if len(y) < need:
-        raise StatisticsError(f"the pilot has {len(y)} valid main votes on {m} systems: too few to fit (need >= {need})")
+        raise StatisticsError(
+            f"the pilot has {len(y)} valid main votes on {m} systems: too few to fit (need >= {need})"
+        )
     seen = np.bincount(a, minlength=m) + np.bincount(b, minlength=m)
     if np.any(seen == 0):
         missing = ", ".join(systems[i] for i in np.flatnonzero(seen == 0))
@@ -371,10 +572,14 @@ def pilot_assumptions(
     for i, j in zip(a, b, strict=True):
         parent[root(int(i))] = root(int(j))
     if len({root(i) for i in range(m)}) > 1:
-        raise StatisticsError("the pilot's comparisons fall into disconnected groups of systems: too few to fit")
+        raise StatisticsError(
+            "the pilot's comparisons fall into disconnected groups of systems: too few to fit"
+        )
     fit = fit_bradley_terry(a, b, y, m)
     tie_rate = float(np.mean(y == 0.5))
-    assumptions = StudyAssumptions(n_systems=m, tie_rate=min(tie_rate, 0.85), elo=tuple(float(s) for s in fit.scores))
+    assumptions = StudyAssumptions(
+        n_systems=m, tie_rate=min(tie_rate, 0.85), elo=tuple(float(s) for s in fit.scores)
+    )
     first, _ = pair_indices(m)
     summary = {
         "valid_main_votes": len(y),
@@ -385,3 +590,47 @@ def pilot_assumptions(
         "pairs": len(first),
     }
     return assumptions, summary
+
+
+#: Fewest valid outputs on comparisons with a human majority label that estimate a judge's accuracy.
+PILOT_MIN_JUDGE_OUTPUTS = 20
+
+
+def pilot_judges(
+    judge_outputs: pd.DataFrame, *, comparisons: list[object], human_counts: np.ndarray, judges: list[str]
+) -> tuple[JudgeAssumptions, dict]:
+    """Judge assumptions from a pilot's judge outputs on its human-labelled comparisons.
+
+    Accuracy: each judge's agreement with the human unique-plurality label, the calibration
+    report's own diagnostic (``stats.judge_diagnostics.human_majority_agreement``); outputs per
+    comparison: the judges' mean count of valid outputs per judged comparison, rounded. Refuses a
+    pilot without judge outputs or with fewer than ``PILOT_MIN_JUDGE_OUTPUTS`` usable ones per judge.
+    """
+    from stats.judge_diagnostics import human_majority_agreement
+
+    valid = judge_outputs[
+        (judge_outputs["status"] == "valid") & judge_outputs["comparison"].isin(comparisons)
+    ]
+    if not judges or valid.empty:
+        raise StatisticsError(
+            "the pilot has no valid judge output on its human-labelled comparisons: the Brier target needs them"
+        )
+    shares = human_majority_agreement(
+        valid, judges=judges, comparisons=comparisons, human_counts=human_counts
+    )
+    few = [f"{j} ({shares[j].n})" for j in judges if shares[j].n < PILOT_MIN_JUDGE_OUTPUTS]
+    if few:
+        raise StatisticsError(
+            f"too few valid judge outputs on comparisons with a human majority to fit judge {', '.join(few)} "
+            f"(need >= {PILOT_MIN_JUDGE_OUTPUTS} each)"
+        )
+    per_comparison = valid.groupby(["judge", "comparison"]).size()
+    outputs = max(1, round(float(per_comparison.mean())))
+    accuracy = tuple(max(shares[j].value, 1e-3) for j in judges)
+    summary = {
+        "judges": list(judges),
+        "judge_accuracy": [round(a, 4) for a in accuracy],
+        "judge_outputs_per_comparison": outputs,
+        "judged_comparisons": int(valid["comparison"].nunique()),
+    }
+    return JudgeAssumptions(accuracy=accuracy, outputs_per_comparison=outputs), summary

@@ -25,8 +25,22 @@ def _run(*args: str) -> str:
 
 def test_stated_assumptions_give_a_table_json_csv_and_figure(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = _run(
-        "--target", "top_k", "--k", "2", "--systems", "5", "--studies", "30", "--seed", "3",
-        "--json", str(tmp_path / "plan.json"), "--csv", str(tmp_path / "plan.csv"), "--plot", str(tmp_path / "plan.svg"),
+        "--target",
+        "top_k",
+        "--k",
+        "2",
+        "--systems",
+        "5",
+        "--studies",
+        "30",
+        "--seed",
+        "3",
+        "--json",
+        str(tmp_path / "plan.json"),
+        "--csv",
+        str(tmp_path / "plan.csv"),
+        "--plot",
+        str(tmp_path / "plan.svg"),
     )
     report = json.loads((tmp_path / "plan.json").read_text())
     assert report["writes_to_study"] is False and report["target"]["k"] == 2
@@ -49,7 +63,18 @@ def test_a_pilot_study_plans_from_its_votes_and_is_left_untouched(tmp_path) -> N
     before = (Study.objects.count(), Assignment.objects.count(), Trial.objects.count(), Vote.objects.count())
     study = Study.objects.get(slug="pilot-plan")
     settings_before = dict(study.settings) if hasattr(study, "settings") else None
-    _run("--target", "top_k", "--k", "1", "--pilot", "pilot-plan", "--studies", "20", "--json", str(tmp_path / "p.json"))
+    _run(
+        "--target",
+        "top_k",
+        "--k",
+        "1",
+        "--pilot",
+        "pilot-plan",
+        "--studies",
+        "20",
+        "--json",
+        str(tmp_path / "p.json"),
+    )
     report = json.loads((tmp_path / "p.json").read_text())
     assert report["pilot"]["study"] == "pilot-plan" and report["pilot"]["valid_main_votes"] > 20
     scores = dict(zip(report["pilot"]["systems"], report["pilot"]["scores_elo"], strict=True))
@@ -66,9 +91,15 @@ def test_a_pilot_study_plans_from_its_votes_and_is_left_untouched(tmp_path) -> N
     [
         (["--target", "top_k", "--systems", "3", "--k", "3"], "impossible with 3 systems"),
         (["--target", "top_k", "--pilot", "nope"], "no study with slug 'nope'"),
-        (["--target", "top_k"], "give --pilot SLUG or the stated assumptions"),
+        (["--target", "top_k"], "give a pilot study or the stated assumptions"),
         (["--target", "kappa", "--systems", "4", "--probability", "1.5"], "strictly between 0 and 1"),
         (["--target", "top_k", "--systems", "4", "--plot", "/tmp/x.pdf"], "written as .svg or .png"),
+        (
+            ["--target", "brier", "--systems", "4", "--half-width", "0.5"],
+            "Brier half-width 0.5 is impossible",
+        ),
+        (["--target", "brier", "--systems", "4", "--judge-accuracy", "0.7,x"], "one per judge"),
+        (["--target", "top_k", "--pilot", "a", "--systems", "4"], "not both"),
     ],
 )
 def test_bad_input_is_one_line(args, message) -> None:  # type: ignore[no-untyped-def]
@@ -81,3 +112,54 @@ def test_a_pilot_without_votes_is_too_small_to_fit() -> None:
     make_ranked_study("empty-pilot", n_pages=4, n_human_pages=2)
     with pytest.raises(CommandError, match=r"pilot 'empty-pilot'.*too few to fit"):
         _run("--target", "top_k", "--pilot", "empty-pilot")
+
+
+def test_brier_target_from_stated_judges_and_from_a_pilot_with_judge_outputs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    stated = ["--target", "brier", "--systems", "4", "--judge-accuracy", "0.8,0.6", "--raters-per-block", "3"]
+    out = _run(*stated, "--half-width", "0.03", "--studies", "10", "--json", str(tmp_path / "b.json"))
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["judges"] == {"accuracy": [0.8, 0.6], "outputs_per_comparison": 4}
+    assert report["comparisons_needed"] == -(-report["votes_needed"] // 3)
+    assert report["judge_calls"] == report["comparisons_needed"] * 2 * 4
+    assert f"{report['comparisons_needed']} comparisons" in out and "Brier" in out
+    wider = _run(*stated, "--half-width", "0.06", "--studies", "10")
+    assert int(wider.split("needed: ")[1].split()[0]) < report["votes_needed"]
+
+    ranked = make_ranked_study("brier-cmd", n_pages=8, n_human_pages=8)
+    from tests.ranking.rank_factories import add_votes
+
+    add_votes(ranked, rng=np.random.default_rng(2), n_raters=3)
+    before = (Vote.objects.count(), Trial.objects.count())
+    _run(
+        "--target",
+        "brier",
+        "--half-width",
+        "0.04",
+        "--pilot",
+        "brier-cmd",
+        "--studies",
+        "10",
+        "--json",
+        str(tmp_path / "p.json"),
+    )
+    pilot = json.loads((tmp_path / "p.json").read_text())
+    assert pilot["pilot"]["judges"] == ranked.judges and len(pilot["judges"]["accuracy"]) == 3
+    assert (Vote.objects.count(), Trial.objects.count()) == before
+
+
+def test_a_pilot_without_judge_outputs_is_refused_for_the_brier_target() -> None:
+    from judges.models import JudgeOutput
+
+    ranked = make_ranked_study("no-judges", n_pages=8, n_human_pages=8)
+    from tests.ranking.rank_factories import add_votes
+
+    add_votes(ranked, rng=np.random.default_rng(2), n_raters=3)
+    JudgeOutput.objects.filter(comparison__study=ranked.study).delete()
+    with pytest.raises(CommandError) as excinfo:
+        _run("--target", "brier", "--pilot", "no-judges")
+    message = str(excinfo.value)
+    assert (
+        "pilot 'no-judges': the Brier target needs its judge outputs" in message
+        and "no judge output" in message
+        and "\n" not in message
+    )

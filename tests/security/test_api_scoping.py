@@ -30,7 +30,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotation.models import Assignment, Study
 from calibration.models import CoefficientSet
-from ranking.models import Leaderboard
+from ranking.models import Leaderboard, StudyPlanRun
 from tests.annotation.factories import make_rated_study, make_study
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +68,7 @@ class World:
     assignment_id: int
     leaderboard_id: int
     leaderboard_token: str
+    plan_id: int
     rita: Client
     oscar: Client
     rae: Client
@@ -85,6 +86,7 @@ def world(researcher: Any, other_researcher: Any, rater_user: Any, tmp_path: Pat
     leaderboard = Leaderboard.objects.create(
         study=mine, coefficient_set=coefficients, status="done", result={"systems": []}
     )
+    plan = StudyPlanRun.objects.create(pilot=mine, parameters={"target": "kappa"}, created_by=researcher)
     assignment = Assignment.objects.filter(block__study=mine).order_by("pk").first()
     assert assignment is not None
     clients = []
@@ -92,7 +94,7 @@ def world(researcher: Any, other_researcher: Any, rater_user: Any, tmp_path: Pat
         client = Client(raise_request_exception=False)  # a 500 is a finding to list, not a crash
         client.force_login(user)
         clients.append(client)
-    return World(mine, theirs, assignment.pk, leaderboard.pk, leaderboard.public_token, *clients)
+    return World(mine, theirs, assignment.pk, leaderboard.pk, leaderboard.public_token, plan.pk, *clients)
 
 
 def fingerprint() -> dict[str, list[dict[str, Any]]]:
@@ -130,6 +132,8 @@ def fill(path: str, world: World, *, present: bool, own_slug: str | None = None)
             values[name] = str(world.assignment_id if present else MISSING_ID)
         elif name in {"id", "pk"} and "/leaderboards/" in path:
             values[name] = str(world.leaderboard_id if present else MISSING_ID)
+        elif name in {"id", "pk"} and path.startswith("/api/plans/"):
+            values[name] = str(world.plan_id if present else MISSING_ID)
         elif name == "name":
             values[name] = SECRET_SET if present else "no-such-set"
         elif name == "token":
@@ -268,6 +272,7 @@ def test_owner_control_reaches_the_same_objects(world: World, schema: dict[str, 
         "/api/studies/{slug}/comparisons/",
         "/api/studies/{slug}/leaderboards/{id}/",
         "/api/studies/{slug}/coefficients/{name}/",
+        "/api/plans/{id}/",
     ):
         if path in schema["paths"]:
             url = fill(path, world, present=True)
@@ -299,6 +304,8 @@ def fill_html(route: str, world: World, *, present: bool) -> str:
         if name == "pk":
             if route.startswith("/research/assignments/"):
                 return str(world.assignment_id if present else MISSING_ID)
+            if route.startswith("/plan/"):
+                return str(world.plan_id if present else MISSING_ID)
             return str(world.leaderboard_id if present else MISSING_ID)
         if name == "position":
             return "0" if present else str(MISSING_ID)

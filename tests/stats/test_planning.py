@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -12,10 +13,13 @@ from stats.agreement import fleiss_kappa
 from stats.bradley_terry import SCORE_SCALE, fit_bradley_terry
 from stats.errors import StatisticsError
 from stats.planning import (
+    JudgeAssumptions,
     PlanTarget,
     StudyDesign,
     pilot_assumptions,
+    pilot_judges,
     plan_agreement,
+    plan_brier,
     plan_ranking,
     plan_study,
 )
@@ -52,7 +56,9 @@ def test_kappa_half_width_is_close_to_the_spread_of_kappa_over_independent_studi
     """The planner's bootstrap half-width against 1.96 × the sd of κ over many simulated studies."""
     assumptions = StudyAssumptions(n_systems=5)
     design = StudyDesign(raters_per_block=4)
-    plan = plan_agreement(assumptions, PlanTarget("kappa", half_width=0.08), design=design, n_studies=20, seed=1, resamples=300)
+    plan = plan_agreement(
+        assumptions, PlanTarget("kappa", half_width=0.08), design=design, n_studies=20, seed=1, resamples=300
+    )
     point = plan.points[-1]
     n_comparisons = point.votes // 4
     truth = simulated_truth(assumptions, list(range(300)))
@@ -107,3 +113,122 @@ def test_pilot_assumptions_recover_the_order_and_refuse_a_pilot_too_small_to_fit
         pilot_assumptions(a[:10], b[:10], y[:10], ("x", "y", "z"))
     with pytest.raises(StatisticsError, match="disconnected"):
         pilot_assumptions(np.array([0, 2] * 10), np.array([1, 3] * 10), np.ones(20), ("w", "x", "y", "z"))
+
+
+def test_brier_half_width_is_close_to_the_spread_of_the_out_of_fold_brier_over_independent_studies() -> None:
+    """The planner's page-block bootstrap half-width of the calibrated judge's Brier score against
+    1.96 × the sd of the out-of-fold Brier over many independent simulated calibrations (numpy
+    least squares, no intercept, leave-one-block-out by hand)."""
+    assumptions = StudyAssumptions(n_systems=4)
+    design = StudyDesign(raters_per_block=3, trials_per_rater=46, hidden_repeats=6)  # blocks of 40
+    judges = JudgeAssumptions(accuracy=(0.75, 0.6), outputs_per_comparison=2)
+    plan = plan_brier(
+        assumptions,
+        PlanTarget("brier", half_width=0.025),
+        judges=judges,
+        design=design,
+        n_studies=12,
+        seed=3,
+        resamples=300,
+    )
+    point = plan.points[-1]
+    n = point.votes // 3
+    truth = simulated_truth(assumptions, list(range(200)))
+    rng = np.random.default_rng(8)
+    value = np.array([1.0, 0.5, 0.0])
+    briers = []
+    for r in range(200):
+        probs = truth.answer_probabilities[r][rng.integers(0, 6, n)]
+        counts = rng.multinomial(3, probs)
+        h = (counts[:, 0] + 0.5 * counts[:, 1]) / 3
+        best = probs.argmax(axis=1)
+        x = np.column_stack(
+            [
+                np.mean(
+                    [
+                        value[np.where(rng.random(n) < a, best, (best + rng.integers(1, 3, n)) % 3)]
+                        for _ in range(2)
+                    ],
+                    axis=0,
+                )
+                for a in (0.75, 0.6)
+            ]
+        )
+        block = np.arange(n) // min(40, math.ceil(n / 2))
+        oof = np.empty(n)
+        for b in np.unique(block):
+            held = block == b
+            beta = np.linalg.lstsq(x[~held], h[~held], rcond=None)[0]
+            oof[held] = np.clip(x[held] @ beta, 0, 1)
+        briers.append(np.mean((oof - h) ** 2))
+    assert point.value == pytest.approx(1.96 * np.std(briers), rel=0.3)
+    assert plan.votes_interval[0] <= plan.votes_needed <= point.votes
+    assert plan.comparisons_needed == math.ceil(plan.votes_needed / 3)
+    assert plan.judge_calls == plan.comparisons_needed * 2 * 2
+    report = plan.to_dict()
+    assert report["judges"] == {"accuracy": [0.75, 0.6], "outputs_per_comparison": 2}
+
+
+def test_brier_curve_falls_and_a_wider_target_needs_fewer_comparisons() -> None:
+    assumptions = StudyAssumptions(n_systems=5)
+    judges = JudgeAssumptions(accuracy=(0.7,))
+    narrow = plan_study(
+        assumptions, PlanTarget("brier", half_width=0.015), judges=judges, n_studies=10, seed=1
+    )
+    wide = plan_study(assumptions, PlanTarget("brier", half_width=0.03), judges=judges, n_studies=10, seed=1)
+    values = [p.value for p in narrow.points]
+    # Monotone up to the simulation's noise: each point at most a little above the one before,
+    # and the last far below the first.
+    assert all(later <= earlier * 1.1 for earlier, later in itertools.pairwise(values))
+    assert values[-1] < 0.6 * values[0]
+    assert wide.votes_needed < narrow.votes_needed and wide.comparisons_needed < narrow.comparisons_needed
+    assert [p.votes for p in wide.points] == [p.votes for p in narrow.points[: len(wide.points)]]
+
+
+def test_impossible_brier_targets_and_judges_are_refused_in_one_line() -> None:
+    assumptions = StudyAssumptions(n_systems=4)
+    with pytest.raises(StatisticsError, match=r"Brier half-width 0\.5 is impossible"):
+        PlanTarget("brier", half_width=0.5)
+    with pytest.raises(StatisticsError, match="not reached within"):
+        plan_brier(
+            assumptions,
+            PlanTarget("brier", half_width=0.0005),
+            n_studies=10,
+            resamples=50,
+            max_comparisons=2000,
+        )
+    with pytest.raises(StatisticsError, match=r"judge accuracy must lie in \(0, 1\]"):
+        JudgeAssumptions(accuracy=(0.7, 1.2))
+    with pytest.raises(StatisticsError, match="at least one judge"):
+        JudgeAssumptions(accuracy=())
+    with pytest.raises(StatisticsError, match="uniform allocation only"):
+        plan_study(assumptions, PlanTarget("brier"), allocation="adaptive")
+
+
+def test_pilot_judges_estimate_the_accuracy_and_refuse_a_pilot_without_judge_outputs() -> None:
+    import pandas as pd
+
+    rng = np.random.default_rng(9)
+    comparisons = [f"c{i}" for i in range(60)]
+    human_counts = np.zeros((60, 3), dtype=np.int64)  # B, TIE, A
+    human_counts[:, 2] = 3  # the humans all prefer A
+    rows = []
+    for c in comparisons:
+        for order in ("primary", "swapped"):
+            for repeat in (0, 1):
+                rows.append((c, "sharp", order, repeat, "valid", "A" if rng.random() < 0.8 else "B"))
+                rows.append((c, "vague", order, repeat, "valid", rng.choice(["A", "B", "TIE"])))
+    outputs = pd.DataFrame(rows, columns=["comparison", "judge", "order", "repeat", "status", "winner"])
+    judges, summary = pilot_judges(
+        outputs, comparisons=comparisons, human_counts=human_counts, judges=["sharp", "vague"]
+    )
+    sharp = (outputs[outputs["judge"] == "sharp"]["winner"] == "A").mean()
+    vague = (outputs[outputs["judge"] == "vague"]["winner"] == "A").mean()
+    assert judges.accuracy == pytest.approx((sharp, vague)) and judges.outputs_per_comparison == 4
+    assert summary["judged_comparisons"] == 60
+    with pytest.raises(StatisticsError, match="no valid judge output"):
+        pilot_judges(outputs.iloc[:0], comparisons=comparisons, human_counts=human_counts, judges=[])
+    with pytest.raises(StatisticsError, match="too few valid judge outputs"):
+        pilot_judges(
+            outputs.iloc[:20], comparisons=comparisons, human_counts=human_counts, judges=["sharp", "vague"]
+        )

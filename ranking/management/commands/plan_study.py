@@ -14,9 +14,13 @@ from annotation.errors import NotFound, ValidationFailed
 from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from ranking.planning import study_plan_compute, study_plan_write
-from stats.planning import PLAN_KINDS, PlanTarget, StudyDesign
-from stats.study_simulation import StudyAssumptions
+from ranking.planning import (
+    PLAN_PARAMETERS,
+    study_plan_for_parameters,
+    study_plan_parameters,
+    study_plan_write,
+)
+from stats.planning import PLAN_KINDS
 
 
 class Command(ArbiterCommand):
@@ -26,25 +30,64 @@ class Command(ArbiterCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--target", required=True, choices=PLAN_KINDS, help="top_k, adjacent, kappa or alpha")
+        parser.add_argument(
+            "--target", required=True, choices=PLAN_KINDS, help="top_k, adjacent, kappa, alpha or brier"
+        )
         parser.add_argument("--k", type=int, default=3, help="top-k: how many best systems (default 3)")
-        parser.add_argument("--probability", type=float, default=0.9, help="ranking targets: probability (default 0.9)")
-        parser.add_argument("--width", type=float, default=50.0, help="adjacent: 95%% width in Elo points (default 50)")
-        parser.add_argument("--half-width", type=float, default=0.05, help="kappa/alpha: 95%% half-width (default 0.05)")
+        parser.add_argument(
+            "--probability", type=float, default=0.9, help="ranking targets: probability (default 0.9)"
+        )
+        parser.add_argument(
+            "--width", type=float, default=50.0, help="adjacent: 95%% width in Elo points (default 50)"
+        )
+        parser.add_argument(
+            "--half-width", type=float, default=0.05, help="kappa/alpha/brier: 95%% half-width (default 0.05)"
+        )
         parser.add_argument("--allocation", choices=["uniform", "adaptive"], default="uniform")
-        parser.add_argument("--pilot", metavar="SLUG", help="estimate the assumptions from this study's votes")
+        parser.add_argument(
+            "--pilot",
+            metavar="SLUG",
+            default="",
+            help="estimate the assumptions from this study's votes (and judges)",
+        )
         parser.add_argument("--systems", type=int, help="stated assumptions: number of systems")
-        parser.add_argument("--elo-sd", type=float, default=100.0, help="spread of the systems' scores (Elo sd, default 100)")
+        parser.add_argument(
+            "--elo-sd", type=float, default=100.0, help="spread of the systems' scores (Elo sd, default 100)"
+        )
         parser.add_argument("--tie-rate", type=float, default=0.10, help="share of TIE votes (default 0.10)")
-        parser.add_argument("--rater-noise", type=float, default=0.3, help="sd of the raters' log noise scale (default 0.3)")
-        parser.add_argument("--repeats", type=int, default=6, help="hidden repeats per assignment (default 6)")
-        parser.add_argument("--trials-per-rater", type=int, default=240, help="trials per assignment (default 240)")
+        parser.add_argument(
+            "--rater-noise", type=float, default=0.3, help="sd of the raters' log noise scale (default 0.3)"
+        )
+        parser.add_argument(
+            "--repeats", type=int, default=6, help="hidden repeats per assignment (default 6)"
+        )
+        parser.add_argument(
+            "--trials-per-rater", type=int, default=240, help="trials per assignment (default 240)"
+        )
         parser.add_argument("--raters-per-block", type=int, default=5, help="raters per block (default 5)")
-        parser.add_argument("--judges", type=int, default=1, help="judges scoring every comparison (default 1)")
-        parser.add_argument("--studies", type=int, help="simulated studies (default 100 ranking, 40 agreement)")
+        parser.add_argument(
+            "--judges", type=int, default=1, help="judges scoring every comparison (default 1)"
+        )
+        parser.add_argument(
+            "--judge-accuracy",
+            default="",
+            metavar="A[,A...]",
+            help="brier: each judge's share of outputs equal to the human majority (default 0.7 per --judges)",
+        )
+        parser.add_argument(
+            "--judge-outputs",
+            type=int,
+            default=4,
+            help="brier: outputs per comparison and judge (default 4: 2 orders x 2 repeats)",
+        )
+        parser.add_argument(
+            "--studies", type=int, help="simulated studies (default 100 ranking, 40 kappa/alpha/brier)"
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--json", type=Path, help="write the plan as JSON here")
-        parser.add_argument("--csv", type=Path, help="write the curve (votes, statistic, interval) as CSV here")
+        parser.add_argument(
+            "--csv", type=Path, help="write the curve (votes, statistic, interval) as CSV here"
+        )
         parser.add_argument("--plot", type=Path, help="write the figure here (.svg or .png)")
 
     def run(self, *args: Any, **options: Any) -> None:
@@ -53,48 +96,21 @@ class Command(ArbiterCommand):
         plot_path = output_path_check(options["plot"], option="--plot")
         if plot_path is not None and plot_path.suffix.lower() not in (".svg", ".png"):
             raise ValidationFailed(f"--plot {plot_path}: the figure is written as .svg or .png")
-        target = PlanTarget(
-            kind=options["target"],
-            k=options["k"],
-            probability=options["probability"],
-            width_elo=options["width"],
-            half_width=options["half_width"],
-        )
-        design = StudyDesign(
-            trials_per_rater=options["trials_per_rater"],
-            hidden_repeats=options["repeats"],
-            raters_per_block=options["raters_per_block"],
-            n_judges=options["judges"],
-        )
+        parameters = study_plan_parameters({name: options[name] for name in PLAN_PARAMETERS})
         pilot = None
-        assumptions = None
-        if options["pilot"]:
-            if options["systems"] is not None:
-                raise ValidationFailed("give --pilot or --systems, not both")
-            pilot = Study.objects.filter(slug=options["pilot"]).first()
+        if parameters["pilot"]:
+            pilot = Study.objects.filter(slug=parameters["pilot"]).first()
             if pilot is None:
-                raise NotFound(f"no study with slug '{options['pilot']}'")
-        elif options["systems"] is None:
-            raise ValidationFailed("give --pilot SLUG or the stated assumptions (--systems M, ...)")
-        else:
-            assumptions = StudyAssumptions(
-                n_systems=options["systems"],
-                elo_sd=options["elo_sd"],
-                tie_rate=options["tie_rate"],
-                rater_noise=options["rater_noise"],
-            )
-        plan, summary = study_plan_compute(
-            target=target,
-            assumptions=assumptions,
-            pilot=pilot,
-            allocation=options["allocation"],
-            design=design,
-            n_studies=options["studies"],
-            seed=options["seed"],
+                raise NotFound(f"no study with slug '{parameters['pilot']}'")
+        plan, summary = study_plan_for_parameters(parameters, pilot=pilot)
+        target = plan.target
+        study_plan_write(
+            plan=plan, pilot=summary, json_path=json_path, csv_path=csv_path, plot_path=plot_path
         )
-        study_plan_write(plan=plan, pilot=summary, json_path=json_path, csv_path=csv_path, plot_path=plot_path)
         statistic = "P(met)" if target.is_ranking else "half-width"
-        self.stdout.write(f"{target.describe()}, {plan.allocation} allocation, {plan.n_studies} simulated studies, seed {plan.seed}")
+        self.stdout.write(
+            f"{target.describe()}, {plan.allocation} allocation, {plan.n_studies} simulated studies, seed {plan.seed}"
+        )
         self.stdout.write(f"{'votes':>8}  {statistic:>10}  95% (simulation)")
         for p in plan.points:
             self.stdout.write(f"{p.votes:8d}  {p.value:10.3f}  [{p.low:.3f}, {p.high:.3f}]")
@@ -103,5 +119,6 @@ class Command(ArbiterCommand):
         self.stdout.write(
             f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = {plan.trials_needed} trials, "
             f"{plan.raters_needed} raters, {plan.blocks_needed} blocks, {plan.judge_calls} judge calls"
+            + (f", {plan.comparisons_needed} comparisons" if plan.comparisons_needed is not None else "")
             + (f" (pilot '{summary['study']}': {summary['valid_main_votes']} valid votes)" if summary else "")
         )
