@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alpha_ordinal, wilson_interval
-from stats.allocation import ADAPTIVE_RULE, Target, pair_indices
+from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.errors import StatisticsError
 from stats.study_simulation import (
@@ -60,11 +60,17 @@ class PlanTarget:
         if self.kind not in PLAN_KINDS:
             raise StatisticsError(f"target must be one of {', '.join(PLAN_KINDS)}, got {self.kind!r}")
         if not 0.0 < self.probability < 1.0:
-            raise StatisticsError(f"target probability must lie strictly between 0 and 1, got {self.probability!r}")
+            raise StatisticsError(
+                f"target probability must lie strictly between 0 and 1, got {self.probability!r}"
+            )
         if not 0.0 < self.half_width < 1.0:
-            raise StatisticsError(f"target half-width must lie strictly between 0 and 1, got {self.half_width!r}")
+            raise StatisticsError(
+                f"target half-width must lie strictly between 0 and 1, got {self.half_width!r}"
+            )
         if not (self.width_elo > 0 and math.isfinite(self.width_elo)):
-            raise StatisticsError(f"target width must be a positive number of Elo points, got {self.width_elo!r}")
+            raise StatisticsError(
+                f"target width must be a positive number of Elo points, got {self.width_elo!r}"
+            )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise StatisticsError(f"target k must be a positive integer, got {self.k!r}")
 
@@ -151,8 +157,12 @@ class StudyPlan:
         return {
             "target": {**asdict(self.target), "description": self.target.describe()},
             "allocation": self.allocation,
-            "allocation_rule": ADAPTIVE_RULE if self.allocation == "adaptive" else "uniform",
-            "assumptions": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.assumptions).items()},
+            "allocation_rule": adaptive_rule(self.target.kind)
+            if self.allocation == "adaptive" and self.target.is_ranking
+            else "uniform",
+            "assumptions": {
+                k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.assumptions).items()
+            },
             "design": asdict(self.design),
             "simulated_studies": self.n_studies,
             "seed": self.seed,
@@ -170,7 +180,9 @@ def _ceil_or_none(x: float) -> int | None:
     return math.ceil(x) if math.isfinite(x) else None
 
 
-def _bootstrap_crossing(votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator) -> tuple[float, float]:
+def _bootstrap_crossing(
+    votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator
+) -> tuple[float, float]:
     n = reached.shape[1]
     draws = [votes_to_share(votes, reached[:, rng.integers(0, n, n)], level) for _ in range(PLAN_BOOTSTRAP)]
     arr = np.array(draws)
@@ -199,11 +211,13 @@ def plan_ranking(
     design = design or StudyDesign()
     m = assumptions.n_systems
     if target.kind == "top_k" and not target.k < m:
-        raise StatisticsError(f"target top-{target.k} is impossible with {m} systems (k must be below the system count)")
+        raise StatisticsError(
+            f"target top-{target.k} is impossible with {m} systems (k must be below the system count)"
+        )
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
     looks = look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
     sim_target = Target(kind=target.kind, k=min(target.k, m - 1), width_elo=target.width_elo)
-    rule = ADAPTIVE_RULE if allocation == "adaptive" else "uniform"
+    rule = adaptive_rule(target.kind) if allocation == "adaptive" else "uniform"
     run = run_sequential(truth, rule, sim_target, looks, seed=seed)
     reached = run.top_correct if target.kind == "top_k" else run.max_adjacent_width <= target.width_elo
     points = []
@@ -218,11 +232,18 @@ def plan_ranking(
             f"({max_votes_per_pair:g} per pair); lower the target"
         )
     interval = _bootstrap_crossing(looks, reached, target.probability, np.random.default_rng([seed, 31]))
-    return StudyPlan(target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval)
+    return StudyPlan(
+        target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval
+    )
 
 
 def _agreement_half_widths(
-    probabilities: np.ndarray, n_comparisons: int, raters: int, block_size: int, resamples: int, rng: np.random.Generator
+    probabilities: np.ndarray,
+    n_comparisons: int,
+    raters: int,
+    block_size: int,
+    resamples: int,
+    rng: np.random.Generator,
 ) -> tuple[float, float, float, float]:
     """One simulated study: (κ, α, κ half-width, α half-width) of n comparisons × r raters."""
     k_pairs = probabilities.shape[0]
@@ -274,7 +295,12 @@ def plan_agreement(
         widths = np.array(
             [
                 _agreement_half_widths(
-                    truth.answer_probabilities[s], n_comparisons, raters, design.main_per_rater, resamples, rng
+                    truth.answer_probabilities[s],
+                    n_comparisons,
+                    raters,
+                    design.main_per_rater,
+                    resamples,
+                    rng,
                 )[column]
                 for s in range(n_studies)
             ]
@@ -287,7 +313,10 @@ def plan_agreement(
         if hi <= target.half_width and len(points) >= 2:
             break
         # The half-width falls about as 1 / √n: stop early when even the largest study cannot reach it.
-        if len(points) >= 3 and widths.mean() * math.sqrt(n_comparisons / max_comparisons) > 1.5 * target.half_width:
+        if (
+            len(points) >= 3
+            and widths.mean() * math.sqrt(n_comparisons / max_comparisons) > 1.5 * target.half_width
+        ):
             break
     votes = np.array([p.votes for p in points])
     means = np.array([p.value for p in points])
@@ -298,7 +327,9 @@ def plan_agreement(
             f"(about {max_comparisons * raters} with {raters} raters per comparison); lower the target"
         )
     boot_matrix = np.array(per_look)  # (looks, PLAN_BOOTSTRAP)
-    crossings = np.array([_crossing_below(votes, boot_matrix[:, b], target.half_width) for b in range(PLAN_BOOTSTRAP)])
+    crossings = np.array(
+        [_crossing_below(votes, boot_matrix[:, b], target.half_width) for b in range(PLAN_BOOTSTRAP)]
+    )
     interval = (float(np.percentile(crossings, 2.5)), float(np.percentile(crossings, 97.5)))
     return StudyPlan(target, "uniform", assumptions, design, n_studies, seed, tuple(points), needed, interval)
 
@@ -336,7 +367,12 @@ def plan_study(
 
 
 def pilot_assumptions(
-    system_a: np.ndarray, system_b: np.ndarray, outcome: np.ndarray, systems: tuple[str, ...], *, n_repeats: int = 0
+    system_a: np.ndarray,
+    system_b: np.ndarray,
+    outcome: np.ndarray,
+    systems: tuple[str, ...],
+    *,
+    n_repeats: int = 0,
 ) -> tuple[StudyAssumptions, dict]:
     """Assumptions estimated from a pilot's valid main votes (outcome A = 1, TIE = ½, B = 0).
 
@@ -352,10 +388,14 @@ def pilot_assumptions(
     b = np.asarray(system_b, dtype=np.int64)
     y = np.asarray(outcome, dtype=np.float64)
     if m < 2:
-        raise StatisticsError(f"the pilot has valid votes on {m} system(s): too few to fit (planning needs at least 2)")
+        raise StatisticsError(
+            f"the pilot has valid votes on {m} system(s): too few to fit (planning needs at least 2)"
+        )
     need = 5 * m
     if len(y) < need:
-        raise StatisticsError(f"the pilot has {len(y)} valid main votes on {m} systems: too few to fit (need >= {need})")
+        raise StatisticsError(
+            f"the pilot has {len(y)} valid main votes on {m} systems: too few to fit (need >= {need})"
+        )
     seen = np.bincount(a, minlength=m) + np.bincount(b, minlength=m)
     if np.any(seen == 0):
         missing = ", ".join(systems[i] for i in np.flatnonzero(seen == 0))
@@ -371,10 +411,14 @@ def pilot_assumptions(
     for i, j in zip(a, b, strict=True):
         parent[root(int(i))] = root(int(j))
     if len({root(i) for i in range(m)}) > 1:
-        raise StatisticsError("the pilot's comparisons fall into disconnected groups of systems: too few to fit")
+        raise StatisticsError(
+            "the pilot's comparisons fall into disconnected groups of systems: too few to fit"
+        )
     fit = fit_bradley_terry(a, b, y, m)
     tie_rate = float(np.mean(y == 0.5))
-    assumptions = StudyAssumptions(n_systems=m, tie_rate=min(tie_rate, 0.85), elo=tuple(float(s) for s in fit.scores))
+    assumptions = StudyAssumptions(
+        n_systems=m, tie_rate=min(tie_rate, 0.85), elo=tuple(float(s) for s in fit.scores)
+    )
     first, _ = pair_indices(m)
     summary = {
         "valid_main_votes": len(y),

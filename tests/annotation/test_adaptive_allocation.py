@@ -42,18 +42,30 @@ def _study(slug: str, n_pages: int = 40):  # type: ignore[no-untyped-def]
     rows = []
     for pid in pages:
         for a, b in combinations(SYSTEMS, 2):
-            rows.append(Comparison(study=study, external_id=f"{pid}-{a}-{b}", page=pages[pid],
-                                   candidate_a=candidates[(pid, a)], candidate_b=candidates[(pid, b)],
-                                   set=ComparisonSet.HUMAN))
+            rows.append(
+                Comparison(
+                    study=study,
+                    external_id=f"{pid}-{a}-{b}",
+                    page=pages[pid],
+                    candidate_a=candidates[(pid, a)],
+                    candidate_b=candidates[(pid, b)],
+                    set=ComparisonSet.HUMAN,
+                )
+            )
     Comparison.objects.bulk_create(rows)
-    blocks_schedule(study=study, blocks=1, block_size=BLOCK, repeats=REPEATS, min_gap=GAP, raters=[RATERS], seed=1)
+    blocks_schedule(
+        study=study, blocks=1, block_size=BLOCK, repeats=REPEATS, min_gap=GAP, raters=[RATERS], seed=1
+    )
     return study
 
 
 def _answer(assignment: Assignment, theta: dict[str, float], rng: np.random.Generator) -> None:
     """Canonical votes from Bradley–Terry strengths; a hidden repeat replays its original."""
-    trials = list(assignment.trials.select_related("comparison__candidate_a__system", "comparison__candidate_b__system")
-                  .order_by("position"))
+    trials = list(
+        assignment.trials.select_related(
+            "comparison__candidate_a__system", "comparison__candidate_b__system"
+        ).order_by("position")
+    )
     labels: dict[int, str] = {}
     for trial in trials:
         if trial.is_repeat:
@@ -66,7 +78,9 @@ def _answer(assignment: Assignment, theta: dict[str, float], rng: np.random.Gene
             label = "TIE" if u < 0.1 else ("A" if u < 0.1 + 0.9 * p else "B")
         labels[trial.pk] = label
         Vote.objects.create(trial=trial, label=label, confidence=3)
-    Assignment.objects.filter(pk=assignment.pk).update(state=AssignmentState.FINISHED, finished_at=timezone.now())
+    Assignment.objects.filter(pk=assignment.pk).update(
+        state=AssignmentState.FINISHED, finished_at=timezone.now()
+    )
 
 
 def _run_raters(study, n: int, theta: dict[str, float], seed: int = 2) -> int:  # type: ignore[no-untyped-def]
@@ -125,7 +139,9 @@ def test_the_allocator_favours_the_undecided_boundary_and_the_served_order_hides
     study = _study("adaptive-favours")
     study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": 2})
     _run_raters(study, 4 * RATERS, THETA)
-    adaptive_items = Comparison.objects.filter(block_items__block__study=study, block_items__block__position__gt=1)
+    adaptive_items = Comparison.objects.filter(
+        block_items__block__study=study, block_items__block__position__gt=1
+    )
     pairs = Counter(
         tuple(sorted((c.candidate_a.system.external_id, c.candidate_b.system.external_id)))
         for c in adaptive_items.select_related("candidate_a__system", "candidate_b__system")
@@ -137,9 +153,9 @@ def test_the_allocator_favours_the_undecided_boundary_and_the_served_order_hides
     assert len(pairs) >= 6
     # Blinding: in what a rater is served, the trial position does not follow the pair's gap.
     gaps, positions = [], []
-    for trial in Trial.objects.filter(assignment__block__study=study, assignment__block__position__gt=1,
-                                      is_repeat=False).select_related("comparison__candidate_a__system",
-                                                                      "comparison__candidate_b__system"):
+    for trial in Trial.objects.filter(
+        assignment__block__study=study, assignment__block__position__gt=1, is_repeat=False
+    ).select_related("comparison__candidate_a__system", "comparison__candidate_b__system"):
         a = trial.comparison.candidate_a.system.external_id
         b = trial.comparison.candidate_b.system.external_id
         gaps.append(abs(THETA[a] - THETA[b]))
@@ -147,10 +163,32 @@ def test_the_allocator_favours_the_undecided_boundary_and_the_served_order_hides
     rho = spearmanr(positions, gaps).statistic
     assert abs(rho) < 0.15
     state = allocation_state(study=study)
-    assert state is not None and state.votes == Vote.objects.filter(trial__assignment__block__study=study,
-                                                                    trial__is_repeat=False).count()
+    assert (
+        state is not None
+        and state.votes
+        == Vote.objects.filter(trial__assignment__block__study=study, trial__is_repeat=False).count()
+    )
     favoured = state.favoured(3)
     assert {favoured[0].system_a, favoured[0].system_b} == {"s1", "s2"}
+
+
+def test_an_adjacent_target_is_allocated_by_the_design_rule_towards_the_closest_neighbours() -> None:
+    study = _study("adaptive-adjacent")
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "adjacent", "width_elo": 40.0})
+    assert _run_raters(study, 3 * RATERS, THETA) == 3 * RATERS
+    state = allocation_state(study=study)
+    assert state is not None and state.rule == "design"
+    blocks = list(Block.objects.filter(study=study).order_by("position"))
+    assert len(blocks) == 3 and all(b.items.count() == BLOCK for b in blocks)
+    items = [c for b in blocks for c in b.items.values_list("comparison_id", flat=True)]
+    assert len(items) == len(set(items))  # disjoint blocks
+    events = AuditEvent.objects.filter(study=study, action="adaptive_block")
+    assert events.count() == 2 and all(e.details.get("rule") == "design" for e in events)
+    # s1 and s2 (0.15 apart) are the neighbours hardest to separate: the rule favours their pair,
+    # and the uniform floor keeps its share of every pair.
+    favoured = state.favoured(1)[0]
+    assert {favoured.system_a, favoured.system_b} == {"s1", "s2"}
+    assert state.shares.min() >= 0.25 / len(state.shares) - 1e-12
 
 
 def test_a_uniform_study_is_unchanged_when_full() -> None:
@@ -173,17 +211,42 @@ def test_no_block_is_built_once_the_stopping_rule_declares_the_top_k() -> None:
 def test_schedule_blocks_sets_adaptive_and_refuses_it_for_other_kinds(tmp_path) -> None:  # type: ignore[no-untyped-def]
     study, _s, pages, candidates = make_basic_study("adaptive-cmd", systems=SYSTEMS, n_pages=8)
     Comparison.objects.bulk_create(
-        Comparison(study=study, external_id=f"{pid}-{a}-{b}", page=pages[pid], candidate_a=candidates[(pid, a)],
-                   candidate_b=candidates[(pid, b)], set=ComparisonSet.HUMAN)
-        for pid in pages for a, b in combinations(SYSTEMS, 2)
+        Comparison(
+            study=study,
+            external_id=f"{pid}-{a}-{b}",
+            page=pages[pid],
+            candidate_a=candidates[(pid, a)],
+            candidate_b=candidates[(pid, b)],
+            set=ComparisonSet.HUMAN,
+        )
+        for pid in pages
+        for a, b in combinations(SYSTEMS, 2)
     )
-    call_command("schedule_blocks", "adaptive-cmd", "--blocks", "1", "--block-size", "30", "--repeats", "1",
-                 "--min-gap", "5", "--raters", "2", "--allocation", "adaptive", "--target-k", "2")
+    call_command(
+        "schedule_blocks",
+        "adaptive-cmd",
+        "--blocks",
+        "1",
+        "--block-size",
+        "30",
+        "--repeats",
+        "1",
+        "--min-gap",
+        "5",
+        "--raters",
+        "2",
+        "--allocation",
+        "adaptive",
+        "--target-k",
+        "2",
+    )
     study.refresh_from_db()
     assert study.options["allocation"] == "adaptive" and study.options["allocation_target"]["k"] == 2
 
 
-def test_the_schedule_page_shows_the_favoured_pairs_to_researchers_only(researcher, other_researcher, rater_user) -> None:  # type: ignore[no-untyped-def]
+def test_the_schedule_page_shows_the_favoured_pairs_to_researchers_only(
+    researcher, other_researcher, rater_user
+) -> None:  # type: ignore[no-untyped-def]
     from django.test import Client
     from django.urls import reverse
 
@@ -196,7 +259,11 @@ def test_the_schedule_page_shows_the_favoured_pairs_to_researchers_only(research
     schedule = client.get(reverse("research:study", args=[study.slug]))
     assert schedule.status_code == 200
     html = schedule.content.decode()
-    assert "Adaptive allocation" in html and "Pairs the allocator favours" in html and 'id="votes-needed"' in html
+    assert (
+        "Adaptive allocation" in html
+        and "Pairs the allocator favours" in html
+        and 'id="votes-needed"' in html
+    )
     detail = client.get(reverse("studies:detail", args=[study.slug])).content.decode()
     assert "Votes still needed" in detail and "Pairs the allocator favours" not in detail
     for outsider in (other_researcher, rater_user):
@@ -217,7 +284,11 @@ def test_the_agreement_report_says_the_study_was_adaptive_and_stopped_early() ->
     study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": 1})
     _run_raters(study, 3 * RATERS, {"s0": 6.0, "s1": -1.0, "s2": -1.5, "s3": -2.0, "s4": -2.5})
     section = agreement_report_for_study(study=study, resamples=20, seed=1)["allocation"]
-    assert section["allocation"] == "adaptive" and section["rule"] == "thompson" and section["uniform_floor"] == 0.25
+    assert (
+        section["allocation"] == "adaptive"
+        and section["rule"] == "thompson"
+        and section["uniform_floor"] == 0.25
+    )
     assert section["stopped_early"] is True and section["declared_top"] == ["s0"]
     assert "alpha 0.05" in section["stopping_rule"]
     plain = _study("uniform-report")
