@@ -33,7 +33,9 @@ Rules (``allocation_weights``), each giving the share of the next votes per pair
   h = chunk × q_e); the round's uniform floor is added to the information first. Any pair may be
   chosen, not only the adjacent ones: a vote on (i, i+2) or through a third system also narrows
   θ_i − θ_{i+1}, and close pairs carry the most information per vote (q = σ(1 − σ) is largest at
-  σ = ½). For top-k it reads the boundary contrasts the same way (excess: all of their variance).
+  σ = ½). The adjacent contrasts are the pairs adjacent in posterior draws θ̃ ~ N(θ̂, Σ), weighted by
+  how often (close systems swap places); for top-k it reads the fitted order's boundary contrasts
+  (excess: all of their variance).
 
 Every adaptive round mixes a uniform floor (``UNIFORM_FLOOR`` of its votes drawn uniformly over the
 pairs) into what the rule asks for: the served comparisons then never depend on the standings
