@@ -19,8 +19,9 @@ uniform are paired (the same resampled seeds for both rules).
 
 Baselines: ``uniform`` (the fixed design: every pair's count equal ±1, what a study does today) and
 ``random`` (uniformly random pairs). Adaptive rules: ``shrinkage`` (Chatbot Arena), ``information``
-(targeted expected information gain) and ``thompson``; every adaptive round has a uniform floor of
-25 %. Stopping rule: the share of seeds (held out, every rule pooled) that ever declared a wrong
+(targeted expected information gain), ``thompson`` and ``design`` (greedy optimal design of the
+round on the target's contrasts); every adaptive round has a uniform floor of 25 %. The tuning half
+picks one rule per target (geometric mean over the sizes of the ratio to uniform). Stopping rule: the share of seeds (held out, every rule pooled) that ever declared a wrong
 top-3, against its nominal α = 0.05, with a Clopper–Pearson 95 % upper bound.
 """
 
@@ -37,7 +38,7 @@ from scipy.stats import beta as beta_dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stats.allocation import ADAPTIVE_RULE, ADAPTIVE_RULES, UNIFORM_FLOOR, Target
+from stats.allocation import ADAPTIVE_RULE_BY_TARGET, ADAPTIVE_RULES, UNIFORM_FLOOR, Target
 from stats.stopping import STOPPING_ALPHA
 from stats.study_simulation import (
     SequentialRun,
@@ -89,7 +90,12 @@ def summarize(runs: dict[str, SequentialRun], metric, n: int, rng: np.random.Gen
         with np.errstate(invalid="ignore", divide="ignore"):
             ratios = boot[rule] / boot["uniform"]
         ratio = point[rule] / point["uniform"] if math.isfinite(point["uniform"]) else math.nan
-        out[rule] = (point[rule], _interval(boot[rule]), ratio, _interval(np.nan_to_num(ratios, nan=math.inf)))
+        out[rule] = (
+            point[rule],
+            _interval(boot[rule]),
+            ratio,
+            _interval(np.nan_to_num(ratios, nan=math.inf)),
+        )
     return out
 
 
@@ -98,7 +104,9 @@ def run_case(m: int, seeds: list[int], rules_by_target: dict[str, tuple[str, ...
     looks = look_grid(m, stop_per_pair=STOP_PER_PAIR[m])
     runs: dict[str, dict[str, SequentialRun]] = {"top_k": {}, "adjacent": {}}
     for rule in ("uniform", "random", "shrinkage"):  # blind to the target: one run serves both
-        run = run_sequential(truth, rule, Target(kind="top_k", k=TOP_K, width_elo=WIDTH_ELO), looks, seed=m, floor=floor)
+        run = run_sequential(
+            truth, rule, Target(kind="top_k", k=TOP_K, width_elo=WIDTH_ELO), looks, seed=m, floor=floor
+        )
         runs["top_k"][rule] = runs["adjacent"][rule] = run
     for kind, rules in rules_by_target.items():
         target = Target(kind=kind, k=TOP_K, width_elo=WIDTH_ELO)
@@ -109,19 +117,23 @@ def run_case(m: int, seeds: list[int], rules_by_target: dict[str, tuple[str, ...
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, default=80, help="seeds per half (tuning, held out); default 80")
     parser.add_argument("--quick", action="store_true", help="10 systems only, 25 seeds per half")
     args = parser.parse_args()
     n = 25 if args.quick else args.seeds
     sizes = (10,) if args.quick else (10, 30)
     rng = np.random.default_rng(20261203)
-    all_rules = {"top_k": ("information", "thompson"), "adjacent": ("information", "thompson")}
+    all_rules = {kind: ("information", "thompson", "design") for kind in ("top_k", "adjacent")}
     started = time.perf_counter()
 
-    # ---- tuning half: pick the adaptive rule (geometric mean of ratio to uniform over sizes × targets)
+    # ---- tuning half: pick the adaptive rule per target (geometric mean of ratio to uniform over sizes)
     print(f"== tuning half: {n} seeds per case (seeds 1000..{1000 + n - 1}) ==")
-    scores: dict[str, list[float]] = {rule: [] for rule in ADAPTIVE_RULES}
+    scores: dict[tuple[str, str], list[float]] = {
+        (k, r): [] for k in ("top_k", "adjacent") for r in ADAPTIVE_RULES
+    }
     tuning_runs = {}
     for m in sizes:
         runs = run_case(m, [1000 + i for i in range(n)], all_rules, UNIFORM_FLOOR)
@@ -130,13 +142,22 @@ def main() -> int:
             base = metric(runs[kind]["uniform"], np.arange(n))
             for rule in ADAPTIVE_RULES:
                 value = metric(runs[kind][rule], np.arange(n))
-                scores[rule].append(math.log(value / base) if math.isfinite(value) and math.isfinite(base) else math.inf)
-    geo = {rule: math.exp(sum(v) / len(v)) for rule, v in scores.items()}
-    winner = min(geo, key=lambda rule: geo[rule])
-    for rule in ADAPTIVE_RULES:
-        print(f"  {rule:12s} geometric-mean ratio to uniform {geo[rule]:.3f}")
-    print(f"  winner: {winner} (stats.allocation.ADAPTIVE_RULE = {ADAPTIVE_RULE!r}: "
-          f"{'matches' if winner == ADAPTIVE_RULE else 'DIFFERS'})")
+                log_ratio = (
+                    math.log(value / base) if math.isfinite(value) and math.isfinite(base) else math.inf
+                )
+                scores[kind, rule].append(log_ratio)
+    geo = {key: math.exp(sum(v) / len(v)) for key, v in scores.items()}
+    winners = {}
+    for kind in ("top_k", "adjacent"):
+        winners[kind] = min(ADAPTIVE_RULES, key=lambda rule, kind=kind: geo[kind, rule])
+        for rule in ADAPTIVE_RULES:
+            print(f"  {kind:8s} {rule:12s} geometric-mean ratio to uniform {geo[kind, rule]:.3f}")
+        chosen = ADAPTIVE_RULE_BY_TARGET[kind]
+        print(
+            f"  {kind} winner: {winners[kind]} (stats.allocation.ADAPTIVE_RULE_BY_TARGET[{kind!r}] = {chosen!r}: "
+            f"{'matches' if winners[kind] == chosen else 'DIFFERS'})"
+        )
+    winner = winners["top_k"]
 
     # Floor sweep of the winner on the tuning half (what the 25 % floor costs).
     print("  floor sweep of the winner, top-3 target, tuning half (votes to P(top-3) >= 0.9):")
@@ -154,7 +175,9 @@ def main() -> int:
         print(f"    M = {m:2d}: " + ", ".join(cells) + f" (uniform {uniform})")
 
     # ---- held-out half: report
-    print(f"\n== held-out half: {n} seeds per case (seeds 2000..{2000 + n - 1}); 95 % intervals over seeds ==")
+    print(
+        f"\n== held-out half: {n} seeds per case (seeds 2000..{2000 + n - 1}); 95 % intervals over seeds =="
+    )
     wrong = declared = total = 0
     held_runs = {}
     for m in sizes:
@@ -169,17 +192,14 @@ def main() -> int:
             summary = summarize(runs[kind], metric, n, rng)
             for rule in ("uniform", "random", *ADAPTIVE_RULES):
                 point, (lo, hi), ratio, (rlo, rhi) = summary[rule]
-                mark = "  <- adaptive" if rule == winner else ""
-                print(f"  {rule:12s} {_fmt(point)} [{_fmt(lo)}, {_fmt(hi)}] {_fmt_ratio(ratio):>9s} "
-                      f"[{_fmt_ratio(rlo)}, {_fmt_ratio(rhi)}]{mark}")
-            if kind == "top_k":
-                point = summary[winner][2]
-                verdict = "meets" if point <= 0.6 else "MISSES"
-                print(f"  target adaptive <= 0.6 x uniform: {verdict} ({point:.2f})")
-            else:
-                point = summary[winner][2]
-                verdict = "meets" if point <= 0.6 else "MISSES"
-                print(f"  target adaptive <= 0.6 x uniform: {verdict} ({point:.2f})")
+                mark = "  <- adaptive" if rule == winners[kind] else ""
+                print(
+                    f"  {rule:12s} {_fmt(point)} [{_fmt(lo)}, {_fmt(hi)}] {_fmt_ratio(ratio):>9s} "
+                    f"[{_fmt_ratio(rlo)}, {_fmt_ratio(rhi)}]{mark}"
+                )
+            point = summary[winners[kind]][2]
+            verdict = "meets" if point <= 0.6 else "MISSES"
+            print(f"  target adaptive <= 0.6 x uniform: {verdict} ({point:.2f})")
         seen = set()
         for kind in ("top_k", "adjacent"):
             for run in runs[kind].values():
@@ -195,14 +215,20 @@ def main() -> int:
         for name, run in (("uniform", stop_u), (winner, stop_w)):
             dec = run.declared_at >= 0
             median = np.median(run.votes[run.declared_at[dec]]) if dec.any() else math.inf
-            print(f"  stopping rule under {name:11s}: declared top-{TOP_K} on {dec.mean():.0%} of seeds by "
-                  f"{run.votes[-1]} votes, median votes at declaration {_fmt(float(median)).strip()}, "
-                  f"wrong {int((dec & ~run.declared_correct).sum())}")
+            print(
+                f"  stopping rule under {name:11s}: declared top-{TOP_K} on {dec.mean():.0%} of seeds by "
+                f"{run.votes[-1]} votes, median votes at declaration {_fmt(float(median)).strip()}, "
+                f"wrong {int((dec & ~run.declared_correct).sum())}"
+            )
     upper = float(beta_dist.ppf(0.975, wrong + 1, total - wrong)) if wrong < total else 1.0
-    print(f"\n== stopping rule (anytime-valid normal-mixture confidence sequence, nominal alpha = {STOPPING_ALPHA}) ==")
-    print(f"  held-out studies (all rules, both sizes): {total}; declared {declared}; wrong top-{TOP_K} {wrong}; "
-          f"rate {wrong / total:.4f} (Clopper-Pearson 95 % upper {upper:.4f}) vs nominal {STOPPING_ALPHA}: "
-          f"{'at or below' if upper <= STOPPING_ALPHA or wrong / total <= STOPPING_ALPHA else 'ABOVE'}")
+    print(
+        f"\n== stopping rule (anytime-valid normal-mixture confidence sequence, nominal alpha = {STOPPING_ALPHA}) =="
+    )
+    print(
+        f"  held-out studies (all rules, both sizes): {total}; declared {declared}; wrong top-{TOP_K} {wrong}; "
+        f"rate {wrong / total:.4f} (Clopper-Pearson 95 % upper {upper:.4f}) vs nominal {STOPPING_ALPHA}: "
+        f"{'at or below' if upper <= STOPPING_ALPHA or wrong / total <= STOPPING_ALPHA else 'ABOVE'}"
+    )
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -25,7 +25,17 @@ Rules (``allocation_weights``), each giving the share of the next votes per pair
   contrasts weighted by how undecided each is (probability of the wrong order for top-k; width
   above the threshold for adjacent separation);
 - ``thompson``: posterior sampling: draw θ̃ ~ N(θ̂, Σ) and vote on the target's contrast in θ̃'s
-  order (the k-th against the (k+1)-th for top-k; a random still-too-wide adjacent pair).
+  order (the k-th against the (k+1)-th for top-k; a random still-too-wide adjacent pair);
+- ``design``: a greedy optimal-design step for the adjacent target: the next round's votes are
+  placed in ``DESIGN_STEPS`` chunks, each on the pair whose chunk most lowers the total excess
+  ``Σ_c max(v_c − v*, 0)`` of the adjacent differences' variances over the variance v* of the
+  width threshold, Σ updated after every chunk by Sherman–Morrison (``Σ − h Σa aᵀΣ / (1 + h aᵀΣa)``,
+  h = chunk × q_e); the round's uniform floor is added to the information first. Any pair may be
+  chosen, not only the adjacent ones: a vote on (i, i+2) or through a third system also narrows
+  θ_i − θ_{i+1}, and close pairs carry the most information per vote (q = σ(1 − σ) is largest at
+  σ = ½). The adjacent contrasts are the pairs adjacent in posterior draws θ̃ ~ N(θ̂, Σ), weighted by
+  how often (close systems swap places); for top-k it reads the fitted order's boundary contrasts
+  (excess: all of their variance).
 
 Every adaptive round mixes a uniform floor (``UNIFORM_FLOOR`` of its votes drawn uniformly over the
 pairs) into what the rule asks for: the served comparisons then never depend on the standings
@@ -43,11 +53,15 @@ from scipy.special import expit, ndtr
 from stats.bradley_terry import L2_PENALTY, SCORE_SCALE, fit_pair_points_batch
 from stats.errors import StatisticsError
 
-RULES = ("uniform", "random", "shrinkage", "information", "thompson")
-ADAPTIVE_RULES = ("shrinkage", "information", "thompson")
-#: The rule a study set to ``allocation: adaptive`` uses: the winner on the tuning half of the seeds
-#: of ``benchmarks/bench_adaptive.py`` (the other half is what the benchmark reports).
-ADAPTIVE_RULE = "thompson"
+RULES = ("uniform", "random", "shrinkage", "information", "thompson", "design")
+ADAPTIVE_RULES = ("shrinkage", "information", "thompson", "design")
+#: The rule a study set to ``allocation: adaptive`` uses, per target kind: the winner on the tuning
+#: half of the seeds of ``benchmarks/bench_adaptive.py`` (the other half is what it reports).
+ADAPTIVE_RULE_BY_TARGET = {"top_k": "thompson", "adjacent": "design"}
+#: Chunks a ``design`` round is placed in (greedy steps).
+DESIGN_STEPS = 32
+#: Votes of the next round when the caller does not say, as a share of the votes so far.
+DESIGN_ROUND_SHARE = 0.12
 #: Share of every adaptive round drawn uniformly over the pairs (docs/protocol.md "Uniform floor").
 UNIFORM_FLOOR = 0.25
 #: 95 % Wald multiplier for the fixed-design widths a target reads.
@@ -191,6 +205,100 @@ def _information_weights(fit: PairFit, target: Target) -> np.ndarray:
     return np.einsum("rc,rck->rk", omega, gain)
 
 
+def adaptive_rule(kind: str) -> str:
+    """The rule an adaptive study with a target of ``kind`` uses."""
+    if kind not in TARGET_KINDS:
+        raise StatisticsError(f"target kind must be one of {', '.join(TARGET_KINDS)}, got {kind!r}")
+    return ADAPTIVE_RULE_BY_TARGET[kind]
+
+
+def rank_one_update(cov: np.ndarray, i: np.ndarray, j: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Σ after adding information h (R,) on θ_i − θ_j (i, j: (R,)) to every replicate, by
+    Sherman–Morrison: (Σ⁻¹ + h a aᵀ)⁻¹ = Σ − h Σa aᵀΣ / (1 + h aᵀΣa), a = e_i − e_j. (R, M, M)."""
+    rows = np.arange(cov.shape[0])
+    u = cov[rows, :, i] - cov[rows, :, j]
+    v = u[rows, i] - u[rows, j]
+    scale = h / (1.0 + h * v)
+    return cov - scale[:, None, None] * u[:, :, None] * u[:, None, :]
+
+
+def _design_contrasts(
+    fit: PairFit, target: Target, rng: np.random.Generator, draws: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The contrasts ``design`` reads, (R, C) each: (better, worse, weight).
+
+    Top-k: the boundary contrasts of the fitted order, weighted 1. Adjacent: which pairs are
+    adjacent is itself uncertain (close systems swap places), so the pairs adjacent in ``draws``
+    posterior draws θ̃ ~ N(θ̂, Σ), weighted by how often each is adjacent, the 2(M − 1) most frequent.
+    """
+    m = fit.n_systems
+    if target.kind == "top_k":
+        better, worse, _ = target_contrasts(fit, target)
+        return better, worse, np.ones(better.shape)
+    n_rep, k_pairs = fit.votes.shape
+    chol = np.linalg.cholesky(fit.covariance + 1e-12 * np.eye(m))
+    sampled = fit.theta[:, None, :] + np.einsum("rij,rdj->rdi", chol, rng.standard_normal((n_rep, draws, m)))
+    order = np.argsort(-sampled, axis=2, kind="stable")
+    columns = pair_column(order[:, :, :-1], order[:, :, 1:], m)
+    freq = np.zeros((n_rep, k_pairs))
+    np.add.at(freq, (np.arange(n_rep)[:, None, None], columns), 1.0 / draws)
+    keep = np.argsort(-freq, axis=1, kind="stable")[:, : min(k_pairs, 2 * (m - 1))]
+    first, second = pair_indices(m)
+    return first[keep], second[keep], np.take_along_axis(freq, keep, axis=1)
+
+
+def _design_weights(
+    fit: PairFit,
+    target: Target,
+    rng: np.random.Generator,
+    draws: int,
+    n_votes: np.ndarray | None,
+    floor: float,
+) -> np.ndarray:
+    m = fit.n_systems
+    target.check_systems(m)
+    n_rep, k_pairs = fit.votes.shape
+    first, second, q = _vote_information(fit)
+    better, worse, omega = _design_contrasts(fit, target, rng, draws)
+    # Top-k: lower the boundary contrasts' whole variance; adjacent: down to the threshold's.
+    v_star = (target.width_elo / (2.0 * Z95 * SCORE_SCALE)) ** 2 if target.kind == "adjacent" else 0.0
+    budget = (
+        DESIGN_ROUND_SHARE * fit.votes.sum(axis=1)
+        if n_votes is None
+        else np.asarray(n_votes, dtype=np.float64)
+    )
+    budget = np.broadcast_to(np.maximum(budget, 1.0), (n_rep,))
+    # The round's uniform floor first: its information, the graph Laplacian of floor × budget / K × q.
+    rows = np.arange(n_rep)
+    lap = np.zeros((n_rep, m, m))
+    np.add.at(lap, (rows[:, None], first, second), -floor * budget[:, None] / k_pairs * q)
+    lap = lap + np.swapaxes(lap, 1, 2)
+    lap[:, np.arange(m), np.arange(m)] = -lap.sum(axis=2)
+    cov = np.linalg.inv(np.linalg.inv(fit.covariance) + lap)
+    h = (1.0 - floor) * budget[:, None] / DESIGN_STEPS * q
+    counts = np.zeros((n_rep, k_pairs))
+    for _ in range(DESIGN_STEPS):
+        w = np.take_along_axis(cov, better[:, :, None], axis=1) - np.take_along_axis(
+            cov, worse[:, :, None], axis=1
+        )
+        cu = w[:, :, first] - w[:, :, second]  # cᵀ Σ a_e, (R, C, K)
+        v_c = (
+            np.take_along_axis(w, better[:, :, None], axis=2)[:, :, 0]
+            - np.take_along_axis(w, worse[:, :, None], axis=2)[:, :, 0]
+        )
+        v_e = contrast_variance(cov, np.broadcast_to(first, q.shape), np.broadcast_to(second, q.shape))
+        drop = h[:, None, :] * cu * cu / (1.0 + h[:, None, :] * v_e[:, None, :])
+        excess = np.maximum(v_c - v_star, 0.0)
+        excess = np.where(
+            (excess * omega).any(axis=1, keepdims=True), excess, v_c
+        )  # all narrow: keep them so
+        gain = np.einsum("rc,rck->rk", omega, np.minimum(drop, excess[:, :, None]))
+        best = np.argmax(gain, axis=1)
+        counts[rows, best] += 1.0
+        cov = rank_one_update(cov, first[best], second[best], h[rows, best])
+    return counts
+
+
 def _thompson_weights(fit: PairFit, target: Target, rng: np.random.Generator, draws: int) -> np.ndarray:
     m = fit.n_systems
     target.check_systems(m)
@@ -217,11 +325,20 @@ def _thompson_weights(fit: PairFit, target: Target, rng: np.random.Generator, dr
 
 
 def allocation_weights(
-    rule: str, fit: PairFit, target: Target, *, rng: np.random.Generator, draws: int = 256
+    rule: str,
+    fit: PairFit,
+    target: Target,
+    *,
+    rng: np.random.Generator,
+    draws: int = 256,
+    n_votes: np.ndarray | int | None = None,
+    floor: float = UNIFORM_FLOOR,
 ) -> np.ndarray:
     """Share of the next votes per pair under ``rule``, (R, K), each row summing to 1.
 
     ``uniform`` and ``random`` return equal shares (the balanced design is ``balanced_counts``).
+    ``n_votes`` (the next round's votes; default ``DESIGN_ROUND_SHARE`` of the votes so far) and
+    ``floor`` (its uniform share) are read by ``design`` only.
     """
     if rule not in RULES:
         raise StatisticsError(f"allocation rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -232,6 +349,10 @@ def allocation_weights(
         w = _shrinkage_weights(fit)
     elif rule == "information":
         w = _information_weights(fit, target)
+    elif rule == "design":
+        w = _design_weights(
+            fit, target, rng, min(draws, 64), None if n_votes is None else np.asarray(n_votes), floor
+        )
     else:
         w = _thompson_weights(fit, target, rng, draws)
     w = np.where(np.isfinite(w) & (w > 0), w, 0.0)

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alpha_ordinal, wilson_interval
-from stats.allocation import ADAPTIVE_RULE, Target, pair_indices
+from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.errors import StatisticsError
 from stats.judge_weights import bootstrap_mean_errors, leave_one_block_out
@@ -212,7 +212,9 @@ class StudyPlan:
         return {
             "target": {**asdict(self.target), "description": self.target.describe()},
             "allocation": self.allocation,
-            "allocation_rule": ADAPTIVE_RULE if self.allocation == "adaptive" else "uniform",
+            "allocation_rule": adaptive_rule(self.target.kind)
+            if self.allocation == "adaptive" and self.target.is_ranking
+            else "uniform",
             "assumptions": {
                 k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.assumptions).items()
             },
@@ -274,7 +276,7 @@ def plan_ranking(
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
     looks = look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
     sim_target = Target(kind=target.kind, k=min(target.k, m - 1), width_elo=target.width_elo)
-    rule = ADAPTIVE_RULE if allocation == "adaptive" else "uniform"
+    rule = adaptive_rule(target.kind) if allocation == "adaptive" else "uniform"
     run = run_sequential(truth, rule, sim_target, looks, seed=seed)
     reached = run.top_correct if target.kind == "top_k" else run.max_adjacent_width <= target.width_elo
     points = []

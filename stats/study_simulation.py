@@ -181,7 +181,9 @@ class SequentialRun:
     declared_correct: np.ndarray
 
 
-def look_grid(n_systems: int, *, start_per_pair: float = 2.0, stop_per_pair: float = 400.0, ratio: float = 1.12) -> np.ndarray:
+def look_grid(
+    n_systems: int, *, start_per_pair: float = 2.0, stop_per_pair: float = 400.0, ratio: float = 1.12
+) -> np.ndarray:
     """Cumulative vote counts of the looks: geometric from ``start_per_pair`` to ``stop_per_pair``
     votes per pair."""
     k_pairs = n_systems * (n_systems - 1) // 2
@@ -234,7 +236,9 @@ def run_sequential(
         elif rule == "random":
             new = rng.multinomial(int(total) - previous, np.full(k_pairs, 1.0 / k_pairs), size=n_rep)
         else:
-            weights = allocation_weights(rule, fit, target, rng=rng)
+            weights = allocation_weights(
+                rule, fit, target, rng=rng, n_votes=int(total) - previous, floor=floor
+            )
             new = round_counts(int(total) - previous, weights, floor=floor, rng=rng)
         points += draw_answers(truth, new, rng)
         votes += new

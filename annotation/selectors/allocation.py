@@ -23,10 +23,10 @@ import numpy as np
 from annotation.models import AuditEvent, Study, System
 from annotation.selectors.votes import votes_frame
 from stats.allocation import (
-    ADAPTIVE_RULE,
     UNIFORM_FLOOR,
     PairFit,
     Target,
+    adaptive_rule,
     allocation_weights,
     contrast_variance,
     fit_pairs,
@@ -54,7 +54,11 @@ def study_allocation(study: Study) -> str:
 
 def allocation_target(study: Study) -> Target:
     raw = (study.options or {}).get("allocation_target") or {}
-    return Target(kind=str(raw.get("kind", "top_k")), k=int(raw.get("k", 3)), width_elo=float(raw.get("width_elo", 50.0)))
+    return Target(
+        kind=str(raw.get("kind", "top_k")),
+        k=int(raw.get("k", 3)),
+        width_elo=float(raw.get("width_elo", 50.0)),
+    )
 
 
 @dataclass(frozen=True)
@@ -83,14 +87,23 @@ class AllocationState:
         first, second = pair_indices(len(self.systems))
         order = np.argsort(-self.shares, kind="stable")[:n]
         return [
-            FavouredPair(self.systems[first[k]], self.systems[second[k]], float(self.shares[k]), int(self.fit.votes[0, k]))
+            FavouredPair(
+                self.systems[first[k]],
+                self.systems[second[k]],
+                float(self.shares[k]),
+                int(self.fit.votes[0, k]),
+            )
             for k in order
         ]
 
 
 def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(systems, votes per pair, points of the pair's first system) from the valid main votes."""
-    systems = tuple(System.objects.filter(study=study).order_by("position", "external_id").values_list("external_id", flat=True))
+    systems = tuple(
+        System.objects.filter(study=study)
+        .order_by("position", "external_id")
+        .values_list("external_id", flat=True)
+    )
     m = len(systems)
     k_pairs = m * (m - 1) // 2
     votes = np.zeros(k_pairs)
@@ -101,8 +114,12 @@ def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndar
     if len(frame):
         frame = frame[~frame["is_repeat"] & frame["label"].isin(list(_VALUE))]
     index = {s: i for i, s in enumerate(systems)}
-    for a, b, label in zip(frame["system_a"] if len(frame) else [], frame["system_b"] if len(frame) else [],
-                           frame["label"] if len(frame) else [], strict=True):
+    for a, b, label in zip(
+        frame["system_a"] if len(frame) else [],
+        frame["system_b"] if len(frame) else [],
+        frame["label"] if len(frame) else [],
+        strict=True,
+    ):
         i, j = index[a], index[b]
         column = int(pair_column(np.array(i), np.array(j), m))
         y = _VALUE[label]
@@ -152,12 +169,17 @@ def allocation_state(*, study: Study) -> AllocationState | None:
     fit = fit_pairs(votes[None, :], points[None, :])
     n_votes = int(votes.sum())
     rng = np.random.default_rng([int(study.seed), n_votes, 31])
-    rule_shares = allocation_weights(ADAPTIVE_RULE, fit, target, rng=rng)[0]
+    rule = adaptive_rule(target.kind)
+    rule_shares = allocation_weights(rule, fit, target, rng=rng)[0]
     shares = UNIFORM_FLOOR / len(votes) + (1.0 - UNIFORM_FLOOR) * rule_shares
-    declared, top = top_k_declaration(fit, target.k) if target.kind == "top_k" else (np.array([False]), np.zeros((1, 0), dtype=np.int64))
+    declared, top = (
+        top_k_declaration(fit, target.k)
+        if target.kind == "top_k"
+        else (np.array([False]), np.zeros((1, 0), dtype=np.int64))
+    )
     return AllocationState(
         allocation=study_allocation(study),
-        rule=ADAPTIVE_RULE,
+        rule=rule,
         floor=UNIFORM_FLOOR,
         target=target,
         systems=systems,
@@ -191,7 +213,7 @@ def allocation_report_section(study: Study) -> dict[str, Any] | None:
     target = allocation_target(study)
     return {
         "allocation": "adaptive",
-        "rule": ADAPTIVE_RULE,
+        "rule": adaptive_rule(target.kind),
         "uniform_floor": UNIFORM_FLOOR,
         "target": {"kind": target.kind, "k": target.k, "width_elo": target.width_elo},
         "stopping_rule": "anytime-valid normal-mixture confidence sequence on Bradley-Terry differences, "

@@ -326,6 +326,27 @@ def test_the_allocator_favours_the_undecided_boundary(kind: str, tmp_path: Path)
     assert {favoured[0].system_a, favoured[0].system_b} == {"s1", "s2"}
 
 
+def test_an_adjacent_target_is_allocated_by_the_design_rule_towards_the_closest_neighbours(
+    tmp_path: Path,
+) -> None:
+    study = _study("adaptive-adjacent", "pairwise_reference", tmp_path)
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "adjacent", "width_elo": 40.0})
+    assert _run_raters(study, 3 * RATERS, THETA).n_raters == 3 * RATERS
+    state = allocation_state(study=study)
+    assert state is not None and state.rule == "design"
+    blocks = list(Block.objects.filter(study=study).order_by("position"))
+    assert len(blocks) == 3 and all(b.items.count() == BLOCK for b in blocks)
+    items = [c for b in blocks for c in b.items.values_list("comparison_id", flat=True)]
+    assert len(items) == len(set(items))  # disjoint blocks
+    events = AuditEvent.objects.filter(study=study, action="adaptive_block")
+    assert events.count() == 2 and all(e.details.get("rule") == "design" for e in events)
+    # s1 and s2 (0.15 apart) are the neighbours hardest to separate: the rule favours their pair,
+    # and the uniform floor keeps its share of every pair.
+    favoured = state.favoured(1)[0]
+    assert {favoured.system_a, favoured.system_b} == {"s1", "s2"}
+    assert state.shares.min() >= 0.25 / len(state.shares) - 1e-12
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_uniform_study_is_unchanged_when_full(kind: str, tmp_path: Path) -> None:
     study = _study(f"uniform-full-{kind}", kind, tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -14,15 +15,20 @@ from scipy.special import expit
 
 from demo.simulation import RaterProfile, evidence_for, rater_answer
 from stats.allocation import (
+    ADAPTIVE_RULE_BY_TARGET,
+    DESIGN_STEPS,
     RULES,
     UNIFORM_FLOOR,
+    Z95,
     Target,
+    adaptive_rule,
     adjacent_widths,
     allocation_weights,
     balanced_counts,
     fit_pairs,
     pair_column,
     pair_indices,
+    rank_one_update,
     round_counts,
 )
 from stats.bradley_terry import SCORE_SCALE, fit_bradley_terry, fit_pair_points_batch
@@ -155,6 +161,93 @@ def test_information_weight_is_the_gaussian_information_gain_on_the_target_by_di
     np.testing.assert_allclose(w[0], g / g.sum(), rtol=1e-6)
 
 
+def test_rank_one_update_is_the_direct_inverse_of_the_updated_information() -> None:
+    fit = _fit(m=6)
+    cov = np.repeat(fit.covariance[:1], 3, axis=0)
+    i, j, h = np.array([0, 2, 5]), np.array([3, 1, 4]), np.array([0.7, 12.0, 0.05])
+    updated = rank_one_update(cov, i, j, h)
+    for r in range(3):
+        a = np.zeros(6)
+        a[i[r]], a[j[r]] = 1.0, -1.0
+        direct = np.linalg.inv(np.linalg.inv(cov[r]) + h[r] * np.outer(a, a))
+        np.testing.assert_allclose(updated[r], direct, rtol=1e-9, atol=1e-12)
+
+
+def _greedy_design_by_inversion(fit, contrasts, v_star: float, n_votes: float, floor: float) -> np.ndarray:
+    """The design rule's greedy round, recomputed with a full matrix inverse per candidate pair."""
+    m = fit.n_systems
+    first, second = pair_indices(m)
+    theta = fit.theta[0]
+    q = expit(theta[first] - theta[second]) * (1 - expit(theta[first] - theta[second]))
+    pair_vectors = []
+    for i, j in zip(first, second, strict=True):
+        a = np.zeros(m)
+        a[i], a[j] = 1.0, -1.0
+        pair_vectors.append(a)
+    info = np.linalg.inv(fit.covariance[0])
+    for e, a in enumerate(pair_vectors):
+        info = info + floor * n_votes / len(first) * q[e] * np.outer(a, a)
+    h = (1 - floor) * n_votes / DESIGN_STEPS * q
+    c_vectors = []
+    for b, w in contrasts:
+        c = np.zeros(m)
+        c[b], c[w] = 1.0, -1.0
+        c_vectors.append(c)
+    counts = np.zeros(len(first))
+    for _ in range(DESIGN_STEPS):
+        cov = np.linalg.inv(info)
+        v = np.array([c @ cov @ c for c in c_vectors])
+        excess = np.maximum(v - v_star, 0.0) if np.any(v > v_star) else v
+        gains = []
+        for e, a in enumerate(pair_vectors):
+            after = np.linalg.inv(info + h[e] * np.outer(a, a))
+            v_after = np.array([c @ after @ c for c in c_vectors])
+            gains.append(np.minimum(v - v_after, excess).sum())
+        best = int(np.argmax(gains))
+        counts[best] += 1
+        info = info + h[best] * np.outer(pair_vectors[best], pair_vectors[best])
+    return counts / counts.sum()
+
+
+def test_design_rule_is_the_greedy_variance_reduction_by_direct_inversion_for_top_k() -> None:
+    fit = _fit(m=6)
+    order = np.argsort(-fit.theta[0], kind="stable")
+    contrasts = [(t, u) for t in order[:2] for u in order[2:]]
+    w = allocation_weights(
+        "design", fit, Target(kind="top_k", k=2), rng=np.random.default_rng(0), n_votes=300
+    )
+    expected = _greedy_design_by_inversion(fit, contrasts, 0.0, 300.0, UNIFORM_FLOOR)
+    np.testing.assert_allclose(w[0], expected)
+
+
+def test_design_rule_lowers_the_too_wide_adjacent_variances_by_direct_inversion() -> None:
+    # Well separated systems with unequal data: every posterior draw has the fitted order, so the
+    # contrasts are the fitted adjacent pairs, some of them wider than the threshold.
+    m = 5
+    first, second = pair_indices(m)
+    theta = np.array([1.5, -3.0, 0.0, 3.0, -1.5])
+    votes = np.random.default_rng(4).integers(40, 400, size=(1, 10)).astype(float)
+    fit = fit_pairs(votes, np.round(2 * votes * expit(theta[first] - theta[second])) / 2)
+    widths = adjacent_widths(fit)[0]
+    width_elo = float(np.median(widths))
+    order = np.argsort(-fit.theta[0], kind="stable")
+    contrasts = list(pairwise(order))
+    v_star = (width_elo / (2 * Z95 * SCORE_SCALE)) ** 2
+    target = Target(kind="adjacent", width_elo=width_elo)
+    w = allocation_weights("design", fit, target, rng=np.random.default_rng(0), n_votes=2000)
+    expected = _greedy_design_by_inversion(fit, contrasts, v_star, 2000.0, UNIFORM_FLOOR)
+    np.testing.assert_allclose(w[0], expected)
+    # The votes go to pairs that narrow a too-wide neighbour, not to the narrow ones alone.
+    assert w[0].max() < 1.0
+
+
+def test_adaptive_rule_per_target_and_unknown_kind_refused() -> None:
+    assert adaptive_rule("top_k") == ADAPTIVE_RULE_BY_TARGET["top_k"] == "thompson"
+    assert adaptive_rule("adjacent") == ADAPTIVE_RULE_BY_TARGET["adjacent"] == "design"
+    with pytest.raises(StatisticsError, match="target kind"):
+        adaptive_rule("kappa")
+
+
 def test_every_rule_gives_shares_that_sum_to_one_and_thompson_only_boundary_pairs_when_settled() -> None:
     fit = _fit(m=5)
     for rule in RULES:
@@ -168,7 +261,9 @@ def test_every_rule_gives_shares_that_sum_to_one_and_thompson_only_boundary_pair
     theta = np.array([2.0, 1.0, 0.0, -1.0, -2.0])
     votes = np.full((1, 10), 1e6)
     points = votes * expit(theta[first] - theta[second])
-    w = allocation_weights("thompson", fit_pairs(votes, points), Target(kind="top_k", k=2), rng=np.random.default_rng(2))
+    w = allocation_weights(
+        "thompson", fit_pairs(votes, points), Target(kind="top_k", k=2), rng=np.random.default_rng(2)
+    )
     assert w[0, pair_column(np.array(1), np.array(2), 5)] == pytest.approx(1.0)
 
 
@@ -253,8 +348,13 @@ def test_panel_mixture_matches_the_demo_raters_answering_one_vote_at_a_time() ->
     for t in range(n):
         r = t % 3
         profile = RaterProfile(
-            id="r", noise=float(noise[r]), position_bias=float(bias[r]), tie_band=tau,
-            cannot_judge_rate=0.0, repeat_consistency=1.0, median_ms=5000,
+            id="r",
+            noise=float(noise[r]),
+            position_bias=float(bias[r]),
+            tie_band=tau,
+            cannot_judge_rate=0.0,
+            repeat_consistency=1.0,
+            median_ms=5000,
         )
         swapped = (t // 3) % 2 == 1
         verdict = rater_answer(profile=profile, evidence=evidence, swapped=swapped, rng=rng).verdict
@@ -302,6 +402,18 @@ def test_adaptive_run_finds_the_top_k_with_fewer_votes_than_uniform() -> None:
     assert votes_to_share(looks, adaptive.top_correct, 0.8) < votes_to_share(looks, uniform.top_correct, 0.8)
 
 
+def test_adaptive_adjacent_run_needs_fewer_votes_than_uniform_for_narrow_neighbours() -> None:
+    # Easy case: 8 systems, a wide spread (far pairs carry little information per vote).
+    truth = simulated_truth(StudyAssumptions(n_systems=8, elo_sd=200.0), list(range(30)))
+    looks = look_grid(8, start_per_pair=2, stop_per_pair=300, ratio=1.25)
+    target = Target(kind="adjacent", width_elo=80.0)
+    uniform = run_sequential(truth, "uniform", target, looks, seed=9)
+    adaptive = run_sequential(truth, "design", target, looks, seed=9)
+    u = np.median(votes_to_width(looks, uniform.max_adjacent_width, 80.0))
+    a = np.median(votes_to_width(looks, adaptive.max_adjacent_width, 80.0))
+    assert math.isfinite(u) and a < 0.9 * u
+
+
 def test_votes_to_share_and_width_read_the_first_settled_look() -> None:
     looks = np.array([10, 20, 40, 80])
     reached = np.array([[0, 0], [1, 0], [1, 1], [1, 1]], dtype=bool)
@@ -310,8 +422,12 @@ def test_votes_to_share_and_width_read_the_first_settled_look() -> None:
     assert math.isinf(votes_to_share(looks, np.zeros((4, 2), dtype=bool), 0.5))
     widest = np.array([[9.0, 9.0], [4.0, 9.0], [6.0, 4.0], [4.0, 3.0]])
     # Replicate 0 settles between 40 and 80 (width 6 -> 4 crosses 5); replicate 1 between 20 and 40.
-    expected_0 = math.exp(math.log(40) + (math.log(6) - math.log(5)) / (math.log(6) - math.log(4)) * math.log(2))
-    expected_1 = math.exp(math.log(20) + (math.log(9) - math.log(5)) / (math.log(9) - math.log(4)) * math.log(2))
+    expected_0 = math.exp(
+        math.log(40) + (math.log(6) - math.log(5)) / (math.log(6) - math.log(4)) * math.log(2)
+    )
+    expected_1 = math.exp(
+        math.log(20) + (math.log(9) - math.log(5)) / (math.log(9) - math.log(4)) * math.log(2)
+    )
     np.testing.assert_allclose(votes_to_width(looks, widest, 5.0), [expected_0, expected_1])
     fit = _fit(m=4)
     assert adjacent_widths(fit).shape == (2, 3)
