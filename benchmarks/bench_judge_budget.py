@@ -9,7 +9,7 @@ A call is one answer; a comparison is called in both orders, so calls go two by 
 are the command's (``stats.allocation.budget_rounds``: a uniform start of one comparison per pair,
 then rounds of 12 % of what was spent, at least the start's size). ``uniform`` spreads the calls
 equally over the pairs (``run_judges`` without a budget, on a balanced deployment schedule);
-``adaptive`` is ``run_judges --max-calls``: ``ADAPTIVE_RULE`` on the adjacent-separation target with
+``adaptive`` is ``run_judges --max-calls``: ``BUDGET_RULE`` on the adjacent-separation target with
 the 25 % uniform floor.
 
 Figure: the calls until every adjacent pair of the fitted order has a 95 % interval of its score
@@ -28,10 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stats.allocation import ADAPTIVE_RULE, UNIFORM_FLOOR, Target, budget_rounds
+from stats.allocation import UNIFORM_FLOOR, Target, adaptive_rule, budget_rounds
 from stats.study_simulation import StudyAssumptions, run_sequential, simulated_truth, votes_to_width
 
 WIDTH_ELO = 50.0
+# ``judges.services.budget.BUDGET_RULE``: the study allocator's rule for adjacent separation.
+BUDGET_RULE = adaptive_rule("adjacent")
 BOOTSTRAP = 1000
 CALLS_PER_COMPARISON = 2  # both orders
 COMPARISONS_PER_PAIR = 400  # the furthest the rounds go
@@ -55,7 +57,7 @@ def main() -> int:
         looks = CALLS_PER_COMPARISON * np.array(budget_rounds(k_pairs, COMPARISONS_PER_PAIR * k_pairs))
         target = Target(kind="adjacent", width_elo=WIDTH_ELO)
         calls = {}
-        for rule in ("uniform", ADAPTIVE_RULE):
+        for rule in ("uniform", BUDGET_RULE):
             run = run_sequential(truth, rule, target, looks, seed=m, floor=UNIFORM_FLOOR)
             calls[rule] = votes_to_width(run.votes, run.max_adjacent_width, WIDTH_ELO)
         resamples = rng.integers(0, len(seeds), size=(BOOTSTRAP, len(seeds)))
@@ -66,13 +68,13 @@ def main() -> int:
             lo, hi = np.percentile(boot[rule], [2.5, 97.5])
             ratio = boot[rule] / boot["uniform"]
             rlo, rhi = np.percentile(ratio, [2.5, 97.5])
-            label = "adaptive" if rule == ADAPTIVE_RULE else rule
+            label = "adaptive" if rule == BUDGET_RULE else rule
             print(
                 f"{m:3d} {label:9s} {point:8.0f} [{lo:8.0f}, {hi:8.0f}] {point / base:9.2f} [{rlo:6.2f}, {rhi:6.2f}]"
             )
     print(
         f"(calls until every adjacent 95 % width < {WIDTH_ELO:.0f} Elo, median of {args.seeds} seeds; "
-        f"rule {ADAPTIVE_RULE}, floor {UNIFORM_FLOOR}); elapsed {time.perf_counter() - started:.0f} s"
+        f"rule {BUDGET_RULE}, floor {UNIFORM_FLOOR}); elapsed {time.perf_counter() - started:.0f} s"
     )
     return 0
 

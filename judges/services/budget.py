@@ -10,8 +10,8 @@ the judge yet, one comparison each (the uniform start); after every round the ju
 so far are fitted — Bradley–Terry as in "Deployment leaderboard", each comparison's outcome the
 mean canonical vote of the judge over its orders and repeats (one judge: a frozen weight would only
 scale it) — and the next round's comparisons are drawn by ``stats.allocation``'s rule
-(``ADAPTIVE_RULE``, target: adjacent separation), a quarter of them uniformly over the pairs
-(``UNIFORM_FLOOR``). Every chosen comparison is called in every order and repeat asked for. Rounds
+(``BUDGET_RULE``, the study allocator's rule for adjacent separation), a quarter of them
+uniformly over the pairs (``UNIFORM_FLOOR``). Every chosen comparison is called in every order and repeat asked for. Rounds
 grow with the calls spent (``budget_rounds``) until the budget is spent or no comparison is left.
 """
 
@@ -32,9 +32,9 @@ from annotation.services.audit import audit_record
 from judges.models import Judge, JudgeOutput, OutputStatus
 from judges.services.runs import _check_run, judge_run_estimate, judge_stop_reason
 from stats.allocation import (
-    ADAPTIVE_RULE,
     UNIFORM_FLOOR,
     Target,
+    adaptive_rule,
     adjacent_widths,
     allocation_weights,
     budget_rounds,
@@ -46,6 +46,8 @@ from stats.allocation import (
 
 #: Default adjacent-separation width (Elo) the allocator steers by, as for a study's target.
 DEFAULT_TARGET_WIDTH_ELO = 50.0
+#: The study allocator's rule for the adjacent-separation target (``stats.allocation.adaptive_rule``).
+BUDGET_RULE = adaptive_rule("adjacent")
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
 
@@ -233,7 +235,8 @@ def judge_run_budget(
                 judge=judge, comparisons=slot, orders=orders, repeats=repeats, n_systems=m
             )
             weights = allocation_weights(
-                ADAPTIVE_RULE, fit_pairs(votes[None, :], points[None, :]), target, rng=rng
+                BUDGET_RULE, fit_pairs(votes[None, :], points[None, :]), target, rng=rng,
+                n_votes=size,
             )
             counts = round_counts(size, weights, floor=UNIFORM_FLOOR, rng=rng)[0]
             chosen = draw_from_pairs(counts, by_pair, remaining, size, rng=rng)
@@ -279,7 +282,7 @@ def judge_run_budget(
         orders=list(orders),
         repeats=repeats,
         allocation="adaptive",
-        rule=ADAPTIVE_RULE,
+        rule=BUDGET_RULE,
         uniform_floor=UNIFORM_FLOOR,
         allocation_target={"kind": "adjacent", "width_elo": float(target_width_elo)},
         max_calls=budget.max_calls,
