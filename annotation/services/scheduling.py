@@ -587,7 +587,7 @@ def blocks_schedule(
 
 
 def _check_repeats_fit(*, repeats: int, min_gap: int, block_size: int) -> None:
-    if repeats > block_size - min_gap + 1:
+    if repeats > max(block_size - min_gap + 1, 0):  # no repeats always fit, whatever the gap
         raise ArbiterError(
             f"cannot place {repeats} hidden repeats at least {min_gap} trials after their originals in a block "
             f"of {block_size}: at most {max(block_size - min_gap + 1, 0)} fit (lower --repeats or --min-gap)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -139,6 +140,14 @@ def test_refuses_unplaceable_repeats(rs) -> None:  # type: ignore[no-untyped-def
     with pytest.raises(ArbiterError, match="cannot place 3 hidden repeats at least 7 trials"):
         blocks_schedule(study=rs.study, **{**ARGS, "repeats": 3, "min_gap": 7})
     assert not Trial.objects.exists()
+
+
+def test_no_repeats_fit_a_block_shorter_than_the_gap(rs) -> None:  # type: ignore[no-untyped-def]
+    # --repeats 0 with the default gap of 20 in a block of 8: nothing to place, nothing to refuse.
+    call_command("schedule_blocks", rs.study.slug, "--blocks", "2", "--block-size", "8", "--repeats", "0",
+                 "--min-gap", "20", "--raters", "5,2", stdout=io.StringIO())
+    trials = Trial.objects.filter(assignment__block__study=rs.study)
+    assert trials.count() == 7 * 8 and not trials.filter(repeat_of__isnull=False).exists()
 
 
 def test_refuses_a_second_schedule(rs) -> None:  # type: ignore[no-untyped-def]
