@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 from django.db.models import Q, QuerySet
@@ -48,6 +49,8 @@ class LeaderboardInputs:
     n_skipped: int
     judges: tuple[str, ...]
     coefficients: tuple[float, ...]
+    #: With human labels: what the study's exclusion rules removed from their votes (None: no rules).
+    exclusions: dict[str, Any] | None = None
 
     @property
     def n_comparisons(self) -> int:
@@ -70,25 +73,35 @@ def coefficient_judges(coefficient_set: CoefficientSet) -> tuple[list[str], np.n
     return names, beta
 
 
-def human_references(*, study: Study) -> dict[str, float]:
-    """``{comparison id: h_i}`` over comparisons with ≥ 1 valid main vote (SPEC §5).
+def human_references(*, study: Study) -> tuple[dict[str, float], dict[str, Any] | None]:
+    """``{comparison id: h_i}`` over comparisons with ≥ 1 valid main vote (SPEC §5), and the
+    ``exclusions`` object of the rules that chose the votes (None when none apply).
 
     Main votes only (hidden repeats excluded), voided assignments excluded; valid = A, TIE, B.
+    The study's saved exclusion rules apply as in the agreement and calibration reports (issue 30:
+    by default, ``calibration.services.exclusion_rules.effective_rules``).
     """
     # Imported here: pandas and the votes frame are needed only with --use-human-labels.
     from annotation.selectors.votes import votes_frame
+    from calibration.services.agreement import reference_votes_filtered
+    from calibration.services.exclusion_rules import effective_rules
     from stats.preference import human_preferences
 
     votes = votes_frame(study=study, include_voided=False)
+    exclusions = None
+    rules, by_default = effective_rules(study, None)
+    if rules is not None:
+        votes, exclusions = reference_votes_filtered(study=study, votes=votes, rules=rules)
+        exclusions["applied_by_default"] = by_default
     if votes.empty:
-        return {}
+        return {}, exclusions
     main = votes[~votes["is_repeat"].to_numpy(dtype=bool)]
     main = main[main["label"].isin(VALID_HUMAN_LABELS)]
     if main.empty:
-        return {}
+        return {}, exclusions
     ids = sorted(set(main["comparison"].astype(str)))
     _, h = human_preferences(main["label"].to_numpy(), main["comparison"].astype(str).to_numpy(), ids)
-    return {cid: float(value) for cid, value in zip(ids, h, strict=True) if np.isfinite(value)}
+    return {cid: float(value) for cid, value in zip(ids, h, strict=True) if np.isfinite(value)}, exclusions
 
 
 def leaderboard_inputs(
@@ -136,8 +149,9 @@ def leaderboard_inputs(
     if complete.any():
         p[complete] = proxy_outcomes(votes[complete], beta)
     from_human = np.zeros(len(rows), dtype=bool)
+    exclusions = None
     if use_human_labels:
-        h = human_references(study=study)
+        h, exclusions = human_references(study=study)
         for k, row in enumerate(rows):
             value = h.get(row[1])
             if value is not None:
@@ -164,6 +178,7 @@ def leaderboard_inputs(
         n_skipped=int(len(rows) - len(scored)),
         judges=tuple(judges),
         coefficients=tuple(float(x) for x in beta),
+        exclusions=exclusions,
     )
 
 

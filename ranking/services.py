@@ -162,6 +162,7 @@ def inputs_snapshot(inputs: LeaderboardInputs) -> dict[str, Any]:
         "n_skipped": inputs.n_skipped,
         "judges": list(inputs.judges),
         "coefficients": list(inputs.coefficients),
+        **({"exclusions": inputs.exclusions} if inputs.exclusions is not None else {}),
     }
 
 
@@ -178,6 +179,7 @@ def inputs_from_snapshot(data: Mapping[str, Any]) -> LeaderboardInputs:
         n_skipped=int(data["n_skipped"]),
         judges=tuple(data["judges"]),
         coefficients=tuple(float(x) for x in data["coefficients"]),
+        exclusions=data.get("exclusions"),
     )
 
 
@@ -320,6 +322,12 @@ def _float_or_none(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def coefficient_set_exclusions(cset: CoefficientSet) -> dict[str, Any] | None:
+    """The ``exclusions`` object of the calibration report a coefficient set was frozen from."""
+    found = (cset.report or {}).get("exclusions")
+    return dict(found) if isinstance(found, Mapping) else None
+
+
 def leaderboard_report(
     *,
     inputs: LeaderboardInputs,
@@ -327,8 +335,13 @@ def leaderboard_report(
     boot: BootstrapResult | DavidsonBootstrap,
     use_human_labels: bool = False,
     objective: Mapping[str, float] | None = None,
+    coefficient_exclusions: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The SPEC §10 leaderboard JSON from the inputs and the (merged) bootstrap.
+
+    ``exclusions`` (with human labels and rules in force) says what the study's exclusion rules
+    removed from the labels' votes; ``coefficient_set_exclusions`` repeats the ``exclusions`` of the
+    calibration the coefficient set was frozen from (``coefficient_exclusions``), when it had any.
 
     With a ``DavidsonBootstrap`` the scores, ranks and intervals are the Davidson model's, and the
     report adds its ``tie_parameter`` and a ``model_comparison`` with Bradley–Terry.
@@ -386,6 +399,10 @@ def leaderboard_report(
         }
         report["outcomes"] = "p̂ as soft labels: A = max(0, 2p̂ − 1), TIE = 1 − |2p̂ − 1|, B = max(0, 1 − 2p̂)"
         report["model_comparison"] = _model_comparison(inputs, bt.theta, bt.ranks, dv.theta, dv.ranks)
+    if inputs.exclusions is not None:  # the human labels' votes, as the agreement report keeps them
+        report["exclusions"] = inputs.exclusions
+    if coefficient_exclusions is not None:  # the human reference the coefficient set was fitted on
+        report["coefficient_set_exclusions"] = coefficient_exclusions
     if objective:
         report["objective_vs_subjective"] = _objective_correlations(rows, objective)
     return report
@@ -447,6 +464,7 @@ def leaderboard_compute(
         boot=boot,
         use_human_labels=use_human_labels,
         objective=objective,
+        coefficient_exclusions=coefficient_set_exclusions(cset),
     )
     snapshot = inputs_snapshot(inputs)
     report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)
@@ -741,6 +759,7 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
                 boot=boot,
                 use_human_labels=leaderboard.use_human_labels,
                 objective=leaderboard.objective or None,
+                coefficient_exclusions=coefficient_set_exclusions(leaderboard.coefficient_set),
             )
             if "judge_outputs" in leaderboard.inputs:
                 report["judge_outputs"] = leaderboard.inputs["judge_outputs"]

@@ -254,3 +254,36 @@ def test_objective_parser_turns_a_csv_error_into_a_one_line_error() -> None:
     with pytest.raises(ValidationFailed) as info:
         objective_parse_csv(text, source="o.csv", systems={"a", "b"})
     assert "o.csv:" in str(info.value) and "not valid CSV" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_human_labels_leave_out_the_raters_the_saved_rules_exclude(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from annotation.models import Vote
+
+    ranked = make_ranked_study("lb-rules", with_votes=True)
+    study = ranked.study
+    junk = Vote.objects.filter(trial__assignment__rater__external_id="r00", trial__is_repeat=False)
+    junk.filter(trial__swapped=False).update(label="A")  # straight-lining: "A" shown on every trial
+    junk.filter(trial__swapped=True).update(label="B")
+    study.options = {**(study.options or {}), "exclusion_rules": {
+        "straightline_share": 0.9, "straightline_min_trials": 5, "min_median_response_ms": None}}
+    study.save(update_fields=["options"])
+    report = run_command(ranked, tmp_path, "--bootstrap", "30", "--use-human-labels")
+    out = capsys.readouterr().out
+    ex = report["exclusions"]
+    assert ex["applied_by_default"] is True and ex["n_raters"] == 3 and ex["n_kept_raters"] == 2
+    assert [r["participant"] for r in ex["excluded_raters"]] == ["r00"]
+    assert "human labels: without 1 of 3 raters" in out and "r00 (straight_lining_share)" in out
+    # h_i from the two kept raters' main votes only (the voided assignment and repeats ignored too).
+    kept: dict[str, list[str]] = {}
+    for cid, label in Vote.objects.filter(
+        trial__assignment__rater__external_id__in=["r01", "r02"], trial__is_repeat=False,
+        label__in=["A", "TIE", "B"],
+    ).values_list("trial__comparison__external_id", "label"):
+        kept.setdefault(cid, []).append(label)
+    inputs = leaderboard_inputs(study=study, coefficient_set=ranked.coefficient_set, use_human_labels=True)
+    got = {c: p for c, p, h in zip(inputs.comparisons, inputs.p, inputs.from_human, strict=True) if h}
+    assert got.keys() == kept.keys()
+    for cid, labels in kept.items():
+        assert got[cid] == pytest.approx((labels.count("A") + 0.5 * labels.count("TIE")) / len(labels), abs=1e-12)
+    # Without human labels the votes are not read; no exclusions object.
+    assert "exclusions" not in run_command(ranked, tmp_path, "--bootstrap", "30", name="proxy.json")

@@ -112,6 +112,13 @@ class Command(ArbiterCommand):
             )
             + f" -> {json_path}"
         )
+        if "exclusions" in report:
+            self.stdout.write(f"human labels: {excluded_line(report['exclusions'])}")
+        if "coefficient_set_exclusions" in report:
+            self.stdout.write(
+                f"coefficient set {report['coefficients']} calibrated on a human reference "
+                f"{excluded_line(report['coefficient_set_exclusions'])}"
+            )
         outputs = report["judge_outputs"]
         self.stdout.write(
             f"leaderboard {recorded[0].pk}: {outputs['scoring_outputs']} judge outputs scored, "
@@ -126,3 +133,15 @@ class Command(ArbiterCommand):
                 f"{vs['outputs']['refreshed']}, retained {vs['outputs']['retained']}, new {vs['outputs']['new']}; "
                 f"rank changes: {', '.join(moved) or 'none'}"
             )
+
+
+def excluded_line(exclusions: dict[str, Any]) -> str:
+    """Who the exclusion rules left out of the votes, and why (the leaderboard's header)."""
+    how = "the study's saved exclusion rules" + (" (default)" if exclusions.get("applied_by_default") else "")
+    out = exclusions.get("excluded_raters") or []
+    return (
+        f"without {exclusions['n_raters'] - exclusions['n_kept_raters']} of {exclusions['n_raters']} raters "
+        f"({exclusions['n_votes'] - exclusions['n_kept_votes']} of {exclusions['n_votes']} votes) by {how}"
+        + (": " + ", ".join(f"{r['participant']} ({', '.join(r.get('rules') or [r['rule']])})" for r in out)
+           if out else "")
+    )
