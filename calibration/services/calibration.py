@@ -138,7 +138,13 @@ def calibration_report_for_study(
             families=inputs.families,
         )
     except ValueError as exc:
-        raise ValidationFailed(f"study {study.slug}: {exc}") from None
+        # When the rules removed raters, the reason may be theirs (every rater excluded): say so.
+        cause = ""
+        if exclusions is not None and exclusions["n_kept_raters"] < exclusions["n_raters"]:
+            from calibration.services.exclusion_rules import exclusions_line
+
+            cause = f" ({exclusions_line(exclusions)})"
+        raise ValidationFailed(f"study {study.slug}: {exc}{cause}") from None
     report = result.to_dict(include_predictions=True)
     pred = result.predictions
     x = pred[[f"x:{j}" for j in result.judges]].to_numpy(dtype=float)

@@ -280,6 +280,23 @@ def test_calibrate_excludes_a_rater_who_fails_gold_by_default(tmp_path: Path) ->
                      "--no-rules", stdout=io.StringIO())
 
 
+def test_calibrate_says_when_the_saved_rules_excluded_every_rater(tmp_path: Path) -> None:
+    from django.core.management import CommandError
+
+    cal = make_calibration_study("gold-all-out")
+    raters = set(votes_frame(study=cal.study)["rater"].astype(str))
+    _add_gold(cal.study, wrong=raters)
+    cal.study.options = {**(cal.study.options or {}), "gold_trials": 2}
+    cal.study.save(update_fields=["options"])
+    # Not "no comparison has a valid human vote" alone: the votes exist, the rules removed them.
+    with pytest.raises(CommandError, match=rf"no comparison has a valid human vote \(the study's saved exclusion "
+                       rf"rules \(default; --no-rules for the raw figures\) kept 0 of {len(raters)} raters"):
+        call_command("calibrate", cal.study.slug, "--json", str(tmp_path / "c.json"), "--bootstrap", "20",
+                     stdout=io.StringIO())
+    call_command("calibrate", cal.study.slug, "--json", str(tmp_path / "c.json"), "--bootstrap", "20",
+                 "--no-rules", stdout=io.StringIO())
+
+
 def test_the_agreement_page_applies_the_saved_rules_and_says_so(client: Client, researcher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     study = make_rated_study("gold-page", researchers=[researcher], tmp_dir=tmp_path, seed=11)
     junk = str(votes_frame(study=study)["rater"].iloc[0])
