@@ -267,8 +267,12 @@ def test_human_labels_leave_out_the_raters_the_saved_rules_exclude(tmp_path: Pat
     study.options = {**(study.options or {}), "exclusion_rules": {
         "straightline_share": 0.9, "straightline_min_trials": 5, "min_median_response_ms": None}}
     study.save(update_fields=["options"])
-    report = run_command(ranked, tmp_path, "--bootstrap", "30", "--use-human-labels")
+    report = run_command(ranked, tmp_path, "--bootstrap", "30", "--use-human-labels", "--html",
+                         str(tmp_path / "lb.html"))
     out = capsys.readouterr().out
+    page = " ".join((tmp_path / "lb.html").read_text().split())
+    assert 'rules left <span id="lb-human-excluded">1</span> of 3 raters out of the human labels' in page
+    assert "r00" not in page  # counts only: the same body is the public page
     ex = report["exclusions"]
     assert ex["applied_by_default"] is True and ex["n_raters"] == 3 and ex["n_kept_raters"] == 2
     assert [r["participant"] for r in ex["excluded_raters"]] == ["r00"]
