@@ -332,3 +332,10 @@ def test_api_refuses_an_unsafe_zip_entry(researcher: Any) -> None:
     assert response.status_code == 400
     assert response.json()["detail"] == "evil.zip: '../escape.png': unsafe ZIP entry: the path contains '..'"
     nothing_written()
+
+
+@pytest.mark.django_db
+def test_the_real_run_says_how_many_stray_files_it_ignored(folders: Path) -> None:
+    err = io.StringIO()
+    call_command("new_study", *folder_args(folders), stdout=io.StringIO(), stderr=err)
+    assert err.getvalue().strip() == "ignored 1 stray file (new_study --dry-run lists them)"
