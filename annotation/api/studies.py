@@ -171,6 +171,12 @@ class StudyDetailApi(ResearcherApi):
     def patch(self, request: Request, slug: str) -> Response:
         study = study_get_for_user(user=request.user, slug=slug)
         data = self.UpdateSerializer(data=request.data)
+        # A key PATCH does not change is refused, not ignored: a scripted set-up that sends a
+        # misspelt or page-only setting would otherwise get 200 and an unchanged study.
+        takes = list(data.fields)
+        unknown = [key for key in request.data if key not in takes] if isinstance(request.data, dict) else []
+        if unknown:
+            raise ValidationFailed(f"not a setting PATCH changes (it takes: {', '.join(takes)})", field=unknown[0])
         if not data.is_valid():
             field, problems = next(iter(data.errors.items()))
             raise ValidationFailed(str(problems[0]), field=field)

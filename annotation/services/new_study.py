@@ -49,7 +49,15 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.images import ALLOWED_FORMATS
 from annotation.progress import progress_step
 from annotation.services.bundles.exchange import study_import_bundle
-from annotation.services.bundles.reference_format import STUDY_JSON, bundle_path_problem, load_json
+from annotation.services.bundles.questionnaire_format import KINDS as QUESTIONNAIRE_KINDS
+from annotation.services.bundles.questionnaire_format import questionnaire_spec_from_document
+from annotation.services.bundles.reference_format import (
+    STUDY_JSON,
+    bundle_path_problem,
+    document_kind,
+    load_json,
+    study_spec_from_document,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -170,6 +178,25 @@ class NewStudyPlan:
             return f"{label}: {problem}"
         if not self.pages:
             return "no pages: no image file matched (check the folders, the manifest or --match)"
+        return self.document_error()
+
+    def document_error(self) -> str | None:
+        """What the import's own ``study.json`` check and its free-slug check would refuse, so that
+        a dry run does not say "would import" of options the real run stops at (a bad slug, an axis
+        without an id, a crowd setting out of range)."""
+        from annotation.models import Study
+
+        document = self.document()
+        try:
+            if document_kind(document) in QUESTIONNAIRE_KINDS:
+                questionnaire_spec_from_document(document)
+            else:
+                study_spec_from_document(document)
+        except ValidationFailed as exc:
+            return str(exc)
+        slug = document.get("slug")
+        if isinstance(slug, str) and Study.objects.filter(slug=slug).exists():
+            return f"{STUDY_JSON} $.slug: a study with slug {slug!r} already exists"
         return None
 
     # --- what would be created ----------------------------------------------------------------

@@ -214,6 +214,26 @@ def test_patch_refuses_bad_crowd_values_with_400_and_changes_nothing(
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("key", ["break_evry", "digit_keys", "slug"])
+def test_patch_refuses_a_key_it_does_not_change_instead_of_ignoring_it(
+    key: str, examples_dir: Path, researcher: Any
+) -> None:
+    """A misspelt setting, a page-only one or a read-only field: 400 naming it, nothing changed."""
+    study = study_import_bundle(path=examples_dir / "bundle", user=researcher)
+    client = Client()
+    client.force_login(researcher)
+    response = client.patch(
+        f"/api/studies/{study.slug}/", {key: 5, "title": "changed"}, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    detail = response.json()["detail"]
+    assert detail.startswith(f"field '{key}': not a setting PATCH changes (it takes: title, ")
+    assert "break_every" in detail and "\n" not in detail
+    study.refresh_from_db()
+    assert study.title != "changed"
+
+
+@pytest.mark.django_db
 def test_the_settings_page_still_saves_and_uses_the_same_messages(examples_dir: Path, researcher: Any) -> None:
     study = study_import_bundle(path=examples_dir / "bundle", user=researcher)
     client = Client()

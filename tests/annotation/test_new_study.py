@@ -238,6 +238,20 @@ def test_all_or_nothing_when_the_bundle_validator_refuses(folders: Path) -> None
     nothing_written()
 
 
+@pytest.mark.django_db
+def test_dry_run_stops_where_the_bundle_check_would(folders: Path) -> None:
+    """The dry run checks study.json as the import does: it does not promise an import that a
+    missing slug, a bad axis or a slug in use would stop."""
+    no_slug = [a for a in folder_args(folders, "--dry-run") if a not in ("--slug", "fs")]
+    assert run(*no_slug).rstrip().endswith("a real run would stop: study.json $.slug: required key is missing")
+    report = run(*folder_args(folders, "--dry-run", "--option", 'axes=[{"name": "x"}]'))
+    assert report.rstrip().endswith("a real run would stop: study.json $.axes[0].id: required key is missing")
+    nothing_written()
+    run(*folder_args(folders))
+    report = run(*folder_args(folders, "--dry-run"))
+    assert report.rstrip().endswith("a real run would stop: study.json $.slug: a study with slug 'fs' already exists")
+
+
 # --- the page and the API --------------------------------------------------------------------
 
 
@@ -318,3 +332,10 @@ def test_api_refuses_an_unsafe_zip_entry(researcher: Any) -> None:
     assert response.status_code == 400
     assert response.json()["detail"] == "evil.zip: '../escape.png': unsafe ZIP entry: the path contains '..'"
     nothing_written()
+
+
+@pytest.mark.django_db
+def test_the_real_run_says_how_many_stray_files_it_ignored(folders: Path) -> None:
+    err = io.StringIO()
+    call_command("new_study", *folder_args(folders), stdout=io.StringIO(), stderr=err)
+    assert err.getvalue().strip() == "ignored 1 stray file (new_study --dry-run lists them)"

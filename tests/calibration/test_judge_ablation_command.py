@@ -3,6 +3,7 @@ against the pure ``judge_ablation`` on evidence recomputed here from the factory
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -173,3 +174,22 @@ def test_api_and_page(researcher, other_researcher, rater_user) -> None:  # type
     bad = client.post(page, {"bootstrap": "999999", "seed": "4"})
     assert bad.status_code == 400 and b"at most" in bad.content
     assert other.get(page).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_judge_whose_outputs_are_all_invalid_is_named_on_the_terminal(tmp_path: Path) -> None:
+    """Left out of the ablation with its name and why, in the report and on stderr (not blamed on blocks)."""
+    cal = prepare("abl-invalid")
+    n = JudgeOutput.objects.filter(comparison__study=cal.study, judge__name="cal-gemini").update(
+        status="invalid", winner=""
+    )
+    assert n > 0
+    out, err = io.StringIO(), io.StringIO()
+    call_command("judge_ablation", "abl-invalid", "--json", str(tmp_path / "x.json"), "--bootstrap", "10",
+                 stdout=out, stderr=err)
+    report = json.loads((tmp_path / "x.json").read_text())
+    assert "cal-gemini" not in report["judges"] and "block" not in out.getvalue()
+    assert err.getvalue().splitlines() == [
+        f"judge cal-gemini left out: no valid output on the human set: all {n} of its outputs are invalid "
+        f"({n} failed validation or transport)"
+    ]

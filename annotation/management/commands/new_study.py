@@ -110,7 +110,8 @@ class Command(ArbiterCommand):
         study, kept = new_study_create(data=data, plan=plan, keep_bundle=options["keep_bundle"])
         counts = plan.counts()
         if plan.stray:
-            self.stderr.write(f"ignored {len(plan.stray):,} stray files (new_study --dry-run lists them)")
+            n = len(plan.stray)
+            self.stderr.write(f"ignored {n:,} stray file{'s' if n != 1 else ''} (new_study --dry-run lists them)")
         self.stdout.write(study.slug)
         self.stdout.write(
             f"{counts['pages']:,} pages, {counts['systems']:,} systems, {counts['images']:,} images; bundle kept in {kept}"

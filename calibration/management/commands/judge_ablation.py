@@ -58,3 +58,7 @@ class Command(ArbiterCommand):
             f"{best['size']} judges ({best['brier']['value']:.4f}); one-SE rule chose {', '.join(chosen)}; "
             f"wrote {options['json']}" + (f" and {options['html']}" if options["html"] else "")
         )
+        # A judge left out (no valid output on the human set) is named on the terminal too, not
+        # only in the report's warnings: otherwise "3 judges" hides which one is missing and why.
+        for dropped in report.get("dropped_judges") or []:
+            self.stderr.write(f"judge {dropped['judge']} left out: {dropped['reason']}")
