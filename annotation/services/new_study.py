@@ -201,9 +201,15 @@ class NewStudyPlan:
 
     # --- what would be created ----------------------------------------------------------------
 
+    def _is_image(self, source: Source) -> bool:
+        probe = self.probes.get(source.label)
+        return probe is None or not probe.problem
+
     def counts(self) -> dict[str, int]:
-        rendered = len(self.images)
-        out = {"pages": len(self.pages), "systems": len(self.systems), "images": rendered + len(self.references)}
+        # Files found not to be images are counted under "not images", never as images.
+        rendered = sum(1 for source in self.images.values() if self._is_image(source))
+        references = sum(1 for source in self.references.values() if self._is_image(source))
+        out = {"pages": len(self.pages), "systems": len(self.systems), "images": rendered + references}
         if self.kind == "pairwise_reference":
             out["candidates"] = len(self.pages) * len(self.systems)
             out["failed_renders"] = out["candidates"] - rendered
@@ -223,7 +229,7 @@ class NewStudyPlan:
             lines.append(f"pages: {len(self.pages):,}")
         missing = self.missing()
         for system in self.systems:
-            n = sum(1 for p in self.pages if (p, system) in self.images)
+            n = sum(1 for p in self.pages if (p, system) in self.images and self._is_image(self.images[p, system]))
             n_missing = len(missing[system])
             gap = f", {n_missing:,} page{'s' if n_missing != 1 else ''} missing its image" if n_missing else ""
             lines.append(f"system {system}: {n:,} images{gap}")

@@ -55,6 +55,17 @@ def fails(*args: str) -> str:
     return message
 
 
+def dry_run_stops(*args: str) -> tuple[str, str]:
+    """(the report on stdout, the one-line error) of a dry run whose real run would stop: exit 1."""
+    out = io.StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("new_study", *args, stdout=out, stderr=io.StringIO())
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("a real run would stop: ")
+    assert out.getvalue().rstrip().endswith(message)
+    return out.getvalue(), message
+
+
 def folder_args(root: Path, *more: str) -> list[str]:
     return ["pairwise_reference", "--reference", str(root / "refs"), "--system", f"gpt={root / 'out/gpt'}",
             "--system", f"claude={root / 'out/claude'}", "--slug", "fs", *more]
@@ -208,7 +219,7 @@ def test_a_path_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> No
 @pytest.mark.django_db
 def test_a_file_that_is_not_an_image(folders: Path) -> None:
     (folders / "out" / "gpt" / "notes.txt").write_text("hello")
-    report = run(*folder_args(folders), "--dry-run")
+    report, _ = dry_run_stops(*folder_args(folders), "--dry-run")
     assert "not images: 1\n" in report and "notes.txt: not a PNG, JPEG or WebP image" in report
     assert fails(*folder_args(folders)) == f"{folders / 'out/gpt/notes.txt'}: not a PNG, JPEG or WebP image"
     nothing_written()
@@ -218,7 +229,7 @@ def test_a_file_that_is_not_an_image(folders: Path) -> None:
 def test_a_stem_found_twice(folders: Path) -> None:
     png(folders / "out" / "claude" / "p0.webp").write_bytes(
         (lambda b: (Image.new("RGB", (60, 80)).save(b, format="WEBP"), b.getvalue())[1])(io.BytesIO()))
-    report = run(*folder_args(folders), "--dry-run")
+    report, _ = dry_run_stops(*folder_args(folders), "--dry-run")
     assert "duplicate stems: 1\n" in report
     message = fails(*folder_args(folders))
     assert message == (f"{folders / 'out/claude/p0.webp'}: page id 'p0' found twice in one folder "
@@ -243,13 +254,24 @@ def test_dry_run_stops_where_the_bundle_check_would(folders: Path) -> None:
     """The dry run checks study.json as the import does: it does not promise an import that a
     missing slug, a bad axis or a slug in use would stop."""
     no_slug = [a for a in folder_args(folders, "--dry-run") if a not in ("--slug", "fs")]
-    assert run(*no_slug).rstrip().endswith("a real run would stop: study.json $.slug: required key is missing")
-    report = run(*folder_args(folders, "--dry-run", "--option", 'axes=[{"name": "x"}]'))
-    assert report.rstrip().endswith("a real run would stop: study.json $.axes[0].id: required key is missing")
+    assert dry_run_stops(*no_slug)[1] == "a real run would stop: study.json $.slug: required key is missing"
+    _, message = dry_run_stops(*folder_args(folders, "--dry-run", "--option", 'axes=[{"name": "x"}]'))
+    assert message == "a real run would stop: study.json $.axes[0].id: required key is missing"
     nothing_written()
     run(*folder_args(folders))
-    report = run(*folder_args(folders, "--dry-run"))
-    assert report.rstrip().endswith("a real run would stop: study.json $.slug: a study with slug 'fs' already exists")
+    _, message = dry_run_stops(*folder_args(folders, "--dry-run"))
+    assert message == "a real run would stop: study.json $.slug: a study with slug 'fs' already exists"
+
+
+@pytest.mark.django_db
+def test_a_page_file_that_is_not_an_image_is_not_counted_as_one(folders: Path) -> None:
+    (folders / "out" / "gpt" / "p1.png").write_text("not pixels")
+    report, message = dry_run_stops(*folder_args(folders), "--dry-run")
+    assert "system gpt: 2 images, 1 page missing its image\n" in report  # p1 is not an image, p2 is missing
+    assert "not images: 1\n" in report
+    assert "would create: pages 4, systems 2, images 10," in report
+    assert message == f"a real run would stop: {folders / 'out/gpt/p1.png'}: not a PNG, JPEG or WebP image"
+    nothing_written()
 
 
 # --- the page and the API --------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from annotation.errors import ValidationFailed
 from annotation.management.base import ArbiterCommand
@@ -106,6 +106,9 @@ class Command(ArbiterCommand):
         plan = new_study_plan(data=data)
         if options["dry_run"]:
             self.stdout.write(plan.report(), ending="")
+            error = plan.first_error()
+            if error:  # a script's check of the dry run sees what the real run would do
+                raise CommandError(f"a real run would stop: {error}")
             return
         study, kept = new_study_create(data=data, plan=plan, keep_bundle=options["keep_bundle"])
         counts = plan.counts()
