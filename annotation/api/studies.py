@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
-from annotation.models import ComparisonSet
+from annotation.models import ComparisonSet, rater_page_options
 from annotation.selectors.studies import (
     study_comparisons,
     study_get_for_user,
@@ -101,6 +101,10 @@ class StudyDetailApi(ResearcherApi):
         screened_out_code = serializers.CharField()
         end_comment = serializers.BooleanField()
         break_every = serializers.IntegerField()
+        # The rater page's settings (issue 30; on the same settings page, PATCH takes them too).
+        digit_keys = serializers.BooleanField()
+        axes_from_verdict = serializers.BooleanField()
+        mark_defaulted_axes = serializers.BooleanField()
         created_at = serializers.DateTimeField()
         axes = AxisSerializer(many=True)
         counts = inline_serializer(
@@ -127,6 +131,7 @@ class StudyDetailApi(ResearcherApi):
             "judge_prompt": study.judge_prompt,
             "neutralize_media": study.neutralize_media,
             **{name: getattr(study, name) for name in CROWD_SETTINGS},
+            **rater_page_options(study),
             "created_at": study.created_at,
             "axes": overview.axes,
             "counts": {
@@ -162,6 +167,11 @@ class StudyDetailApi(ResearcherApi):
         screened_out_code = _crowd_value(help_text="Text, at most 64 characters.")
         end_comment = _crowd_value(help_text="true/false: an optional comment box on the end page.")
         break_every = _crowd_value(help_text="A break screen every N answered trials: a whole number 0 … 10000 (0: none).")
+        digit_keys = _crowd_value(help_text="true/false: digit keys answer the highlighted question (rater page).")
+        axes_from_verdict = _crowd_value(help_text="true/false: the 'v' key sets every axis to the verdict's side.")
+        mark_defaulted_axes = _crowd_value(
+            help_text="true/false: votes remember the axes set by the verdict key and left so (votes CSV)."
+        )
 
     @extend_schema(
         operation_id="studies_partial_update",

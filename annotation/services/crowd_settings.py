@@ -14,6 +14,12 @@ of them takes, the others take too, with the same message.
 | ``screened_out_code`` | text ≤ 64 | given to screened-out participants |
 | ``end_comment`` | true/false | an optional comment box on the end page |
 | ``break_every`` | whole number 0 … 10,000 | a break screen every N answered trials (0: none) |
+| ``digit_keys`` | true/false | digits answer the highlighted question (the rater page; default true) |
+| ``axes_from_verdict`` | true/false | the "v" key sets every axis to the verdict's side (default true) |
+| ``mark_defaulted_axes`` | true/false | votes remember the axes so set and left; the votes CSV says so (default false) |
+
+The last three are the rater page's settings (issue 30), on the same settings page; the study keeps
+them in ``Study.options["rater_page"]``, the others are Study fields (:func:`crowd_split`).
 
 URLs are stored stripped of surrounding spaces. Plain data in, plain data out: no Django import,
 so the Django-free bundle parsers use it too.
@@ -39,6 +45,11 @@ CROWD_DEFAULTS: dict[str, Any] = {
     "break_every": 40,
 }
 CROWD_SETTINGS = tuple(CROWD_DEFAULTS)
+#: The rater page's settings with their defaults (``annotation.models.RATER_PAGE_DEFAULTS``; a test
+#: holds them equal): on the crowd settings page, in the bundle's ``crowd`` object and in PATCH.
+RATER_PAGE_SETTINGS: dict[str, bool] = {"digit_keys": True, "axes_from_verdict": True, "mark_defaulted_axes": False}
+#: Every key of the bundle's ``crowd`` object, of the settings page and of PATCH's crowd part.
+CROWD_KEYS = (*CROWD_SETTINGS, *RATER_PAGE_SETTINGS)
 TEXT_LIMITS = {"completion_code": 64, "completion_url": 500, "screened_out_url": 500, "screened_out_code": 64}
 URL_FIELDS = ("completion_url", "screened_out_url")
 BOOLEAN_FIELDS = ("accepting_participants", "end_comment")
@@ -67,8 +78,8 @@ def crowd_settings_clean(
 
     cleaned: dict[str, Any] = {}
     for name, value in values.items():
-        if name not in CROWD_DEFAULTS:
-            raise fail(name, f"not a crowd setting (crowd settings: {', '.join(CROWD_SETTINGS)})")
+        if name not in CROWD_DEFAULTS and name not in RATER_PAGE_SETTINGS:
+            raise fail(name, f"not a crowd setting (crowd settings: {', '.join(CROWD_KEYS)})")
         if name in TEXT_LIMITS:
             if not isinstance(value, str):
                 raise fail(name, f"expected text, got {_shown(value)}")
@@ -96,8 +107,17 @@ def crowd_settings_clean(
 
 def crowd_settings_to_json(values: Mapping[str, Any]) -> dict[str, Any] | None:
     """What an export writes under ``crowd``: every setting when one differs from its default, else nothing."""
-    current = {name: values.get(name, default) for name, default in CROWD_DEFAULTS.items()}
-    return None if current == CROWD_DEFAULTS else current
+    defaults = {**CROWD_DEFAULTS, **RATER_PAGE_SETTINGS}
+    current = {name: values.get(name, default) for name, default in defaults.items()}
+    return None if current == defaults else current
+
+
+def crowd_split(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, bool]]:
+    """(the Study fields, the rater-page settings for ``Study.options["rater_page"]``) of cleaned
+    crowd settings."""
+    fields = {name: value for name, value in values.items() if name in CROWD_DEFAULTS}
+    page = {name: bool(value) for name, value in values.items() if name in RATER_PAGE_SETTINGS}
+    return fields, page
 
 
 def _is_web_url(value: str) -> bool:

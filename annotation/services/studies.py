@@ -9,7 +9,7 @@ from django.db import transaction
 from annotation.errors import ValidationFailed
 from annotation.models import RATER_PAGE_DEFAULTS, Study, rater_page_options
 from annotation.services.audit import audit_record
-from annotation.services.crowd_settings import CROWD_SETTINGS, crowd_settings_clean
+from annotation.services.crowd_settings import CROWD_KEYS, CROWD_SETTINGS, crowd_settings_clean
 
 # Crowd settings (issue 17; issue 29: the page, this service's API caller and the bundle share
 # one validator, annotation.services.crowd_settings); the rater page (issue 30), kept in
@@ -29,7 +29,7 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
     if unknown:
         raise ValidationFailed(f"not editable: {', '.join(unknown)} (editable: {', '.join(EDITABLE)})")
     for name, value in changes.items():
-        if name in CROWD_SETTINGS:
+        if name in CROWD_KEYS:
             continue
         if name in TEXT_LIMITS:
             if not isinstance(value, str):
@@ -38,7 +38,7 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
                 raise ValidationFailed(f"at most {TEXT_LIMITS[name]:,} characters", field=name)
         elif not isinstance(value, bool):
             raise ValidationFailed("expected true or false", field=name)
-    changes.update(crowd_settings_clean({k: v for k, v in changes.items() if k in CROWD_SETTINGS}))
+    changes.update(crowd_settings_clean({k: v for k, v in changes.items() if k in CROWD_KEYS}))
     if "title" in changes and not changes["title"].strip():
         raise ValidationFailed("a study needs a title", field="title")
     page_now = rater_page_options(study)

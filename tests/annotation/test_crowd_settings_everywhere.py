@@ -12,10 +12,16 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from annotation.errors import ValidationFailed
-from annotation.models import AuditEvent, Study
+from annotation.models import RATER_PAGE_DEFAULTS, AuditEvent, Study, rater_page_options
 from annotation.services import crowd_settings
 from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
-from annotation.services.crowd_settings import CROWD_DEFAULTS, CROWD_SETTINGS, crowd_settings_clean
+from annotation.services.crowd_settings import (
+    CROWD_DEFAULTS,
+    CROWD_KEYS,
+    CROWD_SETTINGS,
+    RATER_PAGE_SETTINGS,
+    crowd_settings_clean,
+)
 from tests.annotation.test_bundle_kinds import FIXTURES, KINDS, kind_bundle
 from tests.annotation.test_bundles import copy_bundle, read_doc, write_doc
 
@@ -27,7 +33,12 @@ CROWD = {
     "screened_out_code": "OUT-7",
     "end_comment": True,
     "break_every": 25,
+    # The rater page's settings, on the same settings page (issue 30), each off its default.
+    "digit_keys": False,
+    "axes_from_verdict": False,
+    "mark_defaulted_axes": True,
 }
+ALL_DEFAULTS = {**CROWD_DEFAULTS, **RATER_PAGE_SETTINGS}
 
 # (key, bad value, what the one-line error says)
 BAD = [
@@ -41,19 +52,22 @@ BAD = [
     ("break_every", "20", "Breaks every N trials is a whole number"),
     ("end_comment", "yes", "expected true or false"),
     ("accepting_participants", None, "expected true or false, got null"),
+    ("digit_keys", "no", "expected true or false"),
+    ("mark_defaulted_axes", 1, "expected true or false, got 1"),
 ]
 
 
 def crowd_of(study: Study) -> dict[str, Any]:
     study.refresh_from_db()
-    return {name: getattr(study, name) for name in CROWD_SETTINGS}
+    return {**{name: getattr(study, name) for name in CROWD_SETTINGS}, **rater_page_options(study)}
 
 
 def test_the_defaults_are_the_models_and_the_settings_are_the_pages_form() -> None:
     assert {name: Study._meta.get_field(name).get_default() for name in CROWD_SETTINGS} == CROWD_DEFAULTS
     template = (Path(__file__).resolve().parents[2] / "templates/annotation/research/study.html").read_text()
     form = template[template.index("crowd-settings") : template.index("Save settings")]
-    assert sorted(name for name in CROWD_SETTINGS if f'name="{name}"' in form) == sorted(CROWD_SETTINGS)
+    assert RATER_PAGE_SETTINGS == RATER_PAGE_DEFAULTS
+    assert sorted(name for name in CROWD_KEYS if f'name="{name}"' in form) == sorted(CROWD_KEYS)
 
 
 def test_the_validator_names_the_field_or_the_json_path() -> None:
@@ -105,9 +119,9 @@ def test_a_partial_crowd_object_keeps_the_other_defaults_and_defaults_export_no_
     doc["slug"] = "partial-crowd"
     write_doc(bundle, doc)
     study = study_import_bundle(path=bundle)
-    assert crowd_of(study) == {**CROWD_DEFAULTS, "break_every": 0}
+    assert crowd_of(study) == {**ALL_DEFAULTS, "break_every": 0}
     assert read_doc(study_export_bundle(study=study, path=tmp_path / "out"))["crowd"] == {
-        **CROWD_DEFAULTS,
+        **ALL_DEFAULTS,
         "break_every": 0,
     }
     plain = study_import_bundle(path=examples_dir / "bundle")
@@ -187,10 +201,10 @@ def test_patch_sets_every_crowd_setting_and_get_shows_them(examples_dir: Path, r
     client = Client()
     client.force_login(researcher)
     url = f"/api/studies/{study.slug}/"
-    assert {k: client.get(url).json()[k] for k in CROWD_SETTINGS} == CROWD_DEFAULTS
+    assert {k: client.get(url).json()[k] for k in CROWD_KEYS} == ALL_DEFAULTS
     response = client.patch(url, CROWD, content_type="application/json")
     assert response.status_code == 200, response.content
-    assert {k: response.json()[k] for k in CROWD_SETTINGS} == CROWD
+    assert {k: response.json()[k] for k in CROWD_KEYS} == CROWD
     assert crowd_of(study) == CROWD
     event = AuditEvent.objects.get(action="study.update", study=study)
     assert event.details["fields"] == sorted(CROWD)
@@ -210,11 +224,11 @@ def test_patch_refuses_bad_crowd_values_with_400_and_changes_nothing(
     assert response.status_code == 400, response.content
     detail = response.json()["detail"]
     assert detail.startswith(f"field '{key}': ") and message in detail
-    assert crowd_of(study) == CROWD_DEFAULTS and study.title != "changed"
+    assert crowd_of(study) == ALL_DEFAULTS and study.title != "changed"
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("key", ["break_evry", "digit_keys", "slug"])
+@pytest.mark.parametrize("key", ["break_evry", "rater_page", "slug"])
 def test_patch_refuses_a_key_it_does_not_change_instead_of_ignoring_it(
     key: str, examples_dir: Path, researcher: Any
 ) -> None:
@@ -249,6 +263,8 @@ def test_the_settings_page_still_saves_and_uses_the_same_messages(examples_dir: 
             "screened_out_code": CROWD["screened_out_code"],
             "break_every": "25",
             "end_comment": "on",
+            "rater_page": "1",  # the form's rater-page part: unticked boxes are off
+            "mark_defaulted_axes": "on",
         },
         follow=True,
     )

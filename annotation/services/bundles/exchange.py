@@ -67,6 +67,7 @@ from annotation.models import (
     Study,
     SuppliedGold,
     System,
+    rater_page_options,
 )
 from annotation.progress import progress_step
 from annotation.services.bundles.images import IMAGE_WORKERS, Variant, image_pool, media_key, process_image
@@ -98,7 +99,7 @@ from annotation.services.bundles.reference_format import (
     study_spec_from_document,
     study_spec_to_json,
 )
-from annotation.services.crowd_settings import CROWD_SETTINGS
+from annotation.services.crowd_settings import CROWD_SETTINGS, crowd_split
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -462,6 +463,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     def row(info: ImageInfo | None) -> StoredImage | None:
         return None if info is None else stored[info.sha256]
 
+    crowd_fields, rater_page = crowd_split(spec.crowd)
     study = Study.objects.create(
         slug=spec.slug,
         title=spec.title,
@@ -469,7 +471,8 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         instructions_md=spec.instructions_md,
         judge_prompt=spec.judge_prompt,
         **spec.settings,
-        **spec.crowd,
+        **crowd_fields,
+        **({"options": {"rater_page": rater_page}} if rater_page else {}),
         created_by=user,  # type: ignore[misc]
     )
     Axis.objects.bulk_create(
@@ -574,15 +577,16 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
     """Rows of a ``pairwise`` / ``checklist`` / ``rating`` bundle (SPEC §11, docs/bundle-kinds.md)."""
     _check_slug_free(spec.slug)
     stored = _stored_images([*images.originals.values(), *images.shown.values()])
+    crowd_fields, rater_page = crowd_split(spec.crowd)
     study = Study.objects.create(
         slug=spec.slug,
         title=spec.title,
         kind=spec.kind,
         instructions_md=spec.instructions_md,
-        options=spec.options,
+        options={**spec.options, "rater_page": rater_page} if rater_page else spec.options,
         judge_prompt=spec.judge_prompt,
         **spec.settings,
-        **spec.crowd,
+        **crowd_fields,
         created_by=user,  # type: ignore[misc]
     )
     systems = System.objects.bulk_create(
@@ -856,8 +860,9 @@ def study_settings(study: Study) -> dict[str, Any]:
 
 
 def study_crowd_settings(study: Study) -> dict[str, Any]:
-    """The study's values of the bundle's ``crowd`` keys (the crowd settings page's)."""
-    return {key: getattr(study, key) for key in CROWD_SETTINGS}
+    """The study's values of the bundle's ``crowd`` keys (the crowd settings page's, the rater
+    page's settings included)."""
+    return {**{key: getattr(study, key) for key in CROWD_SETTINGS}, **rater_page_options(study)}
 
 
 def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, dict[str, str]]:

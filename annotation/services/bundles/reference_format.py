@@ -14,9 +14,9 @@ Decisions (SPEC §8 is silent on them):
 - An optional extra ``settings`` object carries the study's seed, hidden repeats, minimum gap and
   neutralization (every kind); the export writes it only when one differs from its default.
 - An optional extra ``crowd`` object carries the crowd settings page's values (every kind; issue
-  29): checked by the same validator as the page and ``PATCH /api/studies/<slug>/``
-  (``annotation.services.crowd_settings``); keys left out take the Study model's defaults. The
-  export writes all of them when one differs from its default.
+  29), the rater page's settings included: checked by the same validator as the page and ``PATCH
+  /api/studies/<slug>/`` (``annotation.services.crowd_settings``); keys left out take their
+  defaults. The export writes all of them when one differs from its default.
 - A comparison needs an ``id``; its A/B order is kept as given; (a, b) and (b, a) on one page are
   the same pair and refused as a duplicate; both sides must have rendered.
 - A candidate may carry optional ``version_date`` (YYYY-MM-DD) and ``version_note`` (paper B.5:
@@ -43,7 +43,7 @@ from typing import Any, NoReturn
 
 from annotation.errors import ValidationFailed
 from annotation.safe_json import refuse_constant
-from annotation.services.crowd_settings import CROWD_SETTINGS, crowd_settings_clean, crowd_settings_to_json
+from annotation.services.crowd_settings import CROWD_KEYS, crowd_settings_clean, crowd_settings_to_json
 
 STUDY_JSON = "study.json"
 KINDS_SUPPORTED = ("pairwise_reference",)
@@ -418,7 +418,7 @@ def parse_crowd(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
     validator (``crowd_settings_clean``); errors name ``study.json $.crowd.<key>``."""
     if "crowd" not in root:
         return {}
-    raw = r.obj(root["crowd"], "$.crowd", (), CROWD_SETTINGS)
+    raw = r.obj(root["crowd"], "$.crowd", (), CROWD_KEYS)
     return crowd_settings_clean(raw, json_path="$.crowd", filename=r.filename)
 
 
