@@ -58,6 +58,10 @@ ADAPTIVE_RULES = ("shrinkage", "information", "thompson", "design")
 #: The rule a study set to ``allocation: adaptive`` uses, per target kind: the winner on the tuning
 #: half of the seeds of ``benchmarks/bench_adaptive.py`` (the other half is what it reports).
 ADAPTIVE_RULE_BY_TARGET = {"top_k": "thompson", "adjacent": "design"}
+#: The rule a judge's call budget (``run_judges --max-calls``) spends by: posterior sampling on the
+#: adjacent target, what ``benchmarks/bench_judge_budget.py`` measured (docs/protocol.md "A judge's
+#: call budget").
+ADAPTIVE_RULE = "thompson"
 #: Chunks a ``design`` round is placed in (greedy steps).
 DESIGN_STEPS = 32
 #: Votes of the next round when the caller does not say, as a share of the votes so far.
