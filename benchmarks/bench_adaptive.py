@@ -47,12 +47,13 @@ from scipy.stats import beta as beta_dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stats.allocation import ADAPTIVE_RULE_BY_TARGET, ADAPTIVE_RULES, UNIFORM_FLOOR, Z95, Target
-from stats.bradley_terry import SCORE_SCALE, fit_pair_points_batch
+from stats.bradley_terry import SCORE_SCALE
 from stats.optimal_design import adjacent_oracle_design
 from stats.stopping import STOPPING_ALPHA
 from stats.study_simulation import (
     SequentialRun,
     StudyAssumptions,
+    bradley_terry_limit,
     look_grid,
     run_sequential,
     simulated_truth,
@@ -128,16 +129,6 @@ def run_case(m: int, seeds: list[int], rules_by_target: dict[str, tuple[str, ...
     return runs
 
 
-def bradley_terry_limit(m: int, seeds: list[int]) -> np.ndarray:
-    """θ* (R, M): the Bradley–Terry fit of each seed's expected answers (10⁹ votes per pair, so the
-    10⁻³ penalty is negligible), the strengths the fit converges to under the uniform design."""
-    truth = simulated_truth(StudyAssumptions(n_systems=m), seeds)
-    p = truth.answer_probabilities
-    first_points = p[..., 0] + 0.5 * p[..., 1]
-    theta, _ = fit_pair_points_batch(1e9 * first_points, 1e9 * (1.0 - first_points))
-    return theta
-
-
 def report_oracle(sizes: tuple[int, ...], seeds: list[int], quick: bool) -> None:
     v_star = (WIDTH_ELO / (2.0 * Z95 * SCORE_SCALE)) ** 2
     print(
@@ -145,7 +136,7 @@ def report_oracle(sizes: tuple[int, ...], seeds: list[int], quick: bool) -> None
         f"x uniform; seeds {seeds[0]}..{seeds[-1]} =="
     )
     for m in sizes:
-        theta = bradley_terry_limit(m, seeds)
+        theta = bradley_terry_limit(simulated_truth(StudyAssumptions(n_systems=m), seeds))
         for floor in (UNIFORM_FLOOR, 0.0):
             count = len(seeds) if (m < 30 or floor > 0 or quick) else min(len(seeds), UNFLOORED_SEEDS_30)
             cpu, wall = time.process_time(), time.perf_counter()
