@@ -17,6 +17,7 @@ from stats.optimal_design import (
     contrast_variances,
     pair_information,
 )
+from stats.study_simulation import StudyAssumptions, bradley_terry_limit, simulated_truth
 
 
 def _simplex_grid(k: int, steps: int) -> np.ndarray:
@@ -129,3 +130,20 @@ def test_a_disconnected_design_has_infinite_variance() -> None:
 def test_bad_input_is_refused_in_one_line(theta: np.ndarray, floor: float, message: str) -> None:
     with pytest.raises(StatisticsError, match=message):
         adjacent_oracle_design(theta, floor=floor)
+
+
+def test_the_bradley_terry_limit_solves_the_fits_score_equations_on_the_expected_answers() -> None:
+    truth = simulated_truth(StudyAssumptions(n_systems=6), [11, 12])
+    theta = bradley_terry_limit(truth)
+    first, second = np.triu_indices(6, 1)
+    p = truth.answer_probabilities
+    expected = p[..., 0] + 0.5 * p[..., 1]
+    fitted = 1.0 / (1.0 + np.exp(-(theta[:, first] - theta[:, second])))
+    for r in range(2):
+        # Every system's expected points over its pairs equal the fitted ones (the likelihood's
+        # gradient is zero), and the order is the true scores' order.
+        residual = np.zeros(6)
+        np.add.at(residual, first, expected[r] - fitted[r])
+        np.add.at(residual, second, fitted[r] - expected[r])
+        np.testing.assert_allclose(residual, 0.0, atol=1e-6)
+        assert list(np.argsort(-theta[r])) == list(np.argsort(-truth.elo[r]))
