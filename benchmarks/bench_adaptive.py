@@ -23,6 +23,14 @@ Baselines: ``uniform`` (the fixed design: every pair's count equal ±1, what a s
 round on the target's contrasts); every adaptive round has a uniform floor of 25 %. The tuning half
 picks one rule per target (geometric mean over the sizes of the ratio to uniform). Stopping rule: the share of seeds (held out, every rule pooled) that ever declared a wrong
 top-3, against its nominal α = 0.05, with a Clopper–Pearson 95 % upper bound.
+
+Oracle bound for target (b) (``stats.optimal_design``): per held-out seed, the pair shares that
+need the fewest votes for every adjacent 95 % width < 50 Elo *given the true strengths* — the
+Bradley–Terry limit θ* of the seed's answer probabilities (what the fit converges to), with the
+fit's information per vote — as a share of the votes of the uniform design (asymptotic, so the
+same ratio for any width); median and 2.5–97.5 % range over the seeds, with the protocol's 25 %
+uniform floor and without a floor (the latter on 30 systems for the first held-out seed only:
+about 3 CPU minutes per seed, so the first one). ``--oracle-only`` prints this part alone.
 """
 
 from __future__ import annotations
@@ -38,11 +46,14 @@ from scipy.stats import beta as beta_dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stats.allocation import ADAPTIVE_RULE_BY_TARGET, ADAPTIVE_RULES, UNIFORM_FLOOR, Target
+from stats.allocation import ADAPTIVE_RULE_BY_TARGET, ADAPTIVE_RULES, UNIFORM_FLOOR, Z95, Target
+from stats.bradley_terry import SCORE_SCALE
+from stats.optimal_design import adjacent_oracle_design
 from stats.stopping import STOPPING_ALPHA
 from stats.study_simulation import (
     SequentialRun,
     StudyAssumptions,
+    bradley_terry_limit,
     look_grid,
     run_sequential,
     simulated_truth,
@@ -55,6 +66,8 @@ TOP_K = 3
 LEVEL = 0.9
 BOOTSTRAP = 1000
 STOP_PER_PAIR = {10: 300.0, 30: 150.0}
+#: Seeds of the 30-system case whose oracle without a floor is computed (the full-support solve).
+UNFLOORED_SEEDS_30 = 1
 
 
 def _interval(values: np.ndarray) -> tuple[float, float]:
@@ -116,15 +129,44 @@ def run_case(m: int, seeds: list[int], rules_by_target: dict[str, tuple[str, ...
     return runs
 
 
+def report_oracle(sizes: tuple[int, ...], seeds: list[int], quick: bool) -> None:
+    v_star = (WIDTH_ELO / (2.0 * Z95 * SCORE_SCALE)) ** 2
+    print(
+        f"\n== oracle bound, target (b): fewest votes of any fixed design given the true strengths, "
+        f"x uniform; seeds {seeds[0]}..{seeds[-1]} =="
+    )
+    for m in sizes:
+        theta = bradley_terry_limit(simulated_truth(StudyAssumptions(n_systems=m), seeds))
+        for floor in (UNIFORM_FLOOR, 0.0):
+            count = len(seeds) if (m < 30 or floor > 0 or quick) else min(len(seeds), UNFLOORED_SEEDS_30)
+            cpu, wall = time.process_time(), time.perf_counter()
+            designs = [adjacent_oracle_design(theta[r], floor=floor) for r in range(count)]
+            ratio = np.array([d.ratio for d in designs])
+            lower = np.array([d.ratio_lower_bound for d in designs])
+            uniform_votes = np.array([d.uniform_worst_variance / v_star for d in designs])
+            print(
+                f"  M = {m:2d}, floor {floor:.2f}: oracle {np.median(ratio):.3f} x uniform "
+                f"[{np.percentile(ratio, 2.5):.3f}, {np.percentile(ratio, 97.5):.3f}] over {count} seeds; "
+                f"certified >= {lower.min():.3f}; uniform's asymptotic votes {np.median(uniform_votes):.0f}; "
+                f"{time.process_time() - cpu:.0f} s CPU, {time.perf_counter() - wall:.0f} s wall"
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seeds", type=int, default=80, help="seeds per half (tuning, held out); default 80")
     parser.add_argument("--quick", action="store_true", help="10 systems only, 25 seeds per half")
+    parser.add_argument("--oracle-only", action="store_true", help="only the oracle bound of target (b)")
     args = parser.parse_args()
     n = 25 if args.quick else args.seeds
     sizes = (10,) if args.quick else (10, 30)
+    if args.oracle_only:
+        started = time.perf_counter()
+        report_oracle(sizes, [2000 + i for i in range(n)], args.quick)
+        print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+        return 0
     rng = np.random.default_rng(20261203)
     all_rules = {kind: ("information", "thompson", "design") for kind in ("top_k", "adjacent")}
     started = time.perf_counter()
@@ -229,6 +271,7 @@ def main() -> int:
         f"rate {wrong / total:.4f} (Clopper-Pearson 95 % upper {upper:.4f}) vs nominal {STOPPING_ALPHA}: "
         f"{'at or below' if upper <= STOPPING_ALPHA or wrong / total <= STOPPING_ALPHA else 'ABOVE'}"
     )
+    report_oracle(sizes, [2000 + i for i in range(n)], args.quick)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -15,6 +15,12 @@ the 25 % uniform floor.
 Figure: the calls until every adjacent pair of the fitted order has a 95 % interval of its score
 difference narrower than 50 Elo, and stays so (median over seeds), with a 95 % percentile interval
 over 1,000 bootstrap resamples of the seeds; the ratio adaptive / uniform is paired.
+
+Oracle bound (``stats.optimal_design``): per seed, the fewest calls of any fixed allocation given
+the judge's true Bradley–Terry strengths (``stats.study_simulation.bradley_terry_limit``), as a
+share of uniform's (asymptotic): median and 2.5–97.5 % range over the seeds, with the command's 25 %
+floor, and without a floor up to 10 systems (larger ones take minutes a seed). ``--oracle-only``
+skips the simulated runs.
 """
 
 from __future__ import annotations
@@ -29,7 +35,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stats.allocation import UNIFORM_FLOOR, Target, adaptive_rule, budget_rounds
-from stats.study_simulation import StudyAssumptions, run_sequential, simulated_truth, votes_to_width
+from stats.optimal_design import adjacent_oracle_design
+from stats.study_simulation import (
+    StudyAssumptions,
+    bradley_terry_limit,
+    run_sequential,
+    simulated_truth,
+    votes_to_width,
+)
 
 WIDTH_ELO = 50.0
 # ``judges.services.budget.BUDGET_RULE``: the study allocator's rule for adjacent separation.
@@ -37,6 +50,7 @@ BUDGET_RULE = adaptive_rule("adjacent")
 BOOTSTRAP = 1000
 CALLS_PER_COMPARISON = 2  # both orders
 COMPARISONS_PER_PAIR = 400  # the furthest the rounds go
+UNFLOORED_UP_TO = 10  # systems: the oracle without a floor solves the full problem
 
 
 def main() -> int:
@@ -45,6 +59,7 @@ def main() -> int:
     )
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--systems", default="10,20")
+    parser.add_argument("--oracle-only", action="store_true", help="only the oracle bound")
     args = parser.parse_args()
     started = time.perf_counter()
     rng = np.random.default_rng(20261203)
@@ -55,6 +70,15 @@ def main() -> int:
         judge = StudyAssumptions(n_systems=m, n_raters=1, rater_noise=0.0, sloppy_share=0.0, tie_rate=0.05)
         truth = simulated_truth(judge, seeds)
         looks = CALLS_PER_COMPARISON * np.array(budget_rounds(k_pairs, COMPARISONS_PER_PAIR * k_pairs))
+        oracle = []
+        for floor in (UNIFORM_FLOOR, 0.0) if m <= UNFLOORED_UP_TO else (UNIFORM_FLOOR,):
+            theta = bradley_terry_limit(truth)
+            ratio = np.array([adjacent_oracle_design(row, floor=floor).ratio for row in theta])
+            lo, hi = np.percentile(ratio, [2.5, 97.5])
+            oracle.append(f"floor {floor:.2f}: {np.median(ratio):.2f} x [{lo:.2f}, {hi:.2f}]")
+        print(f"{m:3d} oracle    " + "; ".join(oracle))
+        if args.oracle_only:
+            continue
         target = Target(kind="adjacent", width_elo=WIDTH_ELO)
         calls = {}
         for rule in ("uniform", BUDGET_RULE):

@@ -44,7 +44,7 @@ from stats.allocation import (
     pair_indices,
     round_counts,
 )
-from stats.bradley_terry import SCORE_SCALE
+from stats.bradley_terry import SCORE_SCALE, fit_pair_points_batch
 from stats.errors import StatisticsError
 from stats.stopping import STOPPING_ALPHA, top_k_declaration
 
@@ -154,6 +154,16 @@ def simulated_truth(assumptions: StudyAssumptions, seeds: Sequence[int]) -> Simu
     probabilities = np.clip(rater_mixture_probabilities(diff, noise, bias, tau), 0.0, 1.0)
     probabilities /= probabilities.sum(axis=-1, keepdims=True)
     return SimulatedTruth(tuple(int(s) for s in seeds), elo, probabilities, tau)
+
+
+def bradley_terry_limit(truth: SimulatedTruth) -> np.ndarray:
+    """θ* (R, M), logit scale: what the Bradley–Terry fit converges to under the uniform design — the
+    fit of every replicate's expected answers (10⁹ votes per pair, so the 10⁻³ penalty vanishes).
+    The strengths an oracle allocator would know (``stats.optimal_design``)."""
+    p = truth.answer_probabilities
+    first_points = p[..., 0] + 0.5 * p[..., 1]
+    theta, _ = fit_pair_points_batch(1e9 * first_points, 1e9 * (1.0 - first_points))
+    return theta
 
 
 def draw_answers(truth: SimulatedTruth, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
