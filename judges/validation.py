@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ def _is_int(value: Any) -> bool:
 
 # The C decoder without hooks, for the fast path only (it keeps a duplicate key's last value and
 # takes NaN; _fast_reply counts the strings and checks every value's type, so neither gets through).
-_PLAIN_DECODER = json.JSONDecoder()
+_PLAIN_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _WINNER_SET = frozenset(WINNERS)
 _SWAPPED_WINNER = {"A": "B", "B": "A", "TIE": "TIE"}  # annotation.canonical.swap_label on the winners
 
@@ -102,9 +102,11 @@ def _fast_reply(raw: str, expected: Sequence[str], *, swapped: bool = False) -> 
     text = raw.strip()
     if not text.startswith("{") or "\x00" in text or '\\"' in text:
         return None
-    try:
-        data = _PLAIN_DECODER.decode(text)
-    except (ValueError, RecursionError):
+    try:  # text is stripped and starts with "{": decode() is this scan ending at the last character
+        data, end = _PLAIN_SCAN(text, 0)
+    except (ValueError, RecursionError, StopIteration):
+        return None
+    if end != len(text):
         return None
     if type(data) is not dict or len(data) != 4:
         return None
