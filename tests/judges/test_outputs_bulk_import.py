@@ -188,7 +188,7 @@ def test_the_fast_line_path_gives_the_reference_row(data: Any, fast: bool) -> No
     study = make_example_study()
     comparisons = {c.external_id: c for c in study.comparisons.select_related("page")}
     axes = list(study.axes.order_by("position"))
-    got = _fast_row(data, comparisons, axes, {}, {})
+    got = _fast_row(data, comparisons, axes, {}, {}, {})
     assert (got is not None) == fast
     try:
         ref = _parse_line(where="x line 1", number=1, text=json.dumps(data), comparisons=comparisons, axes=axes)
