@@ -9,9 +9,14 @@ PostgreSQL text column. :func:`loads_bounded` turns both into a :class:`JSONRefu
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 MAX_DEPTH = 64
+# json.loads(text) without options is _default_decoder.decode: skip whitespace, scan one value,
+# skip whitespace, refuse extra data. A str object "{...}" has no whitespace at either end, so one
+# scan_once that ends at the last character gives the same value (anything else takes json.loads).
+_SCAN_OBJECT: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 class JSONRefused(ValueError):
@@ -47,7 +52,17 @@ def loads_bounded(text: str | bytes, *, max_depth: int = MAX_DEPTH, allow_nul: b
     """``json.loads`` that raises :class:`JSONRefused` instead of recursing without bound or
     returning NUL characters; ``json.JSONDecodeError`` for malformed JSON as usual."""
     try:
-        value = json.loads(text, **options)
+        value = None
+        if not options and type(text) is str and text[:1] == "{" and text[-1:] == "}":
+            try:
+                value, end = _SCAN_OBJECT(text, 0)
+            except (ValueError, StopIteration):
+                value = None
+            else:
+                if end != len(text):
+                    value = None
+        if value is None:
+            value = json.loads(text, **options)
     except RecursionError:
         raise JSONRefused(f"nested deeper than {max_depth} levels") from None
     except json.JSONDecodeError:

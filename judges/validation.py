@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,9 +85,52 @@ def _is_int(value: Any) -> bool:
 
 # The C decoder without hooks, for the fast path only (it keeps a duplicate key's last value and
 # takes NaN; _fast_reply counts the strings and checks every value's type, so neither gets through).
-_PLAIN_DECODER = json.JSONDecoder()
+_PLAIN_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _WINNER_SET = frozenset(WINNERS)
 _SWAPPED_WINNER = {"A": "B", "B": "A", "TIE": "TIE"}  # annotation.canonical.swap_label on the winners
+
+
+def _json_literals(low: int, high: int) -> str:
+    """The JSON integers low..high as a regex alternation (``-0`` is JSON for 0)."""
+    texts = [str(v) for v in range(low, high + 1)] + (["-0"] if low <= 0 <= high else [])
+    return "|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True))
+
+
+_WS = r"[ \t\n\r]*"  # JSON's whitespace (str.strip takes more, so only inside the object)
+_PLAIN_ID = re.compile(r'[^"\\\x00-\x1f]+')  # an axis id that JSON writes as itself between quotes
+# Per set of active axes: its pattern and the canonical axes tuple of each (swapped, score texts) seen.
+_PlainAxes = dict[tuple[bool, tuple[str, ...]], tuple[tuple[str, int], ...]]
+_PLAIN_PATTERNS: dict[tuple[str, ...], tuple[re.Pattern[str] | None, _PlainAxes]] = {}
+
+
+def _plain_pattern(expected: tuple[str, ...]) -> tuple[re.Pattern[str] | None, _PlainAxes]:
+    """The reply in the usual key order, any JSON whitespace, no escape in any string: one match
+    gives winner, confidence, reason and the scores (None when an axis id is not plain)."""
+    if expected in _PLAIN_PATTERNS:
+        return _PLAIN_PATTERNS[expected]
+    if len(_PLAIN_PATTERNS) >= 256:  # one per set of active axes: a handful per study
+        _PLAIN_PATTERNS.clear()
+    pattern = None
+    if all(type(axis_id) is str and _PLAIN_ID.fullmatch(axis_id) for axis_id in expected):
+        def member(key: str, value: str) -> str:
+            return f'"{key}"{_WS}:{_WS}{value}'
+
+        comma = f"{_WS},{_WS}"
+        score = f"({_json_literals(*SCORE_RANGE)})"
+        items = comma.join(
+            r"\{" + _WS + member("id", f'"{re.escape(a)}"') + comma + member("score", score) + _WS + r"\}"
+            for a in expected
+        )
+        pattern = re.compile(
+            r"\{" + _WS + comma.join([
+                member("winner", '"(' + "|".join(WINNERS) + ')"'),
+                member("confidence", f"({_json_literals(*CONFIDENCE_RANGE)})"),
+                member("reason", r'"([^"\\\x00-\x1f]*)"'),  # no escape: the text is the string
+                member("axes", r"\[" + _WS + items + _WS + r"\]"),
+            ]) + _WS + r"\}"
+        )
+    found = _PLAIN_PATTERNS[expected] = (pattern, {})
+    return found
 
 
 def _fast_reply(raw: str, expected: Sequence[str], *, swapped: bool = False) -> JudgeAnswer | None:
@@ -96,15 +139,40 @@ def _fast_reply(raw: str, expected: Sequence[str], *, swapped: bool = False) -> 
 
     Exact: it returns an answer only when :func:`parse_reply`'s full path would return the same
     one (a hypothesis test compares both), so every error still comes from the full path. Taken
-    when the reply is one unfenced JSON object with exactly the reply keys, no ``\\"`` escape, no
-    NUL, and as many ``"`` as its keys and strings need (so no key was given twice).
+    when the reply, or the body of its one fenced block, matches :func:`_plain_pattern` (the usual
+    key order, no escape), or else is one JSON object with exactly the reply keys, no ``\\"``
+    escape, no NUL, and as many ``"`` as its keys and strings need (so no key was given twice).
     """
     text = raw.strip()
+    if text.startswith("```"):  # a fenced reply: unwrap_fence's body, or the full path's error
+        fenced = _FENCE.match(text)
+        if fenced is None or "```" in fenced.group("body"):
+            return None
+        text = fenced.group("body").strip()
+    pattern, seen_axes = _plain_pattern(tuple(expected))
+    match = pattern.fullmatch(text) if pattern is not None else None
+    if match is not None:  # a valid JSON object with each key once, every value in range
+        found = match.groups()
+        key = (swapped, found[3:])
+        canonical_axes = seen_axes.get(key)
+        if canonical_axes is None:
+            if len(seen_axes) >= 4096:
+                seen_axes.clear()
+            scores = [int(t) for t in key[1]]
+            canonical_axes = seen_axes[key] = tuple(
+                zip(expected, [(-v if v else 0) for v in scores] if swapped else scores, strict=True)
+            )
+        return JudgeAnswer(
+            winner=_SWAPPED_WINNER[found[0]] if swapped else found[0], confidence=int(found[1]), reason=found[2],
+            axes=canonical_axes,
+        )
     if not text.startswith("{") or "\x00" in text or '\\"' in text:
         return None
-    try:
-        data = _PLAIN_DECODER.decode(text)
-    except (ValueError, RecursionError):
+    try:  # text is stripped and starts with "{": decode() is this scan ending at the last character
+        data, end = _PLAIN_SCAN(text, 0)
+    except (ValueError, RecursionError, StopIteration):
+        return None
+    if end != len(text):
         return None
     if type(data) is not dict or len(data) != 4:
         return None

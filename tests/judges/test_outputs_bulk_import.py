@@ -15,7 +15,13 @@ from django.utils import timezone
 from annotation.errors import ValidationFailed
 from annotation.services.bulk_rows import rows_insert
 from judges.models import Judge, JudgeOutput
-from judges.services.outputs import IMPORT_COLUMNS, judge_outputs_import_jsonl
+from judges.services.outputs import (
+    IMPORT_COLUMNS,
+    _fast_row,
+    _parse_line,
+    _row_of,
+    judge_outputs_import_jsonl,
+)
 from judges.validation import canonical_answer
 from tests.judges.factories import make_example_study
 from tests.judges.test_outputs_jsonl import line, write
@@ -149,3 +155,45 @@ def test_an_unhashable_order_is_the_usual_one_line_error(tmp_path: Path, order: 
     study = make_example_study()
     with pytest.raises(ValidationFailed, match=r"^judges.jsonl line 1, field 'order': expected primary or swapped"):
         judge_outputs_import_jsonl(study=study, path=write(tmp_path, [line(order=order)]))
+
+
+SHA = "ab" * 32
+STRICT = line()["raw"]
+# (line, whether the fast path takes it): every other line is left to _parse_line.
+FAST_CASES = [
+    (line(), True),
+    (line(order="swapped", repeat=3, family="acme", model="m-1", request_id="req-9"), True),
+    (line(raw=f"```json\n{STRICT}\n```"), True),
+    (line(raw="prose", prompt_sha256=SHA), True),
+    (line(status="failed", raw="", error="timeout"), True),
+    (line(status="failed", raw="", prompt_sha256=SHA), True),
+    (line(status="invalid", error="old", usage={"input_tokens": 5, "output_tokens": 0, "cached_tokens": 2}), True),
+    (line(judge="  spaced  ", family=7, error=3), True),
+    (line(usage={"input_tokens": 5, "output_tokens": 1, "cached_tokens": None}), False),
+    (line(usage={"input_tokens": 5}), False),
+    (line(model=None, request_id=None), False),
+    (line(repeat=True), False),
+    (line(judge="   "), False),
+    (line(comparison="nope"), False),
+    (line(status="pending"), False),
+    (line(prompt_sha256="AB" * 32), False),
+    (line(model="m" * 201), False),
+    ({"comparison": "c1"}, False),
+    ([1, 2], False),
+]
+
+
+@pytest.mark.parametrize(("data", "fast"), FAST_CASES)
+def test_the_fast_line_path_gives_the_reference_row(data: Any, fast: bool) -> None:
+    study = make_example_study()
+    comparisons = {c.external_id: c for c in study.comparisons.select_related("page")}
+    axes = list(study.axes.order_by("position"))
+    got = _fast_row(data, comparisons, axes, {}, {}, {})
+    assert (got is not None) == fast
+    try:
+        ref = _parse_line(where="x line 1", number=1, text=json.dumps(data), comparisons=comparisons, axes=axes)
+    except ValidationFailed:
+        assert got is None
+        return
+    want = (ref.judge, ref.family, ref.comparison.external_id, _row_of(ref, ref.comparison.pk, {}))
+    assert got is None or got == want

@@ -50,6 +50,21 @@ def test_the_bounded_loader_names_depth_and_path() -> None:
     assert loads_bounded('{"a": [[1]], "b": "\\u00e9"}') == {"a": [[1]], "b": "é"}
 
 
+@pytest.mark.parametrize(
+    "text", ['{"a": 1}', '{"a": 1} {"b": 2}', '{"a": 1}}', '{"a" 1}', '{"a": NaN}', "{}", '{"a": "}"}', '{"a": [}']
+)
+def test_the_bounded_loaders_object_scan_agrees_with_json_loads(text: str) -> None:
+    # loads_bounded scans a "{...}" text itself; json.loads's value or error is the reference.
+    try:
+        want: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(json.JSONDecodeError) as err:
+            loads_bounded(text)
+        assert (err.value.msg, err.value.pos) == (exc.msg, exc.pos)
+    else:
+        assert loads_bounded(text) == want
+
+
 def test_deep_and_nul_json_to_the_token_endpoint_answer_400(researcher: object) -> None:
     client = Client()
     detail = _one_line_400(client.post("/api/auth/token/", deep_json(), content_type="application/json"))
