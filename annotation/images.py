@@ -17,6 +17,7 @@ import io
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
@@ -344,6 +345,18 @@ def neutralize_media(
     return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=canvas.width, height=canvas.height)
 
 
+def stage_png(image: CleanImage, *, staging: Path, root: Path) -> None:
+    """Write ``image`` into a local staging folder, unless the media folder or the staging folder
+    already holds it. Safe in worker processes: same name, same bytes (content addressed), and
+    each file appears whole (written under a private name, then renamed)."""
+    target = staging / f"{image.sha256}.png"
+    if target.exists() or (root / image.relative_path).exists():
+        return
+    private = staging / f".{image.sha256}.{os.getpid()}.{threading.get_ident()}"
+    private.write_bytes(image.png)
+    os.replace(private, target)
+
+
 @dataclass
 class ImageStaging:
     """Collects new image files under a staging folder; :meth:`publish` moves them into place.
@@ -368,13 +381,20 @@ class ImageStaging:
     def add(self, image: CleanImage) -> CleanImage:
         if self.root is None:
             return self._upload(image)
-        if image.sha256 in self.staged or (self.root / image.relative_path).exists():
-            self.staged.setdefault(image.sha256, image.relative_path)
-            return image
-        path = self.staging / f"{image.sha256}.png"
-        path.write_bytes(image.png)
-        self.staged[image.sha256] = image.relative_path
+        if image.sha256 not in self.staged:
+            stage_png(image, staging=self.staging, root=self.root)
+            self.staged[image.sha256] = image.relative_path
         return image
+
+    def local_folders(self) -> tuple[Path, Path] | None:
+        """(staging folder, media folder) when staging on local disk, where worker processes may
+        write files themselves (:func:`stage_png`, then :meth:`add_written`); None in a bucket."""
+        return None if self.root is None else (self.staging, self.root)
+
+    def add_written(self, sha256: str, relative_path: str) -> None:
+        """An image that :func:`stage_png` already put into this staging folder (or found published)."""
+        assert self.root is not None, "a bucket's images are uploaded by add()"
+        self.staged.setdefault(sha256, relative_path)
 
     def _upload(self, image: CleanImage) -> CleanImage:
         """In a bucket the object is written at once, before the caller's transaction (an upload

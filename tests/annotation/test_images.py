@@ -191,3 +191,22 @@ def test_an_image_shown_as_it_is_skips_no_check_and_matches_the_full_path(width:
     assert clean.sha256 == full.sha256 and shown[(width, ())].sha256 == expected.sha256
     with pytest.raises(ValidationFailed):
         process_image(data[:-30], "cut.png", [(37, ())])
+
+
+def test_png_with_gamma_and_srgb_chunks_keeps_pillows_pixels() -> None:
+    """libpng applies no gAMA or sRGB chunk to the pixels, as Pillow does not: the same bytes."""
+    source = _noisy("RGB")
+    buffer = io.BytesIO()
+    source.save(buffer, format="PNG")
+    data = buffer.getvalue()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr_end = 8 + 25  # signature, then IHDR (4 length + 4 type + 13 data + 4 CRC)
+    tagged = data[:ihdr_end] + chunk(b"gAMA", struct.pack(">I", 45455)) + chunk(b"sRGB", b"\x00") + data[ihdr_end:]
+    clean = clean_image(tagged, where="g.png")
+    assert b"gAMA" not in clean.png and b"sRGB" not in clean.png
+    assert clean.sha256 == clean_image(data, where="g.png").sha256
+    with Image.open(io.BytesIO(clean.png)) as stored:
+        assert stored.tobytes() == source.tobytes()
