@@ -415,6 +415,7 @@ def _stage_images(bundle: Bundle, spec: StudySpec | QuestionnaireStudySpec, stag
     window = 3 * IMAGE_WORKERS
     pending: list[tuple[list[str], Future[list[JobResult]]]] = []
     paths = list(wanted)
+    progress_step("cleaning images", 0, len(wanted))
     with image_pool(len(wanted)) as pool:
         try:
             for start in range(0, len(paths), per_task):
@@ -699,6 +700,7 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
                         study = _write_kind_study(spec, images, user)
                     else:
                         study = _write_study(spec, images, user)
+                    progress_step("publishing images")
                     stage.publish()
             except IntegrityError as exc:
                 # A concurrent import of the same slug won the race; nothing of ours was kept.
