@@ -72,21 +72,25 @@ _FAST_MODES = {"RGB": 3, "RGBA": 4, "L": 1}
 # (a 4,000 × 4,000 page) Pillow's row-streaming decoder and encoder keep the peak memory down
 # (tests/security/test_zip_bundles.py: a 60-megapixel page stays under 512 MB).
 _FAST_MAX_PIXELS = 16_000_000
+# zlib level of every PNG libpng writes (see encode_png).
+PNG_LEVEL = 2
 
 
 def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
     """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks).
 
-    8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 6 with the Up
+    8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 2 with the Up
     filter on every row: Pillow's encoder tries all five filters on every row, which cost 85 % of
-    a bundle import's image time (benchmarks/bench_new_study.py, docs/decisions.md *Images*).
+    a bundle import's image time, and level 2 takes half the time of level 6 for files about a
+    sixth larger (benchmarks/bench_new_study.py, docs/decisions.md *Images*). One level and one
+    filter for every image: the bytes depend on the pixels only, never on the encoder of the upload.
     A colour key (``transparency``) needs a tRNS chunk that only Pillow writes; such images, rare,
     keep Pillow's encoder. ``array``: the same pixels as a NumPy array, when the caller has them
     (a copy out of Pillow costs as much as the encoding).
     """
     if image.mode in _FAST_MODES and "transparency" not in image.info and image.width * image.height <= _FAST_MAX_PIXELS:
         pixels = array if array is not None else np.asarray(image)
-        return bytes(imagecodecs.png_encode(pixels, level=6, filter=imagecodecs.PNG.FILTER.UP))
+        return bytes(imagecodecs.png_encode(pixels, level=PNG_LEVEL, filter=imagecodecs.PNG.FILTER.UP))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()
