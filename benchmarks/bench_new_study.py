@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_import import ROOT, run_measured, write_image
+from bench_import_judge_outputs import _postgres_scratch, _psql
 
 BASELINE_IMPORT_SECONDS = 77.1  # import_study of 1,000 pages × 10 systems before issue 29 (docs/benchmarks.md)
 TARGET_SECONDS = 30.0
@@ -89,20 +90,6 @@ def _stage_lines(stages_file: Path) -> list[str]:
     stages = json.loads(stages_file.read_text())
     return [f"  {name:<24} {t1 - t0:6.1f} s wall {c1 - c0:6.1f} s CPU"
             for (name, t0, c0), (_, t1, c1) in itertools.pairwise(stages)]
-
-
-def _postgres_scratch(url: str) -> tuple[str, str, str]:
-    """(scratch database URL, admin URL, scratch name) beside ``url``'s database."""
-    base, _, name = url.rpartition("/")
-    scratch = f"{name.split('?')[0]}_bench_new_study"
-    return f"{base}/{scratch}", f"{base}/postgres", scratch
-
-
-def _psql(admin_url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
-        conn.execute(sql)
 
 
 def _real_run(command: list[str], env: dict[str, str], label: str, work: Path, profile: str) -> float:
@@ -169,7 +156,7 @@ def main() -> None:
               + "; ".join(line for line in dry.stdout.splitlines() if line.startswith(("would create", "a real run"))))
         seconds = _real_run(command, env, "SQLite", work, os.path.abspath(args.profile) if args.profile else "")
         if postgres:
-            scratch_url, admin_url, name = _postgres_scratch(postgres)
+            scratch_url, admin_url, name = _postgres_scratch(postgres, "bench_new_study")
             _psql(admin_url, f'DROP DATABASE IF EXISTS "{name}"')
             _psql(admin_url, f'CREATE DATABASE "{name}"')
             try:
