@@ -17,6 +17,7 @@ import io
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
@@ -71,21 +72,25 @@ _FAST_MODES = {"RGB": 3, "RGBA": 4, "L": 1}
 # (a 4,000 × 4,000 page) Pillow's row-streaming decoder and encoder keep the peak memory down
 # (tests/security/test_zip_bundles.py: a 60-megapixel page stays under 512 MB).
 _FAST_MAX_PIXELS = 16_000_000
+# zlib level of every PNG libpng writes (see encode_png).
+PNG_LEVEL = 2
 
 
 def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
     """Deterministic PNG bytes of an image's pixels (no text, EXIF, ICC or time chunks).
 
-    8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 6 with the Up
+    8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 2 with the Up
     filter on every row: Pillow's encoder tries all five filters on every row, which cost 85 % of
-    a bundle import's image time (benchmarks/bench_new_study.py, docs/decisions.md *Images*).
+    a bundle import's image time, and level 2 takes half the time of level 6 for files about a
+    sixth larger (benchmarks/bench_new_study.py, docs/decisions.md *Images*). One level and one
+    filter for every image: the bytes depend on the pixels only, never on the encoder of the upload.
     A colour key (``transparency``) needs a tRNS chunk that only Pillow writes; such images, rare,
     keep Pillow's encoder. ``array``: the same pixels as a NumPy array, when the caller has them
     (a copy out of Pillow costs as much as the encoding).
     """
     if image.mode in _FAST_MODES and "transparency" not in image.info and image.width * image.height <= _FAST_MAX_PIXELS:
         pixels = array if array is not None else np.asarray(image)
-        return bytes(imagecodecs.png_encode(pixels, level=6, filter=imagecodecs.PNG.FILTER.UP))
+        return bytes(imagecodecs.png_encode(pixels, level=PNG_LEVEL, filter=imagecodecs.PNG.FILTER.UP))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=6)
     return buffer.getvalue()
@@ -344,6 +349,18 @@ def neutralize_media(
     return CleanImage(sha256=hashlib.sha256(png).hexdigest(), png=png, width=canvas.width, height=canvas.height)
 
 
+def stage_png(image: CleanImage, *, staging: Path, root: Path) -> None:
+    """Write ``image`` into a local staging folder, unless the media folder or the staging folder
+    already holds it. Safe in worker processes: same name, same bytes (content addressed), and
+    each file appears whole (written under a private name, then renamed)."""
+    target = staging / f"{image.sha256}.png"
+    if target.exists() or (root / image.relative_path).exists():
+        return
+    private = staging / f".{image.sha256}.{os.getpid()}.{threading.get_ident()}"
+    private.write_bytes(image.png)
+    os.replace(private, target)
+
+
 @dataclass
 class ImageStaging:
     """Collects new image files under a staging folder; :meth:`publish` moves them into place.
@@ -368,13 +385,20 @@ class ImageStaging:
     def add(self, image: CleanImage) -> CleanImage:
         if self.root is None:
             return self._upload(image)
-        if image.sha256 in self.staged or (self.root / image.relative_path).exists():
-            self.staged.setdefault(image.sha256, image.relative_path)
-            return image
-        path = self.staging / f"{image.sha256}.png"
-        path.write_bytes(image.png)
-        self.staged[image.sha256] = image.relative_path
+        if image.sha256 not in self.staged:
+            stage_png(image, staging=self.staging, root=self.root)
+            self.staged[image.sha256] = image.relative_path
         return image
+
+    def local_folders(self) -> tuple[Path, Path] | None:
+        """(staging folder, media folder) when staging on local disk, where worker processes may
+        write files themselves (:func:`stage_png`, then :meth:`add_written`); None in a bucket."""
+        return None if self.root is None else (self.staging, self.root)
+
+    def add_written(self, sha256: str, relative_path: str) -> None:
+        """An image that :func:`stage_png` already put into this staging folder (or found published)."""
+        assert self.root is not None, "a bucket's images are uploaded by add()"
+        self.staged.setdefault(sha256, relative_path)
 
     def _upload(self, image: CleanImage) -> CleanImage:
         """In a bucket the object is written at once, before the caller's transaction (an upload
@@ -393,20 +417,35 @@ class ImageStaging:
     def publish(self) -> None:
         if self.root is None:
             return  # uploaded by add()
+        # One link per file (it fails if the file is there: the media folder's copy is kept, and
+        # is not this import's to remove on a rollback); the staging folder goes afterwards. Plain
+        # strings and one check per folder: this runs in the caller's transaction, 10,989 times
+        # for 1,000 pages × 10 systems.
+        staging, root = str(self.staging), str(self.root)
+        ready: set[str] = set()
         for sha, relative_path in self.staged.items():
-            source = self.staging / f"{sha}.png"
-            if not source.exists():
+            source, target = f"{staging}/{sha}.png", f"{root}/{relative_path}"
+            folder = os.path.dirname(target)
+            if folder not in ready:
+                self._make_folders(Path(folder))
+                ready.add(folder)
+            try:
+                os.link(source, target)
+            except FileExistsError:
                 continue
-            target = self.root / relative_path
-            for folder in (target.parent.parent, target.parent):
-                if not folder.exists():
-                    folder.mkdir()
-                    self.created_dirs.append(folder)
-            if target.exists():
-                source.unlink()
-                continue
-            os.replace(source, target)
-            self.published.append(target)
+            except FileNotFoundError:
+                if not os.path.exists(source):
+                    continue  # already in the media folder when it was staged
+                # Another import's rollback removed the (then empty) folder meanwhile.
+                self._make_folders(Path(folder))
+                os.link(source, target)
+            self.published.append(Path(target))
+
+    def _make_folders(self, folder: Path) -> None:
+        for path in (folder.parent, folder):
+            if not path.is_dir():
+                path.mkdir(exist_ok=True)
+                self.created_dirs.append(path)
 
     def unpublish(self) -> None:
         for path in self.published:

@@ -96,10 +96,20 @@ def terminal_progress(label: str, stream: TextIO | None = None) -> Iterator[bool
         yield False
         return
     line = _Line(stream, label)
-    token = _reporter.set(line.update)
     line.ticker.start()
     try:
-        yield True
+        with progress_reported(line.update):
+            yield True
+    finally:
+        line.close()
+
+
+@contextmanager
+def progress_reported(reporter: Reporter) -> Iterator[None]:
+    """Send every :func:`progress_step` to ``reporter`` while the block runs (the terminal line
+    above; ``benchmarks/bench_new_study.py`` times each stage with it)."""
+    token = _reporter.set(reporter)
+    try:
+        yield
     finally:
         _reporter.reset(token)
-        line.close()

@@ -124,10 +124,10 @@ def _run(root: Path, database_url: str, lines: int) -> dict[str, object]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _postgres_scratch(url: str) -> tuple[str, str, str]:
+def _postgres_scratch(url: str, suffix: str = "bench_import") -> tuple[str, str, str]:
     """(scratch database URL, admin URL, scratch name) beside ``url``'s database."""
     base, _, name = url.rpartition("/")
-    scratch = f"{name.split('?')[0]}_bench_import"
+    scratch = f"{name.split('?')[0]}_{suffix}"
     return f"{base}/{scratch}", f"{base}/postgres", scratch
 
 

@@ -16,6 +16,11 @@ those columns' Python types; the rows then go to the database in one statement:
 No signals are sent and no primary keys are returned (as ``bulk_create`` on SQLite). The caller
 holds the transaction (all or nothing) and has validated every value; the database still checks
 its constraints. A test holds the stored rows equal to ``bulk_create``'s on both backends.
+
+``ignore_conflicts`` skips rows that would break a unique constraint, as ``bulk_create``'s does
+(content-addressed rows another import may have written meanwhile): ``INSERT OR IGNORE`` on
+SQLite; on PostgreSQL, where ``COPY`` cannot skip a row, the rows are copied into a temporary
+table and moved with one ``INSERT … SELECT … ON CONFLICT DO NOTHING``.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection, models, transaction
 
-# Fields whose Python values the drivers adapt themselves (or JSON, encoded here).
+# Fields whose Python values the drivers adapt themselves (or JSON, encoded here). A FileField's
+# value is its stored name (a str).
 PLAIN_FIELDS = (
     models.BooleanField, models.IntegerField, models.CharField, models.TextField, models.ForeignKey, models.JSONField,
+    models.FileField,
 )
 
 
@@ -61,9 +68,11 @@ def rows_insert(
     *,
     constants: Mapping[str, Any] | None = None,
     batch_size: int = 5000,
+    ignore_conflicts: bool = False,
 ) -> int:
     """Insert ``rows`` (tuples in the order of ``columns``, field attnames such as ``judge_id``)
-    into ``model``'s table; returns the number of rows.
+    into ``model``'s table; returns the number of rows given (with ``ignore_conflicts``, some of
+    them may have been skipped).
 
     Values in ``rows`` are plain Python values the driver adapts itself (str, int, bool, None) or,
     in JSON columns, any JSON value (encoded here) or a :class:`JSONText` (already encoded, as
@@ -84,7 +93,8 @@ def rows_insert(
             raise ValueError(f"{model.__name__}.{name}: pass it in constants (prepared by its field)")
     if connection.vendor not in ("postgresql", "sqlite"):
         model.objects.bulk_create(  # type: ignore[attr-defined]
-            [model(**constants, **dict(zip(columns, row, strict=True))) for row in rows], batch_size=1000
+            [model(**constants, **dict(zip(columns, row, strict=True))) for row in rows], batch_size=1000,
+            ignore_conflicts=ignore_conflicts,
         )
         return len(rows)
     fixed: dict[str, Any] = {}
@@ -126,15 +136,29 @@ def rows_insert(
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     names = ", ".join(quote(str(by_attname[name].column)) for name in (*columns, *fixed))
+    if connection.vendor == "postgresql" and ignore_conflicts:
+        # The table's column types, none of its constraints; all in one transaction (a pooler in
+        # transaction mode keeps the session, and a failure rolls the temporary table back too).
+        scratch = quote(f"rows_insert_{model._meta.db_table}")
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"CREATE TEMPORARY TABLE {scratch} AS SELECT {names} FROM {table} WITH NO DATA")
+            with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {scratch} ({names}) FROM STDIN") as copy:
+                for row in values():
+                    copy.write_row(row)
+            cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {scratch} ON CONFLICT DO NOTHING")
+            cursor.execute(f"DROP TABLE {scratch}")
+        return len(rows)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            # The driver's errors as Django's (an IntegrityError is one), as for cursor.execute.
+            with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                 for row in values():
                     copy.write_row(row)
         else:
             tail = [str(v) for v in literals] if in_statement else ["%s"] * len(fixed)
             placeholders = ", ".join(["%s"] * len(columns) + tail)
-            sql = f"INSERT INTO {table} ({names}) VALUES ({placeholders})"
+            verb = "INSERT OR IGNORE" if ignore_conflicts else "INSERT"
+            sql = f"{verb} INTO {table} ({names}) VALUES ({placeholders})"
             batch: list[Any] = []
             for row in values():
                 batch.append(row)

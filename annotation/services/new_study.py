@@ -49,6 +49,7 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.images import ALLOWED_FORMATS
 from annotation.progress import progress_step
 from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.images import read_capped
 from annotation.services.bundles.questionnaire_format import KINDS as QUESTIONNAIRE_KINDS
 from annotation.services.bundles.questionnaire_format import questionnaire_spec_from_document
 from annotation.services.bundles.reference_format import (
@@ -338,7 +339,10 @@ def _shown(path: Path, data: NewStudyInput) -> str:
 def _folder_files(folder: Path, data: NewStudyInput, what: str) -> list[Path]:
     if not folder.is_dir():
         raise ValidationFailed(f"no such folder ({what})", where=_shown(folder, data))
-    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    # scandir: the file type comes with the listing (no stat per file, unless it is a link).
+    with os.scandir(folder) as entries:
+        names = sorted(e.name for e in entries if e.is_file() and not e.name.startswith("."))
+    return [folder / name for name in names]
 
 
 def _page_id(name: str, pattern: re.Pattern[str] | None) -> str | None:
@@ -624,10 +628,7 @@ def _s3_problem(url: str) -> str:
 def _read(source: Source) -> bytes:
     limit = int(settings.ARBITER_IMAGE_MAX_BYTES)
     if source.path is not None:
-        size = source.path.stat().st_size
-        if size > limit:
-            raise ValidationFailed(f"the file is {size:,} bytes, over the {limit:,}-byte limit", where=source.label)
-        return source.path.read_bytes()
+        return read_capped(source.path, where=source.label, limit=limit)
     assert source.url is not None
     storage = _s3_storage()
     key = source.url[len("s3://") :].split("/", 1)[1] if "/" in source.url[len("s3://") :] else ""

@@ -6,6 +6,7 @@ row counts of every table and the recursive listing of MEDIA_ROOT are exactly as
 
 from __future__ import annotations
 
+import shutil
 import stat
 import struct
 import zipfile
@@ -146,6 +147,15 @@ def _folder_symlink_out(bundle: Path, scratch: Path) -> Path:
     return bundle
 
 
+def _images_folder_symlink_out(bundle: Path, scratch: Path) -> Path:
+    """The whole images/ folder as a link to a folder outside the bundle (folders are resolved once)."""
+    outside = scratch / "outside-images"
+    shutil.copytree(bundle / "images", outside)
+    shutil.rmtree(bundle / "images")
+    (bundle / "images").symlink_to(outside, target_is_directory=True)
+    return bundle
+
+
 def _add_comparison(**fields: Any) -> Case:
     return _doc(lambda d: d["comparisons"].append({"id": "c4", "page": "e00", "a": "alpha", "b": "gamma", "set": "human", **fields}))
 
@@ -200,6 +210,7 @@ CASES: dict[str, tuple[Case, str]] = {
     "image path with ..": (_set("pages.0.image", "../outside.png"), "study.json $.pages[0].image: image path '../outside.png' contains '..'"),
     "absolute image path": (_set("pages.0.image", "/etc/passwd"), "study.json $.pages[0].image: image path '/etc/passwd' is absolute"),
     "folder symlink leading outside": (_folder_symlink_out, "study.json $.pages[0].image: no file 'images/e00.png' in the bundle"),
+    "images folder linked outside": (_images_folder_symlink_out, "study.json $.pages[0].image: no file 'images/e00.png' in the bundle"),
     "zip entry ../x": (_zip_with(("../x", b"x")), "bundle.zip: '../x': unsafe ZIP entry: the path contains '..'"),
     "zip entry absolute": (_zip_with(("/etc/cron.d/x", b"x")), "unsafe ZIP entry: the path is absolute"),
     "zip symlink entry": (_zip_with((_symlink_entry(), b"/etc/passwd")), "bundle.zip: 'images/link.png': unsafe ZIP entry: a symbolic link"),

@@ -191,3 +191,56 @@ def test_an_image_shown_as_it_is_skips_no_check_and_matches_the_full_path(width:
     assert clean.sha256 == full.sha256 and shown[(width, ())].sha256 == expected.sha256
     with pytest.raises(ValidationFailed):
         process_image(data[:-30], "cut.png", [(37, ())])
+
+
+def test_png_with_gamma_and_srgb_chunks_keeps_pillows_pixels() -> None:
+    """libpng applies no gAMA or sRGB chunk to the pixels, as Pillow does not: the same bytes."""
+    source = _noisy("RGB")
+    buffer = io.BytesIO()
+    source.save(buffer, format="PNG")
+    data = buffer.getvalue()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr_end = 8 + 25  # signature, then IHDR (4 length + 4 type + 13 data + 4 CRC)
+    tagged = data[:ihdr_end] + chunk(b"gAMA", struct.pack(">I", 45455)) + chunk(b"sRGB", b"\x00") + data[ihdr_end:]
+    clean = clean_image(tagged, where="g.png")
+    assert b"gAMA" not in clean.png and b"sRGB" not in clean.png
+    assert clean.sha256 == clean_image(data, where="g.png").sha256
+    with Image.open(io.BytesIO(clean.png)) as stored:
+        assert stored.tobytes() == source.tobytes()
+
+
+def test_the_shown_bytes_do_not_depend_on_the_encoder_of_the_upload() -> None:
+    """One zlib level and filter for every image: the same pixels written by different encoders
+    (Pillow at levels 0 and 9, one with a Software chunk, libpng with Sub rows, lossless WebP) are shown, and
+    stored, as the very same bytes, so a file's size cannot tell which system made it."""
+    import imagecodecs
+    import numpy as np
+
+    from annotation.services.bundles.images import process_image
+
+    source = _noisy("RGB", size=(64, 40))
+    uploads = [png_bytes_of(source, compress_level=0), png_bytes_of(source, compress_level=9),
+               png_bytes_of(source, pnginfo=_software_chunk("renderer-x")),
+               bytes(imagecodecs.png_encode(np.asarray(source), level=1, filter=imagecodecs.PNG.FILTER.SUB))]
+    webp = io.BytesIO()
+    source.save(webp, format="WEBP", lossless=True)
+    uploads.append(webp.getvalue())
+    assert len(set(uploads)) == len(uploads)  # the uploads differ
+    results = [process_image(data, "x", [(64, ())]) for data in uploads]
+    assert len({clean.png for clean, _ in results}) == 1
+    assert len({shown[(64, ())].png for _, shown in results}) == 1
+
+
+def png_bytes_of(image: Image.Image, **save: object) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", **save)
+    return buffer.getvalue()
+
+
+def _software_chunk(name: str) -> PngImagePlugin.PngInfo:
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Software", name)
+    return info

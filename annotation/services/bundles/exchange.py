@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from django.conf import settings
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -70,7 +70,18 @@ from annotation.models import (
     rater_page_options,
 )
 from annotation.progress import progress_step
-from annotation.services.bundles.images import IMAGE_WORKERS, Variant, image_pool, media_key, process_image
+from annotation.services.bulk_rows import JSONText, rows_insert
+from annotation.services.bundles.images import (
+    IMAGE_WORKERS,
+    ImageInfo,
+    ImageJob,
+    JobResult,
+    Variant,
+    image_pool,
+    media_key,
+    process_images,
+    read_capped,
+)
 from annotation.services.bundles.questionnaire_format import (
     KINDS,
     BriefSpec,
@@ -122,6 +133,11 @@ class Bundle:
     def read(self, relative: str, *, limit: int) -> bytes:
         raise NotImplementedError
 
+    def file_path(self, relative: str) -> str | None:
+        """The checked file on disk behind ``relative`` (a worker process may read it), or None
+        when the bytes come only through :meth:`read` (a ZIP member)."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -130,31 +146,52 @@ class FolderBundle(Bundle):
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.label = str(root)
+        # Each folder is resolved once and each checked file remembered: 10,000 images would
+        # otherwise cost two full ``realpath`` walks each (the check, then the read).
+        self._folders: dict[str, Path] = {}
+        self._files: dict[str, Path] = {}
 
     def _path(self, relative: str) -> Path | None:
+        known = self._files.get(relative)
+        if known is not None:
+            return known
         if bundle_path_problem(relative):
             return None
-        path = (self.root / relative).resolve()
-        # A link inside the folder may not lead outside it.
-        if not path.is_relative_to(self.root) or not path.is_file():
+        folder, _, name = relative.rpartition("/")
+        real_folder = self._folders.get(folder)
+        if real_folder is None:
+            real_folder = self._folders[folder] = (self.root / folder).resolve() if folder else self.root
+        # A link inside the folder may not lead outside it (the folder's, or the file's own).
+        if not name or not real_folder.is_relative_to(self.root):
             return None
+        path = real_folder / name
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return None
+        if stat.S_ISLNK(mode):
+            path = path.resolve()
+            if not path.is_relative_to(self.root) or not path.is_file():
+                return None
+        elif not stat.S_ISREG(mode):
+            return None
+        self._files[relative] = path
         return path
 
     def has(self, relative: str) -> bool:
         return self._path(relative) is not None
 
     def read(self, relative: str, *, limit: int) -> bytes:
+        return read_capped(self._checked(relative), where=relative, limit=limit)
+
+    def file_path(self, relative: str) -> str:
+        return str(self._checked(relative))
+
+    def _checked(self, relative: str) -> Path:
         path = self._path(relative)
         if path is None:
             raise ValidationFailed("no such file in the bundle", where=relative)
-        size = path.stat().st_size
-        if size > limit:
-            raise ValidationFailed(f"the file is {size:,} bytes, over the {limit:,}-byte limit", where=relative)
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-        if len(data) > limit:
-            raise ValidationFailed(f"the file is over the {limit:,}-byte limit", where=relative)
-        return data
+        return path
 
 
 class ZipBundle(Bundle):
@@ -299,22 +336,6 @@ def _check_slug_free(slug: str) -> None:
 # --- images ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ImageInfo:
-    """What the rows need to know about a staged image (no pixel bytes kept)."""
-
-    sha256: str
-    relative_path: str
-    width: int
-    height: int
-    size_bytes: int
-    mode: str = "RGB"
-
-    @classmethod
-    def of(cls, image: CleanImage) -> ImageInfo:
-        return cls(image.sha256, image.relative_path, image.width, image.height, len(image.png), image.mode)
-
-
 @dataclass
 class StagedImages:
     """The staged originals (by bundle path) and shown variants (by bundle path and variant), and
@@ -370,23 +391,43 @@ def _stage_images(bundle: Bundle, spec: StudySpec | QuestionnaireStudySpec, stag
 
     originals: dict[str, ImageInfo] = {}
     shown: dict[tuple[str, Variant], ImageInfo] = {}
+    # On local disk the workers read the bundle's files and write the staged PNGs themselves: only
+    # paths go out and hashes come back (a ZIP's members are read here and sent as bytes).
+    local = stage.local_folders()
+    folders = (str(local[0]), str(local[1])) if local is not None and isinstance(bundle, FolderBundle) else None
 
-    def collect(path: str, future: Future[tuple[CleanImage, dict[Variant, CleanImage]]]) -> None:
-        clean, variants = future.result()
-        stage.add(clean)
-        originals[path] = ImageInfo.of(clean)
+    def staged(image: CleanImage | ImageInfo) -> ImageInfo:
+        if isinstance(image, ImageInfo):
+            stage.add_written(image.sha256, image.relative_path)
+            return image
+        stage.add(image)
+        return ImageInfo.of(image)
+
+    def collect(batch: list[str], future: Future[list[JobResult]]) -> None:
+        for path, (clean, variants) in zip(batch, future.result(), strict=True):
+            originals[path] = staged(clean)
+            for key, variant in variants.items():
+                shown[(path, key)] = staged(variant)
         progress_step("cleaning images", len(originals), len(wanted))
-        for key, variant in variants.items():
-            stage.add(variant)
-            shown[(path, key)] = ImageInfo.of(variant)
 
-    window = 4 * IMAGE_WORKERS + 2  # bounded: only a few images' bytes are in memory at once
-    pending: list[tuple[str, Future[tuple[CleanImage, dict[Variant, CleanImage]]]]] = []
+    def job(path: str, keys: set[Variant]) -> ImageJob:
+        if folders is not None:
+            return ImageJob(where=path, variants=tuple(sorted(keys)), path=bundle.file_path(path))
+        return ImageJob(where=path, variants=tuple(sorted(keys)), data=bundle.read(path, limit=max_bytes))
+
+    # Batches of a few images per task, a few tasks per worker in flight: the pipes carry less
+    # pickling per image, and only a few ZIP members' bytes are in memory at once.
+    per_task = 8 if folders is not None else 2
+    window = 3 * IMAGE_WORKERS
+    pending: list[tuple[list[str], Future[list[JobResult]]]] = []
+    paths = list(wanted)
+    progress_step("cleaning images", 0, len(wanted))
     with image_pool(len(wanted)) as pool:
         try:
-            for path, keys in wanted.items():
-                data = bundle.read(path, limit=max_bytes)
-                pending.append((path, pool.submit(process_image, data, path, sorted(keys))))
+            for start in range(0, len(paths), per_task):
+                batch = paths[start : start + per_task]
+                jobs = [job(path, wanted[path]) for path in batch]
+                pending.append((batch, pool.submit(process_images, jobs, folders)))
                 while len(pending) >= window:
                     collect(*pending.pop(0))
             while pending:
@@ -398,58 +439,39 @@ def _stage_images(bundle: Bundle, spec: StudySpec | QuestionnaireStudySpec, stag
     return StagedImages(originals=originals, shown=shown, page_width=page_width)
 
 
-def _stored_images(infos: Iterable[ImageInfo]) -> dict[str, StoredImage]:
-    """StoredImage rows by hash, creating the missing ones in bulk."""
+def _stored_images(infos: Iterable[ImageInfo]) -> dict[str, int]:
+    """StoredImage ids by hash, inserting the missing rows as plain rows (``bulk_rows``): model
+    instances for the 10,989 images of 1,000 pages × 10 systems cost more than the inserts."""
     by_sha = {info.sha256: info for info in infos}
     shas = list(by_sha)
-    existing: dict[str, StoredImage] = {}
+    existing: dict[str, int] = {}
     for start in range(0, len(shas), 500):
-        for row in StoredImage.objects.filter(sha256__in=shas[start : start + 500]):
-            existing[row.sha256] = row
+        existing.update(StoredImage.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "pk"))
     new = [
-        StoredImage(
-            sha256=sha, file=info.relative_path, width=info.width, height=info.height,
-            size_bytes=info.size_bytes, mode=info.mode,
-        )
+        (sha, info.relative_path, info.width, info.height, info.size_bytes, info.mode)
         for sha, info in by_sha.items()
         if sha not in existing
     ]
     # ignore_conflicts: another import may have stored the same pixels meanwhile.
-    StoredImage.objects.bulk_create(new, batch_size=500, ignore_conflicts=True)
-    missing = [sha for sha in shas if sha not in existing]
+    rows_insert(
+        StoredImage, ("sha256", "file", "width", "height", "size_bytes", "mode"), new,
+        constants={"created_at": timezone.now()}, ignore_conflicts=True,
+    )
+    missing = [row[0] for row in new]
     for start in range(0, len(missing), 500):
-        for row in StoredImage.objects.filter(sha256__in=missing[start : start + 500]):
-            existing[row.sha256] = row
+        existing.update(StoredImage.objects.filter(sha256__in=missing[start : start + 500]).values_list("sha256", "pk"))
     return existing
 
 
-def _insert_rows(model: type[models.Model], names: tuple[str, ...], rows: Iterable[tuple[Any, ...]]) -> None:
-    """INSERT plain rows with ``executemany``, no model instances: ``bulk_create`` of the 44,901
-    comparisons of 1,000 pages × 10 systems spent most of its time building instances and
-    compiling SQL batch by batch (benchmarks/bench_new_study.py). For rows whose ids nobody reads
-    back; values go through each field's ``get_db_prep_save`` as ``bulk_create``'s do, and the
-    table's constraints check them the same way inside the caller's transaction."""
-    fields = [model._meta.get_field(name) for name in names]
-    table = connection.ops.quote_name(model._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # type: ignore[union-attr,arg-type]
-    sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-    batch: list[tuple[Any, ...]] = []
-    with connection.cursor() as cursor:
-        for row in rows:
-            batch.append(tuple(f.get_db_prep_save(v, connection) for f, v in zip(fields, row, strict=True)))  # type: ignore[union-attr]
-            if len(batch) >= 5000:
-                cursor.executemany(sql, batch)
-                batch = []
-        if batch:
-            cursor.executemany(sql, batch)
-
-
-def _insert_comparisons(study: Study, rows: Iterable[tuple[str, Page, Candidate, Candidate, str]]) -> None:
-    now = timezone.now()
-    _insert_rows(
+def _insert_comparisons(study: Study, rows: Iterable[tuple[str, int, int, int, str]]) -> None:
+    """Comparisons ``(id, page pk, candidate A pk, candidate B pk, set)`` as plain rows
+    (``bulk_rows.rows_insert``): ``bulk_create`` of the 44,901 comparisons of 1,000 pages × 10
+    systems spent most of its time building instances and compiling SQL batch by batch."""
+    rows_insert(
         Comparison,
-        ("study", "external_id", "page", "candidate_a", "candidate_b", "set", "created_at"),
-        ((study.pk, cid, page.pk, a.pk, b.pk, cset, now) for cid, page, a, b, cset in rows),
+        ("external_id", "page_id", "candidate_a_id", "candidate_b_id", "set"),
+        list(rows),
+        constants={"study_id": study.pk, "created_at": timezone.now()},
     )
 
 
@@ -460,7 +482,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     _check_slug_free(spec.slug)
     stored = _stored_images([*images.originals.values(), *images.shown.values()])
 
-    def row(info: ImageInfo | None) -> StoredImage | None:
+    def pk(info: ImageInfo | None) -> int | None:
         return None if info is None else stored[info.sha256]
 
     crowd_fields, rater_page = crowd_split(spec.crowd)
@@ -489,9 +511,9 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
             Page(
                 study=study,
                 external_id=p.id,
-                image=row(images.variant(p.image, p.id)),
-                original_image=row(images.original(p.image)),
-                neutralized_image=row(images.variant(p.image, p.id, p.media)) if p.media else None,
+                image_id=pk(images.variant(p.image, p.id)),
+                original_image_id=pk(images.original(p.image)),
+                neutralized_image_id=pk(images.variant(p.image, p.id, p.media)) if p.media else None,
                 targets=[t.to_json() for t in p.targets],
                 media=[m.to_json() for m in p.media],
                 meta=p.meta,
@@ -502,27 +524,37 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         batch_size=1000,
     )
     page_by_id = {p.external_id: p for p in pages}
-    candidates = Candidate.objects.bulk_create(
+    no_media = JSONText("[]")
+    # Plain rows (10,000 candidates of 1,000 pages × 10 systems), their ids read back by page and system.
+    rows_insert(
+        Candidate,
+        ("page_id", "system_id", "image_id", "original_image_id", "neutralized_image_id", "rendered", "media"),
         [
-            Candidate(
-                page=page_by_id[c.page],
-                system=system_by_id[c.system],
-                image=row(images.variant(c.image, c.page)),
-                original_image=row(images.original(c.image)),
-                neutralized_image=row(images.variant(c.image, c.page, c.media)) if c.media else None,
-                rendered=c.rendered,
-                media=[m.to_json() for m in c.media],
+            (
+                page_by_id[c.page].pk,
+                system_by_id[c.system].pk,
+                pk(images.variant(c.image, c.page)),
+                pk(images.original(c.image)),
+                pk(images.variant(c.image, c.page, c.media)) if c.media else None,
+                c.rendered,
+                [m.to_json() for m in c.media] if c.media else no_media,
             )
             for c in spec.candidates
         ],
-        batch_size=1000,
     )
-    candidate_by_key = {(c.page.external_id, c.system.external_id): c for c in candidates}
+    page_ids = {p.pk: p.external_id for p in pages}
+    system_ids = {s.pk: s.external_id for s in systems}
+    candidate_by_key = {
+        (page_ids[page_id], system_ids[system_id]): candidate_id
+        for candidate_id, page_id, system_id in Candidate.objects.filter(page__study=study).values_list(
+            "pk", "page_id", "system_id"
+        )
+    }
     SuppliedGold.objects.bulk_create(
         SuppliedGold(
-            study=study, external_id=g.id, page=page_by_id[g.page], answer=g.answer, position=i,
-            image_a=row(images.variant(g.a, g.page)), image_b=row(images.variant(g.b, g.page)),
-            original_a=row(images.original(g.a)), original_b=row(images.original(g.b)),
+            study=study, external_id=g.id, page_id=page_by_id[g.page].pk, answer=g.answer, position=i,
+            image_a_id=pk(images.variant(g.a, g.page)), image_b_id=pk(images.variant(g.b, g.page)),
+            original_a_id=pk(images.original(g.a)), original_b_id=pk(images.original(g.b)),
         )
         for i, g in enumerate(spec.gold)
     )
@@ -530,11 +562,11 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     CandidateVersion.objects.bulk_create(
         [
             CandidateVersion(
-                candidate=candidate_by_key[(c.page, c.system)],
+                candidate_id=candidate_by_key[(c.page, c.system)],
                 number=1,
-                image=row(images.variant(c.image, c.page)),
-                original_image=row(images.original(c.image)),
-                neutralized_image=row(images.variant(c.image, c.page, c.media)) if c.media else None,
+                image_id=pk(images.variant(c.image, c.page)),
+                original_image_id=pk(images.original(c.image)),
+                neutralized_image_id=pk(images.variant(c.image, c.page, c.media)) if c.media else None,
                 rendered=c.rendered,
                 media=[m.to_json() for m in c.media],
                 date=datetime.date.fromisoformat(c.version_date) if c.version_date else None,
@@ -549,7 +581,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     _insert_comparisons(
         study,
         (
-            (c.id, page_by_id[c.page], candidate_by_key[(c.page, c.a)], candidate_by_key[(c.page, c.b)], c.set)
+            (c.id, page_by_id[c.page].pk, candidate_by_key[(c.page, c.a)], candidate_by_key[(c.page, c.b)], c.set)
             for c in spec.comparisons
         ),
     )
@@ -604,8 +636,8 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
             Candidate(
                 page=page_by_id[item.brief],
                 system=system_by_id[item.system],
-                image=stored[images.shown[(item.image, (images.page_width[item.brief], ()))].sha256],
-                original_image=stored[images.originals[item.image].sha256],
+                image_id=stored[images.shown[(item.image, (images.page_width[item.brief], ()))].sha256],
+                original_image_id=stored[images.originals[item.image].sha256],
                 rendered=True,
                 metrics=item.metrics,
                 external_id=item.id,
@@ -618,7 +650,7 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
     _insert_comparisons(
         study,
         (
-            (c.id, page_by_id[c.brief], candidate_by_id[c.a], candidate_by_id[c.b], ComparisonSet.HUMAN)
+            (c.id, page_by_id[c.brief].pk, candidate_by_id[c.a].pk, candidate_by_id[c.b].pk, ComparisonSet.HUMAN)
             for c in spec.comparisons
         ),
     )
@@ -680,6 +712,7 @@ def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | 
                         study = _write_kind_study(spec, images, user)
                     else:
                         study = _write_study(spec, images, user)
+                    progress_step("publishing images")
                     stage.publish()
             except IntegrityError as exc:
                 # A concurrent import of the same slug won the race; nothing of ours was kept.

@@ -290,9 +290,9 @@ def _write_update(
             )
         original, display, neutral_info = (rows[i.sha256] if i is not None else None for i in shown(c))
         candidate.version += 1
-        candidate.image = display
-        candidate.original_image = original
-        candidate.neutralized_image = neutral_info
+        candidate.image_id = display
+        candidate.original_image_id = original
+        candidate.neutralized_image_id = neutral_info
         candidate.rendered = c.rendered
         candidate.media = [m.to_json() for m in c.media]
         candidate.save(
@@ -302,9 +302,9 @@ def _write_update(
             CandidateVersion(
                 candidate=candidate,
                 number=candidate.version,
-                image=display,
-                original_image=original,
-                neutralized_image=neutral_info,
+                image_id=display,
+                original_image_id=original,
+                neutralized_image_id=neutral_info,
                 rendered=c.rendered,
                 media=candidate.media,
                 date=datetime.date.fromisoformat(c.version_date) if c.version_date else None,
