@@ -208,7 +208,7 @@ def judge_run_budget(
                 f" (${budget.budget_usd:g} buys {budget.max_calls} at an estimated ${budget.cost_per_call_usd:.4f} a "
                 f"call; the start costs ${minimum * budget.cost_per_call_usd:,.4f})"
             )
-            if budget.budget_usd
+            if budget.budget_usd and budget.cost_per_call_usd is not None
             else ""
         )
         raise ArbiterError(

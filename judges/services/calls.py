@@ -39,6 +39,7 @@ import logging
 import random
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -400,7 +401,7 @@ def _empty_reason(reply: Reply, exc: InvalidReply) -> str:
     return str(exc)
 
 
-def _without(endpoint: Endpoint, request: JudgeRequest, active_axes: list[str], param: str) -> Endpoint | None:
+def _without(endpoint: Endpoint, request: JudgeRequest, active_axes: Sequence[str], param: str) -> Endpoint | None:
     """The endpoint that no longer sends ``param`` (``ADAPTATIONS``), or None when that changes nothing sent."""
     adaptation = ADAPTATIONS.get(param)
     if adaptation is None:

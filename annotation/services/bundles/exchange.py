@@ -550,11 +550,16 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
             "pk", "page_id", "system_id"
         )
     }
+    def required(info: ImageInfo | None) -> int:
+        image = pk(info)
+        assert image is not None, "a gold entry's images are staged with the bundle's"
+        return image
+
     SuppliedGold.objects.bulk_create(
         SuppliedGold(
             study=study, external_id=g.id, page_id=page_by_id[g.page].pk, answer=g.answer, position=i,
-            image_a_id=pk(images.variant(g.a, g.page)), image_b_id=pk(images.variant(g.b, g.page)),
-            original_a_id=pk(images.original(g.a)), original_b_id=pk(images.original(g.b)),
+            image_a_id=required(images.variant(g.a, g.page)), image_b_id=required(images.variant(g.b, g.page)),
+            original_a_id=required(images.original(g.a)), original_b_id=required(images.original(g.b)),
         )
         for i, g in enumerate(spec.gold)
     )
