@@ -292,8 +292,8 @@ def crowd_settings(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         changes["break_every"] = int(raw_break) if raw_break else 0
     except ValueError:
-        messages.error(request, "Breaks every N trials is a whole number (0: no breaks).")
-        return redirect(reverse("research:study", args=[study.slug]))
+        # Not a number: the text goes to the one validator, whose message the API and bundle give.
+        changes["break_every"] = raw_break
     try:
         study_settings_update(study=study, user=request.user, **changes)
     except ArbiterError as exc:

@@ -273,3 +273,7 @@ def test_the_settings_page_still_saves_and_uses_the_same_messages(examples_dir: 
     page = client.post(url, {"break_every": "10001"}, follow=True).content.decode()
     assert "Breaks every N trials is a whole number from 0 to 10,000" in page
     assert crowd_of(study)["break_every"] == 25
+    # Text that is not a number gets the validator's own message, as in the API and the bundle.
+    page = client.post(url, {"break_every": "ten"}, follow=True).content.decode()
+    assert "Breaks every N trials is a whole number from 0 to 10,000, got &quot;ten&quot;" in page
+    assert crowd_of(study)["break_every"] == 25
