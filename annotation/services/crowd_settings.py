@@ -54,6 +54,10 @@ TEXT_LIMITS = {"completion_code": 64, "completion_url": 500, "screened_out_url":
 URL_FIELDS = ("completion_url", "screened_out_url")
 BOOLEAN_FIELDS = ("accepting_participants", "end_comment")
 INTEGER_LIMITS = {"break_every": (0, 10_000)}
+URL_EXAMPLES = {
+    "completion_url": "https://app.prolific.com/submissions/complete?cc={code}",
+    "screened_out_url": "https://app.prolific.com/submissions/complete?cc=SCREENED_OUT",
+}
 FIELD_WORDS = {
     "completion_url": "The completion URL",
     "screened_out_url": "The screened-out URL",
@@ -91,9 +95,7 @@ def crowd_settings_clean(
                 value = value.strip()
                 if value and not _is_web_url(value):
                     raise fail(
-                        name,
-                        f"{FIELD_WORDS[name]} must start with https:// (or http://), e.g. "
-                        "https://app.prolific.com/submissions/complete?cc=CODE",
+                        name, f"{FIELD_WORDS[name]} must start with https:// (or http://), e.g. {URL_EXAMPLES[name]}"
                     )
         elif name in INTEGER_LIMITS:
             low, high = INTEGER_LIMITS[name]
