@@ -35,3 +35,17 @@ class ArbiterCommand(BaseCommand):
 
     def run(self, *args: Any, **options: Any) -> str | None:
         raise NotImplementedError
+
+
+def researcher_option(username: str | None) -> Any:
+    """The account of a command's ``--researcher USERNAME`` (made one of the study's researchers,
+    so it sees the study on the web and in the API), or None; a one-line error when unknown."""
+    if not username:
+        return None
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise CommandError(f"--researcher: no account named {username!r} (create it with manage.py createsuperuser or the admin)")
+    return user
+

@@ -361,3 +361,21 @@ def test_the_real_run_says_how_many_stray_files_it_ignored(folders: Path) -> Non
     err = io.StringIO()
     call_command("new_study", *folder_args(folders), stdout=io.StringIO(), stderr=err)
     assert err.getvalue().strip() == "ignored 1 stray file (new_study --dry-run lists them)"
+
+
+@pytest.mark.django_db
+def test_researcher_option_makes_the_account_see_the_study(folders: Path, researcher: Any) -> None:
+    """A study made on the command line is seen on the web only by its researchers (and admins)."""
+    message = fails(*folder_args(folders, "--researcher", "nobody-here"))
+    assert message.startswith("--researcher: no account named 'nobody-here'")
+    nothing_written()
+    run(*folder_args(folders, "--researcher", researcher.get_username()))
+    study = Study.objects.get(slug="fs")
+    assert list(study.researchers.all()) == [researcher]
+    client = Client()
+    client.force_login(researcher)
+    assert client.get("/api/studies/fs/").status_code == 200
+    other = folder_args(folders)
+    other[other.index("fs")] = "fs-2"
+    run(*other)  # without the option: no researcher
+    assert not Study.objects.get(slug="fs-2").researchers.exists()

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from annotation.management.base import ArbiterCommand
+from annotation.management.base import ArbiterCommand, researcher_option
 from annotation.services.bundles.exchange import study_import_bundle
 from annotation.services.bundles.update import study_update_bundle
 
@@ -23,6 +23,9 @@ class Command(ArbiterCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path, help="bundle folder or .zip file")
         parser.add_argument(
+            "--researcher", metavar="USERNAME", help="an account to make the study's researcher (sees it on the web and in the API)"
+        )
+        parser.add_argument(
             "--update",
             action="store_true",
             help="replace the changed candidates of the existing study (everything else must be unchanged)",
@@ -32,5 +35,5 @@ class Command(ArbiterCommand):
         if options["update"]:
             self.stdout.write(study_update_bundle(path=options["path"]).summary())
             return
-        study = study_import_bundle(path=options["path"])
+        study = study_import_bundle(path=options["path"], user=researcher_option(options["researcher"]))
         self.stdout.write(study.slug)

@@ -15,7 +15,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from annotation.errors import ValidationFailed
-from annotation.management.base import ArbiterCommand
+from annotation.management.base import ArbiterCommand, researcher_option
 from annotation.services.new_study import (
     KINDS,
     NewStudyInput,
@@ -69,6 +69,9 @@ class Command(ArbiterCommand):
         )
         parser.add_argument("--keep-bundle", type=Path, help="folder to keep the bundle in (default ARBITER_BUNDLE_ARCHIVE)")
         parser.add_argument("--dry-run", action="store_true", help="print what would be created; write nothing")
+        parser.add_argument(
+            "--researcher", metavar="USERNAME", help="an account to make the study's researcher (sees it on the web and in the API)"
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         sources: list[tuple[str, dict[str, Any]]] = []
@@ -110,7 +113,9 @@ class Command(ArbiterCommand):
             if error:  # a script's check of the dry run sees what the real run would do
                 raise CommandError(f"a real run would stop: {error}")
             return
-        study, kept = new_study_create(data=data, plan=plan, keep_bundle=options["keep_bundle"])
+        study, kept = new_study_create(
+            data=data, plan=plan, keep_bundle=options["keep_bundle"], user=researcher_option(options["researcher"])
+        )
         counts = plan.counts()
         if plan.stray:
             n = len(plan.stray)
