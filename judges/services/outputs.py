@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -311,18 +312,32 @@ def _fast_row(
     return name, family if type(family) is str else "", comparison_id, row
 
 
+# Imports pausing the collector now, and whether the first of them found it enabled: the switch
+# is process-wide, and two imports may overlap in one process (threads of a web worker).
+_PAUSE_LOCK = threading.Lock()
+_pauses = 0
+_resume = False
+
+
 @contextmanager
 def _collection_paused() -> Iterator[None]:
     """No cyclic garbage collection while an import builds its rows: they are ~10 objects a line
     that all live until the insert, and collecting them as they pile up was ~20 % of the time
-    (the lines make no cycles; a collection runs as usual afterwards)."""
-    enabled = gc.isenabled()
-    gc.disable()
+    (the lines make no cycles; a collection runs as usual afterwards). Counted, so that the last
+    of overlapping imports, not the first to end, turns it back on."""
+    global _pauses, _resume
+    with _PAUSE_LOCK:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _PAUSE_LOCK:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()
 
 
 def judge_outputs_import_jsonl(*, study: Study, path: Path, user: Any = None) -> dict[str, int]:

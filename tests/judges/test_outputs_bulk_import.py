@@ -197,3 +197,38 @@ def test_the_fast_line_path_gives_the_reference_row(data: Any, fast: bool) -> No
         return
     want = (ref.judge, ref.family, ref.comparison.external_id, _row_of(ref, ref.comparison.pk, {}))
     assert got is None or got == want
+
+
+def test_overlapping_imports_leave_the_collector_on() -> None:
+    """The collector switch is process-wide: of two imports overlapping in one process (threads of
+    a web worker), the one that ends first must not leave it off for good, nor turn it on under
+    the other."""
+    import gc
+    import threading
+
+    from judges.services.outputs import _collection_paused
+
+    assert gc.isenabled()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def first() -> None:
+        with _collection_paused():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with _collection_paused():
+            second_in.set()
+            first_out.wait(5)
+            seen["after the first ended"] = gc.isenabled()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"after the first ended": False}
+    assert gc.isenabled()
