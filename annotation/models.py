@@ -16,6 +16,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.services.crowd_settings import RATER_PAGE_SETTINGS
+
 
 def new_token() -> str:
     """An opaque, URL-safe identifier that carries no information about what it names."""
@@ -75,7 +77,8 @@ class Study(models.Model):
 # digit_keys: digits answer the highlighted question; axes_from_verdict: the "v" key (and its
 # button) sets every axis to the verdict's side; mark_defaulted_axes: votes remember which axes
 # were so set and left unchanged, and the votes CSV says so (its trailing ``axes_defaulted``).
-RATER_PAGE_DEFAULTS: dict[str, bool] = {"digit_keys": True, "axes_from_verdict": True, "mark_defaulted_axes": False}
+# The defaults live with the crowd settings' validator, which checks them in the bundle and PATCH.
+RATER_PAGE_DEFAULTS = RATER_PAGE_SETTINGS
 
 
 def rater_page_options(study: Study) -> dict[str, bool]:

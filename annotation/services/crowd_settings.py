@@ -45,8 +45,8 @@ CROWD_DEFAULTS: dict[str, Any] = {
     "break_every": 40,
 }
 CROWD_SETTINGS = tuple(CROWD_DEFAULTS)
-#: The rater page's settings with their defaults (``annotation.models.RATER_PAGE_DEFAULTS``; a test
-#: holds them equal): on the crowd settings page, in the bundle's ``crowd`` object and in PATCH.
+#: The rater page's settings with their defaults (``annotation.models.RATER_PAGE_DEFAULTS`` is this
+#: dict): on the crowd settings page, in the bundle's ``crowd`` object and in PATCH.
 RATER_PAGE_SETTINGS: dict[str, bool] = {"digit_keys": True, "axes_from_verdict": True, "mark_defaulted_axes": False}
 #: Every key of the bundle's ``crowd`` object, of the settings page and of PATCH's crowd part.
 CROWD_KEYS = (*CROWD_SETTINGS, *RATER_PAGE_SETTINGS)
