@@ -91,7 +91,9 @@ class JudgeOutput(models.Model):
     (``JudgeOutput.objects`` leaves it out), and ``run_judges`` makes its successor.
     """
 
-    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="outputs")
+    # No index of its own: the (judge, status) index below starts with it and serves every lookup
+    # by judge (and the PROTECT check), so a third index per row would only slow bulk imports.
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="outputs", db_index=False)
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judge_outputs")
     order = models.CharField(max_length=8, choices=Order.choices)
     repeat = models.PositiveIntegerField(default=0)
