@@ -74,6 +74,15 @@ MADE_KEYS = {
     "rating": ("kind", "systems", "briefs", "items"),
 }
 MANIFEST_COLUMNS = ("page", "reference", "system", "image", "text")
+# Other names a researcher's own table may use for a column (read as the column itself; the first
+# column of a file is never guessed). Matched case-insensitively, spaces and dashes as underscores.
+COLUMN_ALIASES = {
+    "page_id": "page", "id": "page", "page_name": "page", "stem": "page",
+    "reference_path": "reference", "reference_image": "reference", "ref": "reference", "ref_path": "reference",
+    "system_id": "system", "system_name": "system", "model": "system",
+    "image_path": "image", "path": "image", "file": "image", "output": "image", "candidate": "image",
+    "brief": "text", "prompt": "text",
+}
 PREDICATE_COLUMNS = ("page", "system", "question", "type", "automatic", "id")
 LISTED = 10  # examples shown per problem in the dry-run report
 
@@ -432,20 +441,37 @@ def _table_rows(path: Path, data: NewStudyInput, columns: tuple[str, ...]) -> It
             yield where, _row(row, where, columns)
         return
     reader = csv.DictReader(io.StringIO(text))
+    seen: dict[str, str] = {}
     for key in reader.fieldnames or ():
-        if key not in columns:
-            raise ValidationFailed(f"unknown column {key!r} (expected: {', '.join(columns)})", where=f"{shown}:1")
+        name = _column(key, columns, where=f"{shown}:1")
+        if name in seen:
+            raise ValidationFailed(f"columns {seen[name]!r} and {key!r} both give {name!r}", where=f"{shown}:1")
+        seen[name] = key
     for row in reader:
         yield f"{shown}:{reader.line_num}", _row(row, f"{shown}:{reader.line_num}", columns)
 
 
+def _column(key: Any, columns: tuple[str, ...], *, where: str) -> str:
+    """The column a header names: itself, or what COLUMN_ALIASES reads it as (``page_id`` → page)."""
+    if key in columns:
+        return str(key)
+    folded = re.sub(r"[\s-]+", "_", str(key).strip().lower()) if isinstance(key, str) else ""
+    name = folded if folded in columns else COLUMN_ALIASES.get(folded, "")
+    if name not in columns:
+        raise ValidationFailed(f"unknown column {key!r} (expected: {', '.join(columns)})", where=where)
+    return name
+
+
 def _row(row: dict[str, Any], where: str, columns: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key, value in row.items():
-        if key not in columns:
-            raise ValidationFailed(f"unknown column {key!r} (expected: {', '.join(columns)})", where=where)
+    for raw_key, value in row.items():
+        key = _column(raw_key, columns, where=where)
+        if key in out:
+            raise ValidationFailed(f"two columns give {key!r}", where=where)
         if value is None:
             continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # a JSONL page id written as a number: 7 is page "7"
         if not isinstance(value, str):
             raise ValidationFailed(f"column {key!r}: expected text, got {type(value).__name__}", where=where)
         out[key] = value.strip()
@@ -460,10 +486,13 @@ def _manifest_source(value: str, manifest: Path, where: str, data: NewStudyInput
         if problem:
             plan.errors.append(f"{where}: {value}: {problem}")
         return Source(label=value, url=value, suffix=suffix)
+    if re.match(r"^https?://", value, flags=re.IGNORECASE) and (in_bucket := _bucket_url_as_s3(value)):
+        return Source(label=value, url=in_bucket, suffix=suffix)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
         raise ValidationFailed(
-            f"{value}: only paths relative to the manifest and s3:// are read; Arbiter makes no other outbound "
-            "requests (SECURITY.md: its only egress is to the judge hosts); download the files and list their paths",
+            f"{value}: only paths relative to the manifest, s3:// and https:// URLs of the media bucket are read; "
+            "Arbiter makes no other outbound requests (SECURITY.md: its only egress is to the judge hosts); "
+            "download the files and list their paths",
             where=where,
         )
     root = manifest.parent.resolve()
@@ -613,6 +642,44 @@ def _s3_storage() -> Any:
         default_storage._setup()  # type: ignore[attr-defined]
         storage = default_storage._wrapped  # type: ignore[attr-defined]
     return storage if isinstance(storage, S3Storage) else None
+
+
+def _bucket_url_as_s3(url: str) -> str:
+    """``s3://bucket/key`` for an http(s) URL of an object in the media bucket, else "".
+
+    The URL forms S3 and S3-compatible servers use for the bucket the media storage names: path
+    style on the storage's endpoint (``http://127.0.0.1:9000/media/key``) or AWS's
+    (``https://s3.eu-west-1.amazonaws.com/media/key``), virtual-host style
+    (``https://media.s3.amazonaws.com/key``) and the storage's custom domain. Any query string (a
+    presigned URL's signature) is dropped: the object is read with the storage's own credentials.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    storage = _s3_storage()
+    if storage is None:
+        return ""
+    bucket = str(storage.bucket_name)
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = f":{parts.port}" if parts.port else ""
+    path = unquote(parts.path)
+    endpoints = []
+    if getattr(storage, "endpoint_url", None):
+        endpoint = urlsplit(str(storage.endpoint_url))
+        endpoints.append(((endpoint.hostname or "").lower(), f":{endpoint.port}" if endpoint.port else ""))
+    region = getattr(storage, "region_name", None) or ""
+    aws_hosts = ["s3.amazonaws.com"] + ([f"s3.{region}.amazonaws.com", f"s3-{region}.amazonaws.com"] if region else [])
+    endpoints += [(aws, "") for aws in aws_hosts]
+    key = ""
+    for endpoint_host, endpoint_port in endpoints:
+        if (host, port) == (endpoint_host, endpoint_port) and path.startswith(f"/{bucket}/"):
+            key = path[len(bucket) + 2 :]
+        elif (host, port) == (f"{bucket}.{endpoint_host}", endpoint_port):
+            key = path[1:]
+    custom = str(getattr(storage, "custom_domain", "") or "").lower()
+    if custom and f"{host}{port}" == custom:
+        key = path[1:]
+    return f"s3://{bucket}/{key}" if key else ""
 
 
 def _s3_problem(url: str) -> str:

@@ -157,6 +157,30 @@ def test_csv_manifest_with_paths_relative_to_it(folders: Path) -> None:
 
 
 @pytest.mark.django_db
+def test_a_manifest_may_name_its_columns_the_usual_other_ways(folders: Path) -> None:
+    """``page_id``, ``Reference Path``, ``system_name``, ``image_path`` read as the four columns, and a
+    JSONL page id may be a number; a column given twice, or one that is no column, is one line."""
+    (folders / "m.csv").write_text(
+        "page_id,Reference Path,system_name,image_path\n"
+        "p0,refs/p0.png,gpt,out/gpt/p0.png\n"
+        "p0,refs/p0.png,claude,out/claude/p0.png\n"
+    )
+    run("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "aliases")
+    assert list(Page.objects.filter(study__slug="aliases").values_list("external_id", flat=True)) == ["p0"]
+    rows = [{"id": 7, "reference": "refs/p0.png", "model": "gpt", "path": "out/gpt/p0.png"},
+            {"id": 7, "reference": "refs/p0.png", "model": "claude", "path": "out/claude/p0.png"}]
+    (folders / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run("pairwise_reference", "--manifest", str(folders / "m.jsonl"), "--slug", "numbered")
+    assert list(Page.objects.filter(study__slug="numbered").values_list("external_id", flat=True)) == ["7"]
+    (folders / "m.csv").write_text("page,page_id,reference,system,image\np0,p0,refs/p0.png,gpt,out/gpt/p0.png\n")
+    assert fails("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x") == (
+        f"{folders / 'm.csv'}:1: columns 'page' and 'page_id' both give 'page'")
+    (folders / "m.csv").write_text("page,reference,system,picture\np0,refs/p0.png,gpt,out/gpt/p0.png\n")
+    assert fails("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x") == (
+        f"{folders / 'm.csv'}:1: unknown column 'picture' (expected: page, reference, system, image, text)")
+
+
+@pytest.mark.django_db
 def test_jsonl_manifest_of_a_pairwise_study_with_brief_texts(folders: Path) -> None:
     rows = [
         {"page": "b1", "system": "gpt", "image": "out/gpt/p0.png", "text": "A poster for a jazz night."},
@@ -208,7 +232,7 @@ def test_a_path_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> No
     message = fails("pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
     assert message == f"{folders / 'm.csv'}:2: ../../outside.png: the path climbs out of the manifest's folder"
     (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,https://example.org/a.png\n")
-    assert "only paths relative to the manifest and s3:// are read" in fails(
+    assert "only paths relative to the manifest, s3:// and https:// URLs of the media bucket are read" in fails(
         "pairwise_reference", "--manifest", str(folders / "m.csv"), "--slug", "x")
     (folders / "m.csv").write_text("page,reference,system,image\np0,refs/p0.png,gpt,s3://bucket/a.png\n")
     assert "s3:// paths are read through the media storage, and it is not S3" in fails(

@@ -23,7 +23,7 @@ from django.test import Client
 from annotation import progress
 from annotation.image_wsgi import ImagePassApplication
 from annotation.media import MediaUnavailable
-from annotation.models import Comparison, StoredImage, Study, System
+from annotation.models import Candidate, Comparison, Page, StoredImage, Study, System
 from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
 from annotation.services.media_copy import study_stored_images
 from tests.annotation.test_image_wsgi import Called, _environ
@@ -253,3 +253,48 @@ def test_blind_images_rebuilds_the_shown_images_from_originals_in_the_bucket(s3_
     study_images_blind(study=study)
     assert set(s3_server.keys(s3_media)) == before  # rebuilt from the original, under the same key
     assert hashlib.sha256(_object(s3_server, s3_media, shown_key)).hexdigest() == page.neutralized_image.sha256  # type: ignore[union-attr]
+
+
+def test_new_study_reads_a_manifest_whose_images_are_in_the_bucket_by_s3_and_http_urls(
+    s3_media, s3_server, tmp_path  # type: ignore[no-untyped-def]
+) -> None:
+    """A manifest may name the bucket's objects as ``s3://bucket/key`` or by the URL the S3
+    server serves them at (path style on the storage's endpoint); a URL of another host, or of
+    another bucket, is refused in one line, and nothing is written."""
+    from tests.annotation.test_new_study import png
+
+    client = s3_server.client()
+    for name, shade in (("refs/p0.png", 0), ("refs/p1.png", 10), ("gpt/p0.png", 40), ("gpt/p1.png", 50),
+                        ("claude/p0.png", 80), ("claude/p1.png", 90)):
+        client.put_object(Bucket=s3_media, Key=f"inbox/{name}", Body=png(tmp_path / "x.png", shade=shade).read_bytes())
+    endpoint = s3_server.endpoint.rstrip("/")
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(
+        "page_id,reference_path,system,image_path\n"
+        f"p0,s3://{s3_media}/inbox/refs/p0.png,gpt,s3://{s3_media}/inbox/gpt/p0.png\n"
+        f"p0,s3://{s3_media}/inbox/refs/p0.png,claude,{endpoint}/{s3_media}/inbox/claude/p0.png\n"
+        f"p1,{endpoint}/{s3_media}/inbox/refs/p1.png,gpt,{endpoint}/{s3_media}/inbox/gpt/p1.png?X-Amz-Signature=x\n"
+        f"p1,{endpoint}/{s3_media}/inbox/refs/p1.png,claude,s3://{s3_media}/inbox/claude/p1.png\n"
+    )
+    out = io.StringIO()
+    call_command("new_study", "pairwise_reference", "--manifest", str(manifest), "--slug", "from-bucket",
+                 "--keep-bundle", str(tmp_path / "kept"), stdout=out, stderr=io.StringIO())
+    study = Study.objects.get(slug="from-bucket")
+    assert sorted(study.systems.values_list("name", flat=True)) == ["claude", "gpt"]
+    assert Comparison.objects.filter(study=study).count() == 2
+    # Every image came from the bucket, each its own object (six shades, six originals), and what
+    # the import stored is in the bucket under opaque keys.
+    originals = {c.image_id for c in Candidate.objects.filter(page__study=study)}
+    originals |= {p.image_id for p in Page.objects.filter(study=study)}
+    assert len(originals) == 6 and None not in originals
+    kept = {k for k in s3_server.keys(s3_media) if not k.startswith("inbox/")}
+    assert kept and all(KEY_RE.fullmatch(k) for k in kept)
+
+    for wrong in (f"http://example.org/{s3_media}/inbox/gpt/p0.png", f"{endpoint}/other-bucket/inbox/gpt/p0.png"):
+        manifest.write_text(f"page,reference,system,image\np0,s3://{s3_media}/inbox/refs/p0.png,gpt,{wrong}\n")
+        with pytest.raises(CommandError) as failed:
+            call_command("new_study", "pairwise_reference", "--manifest", str(manifest), "--slug", "refused",
+                         stdout=io.StringIO(), stderr=io.StringIO())
+        assert str(failed.value).startswith(f"{manifest}:2: {wrong}: only paths relative to the manifest, s3:// and")
+        assert "\n" not in str(failed.value)
+    assert not Study.objects.filter(slug="refused").exists()
