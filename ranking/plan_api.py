@@ -11,10 +11,11 @@ Researchers and admins only; another researcher's run is a 404.
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher
@@ -105,10 +106,20 @@ assert set(PlanStartSerializer().fields) == set(PLAN_PARAMETERS)  # the API take
 
 class PlanListApi(APIView):
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
+    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
 
-    @extend_schema(responses={200: PlanOutputSerializer(many=True)}, summary="Your sample-size plans")
+    @extend_schema(
+        responses={200: PlanOutputSerializer(many=True)},
+        parameters=[
+            OpenApiParameter("limit", int, description="plans per page (default 100)"),
+            OpenApiParameter("offset", int, description="plans to skip"),
+        ],
+        summary="Your sample-size plans, newest first, a page at a time (count, next, previous, results)",
+    )
     def get(self, request: Request) -> Response:
-        return Response(PlanOutputSerializer(study_plan_runs_for(request.user)[:100], many=True).data)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(study_plan_runs_for(request.user), request, view=self)
+        return paginator.get_paginated_response(PlanOutputSerializer(page, many=True).data)
 
     @extend_schema(
         request=PlanStartSerializer,

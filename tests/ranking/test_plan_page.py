@@ -175,4 +175,17 @@ def test_the_api_starts_a_plan_and_reports_it(researcher, django_capture_on_comm
         reverse("ranking:api-plans"), {**body, "half_width": 0.7}, content_type="application/json"
     )
     assert bad.status_code == 400 and "impossible" in bad.content.decode()
-    assert [p["id"] for p in client.get(reverse("ranking:api-plans")).json()] == [detail["id"]]
+    listed = client.get(reverse("ranking:api-plans")).json()
+    assert listed["count"] == 1 and [p["id"] for p in listed["results"]] == [detail["id"]]
+
+
+def test_the_api_lists_plans_newest_first_a_page_at_a_time(researcher, other_researcher) -> None:  # type: ignore[no-untyped-def]
+    mine = [StudyPlanRun.objects.create(parameters={"target": "kappa", "n": n}, created_by=researcher) for n in range(5)]
+    StudyPlanRun.objects.create(parameters={"target": "kappa"}, created_by=other_researcher)
+    client = login(researcher)
+    first = client.get(reverse("ranking:api-plans"), {"limit": 2}).json()
+    assert first["count"] == 5 and [p["id"] for p in first["results"]] == [mine[4].pk, mine[3].pk]
+    rest = client.get(first["next"]).json()
+    assert [p["id"] for p in rest["results"]] == [mine[2].pk, mine[1].pk] and rest["previous"]
+    last = client.get(reverse("ranking:api-plans"), {"limit": 2, "offset": 4}).json()
+    assert [p["id"] for p in last["results"]] == [mine[0].pk] and last["next"] is None
