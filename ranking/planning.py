@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from django.db.models import QuerySet
@@ -44,6 +44,9 @@ from stats.planning import (
     plan_study,
 )
 from stats.study_simulation import StudyAssumptions
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
@@ -209,9 +212,26 @@ def study_plan_for_parameters(
     )
 
 
-def pilot_assumptions_read(*, study: Study) -> tuple[StudyAssumptions, dict[str, Any]]:
-    """Assumptions from a pilot study's valid main votes (hidden repeats and CANNOT_JUDGE left out)."""
+def pilot_votes(*, study: Study) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """A pilot's votes after the study's saved exclusion rules, as every report reads them by
+    default (docs/protocol.md "Exclusion rules"; none when the study has no rules and no gold), and
+    the ``exclusions`` object of what they removed (None when no rule applies)."""
+    from calibration.services.agreement import reference_votes_filtered
+    from calibration.services.exclusion_rules import effective_rules
+
     frame = votes_frame(study=study)
+    rules, by_default = effective_rules(study, None)
+    if rules is None:
+        return frame, None
+    frame, exclusions = reference_votes_filtered(study=study, votes=frame, rules=rules)
+    exclusions["applied_by_default"] = by_default
+    return frame, exclusions
+
+
+def pilot_assumptions_read(*, study: Study) -> tuple[StudyAssumptions, dict[str, Any]]:
+    """Assumptions from a pilot study's valid main votes (hidden repeats and CANNOT_JUDGE left out),
+    after its saved exclusion rules (``pilot_votes``)."""
+    frame, exclusions = pilot_votes(study=study)
     repeats = int(frame["is_repeat"].sum()) if len(frame) else 0
     main = frame[~frame["is_repeat"] & frame["label"].isin(list(_VALUE))] if len(frame) else frame
     systems = tuple(sorted(set(main["system_a"]) | set(main["system_b"]))) if len(main) else ()
@@ -223,7 +243,7 @@ def pilot_assumptions_read(*, study: Study) -> tuple[StudyAssumptions, dict[str,
         assumptions, summary = pilot_assumptions(a, b, y, systems, n_repeats=repeats)
     except StatisticsError as exc:
         raise ValidationFailed(f"pilot '{study.slug}': {exc}") from None
-    return assumptions, {"study": study.slug, **summary}
+    return assumptions, {"study": study.slug, **summary, "exclusions": exclusions}
 
 
 def pilot_judges_read(*, study: Study) -> tuple[JudgeAssumptions, dict[str, Any]]:
@@ -231,7 +251,7 @@ def pilot_judges_read(*, study: Study) -> tuple[JudgeAssumptions, dict[str, Any]
     from calibration.selectors.calibration import calibration_inputs
 
     try:
-        inputs = calibration_inputs(study=study)
+        inputs = calibration_inputs(study=study, votes=pilot_votes(study=study)[0])
     except ArbiterError as exc:
         raise ValidationFailed(
             f"pilot '{study.slug}': the Brier target needs its judge outputs: {exc}"

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.models import Assignment, Study, Trial, Vote
+from annotation.selectors.votes import votes_frame
 from tests.ranking.rank_factories import make_ranked_study
 
 pytestmark = pytest.mark.django_db
@@ -84,6 +85,33 @@ def test_a_pilot_study_plans_from_its_votes_and_is_left_untouched(tmp_path) -> N
     if settings_before is not None:
         study.refresh_from_db()
         assert dict(study.settings) == settings_before
+
+
+def test_a_pilot_is_read_after_its_saved_exclusion_rules(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A straight-lining rater the pilot's saved rules exclude is not in the plan's assumptions (as in
+    every report of the study); the JSON and the command's output say what was left out."""
+    ranked = make_ranked_study("pilot-rules", with_votes=True)
+    junk = Vote.objects.filter(trial__assignment__rater__external_id="r00", trial__is_repeat=False)
+    junk.filter(trial__swapped=False).update(label="A")  # "A" shown on every trial
+    junk.filter(trial__swapped=True).update(label="B")
+    frame = votes_frame(study=ranked.study)  # voided assignments already left out
+    main = frame[~frame["is_repeat"] & frame["label"].isin(["A", "TIE", "B"])]
+    kept_votes = int((main["rater"] != "r00").sum())
+    args = ("--target", "top_k", "--k", "1", "--pilot", "pilot-rules", "--studies", "10")
+    _run(*args, "--json", str(tmp_path / "raw.json"))
+    raw = json.loads((tmp_path / "raw.json").read_text())["pilot"]
+    assert raw["exclusions"] is None  # no saved rules and no gold: every vote
+    all_votes = raw["valid_main_votes"]
+    study = ranked.study
+    study.options = {**(study.options or {}), "exclusion_rules": {
+        "straightline_share": 0.9, "straightline_min_trials": 5, "min_median_response_ms": None}}
+    study.save(update_fields=["options"])
+    out = _run(*args, "--json", str(tmp_path / "p.json"))
+    pilot = json.loads((tmp_path / "p.json").read_text())["pilot"]
+    assert pilot["valid_main_votes"] == kept_votes < all_votes
+    ex = pilot["exclusions"]
+    assert ex["applied_by_default"] is True and [r["participant"] for r in ex["excluded_raters"]] == ["r00"]
+    assert "pilot: the study's saved exclusion rules (default; --no-rules for the raw figures) kept 2 of 3" in out
 
 
 @pytest.mark.parametrize(

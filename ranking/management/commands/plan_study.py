@@ -14,6 +14,7 @@ from annotation.errors import NotFound, ValidationFailed
 from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
+from calibration.services.exclusion_rules import exclusions_line
 from ranking.planning import (
     PLAN_PARAMETERS,
     study_plan_for_parameters,
@@ -122,3 +123,5 @@ class Command(ArbiterCommand):
             + (f", {plan.comparisons_needed} comparisons" if plan.comparisons_needed is not None else "")
             + (f" (pilot '{summary['study']}': {summary['valid_main_votes']} valid votes)" if summary else "")
         )
+        if summary and summary.get("exclusions"):
+            self.stdout.write(f"pilot: {exclusions_line(summary['exclusions'])}")
