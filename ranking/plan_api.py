@@ -13,9 +13,9 @@ from __future__ import annotations
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers, status
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher
@@ -106,7 +106,7 @@ assert set(PlanStartSerializer().fields) == set(PLAN_PARAMETERS)  # the API take
 
 class PlanListApi(APIView):
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
-    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
+    pagination_class = LimitOffsetPagination  # the project's default (REST_FRAMEWORK settings)
 
     @extend_schema(
         responses={200: PlanOutputSerializer(many=True)},
@@ -117,7 +117,7 @@ class PlanListApi(APIView):
         summary="Your sample-size plans, newest first, a page at a time (count, next, previous, results)",
     )
     def get(self, request: Request) -> Response:
-        paginator = self.pagination_class()
+        paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(study_plan_runs_for(request.user), request, view=self)
         return paginator.get_paginated_response(PlanOutputSerializer(page, many=True).data)
 
