@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,13 +113,16 @@ def _run(root: Path, database_url: str, lines: int) -> dict[str, object]:
         DJANGO_SETTINGS_MODULE="config.settings.test",
     )
     env.pop("CELERY_BROKER_URL", None)
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", str(root), "--lines", str(lines)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(root), "--lines", str(lines)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # the scratch database, media and JSONL (~70 MB)
     if out.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
