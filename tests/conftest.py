@@ -119,8 +119,8 @@ def celery_worker_process(transactional_db: None) -> Iterator[subprocess.Popen[b
     """A real Celery worker on the configured broker, using the test database.
 
     Tests that use it must be transactional (the worker is another process and only sees
-    committed rows) and marked ``serial`` (it purges and consumes the shared ``celery`` queue). The worker is killed at the end; ``worker.send_signal(SIGKILL)`` in a test
-    simulates a crash.
+    committed rows) and marked ``serial`` (it purges and consumes the shared ``celery`` queue).
+    The worker is killed at the end; ``worker.send_signal(SIGKILL)`` in a test simulates a crash.
     """
     if not settings.CELERY_BROKER_URL:
         _missing("needs a real Celery broker (set CELERY_BROKER_URL)")
