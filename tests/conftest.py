@@ -6,6 +6,9 @@ Real services are opt-in through the environment, exactly as in production:
 - ``CELERY_BROKER_URL`` makes tests marked ``broker`` start a real worker (``celery_worker_process``).
 With ``ARBITER_REQUIRE_SERVICES=1`` (set by .ci/run for its real-service pass) a test that would be
 skipped for want of PostgreSQL or a broker fails instead, so CI cannot pass by skipping.
+
+Tests marked ``serial`` share something server-wide (the Celery worker on the broker's one queue,
+a PostgreSQL restart); .ci/run runs them one at a time, after the two-worker pass of the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +36,18 @@ def _missing(reason: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"real-service pass: {reason}")
     pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A real Celery worker takes the broker's one queue and answers every ping on it: a test that
+    starts one must be marked ``serial``, or .ci/run would run it beside another worker's test."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "celery_worker_process" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("serial")
+    ]
+    if unmarked:
+        raise pytest.UsageError("uses celery_worker_process but is not marked serial: " + ", ".join(unmarked))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -104,8 +119,8 @@ def celery_worker_process(transactional_db: None) -> Iterator[subprocess.Popen[b
     """A real Celery worker on the configured broker, using the test database.
 
     Tests that use it must be transactional (the worker is another process and only sees
-    committed rows). The worker is killed at the end; ``worker.send_signal(SIGKILL)`` in a test
-    simulates a crash.
+    committed rows) and marked ``serial`` (it purges and consumes the shared ``celery`` queue).
+    The worker is killed at the end; ``worker.send_signal(SIGKILL)`` in a test simulates a crash.
     """
     if not settings.CELERY_BROKER_URL:
         _missing("needs a real Celery broker (set CELERY_BROKER_URL)")

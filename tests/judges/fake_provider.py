@@ -294,6 +294,15 @@ class FakeProvider:
         length = int(h.headers.get("content-length") or 0)
         body = h.rfile.read(length)
         headers = {k.lower(): v for k, v in h.headers.items()}
+        if len(body) < length:
+            # The connection ended inside the body: its sender died mid-send (the fault tests
+            # SIGKILL workers). A request was begun, so it is counted, but it is not a malformed
+            # one, and there is nobody to answer.
+            with self._lock:
+                self.requests.append(Received(path=h.path, headers=headers, body=body, at=time.monotonic(),
+                                              behaviour="cut off by its sender"))
+            h.close_connection = True
+            return
         refused = self._refused(body)
         behaviour = f"refuse:{refused}" if refused else self._next()
         try:

@@ -168,6 +168,7 @@ def test_exit_codes_no_success_and_a_failure_other_than_the_reply(provider: Fake
 
 @pytest.mark.broker
 @pytest.mark.slow
+@pytest.mark.serial
 def test_with_a_real_worker_the_refusal_is_learned_and_accounted(celery_worker_process) -> None:  # type: ignore[no-untyped-def]
     provider = FakeProvider().start()
     try:
@@ -189,6 +190,7 @@ def test_with_a_real_worker_the_refusal_is_learned_and_accounted(celery_worker_p
 
 @pytest.mark.broker
 @pytest.mark.slow
+@pytest.mark.serial
 def test_with_a_real_worker_a_refusal_stops_the_run_and_exits_non_zero(celery_worker_process) -> None:  # type: ignore[no-untyped-def]
     provider = FakeProvider().start()
     try:

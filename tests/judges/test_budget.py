@@ -214,6 +214,7 @@ def test_a_dollar_budget_needs_prices_and_a_set_needs_comparisons(
 
 
 @pytest.mark.broker
+@pytest.mark.serial
 def test_a_budget_run_with_a_broker_waits_for_every_round(celery_worker_process, strength_provider) -> None:  # type: ignore[no-untyped-def]
     make_deployment(pages=4)
     make_judge(base_url=strength_provider.url, concurrency=2)

@@ -160,6 +160,7 @@ def test_two_concurrent_runs_send_no_more_than_stored_plus_retries(slow: FakePro
 
 @pytest.mark.broker
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_real_worker_and_two_waiting_runs_send_no_more_than_stored_plus_retries(  # type: ignore[no-untyped-def]
     slow: FakeProvider, celery_worker_process
 ) -> None:

@@ -28,7 +28,7 @@ from judges.models import JudgeOutput
 from tests.judges.factories import make_example_study, make_judge
 from tests.judges.fake_provider import FakeProvider
 
-pytestmark = [pytest.mark.broker, pytest.mark.slow]
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.serial]
 
 ARGS = ("example", "--judge", "judge-x", "--set", "human")
 

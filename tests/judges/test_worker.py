@@ -57,6 +57,7 @@ def start_worker() -> subprocess.Popen[bytes]:
 
 @pytest.mark.broker
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sigkill_mid_call_then_new_worker_finishes_with_one_output_per_call(celery_worker_process) -> None:  # type: ignore[no-untyped-def]
     provider = FakeProvider().start()
     replacement = None

@@ -103,6 +103,7 @@ def test_unscorable_study_fails_with_a_reason(django_capture_on_commit_callbacks
 
 
 @pytest.mark.broker
+@pytest.mark.serial
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_computes_the_chunked_leaderboard(celery_worker_process, settings) -> None:  # type: ignore[no-untyped-def]
     ranked = make_ranked_study("lb-broker", n_pages=12)

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 
