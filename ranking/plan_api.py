@@ -11,13 +11,14 @@ Researchers and admins only; another researcher's run is a 404.
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions, serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from annotation.api.pagination import paginated_response
 from annotation.api.permissions import IsResearcher
 from annotation.roles import studies_for
 from ranking.planning import PLAN_BOUNDS, PLAN_PARAMETERS, study_plan_runs_for
@@ -106,20 +107,11 @@ assert set(PlanStartSerializer().fields) == set(PLAN_PARAMETERS)  # the API take
 
 class PlanListApi(APIView):
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
-    pagination_class = LimitOffsetPagination  # the project's default (REST_FRAMEWORK settings)
+    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
 
-    @extend_schema(
-        responses={200: PlanOutputSerializer(many=True)},
-        parameters=[
-            OpenApiParameter("limit", int, description="plans per page (default 100)"),
-            OpenApiParameter("offset", int, description="plans to skip"),
-        ],
-        summary="Your sample-size plans, newest first, a page at a time (count, next, previous, results)",
-    )
+    @extend_schema(responses={200: PlanOutputSerializer(many=True)}, summary="Your sample-size plans, newest first")
     def get(self, request: Request) -> Response:
-        paginator = LimitOffsetPagination()
-        page = paginator.paginate_queryset(study_plan_runs_for(request.user), request, view=self)
-        return paginator.get_paginated_response(PlanOutputSerializer(page, many=True).data)
+        return paginated_response(self, request, study_plan_runs_for(request.user), PlanOutputSerializer)
 
     @extend_schema(
         request=PlanStartSerializer,

@@ -6,8 +6,6 @@ Thin views: parse, call one selector or service, serialize. Researchers and admi
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -19,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from annotation.api.pagination import paginated_response
 from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import ComparisonSet, rater_page_options
@@ -48,15 +47,6 @@ class ResearcherApi(APIView):
     permission_classes = [IsAuthenticated, IsResearcher]
 
 
-def _paginate(view: APIView, request: Request, queryset: Any, serializer: type[serializers.Serializer]) -> Response:
-    pagination_class = getattr(view, "pagination_class", None)
-    paginator = pagination_class() if pagination_class else None
-    if paginator is None:
-        return Response(serializer(queryset, many=True).data)
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer(page, many=True).data)
-
-
 class StudyListApi(ResearcherApi):
     pagination_class = api_settings.DEFAULT_PAGINATION_CLASS
 
@@ -71,7 +61,7 @@ class StudyListApi(ResearcherApi):
 
     @extend_schema(operation_id="studies_list", responses={200: OutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return _paginate(self, request, study_list_for_user(user=request.user), self.OutputSerializer)
+        return paginated_response(self, request, study_list_for_user(user=request.user), self.OutputSerializer)
 
 
 class StudyDetailApi(ResearcherApi):
@@ -347,7 +337,7 @@ class SystemListApi(ResearcherApi):
     @extend_schema(operation_id="studies_systems_list", responses={200: OutputSerializer(many=True), 404: ERROR})
     def get(self, request: Request, slug: str) -> Response:
         study = study_get_for_user(user=request.user, slug=slug)
-        return _paginate(self, request, study_systems(study=study), self.OutputSerializer)
+        return paginated_response(self, request, study_systems(study=study), self.OutputSerializer)
 
 
 class PageListApi(ResearcherApi):
@@ -366,7 +356,7 @@ class PageListApi(ResearcherApi):
     @extend_schema(operation_id="studies_pages_list", responses={200: OutputSerializer(many=True), 404: ERROR})
     def get(self, request: Request, slug: str) -> Response:
         study = study_get_for_user(user=request.user, slug=slug)
-        return _paginate(self, request, study_pages(study=study), self.OutputSerializer)
+        return paginated_response(self, request, study_pages(study=study), self.OutputSerializer)
 
 
 class ComparisonListApi(ResearcherApi):
@@ -395,4 +385,4 @@ class ComparisonListApi(ResearcherApi):
                 {"detail": f"set: expected one of {', '.join(ComparisonSet.values)}, got {chosen!r}"},
                 status=status.HTTP_400_BAD_REQUEST,
             )
-        return _paginate(self, request, study_comparisons(study=study, set=chosen), self.OutputSerializer)
+        return paginated_response(self, request, study_comparisons(study=study, set=chosen), self.OutputSerializer)
