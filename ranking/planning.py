@@ -214,7 +214,7 @@ def study_plan_for_parameters(
 
 def pilot_votes(*, study: Study) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """A pilot's votes after the study's saved exclusion rules, as every report reads them by
-    default (docs/protocol.md "Exclusion rules"; none when the study has no rules and no gold), and
+    default (docs/protocol.md, "Commands"; none when the study has no rules and no gold), and
     the ``exclusions`` object of what they removed (None when no rule applies)."""
     from calibration.services.agreement import reference_votes_filtered
     from calibration.services.exclusion_rules import effective_rules

@@ -74,8 +74,8 @@ MADE_KEYS = {
     "rating": ("kind", "systems", "briefs", "items"),
 }
 MANIFEST_COLUMNS = ("page", "reference", "system", "image", "text")
-# Other names a researcher's own table may use for a column (read as the column itself; the first
-# column of a file is never guessed). Matched case-insensitively, spaces and dashes as underscores.
+# Other names a researcher's own table may use for a column, read as that column. A header is
+# matched case-insensitively, with spaces and dashes read as underscores.
 COLUMN_ALIASES = {
     "page_id": "page", "id": "page", "page_name": "page", "stem": "page",
     "reference_path": "reference", "reference_image": "reference", "ref": "reference", "ref_path": "reference",
