@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import regex
 from django.conf import settings
 from PIL import Image
 
@@ -350,37 +352,79 @@ def _folder_files(folder: Path, data: NewStudyInput, what: str) -> list[Path]:
         raise ValidationFailed(f"no such folder ({what})", where=_shown(folder, data))
     # scandir: the file type comes with the listing (no stat per file, unless it is a link).
     with os.scandir(folder) as entries:
-        names = sorted(e.name for e in entries if e.is_file() and not e.name.startswith("."))
-    return [folder / name for name in names]
+        listed = [(e.name, e.is_symlink()) for e in entries if e.is_file() and not e.name.startswith(".")]
+    root = folder.resolve()
+    for name, link in listed:
+        # A link may point at another file of its own folder, never out of it (as in manifests).
+        if link and not (folder / name).resolve().is_relative_to(root):
+            raise ValidationFailed(f"{excerpt_path(name)}: the path climbs out of its folder", where=_shown(folder, data))
+    return [folder / name for name, _ in sorted(listed)]
 
 
-def _page_id(name: str, pattern: re.Pattern[str] | None) -> str | None:
-    if pattern is None:
+# A --match pattern comes from the researcher (the API and the upload page too): each file name is
+# matched with a time limit, and the whole folder reading with a budget, so that a pattern that
+# backtracks exponentially (``^(a+)+$`` on ``aaaa…a!``) cannot hold a web worker. The ``regex``
+# package is used because the standard library's ``re`` has no time limit.
+MATCH_SECONDS_PER_NAME = 0.05
+MATCH_SECONDS_TOTAL = 2.0
+NAME_MAX_CHARS = 255  # longer than any file system's file name
+
+
+@dataclass
+class _Matcher:
+    pattern: regex.Pattern[str]
+    spent: float = 0.0
+
+    def search(self, name: str) -> regex.Match[str] | None:
+        started = time.monotonic()
+        try:
+            return self.pattern.search(name, timeout=MATCH_SECONDS_PER_NAME)
+        except TimeoutError:
+            raise ValidationFailed(
+                f"the pattern takes too long on the file name {excerpt(name)} (over {MATCH_SECONDS_PER_NAME:g} s); "
+                "simplify it (no nested repetition such as (a+)+)",
+                where="--match",
+            ) from None
+        finally:
+            self.spent += time.monotonic() - started
+            if self.spent > MATCH_SECONDS_TOTAL:
+                raise ValidationFailed(
+                    f"matching the file names took over {MATCH_SECONDS_TOTAL:g} s; simplify the pattern", where="--match"
+                )
+
+
+def _page_id(name: str, matcher: _Matcher | None) -> str | None:
+    if matcher is None:
         return Path(name).stem
-    found = pattern.search(name)
+    found = matcher.search(name)
     if found is None:
         return None
-    if "page" in pattern.groupindex:
+    if "page" in matcher.pattern.groupindex:
         return found.group("page")
-    return found.group(1) if pattern.groups else found.group(0)
+    return found.group(1) if matcher.pattern.groups else found.group(0)
 
 
-def _compile(match: str | None) -> re.Pattern[str] | None:
+def _compile(match: str | None) -> _Matcher | None:
     if not match:
         return None
+    if len(match) > 1000:
+        raise ValidationFailed("the pattern is over 1,000 characters", where="--match")
     try:
-        return re.compile(match)
-    except re.error as exc:
+        return _Matcher(regex.compile(match))
+    except regex.error as exc:
         raise ValidationFailed(f"not a regular expression ({exc})", where="--match") from None
 
 
 def _index_folder(
-    folder: Path, data: NewStudyInput, what: str, pattern: re.Pattern[str] | None, plan: NewStudyPlan
+    folder: Path, data: NewStudyInput, what: str, pattern: _Matcher | None, plan: NewStudyPlan
 ) -> dict[str, Source]:
     """Page id → the folder's file for it; strays and duplicate stems go to the plan."""
     found: dict[str, Source] = {}
     for path in _folder_files(folder, data, what):
         label = _shown(path, data)
+        if len(path.name) > NAME_MAX_CHARS:
+            plan.stray.append(f"{excerpt(label, limit=80)} (a file name over {NAME_MAX_CHARS} characters)")
+            continue
         page = _page_id(path.name, pattern)
         if not page:
             plan.stray.append(f"{label} (does not match --match)")

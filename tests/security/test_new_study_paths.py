@@ -17,6 +17,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,3 +242,17 @@ def test_names_inside_the_upload_still_work(server: Server, way: str) -> None:
     answer = _send(server, way, FOLDERS, reference="refs", dry_run="1")
     assert answer.status_code == 200, answer.text
     assert "system gpt: 3 images" in answer.text and "system claude: 3 images" in answer.text
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("pattern", [r"^(a+)+$", r"^(a|aa)+$", r"^(a|a?)+$"])
+def test_a_pathological_pattern_answers_within_seconds(server: Server, way: str, pattern: str) -> None:
+    """Issue 37 item 2: ``^(a+)+$`` over ``aaaa…a!.png`` held a worker until gunicorn killed it."""
+    names = [f"{'a' * n}!.png" for n in range(28, 35)]
+    archive = _zip({**{f"refs/{n}": _png() for n in names}, **{f"gpt/{n}": _png(shade=5) for n in names}})
+    started = time.monotonic()
+    answer = _send(server, way, archive, reference="refs", match=pattern, dry_run="1", options='{"slug": "slow"}')
+    elapsed = time.monotonic() - started
+    assert answer.status_code < 500 and elapsed < 5, (answer.status_code, elapsed)
+    # The server is free at once for the next request.
+    assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
