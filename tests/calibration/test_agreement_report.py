@@ -6,11 +6,13 @@ import base64
 import io
 import json
 import re
+from html import unescape
 from itertools import combinations
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -223,8 +225,20 @@ def test_page_for_the_researcher(client: Client, researcher, rated) -> None:  # 
     assert response.status_code == 200
     body = response.content.decode()
     assert "200 bootstrap resamples" in body
-    assert body.count('src="data:image/svg+xml;base64,') == 4
     assert "Fleiss κ" in body
+    # The figures are drawn on requests of their own, so the page shows its numbers at once.
+    sources = [unescape(src) for src in re.findall(r'<img[^>]*\ssrc="([^"]+)"', body)]
+    assert len(sources) == 4 and all(src.startswith("/studies/rated/agreement/figures/") for src in sources)
+    for src in sources:
+        figure = client.get(src)
+        assert figure.status_code == 200 and figure["Content-Type"] == "image/svg+xml"
+        assert ElementTree.fromstring(figure.content).tag.endswith("svg") and b"<script" not in figure.content
+    assert client.get(sources[0]).content == client.get(sources[0]).content  # kept, same bytes
+    # Another web process (an empty cache) draws the same figure from the options in the URL.
+    first = client.get(sources[-1]).content
+    cache.clear()
+    assert client.get(sources[-1]).content == first
+    assert client.get(sources[0].replace("/agreement.svg", "/nothing.svg")).status_code == 404
     response = client.get("/studies/rated/agreement/?bootstrap=30&seed=4")
     assert response.status_code == 200 and "30 bootstrap resamples" in response.content.decode()
     response = client.get("/studies/rated/agreement/?bootstrap=lots")
@@ -248,6 +262,10 @@ def test_page_access_by_persona(client: Client, rated, other_researcher, rater_u
     client.force_login(rater_user)
     assert client.get("/studies/rated/agreement/").status_code == 403
     assert client.get("/studies/rated/agreement/report.html").status_code == 403
+    figure = "/studies/rated/agreement/figures/0123456789abcdef0123456789abcdef/agreement.svg"
+    assert client.get(figure).status_code == 403
+    client.force_login(other_researcher)
+    assert client.get(figure).status_code == 404
 
 
 def test_api_returns_the_report(client: Client, researcher, rated) -> None:  # type: ignore[no-untyped-def]

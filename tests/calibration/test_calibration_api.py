@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from xml.etree import ElementTree
 
 import pytest
 from django.test import Client
@@ -131,7 +133,7 @@ def test_post_import_personas(cal, other_researcher, rater_user) -> None:  # typ
     assert not CoefficientSet.objects.exists()
 
 
-def test_page_computes_once_then_freezes(cal, researcher) -> None:  # type: ignore[no-untyped-def]
+def test_page_computes_once_then_freezes(cal, researcher, other_researcher) -> None:  # type: ignore[no-untyped-def]
     client = Client()
     client.force_login(researcher)
     page = client.get("/studies/cal-api/calibration/")
@@ -142,7 +144,20 @@ def test_page_computes_once_then_freezes(cal, researcher) -> None:  # type: igno
     for judge in cal.judges:
         assert judge in html
     assert "<script>" not in html.split("</head>", 1)[1]  # no inline script in the body (CSP)
-    assert 'src="data:image/svg+xml;base64,' in html
+    # The figures are drawn on requests of their own, so the page shows its tables at once.
+    sources = re.findall(r'<img[^>]*\ssrc="([^"]+)"', html)
+    assert sorted(sources) == sorted(
+        f"/studies/cal-api/calibration/figures/{stored.pk}/{name}.svg"
+        for name in ("coefficients", "reliability", "per_block", "diagnostics")
+    )
+    for src in sources:
+        figure = client.get(src)
+        assert figure.status_code == 200 and figure["Content-Type"] == "image/svg+xml"
+        assert ElementTree.fromstring(figure.content).tag.endswith("svg") and b"<script" not in figure.content
+    assert client.get(f"/studies/cal-api/calibration/figures/{stored.pk + 1}/reliability.svg").status_code == 404
+    outsider = Client()
+    outsider.force_login(other_researcher)
+    assert outsider.get(sources[0]).status_code == 404
     client.get("/studies/cal-api/calibration/")
     assert CalibrationReport.objects.filter(study=cal.study).count() == 1  # shown again, not recomputed
 
