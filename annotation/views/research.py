@@ -27,9 +27,9 @@ from annotation.selectors.participants import participants_csv_text
 from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
 from annotation.selectors.studies import study_get_for_user
 from annotation.services.accounts import rater_account_create
+from annotation.services.adaptive_allocation import study_schedule
 from annotation.services.participants import assignment_void, rater_assign, slot_reopen, study_link_url
 from annotation.services.scheduling import (
-    blocks_schedule,
     default_rater_targets,
     schedulable_count,
     schedule_csv_text,
@@ -77,6 +77,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
     eligible = context["eligible"]
     if isinstance(eligible, int):
         context["proposal"] = schedule_proposal(study, eligible)
+        context["schedule_command"] = schedule_command(study, context["proposal"])
     return _render(request, "annotation/research/study.html", context, partial="progress")
 
 
@@ -138,7 +139,7 @@ REFERENCE_RULE_FIELDS = (
 SCHEDULE_FORM_WORDS = {
     "blocks": "Blocks", "block_size": "Block size", "repeats": "Hidden repeats per assignment",
     "min_gap": "Minimum gap", "raters": "Raters per block", "checks": "Attention checks per assignment",
-    "seed": "Seed",
+    "gold": "Gold trials per assignment", "allocation": "Allocation", "target_k": "Adaptive: top k", "seed": "Seed",
 }
 
 
@@ -166,6 +167,23 @@ def schedule_proposal(study: Study, eligible: int) -> dict[str, Any]:
     return {"blocks": blocks, "block_size": size, "repeats": repeats, "min_gap": min_gap, "raters": raters}
 
 
+def schedule_command(study: Study, proposal: dict[str, Any]) -> str:
+    """The ``schedule_blocks`` command that schedules ``proposal`` (the form's defaults) for this
+    study: every flag whose command default (8 × 234, the study's repeats and gap, its kind's
+    raters) would differ, so the suggestion runs as shown."""
+    words = ["manage.py", "schedule_blocks", study.slug, "--blocks", str(proposal["blocks"]),
+             "--block-size", str(proposal["block_size"])]
+    if proposal["repeats"] != study.hidden_repeats:
+        words += ["--repeats", str(proposal["repeats"])]
+    if proposal["min_gap"] != study.min_gap:
+        words += ["--min-gap", str(proposal["min_gap"])]
+    if design_of(study).has_reference:
+        raters = [int(x) for x in str(proposal["raters"]).split(",")]
+        if raters != default_rater_targets(study, proposal["blocks"]):
+            words += ["--raters", ",".join(map(str, raters))]
+    return " ".join(words)
+
+
 @login_required
 @require_POST
 def schedule(request: HttpRequest, slug: str) -> HttpResponse:
@@ -175,14 +193,19 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
         blocks = int(request.POST.get("blocks", 8))
         raters = [int(x) for x in request.POST.get("raters", "").split(",") if x.strip()]
         checks = request.POST.get("checks", "").strip()
-        made = blocks_schedule(
+        made = study_schedule(
             study=study, blocks=blocks, block_size=int(request.POST.get("block_size", 234)),
             repeats=int(request.POST.get("repeats", 6)), min_gap=int(request.POST.get("min_gap", 20)),
             raters=raters or default_rater_targets(study, blocks), seed=int(request.POST.get("seed") or study.seed),
-            checks=int(checks) if checks else None, actor=request.user,
+            checks=int(checks) if checks else None, gold=int(request.POST.get("gold") or 0),
+            allocation=request.POST.get("allocation") or "uniform",
+            target_k=int(request.POST.get("target_k") or 3), actor=request.user,
         )
     except ValueError:
-        messages.error(request, "Blocks, block size, repeats, min gap and seed are integers; raters is a list like 5,5,4.")
+        messages.error(
+            request,
+            "Blocks, block size, repeats, min gap, gold trials, top k and seed are integers; raters is a list like 5,5,4.",
+        )
     except ArbiterError as exc:
         messages.error(request, schedule_error_words(exc))
     else:
