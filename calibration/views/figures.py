@@ -1,7 +1,8 @@
 """The agreement and calibration pages' figures, each an SVG on a request of its own.
 
 The pages render their numbers at once and point each ``<img>`` here, so the browser shows the
-page while the figures are drawn (``calibration.services.report_figures``).
+page while the figures are drawn (``calibration.services.report_figures``; the kind-report page's
+figures are served the same way by ``kind_reports.views``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from calibration.services.report_figures import agreement_figure_svg, calibratio
 from calibration.views.agreement import MAX_PAGE_RESAMPLES
 
 
-def _svg_response(svg: bytes) -> HttpResponse:
+def svg_response(svg: bytes) -> HttpResponse:
     response = HttpResponse(svg, content_type="image/svg+xml")
     # The URL names the content the figure was drawn from (a report's hash or a stored report's id).
     response["Cache-Control"] = "private, max-age=86400"
@@ -40,7 +41,7 @@ def agreement_figure(request: HttpRequest, slug: str, key: str, name: str) -> Ht
         raise Http404(str(exc)) from None
     except ArbiterError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    return _svg_response(svg)
+    return svg_response(svg)
 
 
 @researcher_required
@@ -49,7 +50,7 @@ def calibration_figure(request: HttpRequest, slug: str, report_id: int, name: st
     study = study_get_for_user(user=request.user, slug=slug)
     try:
         stored = calibration_report_get(study=study, report_id=report_id)
-        svg = calibration_figure_svg(stored=stored, name=name)
+        svg = calibration_figure_svg(study=study, stored=stored, name=name)
     except NotFound as exc:
         raise Http404(str(exc)) from None
-    return _svg_response(svg)
+    return svg_response(svg)

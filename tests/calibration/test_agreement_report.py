@@ -6,13 +6,11 @@ import base64
 import io
 import json
 import re
-from html import unescape
 from itertools import combinations
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -21,6 +19,7 @@ from annotation.selectors.votes import votes_frame
 from annotation.services.votes_csv import votes_import_csv
 from calibration.services.agreement import agreement_report_compute, agreement_report_for_study
 from tests.annotation.factories import EXAMPLE_ROWS, make_rated_study, make_study, write_votes_csv
+from tests.calibration.figure_checks import page_figures
 
 pytestmark = pytest.mark.django_db
 
@@ -227,17 +226,7 @@ def test_page_for_the_researcher(client: Client, researcher, rated) -> None:  # 
     assert "200 bootstrap resamples" in body
     assert "Fleiss κ" in body
     # The figures are drawn on requests of their own, so the page shows its numbers at once.
-    sources = [unescape(src) for src in re.findall(r'<img[^>]*\ssrc="([^"]+)"', body)]
-    assert len(sources) == 4 and all(src.startswith("/studies/rated/agreement/figures/") for src in sources)
-    for src in sources:
-        figure = client.get(src)
-        assert figure.status_code == 200 and figure["Content-Type"] == "image/svg+xml"
-        assert ElementTree.fromstring(figure.content).tag.endswith("svg") and b"<script" not in figure.content
-    assert client.get(sources[0]).content == client.get(sources[0]).content  # kept, same bytes
-    # Another web process (an empty cache) draws the same figure from the options in the URL.
-    first = client.get(sources[-1]).content
-    cache.clear()
-    assert client.get(sources[-1]).content == first
+    sources = page_figures(client, body, under="/studies/rated/agreement/figures/", count=4)
     assert client.get(sources[0].replace("/agreement.svg", "/nothing.svg")).status_code == 404
     response = client.get("/studies/rated/agreement/?bootstrap=30&seed=4")
     assert response.status_code == 200 and "30 bootstrap resamples" in response.content.decode()

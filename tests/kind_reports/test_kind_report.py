@@ -29,6 +29,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from annotation.models import AssignmentState, Candidate, Comparison, Predicate, Rater, Study
 from kind_reports.services import kind_report_build
+from tests.calibration.figure_checks import page_figures
 from tests.kind_reports.kind_report_factories import VoteWriter, canonical, import_kind_study
 
 pytestmark = pytest.mark.django_db
@@ -800,14 +801,20 @@ def test_html_export_is_self_contained_and_reproducible(tmp_path: Path, builder:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_page_for_the_researcher_with_downloads(client: Client, tmp_path: Path, researcher: Any) -> None:
+def test_page_for_the_researcher_with_downloads(
+    client: Client, tmp_path: Path, researcher: Any, other_researcher: Any
+) -> None:
     build_rating(tmp_path, researchers=(researcher,))
     client.force_login(researcher)
     response = client.get("/research/studies/rt/kind-report/")
     assert response.status_code == 200
     body = response.content.decode()
     assert "1000 bootstrap resamples" in body
-    assert body.count('src="data:image/svg+xml;base64,') == 2
+    # The figures are drawn on requests of their own, so the page shows its numbers at once.
+    sources = page_figures(client, body, under="/research/studies/rt/kind-report/figures/", count=2)
+    client.force_login(other_researcher)
+    assert client.get(sources[0]).status_code == 404
+    client.force_login(researcher)
     assert (
         "/research/studies/rt/kind-report.json?" in body and "/research/studies/rt/kind-report.html?" in body
     )
