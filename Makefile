@@ -49,7 +49,7 @@ $(VENV)/bin/python:
 
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; exit 0; fi; \
-	  printf '==> %s\n' "Python packages the app needs (first run: about a minute with pip's cache, more without)"; \
+	  printf '==> %s\n' "Python packages the app needs (pip; the longest step of a first run)"; \
 	  $(TIMED) $(PY) -m pip install --quiet -e . && touch $@
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
@@ -86,7 +86,7 @@ demo: migrate
 	if [ -z "$$missing" ]; then echo "Demo studies already present (delete var/ to start over)."; fi; \
 	for slug in $$missing; do \
 	  if [ "$$slug" = demo ]; then \
-	    printf '==> %s\n' "demo study 'demo' (drawn pages, simulated raters and judges; about 30 s)"; \
+	    printf '==> %s\n' "demo study 'demo' (drawn pages, simulated raters and judges)"; \
 	    $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users | tee var/demo-setup.log \
 	      && (umask 077; grep '^login:' var/demo-setup.log > $(DEMO_LOGIN) || true) && rm -f var/demo-setup.log \
 	      && printf '==> %s\n' "calibration of the demo's judges, frozen as demo-v1" \
