@@ -34,13 +34,13 @@ help:
 	@echo "make cluster       HAProxy, two web nodes, PgBouncer, two Celery workers on loopback (deploy/cluster/)"
 	@echo "make cluster-stop  stop it"
 
-# Each step of a first run says what it does (`==> ...`) and how long it took. Two package sets:
+# Each step of a first run says what it does (`==> ...`) and how long it took (on stderr). Two package sets:
 # `make run` installs what the app needs (RUN_STAMP); `make test` and `make lint` add the dev tools
 # (STAMP) on top, so nothing is installed twice. pip keeps its downloads in its cache (~/.cache/pip),
 # so a second clone installs from disk; the venv's own pip is used as it is (no upgrade each time).
 RUN_STAMP := $(VENV)/.installed-run
 STEP = @printf '==> %s\n'
-TIMED = bash -c 'start=$$SECONDS; "$$@" || exit; echo "    ($$((SECONDS - start)) s)"' timed
+TIMED = bash -c 'start=$$SECONDS; "$$@" || exit; echo "    ($$((SECONDS - start)) s)" >&2' timed
 
 $(VENV)/bin/python:
 	@if [ -z "$(BASE_PYTHON)" ]; then echo "error: Arbiter needs Python >= 3.12 (Django 6); none found on PATH or in pyenv's versions" >&2; exit 1; fi
