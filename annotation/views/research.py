@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.errors import ArbiterError
 from annotation.kinds import design_of
-from annotation.models import RATER_PAGE_DEFAULTS, Assignment, Block, Study, Vote, rater_page_options
+from annotation.models import RATER_PAGE_DEFAULTS, Assignment, Block, Vote, rater_page_options
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.participants import participants_csv_text
@@ -32,7 +32,9 @@ from annotation.services.participants import assignment_void, rater_assign, slot
 from annotation.services.scheduling import (
     default_rater_targets,
     schedulable_count,
+    schedule_command,
     schedule_csv_text,
+    schedule_proposal,
     unit_noun,
 )
 from annotation.services.studies import study_settings_update
@@ -152,36 +154,6 @@ def schedule_error_words(exc: ArbiterError) -> str:
     for name, words in SCHEDULE_FORM_WORDS.items():
         message = message.replace(f"--{name.replace('_', '-')}", f"“{words}”")
     return message
-
-
-def schedule_proposal(study: Study, eligible: int) -> dict[str, Any]:
-    """Form defaults that fit the study: the paper's 8 blocks when there are enough units, each of
-    the largest size that fits, repeats and gap the block can hold."""
-    if eligible <= 0:
-        return {"blocks": 1, "block_size": 1, "repeats": 0, "min_gap": 1, "raters": "5"}
-    blocks = 8 if eligible >= 8 * 40 else max(1, min(8, eligible // 20)) if eligible >= 20 else 1
-    size = max(1, eligible // blocks)
-    min_gap = max(1, min(study.min_gap, size // 2))
-    repeats = max(0, min(study.hidden_repeats, size - min_gap + 1))
-    raters = "5,5,5,5,5,4,2,2" if blocks == 8 else ",".join(["5"] * blocks)  # the paper's targets for 8
-    return {"blocks": blocks, "block_size": size, "repeats": repeats, "min_gap": min_gap, "raters": raters}
-
-
-def schedule_command(study: Study, proposal: dict[str, Any]) -> str:
-    """The ``schedule_blocks`` command that schedules ``proposal`` (the form's defaults) for this
-    study: every flag whose command default (8 × 234, the study's repeats and gap, its kind's
-    raters) would differ, so the suggestion runs as shown."""
-    words = ["manage.py", "schedule_blocks", study.slug, "--blocks", str(proposal["blocks"]),
-             "--block-size", str(proposal["block_size"])]
-    if proposal["repeats"] != study.hidden_repeats:
-        words += ["--repeats", str(proposal["repeats"])]
-    if proposal["min_gap"] != study.min_gap:
-        words += ["--min-gap", str(proposal["min_gap"])]
-    if design_of(study).has_reference:
-        raters = [int(x) for x in str(proposal["raters"]).split(",")]
-        if raters != default_rater_targets(study, proposal["blocks"]):
-            words += ["--raters", ",".join(map(str, raters))]
-    return " ".join(words)
 
 
 @login_required

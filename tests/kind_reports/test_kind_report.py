@@ -13,8 +13,10 @@ import io
 import json
 import math
 import re
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from html import unescape
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -843,7 +845,11 @@ def test_page_empty_state_and_other_kinds(client: Client, tmp_path: Path, resear
     response = client.get("/research/studies/fresh/kind-report/")
     assert response.status_code == 200
     body = response.content.decode()
-    assert "No votes yet." in body and f"schedule_blocks {study.slug}" in body
+    assert "No votes yet." in body and f"schedule_blocks {study.slug} --blocks " in body
+    suggested = unescape(body.split("schedule its blocks (", 1)[1].split(")", 1)[0])
+    out = io.StringIO()
+    call_command(*shlex.split(suggested)[1:], stdout=out)  # issue 40: the suggestion runs for this study
+    assert "left unscheduled" in out.getvalue()
     assert "data:image/svg+xml" not in body and "kind-report.json" not in body
     response = client.get("/research/studies/ref/kind-report/")
     assert response.status_code == 400 and "use agreement_report" in response.content.decode()
