@@ -10,7 +10,9 @@ Three steps:
 
 1. :func:`new_study_plan` reads the folders or the manifest and each image's header (format, size,
    colour mode; no pixels): pages, systems, the images of each, and what looks wrong — pages
-   missing a system's image, stray files, duplicate stems, files that are not images, size and
+   missing a system's image (with a ``--match`` hint when a stray file has the page's number
+   under another separator), stray files (a file not named like an image, ``notes.txt``, is one:
+   listed and left out), duplicate stems, image-named files that are not images, size and
    colour-mode outliers. It writes nothing (``--dry-run`` prints :meth:`NewStudyPlan.report`).
 2. :meth:`NewStudyPlan.document` is the ``study.json``: the files' pages, systems and images plus
    the options (every other top-level bundle key, passed through unchanged, so whatever the
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import regex
 from django.conf import settings
+from django.utils.text import slugify
 from PIL import Image
 
 from annotation.errors import ArbiterError, ValidationFailed, excerpt, excerpt_path
@@ -87,6 +90,10 @@ COLUMN_ALIASES = {
 }
 PREDICATE_COLUMNS = ("page", "system", "question", "type", "automatic", "id")
 LISTED = 10  # examples shown per problem in the dry-run report
+# What the images new_study reads (annotation.images.ALLOWED_FORMATS) are called: any other file of
+# a folder (notes.txt, a .DS_Store, a PDF) is a stray file, listed and left out.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+MISSING_SLUG = "slug: required: give the study a slug (or a title to make one from)"
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,9 @@ class NewStudyPlan:
     # is an image or is left out by --match).
     stray_sources: list[Source] = field(default_factory=list)
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (label, what it duplicates)
+    # (page, system) of a failed render → a hint: a stray file of that system with the page's
+    # digits under another separator, and the --match pattern that would pair them.
+    near_matches: dict[tuple[str, str], str] = field(default_factory=dict)
     probes: dict[str, Probe] = field(default_factory=dict)  # by label
     errors: list[str] = field(default_factory=list)  # s3 not configured, …: first one is raised
 
@@ -198,6 +208,8 @@ class NewStudyPlan:
         without an id, a crowd setting out of range)."""
         from annotation.models import Study
 
+        if not self.options.get("slug"):
+            return MISSING_SLUG
         document = self.document()
         try:
             if document_kind(document) in QUESTIONNAIRE_KINDS:
@@ -247,7 +259,14 @@ class NewStudyPlan:
             lines.append(f"system {system}: {n:,} images{gap}")
         sizes, modes = self.outliers()
         sections: list[tuple[str, list[str]]] = [
-            ("pages missing a system's image", [f"{s}: {p}" for s in self.systems for p in missing[s]]),
+            (
+                "pages missing a system's image",
+                [
+                    f"{s}: {p}" + (f" ({self.near_matches[p, s]})" if (p, s) in self.near_matches else "")
+                    for s in self.systems
+                    for p in missing[s]
+                ],
+            ),
             ("stray files", self.stray),
             ("duplicate stems", [f"{label}: {what}" for label, what in self.duplicates]),
             ("not images", [f"{label}: {problem}" for label, problem in self.not_images()]),
@@ -429,6 +448,9 @@ def _index_folder(
         if not page:
             plan.stray.append(f"{label} (does not match --match)")
             continue
+        if path.suffix.lower() not in IMAGE_SUFFIXES:
+            plan.stray.append(f"{label} (not an image by its extension: {', '.join(IMAGE_SUFFIXES)})")
+            continue
         if page in found:
             plan.duplicates.append((label, f"page id {page!r} found twice in one folder (also {found[page].label})"))
             continue
@@ -457,12 +479,33 @@ def _from_folders(data: NewStudyInput, plan: NewStudyPlan) -> None:
         pages = {page for files in per_system.values() for page in files}
         plan.pages = sorted(pages)
     for system, files in per_system.items():
+        strays: dict[str, Source] = {}
         for page, source in files.items():
             if page in pages:
                 plan.images[(page, system)] = source
             else:
                 plan.stray.append(f"{source.label} (no reference image for page {page!r})")
                 plan.stray_sources.append(source)
+                strays[page] = source
+        for page in plan.pages:
+            if (page, system) not in plan.images and (hint := _near_match_hint(page, strays)):
+                plan.near_matches[page, system] = hint
+
+
+def _near_match_hint(page: str, strays: dict[str, Source]) -> str:
+    """A hint for a page a system has no image of, when one of its stray files has the page's
+    number under another separator (``page-03.png`` beside the reference ``page_03.png``): the
+    ``--match`` pattern that reads both as the same page id."""
+    digits = re.findall(r"\d+", page)
+    if len(digits) != 1:
+        return ""
+    for stray_page, source in strays.items():
+        if re.findall(r"\d+", stray_page) == digits:
+            return (
+                f"{source.label} has the same number with another separator; --match '(?P<page>\\d+)' would pair them "
+                "(page ids become the numbers)"
+            )
+    return ""
 
 
 def _table_rows(path: Path, data: NewStudyInput, columns: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
@@ -936,6 +979,27 @@ def upload_path(folder: Path, value: str, *, field: str) -> Path:
     if not path.is_relative_to(root):
         raise ValidationFailed(f"{excerpt(value)} must name a path inside the uploaded .zip", where=field)
     return root / path.relative_to(root)
+
+
+def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dict[str, Any]:
+    """The study.json keys of an upload (the page's and the API's fields): the options JSON, plus
+    the slug and title fields. An empty slug is made from the title (``slugify``), unless the
+    JSON gives one; a key given in both the JSON and a field is refused."""
+    options = options_from_json(options_json, where="options")
+    fields: dict[str, Any] = {}
+    if title.strip():
+        fields["title"] = title.strip()
+    if slug.strip():
+        fields["slug"] = slug.strip()
+    elif "slug" not in options and fields.get("title"):
+        fields["slug"] = slug_from_title(fields["title"])
+    return merged_options([("options", options), ("the slug and title fields", fields)])
+
+
+def slug_from_title(title: str) -> str:
+    """The slug a title suggests: Django's ``slugify`` (ASCII letters, digits, dashes), at most
+    the 80 characters a study's slug holds."""
+    return slugify(title)[:80].strip("-_")
 
 
 def options_from_json(text: str, *, where: str) -> dict[str, Any]:
