@@ -43,6 +43,7 @@ from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alph
 from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.errors import StatisticsError
+from stats.gold_rule import CLICKERS, gold_trials_for_power
 from stats.judge_weights import bootstrap_mean_errors, leave_one_block_out
 from stats.study_simulation import (
     StudyAssumptions,
@@ -208,6 +209,11 @@ class StudyPlan:
             return self.comparisons_needed * self.judges.n_judges * self.judges.outputs_per_comparison
         return math.ceil(self.votes_needed) * self.design.n_judges
 
+    def gold_suggestion(self, power: float = 0.9) -> dict[str, int]:
+        """Gold trials per rater after which the default gold rule catches ``power`` of random
+        clickers (docs/protocol.md "Gold trials: the exclusion test"), per kind of clicker."""
+        return {name: gold_trials_for_power(power, clicker_failure=p) for name, p in CLICKERS.items()}
+
     def to_dict(self) -> dict:
         return {
             "target": {**asdict(self.target), "description": self.target.describe()},
@@ -229,6 +235,7 @@ class StudyPlan:
             "blocks_needed": self.blocks_needed,
             "judge_calls": self.judge_calls,
             "curve": [asdict(p) for p in self.points],
+            "gold_trials_for_90pct_clickers": self.gold_suggestion(),
             "judges": None
             if self.judges is None
             else {**asdict(self.judges), "accuracy": list(self.judges.accuracy)},

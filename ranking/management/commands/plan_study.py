@@ -118,10 +118,22 @@ class Command(ArbiterCommand):
         low, high = plan.votes_interval
         high_text = "not reached" if high == float("inf") else f"{high:.0f}"
         self.stdout.write(
-            f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = {plan.trials_needed} trials, "
-            f"{plan.raters_needed} raters, {plan.blocks_needed} blocks, {plan.judge_calls} judge calls"
-            + (f", {plan.comparisons_needed} comparisons" if plan.comparisons_needed is not None else "")
+            f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = "
+            f"{_count(plan.trials_needed, 'trial')}, {_count(plan.raters_needed, 'rater')}, "
+            f"{_count(plan.blocks_needed, 'block')}, {_count(plan.judge_calls, 'judge call')}"
+            + (f", {_count(plan.comparisons_needed, 'comparison')}" if plan.comparisons_needed is not None else "")
             + (f" (pilot '{summary['study']}': {summary['valid_main_votes']} valid votes)" if summary else "")
         )
         if summary and summary.get("exclusions"):
             self.stdout.write(f"pilot: {exclusions_line(summary['exclusions'])}")
+        gold = plan.gold_suggestion()
+        self.stdout.write(
+            f"gold trials per rater to catch 90% of random clickers: {gold['A/B']} (A/B clickers), "
+            f"{gold['A/B/TIE']} (A/B/TIE clickers), at 5% honest error and 1% false exclusion "
+            "(docs/protocol.md \"Gold trials: the exclusion test\"; schedule_blocks --gold N)"
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 rater``, ``2 raters``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
