@@ -290,3 +290,25 @@ def test_brier_plan_searches_below_twenty_comparisons() -> None:
     plan = plan_brier(assumptions, PlanTarget("brier", half_width=0.45), n_studies=10, seed=1, resamples=50)
     assert plan.points[0].votes == 5 * plan.design.raters_per_block
     assert plan.comparisons_needed is not None and plan.comparisons_needed < 20
+
+
+def test_refitted_brier_bootstrap_without_resampling_is_the_out_of_fold_brier() -> None:
+    """One 'resample' that draws every comparison once is the plain leave-one-block-out Brier
+    (``stats.judge_weights``, statsmodels OLS); a resample that draws a block twice refits on it."""
+    from stats.judge_weights import leave_one_block_out
+    from stats.planning import refitted_brier_bootstrap
+
+    rng = np.random.default_rng(12)
+    n = 60
+    x = rng.random((n, 2))
+    h = np.clip(0.6 * x[:, 0] + 0.3 * x[:, 1] + 0.1 * rng.standard_normal(n), 0, 1)
+    blocks = (np.arange(n) // 20).astype(str)
+    oof = leave_one_block_out(h, x, blocks.tolist()).predictions
+    plain = refitted_brier_bootstrap(h, x, blocks, np.ones((1, n)))
+    assert plain[0] == pytest.approx(np.mean((oof - h) ** 2), rel=1e-9)
+    doubled = np.ones((1, n))
+    doubled[0, :20] = 2.0
+    x2, h2 = np.vstack([x, x[:20]]), np.concatenate([h, h[:20]])
+    b2 = np.concatenate([blocks, blocks[:20]])
+    oof2 = leave_one_block_out(h2, x2, b2.tolist()).predictions
+    assert refitted_brier_bootstrap(h, x, blocks, doubled)[0] == pytest.approx(np.mean((oof2 - h2) ** 2), rel=1e-9)
