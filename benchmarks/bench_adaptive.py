@@ -237,9 +237,14 @@ def main() -> int:
         action="store_true",
         help="only the debiased leaderboard at serve-time granularity (issue 39; --seeds held-out seeds)",
     )
+    parser.add_argument(
+        "--debias-rounds",
+        default="20,300",
+        help="with --debias-only: votes per re-allocation round, comma-separated (1: every trial at serve time)",
+    )
     args = parser.parse_args()
     if args.debias_only:
-        report_debias(args.seeds, (20, 300))
+        report_debias(args.seeds, tuple(int(r) for r in args.debias_rounds.split(",")))
         return 0
     n = 25 if args.quick else args.seeds
     sizes = (10,) if args.quick else (10, 30)
