@@ -380,9 +380,15 @@ def run_rounds(
             propensity = np.full((n_rep, k_pairs), 1.0 / k_pairs)
         else:
             shares = allocation_weights(rule, fit, target, rng=rng, n_votes=n_new, floor=floor)
-            new = round_counts(n_new, shares, floor=floor, rng=rng)
-            floor_share = min(n_new, math.ceil(floor * n_new)) / n_new
-            propensity = floor_share / k_pairs + (1.0 - floor_share) * shares
+            if floor * n_new < 1:
+                # Rounds too small for a whole floor vote (1 vote: choosing at serve time): every
+                # vote is drawn from the mixture, as ``stats.allocation.serve_time_choice`` does.
+                propensity = floor / k_pairs + (1.0 - floor) * shares
+                new = rng.multinomial(n_new, propensity)
+            else:
+                new = round_counts(n_new, shares, floor=floor, rng=rng)
+                floor_share = min(n_new, math.ceil(floor * n_new)) / n_new
+                propensity = floor_share / k_pairs + (1.0 - floor_share) * shares
         outcome = rng.multinomial(new.astype(np.int64), truth.answer_probabilities)
         new_points = outcome[..., 0] + 0.5 * outcome[..., 1]
         points += new_points
