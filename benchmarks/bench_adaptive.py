@@ -152,6 +152,79 @@ def report_oracle(sizes: tuple[int, ...], seeds: list[int], quick: bool) -> None
             )
 
 
+def report_debias(n: int, rounds: tuple[int, ...], first_seed: int = 3000, m: int = 10) -> None:
+    """Issue 39: bias and coverage of the adaptive leaderboard when the study adapts at serve time.
+
+    Held-out seeds (``first_seed``.., never used to choose the estimator). The study starts with 2
+    votes per pair of the fixed design, then chooses its next votes by posterior sampling (25 %
+    floor) in rounds of ``rounds`` votes (a round of 20 is close to choosing each comparison when a
+    rater asks). Uniform is played in rounds of 300 (its allocation does not depend on them).
+    Votes to top-3 at P >= 0.9 read the allocation's own fit (what the stopping rule reads).
+    At that size (uniform at the same votes), per true top-3 system: mean error against the
+    Bradley–Terry limit θ* (Elo; ± its standard error over seeds), and the share of the true
+    top-4 whose 95 % interval covers θ*: the plain fit (model intervals), the inverse-propensity-
+    weighted fit (sandwich intervals) and the same with its parametric-bootstrap bias correction
+    (``stats.adaptive_estimation``; what the leaderboard of an adaptive study reports).
+    """
+    from stats.adaptive_estimation import WeightedFit, bias_corrected
+    from stats.study_simulation import run_rounds
+
+    seeds = [first_seed + i for i in range(n)]
+    truth = simulated_truth(StudyAssumptions(n_systems=m), seeds)
+    limit = bradley_terry_limit(truth)
+    limit = limit - limit.mean(axis=1, keepdims=True)
+    order = np.argsort(-truth.elo, axis=1, kind="stable")[:, :4]
+    rows = np.arange(n)[:, None]
+    target = Target(kind="top_k", k=TOP_K)
+    total = 60 * m * (m - 1) // 2
+
+    def figures(theta: np.ndarray, se: np.ndarray) -> str:
+        theta = theta - theta.mean(axis=1, keepdims=True)
+        err = (theta - limit)[rows, order[:, :3]] * SCORE_SCALE
+        bias, sem = err.mean(axis=0), err.std(axis=0, ddof=1) / math.sqrt(n)
+        cover = float((np.abs(theta - limit) <= Z95 * se)[rows, order].mean())
+        ranks = ", ".join(f"{b:+5.1f}±{e:.1f}" for b, e in zip(bias, sem, strict=True))
+        return f"bias top-3 [{ranks}] mean {bias.mean():+5.1f}; coverage top-4 {cover:.3f}"
+
+    started = time.perf_counter()
+    uniform = run_rounds(truth, "uniform", target, start_votes=m * (m - 1), round_votes=300,
+                         total_votes=total, seed=m)
+    needed_u = votes_to_share(uniform.votes, uniform.top_correct, LEVEL)
+    print(
+        f"\n== debiased leaderboard at serve-time granularity: M = {m}, {n} held-out seeds "
+        f"({seeds[0]}..{seeds[-1]}); uniform needs {needed_u:.0f} votes for P(top-{TOP_K}) >= {LEVEL} =="
+    )
+    for size in rounds:
+        run = run_rounds(truth, ADAPTIVE_RULE_BY_TARGET["top_k"], target, start_votes=m * (m - 1),
+                         round_votes=size, total_votes=total, seed=m)
+        needed = votes_to_share(run.votes, run.top_correct, LEVEL)
+        t = min(int(np.searchsorted(run.votes, needed)), len(run.votes) - 1)
+        tu = min(int(np.searchsorted(uniform.votes, run.votes[t])), len(uniform.votes) - 1)
+        cov = np.zeros((n, m, m))
+        cov[:, np.arange(m), np.arange(m)] = run.ipw_se[t] ** 2
+        corrected = bias_corrected(
+            WeightedFit(run.ipw_theta[t], cov), run.groups[: t + 1], tie_rate=0.10, resamples=200,
+            rng=np.random.default_rng([39, m, size]),
+        )
+        fitted = np.sort(np.argsort(-corrected.theta, axis=1, kind="stable")[:, :TOP_K], axis=1)
+        debiased_top = float(np.all(fitted == truth.top(TOP_K), axis=1).mean())
+        needed_ipw = votes_to_share(run.votes, run.ipw_top_correct, LEVEL)
+        print(
+            f"  rounds of {size:3d} votes: top-{TOP_K} at P >= {LEVEL} in {needed:.0f} votes = "
+            f"{needed / needed_u:.2f} x uniform (the allocation's fit); weighted fit's own order: "
+            f"{needed_ipw:.0f} votes = {needed_ipw / needed_u:.2f} x; at {run.votes[t]} votes "
+            f"(uniform at {uniform.votes[tu]}):"
+        )
+        print(f"    uniform, plain fit           {figures(uniform.theta[tu], uniform.se[tu])}")
+        print(f"    adaptive, plain fit          {figures(run.theta[t], run.se[t])}")
+        print(f"    adaptive, weighted           {figures(run.ipw_theta[t], run.ipw_se[t])}")
+        print(
+            f"    adaptive, weighted corrected {figures(corrected.theta, run.ipw_se[t])}; "
+            f"its top-{TOP_K} right in {debiased_top:.2f} of seeds"
+        )
+    print(f"  elapsed {time.perf_counter() - started:.0f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -159,7 +232,20 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=80, help="seeds per half (tuning, held out); default 80")
     parser.add_argument("--quick", action="store_true", help="10 systems only, 25 seeds per half")
     parser.add_argument("--oracle-only", action="store_true", help="only the oracle bound of target (b)")
+    parser.add_argument(
+        "--debias-only",
+        action="store_true",
+        help="only the debiased leaderboard at serve-time granularity (issue 39; --seeds held-out seeds)",
+    )
+    parser.add_argument(
+        "--debias-rounds",
+        default="20,300",
+        help="with --debias-only: votes per re-allocation round, comma-separated (1: every trial at serve time)",
+    )
     args = parser.parse_args()
+    if args.debias_only:
+        report_debias(args.seeds, tuple(int(r) for r in args.debias_rounds.split(",")))
+        return 0
     n = 25 if args.quick else args.seeds
     sizes = (10,) if args.quick else (10, 30)
     if args.oracle_only:

@@ -100,6 +100,22 @@ class PlanStartSerializer(serializers.Serializer):
     seed = serializers.IntegerField(
         min_value=PLAN_BOUNDS["seed"][0], max_value=PLAN_BOUNDS["seed"][1], required=False
     )
+    assurance = serializers.FloatField(
+        required=False, help_text="kappa/alpha: share of studies reaching the half-width (0: the mean)"
+    )
+    start_blocks = serializers.IntegerField(
+        min_value=PLAN_BOUNDS["start_blocks"][0],
+        max_value=PLAN_BOUNDS["start_blocks"][1],
+        required=False,
+        help_text="adaptive: uniform blocks before the allocator takes over",
+    )
+    round_votes = serializers.IntegerField(
+        min_value=PLAN_BOUNDS["round_votes"][0],
+        max_value=PLAN_BOUNDS["round_votes"][1],
+        required=False,
+        allow_null=True,
+        help_text="adaptive: votes per re-allocation round (default: one block)",
+    )
 
 
 assert set(PlanStartSerializer().fields) == set(PLAN_PARAMETERS)  # the API takes the command's inputs

@@ -97,7 +97,9 @@ def _run_context(run: StudyPlanRun) -> dict[str, Any]:
         "run": run,
         "target_label": TARGET_LABELS.get(run.parameters.get("target", ""), ""),
         "result": result,
-        "is_ranking": result.get("target", {}).get("kind") in ("top_k", "adjacent"),
+        # The curve is a probability for ranking targets and for κ / α planned with an assurance.
+        "is_ranking": result.get("target", {}).get("kind") in ("top_k", "adjacent")
+        or (result.get("target", {}).get("kind") in ("kappa", "alpha") and result.get("target", {}).get("assurance")),
     }
 
 

@@ -71,6 +71,9 @@ PLAN_PARAMETERS: dict[str, Any] = {
     "judge_outputs": 4,
     "studies": None,
     "seed": 0,
+    "assurance": 0.8,
+    "start_blocks": 1,
+    "round_votes": None,
 }
 _INTEGERS = (
     "k",
@@ -82,8 +85,10 @@ _INTEGERS = (
     "judge_outputs",
     "studies",
     "seed",
+    "start_blocks",
+    "round_votes",
 )
-_FLOATS = ("probability", "width", "half_width", "elo_sd", "tie_rate", "rater_noise")
+_FLOATS = ("probability", "width", "half_width", "elo_sd", "tie_rate", "rater_noise", "assurance")
 #: Bounds of the whole-number inputs, so that one plan stays a bounded simulation (the ranges of
 #: real values are checked by ``stats.planning``'s dataclasses).
 PLAN_BOUNDS: dict[str, tuple[int, int]] = {
@@ -96,6 +101,8 @@ PLAN_BOUNDS: dict[str, tuple[int, int]] = {
     "judge_outputs": (1, 20),
     "studies": (10, 2000),
     "seed": (0, 2**31 - 1),
+    "start_blocks": (1, 100),
+    "round_votes": (1, 1_000_000),
 }
 
 
@@ -168,12 +175,16 @@ def study_plan_build(
             probability=p["probability"],
             width_elo=p["width"],
             half_width=p["half_width"],
+            # 0: plan κ / α for the mean half-width instead of the share of studies reaching it.
+            assurance=p["assurance"] or None,
         )
         design = StudyDesign(
             trials_per_rater=p["trials_per_rater"],
             hidden_repeats=p["repeats"],
             raters_per_block=p["raters_per_block"],
             n_judges=p["judges"],
+            start_blocks=p["start_blocks"],
+            round_votes=p["round_votes"],
         )
         assumptions = None
         if not p["pilot"]:
@@ -316,7 +327,7 @@ def study_plan_report(plan: StudyPlan, pilot: dict[str, Any] | None) -> dict[str
 def study_plan_csv(plan: StudyPlan) -> str:
     buf = io.StringIO()
     writer = csv_cells.writer(buf)
-    statistic = "probability" if plan.target.is_ranking else "half_width"
+    statistic = "probability" if plan.target.is_ranking or plan.target.uses_assurance else "half_width"
     writer.writerow(["votes", statistic, "ci95_low", "ci95_high"])
     for p in plan.points:
         writer.writerow([p.votes, f"{p.value:.6g}", f"{p.low:.6g}", f"{p.high:.6g}"])
@@ -344,12 +355,24 @@ def study_plan_figure_bytes(plan: StudyPlan, fmt: str = "svg") -> bytes:
         markersize=3,
         label=plan.allocation,
     )
-    level = plan.target.probability if plan.target.is_ranking else plan.target.half_width
+    level = (
+        plan.target.probability
+        if plan.target.is_ranking
+        else float(plan.target.assurance or 0.0)
+        if plan.target.uses_assurance
+        else plan.target.half_width
+    )
     ax.axhline(level, color="#b42318", linewidth=1, linestyle="--", label="target")
     ax.axvline(plan.votes_needed, color="#98a2b3", linewidth=1)
     ax.set_xscale("log")
     ax.set_xlabel("main votes")
-    ax.set_ylabel("probability target met" if plan.target.is_ranking else "95% half-width")
+    ax.set_ylabel(
+        "probability target met"
+        if plan.target.is_ranking
+        else "share of studies reaching it"
+        if plan.target.uses_assurance
+        else "95% half-width"
+    )
     ax.set_title(f"{plan.target.describe()}: {math.ceil(plan.votes_needed)} votes", fontsize=9)
     ax.legend(fontsize=8, frameon=False)
     buf = io.BytesIO()

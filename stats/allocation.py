@@ -424,3 +424,49 @@ def budget_rounds(start: int, budget: int, *, growth: float = BUDGET_ROUND_GROWT
     while grid[-1] < budget:
         grid.append(min(budget, grid[-1] + max(start, math.ceil(growth * grid[-1]))))
     return grid
+
+
+@dataclass(frozen=True)
+class ServedPair:
+    """The pair chosen for one trial at serve time and the probability it was chosen with (what the
+    weighted fit of ``stats.adaptive_estimation`` reads), plus every pair's probability."""
+
+    column: int
+    probability: float
+    probabilities: np.ndarray
+
+
+def serve_time_choice(
+    rule: str,
+    fit: PairFit,
+    target: Target,
+    *,
+    rng: np.random.Generator,
+    available: np.ndarray | None = None,
+    floor: float = UNIFORM_FLOOR,
+) -> ServedPair:
+    """Choose the pair of the next trial when a rater asks for it (issue 39: adapting at the speed
+    raters answer), from the fit of the votes stored so far (one replicate, R = 1).
+
+    Every pair's probability is ``floor / K' + (1 − floor) w_k`` over the K' pairs ``available``
+    (those with a comparison this rater may still be served; all when None), w the rule's shares
+    renormalised over them, so the floor's share holds for every trial and each served trial's
+    probability is known exactly. Raises when no pair is available.
+    """
+    if not 0.0 <= floor <= 1.0:
+        raise StatisticsError(f"floor must lie in [0, 1], got {floor!r}")
+    if fit.theta.shape[0] != 1:
+        raise StatisticsError(f"serve-time choice reads one study's fit, got {fit.theta.shape[0]} replicates")
+    k_pairs = fit.votes.shape[1]
+    mask = np.ones(k_pairs, dtype=bool) if available is None else np.asarray(available, dtype=bool)
+    if mask.shape != (k_pairs,):
+        raise StatisticsError(f"available must hold one flag per pair ({k_pairs}), got shape {mask.shape}")
+    if not mask.any():
+        raise StatisticsError("no pair has a comparison left to serve")
+    shares = allocation_weights(rule, fit, target, rng=rng, n_votes=1, floor=floor)[0] * mask
+    total = shares.sum()
+    rule_part = shares / total if total > 0 else mask / mask.sum()
+    probabilities = floor * mask / mask.sum() + (1.0 - floor) * rule_part
+    probabilities /= probabilities.sum()
+    column = int(rng.choice(k_pairs, p=probabilities))
+    return ServedPair(column=column, probability=float(probabilities[column]), probabilities=probabilities)

@@ -24,10 +24,11 @@ answers before any answer is removed:
    ``comprehension_max_attempts`` attempts (default 2): ``not passed or attempts > max``.
 2. ``attention`` (participant): more than ``max_attention_failures`` failed attention checks
    (default 0: any failure excludes).
-2b. ``gold`` (participant; issue 30, the reference kind's gold trials): with at least one gold
-   trial answered, a share of wrong gold answers above ``max_gold_failure_share`` (default 0.5).
-   Needs the optional ``is_gold`` / ``gold_passed`` columns; gold rows, like attention checks,
-   are never data.
+2b. ``gold`` (participant; issue 30, the reference kind's gold trials): a number of failed gold
+   trials improbable for an honest rater (``stats.gold_rule``: binomial upper tail at
+   ``gold_honest_error``, default 0.05, below ``gold_false_exclusion``, default 0.01; ``None``
+   turns the rule off). Needs the optional ``is_gold`` / ``gold_passed`` columns; gold rows, like
+   attention checks, are never data.
 3. ``too_fast_median`` (participant): median response time of the data answers below
    ``min_median_response_ms`` (default 1000 ms; missing times are ignored).
 4. ``straight_lining_share`` (participant): with at least ``straightline_min_trials`` data answers
@@ -63,6 +64,7 @@ import pandas as pd
 
 from stats.errors import InvalidKindData
 from stats.frames import bool_column, parse_bool, require_columns, string_column
+from stats.gold_rule import GOLD_FALSE_EXCLUSION, GOLD_HONEST_ERROR, gold_excludes
 from stats.serialize import json_safe
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -93,7 +95,8 @@ class HygieneRules:
 
     comprehension_max_attempts: int | None = 2
     max_attention_failures: int | None = 0
-    max_gold_failure_share: float | None = 0.5
+    gold_false_exclusion: float | None = GOLD_FALSE_EXCLUSION
+    gold_honest_error: float = GOLD_HONEST_ERROR
     min_median_response_ms: float | None = 1000.0
     straightline_share: float | None = 0.9
     straightline_min_trials: int = 10
@@ -118,8 +121,10 @@ class HygieneRules:
             raise InvalidKindData("straightline_min_trials must be at least 1")
         if self.straightline_run is not None and self.straightline_run < 2:
             raise InvalidKindData("straightline_run must be at least 2")
-        if self.max_gold_failure_share is not None and not 0 <= self.max_gold_failure_share < 1:
-            raise InvalidKindData("max_gold_failure_share must be in [0, 1)")
+        if self.gold_false_exclusion is not None and not 0 < self.gold_false_exclusion < 1:
+            raise InvalidKindData("gold_false_exclusion must be in (0, 1)")
+        if not 0 < self.gold_honest_error < 0.5:
+            raise InvalidKindData("gold_honest_error must be in (0, 0.5)")
         if self.min_repeat_agreement is not None and not 0 <= self.min_repeat_agreement <= 1:
             raise InvalidKindData("min_repeat_agreement must be in [0, 1]")
         if self.max_position_bias is not None and not 0 <= self.max_position_bias < 0.5:
@@ -131,7 +136,7 @@ class HygieneRules:
         return {
             "comprehension": self.comprehension_max_attempts is not None,
             "attention": self.max_attention_failures is not None,
-            "gold": self.max_gold_failure_share is not None,
+            "gold": self.gold_false_exclusion is not None,
             "too_fast_median": self.min_median_response_ms is not None,
             "straight_lining_share": self.straightline_share is not None,
             "straight_lining_run": self.straightline_run is not None,
@@ -382,8 +387,17 @@ def _participant_rule(rule: str, st: pd.DataFrame, rules: HygieneRules, has_comp
     elif rule == "attention":
         bad = st["attention_failures"] > rules.max_attention_failures
     elif rule == "gold":
-        share = st["gold_failures"] / st["gold_trials"].where(st["gold_trials"] > 0)
-        bad = (st["gold_trials"] > 0) & (share > float(rules.max_gold_failure_share or 0) + 1e-12)
+        level = float(rules.gold_false_exclusion or 0.0)
+        bad = pd.Series(
+            [
+                gold_excludes(
+                    int(f), int(n), honest_error=rules.gold_honest_error, false_exclusion=level
+                )
+                for f, n in zip(st["gold_failures"], st["gold_trials"], strict=True)
+            ],
+            index=st.index,
+            dtype=bool,
+        )
     elif rule == "too_fast_median":
         bad = st["median_response_ms"].notna() & (st["median_response_ms"] < rules.min_median_response_ms)
     elif rule == "straight_lining_share":

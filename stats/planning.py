@@ -21,13 +21,16 @@ simulating the study many times with the project's own estimators:
   Brier score, SPEC §6) simulates n human-labelled comparisons rated by r raters each and judged by
   the stated judges (``JudgeAssumptions``: each output equals the comparison's most likely human
   answer with the judge's accuracy, else one of the two other labels), fits the judge weights
-  leave-one-block-out (``stats.judge_weights.leave_one_block_out``, statsmodels OLS, no intercept)
-  and takes the Brier interval of the stratified page-block bootstrap holding the predictions
-  fixed (``bootstrap_mean_errors`` on ``bootstrap_page_blocks``), exactly as the calibration
-  report does; the curve averages the half-width as for κ / α.
+  leave-one-block-out (the OLS of ``stats.judge_weights.leave_one_block_out``, no intercept) and
+  takes the Brier interval of the stratified page-block bootstrap with the weights re-fitted on
+  every resample (``refitted_brier_bootstrap``: the calibration report holds the predictions
+  fixed, which leaves out the noise of fitting them); the curve averages the half-width as for
+  κ / α.
 
-The votes needed is where the curve first meets the target (log-linear interpolation), with a
-percentile interval over a bootstrap of the simulated studies: the simulation's own uncertainty.
+The votes needed is the smallest size after which the curve stays at the target (log-linear
+interpolation; whole blocks for adaptive ranking plans, which simulate the study's own blocks), with
+a percentile interval over a bootstrap of the simulated studies: the simulation's own uncertainty.
+κ / α plans read, by default, the share of studies reaching the half-width (``assurance``).
 """
 
 from __future__ import annotations
@@ -43,18 +46,20 @@ from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alph
 from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.errors import StatisticsError
-from stats.judge_weights import bootstrap_mean_errors, leave_one_block_out
+from stats.gold_rule import CLICKERS, gold_trials_for_power
 from stats.study_simulation import (
+    SimulatedTruth,
     StudyAssumptions,
     look_grid,
     run_sequential,
     simulated_truth,
-    votes_to_share,
 )
 
 PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha", "brier")
 ALLOCATIONS = ("uniform", "adaptive")
 PLAN_BOOTSTRAP = 400
+#: The smallest study a κ / α / Brier plan simulates (comparisons).
+MIN_PLAN_COMPARISONS = 5
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ class PlanTarget:
     probability: float = 0.9
     width_elo: float = 50.0
     half_width: float = 0.05
+    #: κ / α: the share of studies that must reach the half-width (None: the mean half-width).
+    assurance: float | None = 0.8
 
     def __post_init__(self) -> None:
         if self.kind not in PLAN_KINDS:
@@ -84,6 +91,10 @@ class PlanTarget:
             )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise StatisticsError(f"target k must be a positive integer, got {self.k!r}")
+        if self.assurance is not None and not 0.0 < self.assurance < 1.0:
+            raise StatisticsError(
+                f"target assurance must lie strictly between 0 and 1, got {self.assurance!r}"
+            )
         if self.kind == "brier" and not self.half_width < 0.5:
             raise StatisticsError(
                 f"target Brier half-width {self.half_width!r} is impossible: a Brier score lies in [0, 1], "
@@ -102,7 +113,14 @@ class PlanTarget:
         if self.kind == "brier":
             return f"95% half-width of the calibrated judge's Brier score <= {self.half_width:g}"
         name = "Fleiss kappa" if self.kind == "kappa" else "ordinal Krippendorff alpha"
-        return f"95% half-width of {name} <= {self.half_width:g}"
+        if self.uses_assurance:
+            return f"P(95% half-width of {name} <= {self.half_width:g}) >= {self.assurance:g}"
+        return f"mean 95% half-width of {name} <= {self.half_width:g}"
+
+    @property
+    def uses_assurance(self) -> bool:
+        """κ / α planned for the share of studies reaching the half-width (not its mean)."""
+        return self.kind in ("kappa", "alpha") and self.assurance is not None
 
 
 @dataclass(frozen=True)
@@ -113,6 +131,10 @@ class StudyDesign:
     hidden_repeats: int = 6  # per assignment (SPEC §4)
     raters_per_block: int = 5
     n_judges: int = 1  # judge calls: one primary-order call per comparison and judge (SPEC §7)
+    #: Adaptive ranking plans: uniform blocks scheduled before the allocator takes over, and the
+    #: votes of each adaptive round (None: a whole block, how a study re-allocates today).
+    start_blocks: int = 1
+    round_votes: int | None = None
 
     def __post_init__(self) -> None:
         if self.trials_per_rater < 2:
@@ -125,6 +147,15 @@ class StudyDesign:
             raise StatisticsError(f"raters per block must be at least 2, got {self.raters_per_block!r}")
         if self.n_judges < 0:
             raise StatisticsError(f"judges must be non-negative, got {self.n_judges!r}")
+        if self.start_blocks < 1:
+            raise StatisticsError(f"uniform start blocks must be at least 1, got {self.start_blocks!r}")
+        if self.round_votes is not None and self.round_votes < 1:
+            raise StatisticsError(f"round votes must be positive, got {self.round_votes!r}")
+
+    @property
+    def block_votes(self) -> int:
+        """Main votes of one block: its raters times the main trials of each."""
+        return self.main_per_rater * self.raters_per_block
 
     @property
     def main_per_rater(self) -> int:
@@ -179,6 +210,9 @@ class StudyPlan:
     votes_needed: float
     votes_interval: tuple[float, float]
     judges: JudgeAssumptions | None = None
+    #: κ / α / Brier: the votes at which the *mean* half-width reaches the target (beside the
+    #: assurance answer of ``votes_needed``).
+    mean_votes_needed: float | None = None
 
     @property
     def comparisons_needed(self) -> int | None:
@@ -208,6 +242,11 @@ class StudyPlan:
             return self.comparisons_needed * self.judges.n_judges * self.judges.outputs_per_comparison
         return math.ceil(self.votes_needed) * self.design.n_judges
 
+    def gold_suggestion(self, power: float = 0.9) -> dict[str, int]:
+        """Gold trials per rater after which the default gold rule catches ``power`` of random
+        clickers (docs/protocol.md "Gold trials: the exclusion test"), per kind of clicker."""
+        return {name: gold_trials_for_power(power, clicker_failure=p) for name, p in CLICKERS.items()}
+
     def to_dict(self) -> dict:
         return {
             "target": {**asdict(self.target), "description": self.target.describe()},
@@ -229,6 +268,10 @@ class StudyPlan:
             "blocks_needed": self.blocks_needed,
             "judge_calls": self.judge_calls,
             "curve": [asdict(p) for p in self.points],
+            "gold_trials_for_90pct_clickers": self.gold_suggestion(),
+            "mean_half_width_votes_needed": None
+            if self.mean_votes_needed is None
+            else _ceil_or_none(self.mean_votes_needed),
             "judges": None
             if self.judges is None
             else {**asdict(self.judges), "accuracy": list(self.judges.accuracy)},
@@ -239,11 +282,40 @@ def _ceil_or_none(x: float) -> int | None:
     return math.ceil(x) if math.isfinite(x) else None
 
 
+def ranking_looks(m: int, allocation: str, design: StudyDesign, max_votes_per_pair: float) -> np.ndarray:
+    """The sizes a ranking plan reads. Uniform: a fine geometric grid (its allocation does not
+    depend on when the fit is read). Adaptive: the study's own granularity — its uniform start
+    blocks as one fixed-design look, then one adaptive round per block (or per ``round_votes``)."""
+    if allocation != "adaptive":
+        return look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
+    stop = max_votes_per_pair * m * (m - 1) / 2
+    start = design.start_blocks * design.block_votes
+    step = design.round_votes or design.block_votes
+    looks = [start]
+    while looks[-1] < stop and len(looks) < 400:
+        looks.append(looks[-1] + step)
+    return np.array(looks, dtype=np.int64)
+
+
+def _ranking_reached(
+    truth: SimulatedTruth, target: PlanTarget, allocation: str, looks: np.ndarray, seed: int
+) -> np.ndarray:
+    """(looks, studies): whether each simulated study meets the ranking target at each look."""
+    m = truth.n_systems
+    sim_target = Target(kind=target.kind, k=min(target.k, m - 1), width_elo=target.width_elo)
+    rule = adaptive_rule(target.kind) if allocation == "adaptive" else "uniform"
+    run = run_sequential(truth, rule, sim_target, looks, seed=seed)
+    return run.top_correct if target.kind == "top_k" else run.max_adjacent_width <= target.width_elo
+
+
 def _bootstrap_crossing(
-    votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator
+    votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator, *, interpolate: bool = True
 ) -> tuple[float, float]:
     n = reached.shape[1]
-    draws = [votes_to_share(votes, reached[:, rng.integers(0, n, n)], level) for _ in range(PLAN_BOOTSTRAP)]
+    draws = [
+        votes_staying(votes, reached[:, rng.integers(0, n, n)].mean(axis=1), level, interpolate=interpolate)
+        for _ in range(PLAN_BOOTSTRAP)
+    ]
     arr = np.array(draws)
     low = float(np.percentile(arr, 2.5)) if np.isfinite(arr).mean() >= 0.025 else math.inf
     high = float(np.percentile(arr, 97.5)) if np.isfinite(arr).mean() >= 0.975 else math.inf
@@ -274,23 +346,24 @@ def plan_ranking(
             f"target top-{target.k} is impossible with {m} systems (k must be below the system count)"
         )
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
-    looks = look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
-    sim_target = Target(kind=target.kind, k=min(target.k, m - 1), width_elo=target.width_elo)
-    rule = adaptive_rule(target.kind) if allocation == "adaptive" else "uniform"
-    run = run_sequential(truth, rule, sim_target, looks, seed=seed)
-    reached = run.top_correct if target.kind == "top_k" else run.max_adjacent_width <= target.width_elo
+    looks = ranking_looks(m, allocation, design, max_votes_per_pair)
+    reached = _ranking_reached(truth, target, allocation, looks, seed)
     points = []
     for t, votes in enumerate(looks):
         hits = int(reached[t].sum())
         low, high = wilson_interval(hits, n_studies)
         points.append(PlanPoint(int(votes), hits / n_studies, low, high))
-    needed = votes_to_share(looks, reached, target.probability)
+    # Adaptive plans read whole blocks (or rounds): the answer is a size the study really reaches.
+    whole = allocation == "adaptive"
+    needed = votes_staying(looks, reached.mean(axis=1), target.probability, interpolate=not whole)
     if not math.isfinite(needed):
         raise StatisticsError(
             f"target {target.describe()} not reached within {int(looks[-1])} votes "
             f"({max_votes_per_pair:g} per pair); lower the target"
         )
-    interval = _bootstrap_crossing(looks, reached, target.probability, np.random.default_rng([seed, 31]))
+    interval = _bootstrap_crossing(
+        looks, reached, target.probability, np.random.default_rng([seed, 31]), interpolate=not whole
+    )
     return StudyPlan(
         target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval
     )
@@ -379,11 +452,35 @@ def _brier_half_width(
         x[:, j] = _LABEL_VALUE[np.where(right, majority, other)].mean(axis=1)
     # Leave-one-block-out needs two blocks: a study smaller than two blocks is split in halves.
     blocks = (np.arange(n_comparisons) // min(block_size, math.ceil(n_comparisons / 2))).astype(str)
-    oof = leave_one_block_out(h, x, blocks.tolist()).predictions
     units = bootstrap_units([str(i) for i in range(n_comparisons)], blocks.tolist())
     weights = bootstrap_page_blocks(units, resamples=resamples, seed=int(rng.integers(0, 2**31)))
-    low, high = percentile_interval(bootstrap_mean_errors((oof - h) ** 2, units.unit_of, weights))
+    low, high = percentile_interval(refitted_brier_bootstrap(h, x, blocks, weights[:, units.unit_of]))
     return (float(high) - float(low)) / 2
+
+
+def refitted_brier_bootstrap(h: np.ndarray, x: np.ndarray, blocks: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Out-of-fold Brier score of every bootstrap resample with the judge weights **re-fitted** on
+    the resample (issue 39: holding the predictions fixed leaves out the noise of fitting them, and
+    made the interval about 25 % too narrow at 20 comparisons).
+
+    ``counts`` (resamples, n): how often each comparison is drawn. Per resample and held-out block,
+    the weights are the least-squares fit without intercept on the other blocks' drawn comparisons
+    (``stats.judge_weights.fit_judge_weights``' model: ``β = (Xᵀ W X)⁺ Xᵀ W h``, the same OLS on the
+    repeated rows), the held-out block is predicted (clipped to [0, 1]) and the resample's Brier is
+    the drawn comparisons' mean squared error.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    errors = np.zeros(counts.shape[0])
+    for name in np.unique(blocks):
+        held = blocks == name
+        w = counts[:, ~held]
+        xt = x[~held]
+        gram = np.einsum("rn,ni,nj->rij", w, xt, xt)
+        rhs = np.einsum("rn,ni,n->ri", w, xt, h[~held])
+        beta = np.einsum("rij,rj->ri", np.linalg.pinv(gram), rhs)
+        prediction = np.clip(beta @ x[held].T, 0.0, 1.0)  # (resamples, held)
+        errors += (counts[:, held] * (prediction - h[held]) ** 2).sum(axis=1)
+    return errors / np.maximum(counts.sum(axis=1), 1.0)
 
 
 def plan_brier(
@@ -438,25 +535,42 @@ def _plan_half_width(
     raters = design.raters_per_block
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
     rng = np.random.default_rng(rng_seed)
+    # From 5 comparisons (two leave-one-block-out halves of a Brier plan need a few each), so a
+    # target met at a small size is found there rather than at the grid's first size.
     grid: list[int] = []
-    n = 20
+    n = MIN_PLAN_COMPARISONS
     while n <= max_comparisons:
         grid.append(n)
         n = math.ceil(n * 1.4)
     points = []
     per_look = []
+    per_look_mean = []
+    settled = 0
     for look, n_comparisons in enumerate(grid):
         widths = np.array(
             [half_width(truth.answer_probabilities[s], n_comparisons, rng) for s in range(n_studies)]
         )
         widths = np.where(np.isfinite(widths), widths, 1.0)
-        boot = widths[rng.integers(0, n_studies, (PLAN_BOOTSTRAP, n_studies))].mean(axis=1)
-        lo, hi = np.percentile(boot, [2.5, 97.5])
-        points.append(PlanPoint(n_comparisons * raters, float(widths.mean()), float(lo), float(hi)))
-        per_look.append(boot)
+        draws = rng.integers(0, n_studies, (PLAN_BOOTSTRAP, n_studies))
+        boot_mean = widths[draws].mean(axis=1)
+        per_look_mean.append(boot_mean)
+        if target.uses_assurance:
+            # The share of studies whose interval reaches the half-width, with its Wilson interval.
+            reached = widths <= target.half_width
+            lo, hi = wilson_interval(int(reached.sum()), n_studies)
+            points.append(PlanPoint(n_comparisons * raters, float(reached.mean()), lo, hi))
+            per_look.append(reached[draws].mean(axis=1))
+            met = lo >= float(target.assurance or 0.0)
+        else:
+            lo, hi = (float(x) for x in np.percentile(boot_mean, [2.5, 97.5]))
+            points.append(PlanPoint(n_comparisons * raters, float(widths.mean()), lo, hi))
+            per_look.append(boot_mean)
+            met = hi <= target.half_width
         if progress is not None:
             progress((look + 1) / len(grid))
-        if hi <= target.half_width and len(points) >= 2:
+        # Two sizes in a row clearly met: the curve has settled (the answer is where it stays).
+        settled = settled + 1 if met else 0
+        if settled >= 2:
             break
         # The half-width falls about as 1 / √n: stop early when even the largest study cannot reach it.
         if (
@@ -465,32 +579,57 @@ def _plan_half_width(
         ):
             break
     votes = np.array([p.votes for p in points])
-    means = np.array([p.value for p in points])
-    needed = _crossing_below(votes, means, target.half_width)
+    curve = np.array([p.value for p in points])
+    mean_curve = np.array([b.mean() for b in per_look_mean])
+    mean_needed = _crossing_below(votes, mean_curve, target.half_width)
+
+    def crossing(values: np.ndarray) -> float:
+        if target.uses_assurance:
+            return votes_staying(votes, values, float(target.assurance or 0.0))
+        return _crossing_below(votes, values, target.half_width)
+
+    needed = crossing(curve)
     if not math.isfinite(needed):
         raise StatisticsError(
             f"target {target.describe()} not reached within {int(votes[-1])} votes "
             f"(about {max_comparisons * raters} with {raters} raters per comparison); lower the target"
         )
     boot_matrix = np.array(per_look)  # (looks, PLAN_BOOTSTRAP)
-    crossings = np.array(
-        [_crossing_below(votes, boot_matrix[:, b], target.half_width) for b in range(PLAN_BOOTSTRAP)]
+    crossings = np.array([crossing(boot_matrix[:, b]) for b in range(PLAN_BOOTSTRAP)])
+    finite = np.isfinite(crossings)
+    interval = (
+        float(np.percentile(crossings[finite], 2.5)) if finite.any() else math.inf,
+        float(np.percentile(crossings, 97.5)) if finite.mean() >= 0.975 else math.inf,
     )
-    interval = (float(np.percentile(crossings, 2.5)), float(np.percentile(crossings, 97.5)))
-    return StudyPlan(target, "uniform", assumptions, design, n_studies, seed, tuple(points), needed, interval)
+    return StudyPlan(
+        target, "uniform", assumptions, design, n_studies, seed, tuple(points), needed, interval,
+        mean_votes_needed=mean_needed,
+    )
 
 
 def _crossing_below(votes: np.ndarray, values: np.ndarray, level: float) -> float:
-    """First votes at which a decreasing curve reaches ``level`` (log-log interpolation; inf if never)."""
-    hits = np.flatnonzero(values <= level)
-    if hits.size == 0:
+    """Votes from which a decreasing curve stays at or below ``level`` at every larger size (not its
+    first crossing: a noisy curve may dip under and come back), log-log interpolated between the
+    last size above and the first of that run; inf if it does not settle by the last size."""
+    return votes_staying(votes, -np.log(np.maximum(values, 1e-12)), -math.log(level))
+
+
+def votes_staying(votes: np.ndarray, curve: np.ndarray, level: float, *, interpolate: bool = True) -> float:
+    """Votes from which ``curve`` (one value per size in ``votes``, increasing in the votes on
+    average) stays at or above ``level`` at every larger size: the first size of that run,
+    log-linearly interpolated from the size before it; inf if the last size is below the level."""
+    above = np.asarray(curve, dtype=np.float64) >= level - 1e-12
+    if not above[-1]:
         return math.inf
-    t = int(hits[0])
-    if t == 0:
+    below = np.flatnonzero(~above)
+    if below.size == 0:
         return float(votes[0])
-    v0, v1 = math.log(values[t - 1]), math.log(max(values[t], 1e-12))
-    frac = (v0 - math.log(level)) / (v0 - v1) if v0 > v1 else 1.0
-    return math.exp(math.log(votes[t - 1]) + frac * (math.log(votes[t]) - math.log(votes[t - 1])))
+    t = int(below[-1]) + 1
+    if not interpolate:
+        return float(votes[t])
+    c0, c1 = float(curve[t - 1]), float(curve[t])
+    frac = (level - c0) / (c1 - c0) if c1 > c0 else 1.0
+    return float(math.exp(math.log(votes[t - 1]) + frac * (math.log(votes[t]) - math.log(votes[t - 1]))))
 
 
 def plan_study(
@@ -527,6 +666,83 @@ def plan_study(
     return plan_agreement(
         assumptions, target, design=design, n_studies=n_studies or 40, seed=seed, progress=progress
     )
+
+
+@dataclass(frozen=True)
+class PlanCheck:
+    """A plan checked on fresh simulated studies of its planned size: the achieved value (the share
+    meeting the target, or the mean half-width) and its Monte Carlo standard error."""
+
+    votes: int
+    statistic: str
+    achieved: float
+    mc_error: float
+    n_studies: int
+    seed: int
+
+    def describe(self) -> str:
+        return (
+            f"verified on {self.n_studies} fresh simulated studies of {self.votes} votes (seed {self.seed}): "
+            f"{self.statistic} = {self.achieved:.3f} ± {self.mc_error:.3f} (Monte Carlo standard error)"
+        )
+
+
+def verify_plan(
+    plan: StudyPlan, *, n_studies: int = 200, seed: int | None = None, resamples: int = 400
+) -> PlanCheck:
+    """Simulate ``n_studies`` new studies (seeds the plan did not use) of the planned size from the
+    plan's own assumptions and read what the target asks: P(met) for ranking targets, the share of
+    studies whose half-width reaches the target for κ / α with an assurance, else the mean half-width.
+    The planned size: adaptive ranking plans, the whole-block size they answered; uniform ranking
+    plans, the votes needed rounded up; κ / α / Brier, the comparisons needed."""
+    if n_studies < 10:
+        raise StatisticsError(f"at least 10 simulated studies are needed, got {n_studies}")
+    check_seed = plan.seed + 7_919 if seed is None else seed
+    seeds = [check_seed * 100_003 + 50_000_000 + i for i in range(n_studies)]
+    truth = simulated_truth(plan.assumptions, seeds)
+    target = plan.target
+    if target.is_ranking:
+        votes = math.ceil(plan.votes_needed)
+        if plan.allocation == "adaptive":
+            looks = _looks_to(plan.design, votes)
+        else:
+            looks = np.array([votes], dtype=np.int64)
+        reached = _ranking_reached(truth, target, plan.allocation, looks, check_seed)[-1]
+        p = float(reached.mean())
+        return PlanCheck(votes, "P(target met)", p, math.sqrt(p * (1 - p) / n_studies), n_studies, check_seed)
+    comparisons = int(plan.comparisons_needed or 0)
+    rng = np.random.default_rng([check_seed, 34])
+    design = plan.design
+    if target.kind == "brier":
+        judges = plan.judges or JudgeAssumptions()
+        widths = np.array([
+            _brier_half_width(truth.answer_probabilities[s], judges, comparisons, design.raters_per_block,
+                              design.main_per_rater, resamples, rng)
+            for s in range(n_studies)
+        ])
+    else:
+        column = 2 if target.kind == "kappa" else 3
+        widths = np.array([
+            _agreement_half_widths(truth.answer_probabilities[s], comparisons, design.raters_per_block,
+                                   design.main_per_rater, resamples, rng)[column]
+            for s in range(n_studies)
+        ])
+    widths = np.where(np.isfinite(widths), widths, 1.0)
+    votes = comparisons * design.raters_per_block
+    if target.uses_assurance:
+        p = float((widths <= target.half_width).mean())
+        return PlanCheck(votes, f"P(half-width <= {target.half_width:g})", p,
+                         math.sqrt(p * (1 - p) / n_studies), n_studies, check_seed)
+    return PlanCheck(votes, "mean half-width", float(widths.mean()),
+                     float(widths.std(ddof=1) / math.sqrt(n_studies)), n_studies, check_seed)
+
+
+def _looks_to(design: StudyDesign, votes: int) -> np.ndarray:
+    """The adaptive study's looks (uniform start, then its rounds) up to ``votes``."""
+    start = design.start_blocks * design.block_votes
+    step = design.round_votes or design.block_votes
+    looks = list(range(start, max(start, votes) + 1, step))
+    return np.array(looks, dtype=np.int64)
 
 
 def pilot_assumptions(

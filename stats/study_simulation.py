@@ -299,3 +299,115 @@ def votes_to_width(looks: np.ndarray, widest: np.ndarray, threshold: float) -> n
         frac = (w0 - math.log(threshold)) / (w0 - w1) if w0 > w1 else 1.0
         out[r] = math.exp(math.log(looks[t - 1]) + frac * (math.log(looks[t]) - math.log(looks[t - 1])))
     return out
+
+
+def centred_covariance(cov: np.ndarray) -> np.ndarray:
+    """The covariance of the centred scores θ − mean(θ), (R, M, M): P Σ P with P = I − 11ᵀ / M (the
+    fit's inverse information carries the penalty's large variance along the all-ones direction)."""
+    m = cov.shape[-1]
+    p = np.eye(m) - 1.0 / m
+    return p @ cov @ p
+
+
+@dataclass(frozen=True, eq=False)
+class RoundsRun:
+    """A study played forward in fixed rounds (the granularity of serve-time adaptation), with both
+    the plain fit and the inverse-propensity-weighted fit (``stats.adaptive_estimation``) at the end
+    of every round: ``votes`` (T,), and per look (T, R, M) their θ and standard errors (logit
+    scale), (T, R) whether each one's top-k is the true one."""
+
+    rule: str
+    target: Target
+    votes: np.ndarray
+    theta: np.ndarray
+    se: np.ndarray
+    top_correct: np.ndarray
+    ipw_theta: np.ndarray
+    ipw_se: np.ndarray
+    ipw_top_correct: np.ndarray
+    groups: list[tuple[np.ndarray, np.ndarray]]  # (weight, votes) of every round, (R, K) each
+
+
+def run_rounds(
+    truth: SimulatedTruth,
+    rule: str,
+    target: Target,
+    *,
+    start_votes: int,
+    round_votes: int,
+    total_votes: int,
+    seed: int,
+    floor: float = UNIFORM_FLOOR,
+    weight_power: float = 1.0,
+) -> RoundsRun:
+    """Play every replicate forward: ``start_votes`` of the fixed design, then rounds of
+    ``round_votes`` allocated by ``rule`` from the fit of every vote so far (a round of 1 is
+    choosing each comparison when a rater asks for it), to ``total_votes``.
+
+    Every vote's allocation probability is the one it was drawn with: 1 / K in the fixed design; in
+    an adaptive round ``f' / K + (1 − f') w_k`` with f' the round's floor share and w the rule's
+    shares (``round_counts``), which the weighted fit reads.
+    """
+    from stats.adaptive_estimation import WeightedPairTotals, fit_weighted_totals
+
+    if rule not in RULES:
+        raise StatisticsError(f"allocation rule must be one of {', '.join(RULES)}, got {rule!r}")
+    if not 1 <= start_votes <= total_votes or round_votes < 1:
+        raise StatisticsError("start, round and total votes must be positive, the start at most the total")
+    m = truth.n_systems
+    target.check_systems(m)
+    n_rep = len(truth.seeds)
+    k_pairs = m * (m - 1) // 2
+    rng = np.random.default_rng([20261206, int(seed), *truth.seeds[:4]])
+    order = np.argsort(rng.random((n_rep, k_pairs)), axis=1)
+    looks = [start_votes]
+    while looks[-1] < total_votes:
+        looks.append(min(total_votes, looks[-1] + round_votes))
+    true_top = truth.top(target.k)
+    votes = np.zeros((n_rep, k_pairs))
+    points = np.zeros((n_rep, k_pairs))
+    totals = WeightedPairTotals.empty(n_rep, k_pairs)
+    shape = (len(looks), n_rep, m)
+    theta, se, ipw_theta, ipw_se = (np.zeros(shape) for _ in range(4))
+    top_correct = np.zeros((len(looks), n_rep), dtype=bool)
+    ipw_top_correct = np.zeros((len(looks), n_rep), dtype=bool)
+    fit: PairFit | None = None
+    groups: list[tuple[np.ndarray, np.ndarray]] = []
+    for t, total in enumerate(looks):
+        n_new = total - (looks[t - 1] if t else 0)
+        if fit is None or rule == "uniform":
+            new = balanced_counts(int(total), order) - votes
+            propensity = np.full((n_rep, k_pairs), 1.0 / k_pairs)
+        else:
+            shares = allocation_weights(rule, fit, target, rng=rng, n_votes=n_new, floor=floor)
+            if floor * n_new < 1:
+                # Rounds too small for a whole floor vote (1 vote: choosing at serve time): every
+                # vote is drawn from the mixture, as ``stats.allocation.serve_time_choice`` does.
+                propensity = floor / k_pairs + (1.0 - floor) * shares
+                new = rng.multinomial(n_new, propensity)
+            else:
+                new = round_counts(n_new, shares, floor=floor, rng=rng)
+                floor_share = min(n_new, math.ceil(floor * n_new)) / n_new
+                propensity = floor_share / k_pairs + (1.0 - floor_share) * shares
+        outcome = rng.multinomial(new.astype(np.int64), truth.answer_probabilities)
+        new_points = outcome[..., 0] + 0.5 * outcome[..., 1]
+        points += new_points
+        votes += new
+        groups.append(((1.0 / (k_pairs * propensity)) ** weight_power, new))
+        totals = totals.add(
+            groups[-1][0],
+            new,
+            new_points,
+            outcome[..., 0] + 0.25 * outcome[..., 1],
+        )
+        fit = fit_pairs(votes, points)
+        weighted = fit_weighted_totals(totals)
+        theta[t], ipw_theta[t] = fit.theta, weighted.theta
+        se[t] = np.sqrt(np.diagonal(centred_covariance(fit.covariance), axis1=1, axis2=2))
+        ipw_se[t] = np.sqrt(np.maximum(np.diagonal(weighted.covariance, axis1=1, axis2=2), 0.0))
+        for estimate, correct in ((fit.theta, top_correct), (weighted.theta, ipw_top_correct)):
+            fitted = np.sort(np.argsort(-estimate, axis=1, kind="stable")[:, : target.k], axis=1)
+            correct[t] = np.all(fitted == true_top, axis=1)
+    return RoundsRun(
+        rule, target, np.array(looks), theta, se, top_correct, ipw_theta, ipw_se, ipw_top_correct, groups
+    )

@@ -30,6 +30,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
+from stats.gold_rule import GOLD_HONEST_ERROR, gold_excludes
 
 LIVE = (AssignmentState.OPEN, AssignmentState.ACTIVE, AssignmentState.FINISHED)
 
@@ -232,13 +233,22 @@ QUALITY_RULE_DEFAULTS: dict[str, float | int | None] = {
     "max_position_bias": None,
     "position_min_trials": 10,
     "max_attention_failures": 0,
-    "max_gold_failure_share": 0.5,
+    "gold_false_exclusion": 0.01,
+    "gold_honest_error": 0.05,
 }
 
 
 def quality_rules(study: Study) -> dict[str, float | int | None]:
     stored = (study.options or {}).get("exclusion_rules") or {}
-    return {k: stored.get(k, v) if isinstance(stored, dict) else v for k, v in QUALITY_RULE_DEFAULTS.items()}
+    if not isinstance(stored, dict):
+        return dict(QUALITY_RULE_DEFAULTS)
+    rules = {k: stored.get(k, v) for k, v in QUALITY_RULE_DEFAULTS.items()}
+    # Settings saved before issue 39: a null gold share switched the gold rule off (as
+    # calibration.services.exclusion_rules reads them).
+    if "max_gold_failure_share" in stored and stored["max_gold_failure_share"] is None \
+            and "gold_false_exclusion" not in stored:
+        rules["gold_false_exclusion"] = None
+    return rules
 
 
 def quality_flags(q: RaterQuality, rules: dict[str, float | int | None]) -> tuple[str, ...]:
@@ -260,9 +270,14 @@ def quality_flags(q: RaterQuality, rules: dict[str, float | int | None]) -> tupl
     failures = rules["max_attention_failures"]
     if failures is not None and q.attention_checks and q.attention_checks - q.attention_passed > int(failures):
         flags.append("failed attention checks")
-    gold = rules["max_gold_failure_share"]
-    if gold is not None and q.gold_trials and (q.gold_trials - q.gold_passed) / q.gold_trials > float(gold) + 1e-12:
-        flags.append(f"failed gold trials (over {float(gold):.0%} wrong)")
+    level, honest = rules["gold_false_exclusion"], float(rules["gold_honest_error"] or GOLD_HONEST_ERROR)
+    if level is not None and q.gold_trials and gold_excludes(
+        q.gold_trials - q.gold_passed, q.gold_trials, honest_error=honest, false_exclusion=float(level)
+    ):
+        flags.append(
+            f"failed gold trials ({q.gold_trials - q.gold_passed} of {q.gold_trials}: "
+            f"improbable at {honest:.0%} honest error)"
+        )
     return tuple(flags)
 
 

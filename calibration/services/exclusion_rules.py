@@ -23,7 +23,15 @@ from annotation.services.audit import audit_record
 from stats.hygiene import HygieneRules
 
 _RULE_FIELDS = {f.name: f for f in fields(HygieneRules)}
-_NULLABLE = {name for name in _RULE_FIELDS if name not in ("straightline_min_trials", "position_min_trials")}
+_NULLABLE = {
+    name
+    for name in _RULE_FIELDS
+    if name not in ("straightline_min_trials", "position_min_trials", "gold_honest_error")
+}
+#: The gold rule's setting before issue 39 (exclude above a share of failed gold trials), still
+#: read from stored settings: ``null`` (rule off) switches the binomial test off; a number is
+#: superseded by the test (docs/protocol.md "Gold trials: the exclusion test") and dropped.
+_LEGACY_GOLD_SHARE = "max_gold_failure_share"
 _INTEGER_RULES = {
     "comprehension_max_attempts",
     "max_attention_failures",
@@ -41,6 +49,10 @@ def _rule_settings(values: Any, *, where: str) -> dict[str, Any]:
         )
     out: dict[str, Any] = {}
     for key, value in values.items():
+        if key == _LEGACY_GOLD_SHARE:
+            if value is None and "gold_false_exclusion" not in values:
+                out["gold_false_exclusion"] = None
+            continue
         if key not in _RULE_FIELDS:
             raise ValidationFailed(
                 f"unknown exclusion-rule setting {key!r}; expected one of {', '.join(_RULE_FIELDS)}",

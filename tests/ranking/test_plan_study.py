@@ -51,6 +51,12 @@ def test_stated_assumptions_give_a_table_json_csv_and_figure(tmp_path) -> None: 
     assert len(rows) == len(report["curve"]) and float(rows[-1]["probability"]) >= 0.9
     assert (tmp_path / "plan.svg").read_text().lstrip().startswith("<?xml")
     assert f"needed: {report['votes_needed']} main votes" in out
+    # Counts agree with their noun ("1 rater, 1 block", never "1 raters, 1 blocks").
+    assert "1 raters" not in out and "1 blocks" not in out
+    raters = report["raters_needed"]
+    assert f"{raters} rater{'' if raters == 1 else 's'}," in out
+    assert report["gold_trials_for_90pct_clickers"] == {"A/B": 12, "A/B/TIE": 7}
+    assert "gold trials per rater to catch 90% of random clickers: 12 (A/B clickers), 7" in out
     # Seeded: the same command gives the same plan.
     again = _run("--target", "top_k", "--k", "2", "--systems", "5", "--studies", "30", "--seed", "3")
     assert f"needed: {report['votes_needed']} main votes" in again

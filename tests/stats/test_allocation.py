@@ -459,3 +459,37 @@ def test_draw_from_pairs_takes_each_pairs_count_and_fills_a_short_pair_from_the_
     # Asking more than the pool holds gives the whole pool, once each.
     everything = draw_from_pairs(np.array([5, 5, 5]), by_pair, pool, 9, rng=np.random.default_rng(2))
     assert sorted(everything) == pool
+
+
+def test_serve_time_choice_draws_with_the_probability_it_reports_and_keeps_the_floor() -> None:
+    """One study's fit, 6 systems: 6,000 serve-time choices from the same fit (fresh posterior draws
+    each time) hit each pair at the reported probability (within 4 binomial standard errors), never
+    an unavailable pair, and every available pair at least floor / K' of the time."""
+    from stats.allocation import serve_time_choice
+
+    m = 6
+    k_pairs = m * (m - 1) // 2
+    rng = np.random.default_rng(39)
+    theta = np.array([0.9, 0.6, 0.5, 0.0, -0.8, -1.2])
+    first, second = pair_indices(m)
+    votes = np.full((1, k_pairs), 12.0)
+    points = votes * expit(theta[first] - theta[second])[None, :]
+    fit = fit_pairs(votes, points)
+    available = np.ones(k_pairs, dtype=bool)
+    available[[0, 14]] = False  # (0, 1) and (4, 5): e.g. already served to this rater
+    target = Target(kind="top_k", k=2)
+    counts = np.zeros(k_pairs)
+    reported = np.zeros(k_pairs)
+    n = 6000
+    for _ in range(n):
+        served = serve_time_choice("thompson", fit, target, rng=rng, available=available)
+        counts[served.column] += 1
+        reported += served.probabilities
+        assert served.probability == served.probabilities[served.column]
+    expected = reported / n
+    assert counts[~available].sum() == 0 and expected[~available].sum() == 0
+    se = np.sqrt(expected * (1 - expected) / n)
+    assert np.all(np.abs(counts / n - expected)[available] <= 4 * se[available] + 1e-3)
+    assert expected[available].min() >= 0.25 / available.sum() - 1e-12
+    # The rule puts most of the rest on the top-2 boundary: systems 1 and 2 (θ 0.6 and 0.5).
+    assert int(np.argmax(expected)) == int(pair_column(np.array([1]), np.array([2]), m)[0])

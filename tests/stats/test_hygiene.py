@@ -271,20 +271,24 @@ def test_bad_rules_raise() -> None:
         HygieneRules(straightline_run=1)
 
 
-def test_gold_rule_excludes_above_the_share_of_wrong_gold_answers_and_gold_is_never_data() -> None:
+def test_gold_rule_excludes_improbable_gold_failures_and_gold_is_never_data() -> None:
+    # Three gold trials: at 5 % honest error P(X >= 2) = 0.00725 <= 0.01, P(X >= 1) = 0.1426 is not.
     rows = []
-    for who, wrong in (("good", 0), ("half", 1), ("junk", 2)):
+    for who, wrong in (("good", 0), ("one", 1), ("junk", 2)):
         for i, a in enumerate(MIXED):
             rows.append({"participant": who, "trial": i + 1, "is_attention_check": False, "attention_passed": None,
                          "response_ms": 3000.0, "answer": a, "is_gold": False, "gold_passed": None})
-        for g in range(2):
+        for g in range(3):
             rows.append({"participant": who, "trial": 100 + g, "is_attention_check": False, "attention_passed": None,
                          "response_ms": 3000.0, "answer": "A", "is_gold": True, "gold_passed": g >= wrong})
     res = apply_hygiene(pd.DataFrame(rows))
-    assert res.excluded_participants == {"junk": ("gold",)}  # 2/2 > 0.5; 1/2 is not above
+    assert res.excluded_participants == {"junk": ("gold",)}  # 2 of 3 improbable; 1 of 3 is not
     assert not res.kept["is_gold"].any() and res.n_data_answers == 3 * len(MIXED)
     assert res.report("gold").participants_first == 1
-    strict = apply_hygiene(pd.DataFrame(rows), HygieneRules(max_gold_failure_share=0.0))
-    assert set(strict.excluded_participants) == {"half", "junk"}
-    off = apply_hygiene(pd.DataFrame(rows), HygieneRules(max_gold_failure_share=None))
+    # At a 20 % false-exclusion level one failure of three (P = 0.1426) is improbable enough too.
+    loose = apply_hygiene(pd.DataFrame(rows), HygieneRules(gold_false_exclusion=0.2))
+    assert set(loose.excluded_participants) == {"one", "junk"}
+    off = apply_hygiene(pd.DataFrame(rows), HygieneRules(gold_false_exclusion=None))
     assert off.excluded_participants == {}
+    with pytest.raises(ValueError, match="gold_honest_error"):
+        HygieneRules(gold_honest_error=0.5)

@@ -21,7 +21,8 @@ from ranking.planning import (
     study_plan_parameters,
     study_plan_write,
 )
-from stats.planning import PLAN_KINDS
+from stats.errors import StatisticsError
+from stats.planning import PLAN_KINDS, verify_plan
 
 
 class Command(ArbiterCommand):
@@ -84,6 +85,30 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--studies", type=int, help="simulated studies (default 100 ranking, 40 kappa/alpha/brier)"
         )
+        parser.add_argument(
+            "--assurance",
+            type=float,
+            default=0.8,
+            help="kappa/alpha: share of studies whose half-width reaches the target (default 0.8; 0: the mean)",
+        )
+        parser.add_argument(
+            "--start-blocks", type=int, default=1, help="adaptive: uniform blocks before adapting (default 1)"
+        )
+        parser.add_argument(
+            "--round-votes",
+            type=int,
+            default=None,
+            help="adaptive: votes per re-allocation round (default: one block, as schedule_blocks does)",
+        )
+        parser.add_argument(
+            "--verify",
+            type=int,
+            nargs="?",
+            const=200,
+            default=0,
+            metavar="N",
+            help="check the plan on N fresh simulated studies of its size (default 200)",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--json", type=Path, help="write the plan as JSON here")
         parser.add_argument(
@@ -108,20 +133,50 @@ class Command(ArbiterCommand):
         study_plan_write(
             plan=plan, pilot=summary, json_path=json_path, csv_path=csv_path, plot_path=plot_path
         )
-        statistic = "P(met)" if target.is_ranking else "half-width"
+        statistic = "P(met)" if target.is_ranking or target.uses_assurance else "half-width"
         self.stdout.write(
             f"{target.describe()}, {plan.allocation} allocation, {plan.n_studies} simulated studies, seed {plan.seed}"
         )
+        if plan.allocation == "adaptive" and target.is_ranking:
+            d = plan.design
+            step = f"rounds of {d.round_votes} votes" if d.round_votes else f"one block ({d.block_votes} votes) per round"
+            self.stdout.write(
+                f"simulated at the study's granularity: {_count(d.start_blocks, 'uniform start block')} "
+                f"({d.start_blocks * d.block_votes} votes), then {step}, 25% uniform floor"
+            )
         self.stdout.write(f"{'votes':>8}  {statistic:>10}  95% (simulation)")
         for p in plan.points:
             self.stdout.write(f"{p.votes:8d}  {p.value:10.3f}  [{p.low:.3f}, {p.high:.3f}]")
         low, high = plan.votes_interval
         high_text = "not reached" if high == float("inf") else f"{high:.0f}"
         self.stdout.write(
-            f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = {plan.trials_needed} trials, "
-            f"{plan.raters_needed} raters, {plan.blocks_needed} blocks, {plan.judge_calls} judge calls"
-            + (f", {plan.comparisons_needed} comparisons" if plan.comparisons_needed is not None else "")
+            f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = "
+            f"{_count(plan.trials_needed, 'trial')}, {_count(plan.raters_needed, 'rater')}, "
+            f"{_count(plan.blocks_needed, 'block')}, {_count(plan.judge_calls, 'judge call')}"
+            + (f", {_count(plan.comparisons_needed, 'comparison')}" if plan.comparisons_needed is not None else "")
             + (f" (pilot '{summary['study']}': {summary['valid_main_votes']} valid votes)" if summary else "")
         )
         if summary and summary.get("exclusions"):
             self.stdout.write(f"pilot: {exclusions_line(summary['exclusions'])}")
+        if plan.mean_votes_needed is not None and plan.target.uses_assurance:
+            self.stdout.write(
+                f"(the mean half-width reaches {target.half_width:g} at {math.ceil(plan.mean_votes_needed)} votes; "
+                f"{target.assurance:.0%} of studies reach it at the {math.ceil(plan.votes_needed)} above)"
+            )
+        if options["verify"]:
+            try:
+                check = verify_plan(plan, n_studies=int(options["verify"]))
+            except StatisticsError as exc:
+                raise ValidationFailed(str(exc)) from None
+            self.stdout.write(check.describe())
+        gold = plan.gold_suggestion()
+        self.stdout.write(
+            f"gold trials per rater to catch 90% of random clickers: {gold['A/B']} (A/B clickers), "
+            f"{gold['A/B/TIE']} (A/B/TIE clickers), at 5% honest error and 1% false exclusion "
+            "(docs/protocol.md \"Gold trials: the exclusion test\"; schedule_blocks --gold N)"
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 rater``, ``2 raters``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
