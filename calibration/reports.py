@@ -8,12 +8,12 @@ paper. The researcher page (``calibration/agreement_page.html``) shows the same 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.template.loader import render_to_string
 
-from calibration import agreement_plots
-from stats.agreement import AgreementResult
+if TYPE_CHECKING:
+    from stats.agreement import AgreementResult
 
 
 def agreement_figures(report: Mapping[str, Any], result: AgreementResult) -> dict[str, str]:
@@ -22,6 +22,8 @@ def agreement_figures(report: Mapping[str, Any], result: AgreementResult) -> dic
     ``report`` is the JSON object; ``result`` the computation it was serialized from, which keeps
     the leave-one-rater-out fits per system (SPEC §5) for the human-ranking spread.
     """
+    from calibration import agreement_plots  # matplotlib: only when a report is drawn
+
     return {
         "agreement": agreement_plots.agreement_intervals_plot(report),
         "h_histogram": agreement_plots.human_reference_histogram(

@@ -11,12 +11,13 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from kind_reports.figures import RULE_LABELS, hygiene_plot
 from kind_reports.kinds import REPORTS
 
 
 def kind_figures(report: Mapping[str, Any]) -> dict[str, str]:
     """The report's figures as SVG data URIs: ``analysis`` (the kind's plot) and ``hygiene``."""
+    from kind_reports.figures import hygiene_plot
+
     spec = REPORTS[report["kind"]]
     return {"analysis": spec.figure(report[spec.analysis_key]), "hygiene": hygiene_plot(report["hygiene"])}
 
@@ -25,6 +26,8 @@ def kind_context(
     *, study: Any, report: Mapping[str, Any], figures: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """Template context shared by the standalone export and the researcher page."""
+    from kind_reports.figures import RULE_LABELS
+
     spec = REPORTS[report["kind"]]
     hygiene = report["hygiene"]
     removed = [{**r, "label": RULE_LABELS.get(r["rule"], r["rule"])} for r in hygiene.get("removed") or []]

@@ -42,6 +42,7 @@ import pandas as pd
 from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alpha_ordinal, wilson_interval
 from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.defaults import ALLOCATIONS, PLAN_KINDS
 from stats.errors import StatisticsError
 from stats.judge_weights import bootstrap_mean_errors, leave_one_block_out
 from stats.study_simulation import (
@@ -52,8 +53,6 @@ from stats.study_simulation import (
     votes_to_share,
 )
 
-PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha", "brier")
-ALLOCATIONS = ("uniform", "adaptive")
 PLAN_BOOTSTRAP = 400
 
 

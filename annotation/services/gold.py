@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 
-import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from annotation.errors import ArbiterError
@@ -39,6 +38,8 @@ GREY = (128, 128, 128)
 
 def degraded_pixels(rgb: Image.Image, *, seed: int) -> Image.Image:
     """A visibly degraded copy of ``rgb`` of the same size: blur, tile shuffle, grey patch."""
+    import numpy as np
+
     rgb = rgb.convert("RGB")
     width, height = rgb.size
     blurred = rgb.filter(ImageFilter.GaussianBlur(radius=max(4.0, width / 60)))
@@ -76,6 +77,8 @@ def fitted(rgb: Image.Image, size: tuple[int, int]) -> Image.Image:
 
 
 def _page_seed(study: Study, page: Page) -> int:
+    import numpy as np
+
     state = np.random.SeedSequence([int(study.seed or 0), int(page.pk), 30]).generate_state(
         1, dtype=np.uint32
     )
@@ -87,6 +90,8 @@ def _gold_sizes(
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """The sizes of the reference copy and of the degraded copy: those of two distinct real
     candidates drawn at random (the same one twice when the page has only one)."""
+    import numpy as np
+
     if not sizes:
         return fallback, fallback
     rng = np.random.default_rng([seed, 1])

@@ -21,7 +21,7 @@ from ranking.planning import (
     study_plan_parameters,
     study_plan_write,
 )
-from stats.planning import PLAN_KINDS
+from stats.defaults import PLAN_KINDS
 
 
 class Command(ArbiterCommand):
