@@ -76,7 +76,6 @@ from judges.request_building import (
     load_comparison,
     study_axes,
 )
-from judges.services.group_commit import committed
 from judges.validation import InvalidReply, canonical_answer
 
 logger = logging.getLogger(__name__)
@@ -138,7 +137,7 @@ class _Claim:
 
     def renew(self, seconds: float) -> None:
         lease_until = timezone.now() + timedelta(seconds=seconds)
-        if not committed(lambda: self.rows().update(lease_until=lease_until)):
+        if not self.rows().update(lease_until=lease_until):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
 
@@ -157,7 +156,7 @@ class _Claim:
             self.counted = False
         # A provider's text may carry NUL, which PostgreSQL text and jsonb cannot hold: stored escaped.
         fields = {k: _without_nul(v) for k, v in fields.items()}
-        return bool(committed(lambda: self.rows().update(**fields)))
+        return bool(self.rows().update(**fields))
 
     def count_call(self, seconds: float) -> None:
         """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
@@ -175,7 +174,7 @@ class _Claim:
                 self.renew(seconds)
             return
         lease_until = timezone.now() + timedelta(seconds=seconds)
-        if not committed(lambda: self.rows().update(calls=F("calls") + 1, lease_until=lease_until)):
+        if not self.rows().update(calls=F("calls") + 1, lease_until=lease_until):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
 
@@ -203,14 +202,12 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
     now = timezone.now()
     token = secrets.token_hex(16)
     extra = {"calls": F("calls") + 1} if count_call else {}
-    claimed = committed(
-        lambda: JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts).update(
-            status=OutputStatus.RUNNING,
-            claim_token=token,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            attempts=F("attempts") + 1,
-            **extra,
-        )
+    claimed = JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts).update(
+        status=OutputStatus.RUNNING,
+        claim_token=token,
+        lease_until=now + timedelta(seconds=lease_seconds),
+        attempts=F("attempts") + 1,
+        **extra,
     )
     if claimed:
         return token
