@@ -25,7 +25,7 @@ BASE_PYTHON := $(shell for c in python3.13 python3.12 python3 python; do \
 	  $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null && { echo $$p; exit 0; }; \
 	done)
 
-.PHONY: help setup run test lint demo demo-login migrate chromium clean cluster cluster-stop
+.PHONY: help setup setup-run run test lint demo demo-login migrate chromium clean cluster cluster-stop
 
 help:
 	@echo "make run    set up (venv, packages, database, demo study) and serve http://$(HOST):$(PORT)"
@@ -34,37 +34,68 @@ help:
 	@echo "make cluster       HAProxy, two web nodes, PgBouncer, two Celery workers on loopback (deploy/cluster/)"
 	@echo "make cluster-stop  stop it"
 
-$(STAMP): pyproject.toml
+# Each step of a first run says what it does (`==> ...`) and how long it took (on stderr). Two package sets:
+# `make run` installs what the app needs (RUN_STAMP); `make test` and `make lint` add the dev tools
+# (STAMP) on top, so nothing is installed twice. pip keeps its downloads in its cache (~/.cache/pip),
+# so a second clone installs from disk; the venv's own pip is used as it is (no upgrade each time).
+RUN_STAMP := $(VENV)/.installed-run
+STEP = @printf '==> %s\n'
+TIMED = bash -c 'start=$$SECONDS; "$$@" || exit; echo "    ($$((SECONDS - start)) s)" >&2' timed
+
+$(VENV)/bin/python:
 	@if [ -z "$(BASE_PYTHON)" ]; then echo "error: Arbiter needs Python >= 3.12 (Django 6); none found on PATH or in pyenv's versions" >&2; exit 1; fi
-	@test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	$(STEP) "Python virtual environment in $(VENV) ($(BASE_PYTHON))"
+	@$(BASE_PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+	  printf '==> %s\n' "Python packages the app needs (pip; the longest step of a first run)"; \
+	  $(TIMED) $(PY) -m pip install --quiet -e . && touch $@
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(STEP) "Python packages for tests and lint (pytest, Playwright, mypy, ...)"
+	@$(TIMED) $(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@ $(RUN_STAMP)
 
 node_modules/.installed: package.json package-lock.json
 	@command -v npm >/dev/null || { echo "error: npm is needed to install htmx (apt-get install npm)" >&2; exit 1; }
-	npm ci --no-audit --no-fund --silent
+	$(STEP) "htmx from the npm registry (npm ci)"
+	@$(TIMED) npm ci --no-audit --no-fund --silent
 	@touch node_modules/.installed
 
+# setup: everything `make test` needs; setup-run: what `make run` needs.
 setup: $(STAMP) node_modules/.installed
 	@mkdir -p var/static
 
-migrate: setup
-	$(PY) manage.py migrate --noinput -v0
+setup-run: $(RUN_STAMP) node_modules/.installed
+	@mkdir -p var/static
+
+migrate: setup-run
+	$(STEP) "database migrations (var/arbiter.sqlite3 unless DATABASE_URL says otherwise)"
+	@$(TIMED) $(PY) manage.py migrate --noinput -v0
 
 # The demo login is kept in var/demo-login.txt (readable by you only; var/ is never committed) so
 # that `make demo` and `make run` print it every time, not only when the demo is first made.
+# Each demo study is built once: one Django start finds the ones missing, and only those are made.
 DEMO_LOGIN := var/demo-login.txt
+DEMO_SLUGS := demo demo-pairwise demo-checklist demo-rating
 demo: migrate
-	@set -o pipefail; $(PY) manage.py shell --no-imports -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo').exists() else 1)" \
-	  && echo "Demo study already present (delete var/ to start over)." \
-	  || { $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users | tee var/demo-setup.log \
-	       && (umask 077; grep '^login:' var/demo-setup.log > $(DEMO_LOGIN) || true) && rm -f var/demo-setup.log \
-	       && $(PY) manage.py calibrate demo --json var/demo-calibration.json --bootstrap 500 --freeze demo-v1 >/dev/null \
-	       && echo "Froze coefficient set demo-v1: start a leaderboard from the study page."; }
-	@for kind in pairwise checklist rating; do \
-	  $(PY) manage.py shell --no-imports -c "from annotation.models import Study; import sys; sys.exit(0 if Study.objects.filter(slug='demo-$$kind').exists() else 1)" \
-	    || $(PY) manage.py make_demo_study --kind $$kind --seed 1 || exit 1; \
+	@set -o pipefail; missing=$$($(PY) manage.py shell --no-imports -c "from annotation.models import Study; \
+	  have = set(Study.objects.filter(slug__in='$(DEMO_SLUGS)'.split()).values_list('slug', flat=True)); \
+	  print(' '.join(s for s in '$(DEMO_SLUGS)'.split() if s not in have))") || exit 1; \
+	if [ -z "$$missing" ]; then echo "Demo studies already present (delete var/ to start over)."; fi; \
+	for slug in $$missing; do \
+	  if [ "$$slug" = demo ]; then \
+	    printf '==> %s\n' "demo study 'demo' (drawn pages, simulated raters and judges)"; \
+	    $(PY) manage.py make_demo_study --slug demo --seed 1 --with-users | tee var/demo-setup.log \
+	      && (umask 077; grep '^login:' var/demo-setup.log > $(DEMO_LOGIN) || true) && rm -f var/demo-setup.log \
+	      && printf '==> %s\n' "calibration of the demo's judges, frozen as demo-v1" \
+	      && $(TIMED) $(PY) manage.py calibrate demo --json var/demo-calibration.json --bootstrap 500 --freeze demo-v1 >/dev/null \
+	      && echo "Froze coefficient set demo-v1: start a leaderboard from the study page." || exit 1; \
+	  else \
+	    kind=$${slug#demo-}; printf '==> %s\n' "demo study '$$slug' ($$kind questionnaire)"; \
+	    $(PY) manage.py make_demo_study --kind $$kind --seed 1 || exit 1; \
+	  fi; \
 	done
 	@$(MAKE) --no-print-directory demo-login
 

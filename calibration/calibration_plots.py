@@ -191,8 +191,21 @@ def _share(entry: Any) -> dict[str, Any]:
     return {"agree": entry.get("agree"), "n": entry.get("n"), "value": entry.get("value")}
 
 
-def calibration_context(report: Mapping[str, Any]) -> dict[str, Any]:
-    """Template context of the report body (tables + figures), shared by the page and the export."""
+#: The calibration report's figures by name, each drawn from the JSON report alone.
+CALIBRATION_FIGURES = {
+    "coefficients": coefficient_plot,
+    "reliability": reliability_plot,
+    "per_block": per_block_plot,
+    "diagnostics": diagnostics_plot,
+}
+
+
+def calibration_context(report: Mapping[str, Any], *, figures: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Template context of the report body (tables + figures), shared by the page and the export.
+
+    ``figures`` maps each name of ``CALIBRATION_FIGURES`` to an image source (the page gives URLs
+    that draw each figure on its own request); without it every figure is drawn here as a data URI.
+    """
     judges = list(report.get("judges") or [])
     coefs = report.get("coefficients") or {}
     ses = report.get("standard_errors") or {}
@@ -221,12 +234,9 @@ def calibration_context(report: Mapping[str, Any]) -> dict[str, Any]:
         "diagnostic_rows": diagnostic_rows,
         "ceiling": _share(diag.get("human_noise_ceiling")) if diag.get("human_noise_ceiling") else None,
         "audit": report.get("committee_audit"),
-        "figures": {
-            "coefficients": coefficient_plot(report),
-            "reliability": reliability_plot(report),
-            "per_block": per_block_plot(report),
-            "diagnostics": diagnostics_plot(report),
-        },
+        "figures": dict(figures)
+        if figures is not None
+        else {name: draw(report) for name, draw in CALIBRATION_FIGURES.items()},
     }
 
 

@@ -15,6 +15,28 @@ from django.template.loader import render_to_string
 if TYPE_CHECKING:
     from stats.agreement import AgreementResult
 
+#: The agreement report's figures, in page order.
+AGREEMENT_FIGURES = ("agreement", "h_histogram", "rater_quality", "human_ranking")
+
+
+def agreement_figure(name: str, report: Mapping[str, Any], loro_scores: Mapping[str, list[float]]) -> str:
+    """One figure of the report (``AGREEMENT_FIGURES``) as an SVG data URI.
+
+    ``loro_scores`` is ``AgreementResult.leave_one_rater_out_scores()`` of the computation the
+    report was serialized from (the per-system leave-one-rater-out fits, SPEC §5).
+    """
+    from calibration import agreement_plots  # matplotlib: only when a figure is drawn
+
+    if name == "agreement":
+        return agreement_plots.agreement_intervals_plot(report)
+    if name == "h_histogram":
+        return agreement_plots.human_reference_histogram([r["h"] for r in report.get("human_reference", [])])
+    if name == "rater_quality":
+        return agreement_plots.rater_quality_plot(report.get("rater_quality") or [])
+    if name == "human_ranking":
+        return agreement_plots.human_ranking_plot(report.get("human_ranking") or [], loro_scores)
+    raise KeyError(name)
+
 
 def agreement_figures(report: Mapping[str, Any], result: AgreementResult) -> dict[str, str]:
     """The report's figures as SVG data URIs, keyed by name.
@@ -22,18 +44,8 @@ def agreement_figures(report: Mapping[str, Any], result: AgreementResult) -> dic
     ``report`` is the JSON object; ``result`` the computation it was serialized from, which keeps
     the leave-one-rater-out fits per system (SPEC §5) for the human-ranking spread.
     """
-    from calibration import agreement_plots  # matplotlib: only when a report is drawn
-
-    return {
-        "agreement": agreement_plots.agreement_intervals_plot(report),
-        "h_histogram": agreement_plots.human_reference_histogram(
-            [r["h"] for r in report.get("human_reference", [])]
-        ),
-        "rater_quality": agreement_plots.rater_quality_plot(report.get("rater_quality") or []),
-        "human_ranking": agreement_plots.human_ranking_plot(
-            report.get("human_ranking") or [], result.leave_one_rater_out_scores()
-        ),
-    }
+    loro = result.leave_one_rater_out_scores()
+    return {name: agreement_figure(name, report, loro) for name in AGREEMENT_FIGURES}
 
 
 def agreement_context(*, study: Any, report: Mapping[str, Any], figures: Mapping[str, str]) -> dict[str, Any]:

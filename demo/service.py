@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Comparison, Study, Trial
+from annotation.progress import progress_step
 from annotation.roles import ADMIN, RESEARCHER, ensure_groups
 from annotation.services.answers import trial_next, vote_submit
 from annotation.services.bundles.importing import study_import_bundle
@@ -242,16 +243,19 @@ def demo_study_create(
     result_counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="arbiter-demo-") as tmp:
         folder = Path(tmp) / "bundle"
+        progress_step("drawing the pages and candidates")
         demo_bundle_write(plan, folder)
         jsonl = Path(tmp) / "judges.jsonl"
         n_lines = judge_outputs_jsonl_write(plan=plan, path=jsonl, seed=seed) if judges else 0
         with transaction.atomic():
             study = study_import_bundle(path=folder, user=user)
             demo_truth_record(study=study, plan=plan, raters=raters)
+            progress_step("scheduling and simulating the raters")
             result_counts.update(demo_schedule_and_vote(study=study, plan=plan, raters=raters, simulate=votes, seed=seed))
             if judges:
                 from judges.services.outputs import judge_outputs_import_jsonl
 
+                progress_step("importing the simulated judges' outputs")
                 imported = judge_outputs_import_jsonl(study=study, path=jsonl, user=user)
                 result_counts["judge_outputs"] = imported["created"]
                 result_counts["judge_outputs_valid"] = imported["valid"]

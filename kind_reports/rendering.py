@@ -13,13 +13,25 @@ from django.template.loader import render_to_string
 
 from kind_reports.kinds import REPORTS
 
+#: The report's figures: the kind's own plot, and what the exclusion rules removed.
+KIND_FIGURES = ("analysis", "hygiene")
+
+
+def kind_figure(name: str, report: Mapping[str, Any]) -> str:
+    """One figure of the report (``KIND_FIGURES``) as an SVG data URI."""
+    from kind_reports.figures import hygiene_plot
+
+    if name == "analysis":
+        spec = REPORTS[report["kind"]]
+        return spec.figure(report[spec.analysis_key])
+    if name == "hygiene":
+        return hygiene_plot(report["hygiene"])
+    raise KeyError(name)
+
 
 def kind_figures(report: Mapping[str, Any]) -> dict[str, str]:
     """The report's figures as SVG data URIs: ``analysis`` (the kind's plot) and ``hygiene``."""
-    from kind_reports.figures import hygiene_plot
-
-    spec = REPORTS[report["kind"]]
-    return {"analysis": spec.figure(report[spec.analysis_key]), "hygiene": hygiene_plot(report["hygiene"])}
+    return {name: kind_figure(name, report) for name in KIND_FIGURES}
 
 
 def kind_context(

@@ -44,6 +44,7 @@ from annotation.kinds import design_of
 from annotation.models import Study
 from annotation.progress import progress_step
 from annotation.selectors.allocation import allocation_report_section
+from annotation.services.scheduling import schedule_command
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import hygiene_rules, read_rules_file
 from kind_reports.kinds import report_of
@@ -228,9 +229,11 @@ def kind_report_compute(
     hygiene_settings = hygiene_rules(study, rules, where=rules_where)
     frames = kind_frames(study)
     if frames.hygiene.empty:
+        # The command it suggests schedules this study (issue 40: not 8 blocks of 234 for a small one).
+        schedule = "" if study.blocks.exists() else f"schedule its blocks ({schedule_command(study)}), "
         raise NoKindVotes(
-            f"study '{study.slug}' has no votes yet: schedule its blocks (schedule_blocks {study.slug}), share the "
-            f"participant link (study_link {study.slug}) and run the report again once raters have answered trials"
+            f"study '{study.slug}' has no votes yet: {schedule}share the participant link (study_link "
+            f"{study.slug}) and run the report again once raters have answered trials"
         )
     progress_step(f"exclusion rules and the {spec.kind} analysis ({resamples:,} bootstrap resamples)")
     try:

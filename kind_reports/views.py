@@ -2,7 +2,8 @@
 
 Computed on request from the stored votes with a moderate default bootstrap (``PAGE_RESAMPLES``);
 ``?bootstrap=&seed=&systems=`` change it. The downloads take the same query, so they carry exactly
-the numbers on screen. A study without votes shows an empty state that says what to do next.
+the numbers on screen. A study without votes shows an empty state that says what to do next. The
+figures are drawn on requests of their own (``kind_report_figure``), so the numbers show at once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -22,8 +23,10 @@ from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import exclusion_rules_form_values, exclusion_rules_update
+from calibration.services.report_figures import report_content_key, report_figure_svg, report_figures_keep
+from calibration.views.figures import svg_response
 from kind_reports.kinds import registered
-from kind_reports.rendering import kind_context
+from kind_reports.rendering import KIND_FIGURES, kind_context, kind_figure
 from kind_reports.selectors import system_ids as study_system_ids
 from kind_reports.services import (
     PAGE_RESAMPLES,
@@ -78,8 +81,38 @@ def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
         context["error"] = str(exc)
         status = exc.status_code
     else:
-        context.update(kind_context(study=study, report=computed.report))
+        # The figures are drawn on requests of their own (calibration.services.report_figures).
+        key = report_content_key(computed.report)
+        report_figures_keep(kind="kind-report", study=study, key=key, inputs={"report": computed.report})
+        figures = {
+            name: reverse("kind_report:figure", args=[study.slug, key, name]) + "?" + str(context["query"])
+            for name in KIND_FIGURES
+        }
+        context.update(kind_context(study=study, report=computed.report, figures=figures))
     return render(request, "kind_reports/kind_page.html", context, status=status)
+
+
+@researcher_required
+@require_GET
+def kind_report_figure(request: HttpRequest, slug: str, key: str, name: str) -> HttpResponse:
+    """One figure of the page's report, as an SVG (the page shows its numbers first)."""
+    study = study_get_for_user(user=request.user, slug=slug)
+    if name not in KIND_FIGURES:
+        raise Http404("no such figure")
+    form = _form(request, study)
+
+    def recompute() -> tuple[str, dict[str, object]]:
+        report = _compute(study, form).report
+        return report_content_key(report), {"report": report}
+
+    try:
+        svg = report_figure_svg(
+            kind="kind-report", study=study, key=key, name=name,
+            draw=lambda inputs: kind_figure(name, inputs["report"]), recompute=recompute,
+        )
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    return svg_response(svg)
 
 
 @researcher_required

@@ -35,10 +35,20 @@ TARGET_LABELS = {
 }
 
 
+def plan_source(post: Any) -> str:
+    """``pilot`` when a pilot study is picked (whatever else the form says), else ``stated``."""
+    return "pilot" if post.get("pilot") else post.get("source") or "stated"
+
+
 def plan_form_values(post: Any) -> dict[str, Any]:
-    """The form's fields as plan inputs: a pilot study, or the stated assumptions, never both."""
+    """The form's fields as plan inputs: a pilot study, or the stated assumptions, never both.
+
+    The study picked as pilot is the one planned from: the form's one "Assumptions from" menu
+    offers the stated assumptions or a pilot, and an older form's ``source=stated`` beside a
+    picked pilot no longer drops it.
+    """
     values = {name: post.get(name, "") for name in PLAN_PARAMETERS if name in post}
-    if post.get("source", "stated") == "pilot":
+    if plan_source(post) == "pilot":
         values.pop("systems", None)
     else:
         values.pop("pilot", None)
@@ -56,6 +66,7 @@ def plan_page(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     form["pilot"] = study.slug if study else ""
     if request.method == "POST":
         form.update({k: v for k, v in request.POST.items() if k in form})
+        form["source"] = plan_source(request.POST)
         try:
             run = study_plan_start(values=plan_form_values(request.POST), pilots=pilots, user=request.user)
         except ArbiterError as exc:

@@ -17,8 +17,9 @@ from annotation.api.permissions import study_for_request
 from annotation.models import Assignment
 from annotation.roles import is_admin, studies_for
 from annotation.selectors.progress import study_progress
+from annotation.services.adaptive_allocation import study_schedule
 from annotation.services.participants import assignment_void, slot_reopen
-from annotation.services.scheduling import blocks_schedule, default_rater_targets, schedule_csv_text
+from annotation.services.scheduling import default_rater_targets, schedule_csv_text
 
 
 def _require_admin(request: Request) -> None:
@@ -40,6 +41,15 @@ class ScheduleApi(APIView):
         checks = serializers.IntegerField(
             required=False, help_text="attention checks per assignment (pairwise, checklist, rating; default 2)"
         )
+        gold = serializers.IntegerField(
+            default=0,
+            help_text="gold trials per assignment (pairwise_reference: the reference against a degraded copy)",
+        )
+        allocation = serializers.ChoiceField(
+            choices=["uniform", "adaptive"], default="uniform",
+            help_text="adaptive (pairwise kinds): these blocks are the uniform start, later blocks follow the fit",
+        )
+        target_k = serializers.IntegerField(default=3, help_text="adaptive: the top-k the allocator targets")
 
     class ScheduledBlock(serializers.Serializer):
         name = serializers.CharField()
@@ -60,7 +70,7 @@ class ScheduleApi(APIView):
         data.setdefault("min_gap", study.min_gap)
         if "raters" not in data:
             data["raters"] = default_rater_targets(study, data["blocks"])
-        blocks = blocks_schedule(study=study, actor=request.user, **data)
+        blocks = study_schedule(study=study, actor=request.user, **data)
         out = [{"name": b.name, "position": b.position, "size": b.items.count(), "target_raters": b.target_raters,
                 "seed": b.seed} for b in blocks]
         return Response(self.ScheduledBlock(out, many=True).data, status=status.HTTP_201_CREATED)

@@ -33,7 +33,7 @@ from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
 from annotation.services.crowd_settings import CROWD_SETTINGS
-from annotation.services.new_study import KINDS, new_study_from_upload, options_from_json
+from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
 from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
@@ -268,9 +268,14 @@ class StudyNewApi(ResearcherApi):
             required=False, default="", allow_blank=True,
             help_text="Regular expression over file names; its 'page' (or first) group is the page id.",
         )
+        title = serializers.CharField(required=False, default="", allow_blank=True, max_length=200)
+        slug = serializers.CharField(
+            required=False, default="", allow_blank=True, max_length=80,
+            help_text="The study's slug; empty: made from the title (or given in options).",
+        )
         options = serializers.CharField(
             required=False, default="", allow_blank=True,
-            help_text="JSON object of further study.json keys: slug, title, instructions_md, axes, settings, options, …",
+            help_text="JSON object of further study.json keys: instructions_md, axes, settings, options, …",
         )
         comparisons = serializers.ChoiceField(choices=("all", "none"), required=False, default="all")
         dry_run = serializers.BooleanField(required=False, default=False)
@@ -303,7 +308,7 @@ class StudyNewApi(ResearcherApi):
             manifest=values["manifest"],
             reference=values["reference"],
             match=values["match"] or None,
-            options=options_from_json(values["options"], where="options"),
+            options=upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
             comparisons=values["comparisons"],
             dry_run=values["dry_run"],
             user=request.user,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -34,6 +34,7 @@ from annotation.selectors.allocation import ALLOCATIONS, AllocationState, alloca
 from annotation.services.audit import audit_record
 from annotation.services.scheduling import (
     DEFAULT_CHECKS,
+    blocks_schedule,
     counterbalanced_block_create,
     gold_sources,
     schedule_units,
@@ -86,6 +87,34 @@ def study_allocation_set(
             allocation=allocation,
             allocation_target=options.get("allocation_target"),
         )
+
+
+def study_schedule(
+    *,
+    study: Study,
+    allocation: str = "uniform",
+    target_k: int = 3,
+    actor: object | None = None,
+    **schedule: Any,
+) -> list[Block]:
+    """Schedule a study (``blocks_schedule``) with its gold trials and allocation, all or nothing.
+
+    The one way in of the ``schedule_blocks`` command, the raters page's schedule form and the
+    schedule endpoint; ``schedule`` holds ``blocks_schedule``'s arguments (blocks, block_size,
+    repeats, min_gap, raters, seed, checks, gold). ``allocation="adaptive"``: the blocks made here
+    are the uniform start, and the allocator targets the top ``target_k`` (an allocation the
+    study's kind cannot have is refused before anything is written).
+    """
+    allocation_check(study=study, allocation=allocation)
+    if allocation == "adaptive" and target_k < 1:
+        raise ValidationFailed(f"must be at least 1, got {target_k}", field="target_k")
+    with transaction.atomic():
+        made = blocks_schedule(study=study, actor=actor, **schedule)
+        if allocation == "adaptive":
+            study_allocation_set(
+                study=study, allocation="adaptive", target={"kind": "top_k", "k": target_k}, actor=actor
+            )
+    return made
 
 
 def adaptive_block_extend(*, study: Study) -> Block | None:

@@ -66,7 +66,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from django.db import transaction
 
@@ -156,6 +156,37 @@ def schedulable_count(study: Study) -> int:
 def default_rater_targets(study: Study, blocks: int) -> list[int]:
     """Rater targets when none are given: SPEC §9's list; a checklist's k; 3 for pairwise and rating."""
     return design_of(study).default_rater_targets(study, blocks)
+
+
+def schedule_proposal(study: Study, eligible: int) -> dict[str, Any]:
+    """Form defaults that fit the study: the paper's 8 blocks when there are enough units, each of
+    the largest size that fits, repeats and gap the block can hold."""
+    if eligible <= 0:
+        return {"blocks": 1, "block_size": 1, "repeats": 0, "min_gap": 1, "raters": "5"}
+    blocks = 8 if eligible >= 8 * 40 else max(1, min(8, eligible // 20)) if eligible >= 20 else 1
+    size = max(1, eligible // blocks)
+    min_gap = max(1, min(study.min_gap, size // 2))
+    repeats = max(0, min(study.hidden_repeats, size - min_gap + 1))
+    raters = "5,5,5,5,5,4,2,2" if blocks == 8 else ",".join(["5"] * blocks)  # the paper's targets for 8
+    return {"blocks": blocks, "block_size": size, "repeats": repeats, "min_gap": min_gap, "raters": raters}
+
+
+def schedule_command(study: Study, proposal: dict[str, Any] | None = None) -> str:
+    """The ``schedule_blocks`` command that schedules ``proposal`` (the form's defaults) for this
+    study: every flag whose command default (8 × 234, the study's repeats and gap, its kind's
+    raters) would differ, so the suggestion runs as shown. Without ``proposal``: the study's own."""
+    proposal = proposal or schedule_proposal(study, schedulable_count(study))
+    words = ["manage.py", "schedule_blocks", study.slug, "--blocks", str(proposal["blocks"]),
+             "--block-size", str(proposal["block_size"])]
+    if proposal["repeats"] != study.hidden_repeats:
+        words += ["--repeats", str(proposal["repeats"])]
+    if proposal["min_gap"] != study.min_gap:
+        words += ["--min-gap", str(proposal["min_gap"])]
+    if design_of(study).has_reference:
+        raters = [int(x) for x in str(proposal["raters"]).split(",")]
+        if raters != default_rater_targets(study, proposal["blocks"]):
+            words += ["--raters", ",".join(map(str, raters))]
+    return " ".join(words)
 
 
 def assignment_seed(seed: int, block_position: int, slot: int) -> int:

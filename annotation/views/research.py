@@ -20,19 +20,21 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.errors import ArbiterError
 from annotation.kinds import design_of
-from annotation.models import RATER_PAGE_DEFAULTS, Assignment, Block, Study, Vote, rater_page_options
+from annotation.models import RATER_PAGE_DEFAULTS, Assignment, Block, Vote, rater_page_options
 from annotation.roles import RATER, is_admin, studies_for
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.participants import participants_csv_text
 from annotation.selectors.progress import block_assignments, quality_rules, rater_quality, study_progress
 from annotation.selectors.studies import study_get_for_user
 from annotation.services.accounts import rater_account_create
+from annotation.services.adaptive_allocation import study_schedule
 from annotation.services.participants import assignment_void, rater_assign, slot_reopen, study_link_url
 from annotation.services.scheduling import (
-    blocks_schedule,
     default_rater_targets,
     schedulable_count,
+    schedule_command,
     schedule_csv_text,
+    schedule_proposal,
     unit_noun,
 )
 from annotation.services.studies import study_settings_update
@@ -77,6 +79,7 @@ def study_raters(request: HttpRequest, slug: str) -> HttpResponse:
     eligible = context["eligible"]
     if isinstance(eligible, int):
         context["proposal"] = schedule_proposal(study, eligible)
+        context["schedule_command"] = schedule_command(study, context["proposal"])
     return _render(request, "annotation/research/study.html", context, partial="progress")
 
 
@@ -138,7 +141,7 @@ REFERENCE_RULE_FIELDS = (
 SCHEDULE_FORM_WORDS = {
     "blocks": "Blocks", "block_size": "Block size", "repeats": "Hidden repeats per assignment",
     "min_gap": "Minimum gap", "raters": "Raters per block", "checks": "Attention checks per assignment",
-    "seed": "Seed",
+    "gold": "Gold trials per assignment", "allocation": "Allocation", "target_k": "Adaptive: top k", "seed": "Seed",
 }
 
 
@@ -153,19 +156,6 @@ def schedule_error_words(exc: ArbiterError) -> str:
     return message
 
 
-def schedule_proposal(study: Study, eligible: int) -> dict[str, Any]:
-    """Form defaults that fit the study: the paper's 8 blocks when there are enough units, each of
-    the largest size that fits, repeats and gap the block can hold."""
-    if eligible <= 0:
-        return {"blocks": 1, "block_size": 1, "repeats": 0, "min_gap": 1, "raters": "5"}
-    blocks = 8 if eligible >= 8 * 40 else max(1, min(8, eligible // 20)) if eligible >= 20 else 1
-    size = max(1, eligible // blocks)
-    min_gap = max(1, min(study.min_gap, size // 2))
-    repeats = max(0, min(study.hidden_repeats, size - min_gap + 1))
-    raters = "5,5,5,5,5,4,2,2" if blocks == 8 else ",".join(["5"] * blocks)  # the paper's targets for 8
-    return {"blocks": blocks, "block_size": size, "repeats": repeats, "min_gap": min_gap, "raters": raters}
-
-
 @login_required
 @require_POST
 def schedule(request: HttpRequest, slug: str) -> HttpResponse:
@@ -175,14 +165,19 @@ def schedule(request: HttpRequest, slug: str) -> HttpResponse:
         blocks = int(request.POST.get("blocks", 8))
         raters = [int(x) for x in request.POST.get("raters", "").split(",") if x.strip()]
         checks = request.POST.get("checks", "").strip()
-        made = blocks_schedule(
+        made = study_schedule(
             study=study, blocks=blocks, block_size=int(request.POST.get("block_size", 234)),
             repeats=int(request.POST.get("repeats", 6)), min_gap=int(request.POST.get("min_gap", 20)),
             raters=raters or default_rater_targets(study, blocks), seed=int(request.POST.get("seed") or study.seed),
-            checks=int(checks) if checks else None, actor=request.user,
+            checks=int(checks) if checks else None, gold=int(request.POST.get("gold") or 0),
+            allocation=request.POST.get("allocation") or "uniform",
+            target_k=int(request.POST.get("target_k") or 3), actor=request.user,
         )
     except ValueError:
-        messages.error(request, "Blocks, block size, repeats, min gap and seed are integers; raters is a list like 5,5,4.")
+        messages.error(
+            request,
+            "Blocks, block size, repeats, min gap, gold trials, top k and seed are integers; raters is a list like 5,5,4.",
+        )
     except ArbiterError as exc:
         messages.error(request, schedule_error_words(exc))
     else:

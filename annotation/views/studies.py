@@ -15,7 +15,7 @@ from annotation.selectors.studies import study_get_for_user, study_original_imag
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
-from annotation.services.new_study import KINDS, new_study_from_upload, options_from_json
+from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
 
@@ -51,7 +51,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
     """new_study from the browser: a .zip of folders (or with a manifest inside), a dry run first."""
     error = ""
     report = ""
-    form = {key: request.POST.get(key, "") for key in ("kind", "manifest", "reference", "match", "options", "comparisons")}
+    form = {
+        key: request.POST.get(key, "")
+        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons")
+    }
     if request.method == "POST":
         upload = request.FILES.get("archive")
         if upload is None:
@@ -64,7 +67,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     manifest=form["manifest"],
                     reference=form["reference"],
                     match=form["match"] or None,
-                    options=options_from_json(form["options"], where="options"),
+                    options=upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
                     comparisons=form["comparisons"] or "all",
                     dry_run=bool(request.POST.get("dry_run")),
                     user=request.user,

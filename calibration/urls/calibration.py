@@ -8,6 +8,7 @@ from calibration.api.ablation import JudgeAblationApi
 from calibration.api.calibration import CalibrationReportApi, CoefficientSetDetailApi, CoefficientSetListApi
 from calibration.views.ablation import judge_ablation_page
 from calibration.views.calibration import calibration_download, calibration_page
+from calibration.views.figures import calibration_figure
 
 app_name = "calibration"
 
@@ -24,6 +25,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
         calibration_download,
         {"fmt": "json"},
         name="download-json",
+    ),
+    path(
+        "studies/<slug:slug>/calibration/figures/<int:report_id>/<slug:name>.svg",
+        calibration_figure,
+        name="figure",
     ),
     path("studies/<slug:slug>/judge-ablation/", judge_ablation_page, name="ablation"),
     path("api/studies/<slug:slug>/calibration/", CalibrationReportApi.as_view(), name="api-report"),

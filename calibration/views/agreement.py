@@ -1,26 +1,31 @@
 """Researcher page for the agreement report (SPEC §5) and its self-contained HTML download.
 
 Computed on request from the stored votes (voided assignments excluded) with a smaller default
-bootstrap than the command; ``?bootstrap=&seed=`` change it.
+bootstrap than the command; ``?bootstrap=&seed=`` change it. The figures are drawn on requests of
+their own (``calibration.views.figures``), so the numbers show at once.
 """
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from annotation.errors import ArbiterError
 from annotation.models import Study
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
-from calibration.reports import agreement_context, agreement_figures
+from calibration.reports import AGREEMENT_FIGURES, agreement_context
 from calibration.services.agreement import (
     PAGE_RESAMPLES,
     agreement_report_compute,
     agreement_report_html,
     check_bootstrap_options,
 )
+from calibration.services.report_figures import agreement_figures_prepare
 
 MAX_PAGE_RESAMPLES = 10_000
 
@@ -42,7 +47,12 @@ def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
     except ArbiterError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    figures = agreement_figures(agreement.report, agreement.result)
+    key = agreement_figures_prepare(agreement=agreement)
+    query = urlencode({"bootstrap": resamples, "seed": seed})
+    figures = {
+        name: reverse("agreement:figure", args=[study.slug, key, name]) + "?" + query
+        for name in AGREEMENT_FIGURES
+    }
     context = agreement_context(study=study, report=agreement.report, figures=figures)
     return render(
         request, "calibration/agreement_page.html", {**context, "max_bootstrap": MAX_PAGE_RESAMPLES}

@@ -3,7 +3,8 @@
 GET shows the study's latest stored report; when there is none it computes one with a small
 bootstrap (``PAGE_RESAMPLES``) and stores it. POST ``action=recompute`` computes a new report with
 the chosen bootstrap and seed; POST ``action=freeze`` freezes the coefficients of the report shown
-(by id) under a name. Same services as the ``calibrate`` command.
+(by id) under a name. Same services as the ``calibrate`` command. The figures are drawn on
+requests of their own (``calibration.views.figures``), so the tables show at once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.errors import ArbiterError, ValidationFailed
@@ -55,7 +57,7 @@ def _render(
     error: str = "",
     status: int = 200,
 ) -> HttpResponse:
-    from calibration.calibration_plots import calibration_context
+    from calibration.calibration_plots import CALIBRATION_FIGURES, calibration_context
 
     context: dict[str, Any] = {
         "study": study,
@@ -66,7 +68,10 @@ def _render(
         "default_seed": CALIBRATION_SEED,
     }
     if stored is not None:
-        context.update(calibration_context(stored.report))
+        figures = {
+            name: reverse("calibration:figure", args=[study.slug, stored.pk, name]) for name in CALIBRATION_FIGURES
+        }
+        context.update(calibration_context(stored.report, figures=figures))
     return render(request, "calibration/calibration_page.html", context, status=status)
 
 

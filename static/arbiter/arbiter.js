@@ -35,6 +35,18 @@
       window.setTimeout(function () { window.location.assign(node.getAttribute("data-redirect")); }, seconds * 1000);
     });
   }
+  // A slug field suggested from a title (data-slug-from names the title input; the new-study
+  // upload): Django's slugify in short, until the researcher types a slug of their own.
+  document.addEventListener("input", function (event) {
+    const title = event.target;
+    if (!title.id) return;
+    document.querySelectorAll('[data-slug-from="' + title.id + '"]').forEach(function (slug) {
+      if (slug.dataset.edited) return;
+      slug.value = title.value.normalize("NFKD").replace(/[^\w\s-]/g, "").trim().toLowerCase()
+        .replace(/[-\s]+/g, "-").replace(/^[-_]+|[-_]+$/g, "").slice(0, 80);
+    });
+    if (title.hasAttribute("data-slug-from")) title.dataset.edited = title.value ? "1" : "";
+  });
   document.addEventListener("DOMContentLoaded", function () { armRedirects(document); });
   document.addEventListener("htmx:afterSettle", function (event) { armRedirects(event.target); });
 })();

@@ -241,12 +241,49 @@ def test_a_path_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.django_db
-def test_a_file_that_is_not_an_image(folders: Path) -> None:
+def test_a_file_not_named_like_an_image_is_a_stray_file(folders: Path) -> None:
+    """Issue 40: a notes.txt in a system folder stopped the real run; it is listed and left out."""
     (folders / "out" / "gpt" / "notes.txt").write_text("hello")
+    (folders / "refs" / "README").write_text("hello")
+    report = run(*folder_args(folders), "--dry-run")
+    assert "not images: 0\n" in report and "a real run would import this" in report
+    assert f"{folders / 'out/gpt/notes.txt'} (not an image by its extension: .png, .jpg, .jpeg, .webp)" in report
+    assert f"{folders / 'refs/README'} (not an image by its extension" in report
+    err = io.StringIO()
+    call_command("new_study", *folder_args(folders), stdout=io.StringIO(), stderr=err)
+    assert "ignored 3 stray files" in err.getvalue()  # p9.png, notes.txt, README
+    assert Page.objects.filter(study__slug="fs").count() == 4
+
+
+@pytest.mark.django_db
+def test_a_file_named_like_an_image_that_is_not_one_still_stops_the_run(folders: Path) -> None:
+    (folders / "out" / "gpt" / "notes.png").write_text("hello")
     report, _ = dry_run_stops(*folder_args(folders), "--dry-run")
-    assert "not images: 1\n" in report and "notes.txt: not a PNG, JPEG or WebP image" in report
-    assert fails(*folder_args(folders)) == f"{folders / 'out/gpt/notes.txt'}: not a PNG, JPEG or WebP image"
+    assert "not images: 1\n" in report and "notes.png: not a PNG, JPEG or WebP image" in report
+    assert fails(*folder_args(folders)) == f"{folders / 'out/gpt/notes.png'}: not a PNG, JPEG or WebP image"
     nothing_written()
+
+
+@pytest.mark.django_db
+def test_a_failed_render_with_a_near_match_gets_the_match_pattern_that_pairs_them(tmp_path: Path) -> None:
+    """Issue 40: sysB/page-03.png beside refs/page_03.png was a stray file plus a failed render."""
+    root = tmp_path / "in"
+    for i in (1, 2, 3):
+        png(root / "refs" / f"page_0{i}.png", shade=i)
+        png(root / "sysA" / f"page_0{i}.png", shade=i + 1)
+        png(root / "sysB" / (f"page-0{i}.png" if i == 3 else f"page_0{i}.png"), shade=i + 2)
+    args = ["pairwise_reference", "--reference", str(root / "refs"), "--system", f"sysA={root / 'sysA'}",
+            "--system", f"sysB={root / 'sysB'}", "--slug", "near"]
+    report = run(*args, "--dry-run")
+    hint = (f"sysB: page_03 ({root / 'sysB/page-03.png'} has the same number with another separator; "
+            "--match '(?P<page>\\d+)' would pair them (page ids become the numbers))")
+    assert hint in report
+    pattern = hint.split("--match '", 1)[1].split("'", 1)[0]
+    paired = run(*args, "--dry-run", "--match", pattern)
+    assert "pages missing a system's image: 0\n" in paired and "stray files: 0\n" in paired
+    err = io.StringIO()
+    call_command("new_study", *args, stdout=io.StringIO(), stderr=err)
+    assert "failed render sysB: page_03: " in err.getvalue() and f"--match '{pattern}'" in err.getvalue()
 
 
 @pytest.mark.django_db
@@ -278,7 +315,9 @@ def test_dry_run_stops_where_the_bundle_check_would(folders: Path) -> None:
     """The dry run checks study.json as the import does: it does not promise an import that a
     missing slug, a bad axis or a slug in use would stop."""
     no_slug = [a for a in folder_args(folders, "--dry-run") if a not in ("--slug", "fs")]
-    assert dry_run_stops(*no_slug)[1] == "a real run would stop: study.json $.slug: required key is missing"
+    # Issue 40: one line naming --slug, not study.json's $.slug twice.
+    expected = '--slug: required: the new study\'s slug, as in --slug my-study (or "slug" in --options)'
+    assert fails(*no_slug) == expected and fails(*no_slug[:-1]) == expected
     _, message = dry_run_stops(*folder_args(folders, "--dry-run", "--option", 'axes=[{"name": "x"}]'))
     assert message == "a real run would stop: study.json $.axes[0].id: required key is missing"
     nothing_written()
@@ -357,6 +396,39 @@ def test_upload_page_dry_run_and_create(folders: Path, researcher: Any) -> None:
 
 
 @pytest.mark.django_db
+def test_upload_page_takes_a_title_and_suggests_the_slug_from_it(folders: Path, researcher: Any) -> None:
+    """Issue 40: a researcher who never wrote a study.json got "study.json $.slug: required key is missing"."""
+    client = Client()
+    client.force_login(researcher)
+    page = client.get("/studies/new/").content.decode()
+    assert 'name="title"' in page and 'name="slug"' in page and 'data-slug-from="id_title"' in page
+    archive = ("out/gpt", "out/claude")
+    nameless = client.post("/studies/new/", {"kind": "rating", "archive": zipped(folders, names=archive), "dry_run": "1"})
+    assert b"a real run would stop: slug: required: give the study a slug (or a title to make one from)" in nameless.content
+    form = {"kind": "rating", "title": "Table fidelity, March run"}
+    dry = client.post("/studies/new/", {**form, "archive": zipped(folders, names=archive), "dry_run": "1"})
+    assert dry.status_code == 200 and b"a real run would import this" in dry.content
+    made = client.post("/studies/new/", {**form, "archive": zipped(folders, names=archive)})
+    assert made.status_code == 302 and made["Location"].endswith("/studies/table-fidelity-march-run/")
+    assert Study.objects.get(slug="table-fidelity-march-run").title == "Table fidelity, March run"
+    typed = client.post("/studies/new/", {**form, "slug": "mine", "archive": zipped(folders, names=archive)})
+    assert typed.status_code == 302 and Study.objects.filter(slug="mine").exists()
+    twice = client.post("/studies/new/", {**form, "slug": "x", "options": '{"slug": "y"}', "archive": zipped(folders, names=archive)})
+    assert twice.status_code == 400 and b"option &#x27;slug&#x27; is given twice" in twice.content
+
+
+@pytest.mark.django_db
+def test_api_takes_a_title_and_a_slug(folders: Path, researcher: Any) -> None:
+    client = APIClient()
+    client.force_authenticate(researcher)
+    form = {"kind": "rating", "title": "Über study"}
+    made = client.post("/api/studies/new/", {**form, "file": zipped(folders, names=("out/gpt", "out/claude"))},
+                       format="multipart")
+    assert made.status_code == 201, made.content
+    assert made.json()["slug"] == "uber-study" and Study.objects.get(slug="uber-study").title == "Über study"
+
+
+@pytest.mark.django_db
 def test_a_link_leading_out_of_the_manifests_folder(folders: Path, tmp_path: Path) -> None:
     outside = png(tmp_path / "elsewhere" / "secret.png")
     (folders / "out" / "gpt" / "link.png").symlink_to(outside)
@@ -403,3 +475,33 @@ def test_researcher_option_makes_the_account_see_the_study(folders: Path, resear
     other[other.index("fs")] = "fs-2"
     run(*other)  # without the option: no researcher
     assert not Study.objects.get(slug="fs-2").researchers.exists()
+
+
+@pytest.mark.django_db
+def test_a_link_leading_out_of_a_system_or_reference_folder(folders: Path, tmp_path: Path) -> None:
+    """Issue 37 item 5: folder mode refuses links out of the folder, as manifests do."""
+    outside = png(tmp_path / "elsewhere" / "secret.png")
+    (folders / "out" / "gpt" / "p8.png").symlink_to(outside)
+    message = fails(*folder_args(folders))
+    assert message == f"{folders / 'out/gpt'}: p8.png: the path climbs out of its folder"
+    (folders / "out" / "gpt" / "p8.png").unlink()
+    (folders / "refs" / "p8.png").symlink_to(folders / "out" / "gpt" / "p0.png")  # a sibling folder is outside too
+    assert fails(*folder_args(folders)) == f"{folders / 'refs'}: p8.png: the path climbs out of its folder"
+    nothing_written()
+    (folders / "refs" / "p8.png").unlink()
+    (folders / "refs" / "p8.png").symlink_to(folders / "refs" / "p0.png")  # inside its own folder: read
+    assert "pages: 5 (5 reference images)" in run(*folder_args(folders), "--dry-run")
+
+
+@pytest.mark.django_db
+def test_a_pattern_that_backtracks_is_stopped_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37 item 2: each file name is matched with a time limit, and all of them with a budget."""
+    for n in range(28, 31):
+        png(tmp_path / "refs" / f"{'a' * n}!.png")
+        png(tmp_path / "a" / f"{'a' * n}!.png")
+    args = ("pairwise_reference", "--reference", str(tmp_path / "refs"), "--system", f"a={tmp_path / 'a'}", "--slug", "m")
+    message = fails(*args, "--match", r"^(a|aa)+$")
+    assert message.startswith("--match: the pattern takes too long on the file name 'aaaa")
+    monkeypatch.setattr("annotation.services.new_study.MATCH_SECONDS_TOTAL", 0.0)
+    assert fails(*args, "--match", r"(?P<page>a+)") == "--match: matching the file names took over 0 s; simplify the pattern"
+    assert fails(*args, "--match", "(").startswith("--match: not a regular expression")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import re
+import shlex
+from html import unescape
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.test import Client
 
 from annotation.errors import ValidationFailed
-from annotation.models import Assignment, AssignmentState, AuditEvent
+from annotation.models import GOLD_EXPECTED, Assignment, AssignmentState, AuditEvent, Block, Trial
 from annotation.services.scheduling import blocks_schedule
 from annotation.views.research import schedule_error_words, schedule_proposal
 from tests.annotation.rater_factories import make_rater_study
@@ -171,3 +175,46 @@ def test_blocks_schedule_unaffected() -> None:
     rs = make_rater_study(slug="plain")
     made = blocks_schedule(study=rs.study, blocks=2, block_size=8, repeats=1, min_gap=2, raters=[1, 1], seed=1)
     assert len(made) == 2
+
+
+@pytest.mark.parametrize("pages", [2, 6])
+def test_the_suggested_schedule_command_runs_for_this_study(admin_user, researcher, pages) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: the raters page suggested ``--blocks 8 --block-size 234`` whatever the study's size."""
+    rs = make_rater_study(pages=pages)
+    rs.study.researchers.add(researcher)
+    shown = []
+    for user in (admin_user, researcher):
+        page = logged_in(user).get(f"/research/studies/{rs.study.slug}/raters/").content.decode()
+        shown.append(unescape(re.search(r'<code id="schedule-command">([^<]+)</code>', page).group(1)))
+    assert shown[0] == shown[1] and "--block-size 234" not in shown[0]
+    words = shlex.split(shown[0])
+    assert words[:3] == ["manage.py", "schedule_blocks", rs.study.slug]
+    out = io.StringIO()
+    call_command(*words[1:], stdout=out)
+    assert Block.objects.filter(study=rs.study).exists() and "left unscheduled" in out.getvalue()
+
+
+def test_the_schedule_form_takes_gold_trials_and_adaptive_allocation(admin_user) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: gold trials and adaptive allocation were only on the command line."""
+    rs = make_rater_study(pages=6)
+    client = logged_in(admin_user)
+    page = client.get(f"/research/studies/{rs.study.slug}/raters/").content.decode()
+    assert 'name="gold"' in page and 'name="allocation"' in page and 'value="adaptive"' in page
+    r = client.post(f"/research/studies/{rs.study.slug}/schedule/",
+                    {"blocks": 2, "block_size": 8, "repeats": 1, "min_gap": 2, "raters": "1,1", "seed": 1,
+                     "gold": 2, "allocation": "adaptive", "target_k": 2}, follow=True)
+    assert "Schedule created: 2 blocks" in r.content.decode()
+    rs.study.refresh_from_db()
+    assert rs.study.options["gold_trials"] == 2
+    assert rs.study.options["allocation"] == "adaptive" and rs.study.options["allocation_target"]["k"] == 2
+    assert Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).count() == 2 * 2
+
+
+def test_a_refused_allocation_schedules_nothing(admin_user) -> None:  # type: ignore[no-untyped-def]
+    rs = make_rater_study(pages=6)
+    r = logged_in(admin_user).post(f"/research/studies/{rs.study.slug}/schedule/",
+                                   {"blocks": 2, "block_size": 8, "repeats": 1, "min_gap": 2, "raters": "1,1",
+                                    "seed": 1, "allocation": "sometimes"}, follow=True)
+    message = re.search(r'<li class="error">([^<]+)</li>', r.content.decode())
+    assert message and "Allocation: must be one of uniform, adaptive" in unescape(message.group(1))
+    assert not Block.objects.filter(study=rs.study).exists()

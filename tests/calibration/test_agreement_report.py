@@ -19,6 +19,7 @@ from annotation.selectors.votes import votes_frame
 from annotation.services.votes_csv import votes_import_csv
 from calibration.services.agreement import agreement_report_compute, agreement_report_for_study
 from tests.annotation.factories import EXAMPLE_ROWS, make_rated_study, make_study, write_votes_csv
+from tests.calibration.figure_checks import page_figures
 
 pytestmark = pytest.mark.django_db
 
@@ -223,8 +224,10 @@ def test_page_for_the_researcher(client: Client, researcher, rated) -> None:  # 
     assert response.status_code == 200
     body = response.content.decode()
     assert "200 bootstrap resamples" in body
-    assert body.count('src="data:image/svg+xml;base64,') == 4
     assert "Fleiss κ" in body
+    # The figures are drawn on requests of their own, so the page shows its numbers at once.
+    sources = page_figures(client, body, under="/studies/rated/agreement/figures/", count=4)
+    assert client.get(sources[0].replace("/agreement.svg", "/nothing.svg")).status_code == 404
     response = client.get("/studies/rated/agreement/?bootstrap=30&seed=4")
     assert response.status_code == 200 and "30 bootstrap resamples" in response.content.decode()
     response = client.get("/studies/rated/agreement/?bootstrap=lots")
@@ -248,6 +251,10 @@ def test_page_access_by_persona(client: Client, rated, other_researcher, rater_u
     client.force_login(rater_user)
     assert client.get("/studies/rated/agreement/").status_code == 403
     assert client.get("/studies/rated/agreement/report.html").status_code == 403
+    figure = "/studies/rated/agreement/figures/0123456789abcdef0123456789abcdef/agreement.svg"
+    assert client.get(figure).status_code == 403
+    client.force_login(other_researcher)
+    assert client.get(figure).status_code == 404
 
 
 def test_api_returns_the_report(client: Client, researcher, rated) -> None:  # type: ignore[no-untyped-def]

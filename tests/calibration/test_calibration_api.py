@@ -12,6 +12,7 @@ from calibration.models import CalibrationReport, CoefficientSet
 from calibration.services.calibration import calibration_report_for_study, coefficient_set_freeze
 from stats.judge_weights import calibrate
 from tests.calibration.cal_factories import make_calibration_study
+from tests.calibration.figure_checks import page_figures
 
 pytestmark = pytest.mark.django_db
 
@@ -131,7 +132,7 @@ def test_post_import_personas(cal, other_researcher, rater_user) -> None:  # typ
     assert not CoefficientSet.objects.exists()
 
 
-def test_page_computes_once_then_freezes(cal, researcher) -> None:  # type: ignore[no-untyped-def]
+def test_page_computes_once_then_freezes(cal, researcher, other_researcher) -> None:  # type: ignore[no-untyped-def]
     client = Client()
     client.force_login(researcher)
     page = client.get("/studies/cal-api/calibration/")
@@ -142,7 +143,15 @@ def test_page_computes_once_then_freezes(cal, researcher) -> None:  # type: igno
     for judge in cal.judges:
         assert judge in html
     assert "<script>" not in html.split("</head>", 1)[1]  # no inline script in the body (CSP)
-    assert 'src="data:image/svg+xml;base64,' in html
+    # The figures are drawn on requests of their own, so the page shows its tables at once.
+    sources = page_figures(client, html, under=f"/studies/cal-api/calibration/figures/{stored.pk}/", count=4)
+    assert sorted(src.rsplit("/", 1)[1] for src in sources) == sorted(
+        f"{name}.svg" for name in ("coefficients", "reliability", "per_block", "diagnostics")
+    )
+    assert client.get(f"/studies/cal-api/calibration/figures/{stored.pk + 1}/reliability.svg").status_code == 404
+    outsider = Client()
+    outsider.force_login(other_researcher)
+    assert outsider.get(sources[0]).status_code == 404
     client.get("/studies/cal-api/calibration/")
     assert CalibrationReport.objects.filter(study=cal.study).count() == 1  # shown again, not recomputed
 

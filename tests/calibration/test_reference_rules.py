@@ -152,6 +152,20 @@ def test_quality_page_flags_raters_beyond_the_thresholds(rated, client, admin_us
     client.force_login(admin_user)
     html = client.get(f"/research/studies/{rated.slug}/raters/quality/").content.decode()
     assert "<th>Flags</th>" in html and "position bias (left share beyond 0.5 ± 0.3)" in html
+    # Issue 40: the footnote says the rules apply by default, not only with --rules.
+    footnote = " ".join(html.split("Flags: raters beyond", 1)[1].split("</p>", 1)[0].split())
+    assert "reports apply them by default" in footnote and "--no-rules" in footnote and "--rules<" not in footnote
+
+
+def test_the_commands_rules_help_names_the_gold_rule_and_the_default() -> None:
+    """Issue 40: ``agreement_report --help`` listed the --rules rules without gold."""
+    from calibration.management.commands.agreement_report import Command as AgreementReport
+    from calibration.management.commands.calibrate import Command as Calibrate
+
+    for command, name in ((AgreementReport(), "agreement_report"), (Calibrate(), "calibrate")):
+        text = " ".join(command.create_parser("manage.py", name).format_help().split())
+        assert "(gold trials, hidden repeats, too fast, straight-lining, position bias)" in text
+        assert "A study with saved rules or gold trials has them applied by default" in text
 
 
 def test_quality_page_sets_the_reference_rules(rated, client, admin_user) -> None:  # type: ignore[no-untyped-def]

@@ -50,3 +50,21 @@ def test_the_local_settings_serve_static_files_from_the_source_folders(tmp_path:
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=15)
+
+
+def test_make_run_installs_the_apps_packages_once_and_says_what_each_step_does() -> None:
+    """Issue 40: a quieter, faster first run (no pip upgrade each time, no dev tools for `make run`,
+    each demo study built only when missing, a line per step)."""
+    def dry(target: str) -> str:
+        return subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              check=True).stdout
+
+    run = dry("run")
+    assert "--upgrade pip" not in run and "pip install --quiet -e ." in run and ".[dev]" not in run
+    assert run.count("manage.py shell") == 1  # one Django start finds the demo studies that are missing
+    for step in ("Python packages the app needs", "htmx from the npm registry", "database migrations",
+                 "demo study 'demo'", "calibration of the demo's judges"):
+        assert f"==> {step}" in run or step in run
+    test = dry("test")
+    assert "pip install --quiet -e '.[dev]'" in test and "--upgrade pip" not in test
+    assert 'license = "Apache-2.0"' in (ROOT / "pyproject.toml").read_text()

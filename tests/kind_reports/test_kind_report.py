@@ -13,8 +13,10 @@ import io
 import json
 import math
 import re
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from html import unescape
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -29,6 +31,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from annotation.models import AssignmentState, Candidate, Comparison, Predicate, Rater, Study
 from kind_reports.services import kind_report_build
+from tests.calibration.figure_checks import page_figures
 from tests.kind_reports.kind_report_factories import VoteWriter, canonical, import_kind_study
 
 pytestmark = pytest.mark.django_db
@@ -800,14 +803,20 @@ def test_html_export_is_self_contained_and_reproducible(tmp_path: Path, builder:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_page_for_the_researcher_with_downloads(client: Client, tmp_path: Path, researcher: Any) -> None:
+def test_page_for_the_researcher_with_downloads(
+    client: Client, tmp_path: Path, researcher: Any, other_researcher: Any
+) -> None:
     build_rating(tmp_path, researchers=(researcher,))
     client.force_login(researcher)
     response = client.get("/research/studies/rt/kind-report/")
     assert response.status_code == 200
     body = response.content.decode()
     assert "1000 bootstrap resamples" in body
-    assert body.count('src="data:image/svg+xml;base64,') == 2
+    # The figures are drawn on requests of their own, so the page shows its numbers at once.
+    sources = page_figures(client, body, under="/research/studies/rt/kind-report/figures/", count=2)
+    client.force_login(other_researcher)
+    assert client.get(sources[0]).status_code == 404
+    client.force_login(researcher)
     assert (
         "/research/studies/rt/kind-report.json?" in body and "/research/studies/rt/kind-report.html?" in body
     )
@@ -836,7 +845,11 @@ def test_page_empty_state_and_other_kinds(client: Client, tmp_path: Path, resear
     response = client.get("/research/studies/fresh/kind-report/")
     assert response.status_code == 200
     body = response.content.decode()
-    assert "No votes yet." in body and f"schedule_blocks {study.slug}" in body
+    assert "No votes yet." in body and f"schedule_blocks {study.slug} --blocks " in body
+    suggested = unescape(body.split("schedule its blocks (", 1)[1].split(")", 1)[0])
+    out = io.StringIO()
+    call_command(*shlex.split(suggested)[1:], stdout=out)  # issue 40: the suggestion runs for this study
+    assert "left unscheduled" in out.getvalue()
     assert "data:image/svg+xml" not in body and "kind-report.json" not in body
     response = client.get("/research/studies/ref/kind-report/")
     assert response.status_code == 400 and "use agreement_report" in response.content.decode()

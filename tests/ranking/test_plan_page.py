@@ -118,10 +118,8 @@ def test_a_study_page_prefills_it_as_pilot_and_a_brier_plan_uses_its_judges(
     study_page = client.get(reverse("studies:detail", args=["brier-pilot"])).content.decode()
     assert reverse("ranking:plan-study", args=["brier-pilot"]) in study_page
     form = client.get(reverse("ranking:plan-study", args=["brier-pilot"])).content.decode()
-    assert (
-        '<option value="brier-pilot" selected>' in form
-        and 'id="source-pilot" name="source" type="radio" value="pilot" checked' in form
-    )
+    assert '<option value="brier-pilot" selected>pilot study brier-pilot</option>' in form
+    assert 'name="source"' not in form  # one menu says where the assumptions come from
     fields = {
         "source": "pilot",
         "pilot": "brier-pilot",
@@ -189,3 +187,23 @@ def test_the_api_lists_plans_newest_first_a_page_at_a_time(researcher, other_res
     assert [p["id"] for p in rest["results"]] == [mine[2].pk, mine[1].pk] and rest["previous"]
     last = client.get(reverse("ranking:api-plans"), {"limit": 2, "offset": 4}).json()
     assert [p["id"] for p in last["results"]] == [mine[0].pk] and last["next"] is None
+
+
+@pytest.mark.parametrize("source", [None, "stated"])
+def test_the_pilot_picked_on_the_planner_page_is_the_one_planned_from(
+    researcher, django_capture_on_commit_callbacks, source
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: /plan/ with a pilot picked planned from the stated assumptions (a radio stayed on them)."""
+    ranked = make_ranked_study("picked-pilot", n_pages=8, n_human_pages=8, researchers=[researcher])
+    add_votes(ranked, rng=np.random.default_rng(5), n_raters=3)
+    client = login(researcher)
+    form = client.get(reverse("ranking:plan")).content.decode()
+    assert '<option value="" selected>' not in form and '<option value="picked-pilot">' in form
+    fields = {**QUICK, "pilot": "picked-pilot", "systems": "9"}
+    if source is None:
+        del fields["source"]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("ranking:plan"), fields)
+    run = StudyPlanRun.objects.get()
+    assert response.status_code == 302 and run.status == StudyPlanRun.Status.DONE, run.error
+    assert run.pilot == Study.objects.get(slug="picked-pilot") and run.parameters["systems"] is None

@@ -95,13 +95,18 @@ class Command(ArbiterCommand):
                 raise ValidationFailed(f"option {key!r} is given twice", where="--option")
             flags[key] = parsed
         sources.append(("the command line", flags))
+        options_given = merged_options(sources)
+        if not options_given.get("slug"):
+            raise ValidationFailed(
+                'required: the new study\'s slug, as in --slug my-study (or "slug" in --options)', where="--slug"
+            )
         data = NewStudyInput(
             kind=options["kind"],
             reference=options["reference"],
             systems=tuple(_system(v) for v in options["system"]),
             manifest=options["manifest"],
             match=options["match"],
-            options=merged_options(sources),
+            options=options_given,
             briefs=options["briefs"],
             predicates=options["predicates"],
             comparisons=options["comparisons"],
@@ -120,6 +125,8 @@ class Command(ArbiterCommand):
         if plan.stray:
             n = len(plan.stray)
             self.stderr.write(f"ignored {n:,} stray file{'s' if n != 1 else ''} (new_study --dry-run lists them)")
+        for (page, system), hint in list(plan.near_matches.items())[:3]:
+            self.stderr.write(f"failed render {system}: {page}: {hint}")
         self.stdout.write(study.slug)
         self.stdout.write(
             f"{counts['pages']:,} pages, {counts['systems']:,} systems, {counts['images']:,} images; bundle kept in {kept}"

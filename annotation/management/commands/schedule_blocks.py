@@ -10,10 +10,9 @@ from annotation.errors import NotFound, ValidationFailed
 from annotation.kinds import design_of
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from annotation.services.adaptive_allocation import allocation_check, study_allocation_set
+from annotation.services.adaptive_allocation import study_schedule
 from annotation.services.scheduling import (
     DEFAULT_CHECKS,
-    blocks_schedule,
     default_rater_targets,
     schedulable_count,
     unit_noun,
@@ -71,15 +70,13 @@ class Command(ArbiterCommand):
         seed = options["seed"] if options["seed"] is not None else study.seed
         repeats = options["repeats"] if options["repeats"] is not None else study.hidden_repeats
         min_gap = options["min_gap"] if options["min_gap"] is not None else study.min_gap
-        allocation_check(study=study, allocation=options["allocation"])
-        blocks = blocks_schedule(
+        blocks = study_schedule(
             study=study, blocks=options["blocks"], block_size=options["block_size"], repeats=repeats,
             min_gap=min_gap, seed=seed, checks=options["checks"], gold=options["gold"],
             raters=rater_targets(options["raters"]) if options["raters"] is not None
             else default_rater_targets(study, options["blocks"]),
+            allocation=options["allocation"], target_k=options["target_k"],
         )
-        if options["allocation"] == "adaptive":
-            study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": options["target_k"]})
         noun = unit_noun(study)
         left_out = schedulable_count(study) - sum(b.items.count() for b in blocks)
         study.refresh_from_db(fields=["options"])

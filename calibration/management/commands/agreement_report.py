@@ -1,6 +1,8 @@
 """``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--rules [PATH] | --no-rules]`` (SPEC §5, §9, §10).
 
-``--rules`` applies the study's exclusion rules (issue 17; stored settings, with a JSON file's on top).
+The study's exclusion rules apply by default once it has saved rules or gold trials (issue 30);
+``--rules`` applies them in any case (stored settings, with a JSON file's on top; issue 17), and
+``--no-rules`` gives the raw figures.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ class Command(ArbiterCommand):
             nargs="?",
             const="",
             default=None,
-            help="apply the exclusion rules (hidden repeats, too fast, straight-lining, position bias): the "
-            "study's stored settings, or a JSON file of settings on top; the report gains 'exclusions'",
+            help="apply the exclusion rules (gold trials, hidden repeats, too fast, straight-lining, position "
+            "bias): the study's stored settings, or a JSON file of settings on top. A study with saved rules or "
+            "gold trials has them applied by default, without --rules; the report then gains 'exclusions'",
         )
         parser.add_argument(
             "--no-rules", action="store_true",

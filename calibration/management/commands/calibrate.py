@@ -46,8 +46,10 @@ class Command(ArbiterCommand):
             nargs="?",
             const="",
             default=None,
-            help="apply the exclusion rules to the human votes first (the study's stored settings, or a JSON "
-            "file of settings on top); the report gains 'exclusions'",
+            help="apply the exclusion rules (gold trials, hidden repeats, too fast, straight-lining, position "
+            "bias) to the human votes first: the study's stored settings, or a JSON file of settings on top. A "
+            "study with saved rules or gold trials has them applied by default, without --rules; the report "
+            "then gains 'exclusions'",
         )
         parser.add_argument(
             "--no-rules", action="store_true",

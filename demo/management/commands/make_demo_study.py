@@ -21,6 +21,7 @@ from demo.kinds.pairwise_reference import DEMO as REFERENCE
 
 
 class Command(ArbiterCommand):
+    shows_progress = True  # the stage and its time on a terminal's stderr (`make run` builds four demos)
     help = (
         "Create a synthetic demo study of one kind (images, simulated raters' votes; simulated judge outputs "
         "for pairwise_reference)."
