@@ -24,14 +24,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import imagecodecs
-import numpy as np
 from django.conf import settings
 from PIL import Image, ImageDraw, ImageFile, ImageOps
 
 from annotation.errors import ValidationFailed
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ALLOWED_FORMATS = ("PNG", "JPEG", "WEBP")
 ImageFile.LOAD_TRUNCATED_IMAGES = False
@@ -89,6 +90,9 @@ def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
     (a copy out of Pillow costs as much as the encoding).
     """
     if image.mode in _FAST_MODES and "transparency" not in image.info and image.width * image.height <= _FAST_MAX_PIXELS:
+        import imagecodecs  # with NumPy: loaded by the processes that encode images only
+        import numpy as np
+
         pixels = array if array is not None else np.asarray(image)
         return bytes(imagecodecs.png_encode(pixels, level=PNG_LEVEL, filter=imagecodecs.PNG.FILTER.UP))
     buffer = io.BytesIO()
@@ -112,6 +116,9 @@ def _fast_png_array(image: Image.Image, data: bytes) -> np.ndarray | None:
     # also occur inside compressed data, which only sends the image to Pillow.
     if "exif" in image.info or b"eXIf" in data:
         return None
+    import imagecodecs
+    import numpy as np
+
     try:
         array = imagecodecs.png_decode(data)
     except imagecodecs.PngError as exc:

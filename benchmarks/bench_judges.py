@@ -11,8 +11,6 @@ comparison per page × 2 orders × 2 repeats = 2,000 calls. Two scenarios:
 - ``as stored``: no image limits, the stored PNGs are sent (read + base64 + JSON);
 - ``repair``: ``max_image_edge = 600``, every image is re-encoded as JPEG and downscaled (each
   distinct image once per process, then from the prepared-image cache).
-``--scenarios no-group-commit`` adds the as-stored run with every write its own autocommit (no
-group commit, judges/services/group_commit.py), for a comparison in the same conditions.
 Reported: calls per second against the ideal 80/s, and CPU time per call spent building the
 request (image encoding included), measured with ``time.thread_time`` around the builder.
 
@@ -142,8 +140,7 @@ def cold_build_cpu(study, judge, n: int = 60) -> float:  # type: ignore[no-untyp
     return 1000 * spent / len(comparisons)
 
 
-def scenario(name: str, study, url: str, repeats: int, *, group_commit: bool = True,  # type: ignore[no-untyped-def]
-             **limits: object) -> dict[str, float]:
+def scenario(name: str, study, url: str, repeats: int, **limits: object) -> dict[str, float]:  # type: ignore[no-untyped-def]
     import judges.request_building as rb
     import judges.services.calls as calls
     from judges.models import Judge, JudgeOutput
@@ -168,9 +165,6 @@ def scenario(name: str, study, url: str, repeats: int, *, group_commit: bool = T
                 build_cpu.append(spent)
 
     calls.build_judge_request = timed  # instrumentation only: the code path is unchanged
-    committed = calls.committed
-    if not group_commit:  # the comparison run: every write its own autocommit, as before issue 14's last pass
-        calls.committed = lambda op: op()  # type: ignore[assignment]
     try:
         cpu0 = time.process_time()
         t0 = time.perf_counter()
@@ -179,7 +173,6 @@ def scenario(name: str, study, url: str, repeats: int, *, group_commit: bool = T
         cpu = time.process_time() - cpu0
     finally:
         calls.build_judge_request = original
-        calls.committed = committed
     n = len(plan.output_ids)
     valid = JudgeOutput.objects.filter(judge=judge, status="valid").count()
     ms = sorted(x * 1000 for x in build_cpu)
@@ -238,8 +231,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="repeats per order (2 orders each)")
     parser.add_argument("--batch-only", action="store_true", help="only the batch-mode figure")
     parser.add_argument("--scenarios", default="as-stored,repair,batch",
-                        help="comma-separated subset of as-stored, repair, batch, no-group-commit "
-                             "(as stored with every write its own transaction, for comparison)")
+                        help="comma-separated subset of as-stored, repair, batch")
     args = parser.parse_args()
 
     import django
@@ -263,8 +255,6 @@ def main() -> None:
         chosen = {"batch"} if args.batch_only else set(args.scenarios.split(","))
         if "as-stored" in chosen:
             scenario("as stored", study, url, args.repeats)
-        if "no-group-commit" in chosen:
-            scenario("as stored, no group commit", study, url, args.repeats, group_commit=False)
         if "repair" in chosen:
             scenario("repair", study, url, args.repeats, max_image_edge=600)
         if "batch" in chosen:

@@ -8,12 +8,12 @@ paper. The researcher page (``calibration/agreement_page.html``) shows the same 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.template.loader import render_to_string
 
-from calibration import agreement_plots
-from stats.agreement import AgreementResult
+if TYPE_CHECKING:
+    from stats.agreement import AgreementResult
 
 #: The agreement report's figures, in page order.
 AGREEMENT_FIGURES = ("agreement", "h_histogram", "rater_quality", "human_ranking")
@@ -25,6 +25,8 @@ def agreement_figure(name: str, report: Mapping[str, Any], loro_scores: Mapping[
     ``loro_scores`` is ``AgreementResult.leave_one_rater_out_scores()`` of the computation the
     report was serialized from (the per-system leave-one-rater-out fits, SPEC §5).
     """
+    from calibration import agreement_plots  # matplotlib: only when a figure is drawn
+
     if name == "agreement":
         return agreement_plots.agreement_intervals_plot(report)
     if name == "h_histogram":

@@ -39,7 +39,7 @@ from annotation.models import Comparison, Study, Trial
 from annotation.progress import progress_step
 from annotation.roles import ADMIN, RESEARCHER, ensure_groups
 from annotation.services.answers import trial_next, vote_submit
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.participants import (
     participant_claim,
     participant_rater_get_or_create,

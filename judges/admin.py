@@ -9,7 +9,6 @@ from django.contrib import admin
 
 from annotation.errors import ValidationFailed
 from judges.models import Judge, JudgeOutput
-from judges.services.judges import CALLABLE_PROVIDERS, judge_validate_fields
 
 
 class JudgeAdminForm(forms.ModelForm):
@@ -28,6 +27,9 @@ class JudgeAdminForm(forms.ModelForm):
         }
 
     def clean(self) -> dict[str, Any]:
+        # The provider adapters load with the first form checked, not with every process's admin.
+        from judges.services.judges import CALLABLE_PROVIDERS, judge_validate_fields
+
         data = super().clean() or {}
         if data.get("provider") in CALLABLE_PROVIDERS:
             try:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from django.db.models import Count, Q, Sum
 
 from annotation.models import ComparisonSet, Study
@@ -19,6 +18,9 @@ from annotation.selectors.candidate_versions import (
 from judges.costs import Prices, cost_usd
 from judges.models import Judge, JudgeOutput, OutputStatus
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 UNKNOWN_TEMPLATE = "unknown"  # outputs imported without a prompt_sha256
 FRAME_COLUMNS = ("comparison", "judge", "family", "order", "repeat", "status", "winner", "confidence")
 
@@ -29,6 +31,8 @@ def judge_outputs_frame(*, study: Study, set: str | None = None) -> pd.DataFrame
     Columns: comparison (bundle id), judge (name), family, order, repeat, status, winner and
     confidence (canonical; None unless status is valid).
     """
+    import pandas as pd
+
     rows = JudgeOutput.objects.filter(comparison__study=study)
     if set:
         rows = rows.filter(comparison__set=set)
@@ -213,6 +217,8 @@ def judge_outputs_frame_as_labelled(*, study: Study) -> pd.DataFrame:
     while calls run on a touched comparison). A comparison keeps its current outputs when most of
     its votes are on the current versions, or when it has no votes.
     """
+    import pandas as pd
+
     frame = judge_outputs_frame(study=study, set=ComparisonSet.HUMAN)
     replaced = replaced_comparisons(study=study, set=ComparisonSet.HUMAN)
     if not replaced:

@@ -11,7 +11,6 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from kind_reports.figures import RULE_LABELS, hygiene_plot
 from kind_reports.kinds import REPORTS
 
 #: The report's figures: the kind's own plot, and what the exclusion rules removed.
@@ -20,6 +19,8 @@ KIND_FIGURES = ("analysis", "hygiene")
 
 def kind_figure(name: str, report: Mapping[str, Any]) -> str:
     """One figure of the report (``KIND_FIGURES``) as an SVG data URI."""
+    from kind_reports.figures import hygiene_plot
+
     if name == "analysis":
         spec = REPORTS[report["kind"]]
         return spec.figure(report[spec.analysis_key])
@@ -37,6 +38,8 @@ def kind_context(
     *, study: Any, report: Mapping[str, Any], figures: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """Template context shared by the standalone export and the researcher page."""
+    from kind_reports.figures import RULE_LABELS
+
     spec = REPORTS[report["kind"]]
     hygiene = report["hygiene"]
     removed = [{**r, "label": RULE_LABELS.get(r["rule"], r["rule"])} for r in hygiene.get("removed") or []]

@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from django.db.models import F
 
 from annotation.models import AssignmentState, Candidate, Predicate, Rater, Study, System, Trial
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Trial field → ORM path (every kind); the kind's report adds its unit's fields.
 TRIAL_FIELDS: dict[str, str] = {
@@ -64,6 +66,8 @@ def screened_out_count(*, study: Study) -> int:
 
 def scores_frame(*, study: Study) -> pd.DataFrame:
     """Every item's imported metric scores (``item, metric, score``; the metric range is over all)."""
+    import pandas as pd
+
     rows = [
         {"item": item, "metric": str(metric), "score": score}
         for item, metrics in Candidate.objects.filter(page__study=study)
@@ -76,6 +80,8 @@ def scores_frame(*, study: Study) -> pd.DataFrame:
 
 def checklist_predicates_frame(*, study: Study) -> pd.DataFrame:
     """Every predicate of the study: its brief (cluster), question type and automatic answer."""
+    import pandas as pd
+
     rows = [
         {
             "predicate": external_id,

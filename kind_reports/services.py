@@ -36,9 +36,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.errors import ValidationFailed
 from annotation.files import output_path_check, write_texts_atomic
@@ -52,10 +50,11 @@ from calibration.services.exclusion_rules import hygiene_rules, read_rules_file
 from kind_reports.kinds import report_of
 from kind_reports.kinds.base import KindReportSpec, KindSettings
 from kind_reports.selectors import answered_trial_rows, screened_out_count
-from stats.checklist import DEFAULT_K
-from stats.hygiene import HygieneResult, apply_hygiene
-from stats.rating import DEFAULT_MARGIN, DEFAULT_SCALE
-from stats.serialize import json_safe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from stats.hygiene import HygieneResult
 
 DEFAULT_RESAMPLES = 2000  # the command's default, as agreement_report
 PAGE_RESAMPLES = 1000  # the researcher page computes on request
@@ -79,6 +78,9 @@ class NoKindVotes(ValidationFailed):
 
 
 def kind_settings(study: Study, spec: KindReportSpec) -> KindSettings:
+    from stats.checklist import DEFAULT_K
+    from stats.rating import DEFAULT_MARGIN, DEFAULT_SCALE
+
     options = study.options if isinstance(study.options, dict) else {}
     scale = options.get("scale") or list(DEFAULT_SCALE)
     return KindSettings(
@@ -113,6 +115,8 @@ class KindFrames:
 
 def kind_frames(study: Study) -> KindFrames:
     """Read the study's answered trials into the hygiene and data frames (module docstring)."""
+    import pandas as pd
+
     spec = report_of(study)
     settings = kind_settings(study, spec)
     rows = answered_trial_rows(study=study, unit=design_of(study).unit, unit_fields=spec.unit_fields)
@@ -214,6 +218,9 @@ def kind_report_compute(
     agreement → the hygiene report. Raises ``ValidationFailed`` (one line) on bad input and
     ``NoKindVotes`` when nothing has been answered yet.
     """
+    from stats.hygiene import apply_hygiene
+    from stats.serialize import json_safe
+
     spec = report_of(study)
     resamples, seed = check_bootstrap_options(
         resamples, study.seed if seed is None else seed, max_resamples=MAX_RESAMPLES

@@ -37,8 +37,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 _MAX_RESTARTS = 50
 
@@ -89,6 +92,8 @@ def _extra_pairs(
     rng: np.random.Generator,
 ) -> set[tuple[int, int]]:
     """Choose ``extra`` pairs (forced ⊆ chosen ⊆ allowed ∪ forced) with near-equal degrees."""
+    import numpy as np
+
     if len(forced) > extra:
         raise ValueError(
             f"the human-study comparisons already put {len(forced)} pairs at the upper pair quota, "
@@ -169,6 +174,8 @@ def make_deployment_schedule(
     ``n_comparisons``: N, the total including ``existing``. Raises ValueError when the quotas
     cannot be met (too few eligible pages, or the human study already exceeds a pair quota).
     """
+    import numpy as np
+
     system_list = [str(s) for s in systems]
     if len(system_list) < 2:
         raise ValueError("a deployment schedule needs at least 2 systems")

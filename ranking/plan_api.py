@@ -23,7 +23,7 @@ from annotation.api.permissions import IsResearcher
 from annotation.roles import studies_for
 from ranking.planning import PLAN_BOUNDS, PLAN_PARAMETERS, study_plan_runs_for
 from ranking.tasks import study_plan_start
-from stats.planning import ALLOCATIONS, PLAN_KINDS
+from stats.defaults import ALLOCATIONS, PLAN_KINDS
 
 
 class PlanOutputSerializer(serializers.Serializer):

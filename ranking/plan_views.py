@@ -24,7 +24,7 @@ from annotation.views.studies import researcher_required
 from ranking.models import StudyPlanRun
 from ranking.planning import PLAN_PARAMETERS, study_plan_runs_for
 from ranking.tasks import study_plan_start
-from stats.planning import PLAN_KINDS
+from stats.defaults import PLAN_KINDS
 
 TARGET_LABELS = {
     "top_k": "Top-k identified",

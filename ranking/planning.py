@@ -18,11 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from django.db.models import QuerySet
 from django.utils import timezone
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from annotation import csv_cells
 from annotation.errors import ArbiterError, ValidationFailed
@@ -30,23 +27,14 @@ from annotation.files import write_text_atomic
 from annotation.models import Study
 from annotation.selectors.votes import votes_frame
 from ranking.models import StudyPlanRun
+from stats.defaults import ALLOCATIONS, PLAN_KINDS
 from stats.errors import StatisticsError
-from stats.planning import (
-    ALLOCATIONS,
-    PLAN_KINDS,
-    JudgeAssumptions,
-    PlanTarget,
-    Progress,
-    StudyDesign,
-    StudyPlan,
-    pilot_assumptions,
-    pilot_judges,
-    plan_study,
-)
-from stats.study_simulation import StudyAssumptions
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from stats.planning import JudgeAssumptions, PlanTarget, Progress, StudyDesign, StudyPlan
+    from stats.study_simulation import StudyAssumptions
 
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
@@ -167,6 +155,9 @@ def study_plan_build(
     parameters: Mapping[str, Any],
 ) -> tuple[PlanTarget, StudyDesign, StudyAssumptions | None, JudgeAssumptions | None]:
     """The ``stats.planning`` inputs of clean parameters; out-of-range values raise one line."""
+    from stats.planning import JudgeAssumptions, PlanTarget, StudyDesign
+    from stats.study_simulation import StudyAssumptions
+
     p = parameters
     try:
         target = PlanTarget(
@@ -242,6 +233,10 @@ def pilot_votes(*, study: Study) -> tuple[pd.DataFrame, dict[str, Any] | None]:
 def pilot_assumptions_read(*, study: Study) -> tuple[StudyAssumptions, dict[str, Any]]:
     """Assumptions from a pilot study's valid main votes (hidden repeats and CANNOT_JUDGE left out),
     after its saved exclusion rules (``pilot_votes``)."""
+    import numpy as np
+
+    from stats.planning import pilot_assumptions
+
     frame, exclusions = pilot_votes(study=study)
     repeats = int(frame["is_repeat"].sum()) if len(frame) else 0
     main = frame[~frame["is_repeat"] & frame["label"].isin(list(_VALUE))] if len(frame) else frame
@@ -259,7 +254,10 @@ def pilot_assumptions_read(*, study: Study) -> tuple[StudyAssumptions, dict[str,
 
 def pilot_judges_read(*, study: Study) -> tuple[JudgeAssumptions, dict[str, Any]]:
     """Judge assumptions from a pilot's judge outputs on its human-labelled comparisons (SPEC §6 inputs)."""
+    import numpy as np
+
     from calibration.selectors.calibration import calibration_inputs
+    from stats.planning import pilot_judges
 
     try:
         inputs = calibration_inputs(study=study, votes=pilot_votes(study=study)[0])
@@ -294,6 +292,8 @@ def study_plan_compute(
     """The plan for ``target`` from ``assumptions`` or from a ``pilot`` study (exactly one of them).
 
     A pilot also gives the Brier target its judges (``judges`` is then ignored)."""
+    from stats.planning import plan_study
+
     if (assumptions is None) == (pilot is None):
         raise ValidationFailed("give either stated assumptions or a pilot study, not both or neither")
     summary = None
@@ -336,6 +336,9 @@ def study_plan_csv(plan: StudyPlan) -> str:
 
 def study_plan_figure_bytes(plan: StudyPlan, fmt: str = "svg") -> bytes:
     """Target statistic against votes with the simulation's 95 % band, as SVG or PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(6.4, 3.6))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

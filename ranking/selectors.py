@@ -12,17 +12,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from django.db.models import Q, QuerySet
 
 from annotation.models import Candidate, Comparison, ComparisonSet, Study, System
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
 from ranking.models import Leaderboard
-from stats.preference import VOTE_VALUE
-from stats.proxy import proxy_outcomes
+
+if TYPE_CHECKING:
+    import numpy as np
 
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
@@ -63,6 +63,8 @@ class LeaderboardInputs:
 
 def coefficient_judges(coefficient_set: CoefficientSet) -> tuple[list[str], np.ndarray]:
     """The set's judges (in fit order when recorded, else sorted) and their β."""
+    import numpy as np
+
     order = (coefficient_set.report or {}).get("judges")
     names = [str(name) for name in coefficient_set.coefficients]
     if isinstance(order, list) and sorted(map(str, order)) == sorted(names):
@@ -82,6 +84,8 @@ def human_references(*, study: Study) -> tuple[dict[str, float], dict[str, Any] 
     by default, ``calibration.services.exclusion_rules.effective_rules``).
     """
     # Imported here: pandas and the votes frame are needed only with --use-human-labels.
+    import numpy as np
+
     from annotation.selectors.votes import votes_frame
     from calibration.services.agreement import reference_votes_filtered
     from calibration.services.exclusion_rules import effective_rules
@@ -114,6 +118,11 @@ def leaderboard_inputs(
     and counted, unless ``use_human_labels`` and it has a human reference ``h_i``, which then
     replaces p̂ (whether or not the judges answered).
     """
+    import numpy as np
+
+    from stats.preference import VOTE_VALUE
+    from stats.proxy import proxy_outcomes
+
     judges, beta = coefficient_judges(coefficient_set)
     rows = list(
         Comparison.objects.filter(study=study)

@@ -25,9 +25,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -49,21 +48,12 @@ from ranking.selectors import (
     study_system_ids,
 )
 from ranking.versions import leaderboard_moment, scoring_provenance, version_sensitivity
-from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
-from stats.bradley_terry import (
-    BootstrapResult,
-    appearances,
-    bootstrap_bradley_terry,
-    fit_bradley_terry,
-    merge_bootstrap_results,
-    soft_preference,
-)
-from stats.davidson import (
-    DavidsonBootstrap,
-    bootstrap_davidson,
-    fit_davidson_outcomes,
-    merge_davidson_bootstraps,
-)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stats.bradley_terry import BootstrapResult
+    from stats.davidson import DavidsonBootstrap
 
 DEFAULT_RESAMPLES = 2000  # SPEC §7 (paper)
 DEFAULT_SEED = 20260831  # SPEC §7 (paper)
@@ -167,6 +157,8 @@ def inputs_snapshot(inputs: LeaderboardInputs) -> dict[str, Any]:
 
 
 def inputs_from_snapshot(data: Mapping[str, Any]) -> LeaderboardInputs:
+    import numpy as np
+
     return LeaderboardInputs(
         systems=tuple(data["systems"]),
         names=tuple(data["names"]),
@@ -193,6 +185,9 @@ def bootstrap_chunk(
     counts: np.ndarray | None = None,
 ) -> BootstrapResult:
     """Rows ``start..stop`` of the SPEC §7 page-block bootstrap (units = pages, one stratum)."""
+    from stats.bootstrap import bootstrap_units
+    from stats.bradley_terry import bootstrap_bradley_terry
+
     units = bootstrap_units(list(inputs.pages))
     return bootstrap_bradley_terry(
         inputs.a,
@@ -211,6 +206,9 @@ def davidson_bootstrap_chunk(
     inputs: LeaderboardInputs, *, resamples: int, seed: int, start: int, stop: int
 ) -> DavidsonBootstrap:
     """Rows ``start..stop`` of the same page-block bootstrap, refitting the Davidson model."""
+    from stats.bootstrap import bootstrap_units
+    from stats.davidson import bootstrap_davidson
+
     try:
         return bootstrap_davidson(
             inputs.a,
@@ -228,6 +226,8 @@ def davidson_bootstrap_chunk(
 
 def check_davidson_identified(inputs: LeaderboardInputs) -> None:
     """The Davidson tie parameter needs both tie and win mass among the scored outcomes."""
+    from stats.davidson import fit_davidson_outcomes
+
     try:
         fit_davidson_outcomes(inputs.a, inputs.b, inputs.p, len(inputs.systems))
     except ValueError as exc:
@@ -242,6 +242,8 @@ def _model_comparison(
     dv_ranks: np.ndarray,
 ) -> dict[str, Any]:
     """Davidson vs Bradley–Terry: tie-aware Spearman ρ / Kendall τ of θ and per-system rank change."""
+    import numpy as np
+
     from stats.bradley_terry import SCORE_SCALE
     from stats.rank_correlation import correlation_reason, kendall_tie_aware, spearman_tie_aware
 
@@ -287,6 +289,8 @@ def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[st
     Undefined correlations (every objective score equal, or every fitted score tied) are null
     with a ``reason``; ``reason`` is null when both are defined.
     """
+    import numpy as np
+
     check_objective_coverage([row["system"] for row in systems], objective)
     common = [row for row in systems if row["system"] in objective]
     from scipy import stats  # imported here: only --objective needs it (a second of start-up otherwise)
@@ -346,6 +350,9 @@ def leaderboard_report(
     With a ``DavidsonBootstrap`` the scores, ranks and intervals are the Davidson model's, and the
     report adds its ``tie_parameter`` and a ``model_comparison`` with Bradley–Terry.
     """
+    from stats.bradley_terry import appearances, fit_bradley_terry, soft_preference
+    from stats.davidson import DavidsonBootstrap, fit_davidson_outcomes
+
     m = len(inputs.systems)
     bt = fit_bradley_terry(inputs.a, inputs.b, inputs.p, m)
     tie_boot = boot if isinstance(boot, DavidsonBootstrap) else None
@@ -434,6 +441,9 @@ def leaderboard_compute(
     finished Leaderboard (appended to it) that a later run can be compared to; the JSON itself
     holds no id, so the same inputs and seed give the same file.
     """
+    from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
+    from stats.bradley_terry import merge_bootstrap_results
+
     resamples, seed = check_leaderboard_options(resamples, seed)
     model = check_ranking_model(model)
     cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
@@ -651,6 +661,8 @@ def leaderboard_run(*, leaderboard_id: int, queue_chunk: Callable[[int, int], No
 
 
 def _chunk_document(part: BootstrapResult | DavidsonBootstrap) -> dict[str, Any]:
+    from stats.davidson import DavidsonBootstrap
+
     if isinstance(part, DavidsonBootstrap):
         return {**_chunk_document(part.result), "tie_parameters": part.tie_parameters.tolist()}
     return {
@@ -662,6 +674,10 @@ def _chunk_document(part: BootstrapResult | DavidsonBootstrap) -> dict[str, Any]
 
 
 def _chunk_result(chunk: LeaderboardChunk, *, resamples: int, seed: int, n_systems: int) -> BootstrapResult:
+    import numpy as np
+
+    from stats.bradley_terry import BootstrapResult
+
     data = chunk.result
     scores = np.asarray(data["scores"], dtype=np.float64).reshape(chunk.stop - chunk.start, n_systems)
     ranks = np.asarray(data["ranks"], dtype=np.int64).reshape(chunk.stop - chunk.start, n_systems)
@@ -719,6 +735,11 @@ def leaderboard_chunk_run(*, leaderboard_id: int, index: int) -> str:
 
 
 def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
+    import numpy as np
+
+    from stats.bradley_terry import merge_bootstrap_results
+    from stats.davidson import DavidsonBootstrap, merge_davidson_bootstraps
+
     with transaction.atomic():
         leaderboard = (
             Leaderboard.objects.select_for_update()

@@ -53,13 +53,12 @@ import numpy as np
 from scipy.optimize import minimize
 
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.defaults import ABLATION_RESAMPLES, ABLATION_SEED
 from stats.errors import AblationError
 from stats.serialize import json_safe
 
 #: Shrinkage grid (the loss is a mean squared error, ~0.05–0.2; ‖w − 1/K‖² ≤ 2).
 DEFAULT_LAMBDAS: tuple[float, ...] = (0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-DEFAULT_RESAMPLES = 10_000  # paper B.4
-DEFAULT_SEED = 20260830
 MAX_JUDGES = 8  # 255 subsets
 #: Inner folds of a study with only two blocks: this many page groups of the training block.
 PAGE_GROUPS = 5
@@ -351,8 +350,8 @@ def judge_ablation(
     judges: Sequence[str],
     costs: Sequence[float] | None = None,
     cost_unit: str | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    resamples: int = ABLATION_RESAMPLES,
+    seed: int = ABLATION_SEED,
     lambdas: Sequence[float] = DEFAULT_LAMBDAS,
 ) -> AblationResult:
     """The nested ablation of every non-empty judge subset (module docstring).

@@ -42,14 +42,13 @@ from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 from stats import committee as committee_mod
 from stats import judge_diagnostics as diag
 from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.defaults import CALIBRATION_RESAMPLES, CALIBRATION_SEED
 from stats.errors import StatisticsError
 from stats.preference import VOTE_VALUE
 from stats.serialize import json_safe
 
 #: Canonical vote encoding (SPEC §3).
 ORDERS = ("primary", "swapped")
-DEFAULT_RESAMPLES = 5000  # paper: 5,000 page-block resamples for proxy alignment
-DEFAULT_SEED = 20260830  # paper seed for proxy alignment
 
 JUDGE_OUTPUT_COLUMNS = ("comparison", "judge", "order", "repeat", "status", "winner")
 HUMAN_COLUMNS = ("comparison", "page", "block", "h", "n_valid")
@@ -473,8 +472,8 @@ def calibrate(
     human: pd.DataFrame,
     *,
     judges: Sequence[str] | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    resamples: int = CALIBRATION_RESAMPLES,
+    seed: int = CALIBRATION_SEED,
     pilot_size: int | None = None,
     families: Mapping[str, str] | None = None,
     human_votes: pd.DataFrame | None = None,

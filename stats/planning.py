@@ -45,6 +45,7 @@ import pandas as pd
 from stats.agreement import bootstrap_agreement, fleiss_kappa, krippendorff_alpha_ordinal, wilson_interval
 from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
+from stats.defaults import ALLOCATIONS, PLAN_KINDS
 from stats.errors import StatisticsError
 from stats.gold_rule import CLICKERS, gold_trials_for_power
 from stats.study_simulation import (
@@ -55,8 +56,6 @@ from stats.study_simulation import (
     simulated_truth,
 )
 
-PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha", "brier")
-ALLOCATIONS = ("uniform", "adaptive")
 PLAN_BOOTSTRAP = 400
 #: The smallest study a κ / α / Brier plan simulates (comparisons).
 MIN_PLAN_COMPARISONS = 5

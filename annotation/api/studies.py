@@ -29,8 +29,9 @@ from annotation.selectors.studies import (
     study_pages,
     study_systems,
 )
-from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
+from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
+from annotation.services.bundles.upload import study_import_upload
 from annotation.services.crowd_settings import CROWD_SETTINGS
 from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
 from annotation.services.studies import study_settings_update

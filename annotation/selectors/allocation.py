@@ -16,32 +16,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from annotation.models import AuditEvent, Study, System
 from annotation.selectors.votes import votes_frame
-from stats.allocation import (
-    UNIFORM_FLOOR,
-    PairFit,
-    Target,
-    adaptive_rule,
-    allocation_weights,
-    contrast_variance,
-    fit_pairs,
-    pair_column,
-    pair_indices,
-    target_contrasts,
-)
-from stats.bradley_terry import SCORE_SCALE
-from stats.stopping import (
-    STOPPING_ALPHA,
-    TUNED_HALF_WIDTH_ELO,
-    mixture_half_width,
-    mixture_precision,
-    top_k_declaration,
-)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stats.allocation import PairFit, Target
 
 ALLOCATIONS = ("uniform", "adaptive")
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
@@ -53,6 +36,8 @@ def study_allocation(study: Study) -> str:
 
 
 def allocation_target(study: Study) -> Target:
+    from stats.allocation import Target
+
     raw = (study.options or {}).get("allocation_target") or {}
     return Target(
         kind=str(raw.get("kind", "top_k")),
@@ -84,6 +69,10 @@ class AllocationState:
     votes_needed: int | None  # estimate of the further votes until the stopping rule declares
 
     def favoured(self, n: int = 10) -> list[FavouredPair]:
+        import numpy as np
+
+        from stats.allocation import pair_indices
+
         first, second = pair_indices(len(self.systems))
         order = np.argsort(-self.shares, kind="stable")[:n]
         return [
@@ -99,6 +88,10 @@ class AllocationState:
 
 def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(systems, votes per pair, points of the pair's first system) from the valid main votes."""
+    import numpy as np
+
+    from stats.allocation import pair_column
+
     systems = tuple(
         System.objects.filter(study=study)
         .order_by("position", "external_id")
@@ -131,6 +124,11 @@ def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndar
 def _votes_needed(fit: PairFit, target: Target, votes: int) -> int | None:
     """Further votes until every boundary contrast clears the stopping rule's boundary, if the
     variances shrank as 1 / votes with the gaps as now (an estimate, shown as such)."""
+    import numpy as np
+
+    from stats.allocation import contrast_variance, target_contrasts
+    from stats.stopping import STOPPING_ALPHA, TUNED_HALF_WIDTH_ELO, mixture_half_width, mixture_precision
+
     if target.kind != "top_k" or votes == 0:
         return None
     m = fit.n_systems
@@ -161,6 +159,11 @@ def _votes_needed(fit: PairFit, target: Target, votes: int) -> int | None:
 
 def allocation_state(*, study: Study) -> AllocationState | None:
     """The allocator's current view of an adaptive study (None for a study of fewer than 2 systems)."""
+    import numpy as np
+
+    from stats.allocation import UNIFORM_FLOOR, adaptive_rule, allocation_weights, fit_pairs
+    from stats.stopping import top_k_declaration
+
     systems, votes, points = study_pair_votes(study)
     m = len(systems)
     target = allocation_target(study)
@@ -193,6 +196,8 @@ def allocation_state(*, study: Study) -> AllocationState | None:
 
 
 def score_elo(state: AllocationState) -> dict[str, float]:
+    from stats.bradley_terry import SCORE_SCALE
+
     return {s: float(SCORE_SCALE * t) for s, t in zip(state.systems, state.fit.theta[0], strict=True)}
 
 
@@ -207,6 +212,9 @@ def allocation_context(study: Study) -> dict[str, Any]:
 def allocation_report_section(study: Study) -> dict[str, Any] | None:
     """What a report says about an adaptive study: the rule, the floor, the stopping rule and
     whether it has declared the target (None for a uniform study, whose reports are unchanged)."""
+    from stats.allocation import UNIFORM_FLOOR, adaptive_rule
+    from stats.stopping import STOPPING_ALPHA
+
     if study_allocation(study) != "adaptive":
         return None
     state = allocation_state(study=study)

@@ -7,13 +7,13 @@ labels A, B, TIE, CANNOT_JUDGE, in assignments that have a rater.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.models import GOLD_ANSWER, GOLD_EXPECTED, AssignmentState, Study, Vote
 from annotation.selectors.vote_rows import AXIS_PREFIX, study_axis_ids, vote_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
@@ -26,6 +26,9 @@ def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
     ``axis:<ID>`` column per study axis in axis order (NaN when the axis was not scored: inactive
     on the page, or a CANNOT_JUDGE vote). This is the input of ``stats.agreement``.
     """
+    import numpy as np
+    import pandas as pd
+
     axis_ids = study_axis_ids(study=study)
     rows = list(vote_rows(study=study, include_voided=include_voided))
     data: dict[str, Any] = {
@@ -56,6 +59,8 @@ def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
 
 
 def _score(value: object) -> float:
+    import numpy as np
+
     if value is None or isinstance(value, bool):
         return np.nan
     try:
@@ -71,6 +76,9 @@ def gold_votes_frame(*, study: Study) -> pd.DataFrame:
     ``response_ms`` (float, NaN when absent), ``passed`` (bool: the canonical label is the known
     answer, ``GOLD_ANSWER``). Never data: only the exclusion rules read it.
     """
+    import numpy as np
+    import pandas as pd
+
     rows = list(
         Vote.objects.filter(
             trial__assignment__block__study=study,

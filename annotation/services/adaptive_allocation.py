@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from django.db import transaction
 
 from annotation.errors import ArbiterError, ValidationFailed
@@ -41,7 +40,9 @@ from annotation.services.scheduling import (
     schedule_units,
     shuffled_block_create,
 )
-from stats.allocation import TARGET_KINDS, UNIFORM_FLOOR, pair_column, round_counts
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def allocation_check(*, study: Study, allocation: str) -> None:
@@ -61,6 +62,8 @@ def study_allocation_set(
     *, study: Study, allocation: str, target: dict | None = None, actor: object | None = None
 ) -> None:
     """Set the study's allocation (``uniform`` or ``adaptive``) and, for adaptive, its target."""
+    from stats.allocation import TARGET_KINDS
+
     allocation_check(study=study, allocation=allocation)
     target = dict(target or {})
     if target.get("kind", "top_k") not in TARGET_KINDS:
@@ -117,6 +120,10 @@ def study_schedule(
 def adaptive_block_extend(*, study: Study) -> Block | None:
     """Build the adaptive study's next block, or None (not adaptive, places still open, the target
     declared, or fewer unscheduled comparisons left than a block holds)."""
+    import numpy as np
+
+    from stats.allocation import UNIFORM_FLOOR
+
     if study_allocation(study) != "adaptive":
         return None
     with transaction.atomic():
@@ -198,6 +205,10 @@ def _block_draw(
     over the pairs the rule favours (``round_counts``); a pair with too few unscheduled comparisons
     leaves its share to a uniform draw over the rest of the pool.
     """
+    import numpy as np
+
+    from stats.allocation import UNIFORM_FLOOR, pair_column, round_counts
+
     index = {s: i for i, s in enumerate(state.systems)}
     m = len(state.systems)
     by_pk = {u.obj.pk: u for u in pool}

@@ -30,8 +30,8 @@ Pillow does the pixel work (blur, crop/paste, draw); nothing here is hand-rolled
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
-import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from annotation.errors import ArbiterError
@@ -40,12 +40,17 @@ from annotation.media import read_media
 from annotation.models import Candidate, Page, StoredImage, Study
 from annotation.services.display_images import stored_image_staged
 
+if TYPE_CHECKING:
+    import numpy as np
+
 GRID = 4
 GREY = (128, 128, 128)
 
 
 def degraded_pixels(rgb: Image.Image, *, seed: int) -> Image.Image:
     """A visibly degraded copy of ``rgb`` of the same size: blur, tile shuffle, grey patch."""
+    import numpy as np
+
     rgb = rgb.convert("RGB")
     width, height = rgb.size
     blurred = rgb.filter(ImageFilter.GaussianBlur(radius=max(4.0, width / 60)))
@@ -83,6 +88,8 @@ def fitted(rgb: Image.Image, size: tuple[int, int]) -> Image.Image:
 
 
 def _page_seed(study: Study, page: Page) -> int:
+    import numpy as np
+
     state = np.random.SeedSequence([int(study.seed or 0), int(page.pk), 30]).generate_state(
         1, dtype=np.uint32
     )
@@ -95,6 +102,8 @@ def _gold_sizes(
     """The pixel sizes of the reference copy and of the degraded copy, and the byte ratio the pair
     should have: those of two distinct real candidates ``(width, height, bytes)`` drawn at random
     (the same one twice, ratio 1, when the page has only one)."""
+    import numpy as np
+
     if not sizes:
         return fallback, fallback, 1.0
     rng = np.random.default_rng([seed, 1])
@@ -118,6 +127,8 @@ def degraded_at_byte_size(rgb: Image.Image, *, seed: int, target: int) -> Image.
     - too large (the blur's gradients can compress worse than flat text): the grey band over the
       middle grows in height, one row at a time.
     """
+    import numpy as np
+
     degraded = degraded_pixels(rgb, seed=seed)
     natural = len(encode_png(degraded))
     if abs(natural - target) <= target * BYTES_TOLERANCE:

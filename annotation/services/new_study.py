@@ -3,7 +3,7 @@
 The researcher has one folder of images per system (plus the references for
 ``pairwise_reference``), or a CSV / JSONL manifest listing them. This module turns either into
 the same bundle ``import_study`` reads (``study.json`` + images, SPEC §8 and docs/bundle-kinds.md),
-then imports it through :func:`~annotation.services.bundles.exchange.study_import_bundle`, all or
+then imports it through :func:`~annotation.services.bundles.importing.study_import_bundle`, all or
 nothing, and keeps the bundle for the record.
 
 Three steps:
@@ -53,8 +53,8 @@ from PIL import Image
 from annotation.errors import ArbiterError, ValidationFailed, excerpt, excerpt_path
 from annotation.images import ALLOWED_FORMATS
 from annotation.progress import progress_step
-from annotation.services.bundles.exchange import study_import_bundle
 from annotation.services.bundles.images import read_capped
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.bundles.questionnaire_format import KINDS as QUESTIONNAIRE_KINDS
 from annotation.services.bundles.questionnaire_format import questionnaire_spec_from_document
 from annotation.services.bundles.reference_format import (
@@ -1039,7 +1039,7 @@ def new_study_from_upload(
 ) -> tuple[NewStudyPlan, Study | None]:
     """The upload page and the API: a ZIP of folders (or with a manifest inside) through the same
     plan and import as the command. Returns the plan and the study (None on a dry run)."""
-    from annotation.services.bundles.exchange import with_uploaded_bundle
+    from annotation.services.bundles.upload import with_uploaded_bundle
 
     def run(path: Path, name: str) -> tuple[NewStudyPlan, Study | None]:
         with unpacked_upload(path, name=name) as folder:

@@ -68,7 +68,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
 from django.db import transaction
 
 from annotation import csv_cells
@@ -192,6 +191,8 @@ def schedule_command(study: Study, proposal: dict[str, Any] | None = None) -> st
 
 def assignment_seed(seed: int, block_position: int, slot: int) -> int:
     """The seed of one assignment's trial order, derived from the schedule seed (exported)."""
+    import numpy as np
+
     state = np.random.SeedSequence([seed, block_position, slot]).generate_state(1, dtype=np.uint32)
     return int(state[0])
 
@@ -202,6 +203,8 @@ def split_sections(units: Sequence[ScheduleUnit], *, blocks: int, block_size: in
     Sections are taken in a seeded random order (their members shuffled too) and each goes whole
     into the first block with room; sections that fit nowhere whole fill the remaining room.
     """
+    import numpy as np
+
     rng = np.random.default_rng([seed, 0])
     by_section: dict[int, list[ScheduleUnit]] = defaultdict(list)
     for unit in units:
@@ -263,6 +266,8 @@ def plan_counterbalanced_assignment(
     pairwise: bool,
 ) -> list[CounterbalancedTrial]:
     """Order, hidden repeats and attention checks of one assignment (module docstring)."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     main = counterbalanced_order(sections, slot=slot)
     n = len(main)
@@ -317,6 +322,8 @@ def split_blocks(
 
 def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int) -> list[PlannedTrial]:
     """Trial order, orientation and hidden repeats of one assignment (SPEC §4)."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     main = [int(i) for i in rng.permutation(n)]
     eligible = n - min_gap + 1 if min_gap >= 1 else n
@@ -365,6 +372,8 @@ def plan_with_gold(
     gold trials is exactly the plan of before. ``allowed``: the block positions a gold trial may
     show the page of (those with gold supplied in the bundle; default all).
     """
+    import numpy as np
+
     if not gold:
         return plan
     rng = np.random.default_rng([seed, 30])
@@ -487,6 +496,8 @@ def counterbalanced_block_create(
 ) -> Block:
     """One block of a SPEC §11 kind and its planned open assignments (module docstring): sections
     and their items in Williams order per slot, display sides alternating, hidden repeats, checks."""
+    import numpy as np
+
     design = design_of(study)
     block = Block.objects.create(
         study=study, name=f"block-{position}", position=position, target_raters=target_raters, seed=seed

@@ -12,8 +12,9 @@ from annotation.kinds import design_of
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
-from annotation.services.bundles.exchange import study_export_to_temporary_zip, study_import_upload
+from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
+from annotation.services.bundles.upload import study_import_upload
 from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required

@@ -15,7 +15,7 @@ from annotation.api.permissions import IsResearcher, study_for_request
 from annotation.errors import ValidationFailed
 from calibration.api.calibration import API_MAX_RESAMPLES, _int_param
 from calibration.services.ablation import judge_ablation_report
-from stats.judge_ablation import DEFAULT_SEED
+from stats.defaults import ABLATION_SEED
 
 API_DEFAULT_RESAMPLES = 1000
 
@@ -28,12 +28,13 @@ class JudgeAblationApi(APIView):
             OpenApiParameter(
                 "bootstrap", int, description=f"page-block resamples (default {API_DEFAULT_RESAMPLES})"
             ),
-            OpenApiParameter("seed", int, description=f"bootstrap seed (default {DEFAULT_SEED})"),
+            OpenApiParameter("seed", int, description=f"bootstrap seed (default {ABLATION_SEED})"),
         ],
         responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="one-line reason")},
         summary="Compute the nested judge-subset ablation (paper B.4); nothing is stored",
     )
     def get(self, request: Request, slug: str) -> Response:
+
         study = study_for_request(request, slug)
         resamples = _int_param(request, "bootstrap", API_DEFAULT_RESAMPLES) or 0
         if resamples > API_MAX_RESAMPLES:
@@ -43,6 +44,6 @@ class JudgeAblationApi(APIView):
             )
         return Response(
             judge_ablation_report(
-                study=study, resamples=resamples, seed=_int_param(request, "seed", DEFAULT_SEED) or 0
+                study=study, resamples=resamples, seed=_int_param(request, "seed", ABLATION_SEED) or 0
             )
         )

@@ -21,7 +21,7 @@ from calibration.models import CoefficientSet
 from calibration.selectors.coefficients import coefficient_set_get, coefficient_sets_for_study
 from calibration.services.calibration import calibration_report_for_study
 from calibration.services.coefficients import coefficient_set_document, coefficient_set_import
-from stats.judge_weights import DEFAULT_SEED
+from stats.defaults import CALIBRATION_SEED
 
 #: Resamples of an API report unless asked (the command's default, 5,000, takes seconds more).
 API_DEFAULT_RESAMPLES = 1000
@@ -60,7 +60,7 @@ class CalibrationReportApi(APIView):
             OpenApiParameter(
                 "bootstrap", int, description=f"page-block resamples (default {API_DEFAULT_RESAMPLES})"
             ),
-            OpenApiParameter("seed", int, description=f"bootstrap seed (default {DEFAULT_SEED})"),
+            OpenApiParameter("seed", int, description=f"bootstrap seed (default {CALIBRATION_SEED})"),
             OpenApiParameter(
                 "pilot_size", int, description="committee pilot size (default: the paper's share)"
             ),
@@ -72,6 +72,7 @@ class CalibrationReportApi(APIView):
         summary="Compute the SPEC §6 calibration report (SPEC §10 keys); nothing is stored",
     )
     def get(self, request: Request, slug: str) -> Response:
+
         study = study_for_request(request, slug)
         judges_param = request.query_params.get("judges")
         judges = [j.strip() for j in judges_param.split(",") if j.strip()] if judges_param else None
@@ -84,7 +85,7 @@ class CalibrationReportApi(APIView):
         report = calibration_report_for_study(
             study=study,
             resamples=resamples,
-            seed=_int_param(request, "seed", DEFAULT_SEED) or 0,
+            seed=_int_param(request, "seed", CALIBRATION_SEED) or 0,
             pilot_size=_int_param(request, "pilot_size", None),
             judges=judges,
         )

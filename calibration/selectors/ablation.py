@@ -17,15 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from annotation.models import Comparison, ComparisonSet, Study
 from calibration.selectors.calibration import calibration_inputs
 from judges.models import JudgeOutput, OutputStatus
 from judges.selectors import judge_progress
-from stats.preference import VOTE_VALUE
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The cost estimate's unit, when no judge usage was recorded (imported outputs, say).
 COST_UNIT = "estimated input image tokens per comparison"
@@ -67,6 +67,8 @@ def estimated_image_tokens(width: int, height: int) -> int:
 
 def _request_tokens(*, study: Study, comparisons: list[str]) -> float:
     """Mean estimated image tokens of one judge request (reference, candidate A, candidate B)."""
+    import numpy as np
+
     rows = Comparison.objects.filter(study=study, external_id__in=comparisons).values_list(
         "page__image__width",
         "page__image__height",
@@ -119,6 +121,11 @@ def _recorded_costs(
 
 def ablation_inputs(*, study: Study) -> AblationInputs:
     """Evidence, human reference, blocks, pages and estimated costs of ``study``'s human set."""
+    import numpy as np
+    import pandas as pd
+
+    from stats.preference import VOTE_VALUE
+
     base = calibration_inputs(study=study)
     human = base.human[base.human["n_valid"] > 0].reset_index(drop=True)
     comparisons = [str(c) for c in human["comparison"]]

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from annotation.errors import ValidationFailed
 from annotation.models import BlockItem, Comparison, ComparisonSet, Study
 from annotation.selectors.votes import votes_frame
 from judges.models import Judge
-from stats.preference import human_preferences
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HUMAN_TABLE_COLUMNS: tuple[str, ...] = (
     "comparison",
@@ -59,6 +59,11 @@ def human_reference_table(*, study: Study, votes: pd.DataFrame | None = None) ->
     counts and ignores them). The block is the comparison's schedule block; a comparison that is
     in no block but has votes takes the block of its votes; otherwise the block is empty.
     """
+    import numpy as np
+    import pandas as pd
+
+    from stats.preference import human_preferences
+
     comps = list(
         Comparison.objects.filter(study=study, set=ComparisonSet.HUMAN)
         .order_by("external_id")
@@ -126,6 +131,8 @@ def calibration_inputs(
     sorted by name. A named judge with no valid output, or with calls still unfinished, is
     refused with one line.
     """
+    import pandas as pd
+
     human = human_reference_table(study=study, votes=votes)
     outputs = human_set_judge_outputs(study=study)
     status = outputs["status"].astype(str) if len(outputs) else pd.Series([], dtype=str)

@@ -15,16 +15,18 @@ from annotation.models import Study
 from calibration.selectors.ablation import ablation_inputs
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.calibration import library_versions
+from stats.defaults import ABLATION_RESAMPLES, ABLATION_SEED
 from stats.errors import AblationError
-from stats.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED, judge_ablation
 
 MAX_RESAMPLES = 100_000
 
 
 def judge_ablation_report(
-    *, study: Study, resamples: Any = DEFAULT_RESAMPLES, seed: Any = DEFAULT_SEED
+    *, study: Study, resamples: Any = ABLATION_RESAMPLES, seed: Any = ABLATION_SEED
 ) -> dict[str, Any]:
     """The nested judge-subset ablation of ``study`` as a JSON-ready dict (one-line errors)."""
+    from stats.judge_ablation import judge_ablation
+
     resamples, seed = check_bootstrap_options(resamples, seed, max_resamples=MAX_RESAMPLES)
     inputs = ablation_inputs(study=study)
     try:

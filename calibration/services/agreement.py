@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from annotation.errors import ValidationFailed
 from annotation.files import output_path_check, write_texts_atomic
@@ -21,7 +21,9 @@ from annotation.selectors.allocation import allocation_report_section
 from annotation.selectors.votes import gold_votes_frame, votes_frame
 from calibration.reports import agreement_figures, render_agreement_html
 from calibration.services.exclusion_rules import effective_rules
-from stats.agreement import AgreementResult, agreement_report
+
+if TYPE_CHECKING:
+    from stats.agreement import AgreementResult
 
 DEFAULT_RESAMPLES = 2000  # SPEC §9 default of the command and the REST endpoint
 PAGE_RESAMPLES = 200  # the researcher page computes on request, so it starts smaller
@@ -74,6 +76,8 @@ def agreement_report_compute(
     Without ``rules`` a study's saved rules apply by default (issue 30, ``effective_rules``;
     ``exclusions.applied_by_default`` is then true); ``raw`` gives the figures without any rule.
     """
+    from stats.agreement import agreement_report
+
     resamples, seed = check_bootstrap_options(resamples, study.seed if seed is None else seed)
     votes = votes_frame(study=study)
     exclusions = None

@@ -16,9 +16,8 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from django.db import IntegrityError, transaction
 
 from annotation.errors import Conflict, ValidationFailed
@@ -28,7 +27,10 @@ from calibration.models import CalibrationReport, CoefficientSet
 from calibration.selectors.calibration import calibration_inputs
 from judges.prompts import prompt_template_sha256
 from judges.selectors import UNKNOWN_TEMPLATE, judge_prompt_templates, judge_usage
-from stats.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED, calibrate
+from stats.defaults import CALIBRATION_RESAMPLES, CALIBRATION_SEED
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Libraries whose versions are recorded with every report and frozen set.
 RECORDED_LIBRARIES: tuple[str, ...] = ("numpy", "scipy", "statsmodels", "pandas")
@@ -57,6 +59,8 @@ def fit_data_hash(
     ``x̄_ij`` (one row per comparison), with sorted keys, no whitespace (separators ``,`` and
     ``:``), floats in Python's shortest round-trip form, UTF-8.
     """
+    import numpy as np
+
     x = np.asarray(x, dtype=float)
     h = np.asarray(h, dtype=float)
     if x.shape != (len(comparisons), len(judges)) or h.shape != (len(comparisons),):
@@ -85,8 +89,8 @@ def _check_parameters(resamples: int, seed: int, pilot_size: int | None) -> None
 def calibration_report_for_study(
     *,
     study: Study,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    resamples: int = CALIBRATION_RESAMPLES,
+    seed: int = CALIBRATION_SEED,
     pilot_size: int | None = None,
     judges: Sequence[str] | None = None,
     rules: Mapping[str, Any] | None = None,
@@ -105,6 +109,8 @@ def calibration_report_for_study(
     ``fit_data{comparison_ids, data_hash}`` and ``library_versions``. Bad input raises a one-line
     ``ArbiterError``.
     """
+    from stats.judge_weights import calibrate
+
     _check_parameters(resamples, seed, pilot_size)
     votes = exclusions = None
     from calibration.services.exclusion_rules import effective_rules
@@ -299,6 +305,8 @@ def coefficient_set_freeze(
     A name that exists is refused with one line; so is a report of another study or one whose
     coefficients are not all finite numbers.
     """
+    import numpy as np
+
     name = check_coefficient_set_name(name)
     if report.get("study") not in (None, study.slug):
         raise ValidationFailed(f"the report is of study {report.get('study')!r}, not {study.slug!r}")
@@ -354,8 +362,8 @@ def _finite_number(value: object) -> bool:
 def calibration_run(
     *,
     study: Study,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    resamples: int = CALIBRATION_RESAMPLES,
+    seed: int = CALIBRATION_SEED,
     pilot_size: int | None = None,
     judges: Sequence[str] | None = None,
     freeze: str | None = None,
@@ -368,6 +376,7 @@ def calibration_run(
 
     A ``freeze`` name that already exists is refused before anything is computed or written.
     """
+
     name = None
     if freeze is not None:
         name = check_coefficient_set_name(freeze)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
@@ -20,14 +20,12 @@ from annotation.errors import ValidationFailed
 from annotation.models import Study
 from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
-from stats.hygiene import HygieneRules
 
-_RULE_FIELDS = {f.name: f for f in fields(HygieneRules)}
-_NULLABLE = {
-    name
-    for name in _RULE_FIELDS
-    if name not in ("straightline_min_trials", "position_min_trials", "gold_honest_error")
-}
+if TYPE_CHECKING:
+    from stats.hygiene import HygieneRules
+
+# Counts, not rules: never null (the honest error rate of the gold test is a rate, not a rule).
+_COUNTS = ("straightline_min_trials", "position_min_trials", "gold_honest_error")
 #: The gold rule's setting before issue 39 (exclude above a share of failed gold trials), still
 #: read from stored settings: ``null`` (rule off) switches the binomial test off; a number is
 #: superseded by the test (docs/protocol.md "Gold trials: the exclusion test") and dropped.
@@ -41,25 +39,33 @@ _INTEGER_RULES = {
 }
 
 
+def _rule_names() -> list[str]:
+    """The settings' names: the fields of ``HygieneRules``, in their order."""
+    from stats.hygiene import HygieneRules
+
+    return [f.name for f in fields(HygieneRules)]
+
+
 def _rule_settings(values: Any, *, where: str) -> dict[str, Any]:
     """Check one source of exclusion-rule settings (field names and types of ``HygieneRules``)."""
     if not isinstance(values, Mapping):
         raise ValidationFailed(
             f"expected a JSON object of exclusion-rule settings, got {type(values).__name__}", where=where
         )
+    names = _rule_names()
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key == _LEGACY_GOLD_SHARE:
             if value is None and "gold_false_exclusion" not in values:
                 out["gold_false_exclusion"] = None
             continue
-        if key not in _RULE_FIELDS:
+        if key not in names:
             raise ValidationFailed(
-                f"unknown exclusion-rule setting {key!r}; expected one of {', '.join(_RULE_FIELDS)}",
+                f"unknown exclusion-rule setting {key!r}; expected one of {', '.join(names)}",
                 where=where,
             )
         if value is None:
-            if key not in _NULLABLE:
+            if key in _COUNTS:
                 raise ValidationFailed(f"{key} cannot be null (it is a count, not a rule)", where=where)
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValidationFailed(f"{key}: expected a number or null, got {value!r}", where=where)
@@ -78,6 +84,8 @@ def hygiene_rules(
 
     Missing keys take the ``HygieneRules`` defaults; ``null`` switches a rule off.
     """
+    from stats.hygiene import HygieneRules
+
     settings: dict[str, Any] = {}
     stored = (study.options or {}).get("exclusion_rules")
     settings.update(_rule_settings(stored or {}, where=f"study '{study.slug}' options $.exclusion_rules"))
@@ -91,6 +99,8 @@ def hygiene_rules(
 
 def exclusion_rules_form_values(study: Study) -> list[dict[str, Any]]:
     """The effective settings of every exclusion rule, for the settings form (name, value, default)."""
+    from stats.hygiene import HygieneRules
+
     rules = hygiene_rules(study)
     defaults = HygieneRules()
     return [
@@ -98,9 +108,9 @@ def exclusion_rules_form_values(study: Study) -> list[dict[str, Any]]:
             "name": name,
             "value": "" if getattr(rules, name) is None else getattr(rules, name),
             "default": "off" if getattr(defaults, name) is None else getattr(defaults, name),
-            "nullable": name in _NULLABLE,
+            "nullable": name not in _COUNTS,
         }
-        for name in _RULE_FIELDS
+        for name in _rule_names()
     ]
 
 
@@ -111,6 +121,8 @@ def exclusion_rules_update(*, study: Study, values: Mapping[str, Any], actor: An
     text (empty text = off; a number otherwise). Settings left out fall back to their defaults.
     Nothing is stored when any value is wrong; the change is audited.
     """
+    from stats.hygiene import HygieneRules
+
     parsed: dict[str, Any] = {}
     for key, value in values.items():
         if isinstance(value, str):

@@ -21,7 +21,6 @@ from django.core.cache import cache
 
 from annotation.errors import NotFound
 from annotation.models import Study
-from calibration.calibration_plots import CALIBRATION_FIGURES
 from calibration.models import CalibrationReport
 from calibration.reports import AGREEMENT_FIGURES, agreement_figure
 from calibration.services.agreement import StudyAgreement, agreement_report_compute
@@ -106,6 +105,8 @@ def agreement_figure_svg(*, study: Study, key: str, name: str, resamples: int, s
 
 def calibration_figure_svg(*, study: Study, stored: CalibrationReport, name: str) -> bytes:
     """The SVG of one figure of ``study``'s stored calibration report (stored reports never change)."""
+    from calibration.calibration_plots import CALIBRATION_FIGURES
+
     draw = CALIBRATION_FIGURES.get(name)
     if draw is None:
         raise NotFound(f"the calibration report has no figure {name!r}")

@@ -14,9 +14,8 @@ from django.views.decorators.http import require_http_methods
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
-from calibration.ablation_plots import ablation_context, ablation_html
 from calibration.services.ablation import judge_ablation_report
-from stats.judge_ablation import DEFAULT_SEED
+from stats.defaults import ABLATION_SEED
 
 PAGE_RESAMPLES = 1000
 MAX_PAGE_RESAMPLES = 20_000
@@ -25,12 +24,14 @@ MAX_PAGE_RESAMPLES = 20_000
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def judge_ablation_page(request: HttpRequest, slug: str) -> HttpResponse:
+    from calibration.ablation_plots import ablation_context, ablation_html
+
     study = study_get_for_user(user=request.user, slug=slug)
     params = request.POST if request.method == "POST" else request.GET
     context: dict[str, Any] = {
         "study": study,
         "bootstrap": params.get("bootstrap") or PAGE_RESAMPLES,
-        "seed": params.get("seed") or DEFAULT_SEED,
+        "seed": params.get("seed") or ABLATION_SEED,
         "max_resamples": MAX_PAGE_RESAMPLES,
         "error": "",
     }

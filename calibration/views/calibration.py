@@ -22,7 +22,6 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import Study
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
-from calibration.calibration_plots import CALIBRATION_FIGURES, calibration_context, calibration_html
 from calibration.models import CalibrationReport
 from calibration.selectors.coefficients import (
     calibration_report_get,
@@ -30,7 +29,7 @@ from calibration.selectors.coefficients import (
     coefficient_sets_for_study,
 )
 from calibration.services.calibration import calibration_run, coefficient_set_freeze
-from stats.judge_weights import DEFAULT_SEED
+from stats.defaults import CALIBRATION_SEED
 
 #: Resamples of the report computed when the page is first opened (fast; recompute for more).
 PAGE_RESAMPLES = 200
@@ -58,13 +57,15 @@ def _render(
     error: str = "",
     status: int = 200,
 ) -> HttpResponse:
+    from calibration.calibration_plots import CALIBRATION_FIGURES, calibration_context
+
     context: dict[str, Any] = {
         "study": study,
         "stored": stored,
         "error": error,
         "coefficient_sets": coefficient_sets_for_study(study=study),
         "page_resamples": PAGE_RESAMPLES,
-        "default_seed": DEFAULT_SEED,
+        "default_seed": CALIBRATION_SEED,
     }
     if stored is not None:
         figures = {
@@ -77,6 +78,7 @@ def _render(
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def calibration_page(request: HttpRequest, slug: str) -> HttpResponse:
+
     study = study_get_for_user(user=request.user, slug=slug)
     if request.method == "POST":
         return _post(request, study)
@@ -84,7 +86,7 @@ def calibration_page(request: HttpRequest, slug: str) -> HttpResponse:
     if stored is None:
         try:
             _, stored, _ = calibration_run(
-                study=study, resamples=PAGE_RESAMPLES, seed=DEFAULT_SEED, user=request.user
+                study=study, resamples=PAGE_RESAMPLES, seed=CALIBRATION_SEED, user=request.user
             )
         except ArbiterError as exc:
             return _render(request, study, None, error=str(exc))
@@ -92,12 +94,13 @@ def calibration_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _post(request: HttpRequest, study: Study) -> HttpResponse:
+
     action = request.POST.get("action")
     latest = calibration_report_latest(study=study)
     try:
         if action == "recompute":
             resamples = _form_int(request, "bootstrap", PAGE_RESAMPLES, 1, MAX_PAGE_RESAMPLES)
-            seed = _form_int(request, "seed", DEFAULT_SEED, 0, 2**63 - 1)
+            seed = _form_int(request, "seed", CALIBRATION_SEED, 0, 2**63 - 1)
             calibration_run(study=study, resamples=resamples, seed=seed, user=request.user)
             messages.success(request, f"Recomputed with {resamples} resamples, seed {seed}.")
         elif action == "freeze":
@@ -118,6 +121,8 @@ def _post(request: HttpRequest, study: Study) -> HttpResponse:
 @require_GET
 def calibration_download(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
     """The latest stored report as self-contained HTML or JSON (without per-comparison predictions)."""
+    from calibration.calibration_plots import calibration_html
+
     study = study_get_for_user(user=request.user, slug=slug)
     stored = calibration_report_latest(study=study)
     if stored is None:

@@ -31,7 +31,7 @@ from django.utils import timezone
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Candidate, Comparison, Predicate, Study, Trial
 from annotation.services.answers import trial_next, vote_submit
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import comprehension_question, comprehension_submit
 from annotation.services.participants import (
     participant_claim,

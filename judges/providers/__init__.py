@@ -55,7 +55,6 @@ from judges.providers.gemini import Gemini
 from judges.providers.openai_chat import OpenAIChat
 from judges.providers.openai_responses import OpenAIResponses
 from judges.providers.schema import SYSTEM_PROMPT, repair_prompt, reply_schema
-from judges.providers.transport import exchange
 from judges.providers.wire import Adapter
 
 __all__ = [
@@ -197,7 +196,7 @@ def call(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequence[str
                                                                         turns=turns))
     try:
         # No lookup here: the transport connects only to addresses it checks when connecting
-        # (judges.egress.pinned_transport, SECURITY.md row 20).
+        # (judges.pinned.pinned_transport, SECURITY.md row 20).
         base = check_base_url(endpoint.base_url)
     except ValidationFailed as exc:
         raise ProviderRefused(str(exc)) from None
@@ -206,6 +205,8 @@ def call(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequence[str
         body = encode_body(endpoint, request, active_axes=active_axes, turns=turns)
     target = Endpoint(**{**endpoint.__dict__, "base_url": base})
     headers = {"content-type": "application/json", "accept": "application/json", **adapter.headers(target, key)}
+    from judges.providers.transport import exchange  # httpx: loaded by the processes that send only
+
     got = exchange(adapter.url(target), body=body, headers=headers, timeout=endpoint.timeout,
                    concurrency=endpoint.concurrency)
     status = got.status

@@ -104,7 +104,7 @@ def check_base_url(url: str, *, resolve: bool = False) -> str:
     """Refuse a judge base URL aimed at link-local / metadata addresses; return it normalized.
 
     ``resolve=True`` also checks every address the host name resolves to. A call connects only
-    to addresses checked at that moment (``judges.egress.pinned_transport``).
+    to addresses checked at that moment (``judges.pinned.pinned_transport``).
     """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:

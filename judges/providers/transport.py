@@ -2,7 +2,7 @@
 
 - One deadline for the whole exchange (wait for a pooled connection, connect, TLS, send, the
   status line and headers, every byte of the body): every socket wait of the exchange is cut to
-  the time left (:func:`judges.egress.deadline`), so a server that drips its status line, its
+  the time left (:func:`judges.pinned.deadline`), so a server that drips its status line, its
   headers or its body a byte at a time is cut off when ``timeout`` has passed, not per read.
   The lease of a call outlasts this deadline (``judges.services.calls.attempt_seconds``), so
   an attempt is over, its socket closed, before any other worker may take the call.
@@ -12,7 +12,7 @@
   deployment sets ``ARBITER_JUDGE_PROXY`` (an HTTPS proxy) and/or ``ARBITER_JUDGE_CA_BUNDLE`` (a CA
   file for TLS-inspecting gateways); both are off by default, and the base-URL allow-list check
   (:func:`judges.providers.base.check_base_url`) runs before every request either way.
-- Every connection goes through :func:`judges.egress.pinned_transport`: the host is resolved once,
+- Every connection goes through :func:`judges.pinned.pinned_transport`: the host is resolved once,
   every address must pass the egress check, the socket connects to one of exactly those and the
   peer it reached is verified (a refusal is :class:`ProviderRefused`). Through a proxy, that is
   the proxy's address; the proxy resolves the judge host (docs/decisions.md).
@@ -32,6 +32,7 @@ from django.conf import settings
 
 from annotation.errors import ValidationFailed
 from judges import egress as judges_egress
+from judges import pinned
 from judges.providers.base import ProviderRefused, TransportFailure, UnusableReply
 
 ERROR_BODY_BYTES = 64 * 1024
@@ -99,7 +100,7 @@ def client(concurrency: int, timeout: float) -> httpx.Client:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             # Connects only to the address it checked and verifies the peer (judges.egress,
             # SECURITY.md row 20); the proxy and the CA bundle are the transport's.
-            transport=judges_egress.pinned_transport(
+            transport=pinned.pinned_transport(
                 limits=httpx.Limits(max_connections=max(concurrency, 1) * 2,
                                     max_keepalive_connections=max(concurrency, 1)),
                 verify=_verify(ca_bundle),
@@ -120,7 +121,7 @@ def exchange(url: str, *, body: bytes | None, headers: dict[str, str], timeout: 
     cap = cap or max_reply_bytes()
     headers_in = False
     try:
-        with judges_egress.deadline(deadline), \
+        with pinned.deadline(deadline), \
                 client(concurrency, timeout).stream(method, url, content=body, headers=headers) as response:
             headers_in = True
             limit = cap if response.status_code < 300 else ERROR_BODY_BYTES

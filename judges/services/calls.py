@@ -76,7 +76,6 @@ from judges.request_building import (
     load_comparison,
     study_axes,
 )
-from judges.services.group_commit import committed
 from judges.validation import InvalidReply, canonical_answer
 
 logger = logging.getLogger(__name__)
@@ -138,7 +137,7 @@ class _Claim:
 
     def renew(self, seconds: float) -> None:
         lease_until = timezone.now() + timedelta(seconds=seconds)
-        if not committed(lambda: self.rows().update(lease_until=lease_until)):
+        if not self.rows().update(lease_until=lease_until):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
 
@@ -157,7 +156,7 @@ class _Claim:
             self.counted = False
         # A provider's text may carry NUL, which PostgreSQL text and jsonb cannot hold: stored escaped.
         fields = {k: _without_nul(v) for k, v in fields.items()}
-        return bool(committed(lambda: self.rows().update(**fields)))
+        return bool(self.rows().update(**fields))
 
     def count_call(self, seconds: float) -> None:
         """Count the HTTP request about to be sent and cover it with the lease (one UPDATE).
@@ -175,7 +174,7 @@ class _Claim:
                 self.renew(seconds)
             return
         lease_until = timezone.now() + timedelta(seconds=seconds)
-        if not committed(lambda: self.rows().update(calls=F("calls") + 1, lease_until=lease_until)):
+        if not self.rows().update(calls=F("calls") + 1, lease_until=lease_until):
             raise LostClaim(self.output_id)
         self.renewed_at = time.monotonic()
 
@@ -203,14 +202,12 @@ def judge_output_claim(*, output_id: int, lease_seconds: float, max_attempts: in
     now = timezone.now()
     token = secrets.token_hex(16)
     extra = {"calls": F("calls") + 1} if count_call else {}
-    claimed = committed(
-        lambda: JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts).update(
-            status=OutputStatus.RUNNING,
-            claim_token=token,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            attempts=F("attempts") + 1,
-            **extra,
-        )
+    claimed = JudgeOutput.objects.filter(_claimable(now), pk=output_id, attempts__lt=max_attempts).update(
+        status=OutputStatus.RUNNING,
+        claim_token=token,
+        lease_until=now + timedelta(seconds=lease_seconds),
+        attempts=F("attempts") + 1,
+        **extra,
     )
     if claimed:
         return token
@@ -424,169 +421,230 @@ def _refusal_stops(judge: Judge, exc: ParameterRefused) -> str:
     return str(exc)
 
 
+# The errors of one attempt (RunStopped and ParameterRefused are ProviderRefused).
+SEND_ERRORS = (ProviderRefused, UnusableReply, TransportFailure)
+
+
+@dataclass
+class _CallState:
+    """One claimed call across its attempts. Budgets are per call, across crashes: the counters
+    start from the row."""
+
+    output: JudgeOutput
+    judge: Judge
+    comparison: Any
+    axes: Any
+    endpoint: Endpoint
+    limits: Limits
+    limiter: Limiter
+    lease: float
+    invalid: int
+    transport: int
+    usage: _Usage
+    byte_scale: float = 1.0
+    built: Any = None
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+    # Each invalid reply and its validation error, sent back with the next attempt.
+    turns: list[Turn] = field(default_factory=list)
+    # Parameters the model refused and this call dropped (--adapt-parameters): param → what the
+    # provider said; recorded on the judge when a reply comes back without them.
+    dropped: dict[str, str] = field(default_factory=dict)
+    tried: bool = False  # the first attempt of a claim always runs, so a release always makes progress
+
+    @classmethod
+    def of(cls, output: JudgeOutput, judge: Judge) -> _CallState:
+        comparison = load_comparison(output.comparison_id)
+        return cls(
+            output=output, judge=judge, comparison=comparison, axes=study_axes(comparison.study_id),
+            endpoint=endpoint_of(judge), limits=judge_limits(judge), limiter=limiter_for(),
+            lease=attempt_seconds(judge), invalid=output.invalid_attempts, transport=output.transport_failures,
+            usage=_Usage.of(output),
+        )
+
+
 def _run_claimed(claim: _Claim, output: JudgeOutput, judge: Judge, deadline: float | None) -> str:
+    """The attempts of one claimed call until a final status or a release: each readied under the
+    claim and sent, then its reply classified, or retried or adapted after a refusal or a failure."""
     if judge.provider == Provider.IMPORTED:
         _finish(claim, status=OutputStatus.FAILED, error=f"judge {judge.name} is imported-only and cannot be called")
         return OutputStatus.FAILED
-    comparison = load_comparison(output.comparison_id)
-    axes = study_axes(comparison.study_id)
-    endpoint = endpoint_of(judge)
-    limits = judge_limits(judge)
-    limiter = limiter_for()
-    lease = attempt_seconds(judge)
-    byte_scale = 1.0
-    invalid = output.invalid_attempts
-    transport = output.transport_failures
-    usage = _Usage.of(output)
-    # Budgets are per call, across crashes: counters come from the row.
-    built = None
-    repairs: list[dict[str, Any]] = []
-    turns: list[Turn] = []
-    # Parameters the model refused and this call dropped (--adapt-parameters): param → what the
-    # provider said; recorded on the judge when a reply comes back without them.
-    dropped: dict[str, str] = {}
-    tried = False  # the first attempt of a claim always runs, so a release always makes progress
+    state = _CallState.of(output, judge)
     while True:
-        if built is None:
-            try:
-                built = build_judge_request(
-                    judge=judge, comparison=comparison, order=output.order, axes=axes, byte_scale=byte_scale
-                )
-            except RequestNotBuildable as exc:
-                _finish(claim, status=OutputStatus.FAILED, error=str(exc), **usage.fields())
-                return OutputStatus.FAILED
-            except MediaUnavailable as exc:  # the bucket is away: the call waits, it does not fail
-                return _release(claim, error=f"released: {exc}", **usage.fields())
-            repairs = built.image_repairs
-        if tried and deadline is not None and time.monotonic() + attempt_seconds(judge) > deadline:
-            return _release(claim)
-        tried = True
-        stop = limiter.stopped(limits)
-        if stop:
-            return _stopped(claim, stop)
-        if not _wait_for_pause(claim, judge, limiter, limits, deadline):
-            return _release(claim, error="released: the judge is paused by the provider's rate limit")
-        body = built.body if not turns and not dropped else encode_body(
-            endpoint, built.request, active_axes=built.active_axes, turns=turns)
+        status = _ready(claim, state, deadline)
+        if status is not None:
+            return status
         try:
-            with limiter.slot(limits, heartbeat=lambda: claim.renew(lease)):
-                claim.count_call(lease)
-                reply = call(endpoint, built.request, body=body)
-        except RunStopped as exc:
-            limiter.stop(limits, str(exc))
-            usage.record("stopped", error=str(exc))
-            return _stopped(claim, str(exc), **usage.fields())
-        except ParameterRefused as exc:
-            # A refusal is a failed try (counted like any refused request); the parameter is
-            # dropped once per call (each parameter), else every other call would meet it too.
-            transport += 1
-            usage.record("refused", error=str(exc), status=exc.status)
-            adapted = None
-            if judge.adapt_parameters and not exc.required and exc.param not in dropped:
-                adapted = _without(endpoint, built.request, built.active_axes, exc.param)
-            if adapted is None:
-                reason = _refusal_stops(judge, exc)
-                limiter.stop(limits, reason)
-                return _stopped(claim, reason, transport_failures=transport, **usage.fields())
-            endpoint = adapted
-            dropped[exc.param] = exc.said
-            if not claim.update(transport_failures=transport, error=f"retrying without '{exc.param}': {exc.said}",
-                                **usage.fields()):
-                raise LostClaim(claim.output_id) from None
-            continue
-        except ProviderRefused as exc:
-            transport += 1
-            usage.record("refused", error=str(exc))
-            _finish(claim, status=OutputStatus.FAILED, error=f"provider refused: {exc}", transport_failures=transport,
-                    image_repairs=repairs, **usage.fields())
-            return OutputStatus.FAILED
-        except UnusableReply as exc:
-            invalid += 1
-            usage.record("invalid", error=str(exc))
-            if invalid > judge.max_invalid_retries:
-                _finish(claim, status=OutputStatus.INVALID, raw=exc.raw, error=str(exc), invalid_attempts=invalid,
-                        transport_failures=transport, image_repairs=repairs, prompt_sha256=built.prompt_sha256,
-                        **usage.fields())
-                return OutputStatus.INVALID
-            if not claim.update(invalid_attempts=invalid, error=f"retrying after invalid reply: {exc}", **usage.fields()):
-                raise LostClaim(claim.output_id) from None
-            continue
-        except TransportFailure as exc:
-            transport += 1
-            usage.record("transport", error=str(exc), status=exc.status)
-            if transport > judge.max_transport_retries:
-                _finish(
-                    claim,
-                    status=OutputStatus.FAILED,
-                    error=f"transport failure after {transport} tries: {exc}",
-                    transport_failures=transport,
-                    image_repairs=repairs,
-                    **usage.fields(),
-                )
-                return OutputStatus.FAILED
-            if exc.status == 413:
-                byte_scale /= 2
-                built = None
-            delay = backoff_seconds(transport, exc.retry_after)
-            if exc.status == 429:
-                # Every worker holds its calls of this judge until the provider's reset.
-                limiter.pause(limits, exc.retry_after if exc.retry_after is not None else delay)
-                delay = 0.0 if exc.retry_after is not None else delay
-            if deadline is not None and time.monotonic() + delay + attempt_seconds(judge) > deadline:
-                return _release(claim, transport_failures=transport, error=f"retrying after transport failure: {exc}",
-                                **usage.fields())
-            # One write: the counter, the reason, and a lease that covers the sleep and the next try.
-            if not claim.update(
-                transport_failures=transport,
-                error=f"retrying after transport failure: {exc}",
-                lease_until=timezone.now() + timedelta(seconds=delay + lease),
-                **usage.fields(),
-            ):
-                raise LostClaim(claim.output_id) from None
-            time.sleep(delay)
-            claim.renewed_at = time.monotonic()
-            continue
-        if dropped:
-            # The provider answered without them: the judge learns it (once), later calls send without.
-            from judges.services.judges import judge_learn_parameters
+            reply = _send(claim, state)
+        except SEND_ERRORS as exc:
+            status = _retry_or_adapt(claim, state, exc, deadline)
+        else:
+            status = _classify(claim, state, reply)
+        if status is not None:
+            return status
 
-            judge_learn_parameters(judge_id=judge.pk, refused=dropped)
-            dropped = {}
-        text = reply.text
+
+def _ready(claim: _Claim, state: _CallState, deadline: float | None) -> str | None:
+    """Build the request (again after a 413) and wait for the judge's limiter: None when the attempt
+    may be sent, else the status the claim ends with (failed, released, stopped)."""
+    judge = state.judge
+    if state.built is None:
         try:
-            answer = canonical_answer(text, active_axes=built.active_axes, order=output.order)
-        except InvalidReply as exc:
-            invalid += 1
-            reason = _empty_reason(reply, exc)
-            usage.record("invalid", error=reason, reply=reply)
-            if invalid > judge.max_invalid_retries:
-                _finish(claim, status=OutputStatus.INVALID, raw=text, error=reason, invalid_attempts=invalid,
-                        transport_failures=transport, image_repairs=repairs, prompt_sha256=built.prompt_sha256,
-                        **usage.fields())
-                return OutputStatus.INVALID
-            # The next attempt sends this reply and the validation error back as a repair turn.
-            turns.append(Turn(reply=text[:REPAIR_REPLY_CHARS], error=reason))
-            if not claim.update(invalid_attempts=invalid, raw=text, error=f"retrying after invalid reply: {reason}",
-                                **usage.fields()):
-                raise LostClaim(claim.output_id) from None
-            continue
-        usage.record("valid", reply=reply)
+            state.built = build_judge_request(
+                judge=judge, comparison=state.comparison, order=state.output.order, axes=state.axes,
+                byte_scale=state.byte_scale,
+            )
+        except RequestNotBuildable as exc:
+            _finish(claim, status=OutputStatus.FAILED, error=str(exc), **state.usage.fields())
+            return OutputStatus.FAILED
+        except MediaUnavailable as exc:  # the bucket is away: the call waits, it does not fail
+            return _release(claim, error=f"released: {exc}", **state.usage.fields())
+        state.repairs = state.built.image_repairs
+    if state.tried and deadline is not None and time.monotonic() + attempt_seconds(judge) > deadline:
+        return _release(claim)
+    state.tried = True
+    stop = state.limiter.stopped(state.limits)
+    if stop:
+        return _stopped(claim, stop)
+    if not _wait_for_pause(claim, judge, state.limiter, state.limits, deadline):
+        return _release(claim, error="released: the judge is paused by the provider's rate limit")
+    return None
+
+
+def _send(claim: _Claim, state: _CallState) -> Reply:
+    """One request, in a slot of the judge's limiter, counted on the row and covered by the lease."""
+    built = state.built
+    body = built.body if not state.turns and not state.dropped else encode_body(
+        state.endpoint, built.request, active_axes=built.active_axes, turns=state.turns)
+    with state.limiter.slot(state.limits, heartbeat=lambda: claim.renew(state.lease)):
+        claim.count_call(state.lease)
+        return call(state.endpoint, built.request, body=body)
+
+
+def _retry_or_adapt(claim: _Claim, state: _CallState, exc: Exception, deadline: float | None) -> str | None:
+    """After a refused or failed attempt: None to try again (a parameter dropped, a backoff slept),
+    else the status the claim ends with."""
+    judge, usage = state.judge, state.usage
+    if isinstance(exc, RunStopped):
+        state.limiter.stop(state.limits, str(exc))
+        usage.record("stopped", error=str(exc))
+        return _stopped(claim, str(exc), **usage.fields())
+    if isinstance(exc, ParameterRefused):
+        # A refusal is a failed try (counted like any refused request); the parameter is
+        # dropped once per call (each parameter), else every other call would meet it too.
+        state.transport += 1
+        usage.record("refused", error=str(exc), status=exc.status)
+        adapted = None
+        if judge.adapt_parameters and not exc.required and exc.param not in state.dropped:
+            adapted = _without(state.endpoint, state.built.request, state.built.active_axes, exc.param)
+        if adapted is None:
+            reason = _refusal_stops(judge, exc)
+            state.limiter.stop(state.limits, reason)
+            return _stopped(claim, reason, transport_failures=state.transport, **usage.fields())
+        state.endpoint = adapted
+        state.dropped[exc.param] = exc.said
+        if not claim.update(transport_failures=state.transport, error=f"retrying without '{exc.param}': {exc.said}",
+                            **usage.fields()):
+            raise LostClaim(claim.output_id) from None
+        return None
+    if isinstance(exc, ProviderRefused):
+        state.transport += 1
+        usage.record("refused", error=str(exc))
+        _finish(claim, status=OutputStatus.FAILED, error=f"provider refused: {exc}", transport_failures=state.transport,
+                image_repairs=state.repairs, **usage.fields())
+        return OutputStatus.FAILED
+    if isinstance(exc, UnusableReply):
+        state.invalid += 1
+        usage.record("invalid", error=str(exc))
+        if state.invalid > judge.max_invalid_retries:
+            _finish(claim, status=OutputStatus.INVALID, raw=exc.raw, error=str(exc), invalid_attempts=state.invalid,
+                    transport_failures=state.transport, image_repairs=state.repairs,
+                    prompt_sha256=state.built.prompt_sha256, **usage.fields())
+            return OutputStatus.INVALID
+        if not claim.update(invalid_attempts=state.invalid, error=f"retrying after invalid reply: {exc}",
+                            **usage.fields()):
+            raise LostClaim(claim.output_id) from None
+        return None
+    assert isinstance(exc, TransportFailure)
+    state.transport += 1
+    usage.record("transport", error=str(exc), status=exc.status)
+    if state.transport > judge.max_transport_retries:
         _finish(
             claim,
-            status=OutputStatus.VALID,
-            raw=text,
-            error="",
-            winner=answer.winner,
-            confidence=answer.confidence,
-            axis_scores=answer.axes_list(),
-            reason=answer.reason,
-            invalid_attempts=invalid,
-            transport_failures=transport,
-            image_repairs=repairs,
-            prompt_sha256=built.prompt_sha256,
+            status=OutputStatus.FAILED,
+            error=f"transport failure after {state.transport} tries: {exc}",
+            transport_failures=state.transport,
+            image_repairs=state.repairs,
             **usage.fields(),
         )
-        return OutputStatus.VALID
+        return OutputStatus.FAILED
+    if exc.status == 413:
+        state.byte_scale /= 2
+        state.built = None
+    delay = backoff_seconds(state.transport, exc.retry_after)
+    if exc.status == 429:
+        # Every worker holds its calls of this judge until the provider's reset.
+        state.limiter.pause(state.limits, exc.retry_after if exc.retry_after is not None else delay)
+        delay = 0.0 if exc.retry_after is not None else delay
+    if deadline is not None and time.monotonic() + delay + attempt_seconds(judge) > deadline:
+        return _release(claim, transport_failures=state.transport, error=f"retrying after transport failure: {exc}",
+                        **usage.fields())
+    # One write: the counter, the reason, and a lease that covers the sleep and the next try.
+    if not claim.update(
+        transport_failures=state.transport,
+        error=f"retrying after transport failure: {exc}",
+        lease_until=timezone.now() + timedelta(seconds=delay + state.lease),
+        **usage.fields(),
+    ):
+        raise LostClaim(claim.output_id) from None
+    time.sleep(delay)
+    claim.renewed_at = time.monotonic()
+    return None
+
+
+def _classify(claim: _Claim, state: _CallState, reply: Reply) -> str | None:
+    """A reply came back: valid (stored), or invalid (stored after the last retry, else None to send
+    it back with the validation error as a repair turn)."""
+    judge, usage, built = state.judge, state.usage, state.built
+    if state.dropped:
+        # The provider answered without them: the judge learns it (once), later calls send without.
+        from judges.services.judges import judge_learn_parameters
+
+        judge_learn_parameters(judge_id=judge.pk, refused=state.dropped)
+        state.dropped = {}
+    text = reply.text
+    try:
+        answer = canonical_answer(text, active_axes=built.active_axes, order=state.output.order)
+    except InvalidReply as exc:
+        state.invalid += 1
+        reason = _empty_reason(reply, exc)
+        usage.record("invalid", error=reason, reply=reply)
+        if state.invalid > judge.max_invalid_retries:
+            _finish(claim, status=OutputStatus.INVALID, raw=text, error=reason, invalid_attempts=state.invalid,
+                    transport_failures=state.transport, image_repairs=state.repairs,
+                    prompt_sha256=built.prompt_sha256, **usage.fields())
+            return OutputStatus.INVALID
+        state.turns.append(Turn(reply=text[:REPAIR_REPLY_CHARS], error=reason))
+        if not claim.update(invalid_attempts=state.invalid, raw=text, error=f"retrying after invalid reply: {reason}",
+                            **usage.fields()):
+            raise LostClaim(claim.output_id) from None
+        return None
+    usage.record("valid", reply=reply)
+    _finish(
+        claim,
+        status=OutputStatus.VALID,
+        raw=text,
+        error="",
+        winner=answer.winner,
+        confidence=answer.confidence,
+        axis_scores=answer.axes_list(),
+        reason=answer.reason,
+        invalid_attempts=state.invalid,
+        transport_failures=state.transport,
+        image_repairs=state.repairs,
+        prompt_sha256=built.prompt_sha256,
+        **usage.fields(),
+    )
+    return OutputStatus.VALID
 
 
 def _stopped(claim: _Claim, reason: str, **fields: Any) -> str:

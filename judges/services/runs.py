@@ -27,7 +27,6 @@ from annotation.models import Comparison, ComparisonSet, Study
 from annotation.services.audit import audit_record
 from judges.limits import limiter_for
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
-from judges.providers.transport import close_thread_clients
 from judges.services.calls import DATABASE_ERRORS, expired_output_ids, judge_limits, judge_output_execute
 
 MAX_REPEATS = 100
@@ -267,6 +266,8 @@ def judge_outputs_run_local(
     ``judge.concurrency`` requests to answer instead of one fewer during each call's database
     work (benchmarks/bench_judges.py: 91.7 % → 96.8 % of the ideal rate).
     """
+    from judges.providers.transport import close_thread_clients
+
     counts: dict[str, int] = {}
     lock = threading.Lock()
 

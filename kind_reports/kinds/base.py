@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.models import Study
-from stats.rater_agreement import KindAgreementResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from stats.rater_agreement import KindAgreementResult
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class KindReportSpec:
 
     def agreement_answers(self, data: pd.DataFrame) -> pd.DataFrame:
         """The ``kind_agreement`` input: ``unit, rater, answer, brief, is_repeat``."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "unit": data["unit"],

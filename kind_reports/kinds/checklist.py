@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.models import Study
 from kind_reports.kinds.base import KindReportSpec, KindSettings
 from kind_reports.selectors import checklist_predicates_frame
-from stats.checklist import checklist_agreement
-from stats.rater_agreement import KindAgreementResult, kind_agreement, predicate_scale
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from stats.rater_agreement import KindAgreementResult
 
 
 def checklist_answers_frame(data: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "predicate": data["unit"],
@@ -44,6 +47,9 @@ class ChecklistReport(KindReportSpec):
         resamples: int,
         seed: int,
     ) -> tuple[dict[str, Any], KindAgreementResult]:
+        from stats.checklist import checklist_agreement
+        from stats.rater_agreement import kind_agreement, predicate_scale
+
         analysis = checklist_agreement(
             checklist_answers_frame(data),
             checklist_predicates_frame(study=study),

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.models import Study
 from kind_reports.kinds.base import KindReportSpec, KindSettings
 from kind_reports.selectors import scores_frame
-from stats.rater_agreement import KindAgreementResult, kind_agreement, winner_scale
-from stats.score_preference import score_preference
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from stats.rater_agreement import KindAgreementResult
 
 _SWAP = {"A": "B", "B": "A"}
 
 
 def pairwise_votes_frame(data: pd.DataFrame) -> pd.DataFrame:
     """Data answers → ``score_preference`` votes (canonical labels)."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "comparison": data["unit"],
@@ -61,6 +64,9 @@ class PairwiseReport(KindReportSpec):
         resamples: int,
         seed: int,
     ) -> tuple[dict[str, Any], KindAgreementResult]:
+        from stats.rater_agreement import kind_agreement, winner_scale
+        from stats.score_preference import score_preference
+
         analysis = score_preference(
             pairwise_votes_frame(data), scores_frame(study=study), resamples=resamples, seed=seed
         ).to_dict()

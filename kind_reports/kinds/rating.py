@@ -8,16 +8,17 @@ order) that have at least one kept rating; a study without declared dimensions r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.errors import ValidationFailed
 from annotation.models import Study
 from kind_reports.kinds.base import KindReportSpec, KindSettings, parse_systems
 from kind_reports.selectors import system_ids
-from stats.rater_agreement import KindAgreementResult, kind_agreement, rating_scale
-from stats.rating import rating_comparison
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from stats.rater_agreement import KindAgreementResult
 
 
 def _ratings_of(answers: Any) -> dict[str, Any]:
@@ -53,6 +54,8 @@ def rating_systems(study: Study, systems: str | Sequence[str] | None) -> tuple[s
 
 def ratings_frame(data: pd.DataFrame, dimensions: Sequence[str]) -> pd.DataFrame:
     """Data answers → one row per rating (``brief, system, rater, dimension, rating, item, is_repeat``)."""
+    import pandas as pd
+
     rows = [
         {
             "brief": r.brief,
@@ -117,6 +120,9 @@ class RatingReport(KindReportSpec):
         resamples: int,
         seed: int,
     ) -> tuple[dict[str, Any], KindAgreementResult]:
+        from stats.rater_agreement import kind_agreement, rating_scale
+        from stats.rating import rating_comparison
+
         assert systems is not None
         ratings = ratings_frame(data, settings.dimensions)
         for system in systems:
@@ -149,6 +155,8 @@ class RatingReport(KindReportSpec):
     @staticmethod
     def agreement_answers_of_ratings(ratings: pd.DataFrame) -> pd.DataFrame:
         """The ``kind_agreement`` input of ratings: one answer per item × dimension."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "unit": ratings["item"],

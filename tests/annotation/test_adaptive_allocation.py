@@ -29,7 +29,7 @@ from annotation.models import AuditEvent, Block, BlockItem, Comparison, Comparis
 from annotation.selectors.allocation import allocation_state
 from annotation.services.adaptive_allocation import study_allocation_set
 from annotation.services.answers import trial_next, vote_submit
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import (
     comprehension_question,
     comprehension_required,

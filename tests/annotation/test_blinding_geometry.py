@@ -26,7 +26,8 @@ from PIL import Image, ImageDraw
 
 from annotation.images import neutralize_media
 from annotation.models import Candidate, Comparison, Page, StoredImage, Study
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.scheduling import blocks_schedule
 from judges.models import Order
 from judges.request_building import build_judge_request, study_axes

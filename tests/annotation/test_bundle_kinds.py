@@ -20,7 +20,8 @@ from django.db import IntegrityError, transaction
 
 from annotation.errors import ValidationFailed
 from annotation.models import AuditEvent, Candidate, Comparison, Page, Predicate, Study, System
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from tests.annotation.test_bundles import copy_bundle, pixels, read_doc, snapshot, write_doc
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"

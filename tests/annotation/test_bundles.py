@@ -23,7 +23,8 @@ from PIL import Image, PngImagePlugin
 from annotation.errors import ValidationFailed
 from annotation.images import NEUTRAL_FILL
 from annotation.models import AuditEvent, Axis, Candidate, Comparison, Page, StoredImage, Study, System
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 
 # --- shared helpers --------------------------------------------------------------------------
 

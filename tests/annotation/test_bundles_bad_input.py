@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotation.errors import ValidationFailed
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.bundles.reference_format import study_spec_parse
 from tests.annotation.test_bundles import copy_bundle, edit_doc, png_bytes, snapshot, zip_folder
 

@@ -21,7 +21,8 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from annotation.models import Candidate, CandidateVersion, Comparison, Study
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.bundles.update import study_update_bundle
 from judges.models import Judge, JudgeOutput
 from tests.annotation.test_bundles import copy_bundle, edit_doc, png_bytes, read_doc, snapshot, zip_folder

@@ -14,7 +14,8 @@ from django.test import Client
 from annotation.errors import ValidationFailed
 from annotation.models import RATER_PAGE_DEFAULTS, AuditEvent, Study, rater_page_options
 from annotation.services import crowd_settings
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.crowd_settings import (
     CROWD_DEFAULTS,
     CROWD_KEYS,

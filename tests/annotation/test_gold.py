@@ -425,7 +425,8 @@ SUPPLIED = [
 
 def test_gold_supplied_in_the_bundle_is_imported_scheduled_and_exported_again(tmp_path: Path, examples_dir: Path) -> None:
     from annotation.models import SuppliedGold
-    from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+    from annotation.services.bundles.exporting import study_export_bundle
+    from annotation.services.bundles.importing import study_import_bundle
 
     study = study_import_bundle(path=_gold_bundle(examples_dir, tmp_path / "b", SUPPLIED))
     rows = list(SuppliedGold.objects.filter(study=study).select_related("page", "image_a", "image_b", "original_b"))
@@ -472,7 +473,7 @@ def test_bad_gold_entries_are_refused_in_one_line_and_nothing_is_written(
     tmp_path: Path, examples_dir: Path, change: dict[str, str], message: str
 ) -> None:
     from annotation.errors import ValidationFailed
-    from annotation.services.bundles.exchange import study_import_bundle
+    from annotation.services.bundles.importing import study_import_bundle
 
     bundle = _gold_bundle(examples_dir, tmp_path / "b", [SUPPLIED[0], {**SUPPLIED[1], **change}])
     with pytest.raises(ValidationFailed, match=message) as caught:

@@ -9,7 +9,7 @@ import pytest
 from annotation.errors import ValidationFailed
 from annotation.models import Assignment, AssignmentState, Rater, Study, Trial, Vote
 from annotation.services.answers import trial_next, vote_submit
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import (
     ComprehensionRequired,
     comprehension_question,

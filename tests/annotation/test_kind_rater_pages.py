@@ -36,7 +36,7 @@ from annotation.models import (
     Vote,
 )
 from annotation.services.answers import attention_instruction
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import comprehension_question
 from annotation.services.scheduling import blocks_schedule, schedule_units
 

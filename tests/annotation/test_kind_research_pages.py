@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.scheduling import schedule_units
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"

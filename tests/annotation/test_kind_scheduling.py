@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.models import Assignment, BlockItem, Study, Trial
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.scheduling import (
     assignment_plan_copy,
     blocks_schedule,

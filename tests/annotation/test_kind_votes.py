@@ -35,7 +35,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 from tests.annotation.factories import EXAMPLE_ROWS, make_study, votes_csv_text, write_votes_csv
 from tests.annotation.test_bundle_kinds import kind_bundle

@@ -24,7 +24,8 @@ from annotation import progress
 from annotation.image_wsgi import ImagePassApplication
 from annotation.media import MediaUnavailable
 from annotation.models import Candidate, Comparison, Page, StoredImage, Study, System
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.media_copy import study_stored_images
 from tests.annotation.test_image_wsgi import Called, _environ
 from tests.annotation.test_rater_flow import join, scheduled

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from annotation.models import AuditEvent, Study
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 
 pytestmark = pytest.mark.django_db
 

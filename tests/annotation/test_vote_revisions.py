@@ -13,7 +13,8 @@ from django.test import Client
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, Axis, Trial, TrialProblem, Vote, axis_title
-from annotation.services.bundles.exchange import study_export_bundle, study_import_bundle
+from annotation.services.bundles.exporting import study_export_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
 from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 from tests.annotation.rater_factories import make_rater_study

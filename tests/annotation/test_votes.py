@@ -499,7 +499,7 @@ def make_rated_study_shell(study):  # type: ignore[no-untyped-def]
 
 
 def test_the_example_bundle_takes_the_example_votes(tmp_path: Path, examples_dir: Path) -> None:
-    bundles = pytest.importorskip("annotation.services.bundles.exchange")
+    bundles = pytest.importorskip("annotation.services.bundles.importing")
     study = bundles.study_import_bundle(path=examples_dir / "bundle")
     assert votes_import_csv(study=study, path=examples_dir / "votes.csv").rows == 5
     out = tmp_path / "out.csv"

@@ -124,7 +124,7 @@ def test_voided_assignments_are_excluded(rated) -> None:  # type: ignore[no-unty
 
 
 def test_example_bundle_and_votes_end_to_end(tmp_path: Path, examples_dir: Path) -> None:
-    bundles = pytest.importorskip("annotation.services.bundles.exchange")
+    bundles = pytest.importorskip("annotation.services.bundles.importing")
     study = bundles.study_import_bundle(path=examples_dir / "bundle")
     votes_import_csv(study=study, path=examples_dir / "votes.csv")
     report = agreement_report_for_study(study=study, resamples=50, seed=1)

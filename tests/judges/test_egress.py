@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from annotation.errors import ValidationFailed
-from judges import egress
+from judges import egress, pinned
 from judges.providers import check_base_url
 from tests.judges.factories import make_example_study, make_judge
 from tests.judges.fake_provider import FakeProvider
@@ -76,7 +76,7 @@ def _seed(port: int, addresses: list[str]) -> None:
 
 
 def _client() -> httpx.Client:
-    return httpx.Client(transport=egress.pinned_transport(limits=httpx.Limits()), trust_env=False)
+    return httpx.Client(transport=pinned.pinned_transport(limits=httpx.Limits()), trust_env=False)
 
 
 def test_the_call_connects_to_the_checked_address_and_keeps_the_host_name(server: FakeProvider, port: int, answer: None) -> None:
@@ -99,11 +99,11 @@ def test_an_answer_with_a_metadata_address_is_refused_before_connecting(server: 
 def test_a_peer_other_than_the_checked_address_is_refused(server: FakeProvider, port: int) -> None:
     sockets = httpcore.SyncBackend()
     stream = sockets.connect_tcp("127.0.0.1", port)
-    egress.check_peer(stream, "127.0.0.1", "127.0.0.1")  # the address it reached: fine
+    pinned.check_peer(stream, "127.0.0.1", "127.0.0.1")  # the address it reached: fine
     stream.close()
     stream = sockets.connect_tcp("127.0.0.1", port)
     with pytest.raises(ValidationFailed, match=r"reached 127\.0\.0\.1, not the checked address 127\.0\.0\.2"):
-        egress.check_peer(stream, "127.0.0.2", "judge.example")
+        pinned.check_peer(stream, "127.0.0.2", "judge.example")
 
 
 @pytest.mark.django_db

@@ -29,7 +29,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"
 

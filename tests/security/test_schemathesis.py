@@ -24,7 +24,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 

@@ -10,7 +10,7 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from annotation.services.bundles.exchange import study_export_bundle
+from annotation.services.bundles.exporting import study_export_bundle
 
 
 class Command(ArbiterCommand):

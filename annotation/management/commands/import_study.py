@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotation.management.base import ArbiterCommand, researcher_option
-from annotation.services.bundles.exchange import study_import_bundle
+from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.bundles.update import study_update_bundle
 
 

@@ -43,18 +43,12 @@ from annotation.models import (
     Study,
 )
 from annotation.roles import studies_for
-from annotation.services.bundles.exchange import (
-    ImageInfo,
-    StagedImages,
-    _stage_images,
-    _stored_images,
-    open_bundle,
-    study_crowd_settings,
-    study_settings,
-    study_spec_from_bundle,
-    with_uploaded_bundle,
-)
+from annotation.services.bundles.exporting import study_crowd_settings, study_settings
+from annotation.services.bundles.images import ImageInfo
+from annotation.services.bundles.importing import StagedImages, _stage_images, _stored_images
+from annotation.services.bundles.opening import open_bundle, study_spec_from_bundle
 from annotation.services.bundles.reference_format import STUDY_JSON, CandidateSpec, StudySpec
+from annotation.services.bundles.upload import with_uploaded_bundle
 from annotation.signals import candidates_replaced, candidates_replacing
 
 if TYPE_CHECKING:

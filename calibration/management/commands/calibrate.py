@@ -16,7 +16,7 @@ from annotation.models import Study
 from calibration.calibration_plots import calibration_html
 from calibration.services.calibration import calibration_run
 from calibration.services.exclusion_rules import exclusions_line, rules_option
-from stats.judge_weights import DEFAULT_RESAMPLES, DEFAULT_SEED
+from stats.defaults import CALIBRATION_RESAMPLES, CALIBRATION_SEED
 
 
 class Command(ArbiterCommand):
@@ -31,9 +31,9 @@ class Command(ArbiterCommand):
             "--freeze", metavar="NAME", help="freeze the fitted weights as a CoefficientSet NAME"
         )
         parser.add_argument(
-            "--bootstrap", type=int, default=DEFAULT_RESAMPLES, help="page-block resamples (5000)"
+            "--bootstrap", type=int, default=CALIBRATION_RESAMPLES, help="page-block resamples (5000)"
         )
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed ({DEFAULT_SEED})")
+        parser.add_argument("--seed", type=int, default=CALIBRATION_SEED, help=f"bootstrap seed ({CALIBRATION_SEED})")
         parser.add_argument(
             "--pilot-size", type=int, help="committee pilot size (default: the paper's 320/1872 share)"
         )

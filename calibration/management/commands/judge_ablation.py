@@ -15,7 +15,7 @@ from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from calibration.ablation_plots import ablation_html
 from calibration.services.ablation import judge_ablation_report
-from stats.judge_ablation import DEFAULT_RESAMPLES, DEFAULT_SEED
+from stats.defaults import ABLATION_RESAMPLES, ABLATION_SEED
 
 
 class Command(ArbiterCommand):
@@ -31,10 +31,10 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--bootstrap",
             type=int,
-            default=DEFAULT_RESAMPLES,
-            help=f"page-block resamples (default {DEFAULT_RESAMPLES}, as the paper)",
+            default=ABLATION_RESAMPLES,
+            help=f"page-block resamples (default {ABLATION_RESAMPLES}, as the paper)",
         )
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed ({DEFAULT_SEED})")
+        parser.add_argument("--seed", type=int, default=ABLATION_SEED, help=f"bootstrap seed ({ABLATION_SEED})")
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()

@@ -21,8 +21,7 @@ from ranking.planning import (
     study_plan_parameters,
     study_plan_write,
 )
-from stats.errors import StatisticsError
-from stats.planning import PLAN_KINDS, verify_plan
+from stats.defaults import PLAN_KINDS
 
 
 class Command(ArbiterCommand):
@@ -164,6 +163,9 @@ class Command(ArbiterCommand):
                 f"{target.assurance:.0%} of studies reach it at the {math.ceil(plan.votes_needed)} above)"
             )
         if options["verify"]:
+            from stats.errors import StatisticsError
+            from stats.planning import verify_plan
+
             try:
                 check = verify_plan(plan, n_studies=int(options["verify"]))
             except StatisticsError as exc:
