@@ -17,3 +17,8 @@ ABLATION_SEED = 20260830
 # Study planning (stats.planning): its targets and allocation rules.
 PLAN_KINDS = ("top_k", "adjacent", "kappa", "alpha", "brier")
 ALLOCATIONS = ("uniform", "adaptive")
+
+# The gold rule (stats.gold_rule): an honest rater's error rate on gold trials, and the largest
+# share of honest raters the binomial test may exclude.
+GOLD_HONEST_ERROR = 0.05
+GOLD_FALSE_EXCLUSION = 0.01

@@ -31,12 +31,11 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom
 
+from stats.defaults import GOLD_FALSE_EXCLUSION, GOLD_HONEST_ERROR
 from stats.errors import StatisticsError
 
-#: An honest rater's failure probability on a gold trial the rule is calibrated for.
-GOLD_HONEST_ERROR = 0.05
-#: The largest share of honest raters (at ``GOLD_HONEST_ERROR``) the rule may exclude.
-GOLD_FALSE_EXCLUSION = 0.01
+# GOLD_HONEST_ERROR: an honest rater's failure probability on a gold trial the rule is calibrated
+# for; GOLD_FALSE_EXCLUSION: the largest share of honest raters (at that rate) it may exclude.
 #: Failure probability of a gold trial for a random clicker: A/B (½) and A/B/TIE (⅔).
 CLICKERS = {"A/B": 0.5, "A/B/TIE": 2.0 / 3.0}
 

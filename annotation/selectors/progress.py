@@ -30,7 +30,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
-from stats.gold_rule import GOLD_HONEST_ERROR, gold_excludes
+from stats.defaults import GOLD_HONEST_ERROR
 
 LIVE = (AssignmentState.OPEN, AssignmentState.ACTIVE, AssignmentState.FINISHED)
 
@@ -270,6 +270,8 @@ def quality_flags(q: RaterQuality, rules: dict[str, float | int | None]) -> tupl
     failures = rules["max_attention_failures"]
     if failures is not None and q.attention_checks and q.attention_checks - q.attention_passed > int(failures):
         flags.append("failed attention checks")
+    from stats.gold_rule import gold_excludes  # SciPy's binomial tail: loaded by the quality figures only
+
     level, honest = rules["gold_false_exclusion"], float(rules["gold_honest_error"] or GOLD_HONEST_ERROR)
     if level is not None and q.gold_trials and gold_excludes(
         q.gold_trials - q.gold_passed, q.gold_trials, honest_error=honest, false_exclusion=float(level)
