@@ -347,7 +347,10 @@ class PageRenderer:
             raise _Failed(f"the page tried to navigate away (to {visit.navigation_away[:120]}); refused")
         if s.javascript:
             self._wait_ready(left_ms)
+            # Frames of the page's own origin (a blocked frame, file:// say, never gets a document to run in).
             for frame in page.frames:
+                if not (frame == page.main_frame or is_page_origin(frame.url) or frame.url == "about:srcdoc"):
+                    continue
                 try:
                     frame.evaluate(RUN_CLOCK_JS, s.settle_ms)
                 except Exception:

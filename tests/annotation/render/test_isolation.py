@@ -87,7 +87,7 @@ def test_the_proxy_alone_refuses_what_interception_would_miss(canary) -> None:
                     page.goto(canary.url + "/direct", timeout=5000)
                 except Exception as exc:
                     errors.append(str(exc))
-                page.goto("about:blank")
+                page = browser.new_page()
                 page.set_content(f"<img src='{canary.url}/img'><script>fetch('{canary.url}/fetch')</script>")
                 page.wait_for_timeout(300)
             finally:
