@@ -143,10 +143,13 @@ READY_JS = r"""
 }
 """
 
-# Scrolled to the top (both modes capture from the page's top left); the page's size in CSS
+# Animations stopped, scrolled to the top (both modes capture from the page's top left); the page's size in CSS
 # pixels, its media boxes and its DOM (for the digest), in one round trip.
 MEASURE_JS = (
     "() => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
+    # Animations a script started (element.animate) stand at their start; CSS ones are off already.
+    " for (const a of (document.getAnimations ? document.getAnimations() : [])) {"
+    " try { a.pause(); a.currentTime = 0; } catch (e) {} }"
     " return { height: Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0),"
     " boxes: (" + COLLECT_JS.strip() + ")(), html: root ? root.outerHTML : '' }; }"
 )
