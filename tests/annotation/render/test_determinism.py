@@ -4,6 +4,7 @@ below the fold renders identically in a fresh browser and in a tab that rendered
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -78,3 +79,15 @@ def test_the_web_font_is_used(renderer, site) -> None:
     without = renderer.render(site("font.html", html))
     assert with_font.status == without.status == "ok"
     assert not np.array_equal(np.asarray(pixels(with_font)), np.asarray(pixels(without)))
+
+
+def test_no_js_runs_no_script(site) -> None:
+    html = """<body style='margin:0'><noscript><div style='width:30px;height:30px;background:#00f'></div></noscript>
+    <script>document.body.insertAdjacentHTML('beforeend', "<div style='width:30px;height:30px;background:#f00'></div>")</script>
+    <img src='g.png'></body>"""
+    page = site("nojs.html", html, **{"g.png": png_bytes((0, 255, 0))})
+    result = render_in_thread(dataclasses.replace(TEST_SETTINGS, javascript=False), page)
+    assert result.status == "ok", result.reason
+    assert colour_pixels(result, (255, 0, 0)) == 0
+    assert colour_pixels(result, (0, 0, 255)) == 30 * 30
+    assert [r["kind"] for r in result.media] == ["photo"]

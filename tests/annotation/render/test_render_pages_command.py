@@ -25,8 +25,13 @@ PAGES = {
 SVG = "<svg xmlns='http://www.w3.org/2000/svg' width='200' height='100'><rect width='200' height='100' fill='#c00'/></svg>"
 
 
-def render(src: Path, out: Path, *args: str) -> tuple[str, str]:
-    stdout, stderr = io.StringIO(), io.StringIO()
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def render(src: Path, out: Path, *args: str, terminal: bool = False) -> tuple[str, str]:
+    stdout, stderr = io.StringIO(), FakeTerminal() if terminal else io.StringIO()
     call_command("render_pages", str(src), str(out), "--timeout", "5", *args, stdout=stdout, stderr=stderr)
     return stdout.getvalue(), stderr.getvalue()
 
@@ -74,9 +79,12 @@ def test_every_page_is_handled_and_failures_are_data(src: Path, tmp_path: Path) 
     stdout, stderr = render(src, out, "--workers", "2", "--max-console-errors", "2", "--viewport", "640x480")
     assert "(5 kept from an earlier run)" in stdout and not stderr
     (src / "good.html").write_text(PAGES["good"] + "<p>changed</p>")
-    stdout, stderr = render(src, out, "--workers", "1", "--max-console-errors", "2", "--viewport", "640x480", "--mode", "canvas")
+    stdout, stderr = render(
+        src, out, "--workers", "1", "--max-console-errors", "2", "--viewport", "640x480", "--mode", "canvas", terminal=True
+    )
     assert "5 pages: 1 rendered, 4 failed" in stdout and "kept" not in stdout
     assert "5 earlier render(s) were made from other files, with other settings" in stderr
+    assert "render_pages: rendering 5/5 (100%)" in stderr and "\r" not in stdout  # progress on the terminal only
 
 
 def test_one_line_errors(tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPatch) -> None:
