@@ -78,17 +78,30 @@ def check_available() -> None:
         ) from None
 
 
+def sandboxed() -> bool:
+    """Chromium's own process sandbox: on, unless running as root (it cannot start as root, as in
+    this project's containers) or ``ARBITER_RENDER_NO_SANDBOX=1`` says the machine cannot host it."""
+    return os.geteuid() != 0 and os.environ.get("ARBITER_RENDER_NO_SANDBOX") != "1"
+
+
 def launch(playwright: Any, marker: str) -> Any:
     """Start Chromium for one render worker. ``marker`` (an ignored switch) finds its processes."""
-    return playwright.chromium.launch(
-        executable_path=CHROMIUM,
-        args=[*FLAGS, f"--arbiter-render={marker}"],
-        # Chromium's own sandbox cannot start as root (this container); as another user it is on.
-        chromium_sandbox=os.geteuid() != 0,
-        handle_sigint=False,
-        handle_sigterm=False,
-        handle_sighup=False,
-    )
+    try:
+        return playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[*FLAGS, f"--arbiter-render={marker}"],
+            chromium_sandbox=sandboxed(),
+            handle_sigint=False,
+            handle_sigterm=False,
+            handle_sighup=False,
+        )
+    except Exception as exc:
+        if sandboxed() and "sandbox" in str(exc).lower():
+            raise RenderUnavailable(
+                "Chromium's sandbox cannot start on this machine (no user namespaces?); enable them, or set "
+                "ARBITER_RENDER_NO_SANDBOX=1 to render without it (the network and file isolation stay on)"
+            ) from None
+        raise
 
 
 def new_marker() -> str:
