@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -165,6 +166,17 @@ def fonts_sha256() -> str:
         except OSError:
             digest.update(b"unreadable")
     return digest.hexdigest()
+
+
+@cache
+def installed_version() -> str:
+    """The installed Chromium's version (``156.0.8078.114``) without starting a browser, or ""."""
+    try:
+        reply = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = re.search(r"\b(\d+(?:\.\d+){2,3})\b", reply.stdout)
+    return found[1] if found else ""
 
 
 @cache

@@ -125,10 +125,12 @@ def render_folder(
 
     pending = list(pages)
     if resume:
-        # The browser's version is only known once one is started; settings and fonts decide first.
+        # A page is kept when its bytes, the settings, the flags, the fonts and the browser are the same.
         pending = []
         stale = 0
         probe = {"fonts_sha256": chromium.fonts_sha256(), "flags": list(chromium.FLAGS)}
+        if version := chromium.installed_version():
+            probe["chromium"] = version
         for path in pages:
             record = _read_record(out / f"{path.stem}.json")
             if record is None:
