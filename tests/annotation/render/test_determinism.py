@@ -50,6 +50,7 @@ RESTLESS = """<!doctype html><html><head><style>
 </script></body></html>"""
 
 
+@pytest.mark.slow
 def test_same_file_same_pixels(renderer, site) -> None:
     page = site("restless.html", RESTLESS, **{"font.ttf": FONT.read_bytes(), "green.png": png_bytes((0, 255, 0))})
     first = renderer.render(page)

@@ -71,6 +71,7 @@ def test_a_hostile_page_reaches_nothing(renderer, site, canary) -> None:
     assert "navigate away" in (result.reason or "")
 
 
+@pytest.mark.slow
 def test_the_proxy_alone_refuses_what_interception_would_miss(canary) -> None:
     """The second layer: the browser's own flags, with no request interception at all."""
     browser_available()
