@@ -118,7 +118,7 @@ def render_folder(
     out.mkdir(parents=True, exist_ok=True)
     run = RenderRun(pages=len(pages))
     todo: queue.Queue[Path | None] = queue.Queue()
-    done: queue.Queue[tuple[Path, dict[str, Any]] | BaseException] = queue.Queue()
+    done: queue.Queue[tuple[Path, dict[str, Any]] | BaseException | object] = queue.Queue()
     settings_json = settings.to_json()
     manifest_box: dict[str, dict[str, Any]] = {}
     manifest_ready = threading.Event()
@@ -160,6 +160,8 @@ def render_folder(
     for _ in range(n_workers):
         todo.put(None)
 
+    stopped = object()  # what a worker puts last, however it ends
+
     def worker() -> None:
         try:
             with PageRenderer(settings) as renderer:
@@ -170,28 +172,30 @@ def render_folder(
                 while (path := todo.get()) is not None:
                     result = renderer.render(path)
                     done.put((path, _write_page(out, path, result, settings, manifest)))
-        except BaseException as exc:  # the caller raises it; the other workers finish
+        except BaseException as exc:  # the caller raises it; the other workers finish the queue
             done.put(exc)
+        finally:
+            done.put(stopped)
 
     threads = [threading.Thread(target=worker, name=f"arbiter-render-{i}", daemon=True) for i in range(n_workers)]
     for thread in threads:
         thread.start()
     finished = 0
+    running = n_workers
     error: BaseException | None = None
     if progress:
         progress(run.kept, run.pages)
-    while finished < len(pending):
+    while running:
         item = done.get()
-        if isinstance(item, BaseException):
+        if item is stopped:
+            running -= 1
+        elif isinstance(item, BaseException):
             error = error or item
-            n_workers -= 1
-            if n_workers == 0:
-                break
-            continue
-        finished += 1
-        _count(run, *item)
-        if progress:
-            progress(run.kept + finished, run.pages)
+        elif isinstance(item, tuple):
+            finished += 1
+            _count(run, *item)
+            if progress:
+                progress(run.kept + finished, run.pages)
     for thread in threads:
         thread.join()
     if error is not None:

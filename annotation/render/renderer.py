@@ -66,6 +66,13 @@ class _Visit:
     def __init__(self, folder: Path, document: bytes) -> None:
         self.folder = folder
         self.document = document
+        # Valid UTF-8 is served as UTF-8 (a page without <meta charset> would otherwise be read as
+        # windows-1252); other bytes are left to the page's own declaration.
+        try:
+            document.decode("utf-8")
+            self.content_type = "text/html; charset=utf-8"
+        except UnicodeDecodeError:
+            self.content_type = "text/html"
         self.served = False
         self.navigation_away: str | None = None
         self.crashed = False
@@ -197,7 +204,7 @@ class PageRenderer:
         if top_level:
             if ours and not visit.served and url == ORIGIN + DOCUMENT_PATH:
                 visit.served = True
-                route.fulfill(status=200, body=visit.document, headers={"content-type": "text/html", **NO_STORE})
+                route.fulfill(status=200, body=visit.document, headers={"content-type": visit.content_type, **NO_STORE})
                 return
             # Anything else at the top: navigation away, a reload, a meta refresh, a popup.
             visit.refuse(url)

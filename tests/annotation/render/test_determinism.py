@@ -92,3 +92,16 @@ def test_no_js_runs_no_script(site) -> None:
     assert colour_pixels(result, (255, 0, 0)) == 0
     assert colour_pixels(result, (0, 0, 255)) == 30 * 30
     assert [r["kind"] for r in result.media] == ["photo"]
+
+
+def test_text_is_read_in_its_encoding(renderer, tmp_path: Path) -> None:
+    """UTF-8 without a <meta charset> is read as UTF-8; other bytes by the page's declaration."""
+    check = "<script>if (document.body.firstChild.textContent !== 'h\\u00e9llo \\u2713') console.error('misread');</script>"
+    utf8 = tmp_path / "utf8.html"
+    utf8.write_bytes(f"<body>héllo ✓{check}</body>".encode())
+    latin = tmp_path / "latin.html"
+    latin.write_bytes(f"<meta charset='iso-8859-1'><body>héllo &#x2713;{check}</body>".encode("latin-1"))
+    for page in (utf8, latin):
+        result = renderer.render(page)
+        assert result.status == "ok", result.reason
+        assert result.console_errors == [], page.name
