@@ -1,0 +1,239 @@
+"""A folder of HTML outputs to ``OUT/<stem>.png`` + ``OUT/<stem>.json`` (docs/rendering.md).
+
+:func:`render_folder` is the one way in (``manage.py render_pages``, ``new_study`` and the
+benchmark call it). Every ``*.html`` directly in the source folder is one page; its assets are the
+files of that folder. ``workers`` threads each run a :class:`~annotation.render.renderer.PageRenderer`
+(a browser of its own) over a shared queue. Each page's JSON is written last, after its PNG, so an
+interrupted run leaves every finished page whole; run again, a page whose JSON says it was made
+from the same bytes with the same settings and browser is not rendered again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from annotation.errors import ArbiterError
+from annotation.render import chromium
+from annotation.render.renderer import PageRender, PageRenderer
+from annotation.render.settings import RenderSettings
+
+HTML_SUFFIXES = (".html", ".htm")
+
+
+@dataclass
+class RenderRun:
+    """What :func:`render_folder` did: counts, the failed pages with reasons, and warnings."""
+
+    pages: int = 0
+    rendered: int = 0
+    failed: int = 0
+    kept: int = 0  # finished by an earlier run with the same settings: not rendered again
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def html_pages(src: Path) -> list[Path]:
+    """The HTML files directly in ``src``, sorted; one-line errors naming the folder or file."""
+    if not src.is_dir():
+        raise ArbiterError(f"{src}: no such folder")
+    pages: dict[str, Path] = {}
+    for path in sorted(src.iterdir()):
+        if path.name.startswith(".") or path.suffix.lower() not in HTML_SUFFIXES or not path.is_file():
+            continue
+        if path.stem in pages:
+            raise ArbiterError(f"{path}: page '{path.stem}' found twice (also {pages[path.stem]})")
+        pages[path.stem] = path
+    if not pages:
+        raise ArbiterError(f"{src}: no HTML files (*.html) in this folder")
+    return list(pages.values())
+
+
+def render_manifest(settings: RenderSettings, chromium_version: str) -> dict[str, Any]:
+    """What every render of a run shares besides its settings (its DOM digest is added per page)."""
+    return {
+        "chromium": chromium_version,
+        "playwright": chromium.playwright_version(),
+        "flags": list(chromium.FLAGS),
+        "fonts_sha256": chromium.fonts_sha256(),
+        "viewport": settings.viewport,
+        "scale": settings.scale,
+    }
+
+
+def _same_run(record: dict[str, Any], settings: dict[str, Any], manifest: dict[str, Any]) -> bool:
+    kept = record.get("manifest") or {}
+    return record.get("settings") == settings and all(kept.get(k) == v for k, v in manifest.items())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[str, Any], source_sha256: str,
+                image: str | None) -> dict[str, Any]:
+    """The JSON of one render (docs/rendering.md "The JSON of a render")."""
+    return {
+        "status": result.status,
+        "reason": result.reason,
+        "image": image,
+        "width": result.width if result.status == "ok" else None,
+        "height": result.height if result.status == "ok" else None,
+        "settings": settings.to_json(),
+        "media": result.media,
+        "console_errors": result.console_errors,
+        "n_console_errors": result.n_console_errors,
+        "refused_requests": result.refused_requests,
+        "n_refused_requests": result.n_refused_requests,
+        "ms": result.ms,
+        "source_sha256": source_sha256,
+        "manifest": {**manifest, "dom_sha256": result.dom_sha256},
+    }
+
+
+def render_folder(
+    *,
+    src: Path,
+    out: Path,
+    settings: RenderSettings,
+    workers: int = 1,
+    resume: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> RenderRun:
+    """Render every page of ``src`` into ``out``. Failed renders are data: each gets its JSON
+    (``status: failed`` and the reason) and no PNG. Raises only for bad input or no browser."""
+    pages = html_pages(src)
+    if workers < 1 or workers > 16:
+        raise ArbiterError(f"--workers: expected 1 to 16, got {workers}")
+    chromium.check_available()
+    out.mkdir(parents=True, exist_ok=True)
+    run = RenderRun(pages=len(pages))
+    todo: queue.Queue[Path | None] = queue.Queue()
+    done: queue.Queue[tuple[Path, dict[str, Any]] | BaseException | object] = queue.Queue()
+    settings_json = settings.to_json()
+    manifest_box: dict[str, dict[str, Any]] = {}
+    manifest_ready = threading.Event()
+
+    pending = list(pages)
+    if resume:
+        # A page is kept when its bytes, the settings, the flags, the fonts and the browser are the same.
+        pending = []
+        stale = 0
+        probe = {"fonts_sha256": chromium.fonts_sha256(), "flags": list(chromium.FLAGS)}
+        if version := chromium.installed_version():
+            probe["chromium"] = version
+        for path in pages:
+            record = _read_record(out / f"{path.stem}.json")
+            if record is None:
+                pending.append(path)
+                continue
+            unchanged = (
+                _same_run(record, settings_json, probe)
+                and record.get("source_sha256") == _sha256(path)
+                and (record.get("status") == "failed" or (out / f"{path.stem}.png").is_file())
+            )
+            if unchanged:
+                run.kept += 1
+                _count(run, path, record)
+            else:
+                stale += 1
+                pending.append(path)
+        if stale:
+            run.warnings.append(
+                f"{out}: {stale} earlier render(s) were made from other files, with other settings or another "
+                "browser or fonts; they are rendered again with these settings"
+            )
+    if not pending:
+        return run
+    for path in pending:
+        todo.put(path)
+    n_workers = min(workers, len(pending))
+    for _ in range(n_workers):
+        todo.put(None)
+
+    stopped = object()  # what a worker puts last, however it ends
+
+    def worker() -> None:
+        try:
+            with PageRenderer(settings) as renderer:
+                if not manifest_ready.is_set():
+                    manifest_box.setdefault("m", render_manifest(settings, renderer.chromium_version))
+                    manifest_ready.set()
+                manifest = manifest_box["m"]
+                while (path := todo.get()) is not None:
+                    result = renderer.render(path)
+                    done.put((path, _write_page(out, path, result, settings, manifest)))
+        except BaseException as exc:  # the caller raises it; the other workers finish the queue
+            done.put(exc)
+        finally:
+            done.put(stopped)
+
+    threads = [threading.Thread(target=worker, name=f"arbiter-render-{i}", daemon=True) for i in range(n_workers)]
+    for thread in threads:
+        thread.start()
+    finished = 0
+    running = n_workers
+    error: BaseException | None = None
+    if progress:
+        progress(run.kept, run.pages)
+    while running:
+        item = done.get()
+        if item is stopped:
+            running -= 1
+        elif isinstance(item, BaseException):
+            error = error or item
+        elif isinstance(item, tuple):
+            finished += 1
+            _count(run, *item)
+            if progress:
+                progress(run.kept + finished, run.pages)
+    for thread in threads:
+        thread.join()
+    if error is not None:
+        raise error
+    return run
+
+
+def _count(run: RenderRun, path: Path, record: dict[str, Any]) -> None:
+    if record.get("status") == "ok":
+        run.rendered += 1
+    else:
+        run.failed += 1
+        run.failures.append((path.name, str(record.get("reason"))))
+
+
+def _write_page(out: Path, path: Path, result: PageRender, settings: RenderSettings, manifest: dict[str, Any]) -> dict[str, Any]:
+    png_path = out / f"{path.stem}.png"
+    if result.status == "ok" and result.png is not None:
+        _write_atomic(png_path, result.png)
+        image: str | None = png_path.name
+    else:
+        png_path.unlink(missing_ok=True)
+        image = None
+    record = page_record(result, settings=settings, manifest=manifest, source_sha256=_sha256(path), image=image)
+    _write_atomic(out / f"{path.stem}.json", (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode())
+    return record
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
