@@ -146,7 +146,7 @@ if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MA
 # turned off, and the hot path's prepared statements default to off: Debian 12's PgBouncer is
 # 1.18, and only PgBouncer >= 1.21 with max_prepared_statements > 0 keeps protocol-level prepared
 # statements across its server connections (DATABASE_PREPARED_STATEMENTS=1 then turns them on).
-# Migrations may go straight to PostgreSQL: DATABASE_DIRECT_URL (deploy/cluster/cluster.py).
+# Migrations go straight to PostgreSQL with their own DATABASE_URL (deploy/cluster/cluster.py, compose.yaml).
 DATABASE_POOLER = env_str("DATABASE_POOLER")
 if DATABASE_POOLER not in ("", "pgbouncer"):
     raise ImproperlyConfigured(f"DATABASE_POOLER: {DATABASE_POOLER!r} is not a known pooler (leave it empty or say pgbouncer)")
@@ -239,7 +239,8 @@ for _proxy in ARBITER_TRUSTED_PROXIES:
     try:
         ipaddress.ip_network(_proxy, strict=False)
     except ValueError:
-        raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network") from None
+        hint = " (a number of proxies in front goes in ARBITER_PROXY_HOPS)" if _proxy.strip().isdigit() else ""
+        raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network{hint}") from None
 
 # Origin of participant links. Unset: web pages use the serving origin (the request's), commands
 # their --origin or http://127.0.0.1:8000.

@@ -173,7 +173,7 @@ class Cluster:
         env.update(
             DJANGO_SETTINGS_MODULE=self.settings_module, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=SECRET,
             DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost", DATABASE_URL=self.pooled_url,
-            DATABASE_DIRECT_URL=self.direct_url, DATABASE_POOLER="pgbouncer", DATABASE_CONN_MAX_AGE="600",
+            DATABASE_POOLER="pgbouncer", DATABASE_CONN_MAX_AGE="600",
             CELERY_BROKER_URL=self.redis_url, CACHE_URL=self.redis_url, ARBITER_TRUSTED_PROXIES="127.0.0.1",
             STATIC_ROOT=str(self.run_dir / "static"), WEB_CONCURRENCY=str(self.web_workers),
             GUNICORN_THREADS=str(self.web_threads), LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1",
