@@ -201,6 +201,14 @@ AWS_DEFAULT_ACL = None  # the bucket's own policy (private)
 # An unreachable bucket answers within these seconds (image requests then get a 503, annotation/media.py).
 ARBITER_S3_TIMEOUT = float(env_str("ARBITER_S3_TIMEOUT", "5"))
 ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
+# A rater's image read from the bucket (annotation/media.py): one attempt within this many seconds
+# to connect and per read; at most ARBITER_IMAGE_READS of them at once per web process (default:
+# half its threads, at least one); a request finding them taken waits while the newest is younger
+# than ARBITER_IMAGE_READ_WAIT seconds, else it is a 503 at once. A bucket that hangs then costs
+# one thread under a second at a time, not every thread ARBITER_S3_TIMEOUT x attempts.
+ARBITER_IMAGE_READ_TIMEOUT = float(env_str("ARBITER_IMAGE_READ_TIMEOUT", "0.75"))
+ARBITER_IMAGE_READS = env_int("ARBITER_IMAGE_READS", max(1, env_int("GUNICORN_THREADS", 2) // 2))
+ARBITER_IMAGE_READ_WAIT = float(env_str("ARBITER_IMAGE_READ_WAIT", "0.25"))
 if ARBITER_MEDIA_STORAGE == "s3" and not AWS_STORAGE_BUCKET_NAME:
     raise ImproperlyConfigured("ARBITER_MEDIA_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
 _local_media: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}

@@ -352,6 +352,11 @@ class Cluster:
             self.haproxy_command("disable server s3/moto")
             self.haproxy_command("shutdown sessions server s3/moto")
 
+    def s3_stalled(self, stalled: bool) -> None:
+        """Stall the S3 server (SIGSTOP: connections are still accepted, nothing is answered), or
+        let it go on (SIGCONT): a bucket that hangs, rather than refuses."""
+        os.kill(self.pids["s3"], signal.SIGSTOP if stalled else signal.SIGCONT)
+
     def start_web(self, i: int, **overrides: str) -> None:
         """Web node ``i`` (its port chosen now if it has none: a node outside the load balancer)."""
         name = f"web{i}"

@@ -14,7 +14,8 @@ The Celery case kills a whole worker node (master and children) in the middle of
 judge run on the provider emulator (tests/judges/fake_provider.py): with no operator command, the
 cluster's one ``celery beat`` re-queues the dead node's calls once their lease runs out, and the
 other node finishes the run; every call the dead node held ends within 2 × the lease.
-The S3 case cuts off the cluster's S3 server (moto) for 10 s; it runs unless ``ARBITER_CLUSTER_S3=0``.
+The S3 case stalls the cluster's S3 server (moto, SIGSTOPped: it accepts and answers nothing) for
+10 s; it runs unless ``ARBITER_CLUSTER_S3=0``. Rater load through a stall: tests/deploy/test_stalled_bucket.py.
 
 Run (about 4 minutes):
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_cluster CELERY_BROKER_URL=redis://127.0.0.1:6379/7 \\
@@ -188,7 +189,7 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
 
 @pytest.mark.skipif(not from_environment(Path("/nonexistent")).s3,
                     reason="the cluster runs on local media (ARBITER_CLUSTER_S3=0)")
-def test_s3_unreachable_for_10_seconds(cluster: Cluster, study: str, examples_dir: Path) -> None:
+def test_s3_stalled_for_10_seconds(cluster: Cluster, study: str, examples_dir: Path) -> None:
     import json
     import subprocess
     import sys
@@ -205,19 +206,27 @@ def test_s3_unreachable_for_10_seconds(cluster: Cluster, study: str, examples_di
         page = client.get(f"/s/{study}/", params={"participant": "s3-probe"})
         images = IMAGE_RE.findall(page.text)
         assert images and client.get(images[0]).status_code == 200
-        cluster.s3_reachable(False)
+        cluster.s3_stalled(True)
         try:
             began = time.monotonic()
-            importing = subprocess.run([sys.executable, "manage.py", "import_study", str(Path(bundle) / "bundle")],
-                                       cwd=ROOT, env=cluster.env(), capture_output=True, text=True, timeout=60)
             # Asked of a node itself: the application's own answer, not the load balancer's (with
             # /healthz checking storage, HAProxy takes both nodes out while the bucket is away).
-            during = [httpx.get(cluster.node_url(1) + url, cookies=client.cookies, timeout=30).status_code for url in images]
+            during, slowest = [], 0.0
+            for url in images:
+                asked = time.monotonic()
+                during.append(httpx.get(cluster.node_url(1) + url, cookies=client.cookies, timeout=30).status_code)
+                slowest = max(slowest, time.monotonic() - asked)
+            # An import while the bucket hangs (its own storage timeout shortened; the stall lasts
+            # until it has ended, 10 s at least).
+            importing = subprocess.run([sys.executable, "manage.py", "import_study", str(Path(bundle) / "bundle")],
+                                       cwd=ROOT, env={**cluster.env(), "ARBITER_S3_TIMEOUT": "2", "ARBITER_S3_ATTEMPTS": "1"},
+                                       capture_output=True, text=True, timeout=120)
             time.sleep(max(0.0, 10 - (time.monotonic() - began)))
         finally:
-            cluster.s3_reachable(True)
+            cluster.s3_stalled(False)
         after = [client.get(url).status_code for url in images]
     assert set(during) == {503}, during  # a clear "try again", not a 500
+    assert slowest < 2.0, slowest  # answered promptly, not after ARBITER_S3_TIMEOUT x attempts
     assert set(after) == {200}, after
     assert importing.returncode != 0 and len(importing.stderr.strip().splitlines()) >= 1
     assert not Study.objects.filter(slug=slug).exists()  # the import failed whole

@@ -159,3 +159,15 @@ def test_no_variable_in_compose_is_one_the_code_does_not_read() -> None:
     unread = [key for name in [*APP, "migrate"] for key in service_env(name)
               if key not in django_own and f'"{key}"' not in sources]
     assert unread == []
+
+
+def test_a_proxy_count_in_trusted_proxies_is_refused_naming_the_hop_setting() -> None:
+    """What compose.yaml had: the nodes must refuse it in one line that says where a count goes."""
+    env = {**dockerfile_env(), **service_env("web1"), "PATH": os.environ["PATH"]}
+    env.pop("ARBITER_PROXY_HOPS", None)
+    env["ARBITER_TRUSTED_PROXIES"] = "1"
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "ARBITER_TRUSTED_PROXIES: '1' is not an address or a network" in last and "ARBITER_PROXY_HOPS" in last
