@@ -26,7 +26,8 @@ import pytest
 from deploy.cluster.failover import check_votes, run_load
 from tests.test_two_nodes import node_env, start_nodes, stop_nodes
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# "cluster": timed under load, so CI runs it in the failure-test step, alone (.ci/run).
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 RATERS = 40
 SECONDS = 30.0
