@@ -208,7 +208,7 @@ ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
 # one thread under a second at a time, not every thread ARBITER_S3_TIMEOUT x attempts.
 ARBITER_IMAGE_READ_TIMEOUT = float(env_str("ARBITER_IMAGE_READ_TIMEOUT", "0.75"))
 ARBITER_IMAGE_READS = env_int("ARBITER_IMAGE_READS", max(1, env_int("GUNICORN_THREADS", 2) // 2))
-ARBITER_IMAGE_READ_WAIT = float(env_str("ARBITER_IMAGE_READ_WAIT", "0.25"))
+ARBITER_IMAGE_READ_WAIT = float(env_str("ARBITER_IMAGE_READ_WAIT", "0.75"))
 if ARBITER_MEDIA_STORAGE == "s3" and not AWS_STORAGE_BUCKET_NAME:
     raise ImproperlyConfigured("ARBITER_MEDIA_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
 _local_media: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
