@@ -14,8 +14,8 @@ A rater's image read from the bucket (``read_media(..., rater=True)``) is bounde
 that hangs, rather than refuses, cannot take the web threads the rest of the site needs
 (docs/deploy.md, "Losing a node"): one attempt with a short connect and read timeout
 (``ARBITER_IMAGE_READ_TIMEOUT``), at most ``ARBITER_IMAGE_READS`` such reads at once per process
-(a request finding them all taken waits while the newest is younger than
-``ARBITER_IMAGE_READ_WAIT``, else answers 503 at once), and after a read that failed nobody waits:
+(a request finding them all taken waits up to ``ARBITER_IMAGE_READ_WAIT`` for one, else answers
+503), and after a read that failed nobody waits:
 a free slot asks the bucket again, every other request is a 503 at once, until a read succeeds.
 Imports, exports and judge calls keep the storage's own, longer timeouts.
 """
@@ -117,31 +117,22 @@ class _ReadGate:
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self._semaphore = threading.BoundedSemaphore(slots)
-        self._lock = threading.Lock()
-        self._started: dict[object, float] = {}  # the reads in flight: when each began
         self._failing_until = 0.0
 
     @contextmanager
     def slot(self, *, wait: float, pause: float) -> Iterator[None]:
-        """A slot for one read, or :class:`MediaUnavailable` at once when none frees in time.
+        """A slot for one read, or :class:`MediaUnavailable` when none frees in time.
 
-        Every slot taken: wait only while the newest read in flight is younger than ``wait``; a
-        healthy bucket answers within milliseconds, so a read older than that means it hangs, and
-        waiting would only hold this thread too. Within ``pause`` of a failed read, never wait: a
-        free slot probes the bucket (the first success ends the pause), the rest are 503 at once.
+        Every slot taken: wait up to ``wait`` for one (a read ends within its timeout). Within
+        ``pause`` of a failed read, never wait: a free slot probes the bucket (the first success
+        ends the pause), the rest are 503 at once, and so is a request whose wait ended in it.
         """
-        now = time.monotonic()
         if not self._semaphore.acquire(blocking=False):
-            if now < self._failing_until:
-                raise MediaUnavailable("the media storage failed a moment ago and is being asked again")
-            with self._lock:
-                newest = max(self._started.values(), default=now)
-            left = wait - (now - newest)
-            if left <= 0 or not self._semaphore.acquire(timeout=left):
+            if time.monotonic() < self._failing_until or not self._semaphore.acquire(timeout=wait):
                 raise MediaUnavailable(f"the media storage is slow: {self.slots} image read(s) of this process waiting")
-        token = object()
-        with self._lock:
-            self._started[token] = time.monotonic()
+            if time.monotonic() < self._failing_until:  # the read it waited for failed
+                self._semaphore.release()
+                raise MediaUnavailable("the media storage failed a moment ago and is being asked again")
         try:
             yield
         except MediaUnavailable:
@@ -150,8 +141,6 @@ class _ReadGate:
         else:
             self._failing_until = 0.0
         finally:
-            with self._lock:
-                del self._started[token]
             self._semaphore.release()
 
 

@@ -203,9 +203,10 @@ ARBITER_S3_TIMEOUT = float(env_str("ARBITER_S3_TIMEOUT", "5"))
 ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
 # A rater's image read from the bucket (annotation/media.py): one attempt within this many seconds
 # to connect and per read; at most ARBITER_IMAGE_READS of them at once per web process (default:
-# half its threads, at least one); a request finding them taken waits while the newest is younger
-# than ARBITER_IMAGE_READ_WAIT seconds, else it is a 503 at once. A bucket that hangs then costs
-# one thread under a second at a time, not every thread ARBITER_S3_TIMEOUT x attempts.
+# half its threads, at least one); a request finding them taken waits at most
+# ARBITER_IMAGE_READ_WAIT seconds for one (none once a read has failed), else it is a 503. A
+# bucket that hangs then costs one thread under a second at a time, not every thread
+# ARBITER_S3_TIMEOUT x attempts.
 ARBITER_IMAGE_READ_TIMEOUT = float(env_str("ARBITER_IMAGE_READ_TIMEOUT", "0.75"))
 ARBITER_IMAGE_READS = env_int("ARBITER_IMAGE_READS", max(1, env_int("GUNICORN_THREADS", 2) // 2))
 ARBITER_IMAGE_READ_WAIT = float(env_str("ARBITER_IMAGE_READ_WAIT", "0.75"))
