@@ -54,8 +54,8 @@ from benchmarks.bench_raters import (  # noqa: E402
 from deploy.cluster.cluster import PG_URL, Cluster  # noqa: E402
 from deploy.cluster.failover import check_votes, run_load  # noqa: E402
 
-# Its own database (dropped and recreated) and Redis db; other names through the environment.
-DATABASE = os.environ.get("ARBITER_CLUSTER_DATABASE", "arbiter_cluster_bench")
+# Its own database (dropped and recreated: not the one `make cluster` uses) and Redis db.
+DATABASE = os.environ.get("ARBITER_BENCH_CLUSTER_DATABASE", "arbiter_cluster_bench")
 REDIS = os.environ.get("ARBITER_CLUSTER_REDIS", "redis://127.0.0.1:6379/7")
 
 
