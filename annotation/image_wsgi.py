@@ -97,7 +97,7 @@ class ImagePassApplication:
             body = environ.get("wsgi.file_wrapper", FileWrapper)(handle, 64 * 1024)  # gunicorn: sendfile
         else:  # the bucket (annotation/media.py): one GET, read whole, so an outage is a 503, not half an image
             try:
-                data = read_media(file)
+                data = read_media(file, rater=True)
             except FileNotFoundError:
                 return self.application(environ, start_response)  # Django answers 404
             except MediaUnavailable:

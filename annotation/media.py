@@ -9,6 +9,15 @@ content, never a system, page, candidate or uploaded file.
 Two failures are told apart: an object that is not there (:class:`FileNotFoundError`, a 404 for a
 rater) and a storage that cannot be reached (:class:`MediaUnavailable`, a 503 that clears by itself
 once the bucket answers again).
+
+A rater's image read from the bucket (``read_media(..., rater=True)``) is bounded so that a bucket
+that hangs, rather than refuses, cannot take the web threads the rest of the site needs
+(docs/deploy.md, "Losing a node"): one attempt with a short connect and read timeout
+(``ARBITER_IMAGE_READ_TIMEOUT``), at most ``ARBITER_IMAGE_READS`` such reads at once per process
+(a request finding them all taken waits up to ``ARBITER_IMAGE_READ_WAIT`` for one, else answers
+503), and after a read that failed nobody waits:
+a free slot asks the bucket again, every other request is a 503 at once, until a read succeeds.
+Imports, exports and judge calls keep the storage's own, longer timeouts.
 """
 
 from __future__ import annotations
@@ -16,10 +25,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
+from django.conf import settings
 from django.core.files.base import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
@@ -98,8 +111,86 @@ def open_media(name: str, storage: Storage | None = None) -> tuple[int, IO[bytes
     raise AssertionError("unreachable")  # pragma: no cover  (for mypy: the block returns or raises)
 
 
-def read_media(name: str, storage: Storage | None = None) -> bytes:
-    """A stored image's bytes. Raises FileNotFoundError or :class:`MediaUnavailable`."""
+class _ReadGate:
+    """The per-process bound on rater image reads from a remote storage (see the module docstring)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._semaphore = threading.BoundedSemaphore(slots)
+        self._failing_until = 0.0
+
+    @contextmanager
+    def slot(self, *, wait: float, pause: float) -> Iterator[None]:
+        """A slot for one read, or :class:`MediaUnavailable` when none frees in time.
+
+        Every slot taken: wait up to ``wait`` for one (a read ends within its timeout). Within
+        ``pause`` of a failed read, never wait: a free slot probes the bucket (the first success
+        ends the pause), the rest are 503 at once, and so is a request whose wait ended in it.
+        """
+        if not self._semaphore.acquire(blocking=False):
+            if time.monotonic() < self._failing_until or not self._semaphore.acquire(timeout=wait):
+                raise MediaUnavailable(f"the media storage is slow: {self.slots} image read(s) of this process waiting")
+            if time.monotonic() < self._failing_until:  # the read it waited for failed
+                self._semaphore.release()
+                raise MediaUnavailable("the media storage failed a moment ago and is being asked again")
+        try:
+            yield
+        except MediaUnavailable:
+            self._failing_until = time.monotonic() + pause
+            raise
+        else:
+            self._failing_until = 0.0
+        finally:
+            self._semaphore.release()
+
+
+_gate_lock = threading.Lock()
+_gates: dict[int, _ReadGate] = {}
+# The base storage -> (its timeout, the rater reads' copy of it): per storage instance, so tests
+# that swap STORAGES get a fresh copy.
+_rater_storages: weakref.WeakKeyDictionary[Storage, tuple[float, Storage]] = weakref.WeakKeyDictionary()
+
+
+def _read_gate() -> _ReadGate:
+    slots = max(1, int(settings.ARBITER_IMAGE_READS))
+    with _gate_lock:
+        return _gates.setdefault(slots, _ReadGate(slots))
+
+
+def rater_image_storage(storage: Storage | None = None) -> Storage:
+    """The media storage as a rater's image read uses it: on S3, a client of its own with one
+    attempt and ``ARBITER_IMAGE_READ_TIMEOUT`` to connect and per read (the same bucket)."""
+    storage = storage or media_storage()
+    if getattr(storage, "open_sized", None) is None or getattr(storage, "rater_reads", False):
+        return storage
+    timeout = float(settings.ARBITER_IMAGE_READ_TIMEOUT)
+    with _gate_lock:
+        found = _rater_storages.get(storage)
+        if found is None or found[0] != timeout:
+            from botocore.config import Config
+
+            config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"total_max_attempts": 1},
+                            s3={"addressing_style": getattr(storage, "addressing_style", None) or "path"})
+            raw = settings.STORAGES.get("default", {}).get("OPTIONS")
+            options: dict[str, object] = dict(raw) if isinstance(raw, dict) else {}
+            copy = type(storage)(**{**options, "client_config": config})
+            copy.rater_reads = True  # type: ignore[attr-defined]
+            found = _rater_storages[storage] = (timeout, copy)
+        return found[1]
+
+
+def read_media(name: str, storage: Storage | None = None, *, rater: bool = False) -> bytes:
+    """A stored image's bytes. Raises FileNotFoundError or :class:`MediaUnavailable`.
+
+    ``rater``: a rater's image request; from a remote storage the read is bounded in time and in
+    number per process (the module docstring), and a stalled bucket is a prompt 503.
+    """
+    if rater:
+        storage = rater_image_storage(storage)
+        if not isinstance(storage, FileSystemStorage):
+            timeout = float(settings.ARBITER_IMAGE_READ_TIMEOUT)
+            with _read_gate().slot(wait=float(settings.ARBITER_IMAGE_READ_WAIT), pause=2 * timeout):
+                return read_media(name, storage)
     _size, handle = open_media(name, storage)
     try:
         with _storage_errors(name):

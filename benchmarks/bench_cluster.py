@@ -9,7 +9,12 @@ page's resend of a lost answer (deploy/cluster/failover.py). N raters, closed lo
 2. one node direct to PostgreSQL, nothing prepared (what PgBouncer 1.18 forces);
 3. one node through PgBouncer (transaction pooling, nothing prepared);
 4. the load balancer (HAProxy) over two nodes, both through PgBouncer;
-5. the failover timeline: as 4, with web node 1 SIGKILLed a third of the way in.
+5. the failover timeline: as 4, with web node 1 SIGKILLed a third of the way in;
+6. CPU per vote on the cluster's layout (HAProxy over two nodes through PgBouncer, images in the
+   S3 server), with the images and without them: the web nodes' gunicorn processes, the
+   PostgreSQL backends of the benchmark's database, the S3 server (moto), HAProxy (the rater
+   traffic and the nodes' S3 traffic) and PgBouncer, each divided by the votes stored, with the
+   requests and object GETs per vote. ``--per-vote`` runs only this (and the warm-up).
 
 Reported per run: requests/s, stored votes/s, p50/p95 of the flow (image + vote) and each kind,
 failed requests; for 5: requests failed, resent, time from the kill to the last failure, and
@@ -19,7 +24,10 @@ On a 2-core machine every node shares the same two cores (and the load generator
 PostgreSQL with them): two nodes cannot be faster than one; the point of 4 and 5 is the
 deployment's shape and what a lost node costs.
 
-Run: .venv/bin/python benchmarks/bench_cluster.py [--raters 50] [--seconds 20] [--think 1.0]
+PostgreSQL's own background processes (WAL writer, checkpointer) serve every database of the
+machine and are not counted; a vote's WAL is written by its backend at commit, which is.
+
+Run: .venv/bin/python benchmarks/bench_cluster.py [--raters 50] [--seconds 20] [--think 1.0] [--per-vote]
 """
 
 from __future__ import annotations
@@ -34,11 +42,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_raters import build_study, pct, recreate_database  # noqa: E402
+from benchmarks.bench_raters import (  # noqa: E402
+    build_study,
+    pct,
+    pid_cpu_seconds,
+    postgres_backend_cpu,
+    postgres_cpu_delta,
+    recreate_database,
+    server_cpu_seconds,
+)
 from deploy.cluster.cluster import PG_URL, Cluster  # noqa: E402
 from deploy.cluster.failover import check_votes, run_load  # noqa: E402
 
-DATABASE = "arbiter_cluster_bench"
+# Its own database (dropped and recreated: not the one `make cluster` uses) and Redis db.
+DATABASE = os.environ.get("ARBITER_BENCH_CLUSTER_DATABASE", "arbiter_cluster_bench")
+REDIS = os.environ.get("ARBITER_CLUSTER_REDIS", "redis://127.0.0.1:6379/7")
 
 
 def figures(label: str, stats, timeline, seconds: float, votes_before: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -56,18 +74,51 @@ def figures(label: str, stats, timeline, seconds: float, votes_before: int) -> d
     return row
 
 
+def cpu_snapshot(c: Cluster, direct: str) -> dict[str, object]:
+    """CPU seconds so far of each part of the cluster (see the module docstring)."""
+    import resource
+
+    return {
+        "web": sum(server_cpu_seconds(c.pids[f"web{i}"]) for i in range(1, c.web_nodes + 1)),
+        "postgres": postgres_backend_cpu(direct),
+        "object store": pid_cpu_seconds(c.pids["s3"]) if "s3" in c.pids else 0.0,
+        "haproxy": pid_cpu_seconds(c.pids["haproxy"]),
+        "pgbouncer": pid_cpu_seconds(c.pids["pgbouncer"]),
+        "load generator": resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime,
+    }
+
+
+def per_vote(label: str, c: Cluster, direct: str, link: str, args: argparse.Namespace, *, images: bool):  # type: ignore[no-untyped-def]
+    """One run through the load balancer; CPU of each part per stored vote."""
+    before = cpu_snapshot(c, direct)
+    stats, timeline, _ = run_load(c.lb_url, link, raters=args.raters, seconds=args.seconds, think=args.think,
+                                  label="images" if images else "no-images", image_resends=0 if images else None)
+    after = cpu_snapshot(c, direct)
+    votes = max(1, len(stats.acknowledged))
+    spent = {k: (postgres_cpu_delta(before[k], after[k]) if k == "postgres" else after[k] - before[k])  # type: ignore[operator, arg-type]
+             for k in before}
+    gets = sum(1 for e in timeline.events if e[2] == "image")
+    failed = sum(1 for e in timeline.events if not e[3])
+    print(f"{label:<24} {len(stats.acknowledged) / args.seconds:>6.1f} votes/s, {len(timeline.events) / votes:.2f} requests "
+          f"and {gets / votes:.2f} object GETs per vote ({gets / args.seconds:.0f} GETs/s), failed {failed}; CPU per vote: "
+          + ", ".join(f"{k} {1000 * v / votes:.2f} ms" for k, v in spent.items()), flush=True)
+    return stats
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--raters", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--think", type=float, default=1.0)
     parser.add_argument("--failover-seconds", type=float, default=30.0)
+    parser.add_argument("--per-vote", action="store_true", help="only the CPU per vote (run 6)")
     args = parser.parse_args()
 
+    (ROOT / "var").mkdir(exist_ok=True)  # a fresh checkout has none yet
     run_dir = Path(tempfile.mkdtemp(prefix="arbiter-bench-cluster-", dir=ROOT / "var"))
     direct = f"{PG_URL}/{DATABASE}"
     recreate_database(direct)
-    c = Cluster(run_dir=run_dir, database=DATABASE, extra_env={"MEDIA_ROOT": str(run_dir / "media")})
+    c = Cluster(run_dir=run_dir, database=DATABASE, redis_url=REDIS, extra_env={"MEDIA_ROOT": str(run_dir / "media")})
     print(f"cluster under {run_dir}: starting (HAProxy, 2 web nodes x {c.web_workers} processes x {c.web_threads} threads, "
           f"PgBouncer 1.18 transaction pooling, 2 Celery worker nodes); load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs", flush=True)
@@ -75,6 +126,8 @@ def main() -> None:
     try:
         os.environ.update(DATABASE_URL=direct, MEDIA_ROOT=str(run_dir / "media"),
                           DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_DEBUG="0")
+        # The study's images go where the nodes read them: the cluster's bucket (or its shared folder).
+        os.environ.update({k: v for k, v in c.env().items() if k.startswith("AWS_") or k == "ARBITER_MEDIA_STORAGE"})
         planned = max(20, args.raters // 4 + int(6 * args.seconds))
         link, _ = build_study(pages=40, blocks=4, block_size=30, raters_per_block=planned)
         from django.db import connections
@@ -91,9 +144,17 @@ def main() -> None:
         # Every process imports its views on its first requests: not counted as rater latency.
         warm = [run_load(c.lb_url, link, raters=10, seconds=3, think=0.2, label="warm")[0]]
         warm += [run_load(c.node_url(i), link, raters=4, seconds=2, think=0.2, label=f"warm{i}")[0] for i in (1, 3, 4)]
+        rows, every = {}, list(warm)
+        if args.per_vote:
+            print(f"\nN = {args.raters} raters, closed loop, think {args.think} s, {args.seconds:.0f} s each, through "
+                  f"HAProxy over 2 nodes (PgBouncer; media {'in the S3 server' if c.s3 else 'on a shared folder'})")
+            every.append(per_vote("with images", c, direct, link, args, images=True))
+            every.append(per_vote("without images", c, direct, link, args, images=False))
+            votes = check_votes(*every)
+            print(f"  votes {votes}")
+            return
         print(f"\nN = {args.raters} raters, closed loop, think {args.think} s, {args.seconds:.0f} s each; "
               f"flow = image + vote (the vote answers with the next trial)")
-        rows, every = {}, list(warm)
         runs = [("1 node direct to PostgreSQL, prepared", c.node_url(3)),
                 ("1 node direct to PostgreSQL, not prepared", c.node_url(4)),
                 ("1 node through PgBouncer", c.node_url(1)),
@@ -107,6 +168,10 @@ def main() -> None:
         print("\nratios to run 1 (one node direct, prepared):")
         for label, row in rows.items():
             print(f"  {label:<44} votes/s x{row['votes_s'] / base['votes_s']:.2f}  flow p95 x{row['p95'] / base['p95']:.2f}")
+
+        print("\nCPU per vote, HAProxy over 2 nodes through PgBouncer:")
+        every.append(per_vote("with images", c, direct, link, args, images=True))
+        every.append(per_vote("without images", c, direct, link, args, images=False))
 
         c.stop("web3")
         c.stop("web4")

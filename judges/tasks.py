@@ -26,6 +26,14 @@ from judges.services.calls import (
     judge_output_execute,
 )
 
+# Message priorities on the Redis broker, whose lists kombu serves lowest number first: a run's
+# calls queue at RUN_PRIORITY, and a call re-queued because its worker died (its lease ran out)
+# at RECOVERED_PRIORITY, ahead of the run's backlog, so it ends within about two leases of the
+# loss instead of after every call queued before it (docs/deploy.md, "Losing a node"). On a
+# broker without priorities (RabbitMQ without x-max-priority) both are ignored: first in, first out.
+RUN_PRIORITY = 6
+RECOVERED_PRIORITY = 0
+
 # Stop starting attempts this long before the soft time limit; the call goes back to the queue.
 TIME_LIMIT_MARGIN_SECONDS = 30
 DATABASE_RETRY_SECONDS = 5.0
@@ -60,5 +68,5 @@ def sweep_leases() -> int:
     """Re-queue every call whose worker died (running, lease expired), in every study."""
     ids = expired_output_ids()  # not judges.services.runs: it imports this module (no cycle)
     for output_id in ids:
-        call_judge.delay(output_id)
+        call_judge.apply_async((output_id,), priority=RECOVERED_PRIORITY)
     return len(ids)

@@ -16,7 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from annotation.media import media_problem
+from annotation.media import media_problem, rater_image_storage
 from annotation.models import DeploymentCheck
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,9 @@ def migrations_ready() -> bool:
 
 def storage_ready() -> bool:
     try:
-        problem = media_problem()
+        # With the rater reads' short timeout: a bucket that hangs fails the check in under a
+        # second instead of holding a web thread ARBITER_S3_TIMEOUT x attempts.
+        problem = media_problem(rater_image_storage())
     except Exception as exc:  # any failure of the storage is "not ready", never a 500
         problem = " ".join(str(exc).split()) or type(exc).__name__
     if problem:

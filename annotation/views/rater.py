@@ -570,7 +570,7 @@ def trial_image_view(request: HttpRequest, trial_token: str, slot: str) -> HttpR
             del response["Content-Disposition"]
     else:  # the bucket: read whole through the storage, so an outage is a 503 and never half an image
         try:
-            response = HttpResponse(read_media(file), content_type="image/png")
+            response = HttpResponse(read_media(file, rater=True), content_type="image/png")
         except FileNotFoundError:
             raise Http404 from None
         except MediaUnavailable:

@@ -146,7 +146,7 @@ if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MA
 # turned off, and the hot path's prepared statements default to off: Debian 12's PgBouncer is
 # 1.18, and only PgBouncer >= 1.21 with max_prepared_statements > 0 keeps protocol-level prepared
 # statements across its server connections (DATABASE_PREPARED_STATEMENTS=1 then turns them on).
-# Migrations may go straight to PostgreSQL: DATABASE_DIRECT_URL (deploy/cluster/cluster.py).
+# Migrations go straight to PostgreSQL with their own DATABASE_URL (deploy/cluster/cluster.py, compose.yaml).
 DATABASE_POOLER = env_str("DATABASE_POOLER")
 if DATABASE_POOLER not in ("", "pgbouncer"):
     raise ImproperlyConfigured(f"DATABASE_POOLER: {DATABASE_POOLER!r} is not a known pooler (leave it empty or say pgbouncer)")
@@ -201,6 +201,15 @@ AWS_DEFAULT_ACL = None  # the bucket's own policy (private)
 # An unreachable bucket answers within these seconds (image requests then get a 503, annotation/media.py).
 ARBITER_S3_TIMEOUT = float(env_str("ARBITER_S3_TIMEOUT", "5"))
 ARBITER_S3_ATTEMPTS = env_int("ARBITER_S3_ATTEMPTS", 2)
+# A rater's image read from the bucket (annotation/media.py): one attempt within this many seconds
+# to connect and per read; at most ARBITER_IMAGE_READS of them at once per web process (default:
+# half its threads, at least one); a request finding them taken waits at most
+# ARBITER_IMAGE_READ_WAIT seconds for one (none once a read has failed), else it is a 503. A
+# bucket that hangs then costs one thread under a second at a time, not every thread
+# ARBITER_S3_TIMEOUT x attempts.
+ARBITER_IMAGE_READ_TIMEOUT = float(env_str("ARBITER_IMAGE_READ_TIMEOUT", "0.75"))
+ARBITER_IMAGE_READS = env_int("ARBITER_IMAGE_READS", max(1, env_int("GUNICORN_THREADS", 2) // 2))
+ARBITER_IMAGE_READ_WAIT = float(env_str("ARBITER_IMAGE_READ_WAIT", "0.75"))
 if ARBITER_MEDIA_STORAGE == "s3" and not AWS_STORAGE_BUCKET_NAME:
     raise ImproperlyConfigured("ARBITER_MEDIA_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME")
 _local_media: dict[str, object] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
@@ -239,7 +248,8 @@ for _proxy in ARBITER_TRUSTED_PROXIES:
     try:
         ipaddress.ip_network(_proxy, strict=False)
     except ValueError:
-        raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network") from None
+        hint = " (a number of proxies in front goes in ARBITER_PROXY_HOPS)" if _proxy.strip().isdigit() else ""
+        raise ImproperlyConfigured(f"ARBITER_TRUSTED_PROXIES: {_proxy!r} is not an address or a network{hint}") from None
 
 # Origin of participant links. Unset: web pages use the serving origin (the request's), commands
 # their --origin or http://127.0.0.1:8000.

@@ -2,8 +2,8 @@
 
     HAProxy (Debian) -> two gunicorn web nodes -> PgBouncer (Debian, transaction pooling)
     -> the machine's PostgreSQL (own database); the machine's Redis (own db number) as broker and
-    cache; two Celery worker nodes; media on a directory every node shares, or in an S3 bucket on
-    moto's server (PyPI ``moto[server]``).
+    cache; two Celery worker nodes and exactly one ``celery beat`` (the judge-lease sweep); media
+    on a directory every node shares, or in an S3 bucket on moto's server (PyPI ``moto[server]``).
 
 Every process runs under the run directory (``var/cluster/`` by default): configuration files,
 logs and ``state.json`` (ports and process ids). Ports are free ones chosen at start.
@@ -23,7 +23,8 @@ Two switches, for what another branch of issue 28 delivers (docs/deploy.md, "Loo
 
 Other settings: ``ARBITER_CLUSTER_DATABASE`` (default ``arbiter_cluster``, created when missing),
 ``ARBITER_CLUSTER_REDIS`` (default ``redis://127.0.0.1:6379/7``), ``ARBITER_CLUSTER_WEB_WORKERS``
-(gunicorn processes per node, default 2).
+(gunicorn processes per node, default 2), ``ARBITER_JUDGE_SWEEP_SECONDS`` (how often beat re-queues
+judge calls whose worker died; ``SWEEP_DEFAULT`` here).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ HEALTHCHECK_DEFAULT = "/healthz?checks=database,migrations"
 PG_URL = os.environ.get("ARBITER_CLUSTER_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 SECRET = "cluster-only-shared-secret-key-not-for-production-0123456789"
 BUCKET = "arbiter-cluster-media"
+# Beat's lease sweep, in seconds: a call of a SIGKILLed worker node is queued again at most this
+# long after its lease ran out, well within a second lease even for a judge with a 2 s timeout
+# (lease 9 s). The production default (60 s) suits judges with timeouts of 30 s and more.
+SWEEP_DEFAULT = "5"
 
 
 class ClusterError(RuntimeError):
@@ -173,10 +178,11 @@ class Cluster:
         env.update(
             DJANGO_SETTINGS_MODULE=self.settings_module, DJANGO_DEBUG="0", DJANGO_SECRET_KEY=SECRET,
             DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost", DATABASE_URL=self.pooled_url,
-            DATABASE_DIRECT_URL=self.direct_url, DATABASE_POOLER="pgbouncer", DATABASE_CONN_MAX_AGE="600",
+            DATABASE_POOLER="pgbouncer", DATABASE_CONN_MAX_AGE="600",
             CELERY_BROKER_URL=self.redis_url, CACHE_URL=self.redis_url, ARBITER_TRUSTED_PROXIES="127.0.0.1",
             STATIC_ROOT=str(self.run_dir / "static"), WEB_CONCURRENCY=str(self.web_workers),
             GUNICORN_THREADS=str(self.web_threads), LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1",
+            ARBITER_JUDGE_SWEEP_SECONDS=os.environ.get("ARBITER_JUDGE_SWEEP_SECONDS", SWEEP_DEFAULT),
         )
         if self.s3:
             env.update(
@@ -346,6 +352,11 @@ class Cluster:
             self.haproxy_command("disable server s3/moto")
             self.haproxy_command("shutdown sessions server s3/moto")
 
+    def s3_stalled(self, stalled: bool) -> None:
+        """Stall the S3 server (SIGSTOP: connections are still accepted, nothing is answered), or
+        let it go on (SIGCONT): a bucket that hangs, rather than refuses."""
+        os.kill(self.pids["s3"], signal.SIGSTOP if stalled else signal.SIGCONT)
+
     def start_web(self, i: int, **overrides: str) -> None:
         """Web node ``i`` (its port chosen now if it has none: a node outside the load balancer)."""
         name = f"web{i}"
@@ -361,6 +372,14 @@ class Cluster:
         self._spawn(name, [PY, "-m", "celery", "-A", "config", "worker", "-n", f"node{i}@%h", "--pool=prefork",
                            f"--concurrency={self.worker_concurrency}", "--without-gossip", "--without-mingle",
                            "--without-heartbeat", "-Q", "celery", "--loglevel=WARNING"])
+
+    def start_beat(self) -> None:
+        """Exactly one ``celery beat`` for the cluster (docs/deploy.md): it queues ``judges.sweep_leases``,
+        which re-queues the calls of a worker node that died, with no operator command."""
+        if self.pids.get("beat") and alive(self.pids["beat"]):
+            raise ClusterError("celery beat is already running: a second one would queue every periodic task twice")
+        self._spawn("beat", [PY, "-m", "celery", "-A", "config", "beat", "--loglevel=WARNING",
+                             "--schedule", str(self.run_dir / "celerybeat-schedule")])
 
     def manage(self, *args: str, direct: bool = True) -> None:
         env = self.env()
@@ -418,6 +437,7 @@ class Cluster:
                 self.start_web(i)
             for i in range(1, self.worker_nodes + 1):
                 self.start_worker(i)
+            self.start_beat()
             self.wait_serving()
             self.wait_workers()
         except BaseException:
@@ -426,7 +446,7 @@ class Cluster:
 
     def down(self) -> None:
         # The load balancer first (no new requests), then nodes, then what they depend on.
-        order = ["haproxy", *sorted(n for n in self.pids if n.startswith("web")), *sorted(n for n in self.pids if n.startswith("worker")), "s3", "pgbouncer"]
+        order = ["haproxy", *sorted(n for n in self.pids if n.startswith("web")), *sorted(n for n in self.pids if n.startswith("worker")), "beat", "s3", "pgbouncer"]
         for name in order + [n for n in list(self.pids) if n not in order]:
             self.stop(name)
 
@@ -474,7 +494,7 @@ def main() -> None:
             media = f"S3 bucket {BUCKET} on {c.s3_url}" if c.s3 else f"shared directory {run_dir / 'media'}"
             print(f"Arbiter cluster on {c.lb_url}/  (HAProxy, {c.healthcheck} checks -> web nodes "
                   f"{', '.join(c.node_url(i) for i in range(1, c.web_nodes + 1))}; PgBouncer :{c.ports['pgbouncer']} "
-                  f"-> {c.direct_url}; broker {c.redis_url}; {c.worker_nodes} worker nodes; media: {media}; "
+                  f"-> {c.direct_url}; broker {c.redis_url}; {c.worker_nodes} worker nodes and one beat; media: {media}; "
                   f"logs {run_dir / 'logs'})")
             print(f"stop with: make cluster-stop   (environment of the nodes: {run_dir / 'state.json'})")
         elif args.command == "down":

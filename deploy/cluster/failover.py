@@ -68,10 +68,11 @@ class Timeline:
         return out
 
 
-async def _send(client: LoadClient, timeline: Timeline, kind: str, method: str, url: str,
+async def _send(client: LoadClient, timeline: Timeline, kind: str, method: str, url: str, resends: int = RESENDS,
                 **kwargs: Any) -> Reply | None:
     """One request as the page sends it: resent after a lost connection or a 502/503/504."""
-    for attempt in range(RESENDS + 1):
+    reply: Reply | None = None
+    for attempt in range(resends + 1):
         start = time.perf_counter()
         try:
             reply = await (client.get(url, **kwargs) if method == "GET" else client.post(url, **kwargs))
@@ -81,14 +82,14 @@ async def _send(client: LoadClient, timeline: Timeline, kind: str, method: str, 
         timeline.record(start, kind, ok and reply is not None and reply.status_code == 200)
         if ok:
             return reply
-        if attempt < RESENDS:
+        if attempt < resends:
             timeline.resent += 1
             await asyncio.sleep(0.5 * 2 ** attempt)
     return reply
 
 
 async def _session(client: LoadClient, link: str, participant: str, deadline: float, think: float, stats: Stats,
-                   timeline: Timeline, rng: random.Random) -> bool:
+                   timeline: Timeline, rng: random.Random, image_resends: int | None) -> bool:
     r = await _send(client, timeline, "join", "GET", f"/s/{link}/", params={"participant": participant},
                     follow_redirects=True)
     if r is None or r.status_code != 200:
@@ -104,8 +105,8 @@ async def _session(client: LoadClient, link: str, participant: str, deadline: fl
         token, key = TOKEN_RE.search(html), KEY_RE.search(html)
         if token is None or key is None:
             return True  # finished: the completion page
-        for url in dict.fromkeys(IMAGE_RE.findall(html)):
-            img = await _send(client, timeline, "image", "GET", url)
+        for url in dict.fromkeys(IMAGE_RE.findall(html)) if image_resends is not None else ():
+            img = await _send(client, timeline, "image", "GET", url, resends=image_resends or 0)
             if img is None or img.status_code != 200 or not img.content.startswith(b"\x89PNG"):
                 stats.errors[f"image: HTTP {getattr(img, 'status_code', '-')}"] += 1
         verdict, confidence, axes = random_answer(rng, list(dict.fromkeys(AXIS_RE.findall(html))))
@@ -124,19 +125,20 @@ async def _session(client: LoadClient, link: str, participant: str, deadline: fl
 
 
 async def _rater(base: str, link: str, prefix: str, deadline: float, think: float, stats: Stats, timeline: Timeline,
-                 seed: int, delay: float) -> None:
+                 seed: int, delay: float, image_resends: int | None) -> None:
     rng = random.Random(seed)
     await asyncio.sleep(delay)
     n = 0
     while time.perf_counter() < deadline:
         n += 1
         async with LoadClient(base, timeout=30.0) as client:
-            if not await _session(client, link, f"{prefix}-{n}", deadline, think, stats, timeline, rng):
+            if not await _session(client, link, f"{prefix}-{n}", deadline, think, stats, timeline, rng, image_resends):
                 return
 
 
 async def _load(base: str, link: str, n: int, seconds: float, think: float, ramp: float,
-                fault: tuple[float, Callable[[], None]] | None, label: str) -> tuple[Stats, Timeline, float | None]:
+                fault: tuple[float, Callable[[], None]] | None, label: str,
+                image_resends: int | None) -> tuple[Stats, Timeline, float | None]:
     stats, timeline = Stats(), Timeline()
     deadline = timeline.began + seconds
     fault_at: list[float] = []
@@ -149,16 +151,23 @@ async def _load(base: str, link: str, n: int, seconds: float, think: float, ramp
         await asyncio.to_thread(fault[1])
 
     await asyncio.gather(inject(), *(
-        _rater(base, link, f"{label}-r{i}", deadline, think, stats, timeline, seed=i, delay=ramp * i / n)
+        _rater(base, link, f"{label}-r{i}", deadline, think, stats, timeline, seed=i, delay=ramp * i / n,
+               image_resends=image_resends)
         for i in range(n)
     ))
     return stats, timeline, (fault_at[0] if fault_at else None)
 
 
 def run_load(base: str, link: str, *, raters: int = 50, seconds: float = 60.0, think: float = 1.0, ramp: float = 5.0,
-             fault: tuple[float, Callable[[], None]] | None = None, label: str = "f") -> tuple[Stats, Timeline, float | None]:
-    """N closed-loop raters for ``seconds``; ``fault`` = (at seconds, action run in a thread)."""
-    return asyncio.run(_load(base, link, raters, seconds, think, ramp, fault, label))
+             fault: tuple[float, Callable[[], None]] | None = None, label: str = "f",
+             image_resends: int | None = RESENDS) -> tuple[Stats, Timeline, float | None]:
+    """N closed-loop raters for ``seconds``; ``fault`` = (at seconds, action run in a thread).
+
+    ``image_resends=0``: images asked once, as a browser's ``<img>`` does (the rater answers
+    whatever they showed); by default resent like answers, so every failure is a counted error;
+    ``None``: no image asked at all (what the pages and answers cost without them).
+    """
+    return asyncio.run(_load(base, link, raters, seconds, think, ramp, fault, label, image_resends))
 
 
 def over_assigned_blocks(slug: str = "bench") -> list[tuple[int, int, int]]:

@@ -168,13 +168,17 @@ def _refresh_keys(*, judge: Judge, comparisons: Any) -> list[tuple[int, str, int
     )
 
 
-def judge_outputs_dispatch(*, output_ids: Iterable[int]) -> int:
-    """Queue one task per output id (the task claims the row, so a duplicate message is harmless)."""
-    from judges.tasks import call_judge
+def judge_outputs_dispatch(*, output_ids: Iterable[int], recovered: bool = False) -> int:
+    """Queue one task per output id (the task claims the row, so a duplicate message is harmless).
 
+    ``recovered``: calls whose worker died, queued ahead of the runs' backlog (``judges.tasks``).
+    """
+    from judges.tasks import RECOVERED_PRIORITY, RUN_PRIORITY, call_judge
+
+    priority = RECOVERED_PRIORITY if recovered else RUN_PRIORITY
     n = 0
     for output_id in output_ids:
-        call_judge.delay(output_id)
+        call_judge.apply_async((output_id,), priority=priority)
         n += 1
     return n
 
@@ -186,7 +190,7 @@ def judge_outputs_requeue(*, study: Study, judge: Judge | None = None) -> int:
         rows = rows.filter(judge=judge)
     ids = list(rows.values_list("pk", flat=True))
     if ids:
-        transaction.on_commit(lambda: judge_outputs_dispatch(output_ids=ids))
+        transaction.on_commit(lambda: judge_outputs_dispatch(output_ids=ids, recovered=True))
     return len(ids)
 
 
@@ -194,7 +198,7 @@ def judge_outputs_sweep() -> int:
     """Re-queue every call, in every study, whose lease ran out (the periodic sweeper's job)."""
     ids = expired_output_ids()
     if ids:
-        judge_outputs_dispatch(output_ids=ids)
+        judge_outputs_dispatch(output_ids=ids, recovered=True)
     return len(ids)
 
 

@@ -11,8 +11,11 @@ fault a third of the way in, and then holds the cluster to:
 - every failure ended within 2 s of the fault (``recovered_after_s``).
 
 The Celery case kills a whole worker node (master and children) in the middle of a 500-call
-judge run on the provider emulator (tests/judges/fake_provider.py): the other node finishes it.
-The S3 case cuts off the cluster's S3 server (moto) for 10 s; it runs unless ``ARBITER_CLUSTER_S3=0``.
+judge run on the provider emulator (tests/judges/fake_provider.py): with no operator command, the
+cluster's one ``celery beat`` re-queues the dead node's calls once their lease runs out, and the
+other node finishes the run; every call the dead node held ends within 2 × the lease.
+The S3 case stalls the cluster's S3 server (moto, SIGSTOPped: it accepts and answers nothing) for
+10 s; it runs unless ``ARBITER_CLUSTER_S3=0``. Rater load through a stall: tests/deploy/test_stalled_bucket.py.
 
 Run (about 4 minutes):
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_cluster CELERY_BROKER_URL=redis://127.0.0.1:6379/7 \\
@@ -52,8 +55,7 @@ def cluster(django_db_setup: None, django_db_blocker, tmp_path_factory: pytest.T
     configured = from_environment(run)
     c = Cluster(run_dir=run, database=database, redis_url=django_settings.CELERY_BROKER_URL or configured.redis_url,
                 s3=configured.s3, healthcheck=configured.healthcheck,
-                extra_env={"MEDIA_ROOT": str(run / "media"), "ARBITER_CLUSTER_TEST_KEY": JUDGE_KEY,
-                           "ARBITER_JUDGE_SWEEP_SECONDS": "2"})
+                extra_env={"MEDIA_ROOT": str(run / "media"), "ARBITER_CLUSTER_TEST_KEY": JUDGE_KEY})
     c.up(migrate=False)
     try:
         yield c
@@ -124,6 +126,7 @@ def test_pgbouncer_restart(cluster: Cluster, study: str) -> None:
 def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactional_db: None, settings,  # type: ignore[no-untyped-def]
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from judges.models import JudgeOutput
+    from judges.services.calls import attempt_seconds
     from tests.judges.factories import make_example_study, make_judge
     from tests.judges.fake_provider import FakeProvider
 
@@ -136,7 +139,7 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
     provider = FakeProvider(delay=0.05, inspect=False).start()
     try:
         make_example_study(extra_pages=124)  # 125 comparisons of the "deployment" set x 2 orders x 2 repeats
-        make_judge(base_url=provider.url, api_key_env="ARBITER_CLUSTER_TEST_KEY", timeout_seconds=2.0,
+        judge = make_judge(base_url=provider.url, api_key_env="ARBITER_CLUSTER_TEST_KEY", timeout_seconds=2.0,
                    concurrency=4, max_attempts=5)
         connection.close()
         call_command("run_judges", "example", "--judge", "judge-x", "--set", "deployment", "--repeats", "2",
@@ -146,8 +149,24 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
             time.sleep(0.05)
         at_kill = len(provider.requests)
         cluster.kill("worker2")
-        call_command("run_judges", "example", "--judge", "judge-x", "--set", "deployment", "--repeats", "2",
-                     "--wait", "--poll", "0.5", "--wait-timeout", "180", stdout=StringIO())
+        killed_at = time.monotonic()
+        # No operator command from here: beat's sweep and worker node 1 alone.
+        held = set(JudgeOutput.objects.filter(status="running").values_list("pk", flat=True))
+        ended: dict[int, float] = {}
+        deadline = killed_at + 180
+        while time.monotonic() < deadline:
+            unfinished = set(JudgeOutput.objects.filter(status__in=("pending", "running")).values_list("pk", flat=True))
+            for pk in held - unfinished:
+                ended.setdefault(pk, time.monotonic() - killed_at)
+            if not unfinished:
+                break
+            time.sleep(0.25)
+        run_ended = time.monotonic() - killed_at
+        lease = attempt_seconds(judge)
+        print(f"\nworker node 2 killed: {len(held)} calls running then, the last of them ended after "
+              f"{max(ended.values(), default=0):.1f} s, the run after {run_ended:.1f} s (lease {lease:.0f} s)")
+        assert held and set(ended) == held, held - set(ended)  # none of them left running or pending
+        assert max(ended.values()) <= 2 * lease, sorted(ended.values())[-5:]
         rows = list(JudgeOutput.objects.values_list("comparison__external_id", "order", "repeat", "status"))
         assert len(rows) == 500 and len({r[:3] for r in rows}) == 500
         errors = set(JudgeOutput.objects.exclude(status="valid").values_list("status", "error")[:5])
@@ -170,7 +189,7 @@ def test_sigkill_of_one_worker_node_mid_judge_run(cluster: Cluster, transactiona
 
 @pytest.mark.skipif(not from_environment(Path("/nonexistent")).s3,
                     reason="the cluster runs on local media (ARBITER_CLUSTER_S3=0)")
-def test_s3_unreachable_for_10_seconds(cluster: Cluster, study: str, examples_dir: Path) -> None:
+def test_s3_stalled_for_10_seconds(cluster: Cluster, study: str, examples_dir: Path) -> None:
     import json
     import subprocess
     import sys
@@ -187,19 +206,27 @@ def test_s3_unreachable_for_10_seconds(cluster: Cluster, study: str, examples_di
         page = client.get(f"/s/{study}/", params={"participant": "s3-probe"})
         images = IMAGE_RE.findall(page.text)
         assert images and client.get(images[0]).status_code == 200
-        cluster.s3_reachable(False)
+        cluster.s3_stalled(True)
         try:
             began = time.monotonic()
-            importing = subprocess.run([sys.executable, "manage.py", "import_study", str(Path(bundle) / "bundle")],
-                                       cwd=ROOT, env=cluster.env(), capture_output=True, text=True, timeout=60)
             # Asked of a node itself: the application's own answer, not the load balancer's (with
             # /healthz checking storage, HAProxy takes both nodes out while the bucket is away).
-            during = [httpx.get(cluster.node_url(1) + url, cookies=client.cookies, timeout=30).status_code for url in images]
+            during, slowest = [], 0.0
+            for url in images:
+                asked = time.monotonic()
+                during.append(httpx.get(cluster.node_url(1) + url, cookies=client.cookies, timeout=30).status_code)
+                slowest = max(slowest, time.monotonic() - asked)
+            # An import while the bucket hangs (its own storage timeout shortened; the stall lasts
+            # until it has ended, 10 s at least).
+            importing = subprocess.run([sys.executable, "manage.py", "import_study", str(Path(bundle) / "bundle")],
+                                       cwd=ROOT, env={**cluster.env(), "ARBITER_S3_TIMEOUT": "2", "ARBITER_S3_ATTEMPTS": "1"},
+                                       capture_output=True, text=True, timeout=120)
             time.sleep(max(0.0, 10 - (time.monotonic() - began)))
         finally:
-            cluster.s3_reachable(True)
+            cluster.s3_stalled(False)
         after = [client.get(url).status_code for url in images]
     assert set(during) == {503}, during  # a clear "try again", not a 500
+    assert slowest < 2.0, slowest  # answered promptly, not after ARBITER_S3_TIMEOUT x attempts
     assert set(after) == {200}, after
     assert importing.returncode != 0 and len(importing.stderr.strip().splitlines()) >= 1
     assert not Study.objects.filter(slug=slug).exists()  # the import failed whole
