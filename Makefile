@@ -10,7 +10,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 # `make run` serves with gunicorn: one process, four threads, no request timeout (in-process tasks
 # may run long); on SQLite this answered ten raters' flow with a p95 of 49-69 ms against 64-106 ms
-# for Django's threaded runserver (docs/benchmarks.md, "fifth pass"). `manage.py runserver` still works.
+# for Django's threaded runserver (docs/benchmarks-history.md, "`make run` on gunicorn"). `manage.py runserver` still works.
 RUN_SERVER_ARGS ?= --workers 1 --threads 4 --timeout 0 --access-logfile -
 # Participant links printed by the demo commands name the origin `make run` serves on
 # (unless ARBITER_PUBLIC_URL says otherwise).

@@ -1,11 +1,10 @@
 """gunicorn's settings for Arbiter, read from the project root (``gunicorn config.wsgi``).
 
-Measured on the rater flow (docs/benchmarks.md, "fourth pass"; docs/decisions.md, "Rater hot
-path"): one process per core plus one, each with two threads. A request holds the GIL between its
-database round trips; with eight threads per process an answer waited behind the others after each
-of its ten round trips (57 ms of its 80 ms inside Django at 50 raters), with two it waits 12 ms,
-and the answer's p95 at 50 raters fell from 220 to 131 ms with the same throughput. The second
-thread is what keeps the core busy while the first waits for PostgreSQL.
+Measured on the rater flow (docs/benchmarks-history.md, "The gunicorn layout";
+docs/decisions/0031-rater-hot-path.md): one process per core plus one, each with two threads. A
+request holds the GIL between its database round trips; with eight threads per process an answer
+waited behind the others after each of its round trips, with two it hardly waits, and the answer's
+p95 fell with the same throughput. The second thread is what keeps the core busy while the first waits for PostgreSQL.
 
 The worker is gthread's, spreading the raters' keep-alive connections evenly over the processes
 (``config/gunicorn_worker.py``): with gthread's own, one process could hold 35 of 50 connections

@@ -1,13 +1,12 @@
 """A web worker's start-up heap, loaded whole and then frozen out of the garbage collector.
 
-A worker's heap after start-up holds about 270,000 objects that live as long as the process
-(Django, the URL configuration with every view module it imports — numpy, scipy, statsmodels,
-pandas, matplotlib for the reports — and the compiled templates). CPython's full collection
-traverses all of them: 200 ms each on this machine, twice per worker in 30 s of load at 50
-raters, besides a generation-1 collection that promoted the requests in flight. ``gc.freeze()``
+A worker's heap after start-up holds objects that live as long as the process (Django, the URL
+configuration with every view module it imports — numpy, scipy, statsmodels, pandas, matplotlib
+for the reports — and the compiled templates). CPython's full collections traverse all of them,
+besides the generation-1 collections that promote the requests in flight. ``gc.freeze()``
 moves them to a permanent generation that no collection traverses; collections then only see
-what requests allocate. Measured in docs/benchmarks-history.md ("fifth pass"): the workers' time in the
-collector fell by half and no full collection of the start-up heap happened any more.
+what requests allocate. The measurement it rests on: docs/decisions/0031-rater-hot-path.md and
+docs/benchmarks-history.md, "The garbage collector".
 
 Called by gunicorn once per worker, after the application is loaded (``post_worker_init`` in
 ``gunicorn.conf.py``). The setting ``ARBITER_GC_FREEZE`` (environment, default on) turns it off.

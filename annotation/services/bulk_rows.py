@@ -1,7 +1,7 @@
 """Insert many new rows of one model at the speed of the database (issue 29 item 5).
 
 ``bulk_create`` builds a model instance per row and compiles one ``INSERT`` per batch through the
-ORM's per-value preparation: for 50,000 judge outputs that was most of a 24 s import. Here every
+ORM's per-value preparation, which was most of a large import's time (docs/benchmarks.md). Here every
 column's value is prepared by its field once when it is the same on every row (defaults, the
 import time), and per row only for the columns the caller fills, with a plain conversion for
 those columns' Python types; the rows then go to the database in one statement:
@@ -9,8 +9,7 @@ those columns' Python types; the rows then go to the database in one statement:
 - PostgreSQL: ``COPY table (columns) FROM STDIN`` through psycopg 3's ``cursor.copy`` and
   ``write_row`` (the server parses the text form; a JSON column gets its JSON text);
 - SQLite: one ``executemany`` of a prepared ``INSERT`` (the sqlite3 module's C loop), the values
-  shared by every row written into the statement as literals (binding them per row was ~15 % of
-  the insert);
+  shared by every row written into the statement as literals rather than bound again per row;
 - any other backend: ``bulk_create``.
 
 No signals are sent and no primary keys are returned (as ``bulk_create`` on SQLite). The caller

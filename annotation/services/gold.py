@@ -1,4 +1,4 @@
-"""Gold trials of a ``pairwise_reference`` study (issue 30; docs/protocol.md "Gold trials").
+"""Gold trials of a ``pairwise_reference`` study (issue 30; docs/protocol.md "Planning the human study").
 
 A gold trial shows a page's reference, a copy of the reference as one candidate and a visibly
 degraded copy of it as the other; the known answer is the identical side. Both candidates are

@@ -1,9 +1,9 @@
 """The rater page's links, without a full URL reversal for each.
 
 A trial page names about ten URLs (its answer, three images, the problem report, undo, the
-study's instructions, pause and link pages), and Django's ``reverse`` costs 20–40 µs of CPU each,
-a tenth of an answer's rendering (docs/benchmarks-history.md, "rater hot path"). ``url`` reverses a name
-once per process and script prefix with marker arguments, and fills each later call's arguments
+study's instructions, pause and link pages), and Django's ``reverse`` of each was a measurable share
+of an answer's rendering (docs/benchmarks-history.md, "Rater hot path, third pass (issue 18),
+2026-12-01, this session's machine"). ``url`` reverses a name once per process and script prefix with marker arguments, and fills each later call's arguments
 into that pattern. Only for arguments ``reverse`` leaves as they are (tokens and slot names:
 letters, digits, ``-`` and ``_``); anything else is reversed the usual way.
 """

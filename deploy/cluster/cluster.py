@@ -12,7 +12,7 @@ logs and ``state.json`` (ports and process ids). Ports are free ones chosen at s
     .venv/bin/python deploy/cluster/cluster.py down    # `make cluster-stop`
     .venv/bin/python deploy/cluster/cluster.py status
 
-Two switches, for what another branch of issue 28 delivers (docs/deploy.md, "Loopback cluster"):
+Two switches, for what another branch of issue 28 delivers (docs/deploy.md, "The loopback cluster"):
 
 - ``ARBITER_CLUSTER_S3`` (default ``S3_DEFAULT``): ``1`` starts moto's S3 server, creates the bucket
   and gives the nodes ``ARBITER_MEDIA_STORAGE=s3`` and the ``AWS_*`` settings; ``0`` shares

@@ -21,8 +21,7 @@ Decisions (SPEC §8 is silent on them):
   the same pair and refused as a duplicate; both sides must have rendered.
 - A candidate may carry optional ``version_date`` (YYYY-MM-DD) and ``version_note`` (paper B.5:
   when and why this version was made); ``import_study --update`` records them on the new version.
-- An optional extra ``gold`` array carries gold trials with known answers (issue 30; docs/protocol.md
-  "Gold trials"): ``{id, page, a, b, answer}``, ``a`` and ``b`` image paths like a candidate's,
+- An optional extra ``gold`` array carries gold trials with known answers (issue 30; docs/protocol.md "Planning the human study"): ``{id, page, a, b, answer}``, ``a`` and ``b`` image paths like a candidate's,
   ``answer`` ``"A"`` or ``"B"`` (the better side); ids unique, the page known. Written back by the
   export only when the study has some.
 - This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have

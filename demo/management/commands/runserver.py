@@ -2,7 +2,7 @@
 
 Django's development server writes a response's headers and its body as two writes; with
 Nagle's algorithm the body then waits for the client's delayed ACK of the headers, up to 40 ms
-on Linux. Under ``make run`` every image of a trial arrived about 40 ms late (image p50 44 ms in
+on Linux. Under ``make run`` every image of a trial arrived that much late (measured with
 ``benchmarks/bench_raters.py --server runserver``). The demo app is listed before
 ``django.contrib.staticfiles`` so that this command is the one ``manage.py runserver`` finds.
 """
