@@ -343,7 +343,8 @@ class NewStudyPlan:
         """``study.json``: the options as given, plus what the files make."""
         by_source = {source.label: path for path, source in self.bundle_paths().items()}
         doc: dict[str, Any] = {"instructions_md": "", **self.options, "kind": self.kind}
-        doc.pop(RENDER_KEY, None)
+        if self.render is not None:
+            doc[RENDER_KEY] = self.render  # the settings used, defaults filled in (stored with the study)
         doc.setdefault("title", str(doc.get("slug", "")))
         doc["systems"] = [{"id": s, "name": s} for s in self.systems]
         if self.kind == "pairwise_reference":

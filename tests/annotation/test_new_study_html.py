@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.test import Client
 from PIL import Image
 from rest_framework.test import APIClient
 
 from annotation.models import Candidate, Study
 from annotation.render import chromium
+from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.new_study import new_study_from_upload
 from tests.annotation.render.conftest import browser_available
 from tests.annotation.test_new_study import png
-
-pytestmark = pytest.mark.browser
 
 RENDER = json.dumps({"viewport": "400x300", "mode": "canvas", "timeout_s": 6, "max_height": 1000, "settle_ms": 200})
 # A red photo box at known coordinates: 100..300 × 75..225 of a 400 × 300 canvas.
@@ -45,7 +45,6 @@ def run(*args: str) -> str:
 @pytest.fixture
 def html_folders(tmp_path: Path) -> Path:
     """refs/p0, p1 (PNG); html/p0 (a photo), html/p1 (text); bad/p0 (text), bad/p1 (an endless loop)."""
-    browser_available()
     root = tmp_path / "in"
     for i in range(2):
         png(root / "refs" / f"p{i}.png", size=(400, 300), shade=10 * i)
@@ -66,8 +65,12 @@ def args(root: Path, *more: str) -> list[str]:
     ]
 
 
+@pytest.mark.browser
 @pytest.mark.django_db
-def test_html_outputs_render_into_a_study_with_failed_renders_and_media(html_folders: Path, tmp_path: Path) -> None:
+def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
+    html_folders: Path, tmp_path: Path, researcher: Any
+) -> None:
+    browser_available()
     dry = io.StringIO()
     call_command("new_study", *args(html_folders, "--slug", "h", "--dry-run"), stdout=dry, stderr=io.StringIO())
     report = dry.getvalue()
@@ -79,7 +82,7 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(html_fol
     assert "a real run would import this" in report
     assert not Study.objects.exists()
 
-    run(*args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept")))
+    run(*args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept"), "--researcher", researcher.username))
     study = Study.objects.get(slug="h")
     candidates = {(c.page.external_id, c.system.external_id): c for c in Candidate.objects.filter(page__study=study)}
     assert candidates["p1", "bad"].rendered is False and candidates["p1", "bad"].image_id is None
@@ -88,7 +91,16 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(html_fol
     assert [m["kind"] for m in photo.media] == ["photo"]
     assert [round(v) for v in photo.media[0]["bbox_1000"]] == [250, 250, 750, 750]
     assert candidates["p1", "html"].media == []
+    # The render settings are stored with the study, exported in its bundle and shown on its page.
+    assert study.options["render"]["viewport"] == "400x300" and study.options["render"]["mode"] == "canvas"
     kept = next((tmp_path / "kept").iterdir())
+    assert json.loads((kept / "study.json").read_text())["render"]["viewport"] == "400x300"
+    exported = json.loads(zipfile.ZipFile(study_export_to_temporary_zip(study=study)).read("study.json"))
+    assert exported["render"] == study.options["render"]
+    client = Client()
+    client.force_login(researcher)
+    page = client.get(f"/studies/{study.slug}/").content.decode()
+    assert "HTML outputs rendered with: viewport 400x300 · scale 1.0 · canvas · max height 1000 px" in page
     assert sorted(p.suffix for p in (kept / "images").iterdir()) == [".png"] * 5  # 2 references + 3 renders
 
 
@@ -104,6 +116,10 @@ def test_a_study_with_html_stops_with_one_line_without_a_browser(html_folders: P
     run("pairwise_reference", "--reference", str(html_folders / "refs"), "--system", f"img={html_folders / 'imgs'}",
         "--slug", "img")
     assert Study.objects.filter(slug="img").exists()
+    # A render setting out of range is one line naming the option, before any browser is looked for.
+    with pytest.raises(CommandError) as caught:
+        run("rating", "--system", f"html={html_folders / 'html'}", "--slug", "h2", "--option", 'render={"viewport": "big"}')
+    assert str(caught.value).startswith("option render: --viewport: expected WIDTHxHEIGHT")
 
 
 # Reads outside its folder (the reference beside it, /etc/passwd) would paint the page red; its own
@@ -118,8 +134,10 @@ for (const url of ['../refs/p0.png', '/etc/passwd', '../../../../etc/passwd'])
 </script></body>"""
 
 
+@pytest.mark.browser
 @pytest.mark.django_db
 def test_an_uploaded_html_page_renders_with_requests_outside_its_folder_refused(html_folders: Path, researcher: Any) -> None:
+    browser_available()
     def upload() -> SimpleUploadedFile:
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w") as archive:
