@@ -165,3 +165,23 @@ def test_an_uploaded_html_page_renders_with_requests_outside_its_folder_refused(
     assert made.status_code == 201, made.content
     candidates = Candidate.objects.filter(page__study__slug="up")
     assert candidates.count() == 2 and all(c.rendered for c in candidates)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> None:
+    browser_available()
+    (html_folders / "refs_html").mkdir()
+    (html_folders / "refs_html" / "p0.html").write_text(PHOTO)
+    (html_folders / "refs_html" / "a.svg").write_text(SVG)
+    manifest = html_folders / "manifest.csv"
+    manifest.write_text(
+        "page,reference,system,image\n"
+        "p0,refs_html/p0.html,html,html/p1.html\n"
+        "p0,,png,refs/p1.png\n"
+    )
+    run("pairwise_reference", "--manifest", str(manifest), "--slug", "m", "--option", f"render={RENDER}")
+    study = Study.objects.get(slug="m")
+    page = study.pages.get()
+    assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference
+    assert sorted(c.rendered for c in Candidate.objects.filter(page=page)) == [True, True]
