@@ -82,7 +82,12 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
     assert "a real run would import this" in report
     assert not Study.objects.exists()
 
-    run(*args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept"), "--researcher", researcher.username))
+    err = io.StringIO()
+    call_command(
+        "new_study", *args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept"), "--researcher", researcher.username),
+        stdout=io.StringIO(), stderr=err,
+    )
+    assert "1 HTML page failed to render, kept as failed renders" in err.getvalue()
     study = Study.objects.get(slug="h")
     candidates = {(c.page.external_id, c.system.external_id): c for c in Candidate.objects.filter(page__study=study)}
     assert candidates["p1", "bad"].rendered is False and candidates["p1", "bad"].image_id is None

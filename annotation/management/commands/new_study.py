@@ -126,6 +126,11 @@ class Command(ArbiterCommand):
         if plan.stray:
             n = len(plan.stray)
             self.stderr.write(f"ignored {n:,} stray file{'s' if n != 1 else ''} (new_study --dry-run lists them)")
+        if plan.render_failed:
+            n = len(plan.render_failed)
+            self.stderr.write(
+                f"{n:,} HTML page{'s' if n != 1 else ''} failed to render, kept as failed renders (new_study --dry-run lists the reasons)"
+            )
         for (page, system), hint in list(plan.near_matches.items())[:3]:
             self.stderr.write(f"failed render {system}: {page}: {hint}")
         self.stdout.write(study.slug)
