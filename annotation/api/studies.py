@@ -254,7 +254,8 @@ class StudyNewApi(ResearcherApi):
         kind = serializers.ChoiceField(choices=KINDS)
         file = serializers.FileField(
             help_text="A .zip of folders: one per system, plus the references' folder (pairwise_reference); "
-            "or of a manifest and the files it lists."
+            "or of a manifest and the files it lists. Files are images or .html pages (rendered first, with the "
+            "options' render settings; docs/new-study.md \"HTML outputs\")."
         )
         manifest = serializers.CharField(
             required=False, default="", allow_blank=True,

@@ -37,6 +37,7 @@ import re
 import shutil
 import tempfile
 import time
+import weakref
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -93,6 +94,9 @@ LISTED = 10  # examples shown per problem in the dry-run report
 # What the images new_study reads (annotation.images.ALLOWED_FORMATS) are called: any other file of
 # a folder (notes.txt, a .DS_Store, a PDF) is a stray file, listed and left out.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+# HTML outputs (and references) are rendered first (annotation.render), then read as images.
+HTML_SUFFIXES = (".html", ".htm")
+RENDER_KEY = "render"  # the option holding the study's render settings (docs/rendering.md)
 MISSING_SLUG = "slug: required: give the study a slug (or a title to make one from)"
 
 
@@ -152,12 +156,29 @@ class NewStudyPlan:
     near_matches: dict[tuple[str, str], str] = field(default_factory=dict)
     probes: dict[str, Probe] = field(default_factory=dict)  # by label
     errors: list[str] = field(default_factory=list)  # s3 not configured, …: first one is raised
+    # HTML sources: the render settings used (RenderSettings.to_json, None when no page is HTML),
+    # the media regions each rendered page's DOM gave (by label), the (page, system) whose page
+    # failed to render (→ its reason), and per system the pages rendered / failed.
+    render: dict[str, Any] | None = None
+    render_media: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    render_failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    render_counts: dict[str, list[int]] = field(default_factory=dict)
+    render_refused: dict[str, list[str]] = field(default_factory=dict)  # label → requests refused (first 50)
+    work_dir: Path | None = None  # where the pages were rendered (removed with the plan, or by close())
+
+    def close(self) -> None:
+        """Remove the rendered pages' work folder (after the bundle is written)."""
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
 
     # --- what the files say -----------------------------------------------------------------
 
     def missing(self) -> dict[str, list[str]]:
         """System → pages without its image."""
-        return {s: [p for p in self.pages if (p, s) not in self.images] for s in self.systems}
+        return {
+            s: [p for p in self.pages if (p, s) not in self.images and (p, s) not in self.render_failed]
+            for s in self.systems
+        }
 
     def not_images(self) -> list[tuple[str, str]]:
         return [(label, probe.problem) for label, probe in self.probes.items() if probe.problem]
@@ -257,6 +278,11 @@ class NewStudyPlan:
             n_missing = len(missing[system])
             gap = f", {n_missing:,} page{'s' if n_missing != 1 else ''} missing its image" if n_missing else ""
             lines.append(f"system {system}: {n:,} images{gap}")
+        if self.render is not None:
+            settings_line = ", ".join(f"{k} {v}" for k, v in self.render.items() if v is not None)
+            lines.append(f"HTML rendered with: {settings_line}")
+            for group, (ok, failed) in self.render_counts.items():
+                lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
         sizes, modes = self.outliers()
         sections: list[tuple[str, list[str]]] = [
             (
@@ -267,6 +293,7 @@ class NewStudyPlan:
                     for p in missing[s]
                 ],
             ),
+            ("failed renders (HTML)", [f"{s}: {p}: {why}" for (p, s), why in self.render_failed.items()]),
             ("stray files", self.stray),
             ("duplicate stems", [f"{label}: {what}" for label, what in self.duplicates]),
             ("not images", [f"{label}: {problem}" for label, problem in self.not_images()]),
@@ -316,17 +343,23 @@ class NewStudyPlan:
         """``study.json``: the options as given, plus what the files make."""
         by_source = {source.label: path for path, source in self.bundle_paths().items()}
         doc: dict[str, Any] = {"instructions_md": "", **self.options, "kind": self.kind}
+        if self.render is not None:
+            doc[RENDER_KEY] = self.render  # the settings used, defaults filled in (stored with the study)
         doc.setdefault("title", str(doc.get("slug", "")))
         doc["systems"] = [{"id": s, "name": s} for s in self.systems]
         if self.kind == "pairwise_reference":
             doc.setdefault("axes", [])
-            doc["pages"] = [{"id": p, "image": by_source[self.references[p].label]} for p in self.pages]
+            doc["pages"] = [
+                {"id": p, "image": by_source[self.references[p].label], **self._media(self.references[p])}
+                for p in self.pages
+            ]
             doc["candidates"] = [
                 {
                     "page": p,
                     "system": s,
                     "image": by_source[self.images[(p, s)].label] if (p, s) in self.images else None,
                     "rendered": (p, s) in self.images,
+                    **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
                 }
                 for p in self.pages
                 for s in self.systems
@@ -346,6 +379,12 @@ class NewStudyPlan:
         if self.predicates:
             doc["predicates"] = self.predicates
         return doc
+
+
+    def _media(self, source: Source) -> dict[str, Any]:
+        """``{"media": [...]}`` for a rendered HTML page that has media regions, else ``{}``."""
+        regions = self.render_media.get(source.label)
+        return {"media": [{"kind": m["kind"], "bbox_1000": m["bbox_1000"]} for m in regions]} if regions else {}
 
 
 def item_id(page: str, system: str) -> str:
@@ -448,8 +487,8 @@ def _index_folder(
         if not page:
             plan.stray.append(f"{label} (does not match --match)")
             continue
-        if path.suffix.lower() not in IMAGE_SUFFIXES:
-            plan.stray.append(f"{label} (not an image by its extension: {', '.join(IMAGE_SUFFIXES)})")
+        if path.suffix.lower() not in IMAGE_SUFFIXES + HTML_SUFFIXES:
+            plan.stray.append(f"{label} (not an image or HTML by its extension: {', '.join(IMAGE_SUFFIXES + HTML_SUFFIXES)})")
             continue
         if page in found:
             plan.duplicates.append((label, f"page id {page!r} found twice in one folder (also {found[page].label})"))
@@ -682,6 +721,92 @@ def _probe(source: Source) -> Probe:
         return Probe(problem="the image is too large to decode safely")
 
 
+def _is_html(source: Source) -> bool:
+    return source.suffix in HTML_SUFFIXES
+
+
+def render_settings_from_options(options: dict[str, Any]) -> Any:
+    """The study's render settings: the ``render`` option (an object of docs/rendering.md's
+    settings, e.g. ``{"viewport": "1280x720", "mode": "canvas"}``), defaults for keys left out."""
+    from annotation.render.settings import RenderSettings
+
+    raw = options.get(RENDER_KEY, {})
+    if not isinstance(raw, dict):
+        raise ValidationFailed('expected a JSON object such as {"viewport": "1280x720"}', where=f"option {RENDER_KEY}")
+    try:
+        return RenderSettings.from_json(raw)
+    except (TypeError, ArbiterError) as exc:
+        raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
+
+
+def _render_html(plan: NewStudyPlan) -> None:
+    """Render every HTML source (references and system outputs) with the study's render settings
+    (annotation.render: each page served only from its own folder, every other request refused),
+    then read the PNGs as images. A system's page that failed to render is its failed render; a
+    reference that failed is an error. Stops with one line naming the package when there is no
+    browser; a study without HTML never starts one."""
+    keys: list[tuple[str, str | None, Source]] = [(p, None, s) for p, s in plan.references.items() if _is_html(s)]
+    keys += [(p, system, s) for (p, system), s in plan.images.items() if _is_html(s)]
+    # HTML files that no page uses are left out unrendered (not probed as images).
+    plan.stray_sources = [s for s in plan.stray_sources if not _is_html(s)]
+    if RENDER_KEY in plan.options or keys:
+        settings_used = render_settings_from_options(plan.options)
+        plan.render = settings_used.to_json()
+    if not keys:
+        return
+    if any(source.path is None for _, _, source in keys):
+        first = next(source for _, _, source in keys if source.path is None)
+        plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
+        return
+    from annotation.render.pages import render_folder
+
+    plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
+    weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
+    outs: dict[Path, Path] = {}
+    for _, _, source in keys:
+        assert source.path is not None
+        outs.setdefault(source.path.parent, plan.work_dir / f"{len(outs):04d}")
+    for i, (folder, out) in enumerate(outs.items(), 1):
+        progress_step(f"rendering HTML pages ({i}/{len(outs)} folders)")
+        render_folder(src=folder, out=out, settings=settings_used, resume=False)
+    for page, system, source in keys:
+        assert source.path is not None
+        out = outs[source.path.parent]
+        record = _read_render(out / f"{source.path.stem}.json")
+        group = system if system is not None else "reference"
+        counts = plan.render_counts.setdefault(group, [0, 0])
+        png = out / f"{source.path.stem}.png"
+        if record.get("refused_requests"):
+            plan.render_refused[source.label] = [str(url) for url in record["refused_requests"]]
+        if record.get("status") == "ok" and png.is_file():
+            counts[0] += 1
+            rendered = Source(label=source.label, path=png, suffix=".png")
+            plan.render_media[source.label] = [m for m in record.get("media") or [] if isinstance(m, dict)]
+            if system is None:
+                plan.references[page] = rendered
+            else:
+                plan.images[(page, system)] = rendered
+            continue
+        counts[1] += 1
+        reason = " ".join(str(record.get("reason") or "no render was written").split())[:200]
+        if system is None:
+            plan.errors.append(f"{source.label}: the reference page failed to render ({reason})")
+        else:
+            del plan.images[(page, system)]
+            plan.render_failed[(page, system)] = reason
+    if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
+        failed = {item_id(p, s) for p, s in plan.render_failed}
+        plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
+
+
+def _read_render(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     """Read the folders or the manifest and every image header; writes nothing."""
     if data.kind not in KINDS:
@@ -709,6 +834,7 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
         _from_folders(data, plan)
     _read_texts(data, plan)
     _read_predicates(data, plan)
+    _render_html(plan)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]
     for i, source in enumerate(sources, 1):
         if source.url is None or not plan.errors:
@@ -860,6 +986,8 @@ def new_study_create(
             study = study_import_bundle(path=staging / "bundle", user=user)
         except ValidationFailed as exc:
             raise _named_in_sources(exc, plan.bundle_paths()) from None
+        finally:
+            plan.close()  # the rendered pages are in the bundle now
         from django.utils import timezone
 
         kept = root / f"{re.sub(r'[^-A-Za-z0-9_]', '_', slug)}-{timezone.now():%Y%m%dT%H%M%S}"

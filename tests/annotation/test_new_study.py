@@ -247,8 +247,8 @@ def test_a_file_not_named_like_an_image_is_a_stray_file(folders: Path) -> None:
     (folders / "refs" / "README").write_text("hello")
     report = run(*folder_args(folders), "--dry-run")
     assert "not images: 0\n" in report and "a real run would import this" in report
-    assert f"{folders / 'out/gpt/notes.txt'} (not an image by its extension: .png, .jpg, .jpeg, .webp)" in report
-    assert f"{folders / 'refs/README'} (not an image by its extension" in report
+    assert f"{folders / 'out/gpt/notes.txt'} (not an image or HTML by its extension: .png, .jpg, .jpeg, .webp, .html, .htm)" in report
+    assert f"{folders / 'refs/README'} (not an image or HTML by its extension" in report
     err = io.StringIO()
     call_command("new_study", *folder_args(folders), stdout=io.StringIO(), stderr=err)
     assert "ignored 3 stray files" in err.getvalue()  # p9.png, notes.txt, README

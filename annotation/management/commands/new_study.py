@@ -46,7 +46,7 @@ def _option(value: str) -> tuple[str, Any]:
 class Command(ArbiterCommand):
     shows_progress = True
     help = (
-        "Make a study from folders of images (one per system, plus the references) or a CSV/JSONL manifest, "
+        "Make a study from folders of images or HTML outputs (one per system, plus the references) or a CSV/JSONL manifest, "
         "import it all or nothing and keep its bundle; --dry-run prints what would be created."
     )
 
@@ -114,6 +114,7 @@ class Command(ArbiterCommand):
         plan = new_study_plan(data=data)
         if options["dry_run"]:
             self.stdout.write(plan.report(), ending="")
+            plan.close()
             error = plan.first_error()
             if error:  # a script's check of the dry run sees what the real run would do
                 raise CommandError(f"a real run would stop: {error}")
@@ -125,6 +126,11 @@ class Command(ArbiterCommand):
         if plan.stray:
             n = len(plan.stray)
             self.stderr.write(f"ignored {n:,} stray file{'s' if n != 1 else ''} (new_study --dry-run lists them)")
+        if plan.render_failed:
+            n = len(plan.render_failed)
+            self.stderr.write(
+                f"{n:,} HTML page{'s' if n != 1 else ''} failed to render, kept as failed renders (new_study --dry-run lists the reasons)"
+            )
         for (page, system), hint in list(plan.near_matches.items())[:3]:
             self.stderr.write(f"failed render {system}: {page}: {hint}")
         self.stdout.write(study.slug)

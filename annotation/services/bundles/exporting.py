@@ -165,6 +165,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         judge_prompt=study.judge_prompt,
         settings=study_settings(study),
         crowd=study_crowd_settings(study),
+        render=(study.options or {}).get("render"),
         gold=tuple(
             GoldSpec(id=g.external_id, page=g.page.external_id, answer=g.answer,
                      a=ref(g.original_a, f"gold {g.external_id!r}"), b=ref(g.original_b, f"gold {g.external_id!r}"))
@@ -268,6 +269,7 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
         judge_prompt=study.judge_prompt,
         settings=study_settings(study),
         crowd=study_crowd_settings(study),
+        render=(study.options or {}).get("render"),
     )
     return spec, sources
 

@@ -243,7 +243,10 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         judge_prompt=spec.judge_prompt,
         **spec.settings,
         **crowd_fields,
-        **({"options": {"rater_page": rater_page}} if rater_page else {}),
+        options={
+            **({"rater_page": rater_page} if rater_page else {}),
+            **({"render": spec.render} if spec.render is not None else {}),
+        },
         created_by=user,  # type: ignore[misc]
     )
     Axis.objects.bulk_create(
@@ -369,7 +372,11 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
         title=spec.title,
         kind=spec.kind,
         instructions_md=spec.instructions_md,
-        options={**spec.options, "rater_page": rater_page} if rater_page else spec.options,
+        options={
+            **spec.options,
+            **({"rater_page": rater_page} if rater_page else {}),
+            **({"render": spec.render} if spec.render is not None else {}),
+        },
         judge_prompt=spec.judge_prompt,
         **spec.settings,
         **crowd_fields,

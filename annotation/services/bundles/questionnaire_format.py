@@ -58,6 +58,7 @@ from annotation.services.bundles.reference_format import (
     _type_name,
     crowd_to_json,
     parse_crowd,
+    parse_render,
     parse_settings,
     parse_study_header,
     parse_systems,
@@ -140,6 +141,7 @@ class QuestionnaireStudySpec:
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
     # The crowd settings the bundle gives (``$.crowd``; the rest keep the model's defaults).
     crowd: dict[str, Any] = field(default_factory=dict)
+    render: dict[str, Any] | None = None  # ``$.render``: as in a pairwise_reference bundle
 
     def image_paths(self) -> list[str]:
         """Every distinct image path the bundle names, in first-use order."""
@@ -169,7 +171,7 @@ def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
                     f"$.{key}",
                     f"unknown key for kind {kind!r} unless empty ([]): {key!r} is for pairwise_reference bundles (SPEC §8)",
                 )
-        elif key not in required and key not in optional:
+        elif key not in required and key not in optional and key != "render":
             r.fail(f"$.{key}", f"unknown key for kind {kind!r} (expected: {', '.join(required + optional)})")
     for key in required:
         if key not in document:
@@ -266,6 +268,7 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
     settings = parse_settings(r, root)
     crowd = parse_crowd(r, root)
+    render = parse_render(r, root)
 
     systems = parse_systems(r, root)
     system_ids = {system.id: f"$.systems[{i}]" for i, system in enumerate(systems)}
@@ -435,6 +438,7 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
         judge_prompt=judge_prompt,
         settings=settings,
         crowd=crowd,
+        render=render,
     )
 
 
@@ -523,4 +527,6 @@ def questionnaire_spec_to_json(spec: QuestionnaireStudySpec) -> dict[str, Any]:
     crowd = crowd_to_json(spec.crowd)
     if crowd is not None:
         document["crowd"] = crowd
+    if spec.render is not None:
+        document["render"] = spec.render
     return document

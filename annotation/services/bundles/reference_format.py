@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from annotation.errors import ValidationFailed
+from annotation.errors import ArbiterError, ValidationFailed
 from annotation.safe_json import refuse_constant
 from annotation.services.crowd_settings import CROWD_KEYS, crowd_settings_clean, crowd_settings_to_json
 
@@ -70,7 +70,7 @@ MAX_ROLE = 200
 MAX_NOTE = 2000
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
-TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd", "gold")
+TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd", "gold", "render")
 GOLD_ANSWERS = ("A", "B")
 # The study's scheduling and display settings (not SPEC §8 keys): written by the export only when
 # one differs from its default (so the SPEC example exports unchanged), so an export → import keeps
@@ -176,6 +176,9 @@ class StudySpec:
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
     # The crowd settings the bundle gives (``$.crowd``; only those keys: the rest keep the model's defaults).
     crowd: dict[str, Any] = field(default_factory=dict)
+    # The settings its HTML outputs were rendered with (``$.render``, docs/rendering.md; kept in
+    # ``Study.options["render"]``), or None for a study made from images.
+    render: dict[str, Any] | None = None
     gold: tuple[GoldSpec, ...] = ()
 
     def image_paths(self) -> list[str]:
@@ -431,6 +434,22 @@ def parse_crowd(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
     return crowd_settings_clean(raw, json_path="$.crowd", filename=r.filename)
 
 
+def parse_render(r: _Reader, root: dict[str, Any]) -> dict[str, Any] | None:
+    """The optional ``render`` object: the settings the study's HTML outputs were rendered with
+    (docs/rendering.md), checked and with defaults filled in; None when not given."""
+    if "render" not in root:
+        return None
+    from annotation.render.settings import RenderSettings
+
+    raw = root["render"]
+    if not isinstance(raw, dict):
+        r.fail("$.render", f"expected an object, got {_type_name(raw)}")
+    try:
+        return RenderSettings.from_json(raw).to_json()
+    except (ArbiterError, TypeError) as exc:
+        r.fail("$.render", " ".join(str(exc).split())[:200])
+
+
 def crowd_to_json(crowd: dict[str, Any]) -> dict[str, Any] | None:
     """What the export writes under ``crowd``: all of them when one differs from its default, else nothing."""
     return crowd_settings_to_json(crowd)
@@ -467,6 +486,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     judge_prompt = r.string(root.get("judge_prompt", ""), "$.judge_prompt")
     settings = parse_settings(r, root)
     crowd = parse_crowd(r, root)
+    render = parse_render(r, root)
 
     axes: list[AxisSpec] = []
     axis_ids: dict[str, str] = {}
@@ -623,6 +643,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         settings=settings,
         crowd=crowd,
         gold=parse_gold(r, root, page_ids),
+        render=render,
     )
 
 
@@ -699,4 +720,6 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
         document["crowd"] = crowd
     if spec.gold:
         document["gold"] = [g.to_json() for g in spec.gold]
+    if spec.render is not None:
+        document["render"] = spec.render
     return document

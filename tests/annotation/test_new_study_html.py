@@ -1,0 +1,192 @@
+"""``new_study`` with HTML outputs (issue 38): each page rendered with the study's render settings
+(annotation.render), a page that failed to render is that system's failed render, the PNG goes
+through the same path as an uploaded image, and the renderer's media regions become the
+candidate's. Real Chromium (Debian's); skipped without it."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+from PIL import Image
+from rest_framework.test import APIClient
+
+from annotation.models import Candidate, Study
+from annotation.render import chromium
+from annotation.services.bundles.exporting import study_export_to_temporary_zip
+from annotation.services.new_study import new_study_from_upload
+from tests.annotation.render.conftest import browser_available
+from tests.annotation.test_new_study import png
+
+RENDER = json.dumps({"viewport": "400x300", "mode": "canvas", "timeout_s": 6, "max_height": 1000, "settle_ms": 200})
+# A red photo box at known coordinates: 100..300 × 75..225 of a 400 × 300 canvas.
+PHOTO = (
+    "<body style='margin:0;background:#fff'><img src='a.svg' style='position:absolute;left:100px;top:75px' "
+    "width=200 height=150><p>text</p></body>"
+)
+SVG = "<svg xmlns='http://www.w3.org/2000/svg' width='200' height='150'><rect width='200' height='150' fill='#c00'/></svg>"
+TEXT = "<body style='margin:0'><h1>Page</h1><p>only text</p></body>"
+LOOP = "<body>x<script>while (true) {}</script></body>"
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("new_study", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def html_folders(tmp_path: Path) -> Path:
+    """refs/p0, p1 (PNG); html/p0 (a photo), html/p1 (text); bad/p0 (text), bad/p1 (an endless loop)."""
+    root = tmp_path / "in"
+    for i in range(2):
+        png(root / "refs" / f"p{i}.png", size=(400, 300), shade=10 * i)
+    (root / "html").mkdir()
+    (root / "html" / "p0.html").write_text(PHOTO)
+    (root / "html" / "a.svg").write_text(SVG)
+    (root / "html" / "p1.html").write_text(TEXT)
+    (root / "bad").mkdir()
+    (root / "bad" / "p0.html").write_text(TEXT)
+    (root / "bad" / "p1.html").write_text(LOOP)
+    return root
+
+
+def args(root: Path, *more: str) -> list[str]:
+    return [
+        "pairwise_reference", "--reference", str(root / "refs"), "--system", f"html={root / 'html'}",
+        "--system", f"bad={root / 'bad'}", "--option", f"render={RENDER}", *more,
+    ]
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
+    html_folders: Path, tmp_path: Path, researcher: Any
+) -> None:
+    browser_available()
+    dry = io.StringIO()
+    call_command("new_study", *args(html_folders, "--slug", "h", "--dry-run"), stdout=dry, stderr=io.StringIO())
+    report = dry.getvalue()
+    assert "HTML rendered with: viewport 400x300, scale 1.0, mode canvas," in report
+    assert "rendered html: 2 pages rendered, 0 failed\n" in report
+    assert "rendered bad: 1 pages rendered, 1 failed\n" in report
+    assert "failed renders (HTML): 1\n  bad: p1: " in report
+    assert "not images: 0\n" in report and "stray files: 1\n" in report  # html/a.svg is not a page
+    assert "a real run would import this" in report
+    assert not Study.objects.exists()
+
+    err = io.StringIO()
+    call_command(
+        "new_study", *args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept"), "--researcher", researcher.username),
+        stdout=io.StringIO(), stderr=err,
+    )
+    assert "1 HTML page failed to render, kept as failed renders" in err.getvalue()
+    study = Study.objects.get(slug="h")
+    candidates = {(c.page.external_id, c.system.external_id): c for c in Candidate.objects.filter(page__study=study)}
+    assert candidates["p1", "bad"].rendered is False and candidates["p1", "bad"].image_id is None
+    assert all(candidates[k].rendered for k in [("p0", "html"), ("p1", "html"), ("p0", "bad")])
+    photo = candidates["p0", "html"]
+    assert [m["kind"] for m in photo.media] == ["photo"]
+    assert [round(v) for v in photo.media[0]["bbox_1000"]] == [250, 250, 750, 750]
+    assert candidates["p1", "html"].media == []
+    # The render settings are stored with the study, exported in its bundle and shown on its page.
+    assert study.options["render"]["viewport"] == "400x300" and study.options["render"]["mode"] == "canvas"
+    kept = next((tmp_path / "kept").iterdir())
+    assert json.loads((kept / "study.json").read_text())["render"]["viewport"] == "400x300"
+    exported = json.loads(zipfile.ZipFile(study_export_to_temporary_zip(study=study)).read("study.json"))
+    assert exported["render"] == study.options["render"]
+    client = Client()
+    client.force_login(researcher)
+    page = client.get(f"/studies/{study.slug}/").content.decode()
+    assert "HTML outputs rendered with: viewport 400x300 · scale 1.0 · canvas · max height 1000 px" in page
+    assert sorted(p.suffix for p in (kept / "images").iterdir()) == [".png"] * 5  # 2 references + 3 renders
+
+
+@pytest.mark.django_db
+def test_a_study_with_html_stops_with_one_line_without_a_browser(html_folders: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(chromium, "CHROMIUM", "/nonexistent/chromium")
+    with pytest.raises(CommandError) as caught:
+        run(*args(html_folders, "--slug", "h"))
+    assert "\n" not in str(caught.value) and "apt-get install chromium" in str(caught.value)
+    # Image-only studies never start a browser.
+    png(html_folders / "imgs" / "p0.png", size=(400, 300))
+    png(html_folders / "imgs" / "p1.png", size=(400, 300))
+    run("pairwise_reference", "--reference", str(html_folders / "refs"), "--system", f"img={html_folders / 'imgs'}",
+        "--slug", "img")
+    assert Study.objects.filter(slug="img").exists()
+    # A render setting out of range is one line naming the option, before any browser is looked for.
+    with pytest.raises(CommandError) as caught:
+        run("rating", "--system", f"html={html_folders / 'html'}", "--slug", "h2", "--option", 'render={"viewport": "big"}')
+    assert str(caught.value).startswith("option render: --viewport: expected WIDTHxHEIGHT")
+
+
+# Reads outside its folder (the reference beside it, /etc/passwd) would paint the page red; its own
+# ok.txt paints the green square, so the scripts are seen to have run.
+HOSTILE = """<body style='margin:0;background:#fff'><div id=box style='width:100px;height:100px'></div>
+<img src='../refs/p0.png'><img src='/etc/passwd'><iframe src='file:///etc/passwd'></iframe>
+<script>
+const paint = (ok, colour) => { if (ok) document.getElementById('box').style.background = colour; };
+fetch('ok.txt').then(r => paint(r.ok, '#0f0'));
+for (const url of ['../refs/p0.png', '/etc/passwd', '../../../../etc/passwd'])
+  fetch(url).then(r => paint(r.ok, '#f00')).catch(() => {});
+</script></body>"""
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_an_uploaded_html_page_renders_with_requests_outside_its_folder_refused(html_folders: Path, researcher: Any) -> None:
+    browser_available()
+    def upload() -> SimpleUploadedFile:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for i in range(2):
+                archive.write(html_folders / "refs" / f"p{i}.png", f"refs/p{i}.png")
+                archive.writestr(f"sys/p{i}.html", HOSTILE)
+            archive.writestr("sys/ok.txt", "ok")
+        return SimpleUploadedFile("folders.zip", buffer.getvalue(), content_type="application/zip")
+
+    options = {"slug": "up", "render": json.loads(RENDER)}
+    plan, _ = new_study_from_upload(upload=upload(), kind="pairwise_reference", reference="refs", options=options, dry_run=True)
+    assert plan.render_counts == {"sys": [2, 0]} and not plan.render_failed
+    # The page's folder (sys/) is all it may read: refs/ beside it and /etc/passwd are refused.
+    assert plan.render_refused["folders.zip/sys/p0.html"] == ["file:///etc/passwd"]
+    rendered = plan.images["p0", "sys"].path
+    assert rendered is not None
+    with Image.open(rendered) as image:
+        colours = {colour for _, colour in image.convert("RGB").getcolors(1 << 20) or []}
+    assert (0, 255, 0) in colours  # its own file was read
+    assert (255, 0, 0) not in colours and (0, 100, 200) not in colours  # nothing outside sys/ was
+    client = APIClient()
+    client.force_authenticate(researcher)
+    form = {"kind": "pairwise_reference", "reference": "refs", "options": json.dumps(options)}
+    made = client.post("/api/studies/new/", {**form, "file": upload()}, format="multipart")
+    assert made.status_code == 201, made.content
+    candidates = Candidate.objects.filter(page__study__slug="up")
+    assert candidates.count() == 2 and all(c.rendered for c in candidates)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> None:
+    browser_available()
+    (html_folders / "refs_html").mkdir()
+    (html_folders / "refs_html" / "p0.html").write_text(PHOTO)
+    (html_folders / "refs_html" / "a.svg").write_text(SVG)
+    manifest = html_folders / "manifest.csv"
+    manifest.write_text(
+        "page,reference,system,image\n"
+        "p0,refs_html/p0.html,html,html/p1.html\n"
+        "p0,,png,refs/p1.png\n"
+    )
+    run("pairwise_reference", "--manifest", str(manifest), "--slug", "m", "--option", f"render={RENDER}")
+    study = Study.objects.get(slug="m")
+    page = study.pages.get()
+    assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference
+    assert sorted(c.rendered for c in Candidate.objects.filter(page=page)) == [True, True]
