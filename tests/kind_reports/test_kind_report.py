@@ -706,7 +706,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     cases = [
         (("nope",), r"no study with slug 'nope'"),
         (("ref",), r"kind 'pairwise_reference': use agreement_report"),
-        (("fresh",), r"has no votes yet: schedule its blocks \(schedule_blocks fresh\)"),
+        (("fresh",), r"has no votes yet: schedule its blocks \(manage.py schedule_blocks fresh --blocks \d+ --block-size \d+"),
         (("rt", "--bootstrap", "0"), r"field 'bootstrap': expected an integer"),
         (("rt", "--seed", "-1"), r"field 'seed': expected a non-negative integer"),
         (("rt", "--systems", "alpha,zeta"), r"field 'systems': unknown system 'zeta'"),
