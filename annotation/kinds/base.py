@@ -89,7 +89,7 @@ class StudyDesign:
 
     @property
     def trial_template(self) -> str:
-        """The kind's question on the trial page (its images and answer form), included by the trial state (jinja2/annotation/rater/_state.html)."""
+        """The kind's question on the trial page (its images and answer form), included by the trial state (templates/annotation/rater/_state.html)."""
         return f"annotation/rater/trial_{self.kind}.html"
 
     def attention_instruction(self, expected: str) -> str:

@@ -91,15 +91,15 @@ PLATFORM_PARAMS = ("STUDY_ID", "SESSION_ID")
 # Left to right as the panes read (A is left of B): the side nearer A means "A better". The
 # values are the displayed scores (positive: the displayed A is better); SPEC §3 canonicalizes them.
 AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
-TRIAL_PAGE = "annotation/rater/trial_base.html"  # Django's engine: the page around the state
-TRIAL_STATE = "annotation/rater/_state.html"  # the "jinja2" engine (config/jinja2.py): what #trial-root holds
+TRIAL_PAGE = "annotation/rater/trial_base.html"  # the page around the state
+TRIAL_STATE = "annotation/rater/_state.html"  # what #trial-root holds (an htmx answer gets it alone)
 MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
                  "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
 
 
 def render_rater(request: HttpRequest, name: str, context: dict[str, Any]) -> str:
-    """A rater template of the ``jinja2`` engine (``jinja2/``), with the request's CSRF input."""
-    return engines["jinja2"].get_template(name).render(context, request)
+    """A rater template rendered alone (the trial state, the problem report), with the request's CSRF token."""
+    return engines["django"].get_template(name).render(context, request)
 
 
 def instructions_html(study: Study) -> str:

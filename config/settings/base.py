@@ -111,13 +111,6 @@ TEMPLATES = [
             ],
         },
     },
-    {
-        # The trial page's state, rendered by every answer (config/jinja2.py; docs/decisions.md).
-        "BACKEND": "django.template.backends.jinja2.Jinja2",
-        "DIRS": [BASE_DIR / "jinja2"],
-        "APP_DIRS": False,
-        "OPTIONS": {"environment": "config.jinja2.environment"},
-    },
 ]
 
 DATABASES = {
