@@ -56,7 +56,7 @@ class StudyDesign:
     has_reference: bool  # a reference page is shown beside the candidates
     pairwise: bool  # a trial shows two candidates and asks for a winner
 
-    # ---- the rater's trial page (annotation.services.answers, annotation.views.rater)
+    # ---- the rater's trial page (annotation.services.answers, annotation.rater)
     image_slots: ClassVar[tuple[str, ...]] = ("item",)  # the trial's image slots, as the page names them
     trial_unit_related: ClassVar[tuple[str, ...]] = ()  # what a trial page joins of its unit
     verdict_choices: ClassVar[tuple[tuple[str, str, str], ...]] = PAIRWISE_VERDICTS  # (value, text, key)

@@ -136,18 +136,13 @@ if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MA
 # A transaction-pooling PgBouncer between the nodes and PostgreSQL (DATABASE_POOLER=pgbouncer;
 # docs/deploy.md, "PgBouncer"): each transaction may run on another server connection, so nothing
 # may outlive a transaction on the server. Django's server-side cursors (``.iterator()``) are
-# turned off, and the hot path's prepared statements default to off: Debian 12's PgBouncer is
-# 1.18, and only PgBouncer >= 1.21 with max_prepared_statements > 0 keeps protocol-level prepared
-# statements across its server connections (DATABASE_PREPARED_STATEMENTS=1 then turns them on).
+# turned off (Django prepares no statements of its own, so nothing else outlives a transaction).
 # Migrations may go straight to PostgreSQL: DATABASE_DIRECT_URL (deploy/cluster/cluster.py).
 DATABASE_POOLER = env_str("DATABASE_POOLER")
 if DATABASE_POOLER not in ("", "pgbouncer"):
     raise ImproperlyConfigured(f"DATABASE_POOLER: {DATABASE_POOLER!r} is not a known pooler (leave it empty or say pgbouncer)")
 if DATABASE_POOLER and DATABASES["default"]["ENGINE"] == "config.db.postgresql":
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
-# PostgreSQL: the rater hot path's compiled queries are prepared, so each is planned once per
-# connection (annotation/selectors/compiled.py; docs/decisions.md, "Rater hot path").
-DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", not DATABASE_POOLER)
 # gunicorn workers import their views and freeze that heap out of the garbage collector (config/heap.py).
 ARBITER_GC_FREEZE = env_bool("ARBITER_GC_FREEZE", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -290,8 +285,8 @@ SECURE_CSP = {
     "form-action": [CSP.SELF],
     "frame-ancestors": [CSP.NONE],
 }
-# Django's database sessions, their read compiled once (annotation/sessions.py).
-SESSION_ENGINE = "annotation.sessions"
+# Django's database sessions (the default engine, named here so a reader finds it).
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

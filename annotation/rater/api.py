@@ -1,46 +1,42 @@
 """Rater API: the current trial and vote submission, for the session's own assignment only.
 
-Participants are not Django users: they are identified by their session (``views.rater``), and
-CSRF is enforced for every unsafe request. Response fields never name a system, a candidate, a
+Each endpoint parses its body, calls the same flow function as the HTML view
+(``annotation.rater.flow``) and renders its Screen as JSON. Participants are not Django users:
+they are identified by their session (``annotation.rater.forms.Visitor``), and CSRF is enforced
+for every unsafe request. Response fields never name a system, a candidate, a
 page or whether a trial is a hidden repeat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotation.errors import Forbidden, NotFound
-from annotation.kinds import design_of
-from annotation.models import AssignmentState, ProblemKind, Rater, Study, Trial
-from annotation.services.answers import VoteResult, assignment_counts, trial_next, vote_submit, vote_trial
+from annotation.errors import Forbidden
+from annotation.models import ProblemKind, Rater, Study
+from annotation.rater import flow, forms
+from annotation.rater.images import image_pass_grant
+from annotation.rater.screens import Screen
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     comprehension_question,
     comprehension_state,
     comprehension_submit,
 )
-from annotation.services.crowd import completion_redirect_url
-from annotation.services.participants import participant_claim, rater_assignment
-from annotation.services.vote_revisions import trial_problem_report, vote_revise
-from annotation.views.links import url
-from annotation.views.rater import grant_trial_images, session_rater_id
 
 
 class _Csrf(CsrfViewMiddleware):
@@ -51,7 +47,7 @@ class _Csrf(CsrfViewMiddleware):
 class ParticipantSessionScheme(OpenApiAuthenticationExtension):
     """Document the participant session (set by the study link) in the OpenAPI schema."""
 
-    target_class = "annotation.api.rater.ParticipantSessionAuthentication"
+    target_class = "annotation.rater.api.ParticipantSessionAuthentication"
     name = "participantSession"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
@@ -113,41 +109,38 @@ class TrialNextApi(APIView):
 
     @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
     def get(self, request: Request, link_token: str) -> Response:
-        study = get_object_or_404(Study, link_token=link_token)
-        rater_id = session_rater_id(request._request, study.pk)
-        if rater_id is None:
-            raise Forbidden("open the study link you were given first")
-        assignment = rater_assignment(rater_id)
-        if assignment is None:
-            assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
-        view = trial_next(assignment=assignment, study=study) if assignment.state == AssignmentState.ACTIVE else None
-        if view is None:
-            assignment.refresh_from_db()
-            answered, total = assignment_counts(assignment)
-            data: dict[str, Any] = {"finished": True, "total": total, "answered": answered,
-                                    "completion_code": assignment.completion_code,
-                                    "completion_url": completion_redirect_url(
-                                        study=study, code=assignment.completion_code)}
-        else:
-            token = view.trial.token
-            data = {
-                "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
-                "trial": token,
-                "images": {s: url("rater:image", token, s) for s in design_of(study).image_slots},
-                "axes": view.axes, "idempotency_key": view.idempotency_key,
-                "vote_url": url("rater:api-vote", token),
-            }
-            if not design_of(study).has_reference:  # SPEC §11 kinds: the question and its answer form
-                data.update({
-                    "kind": view.kind, "brief": view.brief, "question": view.question,
-                    "boxes": [list(b) for b in view.boxes], "dimensions": list(view.dimensions),
-                    "scale": list(view.scale), "attention": view.attention,
-                })
-        response = Response(self.RaterTrial(data).data)
+        screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request), respond="json")
+        response = Response(self.RaterTrial(trial_json(screen)).data)
         response["Cache-Control"] = "no-store"
-        if view is not None:
-            grant_trial_images(request._request, response, study, view.trial)
+        image_pass_grant(request._request, response, screen)
         return response
+
+
+def trial_json(screen: Screen) -> dict[str, Any]:
+    """The rater API's view of a trial Screen (or of the end of the block)."""
+    if screen.trial is None:
+        return {"finished": True, "total": screen.total, "answered": screen.answered,
+                "completion_code": screen.completion_code, "completion_url": screen.completion_url}
+    view = screen.trial
+    data: dict[str, Any] = {
+        "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
+        "trial": view.trial.token, "images": screen.context["images"],
+        "axes": view.axes, "idempotency_key": view.idempotency_key, "vote_url": screen.context["vote_url"],
+    }
+    if not screen.context["has_reference"]:  # the other kinds (docs/study-kinds.md): the question and its answer form
+        data.update({
+            "kind": view.kind, "brief": view.brief, "question": view.question,
+            "boxes": [list(b) for b in view.boxes], "dimensions": list(view.dimensions),
+            "scale": list(view.scale), "attention": view.attention,
+        })
+    return data
+
+
+def recorded_json(screen: Screen) -> dict[str, Any]:
+    vote = screen.vote
+    assert vote is not None
+    return {"recorded": True, "trial": screen.context["trial"], "finished": vote.finished,
+            "completion_code": vote.completion_code, "next": screen.location}
 
 
 class VoteSubmitApi(APIView):
@@ -177,27 +170,17 @@ class VoteSubmitApi(APIView):
 
     @extend_schema(request=RaterVoteInput, responses=RaterVoteResult, summary="Answer a trial (idempotent per key)")
     def post(self, request: Request, trial_token: str) -> Response:
-        return self.answer(request, trial_token, vote_submit)
+        answer = self.parsed(request)
+        screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
+                                   respond="json")
+        return Response(self.RaterVoteResult(recorded_json(screen)).data, status=status.HTTP_200_OK)
 
-    def answer(self, request: Request, trial_token: str, service: Callable[..., VoteResult]) -> Response:
-        """The answer of the body, through ``service`` (a new vote, or a revision of the last one)."""
-        trial = vote_trial(trial_token)  # what the service needs too: read once
-        if trial is None:
-            raise NotFound("no such trial")
-        study = trial.assignment.block.study
-        study_id, link_token = study.pk, study.link_token
+    def parsed(self, request: Request) -> forms.AnswerForm:
+        """The body as an answer; a refused body is raised by the flow once the trial is found."""
         body = self.RaterVoteInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        result = service(
-            trial_token=trial_token, rater_id=session_rater_id(request._request, study_id), verdict=data["verdict"],
-            confidence=data["confidence"], axes=data["axes"], rationale=data["evidence"] or data["rationale"],
-            idempotency_key=data["idempotency_key"], ratings=data["ratings"], trial=trial,
-        )
-        out = {"recorded": True, "trial": trial_token, "finished": result.finished,
-               "completion_code": result.completion_code,
-               "next": reverse("rater:api-trial", args=[link_token])}
-        return Response(self.RaterVoteResult(out).data, status=status.HTTP_200_OK)
+        if not body.is_valid():
+            return forms.AnswerForm(from_json=True, refused=ValidationError(body.errors))
+        return forms.answer_of_json(body.validated_data)
 
 
 class VoteReviseApi(VoteSubmitApi):
@@ -209,7 +192,10 @@ class VoteReviseApi(VoteSubmitApi):
         summary="Change the last answer (idempotent per key)",
     )
     def post(self, request: Request, trial_token: str) -> Response:
-        return self.answer(request, trial_token, vote_revise)
+        answer = self.parsed(request)
+        screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
+                                   respond="json")
+        return Response(self.RaterVoteResult(recorded_json(screen)).data, status=status.HTTP_200_OK)
 
 
 class TrialProblemApi(APIView):
@@ -229,16 +215,14 @@ class TrialProblemApi(APIView):
 
     @extend_schema(request=ProblemInput, responses=ProblemResult, summary="Report a problem with a trial")
     def post(self, request: Request, trial_token: str) -> Response:
-        study_id = Trial.objects.filter(token=trial_token).values_list("assignment__block__study_id", flat=True).first()
-        if study_id is None:
-            raise NotFound("no such trial")
         body = self.ProblemInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        problem = trial_problem_report(
-            trial_token=trial_token, rater_id=session_rater_id(request._request, study_id),
-            kind=body.validated_data["kind"], text=body.validated_data["text"],
-        )
-        return Response(self.ProblemResult({"reported": True, "kind": problem.kind}).data, status=status.HTTP_201_CREATED)
+        if body.is_valid():
+            problem = forms.ProblemForm(kind=body.validated_data["kind"], text=body.validated_data["text"])
+        else:  # raised by the flow once the trial is found
+            problem = forms.ProblemForm(refused=ValidationError(body.errors))
+        screen = flow.report_problem(trial_token=trial_token, problem=problem, visitor=forms.visitor_of(request._request),
+                                     respond="json")
+        return Response(self.ProblemResult(dict(screen.context)).data, status=status.HTTP_201_CREATED)
 
 
 class ComprehensionSubmitApi(APIView):
@@ -267,7 +251,7 @@ class ComprehensionSubmitApi(APIView):
         attempts_left = serializers.IntegerField()
 
     def _rater(self, request: Request, study: Study) -> Rater:
-        rater_id = session_rater_id(request._request, study.pk)
+        rater_id = flow.session_rater_id(forms.visitor_of(request._request), study.pk)
         rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
         if rater is None:
             raise Forbidden("open the study link you were given first")
