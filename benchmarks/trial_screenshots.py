@@ -7,8 +7,9 @@ and 1280×800, with Debian's Chromium through Playwright; plus what each screens
 ``link`` is a participant link (``manage.py study_link SLUG`` prints it); each size starts as a new
 participant (``shot-WxH-<random>``) through the start page's participant-id input and Start button,
 so the study gains one assignment per size. Saved as ``OUT/NAME-WxH.png`` (the viewport only).
-Printed per size: the panes' height, the visible fraction of each pane's page without panning,
-whether Submit and the last axis question are inside the viewport, and the pressed fit button.
+Printed per size: the panes' height, the visible fraction of each pane's page without panning, its
+true scale (rendered / natural width) and the zoom readout, whether Submit and the last axis
+question are inside the viewport, and the pressed fit button.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ MEASURE = """() => {
     const top = Math.max(r.top, 0), bottom = Math.min(r.bottom, vh);
     const shown = i && i.height ? Math.max(0, Math.min(bottom, i.bottom) - Math.max(top, i.top)) / i.height : 0;
     return {pane: s.getAttribute('aria-label') || (img && img.alt) || '', height: Math.round(r.height),
-            page_visible: Math.round(shown * 1000) / 1000};
+            page_visible: Math.round(shown * 1000) / 1000,
+            scale: img && img.naturalWidth ? Math.round(1000 * i.width / img.naturalWidth) / 1000 : null};
   });
   const axes = document.querySelectorAll('fieldset[data-axis-fieldset]');
   const fit = [...document.querySelectorAll('button[aria-pressed=true]')].map(b => b.textContent.trim());
   const details = document.querySelector('details[data-instructions]');
-  return {panes, axes: axes.length,
+  const level = document.querySelector('[data-zoom-level]');
+  return {panes, readout: level ? level.textContent.trim() : null, axes: axes.length,
           last_axis_in_view: axes.length ? inView(axes[axes.length - 1]) : null,
           instructions_open: details ? details.open : null, pressed: fit};
 }"""

@@ -90,7 +90,8 @@ Say which candidate a reader would find **more faithful to the reference**: A, B
 there is no stable perceptible difference. Use *Cannot judge* only when an image does not load or
 you cannot tell.
 
-Then score every axis shown, from −2 (B clearly better) to +2 (A clearly better):
+Then score every axis shown on its five buttons, read from A's side: **A much better** (the
+button nearest A, key 1), *A better* (2), *Equal* (3), *B better* (4), **B much better** (key 5):
 
 - *Global layout*: regions, columns, spacing, reading order, proportions.
 - *Text presentation*: wrapping, line count, size, weight, colour, legibility — not spelling.

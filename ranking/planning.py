@@ -10,7 +10,6 @@ nothing of any study is written.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -25,6 +24,7 @@ from django.utils import timezone
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from annotation import csv_cells
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import Study
@@ -315,7 +315,7 @@ def study_plan_report(plan: StudyPlan, pilot: dict[str, Any] | None) -> dict[str
 
 def study_plan_csv(plan: StudyPlan) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv_cells.writer(buf)
     statistic = "probability" if plan.target.is_ranking else "half_width"
     writer.writerow(["votes", statistic, "ci95_low", "ci95_high"])
     for p in plan.points:

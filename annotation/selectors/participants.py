@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import io
 
+from annotation import csv_cells
 from annotation.models import Assignment, Rater, Study
-
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_text_cell(text: str) -> str:
-    """SPEC §8: a text cell a spreadsheet would read as a formula gets a leading apostrophe."""
-    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
-
 
 PLATFORM_COLUMNS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 PARTICIPANT_COLUMNS = (
@@ -29,7 +21,7 @@ def participants_csv_text(*, study: Study) -> str:
     ``rater_id`` is the id of the votes CSV (``account/<pk>`` for an account).
     """
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_cells.writer(out)  # every text cell through the one formula rule
     writer.writerow(PARTICIPANT_COLUMNS)
     assignments = {
         a.rater_id: a
@@ -41,12 +33,12 @@ def participants_csv_text(*, study: Study) -> str:
         platform = rater.platform or {}
         pid = platform.get("PROLIFIC_PID", "")
         writer.writerow([
-            csv_text_cell(rater.display_name), rater.source,
-            *(csv_text_cell(str(v)) for v in (pid, platform.get("STUDY_ID", ""), platform.get("SESSION_ID", ""))),
+            rater.display_name, rater.source,
+            *(str(v) for v in (pid, platform.get("STUDY_ID", ""), platform.get("SESSION_ID", ""))),
             a.block.name if a else "", a.slot if a else "", a.state if a else "",
             a.started_at.isoformat() if a and a.started_at else "",
             a.finished_at.isoformat() if a and a.finished_at else "",
-            a.completion_code if a else "", csv_text_cell(a.end_comment) if a else "",
-            csv_text_cell(rater.external_id),
+            a.completion_code if a else "", a.end_comment if a else "",
+            rater.external_id,
         ])
     return out.getvalue()

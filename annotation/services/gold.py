@@ -17,6 +17,13 @@ The degradation is a heavy Gaussian blur, a shuffle of a 4×4 grid of tiles and 
 the middle third. Everything is drawn from a seed derived from the study seed and the page, so
 the same study always gets the same gold images.
 
+Byte-size blinding (issue 37 item 3): a blurred page compresses to about a quarter of its sharp
+copy, so the two candidates' ``Content-Length`` told every gold trial apart. The degraded copy
+therefore gets seeded pixel noise, its strength found by bisection, until its PNG has the byte
+size that makes the pair's byte ratio the ratio of the two real candidates whose pixel sizes it
+took (``bytes(second) / bytes(first)``). A gold pair's sizes and byte sizes are then those of a
+real pair of the same page, and the PNG keeps only ``IHDR``/``IDAT``/``IEND`` (no padding chunk).
+
 Pillow does the pixel work (blur, crop/paste, draw); nothing here is hand-rolled image maths.
 """
 
@@ -83,17 +90,72 @@ def _page_seed(study: Study, page: Page) -> int:
 
 
 def _gold_sizes(
-    sizes: list[tuple[int, int]], *, seed: int, fallback: tuple[int, int]
-) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The sizes of the reference copy and of the degraded copy: those of two distinct real
-    candidates drawn at random (the same one twice when the page has only one)."""
+    sizes: list[tuple[int, int, int]], *, seed: int, fallback: tuple[int, int]
+) -> tuple[tuple[int, int], tuple[int, int], float]:
+    """The pixel sizes of the reference copy and of the degraded copy, and the byte ratio the pair
+    should have: those of two distinct real candidates ``(width, height, bytes)`` drawn at random
+    (the same one twice, ratio 1, when the page has only one)."""
     if not sizes:
-        return fallback, fallback
+        return fallback, fallback, 1.0
     rng = np.random.default_rng([seed, 1])
     if len(sizes) == 1:
-        return sizes[0], sizes[0]
-    first, second = rng.choice(len(sizes), size=2, replace=False)
-    return sizes[int(first)], sizes[int(second)]
+        return sizes[0][:2], sizes[0][:2], 1.0
+    first, second = (sizes[int(i)] for i in rng.choice(len(sizes), size=2, replace=False))
+    return first[:2], second[:2], second[2] / first[2] if first[2] else 1.0
+
+
+NOISE = 40.0  # grey levels (standard deviation) of the noise on a noisy pixel
+BYTES_TOLERANCE = 0.02
+
+
+def degraded_at_byte_size(rgb: Image.Image, *, seed: int, target: int) -> Image.Image:
+    """``degraded_pixels(rgb)`` brought within 2 % of ``target`` PNG bytes (the closest found when
+    that cannot be reached), by one knob bisected over ``[0, 1]``:
+
+    - too small (a blurred page compresses better than its sharp copy): seeded noise on a share of
+      the pixels; the noisy pixels of a smaller share are among those of a larger one, so the size
+      grows with the share in small steps, even for a page that compresses very well;
+    - too large (the blur's gradients can compress worse than flat text): the grey band over the
+      middle grows in height, one row at a time.
+    """
+    degraded = degraded_pixels(rgb, seed=seed)
+    natural = len(encode_png(degraded))
+    if abs(natural - target) <= target * BYTES_TOLERANCE:
+        return degraded
+    base = np.asarray(degraded, dtype=np.float32)
+    height = base.shape[0]
+    if natural < target:
+        rng = np.random.default_rng([seed, 2])
+        noise = NOISE * rng.standard_normal(base.shape, dtype=np.float32)
+        rank = rng.random(base.shape[:2], dtype=np.float32)[..., None]  # noisy when rank < share
+
+        def at(share: float) -> np.ndarray:
+            return np.clip(base + np.where(rank < share, noise, 0), 0, 255).astype(np.uint8)
+
+    else:
+        rows = np.abs(np.arange(height) - (height - 1) / 2)  # grey from the middle outwards
+
+        def at(share: float) -> np.ndarray:
+            pixels = base.astype(np.uint8)
+            pixels[rows < share * height / 2] = GREY
+            return pixels
+
+    low, high = 0.0, 1.0
+    best, best_gap = degraded, abs(natural - target) / target
+    for _ in range(20):
+        share = (low + high) / 2
+        pixels = at(share)
+        size = len(encode_png(Image.fromarray(pixels, "RGB"), array=pixels))
+        gap = abs(size - target) / target
+        if gap < best_gap:
+            best, best_gap = Image.fromarray(pixels, "RGB"), gap
+        if gap <= BYTES_TOLERANCE:
+            break
+        grow = size < target  # more noise, or less grey
+        low, high = ((share, high) if grow else (low, share)) if natural < target else (
+            (low, share) if grow else (share, high))
+    best.info = {}
+    return best
 
 
 def _stored(stage: ImageStaging, pixels: Image.Image) -> StoredImage:
@@ -114,13 +176,13 @@ def study_gold_images(*, study: Study, page_ids: set[int]) -> dict[int, tuple[St
     pages = list(
         Page.objects.filter(study=study, pk__in=page_ids).select_related("image", "neutralized_image")
     )
-    sizes: dict[int, list[tuple[int, int]]] = {}
-    for page_id, width, height in (
+    sizes: dict[int, list[tuple[int, int, int]]] = {}
+    for page_id, width, height, size_bytes in (
         Candidate.objects.filter(page__study=study, page_id__in=page_ids, rendered=True, image__isnull=False)
         .order_by("page_id", "system__position", "system_id")
-        .values_list("page_id", "image__width", "image__height")
+        .values_list("page_id", "image__width", "image__height", "image__size_bytes")
     ):
-        sizes.setdefault(page_id, []).append((int(width), int(height)))
+        sizes.setdefault(page_id, []).append((int(width), int(height), int(size_bytes)))
     out: dict[int, tuple[StoredImage, StoredImage]] = {}
     with staged_images() as stage:
         for page in pages:
@@ -139,11 +201,16 @@ def study_gold_images(*, study: Study, page_ids: set[int]) -> dict[int, tuple[St
                 ) from None
             seed = _page_seed(study, page)
             reference = decode_stored_png(data)
-            match_size, degraded_size = _gold_sizes(
+            match_size, degraded_size, byte_ratio = _gold_sizes(
                 sizes.get(page.pk, []), seed=seed, fallback=reference.size
             )
             match = _stored(stage, fitted(reference, match_size))
-            degraded = _stored(stage, degraded_pixels(fitted(reference, degraded_size), seed=seed))
+            degraded = _stored(
+                stage,
+                degraded_at_byte_size(
+                    fitted(reference, degraded_size), seed=seed, target=round(match.size_bytes * byte_ratio)
+                ),
+            )
             out[page.pk] = (match, degraded)
         stage.publish()
     return out

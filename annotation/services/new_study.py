@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -42,10 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import regex
 from django.conf import settings
 from PIL import Image
 
-from annotation.errors import ArbiterError, ValidationFailed
+from annotation.errors import ArbiterError, ValidationFailed, excerpt, excerpt_path
 from annotation.images import ALLOWED_FORMATS
 from annotation.progress import progress_step
 from annotation.services.bundles.exchange import study_import_bundle
@@ -350,37 +352,79 @@ def _folder_files(folder: Path, data: NewStudyInput, what: str) -> list[Path]:
         raise ValidationFailed(f"no such folder ({what})", where=_shown(folder, data))
     # scandir: the file type comes with the listing (no stat per file, unless it is a link).
     with os.scandir(folder) as entries:
-        names = sorted(e.name for e in entries if e.is_file() and not e.name.startswith("."))
-    return [folder / name for name in names]
+        listed = [(e.name, e.is_symlink()) for e in entries if e.is_file() and not e.name.startswith(".")]
+    root = folder.resolve()
+    for name, link in listed:
+        # A link may point at another file of its own folder, never out of it (as in manifests).
+        if link and not (folder / name).resolve().is_relative_to(root):
+            raise ValidationFailed(f"{excerpt_path(name)}: the path climbs out of its folder", where=_shown(folder, data))
+    return [folder / name for name, _ in sorted(listed)]
 
 
-def _page_id(name: str, pattern: re.Pattern[str] | None) -> str | None:
-    if pattern is None:
+# A --match pattern comes from the researcher (the API and the upload page too): each file name is
+# matched with a time limit, and the whole folder reading with a budget, so that a pattern that
+# backtracks exponentially (``^(a+)+$`` on ``aaaa…a!``) cannot hold a web worker. The ``regex``
+# package is used because the standard library's ``re`` has no time limit.
+MATCH_SECONDS_PER_NAME = 0.05
+MATCH_SECONDS_TOTAL = 2.0
+NAME_MAX_CHARS = 255  # longer than any file system's file name
+
+
+@dataclass
+class _Matcher:
+    pattern: regex.Pattern[str]
+    spent: float = 0.0
+
+    def search(self, name: str) -> regex.Match[str] | None:
+        started = time.monotonic()
+        try:
+            return self.pattern.search(name, timeout=MATCH_SECONDS_PER_NAME)
+        except TimeoutError:
+            raise ValidationFailed(
+                f"the pattern takes too long on the file name {excerpt(name)} (over {MATCH_SECONDS_PER_NAME:g} s); "
+                "simplify it (no nested repetition such as (a+)+)",
+                where="--match",
+            ) from None
+        finally:
+            self.spent += time.monotonic() - started
+            if self.spent > MATCH_SECONDS_TOTAL:
+                raise ValidationFailed(
+                    f"matching the file names took over {MATCH_SECONDS_TOTAL:g} s; simplify the pattern", where="--match"
+                )
+
+
+def _page_id(name: str, matcher: _Matcher | None) -> str | None:
+    if matcher is None:
         return Path(name).stem
-    found = pattern.search(name)
+    found = matcher.search(name)
     if found is None:
         return None
-    if "page" in pattern.groupindex:
+    if "page" in matcher.pattern.groupindex:
         return found.group("page")
-    return found.group(1) if pattern.groups else found.group(0)
+    return found.group(1) if matcher.pattern.groups else found.group(0)
 
 
-def _compile(match: str | None) -> re.Pattern[str] | None:
+def _compile(match: str | None) -> _Matcher | None:
     if not match:
         return None
+    if len(match) > 1000:
+        raise ValidationFailed("the pattern is over 1,000 characters", where="--match")
     try:
-        return re.compile(match)
-    except re.error as exc:
+        return _Matcher(regex.compile(match))
+    except regex.error as exc:
         raise ValidationFailed(f"not a regular expression ({exc})", where="--match") from None
 
 
 def _index_folder(
-    folder: Path, data: NewStudyInput, what: str, pattern: re.Pattern[str] | None, plan: NewStudyPlan
+    folder: Path, data: NewStudyInput, what: str, pattern: _Matcher | None, plan: NewStudyPlan
 ) -> dict[str, Source]:
     """Page id → the folder's file for it; strays and duplicate stems go to the plan."""
     found: dict[str, Source] = {}
     for path in _folder_files(folder, data, what):
         label = _shown(path, data)
+        if len(path.name) > NAME_MAX_CHARS:
+            plan.stray.append(f"{excerpt(label, limit=80)} (a file name over {NAME_MAX_CHARS} characters)")
+            continue
         page = _page_id(path.name, pattern)
         if not page:
             plan.stray.append(f"{label} (does not match --match)")
@@ -441,14 +485,17 @@ def _table_rows(path: Path, data: NewStudyInput, columns: tuple[str, ...]) -> It
             yield where, _row(row, where, columns)
         return
     reader = csv.DictReader(io.StringIO(text))
-    seen: dict[str, str] = {}
-    for key in reader.fieldnames or ():
-        name = _column(key, columns, where=f"{shown}:1")
-        if name in seen:
-            raise ValidationFailed(f"columns {seen[name]!r} and {key!r} both give {name!r}", where=f"{shown}:1")
-        seen[name] = key
-    for row in reader:
-        yield f"{shown}:{reader.line_num}", _row(row, f"{shown}:{reader.line_num}", columns)
+    try:
+        seen: dict[str, str] = {}
+        for key in reader.fieldnames or ():
+            name = _column(key, columns, where=f"{shown}:1")
+            if name in seen:
+                raise ValidationFailed(f"columns {excerpt(seen[name])} and {excerpt(key)} both give {name!r}", where=f"{shown}:1")
+            seen[name] = key
+        for row in reader:
+            yield f"{shown}:{reader.line_num}", _row(row, f"{shown}:{reader.line_num}", columns)
+    except csv.Error as exc:
+        raise ValidationFailed(f"not a readable CSV file ({exc})", where=f"{shown}:{reader.line_num}") from None
 
 
 def _column(key: Any, columns: tuple[str, ...], *, where: str) -> str:
@@ -458,7 +505,7 @@ def _column(key: Any, columns: tuple[str, ...], *, where: str) -> str:
     folded = re.sub(r"[\s-]+", "_", str(key).strip().lower()) if isinstance(key, str) else ""
     name = folded if folded in columns else COLUMN_ALIASES.get(folded, "")
     if name not in columns:
-        raise ValidationFailed(f"unknown column {key!r} (expected: {', '.join(columns)})", where=where)
+        raise ValidationFailed(f"unknown column {excerpt(key)} (expected: {', '.join(columns)})", where=where)
     return name
 
 
@@ -481,28 +528,29 @@ def _row(row: dict[str, Any], where: str, columns: tuple[str, ...]) -> dict[str,
 def _manifest_source(value: str, manifest: Path, where: str, data: NewStudyInput, plan: NewStudyPlan) -> Source:
     """A manifest's path: relative to the manifest's folder (never out of it), or s3://."""
     suffix = Path(value.split("?")[0]).suffix.lower() or ".img"
+    shown = excerpt_path(value)
     if value.startswith("s3://"):
         problem = _s3_problem(value)
         if problem:
-            plan.errors.append(f"{where}: {value}: {problem}")
+            plan.errors.append(f"{where}: {shown}: {problem}")
         return Source(label=value, url=value, suffix=suffix)
     if re.match(r"^https?://", value, flags=re.IGNORECASE) and (in_bucket := _bucket_url_as_s3(value)):
         return Source(label=value, url=in_bucket, suffix=suffix)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
         raise ValidationFailed(
-            f"{value}: only paths relative to the manifest, s3:// and https:// URLs of the media bucket are read; "
+            f"{shown}: only paths relative to the manifest, s3:// and https:// URLs of the media bucket are read; "
             "Arbiter makes no other outbound requests (SECURITY.md: its only egress is to the judge hosts); "
             "download the files and list their paths",
             where=where,
         )
     root = manifest.parent.resolve()
     if value.startswith("/") or "\\" in value or bundle_path_problem(value) == "is absolute":
-        raise ValidationFailed(f"{value}: an absolute path; give it relative to the manifest's folder", where=where)
+        raise ValidationFailed(f"{shown}: an absolute path; give it relative to the manifest's folder", where=where)
     path = (manifest.parent / value).resolve()
     if not path.is_relative_to(root):
-        raise ValidationFailed(f"{value}: the path climbs out of the manifest's folder", where=where)
+        raise ValidationFailed(f"{shown}: the path climbs out of the manifest's folder", where=where)
     if not path.is_file():
-        raise ValidationFailed(f"{value}: no such file", where=where)
+        raise ValidationFailed(f"{shown}: no such file", where=where)
     return Source(label=_shown(manifest.parent / value, data), path=path, suffix=suffix)
 
 
@@ -523,7 +571,7 @@ def _from_manifest(data: NewStudyInput, plan: NewStudyPlan) -> None:
             source = _manifest_source(reference, manifest, where, plan=plan, data=data)
             known = plan.references.get(page)
             if known is not None and known.label != source.label:
-                raise ValidationFailed(f"page {page!r} has two references ({known.label} and {source.label})", where=where)
+                raise ValidationFailed(f"page {excerpt(page)} has two references ({known.label} and {source.label})", where=where)
             plan.references[page] = source
         if row.get("text"):
             plan.texts[page] = row["text"]
@@ -536,7 +584,7 @@ def _from_manifest(data: NewStudyInput, plan: NewStudyPlan) -> None:
             if image:
                 if (page, system) in plan.images:
                     plan.duplicates.append(
-                        (where, f"page {page!r} has a second image of system {system!r} (also {plan.images[(page, system)].label})")
+                        (where, f"page {excerpt(page)} has a second image of system {excerpt(system)} (also {plan.images[(page, system)].label})")
                     )
                     continue
                 plan.images[(page, system)] = _manifest_source(image, manifest, where, plan=plan, data=data)
@@ -545,7 +593,7 @@ def _from_manifest(data: NewStudyInput, plan: NewStudyPlan) -> None:
     if data.kind == "pairwise_reference":
         for page in plan.pages:
             if page not in plan.references:
-                raise ValidationFailed(f"page {page!r} has no reference image in any row", where=_shown(manifest, data))
+                raise ValidationFailed(f"page {excerpt(page)} has no reference image in any row", where=_shown(manifest, data))
 
 
 def _read_texts(data: NewStudyInput, plan: NewStudyPlan) -> None:
@@ -565,7 +613,7 @@ def _read_predicates(data: NewStudyInput, plan: NewStudyPlan) -> None:
     for n, (where, row) in enumerate(_table_rows(data.predicates, data, PREDICATE_COLUMNS), 1):
         page, system = row.get("page", ""), row.get("system", "")
         if (page, system) not in plan.images:
-            raise ValidationFailed(f"no image of system {system!r} for page {page!r}", where=where)
+            raise ValidationFailed(f"no image of system {excerpt(system)} for page {excerpt(page)}", where=where)
         predicate: dict[str, Any] = {"id": row.get("id") or f"q{n}", "item": item_id(page, system), "question": row.get("question", "")}
         if row.get("type"):
             predicate["type"] = row["type"]
@@ -839,25 +887,55 @@ def upload_input(
     comparisons: str = "all",
 ) -> NewStudyInput:
     """The input of an unpacked upload: its manifest (a path in the archive), or its top-level
-    folders — ``reference`` names the references' folder, every other folder is a system."""
-    # One top-level folder holding everything (a zipped folder) is looked into.
+    folders — ``reference`` names the references' folder, every other folder is a system.
+
+    ``manifest`` and ``reference`` come from the request: each must name a path inside the upload
+    (:func:`upload_path`), never a file of the server.
+    """
+    folder = folder.resolve()
+    manifest_path = upload_path(folder, manifest, field="manifest") if manifest else None
+    reference_path = upload_path(folder, reference, field="reference") if reference else None
+    # One top-level folder holding everything (a zipped folder) is looked into; the reference
+    # folder may then be named from inside it.
     entries = [p for p in folder.iterdir() if not p.name.startswith((".", "__MACOSX"))]
-    if len(entries) == 1 and entries[0].is_dir() and not manifest and entries[0].name != reference:
+    if len(entries) == 1 and entries[0].is_dir() and manifest_path is None and entries[0] != reference_path:
         folder = entries[0]
+        if reference_path is not None and not reference_path.is_dir():
+            reference_path = upload_path(folder, reference, field="reference")
     shown = (folder, name)
-    if manifest:
-        return NewStudyInput(kind=kind, manifest=folder / manifest, options=options, shown_root=shown, comparisons=comparisons)
+    if manifest_path is not None:
+        return NewStudyInput(kind=kind, manifest=manifest_path, options=options, shown_root=shown, comparisons=comparisons)
     folders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX")))
-    systems = tuple((p.name, p) for p in folders if p.name != reference)
+    systems = tuple((p.name, p) for p in folders if p != reference_path)
     return NewStudyInput(
         kind=kind,
-        reference=(folder / reference) if reference else None,
+        reference=reference_path,
         systems=systems,
         match=match,
         options=options,
         shown_root=shown,
         comparisons=comparisons,
     )
+
+
+def upload_path(folder: Path, value: str, *, field: str) -> Path:
+    """``value`` (a name given with an upload) as a path inside the upload's ``folder``.
+
+    Checked by the bundle paths' rule (no absolute path, no ``..``, no backslash or control
+    character), then resolved (links followed) and required to stay inside ``folder``: a request
+    can name only what it uploaded (SECURITY.md, row 29). The message names the field, not the
+    value's target, and echoes at most a short escaped piece of the value.
+    """
+    problem = bundle_path_problem(value)
+    if problem:
+        raise ValidationFailed(
+            f"{excerpt(value)} must name a path inside the uploaded .zip; the path {problem}", where=field
+        )
+    root = folder.resolve()
+    path = (folder / value).resolve()
+    if not path.is_relative_to(root):
+        raise ValidationFailed(f"{excerpt(value)} must name a path inside the uploaded .zip", where=field)
+    return root / path.relative_to(root)
 
 
 def options_from_json(text: str, *, where: str) -> dict[str, Any]:

@@ -3,17 +3,29 @@
 // shortcuts, and htmx swaps. Kind pages (SPEC §11) describe their keys in the markup rather than
 // here: a radio with data-key="y" is chosen by y, an element with data-focus-key="e" is focused
 // by e, a [data-question] answers the digits by position, or by value with data-digits="value".
-// Zoom (buttons, keys, Ctrl+wheel and pinch around the pointer) and pan (drag) act on every pane
-// at once and carry over to the next trial; flicker starts off on every trial. After a swap the
+// Every pane shows its page at one scale, read out as it is (rendered px / natural px); the
+// default is chosen per trial from the page's shape and the panes' size, never below 60 % (issue
+// 40). Zoom (buttons, keys, Ctrl+wheel and pinch around the pointer) and pan (drag) act on every
+// pane at once; a zoomed scale carries over to the next trial. An overview strip (the pages small,
+// the view marked, click to go there) and a loupe (hold l: the same part of every page at 100 %)
+// are built here from the panes' own images. Flicker starts off on every trial. After a swap the
 // focus is on the trial itself, so the next shortcut answers. Single-key shortcuts can be
 // switched off (WCAG 2.1.4); the choice is kept in this browser (localStorage).
 "use strict";
 (function () {
-  var ZOOM_KEY = "arbiter.zoom";
+  var VIEW_KEY = "arbiter.view";
   var SHORTCUTS_KEY = "arbiter.single-key-shortcuts";
-  var zoom = 1; // 1 = fit pane width; kept across trials (and reloads, in this tab)
+  // The view (issue 40): "auto", the default chosen from the page's shape and the pane's size
+  // (legibleScale below); "page", the whole page; "width", the pane's width; or a scale the rater
+  // zoomed to, a number. Every pane shows its page at the same scale, and the readout is that true
+  // scale (rendered px / natural px of the trial's page). A zoomed scale carries over to the next
+  // trial (this tab only); the fit modes are fitted again on every trial.
+  var view = "auto";
+  var scale = 1; // the scale shown now
   var flicker = false;
   var syncing = false;
+  var LEGIBLE = 0.6; // the default view never shows a page below 60 % of its pixels
+  var STEPS = [0.25, 0.33, 0.5, 0.6, 0.67, 0.75, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6];
 
   function stored(storage, key) {
     try { return window[storage].getItem(key); } catch (err) { return null; }
@@ -21,11 +33,11 @@
   function store(storage, key, value) {
     try { window[storage].setItem(key, value); } catch (err) { /* private mode: not kept */ }
   }
-  zoom = Math.min(Math.max(Number(stored("sessionStorage", ZOOM_KEY)) || 1, 0.5), 6);
-  // What zoom 1 fits (issue 30): "page", the whole page in its pane (as wide as the pane when the
-  // page is wider than tall for it, so it is also the default for short pages), or "width".
-  var FIT_KEY = "arbiter.fit";
-  var fit = stored("sessionStorage", FIT_KEY) === "width" ? "width" : "page";
+  (function () {
+    var v = stored("sessionStorage", VIEW_KEY);
+    if (v === "page" || v === "width") { view = v; }
+    else if (v && isFinite(Number(v)) && Number(v) > 0) { view = Math.min(Math.max(Number(v), 0.1), 6); }
+  })();
 
   function shortcutsOn() { return stored("localStorage", SHORTCUTS_KEY) !== "off"; }
 
@@ -42,38 +54,89 @@
     });
   }
 
-  // The canvas width at zoom 1: the pane's width, or in "page" mode the width at which the whole
-  // page height fits the pane (its image's own aspect: natural size, else its width/height attributes).
-  function fitWidth(c) {
-    var s = c.closest("[data-scroller]");
-    var img = c.querySelector(".page-img");
-    if (!s || !img) { return null; }
-    var w = s.clientWidth, h = s.clientHeight;
-    var iw = img.naturalWidth || Number(img.getAttribute("width")) || 0;
-    var ih = img.naturalHeight || Number(img.getAttribute("height")) || 0;
-    if (fit !== "page" || !w || !h || !iw || !ih) { return null; }
-    return Math.max(Math.min(w, (h - 1) * iw / ih), 1);
+  // An image's own size: natural once loaded, else its width/height attributes (the reference
+  // has them), else null.
+  function naturalSize(img) {
+    var w = img.naturalWidth || Number(img.getAttribute("width")) || 0;
+    var h = img.naturalHeight || Number(img.getAttribute("height")) || 0;
+    return w && h ? { w: w, h: h } : null;
+  }
+
+  // The image a pane shows (the reference while flicker is on).
+  function shownImage(canvas) {
+    var ref = canvas.querySelector(".flicker-ref");
+    var viewer = canvas.closest("[data-viewer]");
+    if (ref && viewer && viewer.classList.contains("flicker")) { return ref; }
+    return canvas.querySelector(".page-img:not(.flicker-ref)") || canvas.querySelector(".page-img");
+  }
+
+  function visibleScrollers(r) {
+    return Array.prototype.slice.call((r || document).querySelectorAll("[data-scroller]"))
+      .filter(function (s) { return s.offsetParent !== null && s.clientWidth > 0 && s.clientHeight > 0; });
+  }
+
+  // What the scales are measured against: the trial's page (the reference, else the first image).
+  // Every canvas is this page's natural width times the scale, so a point of the page is at the
+  // same place in every pane and the panes scroll together pixel for pixel.
+  function unitSize(r) {
+    var img = r.querySelector(".pane-ref .page-img") || r.querySelector("[data-canvas] .page-img");
+    return img ? naturalSize(img) : null;
+  }
+
+  // The scales of the fit modes and of the default, from the panes' size and the pages' shapes.
+  function fits(r) {
+    var unit = unitSize(r);
+    var panes = visibleScrollers(r);
+    if (!unit || !panes.length) { return null; }
+    var pw = Math.min.apply(null, panes.map(function (s) { return s.clientWidth; }));
+    var ph = Math.min.apply(null, panes.map(function (s) { return s.clientHeight; }));
+    var aspect = unit.h / unit.w; // the tallest page decides whether the whole of each fits
+    r.querySelectorAll("[data-canvas] .page-img").forEach(function (img) {
+      var n = img.naturalWidth ? naturalSize(img) : null;
+      if (n) { aspect = Math.max(aspect, n.h / n.w); }
+    });
+    var width = pw / unit.w;
+    var page = Math.min(width, (ph - 1) / (aspect * unit.w));
+    // The default: the page at its natural width when the pane allows, else as wide as the pane
+    // but never below LEGIBLE (then the rater scrolls, the overview strip showing where); or the
+    // whole page instead, when that shows it at LEGIBLE or more and at most 15 % smaller.
+    var reading = Math.min(Math.max(width, LEGIBLE), 1);
+    var auto = page >= LEGIBLE && page >= 0.85 * reading ? Math.min(page, 1) : reading;
+    return { page: page, width: width, auto: auto, unit: unit };
+  }
+
+  function scaleOf(mode, f) {
+    if (typeof mode === "number") { return mode; }
+    return f ? f[mode] : 1;
   }
 
   function applyZoom() {
     var r = root();
     if (!r) { return; }
-    r.querySelectorAll("[data-canvas]").forEach(function (c) {
-      var base = fitWidth(c);
-      c.style.width = base === null ? (zoom * 100) + "%" : Math.floor(base * zoom) + "px";
+    var f = fits(r);
+    if (!f) { return; }
+    scale = scaleOf(view, f);
+    var w = Math.max(Math.round(scale * f.unit.w), 1);
+    r.querySelectorAll("[data-canvas]").forEach(function (c) { c.style.width = w + "px"; });
+    var shown = w / f.unit.w; // the true scale, after rounding to whole pixels
+    r.querySelectorAll("[data-zoom-level]").forEach(function (o) {
+      o.textContent = Math.round(shown * 100) + "%";
+      o.setAttribute("data-scale", shown.toFixed(4));
     });
-    r.querySelectorAll("[data-zoom-level]").forEach(function (o) { o.textContent = Math.round(zoom * 100) + "%"; });
     r.querySelectorAll("[data-action=zoom-fit], [data-action=zoom-fit-width]").forEach(function (b) {
       var mine = b.getAttribute("data-action") === "zoom-fit" ? "page" : "width";
-      b.setAttribute("aria-pressed", fit === mine && zoom === 1 ? "true" : "false");
+      b.setAttribute("aria-pressed", view === mine ? "true" : "false");
     });
+    updateMinimap();
+    if (loupeAt) { showLoupe(loupeAt); }
   }
 
+  function remember() { store("sessionStorage", VIEW_KEY, String(view)); }
+
+  // A fit mode, or back to the default when it is already on (0 and w toggle).
   function setFit(mode) {
-    fit = mode;
-    store("sessionStorage", FIT_KEY, mode);
-    zoom = 1;
-    store("sessionStorage", ZOOM_KEY, "1");
+    view = view === mode ? "auto" : mode;
+    remember();
     applyZoom();
     document.querySelectorAll("[data-scroller]").forEach(function (s) { s.scrollTop = 0; s.scrollLeft = 0; });
   }
@@ -83,24 +146,318 @@
     return all.filter(function (s) { return s.offsetParent !== null; })[0] || all[0] || null;
   }
 
-  // Zoom to z keeping the image point under (x, y) (client coordinates; default: the pane's
-  // centre) where it is; every pane follows the one zoomed (their scroll is synchronized).
+  // The next step of the scale ladder up (dir 1) or down (-1) from the scale shown.
+  function stepScale(dir) {
+    if (dir > 0) {
+      for (var i = 0; i < STEPS.length; i++) { if (STEPS[i] > scale + 0.005) { return STEPS[i]; } }
+      return STEPS[STEPS.length - 1];
+    }
+    for (var j = STEPS.length - 1; j >= 0; j--) { if (STEPS[j] < scale - 0.005) { return STEPS[j]; } }
+    return STEPS[0];
+  }
+
+  // Zoom to the scale z keeping the image point under (x, y) (client coordinates; default: the
+  // pane's centre) where it is; every pane follows the one zoomed (their scroll is synchronized).
   function setZoom(z, scroller, x, y) {
-    var next = Math.min(Math.max(z, 0.5), 6);
+    var next = Math.min(Math.max(z, 0.1), 6);
     var s = scroller || visibleScroller();
-    if (!s || next === zoom) { zoom = next; applyZoom(); store("sessionStorage", ZOOM_KEY, String(zoom)); return; }
+    var before = scale;
+    view = next;
+    remember();
+    if (!s || !before) { applyZoom(); return; }
+    var c = s.querySelector("[data-canvas]");
     var box = s.getBoundingClientRect();
     var px = (x === undefined ? box.width / 2 : x - box.left);
     var py = (y === undefined ? box.height / 2 : y - box.top);
-    var ratio = next / zoom;
-    var left = (s.scrollLeft + px) * ratio - px;
-    var top = (s.scrollTop + py) * ratio - py;
-    zoom = next;
+    var offset = c ? c.offsetLeft : 0; // a canvas narrower than its pane is centred
+    var cx = s.scrollLeft + px - offset, cy = s.scrollTop + py;
     applyZoom();
-    store("sessionStorage", ZOOM_KEY, String(zoom));
-    s.scrollLeft = left;
-    s.scrollTop = top;
+    var ratio = scale / before;
+    offset = c ? c.offsetLeft : 0;
+    s.scrollLeft = cx * ratio + offset - px;
+    s.scrollTop = cy * ratio - py;
     s.dispatchEvent(new Event("scroll"));
+  }
+
+  // --- The overview strip (issue 40): the three pages small, the panes' view marked on each; a
+  // click (or drag) on one centres the panes there. Its images are the panes' own (same URLs).
+  var minimapFrame = 0;
+  function updateMinimap() {
+    if (minimapFrame) { return; }
+    minimapFrame = window.requestAnimationFrame(function () {
+      minimapFrame = 0;
+      var r = root();
+      if (!r) { return; }
+      sizeMinimap(r);
+      r.querySelectorAll("[data-minimap-page]").forEach(function (m) {
+        var pane = document.getElementById(m.getAttribute("data-minimap-page"));
+        var s = pane && pane.querySelector("[data-scroller]");
+        var c = s && s.querySelector("[data-canvas]");
+        var mark = m.querySelector("[data-minimap-view]");
+        if (!s || !c || !mark || !c.offsetWidth || !c.offsetHeight) { return; }
+        var cw = c.offsetWidth, ch = c.offsetHeight, left = c.offsetLeft;
+        var x0 = Math.max(0, s.scrollLeft - left), x1 = Math.min(cw, s.scrollLeft + s.clientWidth - left);
+        var y0 = Math.max(0, s.scrollTop), y1 = Math.min(ch, s.scrollTop + s.clientHeight);
+        mark.style.left = (100 * x0 / cw) + "%";
+        mark.style.width = (100 * Math.max(x1 - x0, 0) / cw) + "%";
+        mark.style.top = (100 * y0 / ch) + "%";
+        mark.style.height = (100 * Math.max(y1 - y0, 0) / ch) + "%";
+      });
+    });
+  }
+
+  // Thumbnails as wide as lets the tallest page fit the strip's height, between 32 and 56 px.
+  function sizeMinimap(r) {
+    var strip = r.querySelector("[data-minimap]");
+    if (!strip || !strip.clientHeight) { return; }
+    var aspect = 0;
+    strip.querySelectorAll(".minimap-frame img").forEach(function (img) {
+      if (img.naturalWidth) { aspect = Math.max(aspect, img.naturalHeight / img.naturalWidth); }
+    });
+    var label = strip.querySelector(".minimap-label");
+    var room = strip.clientHeight - (label ? label.offsetHeight : 0) - 4;
+    var w = aspect ? Math.min(Math.max(Math.floor(room / aspect), 32), 56) : 44;
+    if (strip.getAttribute("data-thumb-width") === String(w)) { return; }
+    strip.setAttribute("data-thumb-width", String(w));
+    strip.querySelectorAll(".minimap-page").forEach(function (m) { m.style.width = w + "px"; });
+    applyZoom(); // the panes beside it changed width
+  }
+
+  function jumpTo(m, e) {
+    var pane = document.getElementById(m.getAttribute("data-minimap-page"));
+    var s = pane && pane.querySelector("[data-scroller]");
+    var c = s && s.querySelector("[data-canvas]");
+    var frame = m.querySelector(".minimap-frame");
+    if (!s || !c || !frame) { return; }
+    var b = frame.getBoundingClientRect();
+    if (!b.width || !b.height) { return; }
+    var fx = Math.min(Math.max((e.clientX - b.left) / b.width, 0), 1);
+    var fy = Math.min(Math.max((e.clientY - b.top) / b.height, 0), 1);
+    s.scrollLeft = fx * c.offsetWidth + c.offsetLeft - s.clientWidth / 2;
+    s.scrollTop = fy * c.offsetHeight - s.clientHeight / 2;
+    s.dispatchEvent(new Event("scroll"));
+  }
+
+  function buildMinimap(trial) {
+    var viewer = trial.querySelector("[data-viewer]");
+    if (!viewer || viewer.querySelector("[data-minimap]")) { return; }
+    var panes = Array.prototype.slice.call(viewer.querySelectorAll(".pane"));
+    if (panes.length < 2) { return; }
+    var strip = document.createElement("div");
+    strip.className = "minimap";
+    strip.setAttribute("data-minimap", "");
+    strip.setAttribute("role", "group");
+    strip.setAttribute("aria-label", "Overview of the pages: the marked part is in view; click to go there");
+    panes.forEach(function (pane, i) {
+      if (!pane.id) { pane.id = "pane-" + (i + 1); }
+      var img = pane.querySelector("[data-canvas] .page-img:not(.flicker-ref)") || pane.querySelector("[data-canvas] .page-img");
+      var title = pane.querySelector("h2");
+      var name = title ? (title.firstChild && title.firstChild.nodeType === 3 ? title.firstChild.nodeValue : title.textContent).trim() : "";
+      var m = document.createElement("div");
+      m.className = "minimap-page";
+      m.setAttribute("data-minimap-page", pane.id);
+      var label = document.createElement("span");
+      label.className = "minimap-label";
+      label.textContent = name === "Reference" ? "Ref." : name;
+      var frame = document.createElement("div");
+      frame.className = "minimap-frame";
+      var thumb = document.createElement("img");
+      thumb.alt = "";
+      thumb.draggable = false;
+      if (img) { thumb.src = img.getAttribute("src"); }
+      var mark = document.createElement("div");
+      mark.className = "minimap-view";
+      mark.setAttribute("data-minimap-view", "");
+      frame.appendChild(thumb);
+      frame.appendChild(mark);
+      m.appendChild(label);
+      m.appendChild(frame);
+      strip.appendChild(m);
+      var dragging = false;
+      frame.addEventListener("pointerdown", function (e) {
+        if (e.button !== 0) { return; }
+        dragging = true;
+        e.preventDefault();
+        try { frame.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
+        jumpTo(m, e);
+      });
+      frame.addEventListener("pointermove", function (e) { if (dragging) { jumpTo(m, e); } });
+      frame.addEventListener("pointerup", function () { dragging = false; });
+      frame.addEventListener("pointercancel", function () { dragging = false; });
+      thumb.addEventListener("load", updateMinimap);
+    });
+    viewer.appendChild(strip);
+    viewer.classList.add("has-minimap");
+  }
+
+  // --- The loupe (issue 40): while L (or the Loupe button) is held, a box in every pane shows the
+  // same part of each page at 100 %, around the pointer (or the middle of the panes).
+  var loupeAt = null; // {scroller, x, y}: where the loupe points (client coordinates), while shown
+  var pointer = null; // the pointer's last place over a pane
+
+  function loupeBox(pane) {
+    var box = pane.querySelector("[data-loupe]");
+    if (box) { return box; }
+    box = document.createElement("div");
+    box.className = "loupe";
+    box.setAttribute("data-loupe", "");
+    box.setAttribute("aria-hidden", "true");
+    box.hidden = true;
+    var img = document.createElement("img");
+    img.alt = "";
+    img.draggable = false;
+    box.appendChild(img);
+    pane.appendChild(box);
+    return box;
+  }
+
+  function showLoupe(at) {
+    var r = root();
+    var s0 = at.scroller;
+    if (!r || !s0 || !document.body.contains(s0)) { return; }
+    var c0 = s0.querySelector("[data-canvas]");
+    var sb = s0.getBoundingClientRect(), cb = c0.getBoundingClientRect();
+    if (!cb.width) { return; }
+    var ox = Math.min(Math.max(at.x - sb.left, 0), sb.width), oy = Math.min(Math.max(at.y - sb.top, 0), sb.height);
+    // The page point under it, across the page's width (0..1) and down it in page widths.
+    var fx = (at.x - cb.left) / cb.width, fy = (at.y - cb.top) / cb.width;
+    loupeAt = at;
+    visibleScrollers(r).forEach(function (s) {
+      var pane = s.closest(".pane");
+      var c = s.querySelector("[data-canvas]");
+      var src = c && shownImage(c);
+      if (!pane || !src) { return; }
+      var n = naturalSize(src);
+      if (!n) { return; }
+      var box = loupeBox(pane);
+      var img = box.querySelector("img");
+      if (img.getAttribute("src") !== src.getAttribute("src")) { img.src = src.getAttribute("src"); }
+      box.hidden = false;
+      var pb = pane.getBoundingClientRect(), b = s.getBoundingClientRect();
+      var bw = box.offsetWidth, bh = box.offsetHeight;
+      // The same place in every pane (they are the same size and scroll together), kept inside it.
+      var left = Math.min(Math.max(b.left - pb.left + ox - bw / 2, b.left - pb.left), b.right - pb.left - bw);
+      var top = Math.min(Math.max(b.top - pb.top + oy - bh / 2, b.top - pb.top), b.bottom - pb.top - bh);
+      box.style.left = Math.round(left) + "px";
+      box.style.top = Math.round(top) + "px";
+      var px = b.left - pb.left + ox - left, py = b.top - pb.top + oy - top; // the point, in the box
+      img.style.width = n.w + "px"; // 100 %
+      img.style.left = Math.round(px - fx * n.w) + "px";
+      img.style.top = Math.round(py - fy * n.w) + "px";
+    });
+    var viewer = r.querySelector("[data-viewer]");
+    if (viewer) { viewer.classList.add("loupe-on"); }
+    r.querySelectorAll("[data-action=loupe]").forEach(function (btn) { btn.setAttribute("aria-pressed", "true"); });
+  }
+
+  function hideLoupe() {
+    loupeAt = null;
+    document.querySelectorAll("[data-loupe]").forEach(function (box) { box.hidden = true; });
+    document.querySelectorAll("[data-viewer].loupe-on").forEach(function (v) { v.classList.remove("loupe-on"); });
+    document.querySelectorAll("[data-action=loupe]").forEach(function (btn) { btn.setAttribute("aria-pressed", "false"); });
+  }
+
+  function loupeTarget() {
+    if (pointer && document.body.contains(pointer.scroller) && pointer.scroller.offsetParent !== null) { return pointer; }
+    var s = visibleScroller();
+    if (!s) { return null; }
+    var b = s.getBoundingClientRect();
+    return { scroller: s, x: b.left + b.width / 2, y: b.top + b.height / 2 };
+  }
+
+  function startLoupe() {
+    var at = loupeTarget();
+    if (at) { showLoupe(at); }
+  }
+
+  function addLoupeButton(trial) {
+    var tools = trial.querySelector(".tools");
+    if (!tools || tools.querySelector("[data-action=loupe]")) { return; }
+    var button = document.createElement("button");
+    button.type = "button";
+    button.setAttribute("data-action", "loupe");
+    button.setAttribute("aria-keyshortcuts", "l");
+    button.setAttribute("aria-pressed", "false");
+    button.title = "Hold L (or this button) to see the same part of every page at 100 %";
+    button.appendChild(document.createTextNode("Loupe "));
+    var kbd = document.createElement("kbd");
+    kbd.className = "key";
+    kbd.setAttribute("aria-hidden", "true");
+    kbd.textContent = "l";
+    button.appendChild(kbd);
+    var after = tools.querySelector("[data-action=zoom-fit-width]");
+    tools.insertBefore(button, after ? after.nextSibling : null);
+    button.addEventListener("pointerdown", function (e) {
+      if (e.button !== 0) { return; }
+      e.preventDefault();
+      try { button.setPointerCapture(e.pointerId); } catch (err) { /* not capturable */ }
+      startLoupe();
+    });
+    button.addEventListener("pointerup", hideLoupe);
+    button.addEventListener("pointercancel", hideLoupe);
+  }
+
+  // --- Instructions that fit (issue 40): when the open instructions are taller than their box,
+  // the box says so (a visible scroll bar, a fade and a "more below" line that scrolls it), and
+  // takes the keyboard (Tab, then the arrow keys).
+  function fitInstructions(trial) {
+    var details = trial.querySelector("[data-instructions]");
+    var box = details && details.querySelector(".markdown");
+    if (!box || details.querySelector("[data-more]")) { return; }
+    var more = document.createElement("button");
+    more.type = "button";
+    more.className = "link more-below";
+    more.setAttribute("data-more", "");
+    details.appendChild(more);
+    function update() {
+      var scrolls = details.open && box.scrollHeight > box.clientHeight + 2;
+      details.classList.toggle("scrolls", scrolls);
+      more.hidden = !scrolls;
+      if (scrolls) {
+        box.tabIndex = 0;
+        box.setAttribute("role", "region");
+        box.setAttribute("aria-label", "Instructions, scrollable");
+      } else {
+        box.removeAttribute("tabindex");
+        box.removeAttribute("role");
+        box.removeAttribute("aria-label");
+      }
+      if (!scrolls) { return; }
+      var left = box.scrollHeight - box.clientHeight - box.scrollTop;
+      details.classList.toggle("at-end", left <= 2);
+      more.textContent = left <= 2 ? "↑ Back to the top of the instructions"
+        : "↓ More instructions below (" + Math.round(100 * (box.scrollTop + box.clientHeight) / box.scrollHeight) + " % shown): scroll, or click here";
+    }
+    more.addEventListener("click", function () {
+      var left = box.scrollHeight - box.clientHeight - box.scrollTop;
+      box.scrollTop = left <= 2 ? 0 : box.scrollTop + box.clientHeight * 0.8;
+    });
+    box.addEventListener("scroll", update, { passive: true });
+    details.addEventListener("toggle", update);
+    if (window.ResizeObserver) { new ResizeObserver(update).observe(box); }
+    update();
+  }
+
+  // --- Axis descriptions (issue 40): a description cut to its first line shows whole above its
+  // axis on hover, while a button of the axis has the keyboard focus, or after a tap on it.
+  function axisDescriptions(trial) {
+    trial.querySelectorAll("[data-axis-fieldset] .axis-desc").forEach(function (desc) {
+      var fs = desc.closest("[data-axis-fieldset]");
+      if (!fs || fs.querySelector(".axis-desc-full")) { return; }
+      var full = document.createElement("div");
+      full.className = "axis-desc-full";
+      full.setAttribute("aria-hidden", "true"); // the fieldset is already described by the text
+      full.textContent = desc.textContent.replace(/\s+/g, " ").trim();
+      desc.parentNode.insertBefore(full, desc.nextSibling);
+      function clipped() { fs.classList.toggle("desc-clipped", desc.scrollHeight > desc.clientHeight + 1 || desc.scrollWidth > desc.clientWidth + 1); }
+      clipped();
+      if (window.ResizeObserver) { new ResizeObserver(clipped).observe(desc); }
+      desc.addEventListener("click", function () {
+        var open = !fs.classList.contains("desc-open");
+        trial.querySelectorAll(".desc-open").forEach(function (o) { o.classList.remove("desc-open"); });
+        fs.classList.toggle("desc-open", open);
+      });
+    });
   }
 
   function zoomAndPan(scope) {
@@ -108,7 +465,7 @@
       s.addEventListener("wheel", function (e) {
         if (!e.ctrlKey) { return; } // a trackpad pinch arrives as Ctrl+wheel too
         e.preventDefault();
-        setZoom(zoom * Math.exp(-e.deltaY / 300), s, e.clientX, e.clientY);
+        setZoom(scale * Math.exp(-e.deltaY / 300), s, e.clientX, e.clientY);
       }, { passive: false });
       // Drag to pan with the mouse (touch pans natively).
       var drag = null;
@@ -135,13 +492,13 @@
       var pinch = null;
       function spread(t) { return Math.hypot(t[0].clientX - t[1].clientX, t[0].clientY - t[1].clientY) || 1; }
       s.addEventListener("touchstart", function (e) {
-        pinch = e.touches.length === 2 ? { dist: spread(e.touches), zoom: zoom } : null;
+        pinch = e.touches.length === 2 ? { dist: spread(e.touches), scale: scale } : null;
       }, { passive: true });
       s.addEventListener("touchmove", function (e) {
         if (!pinch || e.touches.length !== 2) { return; }
         e.preventDefault();
         var t = e.touches;
-        setZoom(pinch.zoom * spread(t) / pinch.dist, s, (t[0].clientX + t[1].clientX) / 2, (t[0].clientY + t[1].clientY) / 2);
+        setZoom(pinch.scale * spread(t) / pinch.dist, s, (t[0].clientX + t[1].clientX) / 2, (t[0].clientY + t[1].clientY) / 2);
       }, { passive: false });
       s.addEventListener("touchend", function (e) { if (e.touches.length < 2) { pinch = null; } }, { passive: true });
     });
@@ -173,6 +530,13 @@
     return true;
   }
 
+  // A swipe changes tabs only while the page is no wider than its pane (else it pans).
+  function pageFitsWidth() {
+    var s = visibleScroller();
+    var c = s && s.querySelector("[data-canvas]");
+    return !c || c.offsetWidth <= s.clientWidth + 1;
+  }
+
   function tabsShown(viewer) {
     var list = viewer && viewer.querySelector("[role=tablist]");
     return !!(list && list.offsetParent !== null);
@@ -195,7 +559,7 @@
     }
     var start = null;
     viewer.addEventListener("touchstart", function (e) {
-      start = e.touches.length === 1 && zoom <= 1 ? { x: e.touches[0].clientX, y: e.touches[0].clientY } : null;
+      start = e.touches.length === 1 && pageFitsWidth() ? { x: e.touches[0].clientX, y: e.touches[0].clientY } : null;
     }, { passive: true });
     viewer.addEventListener("touchend", function (e) {
       if (!start || !tabsShown(viewer) || !e.changedTouches.length) { return; }
@@ -236,7 +600,13 @@
           if (o !== s) { o.scrollTop = s.scrollTop; o.scrollLeft = s.scrollLeft; }
         });
         window.requestAnimationFrame(function () { syncing = false; });
+        updateMinimap();
+        if (loupeAt) { showLoupe(loupeAt); }
       }, { passive: true });
+      s.addEventListener("pointermove", function (e) {
+        pointer = { scroller: s, x: e.clientX, y: e.clientY };
+        if (loupeAt) { showLoupe(pointer); }
+      });
     });
   }
 
@@ -363,6 +733,12 @@
     zoomAndPan(trial);
     var viewer = trial.querySelector("[data-viewer]");
     if (viewer) { tabs(viewer); }
+    hideLoupe();
+    pointer = null;
+    buildMinimap(trial);
+    addLoupeButton(trial);
+    fitInstructions(trial);
+    axisDescriptions(trial);
     applyShortcutSwitch();
     measureTop();
     applyZoom(); // the panes have their height now
@@ -415,6 +791,9 @@
   });
 
   document.addEventListener("click", function (e) {
+    if (!e.target.closest(".axis-desc")) {
+      document.querySelectorAll(".desc-open").forEach(function (o) { o.classList.remove("desc-open"); });
+    }
     var toggle = e.target.closest("[data-problem-toggle]");
     if (toggle) {
       var panel = document.getElementById(toggle.getAttribute("aria-controls"));
@@ -426,11 +805,12 @@
     var button = e.target.closest("[data-action]");
     if (!button) { return; }
     var action = button.getAttribute("data-action");
-    if (action === "zoom-in") { setZoom(zoom + 0.25); }
-    else if (action === "zoom-out") { setZoom(zoom - 0.25); }
+    if (action === "zoom-in") { setZoom(stepScale(1)); }
+    else if (action === "zoom-out") { setZoom(stepScale(-1)); }
+    else if (action === "loupe") { if (e.detail === 0) { if (loupeAt) { hideLoupe(); } else { startLoupe(); } } } // Enter/Space: on, off
     else if (action === "zoom-fit") { setFit("page"); }
     else if (action === "zoom-fit-width") { setFit("width"); }
-    else if (action === "flicker") { flicker = !flicker; applyFlicker(); }
+    else if (action === "flicker") { flicker = !flicker; applyFlicker(); if (loupeAt) { showLoupe(loupeAt); } }
     else if (action === "axes-follow" && form()) { axesFollowVerdict(form()); }
   });
 
@@ -451,6 +831,11 @@
       return;
     }
     var key = e.key;
+    if ((key === "l" || key === "L") && shortcutsOn() && document.querySelector("[data-viewer]")) {
+      if (!e.repeat) { startLoupe(); } // held: shown until the key is let go
+      e.preventDefault();
+      return;
+    }
     var viewer = document.querySelector("[data-viewer]");
     if ((key === "ArrowLeft" || key === "ArrowRight") && tabsShown(viewer) && !(t && t.type === "radio")) {
       stepTab(viewer, key === "ArrowRight" ? 1 : -1, false);
@@ -481,8 +866,8 @@
     else if ((key === "f" || key === "F") && document.querySelector("[data-action=flicker]")) {
       flicker = !flicker; applyFlicker();
     }
-    else if (key === "+" || key === "=") { setZoom(zoom + 0.25); }
-    else if (key === "-" || key === "_") { setZoom(zoom - 0.25); }
+    else if (key === "+" || key === "=") { setZoom(stepScale(1)); }
+    else if (key === "-" || key === "_") { setZoom(stepScale(-1)); }
     else if (key === "0") { setFit("page"); }
     else if (key === "w" || key === "W") { setFit("width"); }
     else if (key === "z" || key === "Z") {
@@ -496,6 +881,11 @@
     else { handled = false; }
     if (handled) { e.preventDefault(); }
   });
+
+  document.addEventListener("keyup", function (e) {
+    if ((e.key === "l" || e.key === "L") && loupeAt) { hideLoupe(); }
+  });
+  window.addEventListener("blur", hideLoupe);
 
   // Validation errors (400) and stale trials (409) come back as a trial page to show.
   document.addEventListener("htmx:beforeSwap", function (e) {

@@ -114,6 +114,50 @@ def test_gold_candidate_sizes_cannot_be_told_from_real_candidate_sizes() -> None
     assert p_value > 0.001, (real, drawn)
 
 
+def test_gold_byte_sizes_cannot_be_told_from_real_pairs() -> None:
+    """Issue 37 item 3: the degraded copy's PNG was about a quarter of the copy's, so the two
+    candidates' ``Content-Length`` differed 4.1–4.7× in every gold trial against at most 1.43× in
+    real trials. Over a study of many pages, the byte ratio of each page's gold pair (counted once,
+    as in the size test above) is compared with the real trials' pairs: the largest is within the
+    real spread, and the distributions cannot be told apart (Mann–Whitney U at level 0.001)."""
+    from scipy.stats import mannwhitneyu
+
+    rs = make_rater_study(pages=30, failed_render=False, image_size=(240, 480))
+    blocks_schedule(study=rs.study, blocks=2, block_size=40, repeats=0, min_gap=2, raters=[3, 3], seed=11, gold=10)
+    trials = Trial.objects.filter(assignment__block__study=rs.study).select_related(
+        "comparison__candidate_a__image", "comparison__candidate_b__image", "gold_image", "gold_match_image")
+    real: list[float] = []
+    gold: dict[int, float] = {}
+    for t in trials:
+        if t.attention_expected == GOLD_EXPECTED:
+            a, b = t.gold_match_image.size_bytes, t.gold_image.size_bytes
+            gold[t.comparison.page_id] = max(a, b) / min(a, b)
+            assert t.gold_image.file.open("rb").read()[12:16] == b"IHDR"  # no padding chunk in front
+        else:
+            a, b = t.comparison.candidate_a.image.size_bytes, t.comparison.candidate_b.image.size_bytes
+            real.append(max(a, b) / min(a, b))
+    assert len(gold) >= 10 and len(real) > 100
+    assert max(gold.values()) <= max(real) * 1.05, (sorted(gold.values()), max(real))
+    assert mannwhitneyu(list(gold.values()), real).pvalue > 0.001
+
+
+def test_the_degraded_copy_reaches_a_byte_size_and_stays_degraded() -> None:
+    from annotation.images import encode_png
+    from annotation.services.gold import degraded_at_byte_size
+
+    image = Image.new("RGB", (240, 480), "white")
+    for y in range(0, 480, 12):
+        image.paste((20, 20, 20), (10, y, 10 + (y * 37) % 220, y + 4))
+    sharp = len(encode_png(image))
+    for target in (sharp, int(sharp * 1.3), int(sharp * 0.8)):
+        out = degraded_at_byte_size(image, seed=3, target=target)
+        assert abs(len(encode_png(out)) - target) <= 0.02 * target
+        diff = sum(abs(a - b) for a, b in zip(image.convert("L").tobytes(), out.convert("L").tobytes(), strict=True))
+        assert diff / (240 * 480) > 20
+    assert encode_png(degraded_at_byte_size(image, seed=3, target=sharp)) == encode_png(
+        degraded_at_byte_size(image, seed=3, target=sharp))  # the same study gets the same bytes
+
+
 def test_fitted_keeps_the_reference_on_top_and_pads_with_white() -> None:
     from annotation.services.gold import fitted
 

@@ -403,3 +403,33 @@ def test_researcher_option_makes_the_account_see_the_study(folders: Path, resear
     other[other.index("fs")] = "fs-2"
     run(*other)  # without the option: no researcher
     assert not Study.objects.get(slug="fs-2").researchers.exists()
+
+
+@pytest.mark.django_db
+def test_a_link_leading_out_of_a_system_or_reference_folder(folders: Path, tmp_path: Path) -> None:
+    """Issue 37 item 5: folder mode refuses links out of the folder, as manifests do."""
+    outside = png(tmp_path / "elsewhere" / "secret.png")
+    (folders / "out" / "gpt" / "p8.png").symlink_to(outside)
+    message = fails(*folder_args(folders))
+    assert message == f"{folders / 'out/gpt'}: p8.png: the path climbs out of its folder"
+    (folders / "out" / "gpt" / "p8.png").unlink()
+    (folders / "refs" / "p8.png").symlink_to(folders / "out" / "gpt" / "p0.png")  # a sibling folder is outside too
+    assert fails(*folder_args(folders)) == f"{folders / 'refs'}: p8.png: the path climbs out of its folder"
+    nothing_written()
+    (folders / "refs" / "p8.png").unlink()
+    (folders / "refs" / "p8.png").symlink_to(folders / "refs" / "p0.png")  # inside its own folder: read
+    assert "pages: 5 (5 reference images)" in run(*folder_args(folders), "--dry-run")
+
+
+@pytest.mark.django_db
+def test_a_pattern_that_backtracks_is_stopped_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37 item 2: each file name is matched with a time limit, and all of them with a budget."""
+    for n in range(28, 31):
+        png(tmp_path / "refs" / f"{'a' * n}!.png")
+        png(tmp_path / "a" / f"{'a' * n}!.png")
+    args = ("pairwise_reference", "--reference", str(tmp_path / "refs"), "--system", f"a={tmp_path / 'a'}", "--slug", "m")
+    message = fails(*args, "--match", r"^(a|aa)+$")
+    assert message.startswith("--match: the pattern takes too long on the file name 'aaaa")
+    monkeypatch.setattr("annotation.services.new_study.MATCH_SECONDS_TOTAL", 0.0)
+    assert fails(*args, "--match", r"(?P<page>a+)") == "--match: matching the file names took over 0 s; simplify the pattern"
+    assert fails(*args, "--match", "(").startswith("--match: not a regular expression")

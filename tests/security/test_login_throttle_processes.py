@@ -29,6 +29,8 @@ import httpx
 import pytest
 from django.conf import settings
 
+from tests.http_servers import wait_until_serving
+
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "pw-arbiter-123"
 
@@ -108,15 +110,7 @@ class Nodes:
             running.append((f"http://127.0.0.1:{port}", process))
             new.append(running[-1])
         for url, process in new:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    httpx.get(f"{url}/accounts/login/", timeout=5)
-                    break
-                except httpx.TransportError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail("gunicorn did not start")
-                    time.sleep(0.1)
+            wait_until_serving(f"{url}/accounts/login/", process)
         _workers_up([process for _, process in new], 3)  # every process of every node forked
         return [url for url, _ in running[:nodes]]
 
