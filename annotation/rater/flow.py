@@ -19,7 +19,6 @@ from typing import Any, Literal
 import markdown
 import nh3
 from django.contrib.auth.models import AnonymousUser
-from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -37,6 +36,7 @@ from annotation.models import (
     axis_title,
     rater_page_options,
 )
+from annotation.rater.db import rater_transaction
 from annotation.rater.forms import AnswerForm, ProblemForm, Visitor
 from annotation.rater.screens import ImagePass, Screen
 from annotation.roles import RATER, is_researcher
@@ -91,7 +91,7 @@ NOT_YOURS = ("Not your trial", "Open the study link you were given to continue."
 
 def join(*, link_token: str, external_id: str, platform: dict[str, str]) -> Screen:
     """The study link with ``?participant=``: the session speaks for that participant from now on."""
-    with transaction.atomic():
+    with rater_transaction():
         study = get_object_or_404(Study, link_token=link_token)
         try:
             joined = participant_rater_get_or_create(study=study, external_id=external_id, platform=platform)
@@ -107,7 +107,7 @@ def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") 
     ``json`` (the rater API): the current trial, claiming a block if the rater has none; a
     session without a rater is refused (``Forbidden``).
     """
-    with transaction.atomic():
+    with rater_transaction():
         study = get_object_or_404(Study, link_token=link_token)
         design = design_of(study)
         rater_id = session_rater_id(visitor, study.pk)
@@ -150,7 +150,7 @@ def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
     transaction; ``page`` (no JavaScript): back to the study link; ``json``: what was recorded,
     and a refused answer raises (the rater API answers it with its error body).
     """
-    with transaction.atomic():
+    with rater_transaction():
         screen, stored = _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
     if stored:
         VOTES_STORED.inc()
@@ -159,7 +159,7 @@ def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
 
 def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
     """A new answer to an earlier trial (after Undo); then the current trial again."""
-    with transaction.atomic():
+    with rater_transaction():
         if respond == "json":
             trial = vote_trial(trial_token)
             if trial is None:
@@ -198,7 +198,7 @@ def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
 
 def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
     """"Undo last answer" on the current trial: the previous trial again, its answer filled in."""
-    with transaction.atomic():
+    with rater_transaction():
         trial, study, rater_id = _own_trial(trial_token, visitor)
         design = design_of(study)
         if rater_id is None or trial.assignment.rater_id != rater_id:
@@ -215,7 +215,7 @@ def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
 
 def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, respond: Respond) -> Screen:
     """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer."""
-    with transaction.atomic():
+    with rater_transaction():
         if respond == "json":
             study_id = Trial.objects.filter(token=trial_token).values_list("assignment__block__study_id", flat=True).first()
             if study_id is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection, router, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -407,7 +407,7 @@ def vote_store(
     ``design``: the study's design when the caller looked it up. The caller counts a new vote in
     ``VOTES_STORED`` once its transaction commits.
     """
-    if not transaction.get_connection().in_atomic_block:
+    if not transaction.get_connection(router.db_for_write(Vote)).in_atomic_block:
         raise transaction.TransactionManagementError("vote_store runs inside the caller's transaction")
     key, trial, answer = answer_for_trial(
         trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,

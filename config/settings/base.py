@@ -6,6 +6,7 @@ loudly on malformed values instead of guessing.
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 from pathlib import Path
@@ -143,6 +144,28 @@ if DATABASE_POOLER not in ("", "pgbouncer"):
     raise ImproperlyConfigured(f"DATABASE_POOLER: {DATABASE_POOLER!r} is not a known pooler (leave it empty or say pgbouncer)")
 if DATABASE_POOLER and DATABASES["default"]["ENGINE"] == "config.db.postgresql":
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+# The rater's path on a second alias of the same PostgreSQL database with prepared statements
+# (psycopg 3's server-side binding, Django's PostgreSQL notes; annotation/rater/db.py): its joins
+# cost PostgreSQL more to plan than to run. Only that path: server-side binding caps a statement
+# at 65,535 parameters, which bulk imports may pass. On by default for PostgreSQL without a
+# pooler; PgBouncer 1.18 in transaction pooling keeps no prepared statements, so it is off there
+# and may not be turned on (docs/deploy.md, "PgBouncer"). SQLite: nothing changes.
+_postgresql = DATABASES["default"]["ENGINE"] == "config.db.postgresql"
+ARBITER_RATER_PREPARED = env_bool("ARBITER_RATER_PREPARED", _postgresql and not DATABASE_POOLER) and _postgresql
+if ARBITER_RATER_PREPARED and DATABASE_POOLER:
+    raise ImproperlyConfigured(
+        f"ARBITER_RATER_PREPARED: prepared statements do not survive {DATABASE_POOLER}'s transaction pooling; leave it unset"
+    )
+# psycopg prepares a statement on its Nth run on a connection (its default is 5).
+ARBITER_RATER_PREPARE_THRESHOLD = env_int("ARBITER_RATER_PREPARE_THRESHOLD", 2)
+ARBITER_RATER_DATABASE = "rater" if ARBITER_RATER_PREPARED else "default"
+if ARBITER_RATER_PREPARED:
+    DATABASES["rater"] = copy.deepcopy(DATABASES["default"])
+    DATABASES["rater"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": ARBITER_RATER_PREPARE_THRESHOLD}
+    )
+    DATABASES["rater"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["annotation.rater.db.RaterRouter"]
 # gunicorn workers import their views and freeze that heap out of the garbage collector (config/heap.py).
 ARBITER_GC_FREEZE = env_bool("ARBITER_GC_FREEZE", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
