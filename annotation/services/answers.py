@@ -286,7 +286,7 @@ def _vote_trial_query(trial_token: str) -> Any:
     ).filter(token=trial_token)
     if connection.vendor in StudyAxesRows.vendors:  # the study's axes in the same statement
         trials = trials.annotate(study_axes_rows=StudyAxesRows("assignment__block__study_id"))
-    return trials.order_by("pk")[:1]
+    return trials.order_by()[:1]  # the token is unique: no ordering to resolve against the wide select list
 
 
 def vote_trial(trial_token: str) -> Trial | None:
