@@ -6,9 +6,8 @@ request holds the GIL between its database round trips; with eight threads per p
 waited behind the others after each of its round trips, with two it hardly waits, and the answer's
 p95 fell with the same throughput. The second thread is what keeps the core busy while the first waits for PostgreSQL.
 
-The worker is gthread's, spreading the raters' keep-alive connections evenly over the processes
-(``config/gunicorn_worker.py``): with gthread's own, one process could hold 35 of 50 connections
-and its raters waited several times longer than the others (docs/benchmarks.md, "seventh pass").
+The worker is gunicorn's stock gthread (behind a load balancer it holds the proxy's connections,
+not each browser's keep-alive, so how they spread over the processes is the balancer's business).
 
 Each worker, once the application is loaded, imports what its first requests would and freezes
 that heap out of the garbage collector (``config/heap.py``; ``ARBITER_GC_FREEZE=0`` turns it off).
@@ -22,7 +21,7 @@ from __future__ import annotations
 import os
 
 wsgi_app = "config.wsgi:application"
-worker_class = "config.gunicorn_worker.BalancedThreadWorker"
+worker_class = "gthread"
 workers = int(os.environ.get("WEB_CONCURRENCY") or (os.cpu_count() or 1) + 1)
 threads = int(os.environ.get("GUNICORN_THREADS") or 2)
 keepalive = 30  # seconds: a rater's browser keeps its connection between trials
@@ -51,10 +50,6 @@ def post_worker_init(worker: object) -> None:
 
 
 def child_exit(server: object, worker: object) -> None:
-    # A worker killed before it could free its slot in the connection table frees it here.
-    from config.gunicorn_worker import release
-
-    release(worker.age)  # type: ignore[attr-defined]
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # its live gauges leave /metrics (config/metrics.py)
         from prometheus_client import multiprocess
 

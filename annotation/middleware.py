@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
 from annotation.views.errors import _answer
@@ -127,7 +127,10 @@ class ServerTimingMiddleware:
         timing = RequestTiming()
         request.server_timing = timing  # type: ignore[attr-defined]
         start = time.perf_counter()
-        with connection.execute_wrapper(timing.db_wrapper):
+        with ExitStack() as stack:
+            # Both aliases the rater's path may use (annotation/rater/db.py), counted once each.
+            for alias in dict.fromkeys(("default", getattr(settings, "ARBITER_RATER_DATABASE", "default") or "default")):
+                stack.enter_context(connections[alias].execute_wrapper(timing.db_wrapper))
             response = self.get_response(request)
         response["Server-Timing"] = server_timing(
             db=timing.db, queries=timing.queries, render=timing.render, app=time.perf_counter() - start

@@ -5,23 +5,23 @@ study (40 pages, 4 blocks of 30 comparisons + 2 hidden repeats) and its HTML flo
 page's resend of a lost answer (deploy/cluster/failover.py). N raters, closed loop, for
 ``--seconds`` each:
 
-1. one node direct to PostgreSQL, hot queries prepared (today's single-box deployment);
-2. one node direct to PostgreSQL, nothing prepared (what PgBouncer 1.18 forces);
-3. one node through PgBouncer (transaction pooling, nothing prepared);
-4. the load balancer (HAProxy) over two nodes, both through PgBouncer;
-5. the failover timeline: as 4, with web node 1 SIGKILLed a third of the way in;
-6. CPU per vote on the cluster's layout (HAProxy over two nodes through PgBouncer, images in the
+1. one node direct to PostgreSQL (today's single-box deployment; the rater's path on its prepared
+   alias, ARBITER_RATER_PREPARED);
+2. one node through PgBouncer (transaction pooling, nothing prepared);
+3. the load balancer (HAProxy) over two nodes, both through PgBouncer;
+4. the failover timeline: as 3, with web node 1 SIGKILLed a third of the way in;
+5. CPU per vote on the cluster's layout (HAProxy over two nodes through PgBouncer, images in the
    S3 server), with the images and without them: the web nodes' gunicorn processes, the
    PostgreSQL backends of the benchmark's database, the S3 server (moto), HAProxy (the rater
    traffic and the nodes' S3 traffic) and PgBouncer, each divided by the votes stored, with the
    requests and object GETs per vote. ``--per-vote`` runs only this (and the warm-up).
 
 Reported per run: requests/s, stored votes/s, p50/p95 of the flow (image + vote) and each kind,
-failed requests; for 5: requests failed, resent, time from the kill to the last failure, and
+failed requests; for 4: requests failed, resent, time from the kill to the last failure, and
 acknowledged = stored. The baseline of each ratio is run 1.
 
 On a 2-core machine every node shares the same two cores (and the load generator and
-PostgreSQL with them): two nodes cannot be faster than one; the point of 4 and 5 is the
+PostgreSQL with them): two nodes cannot be faster than one; the point of 3 and 4 is the
 deployment's shape and what a lost node costs.
 
 PostgreSQL's own background processes (WAL writer, checkpointer) serve every database of the
@@ -133,17 +133,16 @@ def main() -> None:
         from django.db import connections
 
         connections.close_all()
-        c.start_web(3, DATABASE_URL=direct, DATABASE_POOLER="", DATABASE_PREPARED_STATEMENTS="1")
-        c.start_web(4, DATABASE_URL=direct, DATABASE_POOLER="", DATABASE_PREPARED_STATEMENTS="0")
+        c.start_web(3, DATABASE_URL=direct, DATABASE_POOLER="")
         c.wait_serving()
         from deploy.cluster.cluster import http_ok
 
-        for i in (3, 4):
+        for i in (3,):
             while not http_ok(f"{c.node_url(i)}/accounts/login/"):
                 time.sleep(0.2)
         # Every process imports its views on its first requests: not counted as rater latency.
         warm = [run_load(c.lb_url, link, raters=10, seconds=3, think=0.2, label="warm")[0]]
-        warm += [run_load(c.node_url(i), link, raters=4, seconds=2, think=0.2, label=f"warm{i}")[0] for i in (1, 3, 4)]
+        warm += [run_load(c.node_url(i), link, raters=4, seconds=2, think=0.2, label=f"warm{i}")[0] for i in (1, 3)]
         rows, every = {}, list(warm)
         if args.per_vote:
             print(f"\nN = {args.raters} raters, closed loop, think {args.think} s, {args.seconds:.0f} s each, through "
@@ -155,8 +154,7 @@ def main() -> None:
             return
         print(f"\nN = {args.raters} raters, closed loop, think {args.think} s, {args.seconds:.0f} s each; "
               f"flow = image + vote (the vote answers with the next trial)")
-        runs = [("1 node direct to PostgreSQL, prepared", c.node_url(3)),
-                ("1 node direct to PostgreSQL, not prepared", c.node_url(4)),
+        runs = [("1 node direct to PostgreSQL", c.node_url(3)),
                 ("1 node through PgBouncer", c.node_url(1)),
                 ("HAProxy, 2 nodes through PgBouncer", c.lb_url)]
         for n, (label, url) in enumerate(runs):
@@ -165,7 +163,7 @@ def main() -> None:
             every.append(stats)
             rows[label] = figures(label, stats, timeline, args.seconds, 0)
         base = rows[runs[0][0]]
-        print("\nratios to run 1 (one node direct, prepared):")
+        print("\nratios to run 1 (one node direct):")
         for label, row in rows.items():
             print(f"  {label:<44} votes/s x{row['votes_s'] / base['votes_s']:.2f}  flow p95 x{row['p95'] / base['p95']:.2f}")
 
@@ -174,7 +172,6 @@ def main() -> None:
         every.append(per_vote("without images", c, direct, link, args, images=False))
 
         c.stop("web3")
-        c.stop("web4")
         seconds = args.failover_seconds
         stats, timeline, at = run_load(c.lb_url, link, raters=args.raters, seconds=seconds, think=args.think,
                                        fault=(seconds / 3, lambda: c.kill("web1")), label="failover")

@@ -438,8 +438,8 @@ def measure_level(base: str, flow: Flow, n: int, *, seconds: float, think: float
 def gunicorn_command(port: int, *, workers: int, threads: int, root: Path = ROOT) -> list[str]:
     """The benchmark's gunicorn on loopback (``workers`` × ``threads``), run from a checkout's root.
 
-    The worker is gunicorn.conf.py's (gthread, connections spread evenly over the processes); a
-    checkout from before that worker (``bench_ab.py --b-root``) runs gthread's own.
+    The worker is gunicorn.conf.py's stock gthread; a checkout that still has the balanced worker
+    ``config/gunicorn_worker.py`` (removed in issue 41; ``bench_ab.py --b-root``) runs that one.
     """
     balanced = (root / "config" / "gunicorn_worker.py").exists()
     worker = "config.gunicorn_worker.BalancedThreadWorker" if balanced else "gthread"

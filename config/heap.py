@@ -16,9 +16,18 @@ from __future__ import annotations
 
 import gc
 
-# The Django templates every rater request renders, compiled once at start so they are frozen too;
-# the "jinja2" engine's templates (all of them the rater's: jinja2/) are all compiled as well.
-RATER_TEMPLATES = ("annotation/rater/trial_base.html",)
+# The templates every rater request renders, compiled once at start so they are frozen too (the
+# cached loader keeps them; the kinds' question templates are included by the trial state).
+RATER_TEMPLATES = (
+    "annotation/rater/trial_base.html",
+    "annotation/rater/_state.html",
+    "annotation/rater/_done.html",
+    "annotation/rater/_problem.html",
+    "annotation/rater/trial_pairwise_reference.html",
+    "annotation/rater/trial_pairwise.html",
+    "annotation/rater/trial_checklist.html",
+    "annotation/rater/trial_rating.html",
+)
 
 
 def load_and_freeze() -> int:
@@ -27,16 +36,12 @@ def load_and_freeze() -> int:
 
     if not settings.ARBITER_GC_FREEZE:
         return 0
-    from django.template import engines
     from django.template.loader import get_template
     from django.urls import get_resolver
 
     get_resolver().url_patterns  # noqa: B018  (imports every view module)
     for name in RATER_TEMPLATES:
         get_template(name)
-    jinja2 = engines["jinja2"]
-    for name in jinja2.env.list_templates():  # type: ignore[attr-defined]
-        jinja2.get_template(name)
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()

@@ -7,7 +7,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
-django_application = get_wsgi_application()
+application = get_wsgi_application()
 
 
 def _startup_checks() -> None:
@@ -31,8 +31,3 @@ from django.conf import settings  # noqa: E402
 
 if settings.ARBITER_STARTUP_CHECKS:
     _startup_checks()
-
-from annotation.image_wsgi import ImagePassApplication  # noqa: E402  (needs the settings configured above)
-
-# Images granted by the trial's image pass are answered before Django's handler (annotation/image_wsgi.py).
-application = ImagePassApplication(django_application)

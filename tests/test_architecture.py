@@ -179,3 +179,70 @@ def test_stats_imports_no_app() -> None:
         if target.split(".")[0] != "stats"
     }
     assert not outside, f"stats imports app code: {sorted(outside)}"
+
+
+# --- the rater slice (annotation/rater/, issue 41) ----------------------------------------------
+
+SLICE = "annotation.rater"
+#: What a participant's action view may call: the parse, the one flow call, the render and the
+#: image pass (``forms.*`` and ``flow.*`` by module, the other two by name).
+SLICE_VIEW_CALLS = frozenset({"screen_response", "image_pass_grant", "dict"})
+SLICE_ACTION_VIEWS = ("study_link", "trial_vote", "trial_undo", "trial_revise", "trial_problem")
+SLICE_FLOW_ACTIONS = ("show_trial", "answer_trial", "revise_trial", "undo_trial", "report_problem", "join")
+
+
+def _functions(module: str) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(project_modules()[module].read_text(encoding="utf-8"))
+    return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+
+
+def _called(function: ast.FunctionDef) -> list[str]:
+    """What a function calls, as written: ``module.name`` or ``name``."""
+    names = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                names.append(f"{func.value.id}.{func.attr}")
+            elif isinstance(func, ast.Name):
+                names.append(func.id)
+            else:
+                names.append(ast.dump(func))
+    return names
+
+
+def test_the_slice_is_entered_through_the_rater_urls_only() -> None:
+    """Outside ``annotation/rater/`` only the rater URL configuration imports the slice."""
+    importers = {
+        module
+        for module, targets in import_graph(project_modules()).items()
+        if not module.startswith(SLICE) and any(t == SLICE or t.startswith(f"{SLICE}.") for t in targets)
+    }
+    assert importers == {"annotation.urls.rater"}, sorted(importers)
+
+
+def test_the_slice_has_its_public_entry_points() -> None:
+    modules = project_modules()
+    for name in ("forms", "screens", "flow", "images", "views", "api"):
+        assert f"{SLICE}.{name}" in modules, name
+    flow = _functions(f"{SLICE}.flow")
+    assert set(SLICE_FLOW_ACTIONS) <= set(flow), sorted(set(SLICE_FLOW_ACTIONS) - set(flow))
+    assert "next_trial" in flow  # the one place the next trial is chosen
+    assert "trial_image_view" in _functions(f"{SLICE}.images")
+
+
+def test_an_action_view_parses_calls_one_flow_function_and_renders() -> None:
+    views = _functions(f"{SLICE}.views")
+    for name in SLICE_ACTION_VIEWS:
+        called = _called(views[name])
+        stray = [c for c in called if c not in SLICE_VIEW_CALLS and not c.startswith(("forms.", "flow."))]
+        assert not stray, f"{name} calls {stray}"
+        assert sum(c.startswith("flow.") for c in called) <= (2 if name == "study_link" else 1), name  # join or show
+        assert any(c.startswith("forms.") for c in called) and "screen_response" in called, name
+
+
+def test_the_rater_api_calls_the_same_flow_functions() -> None:
+    tree = ast.parse(project_modules()[f"{SLICE}.api"].read_text(encoding="utf-8"))
+    methods = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    used = {c for f in methods for c in _called(f) if c.startswith("flow.")}
+    assert {"flow.show_trial", "flow.answer_trial", "flow.revise_trial", "flow.report_problem"} <= used, sorted(used)

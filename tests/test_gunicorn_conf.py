@@ -1,4 +1,4 @@
-"""gunicorn.conf.py: the measured layout (cores + 1 processes × 2 threads, the balanced gthread
+"""gunicorn.conf.py: the measured layout (cores + 1 processes × 2 threads, gunicorn's gthread
 worker), and the usual environment overrides, as gunicorn itself reads them (``--print-config``)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _config(**env: str) -> dict[str, str]:
 
 def test_the_default_layout_is_one_process_per_core_plus_one_with_two_threads() -> None:
     config = _config()
-    assert config["worker_class"] == "config.gunicorn_worker.BalancedThreadWorker"
+    assert config["worker_class"] == "gthread"
     assert (int(config["workers"]), int(config["threads"])) == ((os.cpu_count() or 1) + 1, 2)
     assert config["wsgi_app"] == "config.wsgi:application" and int(config["keepalive"]) == 30
 
@@ -40,7 +40,7 @@ def _freeze_in_a_fresh_process(**env: str) -> str:
     code = (
         "import django, gc, sys; django.setup(); "
         "from config.heap import load_and_freeze; n = load_and_freeze(); "
-        "print(n, gc.get_freeze_count(), 'annotation.views.rater' in sys.modules, 'calibration.reports' in sys.modules)"
+        "print(n, gc.get_freeze_count(), 'annotation.rater.views' in sys.modules, 'calibration.reports' in sys.modules)"
     )
     environment = {k: v for k, v in os.environ.items() if k != "ARBITER_GC_FREEZE"}
     environment.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")

@@ -114,3 +114,36 @@ def test_production_refuses_login_counters_in_a_per_process_cache(tmp_path: Path
     shown = manage("shell", "--no-imports", "-c", "from django.conf import settings as s; print(s.ARBITER_LOGIN_COUNTERS)", **base)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == "database"
+
+
+def test_the_rater_alias_is_refused_behind_pgbouncer_and_absent_on_sqlite(tmp_path: Path) -> None:
+    refused = manage("check", DJANGO_SETTINGS_MODULE="config.settings.local", DATABASE_POOLER="pgbouncer",
+                     DATABASE_URL="postgres://u:p@127.0.0.1:6432/arbiter", ARBITER_RATER_PREPARED="1")
+    assert refused.returncode != 0
+    assert "ARBITER_RATER_PREPARED: prepared statements do not survive pgbouncer" in refused.stderr
+    script = "from django.conf import settings as s; print(sorted(s.DATABASES), s.ARBITER_RATER_DATABASE)"
+    sqlite = manage("shell", "--no-imports", "-c", script, DJANGO_SETTINGS_MODULE="config.settings.local",
+                    DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3", ARBITER_RATER_PREPARED="1")
+    assert sqlite.returncode == 0, sqlite.stderr
+    assert sqlite.stdout.split() == ["['default']", "default"]
+
+
+@pytest.mark.postgres
+def test_the_rater_alias_prepares_its_statements_on_postgresql(db: None) -> None:
+    from django.db import connection
+
+    s = connection.settings_dict  # the test database, which exists while this test runs
+    url = f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+    script = (
+        "from django.db import connections; from annotation.models import Study;"
+        "from annotation.rater.db import rater_transaction\n"
+        "for _ in range(3):\n"
+        "    with rater_transaction(): list(Study.objects.filter(pk=1))\n"
+        "c = connections['rater'].cursor(); c.execute('SELECT count(*) FROM pg_prepared_statements');"
+        "d = connections['default'].cursor(); d.execute('SELECT count(*) FROM pg_prepared_statements');"
+        "print(c.fetchone()[0], d.fetchone()[0])"
+    )
+    result = manage("shell", "--no-imports", "-c", script, DJANGO_SETTINGS_MODULE="config.settings.local", DATABASE_URL=url)
+    assert result.returncode == 0, result.stderr
+    on_rater, on_default = (int(n) for n in result.stdout.split())
+    assert on_rater >= 1 and on_default == 0

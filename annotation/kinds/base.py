@@ -56,7 +56,7 @@ class StudyDesign:
     has_reference: bool  # a reference page is shown beside the candidates
     pairwise: bool  # a trial shows two candidates and asks for a winner
 
-    # ---- the rater's trial page (annotation.services.answers, annotation.views.rater)
+    # ---- the rater's trial page (annotation.services.answers, annotation.rater)
     image_slots: ClassVar[tuple[str, ...]] = ("item",)  # the trial's image slots, as the page names them
     trial_unit_related: ClassVar[tuple[str, ...]] = ()  # what a trial page joins of its unit
     verdict_choices: ClassVar[tuple[tuple[str, str, str], ...]] = PAIRWISE_VERDICTS  # (value, text, key)
@@ -89,7 +89,7 @@ class StudyDesign:
 
     @property
     def trial_template(self) -> str:
-        """The kind's question on the trial page (its images and answer form), included by the trial state (jinja2/annotation/rater/_state.html)."""
+        """The kind's question on the trial page (its images and answer form), included by the trial state (templates/annotation/rater/_state.html)."""
         return f"annotation/rater/trial_{self.kind}.html"
 
     def attention_instruction(self, expected: str) -> str:

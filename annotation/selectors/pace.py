@@ -12,7 +12,6 @@ from statistics import median
 from typing import Any
 
 from annotation.models import Assignment, Vote
-from annotation.selectors.compiled import compiled_rows
 
 MIN_ANSWERS_FOR_ESTIMATE = 3
 
@@ -38,7 +37,7 @@ def minutes_left(
     if answered < MIN_ANSWERS_FOR_ESTIMATE:
         return None
     if times is None:
-        times = [int(row["response_ms"]) for row in compiled_rows("response_times", _response_times_query, assignment.pk)]
+        times = [int(row["response_ms"]) for row in _response_times_query(assignment.pk)]
     if len(times) < MIN_ANSWERS_FOR_ESTIMATE:
         return None
     return max(1, math.ceil(median(times) * left / 60_000))

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection, router, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from annotation.kinds import design_of
+from annotation.kinds import StudyDesign, design_of
 from annotation.kinds.answer import VoteAnswer
 from annotation.metrics import VOTES_STORED
 from annotation.models import (
@@ -35,7 +35,6 @@ from annotation.models import (
     rater_page_options,
 )
 from annotation.selectors.axes import StudyAxesRows, axes_of_rows
-from annotation.selectors.compiled import compiled_create, compiled_instances, compiled_rows, compiled_update
 from annotation.services.candidate_versions import (
     VERSION_ANNOTATIONS,
     displayed_versions,
@@ -71,12 +70,12 @@ class TrialView:
     attention: str = ""
 
 
-def attention_instruction(trial: Trial, study: Study) -> str:
+def attention_instruction(trial: Trial, study: Study, design: StudyDesign | None = None) -> str:
     """The instructed-response line of an attention check (SPEC §11), empty on a data trial."""
     expected = trial.attention_expected
     if expected == GOLD_EXPECTED:  # a gold trial looks like any data trial
         return ""
-    return design_of(study).attention_instruction(expected) if expected else ""
+    return (design or design_of(study)).attention_instruction(expected) if expected else ""
 
 
 def _trial_page(trial: Trial) -> Any:
@@ -107,7 +106,7 @@ def study_axes(study: Study) -> list[Axis]:
     """A study's axes in order, read once per Study instance (a request's answer and next trial share it)."""
     cached: list[Axis] | None = study.__dict__.get(_AXES_READ)
     if cached is None:
-        cached = compiled_instances("study_axes", _axes_query, study.pk)
+        cached = list(_axes_query(study.pk))
         study.__dict__[_AXES_READ] = cached
     return cached
 
@@ -135,7 +134,7 @@ def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict
 
 def assignment_counts(assignment: Assignment) -> tuple[int, int]:
     """(answered, total) trials of an assignment."""
-    rows = compiled_rows("assignment_counts", _counts_query, assignment.pk)
+    rows = list(_counts_query(assignment.pk))
     return (int(rows[0]["answered"]), int(rows[0]["total"])) if rows else (0, 0)
 
 
@@ -146,7 +145,9 @@ def _counts_query(assignment_id: int) -> Any:
     )
 
 
-def trial_current(assignment: Assignment, study: Study, *, trial_id: int | None = None) -> Trial | None:
+def trial_current(
+    assignment: Assignment, study: Study, *, trial_id: int | None = None, design: StudyDesign | None = None
+) -> Trial | None:
     """The first unanswered trial, with its unit, its candidate versions and its slots' files.
 
     The files (``trial_shown_files``) come in the same query, so giving the trial's image pass
@@ -154,8 +155,9 @@ def trial_current(assignment: Assignment, study: Study, *, trial_id: int | None 
     (``Progress.next_trial_id``), read by its key while it is still unanswered, else the first
     unanswered trial is looked up. Either way the joins run for the one trial only: the first
     unanswered trial's id is picked in a subquery, not by sorting every joined row.
+    ``design``: the study's design when the caller looked it up (the kind is looked up once).
     """
-    design = design_of(study)
+    design = design or design_of(study)
     related, item = design.trial_unit_related, not design.pairwise
 
     def shown(trials: Any) -> Any:
@@ -169,15 +171,15 @@ def trial_current(assignment: Assignment, study: Study, *, trial_id: int | None 
         pk = Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("pk")[:1]
         return shown(Trial.objects.filter(pk=Subquery(pk))).order_by()[:1]
 
-    name = f"{','.join(related)}:{item}"
-    found = compiled_instances(f"trial_by_id:{name}", by_id, trial_id) if trial_id is not None else []
+    found = list(by_id(trial_id)) if trial_id is not None else []
     if not found:
-        found = compiled_instances(f"trial_current:{name}", first, assignment.pk)
+        found = list(first(assignment.pk))
     return found[0] if found else None
 
 
 def trial_next(
-    *, assignment: Assignment, study: Study | None = None, progress: Progress | None = None
+    *, assignment: Assignment, study: Study | None = None, progress: Progress | None = None,
+    design: StudyDesign | None = None,
 ) -> TrialView | None:
     """The assignment's first unanswered trial, marked shown (response time starts now).
 
@@ -189,7 +191,8 @@ def trial_next(
         raise Forbidden("This assignment is no longer open.")
     if study is None:
         study = assignment.block.study
-    trial = trial_current(assignment, study, trial_id=progress.next_trial_id if progress else None)
+    design = design or design_of(study)
+    trial = trial_current(assignment, study, trial_id=progress.next_trial_id if progress else None, design=design)
     if trial is None:
         return None
     now = timezone.now()
@@ -205,12 +208,14 @@ def trial_next(
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
     answered, total = (progress.answered, progress.total) if progress else assignment_counts(assignment)
-    return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total)
+    return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total, design=design)
 
 
-def trial_view_of(trial: Trial, *, study: Study, number: int, answered: int, total: int) -> TrialView:
+def trial_view_of(
+    trial: Trial, *, study: Study, number: int, answered: int, total: int, design: StudyDesign | None = None
+) -> TrialView:
     """What the rater is shown for ``trial`` (a fresh idempotency key for its answer)."""
-    design = design_of(study)
+    design = design or design_of(study)
     page = _trial_page(trial)
     predicate = trial.predicate
     return TrialView(
@@ -224,7 +229,7 @@ def trial_view_of(trial: Trial, *, study: Study, number: int, answered: int, tot
         brief="" if design.has_reference else page.text,
         question=predicate.question if predicate else "",
         boxes=tuple(tuple(float(v) for v in box) for box in (predicate.boxes if predicate else [])),
-        attention=attention_instruction(trial, study),
+        attention=attention_instruction(trial, study, design),
         **design.trial_view_fields(study),
     )
 
@@ -281,12 +286,12 @@ def _vote_trial_query(trial_token: str) -> Any:
     ).filter(token=trial_token)
     if connection.vendor in StudyAxesRows.vendors:  # the study's axes in the same statement
         trials = trials.annotate(study_axes_rows=StudyAxesRows("assignment__block__study_id"))
-    return trials.order_by("pk")[:1]
+    return trials.order_by()[:1]  # the token is unique: no ordering to resolve against the wide select list
 
 
 def vote_trial(trial_token: str) -> Trial | None:
     """A trial with what answering it needs: its study (with its axes) and its unit's page."""
-    found = compiled_instances("vote_trial", _vote_trial_query, trial_token)
+    found = list(_vote_trial_query(trial_token))
     if not found:
         return None
     trial: Trial = found[0]
@@ -320,6 +325,7 @@ def answer_for_trial(
     idempotency_key: str,
     ratings: Mapping[str, object] | None = None,
     trial: Trial | None = None,
+    design: StudyDesign | None = None,
 ) -> tuple[str, Trial, VoteAnswer]:
     """The checked key, the rater's own trial and the validated answer (before any lock).
 
@@ -335,7 +341,7 @@ def answer_for_trial(
     if rater_id is None or trial.assignment.rater_id != rater_id:
         raise Forbidden("this trial is not yours")
     study = trial.assignment.block.study
-    design = design_of(study)
+    design = design or design_of(study)
     answer = design.answer_clean(
         study=study,
         active_axes=[a["id"] for a in trial_active_axes(trial, study_axes(study))] if design.has_axes else [],
@@ -358,7 +364,37 @@ def vote_submit(
     show_next: bool = False,
     axes_defaulted: Sequence[str] = (),
 ) -> VoteResult:
-    """Store the answer to a trial canonically, once (SPEC §3, §4).
+    """Store the answer to a trial canonically, once (SPEC §3, §4), in a transaction of its own.
+
+    ``vote_store`` inside ``transaction.atomic()``; the arguments are ``vote_store``'s.
+    """
+    with transaction.atomic():
+        result = vote_store(
+            trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
+            rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial, show_next=show_next,
+            axes_defaulted=axes_defaulted,
+        )
+    if not result.replayed:
+        VOTES_STORED.inc()
+    return result
+
+
+def vote_store(
+    *,
+    trial_token: str,
+    rater_id: int | None,
+    verdict: object,
+    confidence: object,
+    axes: Mapping[str, object],
+    rationale: object,
+    idempotency_key: str,
+    ratings: Mapping[str, object] | None = None,
+    trial: Trial | None = None,
+    show_next: bool = False,
+    axes_defaulted: Sequence[str] = (),
+    design: StudyDesign | None = None,
+) -> VoteResult:
+    """Store the answer to a trial canonically, once (SPEC §3, §4), in the caller's transaction.
 
     Foreign trial → Forbidden (403); answered with another key, not the current trial, or a
     finished assignment → Conflict (409); same key and same body → the stored vote again.
@@ -368,70 +404,73 @@ def vote_submit(
     ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
     ``show_next``: the caller shows the next trial in its response (the htmx answer), so that
     trial's response clock starts in the vote's transaction (one commit instead of two).
+    ``design``: the study's design when the caller looked it up. The caller counts a new vote in
+    ``VOTES_STORED`` once its transaction commits.
     """
+    if not transaction.get_connection(router.db_for_write(Vote)).in_atomic_block:
+        raise transaction.TransactionManagementError("vote_store runs inside the caller's transaction")
     key, trial, answer = answer_for_trial(
         trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
-        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial,
+        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial, design=design,
     )
     digest = answer.request_hash()
-    with transaction.atomic():
-        locked = compiled_instances("assignment_locked", _assignment_locked_query, trial.assignment_id)
-        if not locked:
-            raise Assignment.DoesNotExist(f"assignment {trial.assignment_id} is gone")
-        assignment = locked[0]
-        rows = compiled_rows("assignment_progress", _progress_query, assignment.pk)
-        unanswered = [r["id"] for r in rows if r["vote_ms"] is None]
-        # The current trial has no vote by definition: only another trial needs the vote looked up.
-        current = bool(unanswered) and unanswered[0] == trial.pk
-        existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
-        if existing is not None:
-            # A late retry of an answer since revised with Undo is the same submission, not a new one.
-            earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
-            if key in earlier and key != existing.idempotency_key:
-                if earlier[key] != digest:
-                    raise Conflict("this submission key was already used with a different answer")
-                return VoteResult(vote=existing, replayed=True,
-                                  finished=assignment.state == AssignmentState.FINISHED,
-                                  completion_code=assignment.completion_code)
-            if existing.idempotency_key != key:
-                raise Conflict("this trial was already answered")
-            if existing.request_hash != digest:
+    locked = list(_assignment_locked_query(trial.assignment_id))
+    if not locked:
+        raise Assignment.DoesNotExist(f"assignment {trial.assignment_id} is gone")
+    assignment = locked[0]
+    rows = list(_progress_query(assignment.pk))
+    unanswered = [r["id"] for r in rows if r["vote_ms"] is None]
+    # The current trial has no vote by definition: only another trial needs the vote looked up.
+    current = bool(unanswered) and unanswered[0] == trial.pk
+    existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
+    if existing is not None:
+        # A late retry of an answer since revised with Undo is the same submission, not a new one.
+        earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
+        if key in earlier and key != existing.idempotency_key:
+            if earlier[key] != digest:
                 raise Conflict("this submission key was already used with a different answer")
-            return VoteResult(
-                vote=existing, replayed=True,
-                finished=assignment.state == AssignmentState.FINISHED,
-                completion_code=assignment.completion_code,
-            )
-        if assignment.state == AssignmentState.FINISHED:
-            raise Conflict("this assignment is finished; it cannot be answered again")
-        if assignment.state != AssignmentState.ACTIVE:
-            raise Forbidden("this assignment is no longer open")
-        if not current:
-            raise Conflict("this is not the current trial (reload the page)")
-        label, scores = answer.canonical(swapped=trial.swapped)
-        response_ms = None
-        if trial.shown_at is not None:
-            response_ms = max(int((timezone.now() - trial.shown_at).total_seconds() * 1000), 0)
-        vote = compiled_create(
-            "vote_insert", Vote, trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
-            rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
-            answers=vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
-                                 axes_defaulted=axes_defaulted),
+            return VoteResult(vote=existing, replayed=True,
+                              finished=assignment.state == AssignmentState.FINISHED,
+                              completion_code=assignment.completion_code)
+        if existing.idempotency_key != key:
+            raise Conflict("this trial was already answered")
+        if existing.request_hash != digest:
+            raise Conflict("this submission key was already used with a different answer")
+        return VoteResult(
+            vote=existing, replayed=True,
+            finished=assignment.state == AssignmentState.FINISHED,
+            completion_code=assignment.completion_code,
         )
-        if trial.version_a is None:  # answered without having been shown through trial_next
-            trials_record_versions(trial_ids=[trial.pk])
-        finished = len(unanswered) == 1
-        code = _finish(assignment) if finished else ""
-        if show_next and not finished:
-            # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-            compiled_update("trial_shown_now", _shown_now_update, unanswered[1], timezone.now())
-        times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
-        progress = Progress(
-            answered=len(rows) - len(unanswered) + 1, total=len(rows),  # this vote included
-            response_times=(*times, *([response_ms] if response_ms is not None else [])),
-            next_trial_id=None if finished else unanswered[1],
-        )
-    VOTES_STORED.inc()
+    if assignment.state == AssignmentState.FINISHED:
+        raise Conflict("this assignment is finished; it cannot be answered again")
+    if assignment.state != AssignmentState.ACTIVE:
+        raise Forbidden("this assignment is no longer open")
+    if not current:
+        raise Conflict("this is not the current trial (reload the page)")
+    label, scores = answer.canonical(swapped=trial.swapped)
+    response_ms = None
+    if trial.shown_at is not None:
+        response_ms = max(int((timezone.now() - trial.shown_at).total_seconds() * 1000), 0)
+    vote = Vote.objects.create(
+        trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
+        rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
+        answers=vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
+                             axes_defaulted=axes_defaulted),
+    )
+    if trial.version_a is None:  # answered without having been shown through trial_next
+        trials_record_versions(trial_ids=[trial.pk])
+    finished = len(unanswered) == 1
+    code = _finish(assignment) if finished else ""
+    if show_next and not finished:
+        # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
+        shown, values = _shown_now_update(unanswered[1], timezone.now())
+        shown.update(**values)
+    times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
+    progress = Progress(
+        answered=len(rows) - len(unanswered) + 1, total=len(rows),  # this vote included
+        response_times=(*times, *([response_ms] if response_ms is not None else [])),
+        next_trial_id=None if finished else unanswered[1],
+    )
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, progress=progress)
 
 
@@ -504,9 +543,9 @@ def _slot_files(
             "right": file_of(f"comparison__{second}")}
 
 
-def trial_shown_files(trial: Trial, study: Study) -> dict[str, str] | None:
+def trial_shown_files(trial: Trial, study: Study, design: StudyDesign | None = None) -> dict[str, str] | None:
     """The files of a trial read by ``trial_current`` (None for a trial read another way)."""
-    item = not design_of(study).pairwise
+    item = not (design or design_of(study)).pairwise
     if not hasattr(trial, _file_alias((_ITEM_HOLDERS if item else _PAIR_HOLDERS)[0], "image")):
         return None
     slots = _slot_files(lambda h, v: getattr(trial, _file_alias(h, v)), item=item, swapped=trial.swapped,
@@ -532,7 +571,7 @@ def _images_query(item: bool) -> Any:
 def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
     """Every image slot of a trial in one query (``_slot_files`` for the rules); None when the
     trial is not of that shape (``item``: a rating or checklist trial, SPEC §11)."""
-    rows = compiled_rows(f"trial_images:{item}", _images_query(item), trial_token)
+    rows = list(_images_query(item)(trial_token))
     if not rows:
         return None
     row = rows[0]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from annotation.api import rater as api
-from annotation.views import rater as views
+from annotation.rater import api, views
+from annotation.rater.images import trial_image_view
 
 app_name = "rater"
 
@@ -23,7 +23,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("t/<str:trial_token>/undo/", views.trial_undo, name="undo"),
     path("t/<str:trial_token>/revise/", views.trial_revise, name="revise"),
     path("t/<str:trial_token>/problem/", views.trial_problem, name="problem"),
-    path("t/<str:trial_token>/<str:slot>.png", views.trial_image_view, name="image"),
+    path("t/<str:trial_token>/<str:slot>.png", trial_image_view, name="image"),
     path("api/rater/<str:link_token>/trial/", api.TrialNextApi.as_view(), name="api-trial"),
     path(
         "api/rater/<str:link_token>/comprehension/",

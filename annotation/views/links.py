@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from django.http import HttpRequest
 from django.urls import NoReverseMatch, get_script_prefix, reverse
 
 from annotation.models import Study
@@ -56,3 +57,8 @@ def trial_links(study: Study, trial_token: str, *, revising: bool = False) -> di
         "pause": url("rater:pause", study.link_token),
         "link": url("rater:link", study.link_token),
     }
+
+
+def serving_origin(request: HttpRequest) -> str:
+    """The origin this request was served from (participant links when ARBITER_PUBLIC_URL is unset)."""
+    return request.build_absolute_uri("/").rstrip("/")

@@ -38,7 +38,7 @@ from annotation.services.scheduling import (
     unit_noun,
 )
 from annotation.services.studies import study_settings_update
-from annotation.views.rater import serving_origin
+from annotation.views.links import serving_origin
 
 PAGE_SIZE = 50
 

@@ -6,6 +6,7 @@ loudly on malformed values instead of guessing.
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 from pathlib import Path
@@ -111,13 +112,6 @@ TEMPLATES = [
             ],
         },
     },
-    {
-        # The trial page's state, rendered by every answer (config/jinja2.py; docs/decisions.md).
-        "BACKEND": "django.template.backends.jinja2.Jinja2",
-        "DIRS": [BASE_DIR / "jinja2"],
-        "APP_DIRS": False,
-        "OPTIONS": {"environment": "config.jinja2.environment"},
-    },
 ]
 
 DATABASES = {
@@ -143,18 +137,37 @@ if DATABASES["default"]["ENGINE"] == "config.db.postgresql" and DATABASE_POOL_MA
 # A transaction-pooling PgBouncer between the nodes and PostgreSQL (DATABASE_POOLER=pgbouncer;
 # docs/deploy.md, "PgBouncer"): each transaction may run on another server connection, so nothing
 # may outlive a transaction on the server. Django's server-side cursors (``.iterator()``) are
-# turned off, and the hot path's prepared statements default to off: Debian 12's PgBouncer is
-# 1.18, and only PgBouncer >= 1.21 with max_prepared_statements > 0 keeps protocol-level prepared
-# statements across its server connections (DATABASE_PREPARED_STATEMENTS=1 then turns them on).
+# turned off, and so is the rater path's prepared alias (ARBITER_RATER_PREPARED, below): Debian
+# 12's PgBouncer is 1.18, and only PgBouncer >= 1.21 with max_prepared_statements > 0 keeps
+# protocol-level prepared statements across its server connections.
 # Migrations go straight to PostgreSQL with their own DATABASE_URL (deploy/cluster/cluster.py, compose.yaml).
 DATABASE_POOLER = env_str("DATABASE_POOLER")
 if DATABASE_POOLER not in ("", "pgbouncer"):
     raise ImproperlyConfigured(f"DATABASE_POOLER: {DATABASE_POOLER!r} is not a known pooler (leave it empty or say pgbouncer)")
 if DATABASE_POOLER and DATABASES["default"]["ENGINE"] == "config.db.postgresql":
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
-# PostgreSQL: the rater hot path's compiled queries are prepared, so each is planned once per
-# connection (annotation/selectors/compiled.py; docs/decisions.md, "Rater hot path").
-DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", not DATABASE_POOLER)
+# The rater's path on a second alias of the same PostgreSQL database with prepared statements
+# (psycopg 3's server-side binding, Django's PostgreSQL notes; annotation/rater/db.py): its joins
+# cost PostgreSQL more to plan than to run. Only that path: server-side binding caps a statement
+# at 65,535 parameters, which bulk imports may pass. On by default for PostgreSQL without a
+# pooler; PgBouncer 1.18 in transaction pooling keeps no prepared statements, so it is off there
+# and may not be turned on (docs/deploy.md, "PgBouncer"). SQLite: nothing changes.
+_postgresql = DATABASES["default"]["ENGINE"] == "config.db.postgresql"
+ARBITER_RATER_PREPARED = env_bool("ARBITER_RATER_PREPARED", _postgresql and not DATABASE_POOLER) and _postgresql
+if ARBITER_RATER_PREPARED and DATABASE_POOLER:
+    raise ImproperlyConfigured(
+        f"ARBITER_RATER_PREPARED: prepared statements do not survive {DATABASE_POOLER}'s transaction pooling; leave it unset"
+    )
+# psycopg prepares a statement on its Nth run on a connection (its default is 5).
+ARBITER_RATER_PREPARE_THRESHOLD = env_int("ARBITER_RATER_PREPARE_THRESHOLD", 2)
+ARBITER_RATER_DATABASE = "rater" if ARBITER_RATER_PREPARED else "default"
+if ARBITER_RATER_PREPARED:
+    DATABASES["rater"] = copy.deepcopy(DATABASES["default"])
+    DATABASES["rater"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": ARBITER_RATER_PREPARE_THRESHOLD}
+    )
+    DATABASES["rater"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["annotation.rater.db.RaterRouter"]
 # gunicorn workers import their views and freeze that heap out of the garbage collector (config/heap.py).
 ARBITER_GC_FREEZE = env_bool("ARBITER_GC_FREEZE", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -307,8 +320,8 @@ SECURE_CSP = {
     "form-action": [CSP.SELF],
     "frame-ancestors": [CSP.NONE],
 }
-# Django's database sessions, their read compiled once (annotation/sessions.py).
-SESSION_ENGINE = "annotation.sessions"
+# Django's database sessions (the default engine, named here so a reader finds it).
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

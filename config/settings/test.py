@@ -25,3 +25,10 @@ ARBITER_STARTUP_CHECKS = env_bool("ARBITER_STARTUP_CHECKS", False)
 if not env_str("CACHE_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 ARBITER_LOGIN_COUNTERS = env_str("ARBITER_LOGIN_COUNTERS") or ("cache" if env_str("CACHE_URL") else "database")
+
+# The rater's prepared-statement alias (annotation/rater/db.py) only when a run asks for it: a
+# test's transaction is the default connection's, which a second connection would not see.
+if not env_bool("ARBITER_RATER_PREPARED", False):
+    DATABASES.pop("rater", None)  # noqa: F405
+    ARBITER_RATER_PREPARED = False
+    ARBITER_RATER_DATABASE = "default"

@@ -9,8 +9,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from annotation import image_cookie
 from annotation.models import Trial
+from annotation.rater import images as image_pass
 from tests.annotation.test_rater_flow import answer, form_of, join, scheduled
 
 pytestmark = pytest.mark.django_db
@@ -32,14 +32,14 @@ def test_the_pass_serves_the_trials_images_without_a_query_and_reveals_no_file(
     rs = scheduled()
     client = Client()
     html = join(client, rs.study).content.decode()
-    value = client.cookies[image_cookie.COOKIE_NAME].value
+    value = client.cookies[image_pass.COOKIE_NAME].value
     trial = Trial.objects.select_related("comparison__candidate_a", "comparison__candidate_b").get(
         token=form_of(html)["token"]
     )
     stored = {trial.comparison.candidate_a.neutralized_image.file.name, trial.comparison.candidate_b.neutralized_image.file.name}
     for name in stored:  # opaque: neither the content-hash name nor its hash appears
         assert name not in value and name.rsplit("/", 1)[-1].split(".")[0] not in value
-    cookie = client.cookies[image_cookie.COOKIE_NAME]
+    cookie = client.cookies[image_pass.COOKIE_NAME]
     assert cookie["httponly"] and cookie["path"] == "/t/"
     for url in _images(html):
         with django_assert_max_num_queries(0):
@@ -59,20 +59,20 @@ def test_a_pass_is_bound_to_its_session_and_trial(django_assert_max_num_queries)
     join(bob, rs.study, "bob")
     url = _images(a_html)[0]
     # Bob copies Alice's pass into his own session: it does not open under his session key.
-    bob.cookies[image_cookie.COOKIE_NAME] = alice.cookies[image_cookie.COOKIE_NAME].value
+    bob.cookies[image_pass.COOKIE_NAME] = alice.cookies[image_pass.COOKIE_NAME].value
     assert bob.get(url).status_code == 404
     # Nor without any session, nor altered.
     stranger = Client()
-    stranger.cookies[image_cookie.COOKIE_NAME] = alice.cookies[image_cookie.COOKIE_NAME].value
+    stranger.cookies[image_pass.COOKIE_NAME] = alice.cookies[image_pass.COOKIE_NAME].value
     assert stranger.get(url).status_code == 404
-    value = alice.cookies[image_cookie.COOKIE_NAME].value
+    value = alice.cookies[image_pass.COOKIE_NAME].value
     tampered = value[:-2] + ("A" if value[-2] != "A" else "B") + value[-1]
-    assert image_cookie.cookie_files(
+    assert image_pass.cookie_files(
         value=tampered, session_key=alice.cookies[django_settings.SESSION_COOKIE_NAME].value,
         trial_token=form_of(a_html)["token"],
     ) is None
     # Without a valid pass the owner is still served, by the trial row and the session.
-    alice.cookies[image_cookie.COOKIE_NAME] = tampered
+    alice.cookies[image_pass.COOKIE_NAME] = tampered
     with django_assert_max_num_queries(2):
         response = alice.get(url)
         _body(response)
@@ -85,14 +85,14 @@ def test_a_pass_is_bound_to_its_session_and_trial(django_assert_max_num_queries)
 
 def test_a_pass_expires_and_names_one_trial() -> None:
     key, token = "s" * 32, "trial-token-1"
-    value = image_cookie.cookie_value(session_key=key, trial_token=token, files={"left": "images/aa/x.png"})
-    assert image_cookie.cookie_files(value=value, session_key=key, trial_token=token) == {"left": "images/aa/x.png"}
-    assert image_cookie.cookie_files(value=value, session_key=key, trial_token="trial-token-2") is None
-    assert image_cookie.cookie_files(value=value, session_key="t" * 32, trial_token=token) is None
-    later = time.time() + image_cookie.LIFETIME_SECONDS + 5
-    assert image_cookie.cookie_files(value=value, session_key=key, trial_token=token, now=later) is None
+    value = image_pass.cookie_value(session_key=key, trial_token=token, files={"left": "images/aa/x.png"})
+    assert image_pass.cookie_files(value=value, session_key=key, trial_token=token) == {"left": "images/aa/x.png"}
+    assert image_pass.cookie_files(value=value, session_key=key, trial_token="trial-token-2") is None
+    assert image_pass.cookie_files(value=value, session_key="t" * 32, trial_token=token) is None
+    later = time.time() + image_pass.LIFETIME_SECONDS + 5
+    assert image_pass.cookie_files(value=value, session_key=key, trial_token=token, now=later) is None
     # Two passes of the same files differ (a repeat's pass cannot be matched to its original's).
-    again = image_cookie.cookie_value(session_key=key, trial_token=token, files={"left": "images/aa/x.png"})
+    again = image_pass.cookie_value(session_key=key, trial_token=token, files={"left": "images/aa/x.png"})
     assert again != value
 
 

@@ -27,16 +27,15 @@ def test_no_session_level_advisory_lock_in_the_code() -> None:
 
 def settings_with(**env: str) -> str:
     code = ("import django; django.setup(); from django.conf import settings as s; "
-            "print(s.DATABASE_PREPARED_STATEMENTS, s.DATABASES['default'].get('DISABLE_SERVER_SIDE_CURSORS', False))")
+            "print(s.DATABASES['default'].get('DISABLE_SERVER_SIDE_CURSORS', False))")
     environment = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings.local", **env}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60)
     return (done.stdout.strip() or done.stderr.strip().splitlines()[-1])
 
 
-def test_behind_pgbouncer_prepared_statements_and_server_side_cursors_are_off() -> None:
+def test_behind_pgbouncer_server_side_cursors_are_off() -> None:
     url = "postgres://postgres@127.0.0.1:6432/arbiter"
-    assert settings_with(DATABASE_URL=url) == "True False"
-    assert settings_with(DATABASE_URL=url, DATABASE_POOLER="pgbouncer") == "False True"
-    assert settings_with(DATABASE_URL=url, DATABASE_POOLER="pgbouncer", DATABASE_PREPARED_STATEMENTS="1") == "True True"
+    assert settings_with(DATABASE_URL=url) == "False"
+    assert settings_with(DATABASE_URL=url, DATABASE_POOLER="pgbouncer") == "True"
     assert settings_with(DATABASE_URL=url, DATABASE_POOLER="odyssey").endswith(
         "DATABASE_POOLER: 'odyssey' is not a known pooler (leave it empty or say pgbouncer)")

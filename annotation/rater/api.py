@@ -1,0 +1,288 @@
+"""Rater API: the current trial and vote submission, for the session's own assignment only.
+
+Each endpoint parses its body, calls the same flow function as the HTML view
+(``annotation.rater.flow``) and renders its Screen as JSON. Participants are not Django users:
+they are identified by their session (``annotation.rater.forms.Visitor``), and CSRF is enforced
+for every unsafe request. Response fields never name a system, a candidate, a
+page or whether a trial is a hidden repeat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import get_object_or_404
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import ensure_csrf_cookie
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from annotation.errors import Forbidden
+from annotation.models import ProblemKind, Rater, Study
+from annotation.rater import flow, forms
+from annotation.rater.images import image_pass_grant
+from annotation.rater.screens import Screen
+from annotation.services.comprehension import (
+    MAX_ATTEMPTS,
+    comprehension_question,
+    comprehension_state,
+    comprehension_submit,
+)
+
+
+class _Csrf(CsrfViewMiddleware):
+    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
+        return reason
+
+
+class ParticipantSessionScheme(OpenApiAuthenticationExtension):
+    """Document the participant session (set by the study link) in the OpenAPI schema."""
+
+    target_class = "annotation.rater.api.ParticipantSessionAuthentication"
+    name = "participantSession"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "cookie", "name": "sessionid"}
+
+
+class ParticipantSessionAuthentication(BaseAuthentication):
+    """No user to authenticate (participants are sessions); only enforce CSRF on writes."""
+
+    def authenticate(self, request: Request) -> None:
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            check = _Csrf(lambda r: None)  # type: ignore[arg-type, return-value]
+            check.process_request(request._request)
+            reason = check.process_view(request._request, None, (), {})  # type: ignore[arg-type]
+            if reason:
+                raise PermissionDenied(f"CSRF failed: {reason}")
+        return None
+
+
+@method_decorator(ensure_csrf_cookie, name="get")
+class TrialNextApi(APIView):
+    """The participant's current trial. Sets the CSRF cookie, so a JSON-only client can vote."""
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class RaterTrialTarget(serializers.Serializer):
+        role = serializers.CharField()
+        description = serializers.CharField()
+        bbox_1000 = serializers.ListField(child=serializers.FloatField())
+
+    class RaterTrialAxis(serializers.Serializer):
+        id = serializers.CharField()
+        title = serializers.CharField(help_text="What raters read: the bundle's title, else the id humanized")
+        scope = serializers.CharField()
+        description = serializers.CharField()
+        targets = serializers.ListField(child=serializers.DictField())
+
+    class RaterTrial(serializers.Serializer):
+        finished = serializers.BooleanField()
+        number = serializers.IntegerField(required=False)
+        total = serializers.IntegerField()
+        answered = serializers.IntegerField()
+        trial = serializers.CharField(required=False)
+        images = serializers.DictField(child=serializers.CharField(), required=False)
+        axes = serializers.ListField(child=serializers.DictField(), required=False)
+        idempotency_key = serializers.CharField(required=False)
+        vote_url = serializers.CharField(required=False)
+        completion_code = serializers.CharField(required=False)
+        completion_url = serializers.CharField(required=False, allow_blank=True,
+                                               help_text="where to send the finished participant (may be empty)")
+        kind = serializers.CharField(required=False)
+        brief = serializers.CharField(required=False, allow_blank=True)
+        question = serializers.CharField(required=False, allow_blank=True)
+        boxes = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()), required=False)
+        dimensions = serializers.ListField(child=serializers.CharField(), required=False)
+        scale = serializers.ListField(child=serializers.IntegerField(), required=False)
+        attention = serializers.CharField(required=False, allow_blank=True)
+
+    @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
+    def get(self, request: Request, link_token: str) -> Response:
+        screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request), respond="json")
+        response = Response(self.RaterTrial(trial_json(screen)).data)
+        response["Cache-Control"] = "no-store"
+        image_pass_grant(request._request, response, screen)
+        return response
+
+
+def trial_json(screen: Screen) -> dict[str, Any]:
+    """The rater API's view of a trial Screen (or of the end of the block)."""
+    if screen.trial is None:
+        return {"finished": True, "total": screen.total, "answered": screen.answered,
+                "completion_code": screen.completion_code, "completion_url": screen.completion_url}
+    view = screen.trial
+    data: dict[str, Any] = {
+        "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
+        "trial": view.trial.token, "images": screen.context["images"],
+        "axes": view.axes, "idempotency_key": view.idempotency_key, "vote_url": screen.context["vote_url"],
+    }
+    if not screen.context["has_reference"]:  # the other kinds (docs/study-kinds.md): the question and its answer form
+        data.update({
+            "kind": view.kind, "brief": view.brief, "question": view.question,
+            "boxes": [list(b) for b in view.boxes], "dimensions": list(view.dimensions),
+            "scale": list(view.scale), "attention": view.attention,
+        })
+    return data
+
+
+def recorded_json(screen: Screen) -> dict[str, Any]:
+    vote = screen.vote
+    assert vote is not None
+    return {"recorded": True, "trial": screen.context["trial"], "finished": vote.finished,
+            "completion_code": vote.completion_code, "next": screen.location}
+
+
+class VoteSubmitApi(APIView):
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class RaterVoteInput(serializers.Serializer):
+        verdict = serializers.CharField(allow_blank=True, required=False, default="")
+        confidence = serializers.JSONField(required=False, default=None)
+        axes = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+        rationale = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+        evidence = serializers.CharField(
+            required=False, allow_blank=True, default="", trim_whitespace=False,
+            help_text="checklist: the evidence note (same as rationale)",
+        )
+        ratings = serializers.DictField(
+            child=serializers.JSONField(), required=False, default=None, help_text="rating: {dimension: integer}"
+        )
+        idempotency_key = serializers.CharField()
+
+    class RaterVoteResult(serializers.Serializer):
+        recorded = serializers.BooleanField()
+        trial = serializers.CharField()
+        finished = serializers.BooleanField()
+        completion_code = serializers.CharField(allow_blank=True)
+        next = serializers.CharField()
+
+    @extend_schema(request=RaterVoteInput, responses=RaterVoteResult, summary="Answer a trial (idempotent per key)")
+    def post(self, request: Request, trial_token: str) -> Response:
+        answer = self.parsed(request)
+        screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
+                                   respond="json")
+        return Response(self.RaterVoteResult(recorded_json(screen)).data, status=status.HTTP_200_OK)
+
+    def parsed(self, request: Request) -> forms.AnswerForm:
+        """The body as an answer; a refused body is raised by the flow once the trial is found."""
+        body = self.RaterVoteInput(data=request.data)
+        if not body.is_valid():
+            return forms.AnswerForm(from_json=True, refused=ValidationError(body.errors))
+        return forms.answer_of_json(body.validated_data)
+
+
+class VoteReviseApi(VoteSubmitApi):
+    """Answer the last answered trial again ("Undo last answer"); the replaced answer is kept in the
+    vote's history. Only while the assignment's current trial is unanswered (else 409)."""
+
+    @extend_schema(
+        request=VoteSubmitApi.RaterVoteInput, responses=VoteSubmitApi.RaterVoteResult,
+        summary="Change the last answer (idempotent per key)",
+    )
+    def post(self, request: Request, trial_token: str) -> Response:
+        answer = self.parsed(request)
+        screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
+                                   respond="json")
+        return Response(self.RaterVoteResult(recorded_json(screen)).data, status=status.HTTP_200_OK)
+
+
+class TrialProblemApi(APIView):
+    """Report a problem on one of the session's trials (stored for researchers; not a vote)."""
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class ProblemInput(serializers.Serializer):
+        kind = serializers.ChoiceField(choices=ProblemKind.choices)
+        text = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000,
+                                     help_text="required for kind 'other'")
+
+    class ProblemResult(serializers.Serializer):
+        reported = serializers.BooleanField()
+        kind = serializers.CharField()
+
+    @extend_schema(request=ProblemInput, responses=ProblemResult, summary="Report a problem with a trial")
+    def post(self, request: Request, trial_token: str) -> Response:
+        body = self.ProblemInput(data=request.data)
+        if body.is_valid():
+            problem = forms.ProblemForm(kind=body.validated_data["kind"], text=body.validated_data["text"])
+        else:  # raised by the flow once the trial is found
+            problem = forms.ProblemForm(refused=ValidationError(body.errors))
+        screen = flow.report_problem(trial_token=trial_token, problem=problem, visitor=forms.visitor_of(request._request),
+                                     respond="json")
+        return Response(self.ProblemResult(dict(screen.context)).data, status=status.HTTP_201_CREATED)
+
+
+class ComprehensionSubmitApi(APIView):
+    """One attempt at the comprehension question before the first trial (SPEC §11).
+
+    The same service as the HTML form: ``passed`` opens the trials, ``retry`` leaves one more
+    attempt, ``failed`` screens the participant out (no block is claimed).
+    """
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    class ComprehensionInput(serializers.Serializer):
+        answer = serializers.CharField(
+            allow_blank=True, help_text="the value of one of the question's choices"
+        )
+
+    class ComprehensionResult(serializers.Serializer):
+        result = serializers.ChoiceField(choices=["passed", "retry", "failed"])
+        attempts_left = serializers.IntegerField()
+
+    class ComprehensionState(serializers.Serializer):
+        state = serializers.ChoiceField(choices=["open", "passed", "failed"])
+        question = serializers.CharField()
+        choices = serializers.ListField(child=serializers.DictField())
+        attempts_left = serializers.IntegerField()
+
+    def _rater(self, request: Request, study: Study) -> Rater:
+        rater_id = flow.session_rater_id(forms.visitor_of(request._request), study.pk)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        if rater is None:
+            raise Forbidden("open the study link you were given first")
+        return rater
+
+    @extend_schema(responses=ComprehensionState, summary="The comprehension question and the session's attempts")
+    def get(self, request: Request, link_token: str) -> Response:
+        study = get_object_or_404(Study, link_token=link_token)
+        rater = self._rater(request, study)
+        question = comprehension_question(study)
+        data = {
+            "state": comprehension_state(rater), "question": question.question,
+            "choices": [{"value": v, "label": label} for v, label in question.choices],
+            "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0),
+        }
+        response = Response(self.ComprehensionState(data).data)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @extend_schema(
+        request=ComprehensionInput,
+        responses=ComprehensionResult,
+        summary="Answer the comprehension question (two attempts)",
+    )
+    def post(self, request: Request, link_token: str) -> Response:
+        study = get_object_or_404(Study, link_token=link_token)
+        rater = self._rater(request, study)
+        body = self.ComprehensionInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = comprehension_submit(rater=rater, answer=body.validated_data["answer"])
+        left = max(MAX_ATTEMPTS - rater.comprehension_attempts, 0)
+        response = Response(self.ComprehensionResult({"result": result, "attempts_left": left}).data)
+        response["Cache-Control"] = "no-store"
+        return response

@@ -1,0 +1,578 @@
+"""One function per participant action, each one transaction that returns the whole next Screen.
+
+``show_trial`` (the study link: the current trial, the end page, or what stands before them),
+``join`` (``?participant=``: the session speaks for that participant), ``answer_trial`` (a vote),
+``revise_trial`` and ``undo_trial`` (answering an earlier trial again), ``report_problem``.
+Each looks the study's kind up once (``design_of``) and hands the design down to the services it
+calls; the views and the rater API only parse, call one of these, and render the Screen.
+
+The next trial a participant sees is chosen in one place: ``next_trial`` (the first unanswered
+trial of the assignment; ``vote_store`` notes which one that is while it holds the assignment's
+row lock, so the answer's screen reads it by its key).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+import markdown
+import nh3
+from django.contrib.auth.models import AnonymousUser
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+
+from annotation.errors import ArbiterError, Conflict, Forbidden, NotFound, ValidationFailed
+from annotation.kinds import StudyDesign, design_of
+from annotation.metrics import VOTES_STORED
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    ProblemKind,
+    Rater,
+    Study,
+    Trial,
+    axis_title,
+    rater_page_options,
+)
+from annotation.rater.db import rater_transaction
+from annotation.rater.forms import AnswerForm, ProblemForm, Visitor
+from annotation.rater.screens import ImagePass, Screen
+from annotation.roles import RATER, is_researcher
+from annotation.selectors.pace import break_due, minutes_left
+from annotation.services.answers import (
+    Progress,
+    TrialView,
+    assignment_counts,
+    trial_images,
+    trial_next,
+    trial_shown_files,
+    vote_store,
+    vote_trial,
+)
+from annotation.services.comprehension import (
+    MAX_ATTEMPTS,
+    ComprehensionRequired,
+    comprehension_question,
+    comprehension_state,
+)
+from annotation.services.crowd import REDIRECT_SECONDS, completion_redirect_url, screened_out_for
+from annotation.services.participants import (
+    ParticipationEnded,
+    StudyClosed,
+    StudyFull,
+    account_rater_get_or_create,
+    participant_claim,
+    participant_rater_get_or_create,
+    rater_assignment,
+)
+from annotation.services.vote_revisions import (
+    UndoView,
+    trial_problem_report,
+    vote_revise,
+    vote_revision_view,
+    vote_undo_view,
+)
+from annotation.views.links import trial_links, url
+
+Respond = Literal["page", "fragment", "json"]
+# Left to right as the panes read (A is left of B): the side nearer A means "A better". The
+# values are the displayed scores (positive: the displayed A is better); docs/protocol.md
+# "Canonicalization" turns them into canonical ones.
+AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
+MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
+                 "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}
+NOT_YOURS = ("Not your trial", "Open the study link you were given to continue.")
+
+
+# --- the actions --------------------------------------------------------------------------------
+
+
+def join(*, link_token: str, external_id: str, platform: dict[str, str]) -> Screen:
+    """The study link with ``?participant=``: the session speaks for that participant from now on."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        try:
+            joined = participant_rater_get_or_create(study=study, external_id=external_id, platform=platform)
+        except ValidationFailed as exc:
+            return notice(study, "This link is not valid", plain_sentence(exc), status=400)
+        return Screen(kind="redirect", study=study, location=reverse("rater:link", args=[link_token]),
+                      session_rater=(study.pk, joined.pk))
+
+
+def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") -> Screen:
+    """The study link: the current trial (or the end page), once the session has a rater with a block.
+
+    ``json`` (the rater API): the current trial, claiming a block if the rater has none; a
+    session without a rater is refused (``Forbidden``).
+    """
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        design = design_of(study)
+        rater_id = session_rater_id(visitor, study.pk)
+        if respond == "json":
+            return _api_trial(study, design, rater_id)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        user = visitor.user
+        if rater is None and user.is_authenticated:
+            if _is_staff_visitor(user):
+                return notice(
+                    study, "This is the participant link",
+                    "You are signed in as a researcher, so opening it here would not take a rater's place. "
+                    "To try the study as a participant, open this link in a private window and add "
+                    "?participant=your-test-id.",
+                )
+            rater = account_rater_get_or_create(study=study, user=user)
+        if rater is None:
+            return Screen(kind="page", study=study, template="annotation/rater/join.html", context={"study": study})
+        try:
+            assignment = participant_claim(study=study, rater=rater)
+        except ComprehensionRequired:
+            return comprehension_screen(study, rater)
+        except StudyFull:
+            return notice(study, "This study is full",
+                          "Thank you for your interest! All places in this study are already taken, so there is "
+                          "nothing left to do. If you came from a crowd-work platform, please return the study there.",
+                          screened_out=True)
+        except StudyClosed:
+            return notice(study, "This study is closed",
+                          "Thank you for your interest. The study is not accepting participants at the moment.")
+        except ParticipationEnded as exc:
+            return notice(study, "Participation ended", str(exc), screened_out=True)
+        return _state(study, design, assignment, visitor)
+
+
+def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
+    """A vote: stored once (``vote_store``), then the next trial, the end page or the break.
+
+    ``fragment`` (htmx): the next trial's state, its response clock started in the vote's
+    transaction; ``page`` (no JavaScript): back to the study link; ``json``: what was recorded,
+    and a refused answer raises (the rater API answers it with its error body).
+    """
+    with rater_transaction():
+        screen, stored = _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
+    if stored:
+        VOTES_STORED.inc()
+    return screen
+
+
+def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
+    """A new answer to an earlier trial (after Undo); then the current trial again."""
+    with rater_transaction():
+        if respond == "json":
+            trial = vote_trial(trial_token)
+            if trial is None:
+                raise NotFound("no such trial")
+            if answer.refused is not None:
+                raise answer.refused
+            study = trial.assignment.block.study
+            design = design_of(study)
+            result = vote_revise(trial_token=trial_token, rater_id=session_rater_id(visitor, study.pk),
+                                 **_answer_fields(answer, design), trial=trial)
+            return _recorded(study, trial_token, result)
+        trial, study, rater_id = _own_trial(trial_token, visitor)
+        design = design_of(study)
+        if rater_id is None or trial.assignment.rater_id != rater_id:
+            return notice(study, *NOT_YOURS, status=403)
+        posted = answer.posted(design.rationale_field)
+        try:
+            vote_revise(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design),
+                        axes_defaulted=answer.axes_defaulted)
+        except ValidationFailed as exc:
+            try:
+                undo = vote_revision_view(trial_token=trial_token, rater_id=rater_id)
+            except ArbiterError:
+                return _state(study, design, trial.assignment, visitor, status=409,
+                              notice="That answer can no longer be changed. Here is your current trial.")
+            return _undo_state(study, design, undo, visitor, status=400, error=exc, posted=posted)
+        except Conflict as exc:
+            return _state(study, design, trial.assignment, visitor, status=409,
+                          notice=f"{exc}. Here is your current trial.")
+        except ArbiterError as exc:
+            return notice(study, "Not available", str(exc), status=exc.status_code)
+        if respond == "fragment":
+            return _state(study, design, trial.assignment, visitor)
+        return _to_link(study)
+
+
+def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
+    """"Undo last answer" on the current trial: the previous trial again, its answer filled in."""
+    with rater_transaction():
+        trial, study, rater_id = _own_trial(trial_token, visitor)
+        design = design_of(study)
+        if rater_id is None or trial.assignment.rater_id != rater_id:
+            return notice(study, *NOT_YOURS, status=403)
+        try:
+            undo = vote_undo_view(trial_token=trial_token, rater_id=rater_id)
+        except Conflict as exc:
+            return _state(study, design, trial.assignment, visitor, status=409,
+                          notice=f"{exc}. Here is your current trial.")
+        except ArbiterError as exc:
+            return notice(study, "Not available", str(exc), status=exc.status_code)
+        return _undo_state(study, design, undo, visitor)
+
+
+def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, respond: Respond) -> Screen:
+    """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer."""
+    with rater_transaction():
+        if respond == "json":
+            study_id = Trial.objects.filter(token=trial_token).values_list("assignment__block__study_id", flat=True).first()
+            if study_id is None:
+                raise NotFound("no such trial")
+            if problem.refused is not None:
+                raise problem.refused
+            stored = trial_problem_report(trial_token=trial_token, rater_id=session_rater_id(visitor, study_id),
+                                          kind=problem.kind, text=problem.text)
+            return Screen(kind="recorded", status=201, context={"reported": True, "kind": stored.kind})
+        trial, study, rater_id = _own_trial(trial_token, visitor)
+        if rater_id is None or trial.assignment.rater_id != rater_id:
+            return notice(study, *NOT_YOURS, status=403)
+        context: dict[str, Any] = {"study": study, "view": {"trial": trial}, "problem_kinds": ProblemKind.choices,
+                                   "links": trial_links(study, trial.token)}
+        status = 200
+        try:
+            trial_problem_report(trial_token=trial_token, rater_id=rater_id, kind=problem.kind, text=problem.text)
+            context["problem_reported"] = True
+        except ValidationFailed as exc:
+            context["problem_error"] = participant_error(exc, None, design_of(study))
+            status = 400
+        except ArbiterError as exc:
+            return notice(study, "Not available", str(exc), status=exc.status_code)
+        if respond != "fragment":
+            return _to_link(study)
+        return Screen(kind="problem", study=study, status=status, context=context, htmx=True)
+
+
+def next_trial(
+    *, assignment: Assignment, study: Study, design: StudyDesign, progress: Progress | None = None
+) -> TrialView | None:
+    """The trial the participant sees next, marked shown (its response clock starts): the first
+    unanswered trial of the assignment (``progress``: the one the caller's vote found next)."""
+    return trial_next(assignment=assignment, study=study, progress=progress, design=design)
+
+
+# --- screens --------------------------------------------------------------------------------------
+
+
+def notice(study: Study, title: str, message: str, *, status: int = 200, screened_out: bool = False) -> Screen:
+    """A rater-facing notice; ``screened_out`` adds the study's screened-out code and return link."""
+    context: dict[str, Any] = {"study": study, "title": title, "message": message}
+    if screened_out:
+        context["screened_out"] = screened_out_for(study)
+    return Screen(kind="page", study=study, status=status, template="annotation/rater/notice.html", context=context,
+                  notice=message)
+
+
+def comprehension_screen(study: Study, rater: Rater, *, error: str = "", status: int = 200) -> Screen:
+    """The comprehension question before the first trial, or the screened-out notice (docs/study-kinds.md)."""
+    if comprehension_state(rater) == "failed":
+        return notice(
+            study, "Thank you for your time",
+            "Both answers to the comprehension question were not right, so this study cannot continue with you. "
+            "If you came from a crowd-work platform, please return the study there.",
+            status=403 if status == 200 else status, screened_out=True,
+        )
+    question = comprehension_question(study)
+    left = MAX_ATTEMPTS - rater.comprehension_attempts
+    return Screen(kind="page", study=study, status=status, template="annotation/rater/comprehension.html", context={
+        "study": study, "question": question, "attempts_left": left, "error": error,
+        "instructions_html": instructions_html(study),
+        "rater_page": rater_page_options(study),
+    }, error=error)
+
+
+def instructions_html(study: Study) -> str:
+    """The study's Markdown instructions, rendered and sanitized (no scripts, styles or events)."""
+    return _markdown_safe(study.instructions_md or "")
+
+
+@lru_cache(maxsize=64)
+def _markdown_safe(text: str) -> str:
+    # Cached by the text itself: every trial page shows the instructions, which rarely change.
+    html = markdown.markdown(text, extensions=["tables", "sane_lists"])
+    return nh3.clean(html, tags=MARKDOWN_TAGS, attributes={"a": {"href", "title"}}, link_rel="noopener noreferrer")
+
+
+def participant_error(error: ValidationFailed, view: TrialView | None, design: StudyDesign) -> str:
+    """A refused answer in the rater's words ("Choose a confidence from 1 to 5"), not the API's."""
+    field = error.field
+    if field == "verdict":
+        return design.verdict_prompt
+    if field == "confidence":
+        return "Choose a confidence from 1 to 5."
+    if field.startswith("axis:"):
+        axis_id = field.removeprefix("axis:")
+        title = next((a["title"] for a in (view.axes if view else []) if a["id"] == axis_id), axis_title(axis_id))
+        return f"Score “{title}”: choose from “A much better” to “B much better”."
+    if field.startswith("rating:"):
+        scale = view.scale if view and view.scale else (1, 5)
+        return f"Rate “{field.removeprefix('rating:')}” from {scale[0]} to {scale[-1]}."
+    if field in ("rationale", "evidence", "text") and "at most" in str(error):
+        limit = "1,000" if field == "text" else "4,000"
+        return f"That text is too long: shorten it to at most {limit} characters."
+    if field == "evidence":
+        return "Write the evidence: what you see in the image (or miss) that decides your answer."
+    if field == "kind":
+        return "Choose what went wrong."
+    if field == "text":
+        return "Say in a few words what went wrong."
+    return "This page is out of date. Reload it and answer again."
+
+
+def plain_sentence(error: ValidationFailed) -> str:
+    """A validation message as a sentence for participants: without the "field 'x':" prefix."""
+    text = str(error)
+    if error.field or error.where:
+        text = text.split(": ", 1)[-1]
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def session_rater_id(visitor: Visitor, study_id: int) -> int | None:
+    """The rater this browser session speaks for in a study: a link participant or an account."""
+    rater_id = visitor.raters.get(str(study_id))
+    if rater_id is not None:
+        return int(rater_id)
+    user = visitor.user
+    if user.is_authenticated:
+        return Rater.objects.filter(study_id=study_id, user=user).values_list("pk", flat=True).order_by().first()
+    return None
+
+
+# --- how the actions are built ------------------------------------------------------------------
+
+
+def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> tuple[Screen, bool]:
+    trial = vote_trial(trial_token)  # with its study, its axes and its unit's page: read once
+    if trial is None:
+        if respond == "json":
+            raise NotFound("no such trial")
+        raise Http404
+    study = trial.assignment.block.study
+    design = design_of(study)
+    rater_id = session_rater_id(visitor, study.pk)
+    if respond == "json":
+        if answer.refused is not None:
+            raise answer.refused
+        result = vote_store(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
+                            design=design)
+        return _recorded(study, trial_token, result), not result.replayed
+    if rater_id is None or trial.assignment.rater_id != rater_id:
+        return notice(study, *NOT_YOURS, status=403), False
+    posted = answer.posted(design.rationale_field)
+    try:
+        result = vote_store(
+            trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
+            show_next=respond == "fragment", axes_defaulted=answer.axes_defaulted, design=design,
+        )
+    except ValidationFailed as exc:
+        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted), False
+    except Conflict as exc:
+        return _state(study, design, trial.assignment, visitor, status=409,
+                      notice=f"{exc}. Here is your current trial."), False
+    except ArbiterError as exc:
+        return notice(study, "Not available", str(exc), status=exc.status_code), False
+    if respond != "fragment":
+        return _to_link(study), not result.replayed
+    # A new vote that did not finish the block found the assignment ACTIVE under its row lock and
+    # left a trial to answer; otherwise read it again (the end page shows the completion code).
+    fresh = not result.replayed and not result.finished
+    screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
+    return screen, not result.replayed
+
+
+def _answer_fields(answer: AnswerForm, design: StudyDesign) -> dict[str, Any]:
+    """The service's answer arguments: the kind's free-text field, its ratings (if it rates)."""
+    ratings = answer.ratings if answer.from_json or design.has_ratings else None
+    return {"verdict": answer.verdict, "confidence": answer.confidence, "axes": answer.axes,
+            "rationale": answer.rationale_for(design.rationale_field), "ratings": ratings,
+            "idempotency_key": answer.idempotency_key}
+
+
+def _recorded(study: Study, trial_token: str, result: Any) -> Screen:
+    return Screen(kind="recorded", study=study, vote=result, completion_code=result.completion_code,
+                  location=reverse("rater:api-trial", args=[study.link_token]), context={"trial": trial_token})
+
+
+def _to_link(study: Study) -> Screen:
+    return Screen(kind="redirect", study=study, location=reverse("rater:link", args=[study.link_token]))
+
+
+def _own_trial(trial_token: str, visitor: Visitor) -> tuple[Trial, Study, int | None]:
+    trial = get_object_or_404(Trial.objects.select_related("assignment__block__study"), token=trial_token)
+    study = trial.assignment.block.study
+    return trial, study, session_rater_id(visitor, study.pk)
+
+
+def _is_staff_visitor(user: Any) -> bool:
+    if isinstance(user, AnonymousUser) or not user.is_authenticated:
+        return False
+    return is_researcher(user) and not user.groups.filter(name=RATER).exists()
+
+
+def _state(
+    study: Study, design: StudyDesign, assignment: Assignment, visitor: Visitor, *, status: int = 200,
+    fresh: bool = False, progress: Progress | None = None, **extra: Any,
+) -> Screen:
+    """The current trial (or the end page) of an assignment.
+
+    ``fresh``: the caller knows the assignment is still active (its own vote just left a trial
+    unanswered), so the row is read again only when no trial is left after all (another tab
+    answered it meanwhile): the end page needs the stored state and completion code. ``progress``:
+    what that vote counted under the assignment's row lock (the counts, the next trial, the pace).
+    """
+    if not fresh:
+        assignment.refresh_from_db()
+        progress = None
+    view = (next_trial(assignment=assignment, study=study, design=design, progress=progress)
+            if assignment.state == AssignmentState.ACTIVE else None)
+    if fresh and view is None:
+        assignment.refresh_from_db()
+    if view is not None and status == 200:
+        paused = _break(study, assignment, view, visitor)
+        if paused is not None:
+            return paused
+    return _trial_screen(study, design, assignment, view, visitor, status=status, progress=progress, **extra)
+
+
+def _undo_state(study: Study, design: StudyDesign, undo: UndoView, visitor: Visitor, *, status: int = 200,
+                **extra: Any) -> Screen:
+    extra.setdefault("posted", undo.posted)
+    return _trial_screen(study, design, undo.view.trial.assignment, undo.view, visitor, status=status, revising=True,
+                         **extra)
+
+
+def _break(study: Study, assignment: Assignment, view: TrialView, visitor: Visitor) -> Screen | None:
+    """The break screen when one is due and this session has not continued from it yet.
+
+    The next trial is not shown yet: its shown time is cleared, so the break does not count in
+    its response time (it starts again when the rater continues).
+    """
+    answered, total = view.answered, view.total
+    if not break_due(every=study.break_every, answered=answered, total=total):
+        return None
+    if visitor.breaks.get(str(assignment.pk), 0) >= answered:
+        return None
+    Trial.objects.filter(pk=view.trial.pk).update(shown_at=None)
+    link = reverse("rater:link", args=[study.link_token])
+    if visitor.htmx:
+        return Screen(kind="break", study=study, location=link, htmx=True, answered=answered, total=total)
+    context = {"study": study, "answered": answered, "total": total,
+               "minutes_left": minutes_left(assignment=assignment, answered=answered, total=total)}
+    return Screen(kind="break", study=study, template="annotation/rater/break.html", context=context,
+                  location=link, answered=answered, total=total)
+
+
+def _trial_screen(
+    study: Study, design: StudyDesign, assignment: Assignment, view: TrialView | None, visitor: Visitor, *,
+    status: int = 200, progress: Progress | None = None, **extra: Any,
+) -> Screen:
+    error = extra.pop("error", None)
+    if isinstance(error, ValidationFailed):
+        extra["error"] = participant_error(error, view, design)
+    context = _state_context(study, design, assignment, view, progress=progress, **extra)
+    images = _image_pass(view.trial, study, design) if view is not None else None
+    return Screen(
+        kind="end" if view is None else "trial", study=study, status=status, context=context, trial=view,
+        progress=progress, notice=str(extra.get("notice") or ""), error=str(extra.get("error") or ""),
+        answered=view.answered if view else int(context.get("total") or 0), total=view.total if view else int(context.get("total") or 0),
+        completion_code=assignment.completion_code if view is None else "",
+        completion_url=str(context.get("completion_url") or ""), htmx=visitor.htmx, images=images,
+    )
+
+
+def _state_context(
+    study: Study, design: StudyDesign, assignment: Assignment, view: TrialView | None, *,
+    progress: Progress | None = None, **extra: Any,
+) -> dict[str, Any]:
+    context: dict[str, Any] = {
+        "study": study,
+        "verdicts": design.verdict_choices,
+        "question_template": design.trial_template,
+        "axis_scale": AXIS_SCALE,
+        "instructions_html": instructions_html(study),
+        "rater_page": rater_page_options(study),
+        "view": view,
+        "done": view is None,
+        **extra,
+    }
+    if view is None:
+        _answered, total = assignment_counts(assignment)
+        context.update({"total": total, "completion_code": assignment.completion_code})
+        context.update(_end_context(study, assignment))
+    else:
+        context["minutes_left"] = minutes_left(
+            assignment=assignment, answered=view.answered, total=view.total,
+            times=progress.response_times if progress else None,
+        )
+        token = view.trial.token
+        links = context["links"] = trial_links(study, token, revising=bool(extra.get("revising")))
+        context["answer_url"] = links["answer"]
+        context["problem_kinds"] = ProblemKind.choices
+        context["images"] = {s: url("rater:image", token, s) for s in design.image_slots}
+        posted = extra.get("posted") or {}
+        context["axes"] = [
+            {**axis, "index": i, "value": (posted.get("axes") or {}).get(axis["id"], ""),
+             "bboxes": [",".join(f"{v:g}" for v in t["bbox_1000"]) for t in axis["targets"]]}
+            for i, axis in enumerate(view.axes)
+        ]
+        ref = view.trial.comparison.page.image if view.trial.comparison else None  # type: ignore[union-attr]
+        context["ref_size"] = (ref.width, ref.height) if ref else None
+        context["boxes"] = [",".join(f"{v:g}" for v in box) for box in view.boxes if len(box) == 4]
+        context["ratings"] = [
+            {"name": d, "index": i, "value": str((posted.get("ratings") or {}).get(d, ""))}
+            for i, d in enumerate(view.dimensions)
+        ]
+    return context
+
+
+def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
+    """The end page's crowd round trip: the completion URL and the optional comment box."""
+    if assignment.state != AssignmentState.FINISHED:
+        return {}
+    ask_comment = study.end_comment and not assignment.end_comment
+    return {
+        "end_comment_url": reverse("rater:end-comment", args=[study.link_token]),
+        "completion_url": completion_redirect_url(study=study, code=assignment.completion_code),
+        "ask_comment": ask_comment,
+        "comment_sent": bool(study.end_comment and assignment.end_comment),
+        "redirect_seconds": REDIRECT_SECONDS,
+    }
+
+
+def _image_pass(trial: Trial, study: Study, design: StudyDesign) -> ImagePass | None:
+    """The shown trial's files for its image pass: read with the trial (``trial_current``), or one
+    query reads every slot of the trial."""
+    files = trial_shown_files(trial, study, design)
+    if files is None:
+        found = trial_images(trial_token=trial.token, item=not design.pairwise)
+        if found is None or not found.live:
+            return None
+        files = found.files
+    return ImagePass(trial_token=trial.token, files=files)
+
+
+def _api_trial(study: Study, design: StudyDesign, rater_id: int | None) -> Screen:
+    """The rater API's current trial: claims a block when the rater has none."""
+    if rater_id is None:
+        raise Forbidden("open the study link you were given first")
+    assignment = rater_assignment(rater_id)
+    if assignment is None:
+        assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
+    view = (next_trial(assignment=assignment, study=study, design=design)
+            if assignment.state == AssignmentState.ACTIVE else None)
+    if view is None:
+        assignment.refresh_from_db()
+        answered, total = assignment_counts(assignment)
+        return Screen(kind="end", study=study, answered=answered, total=total,
+                      completion_code=assignment.completion_code,
+                      completion_url=completion_redirect_url(study=study, code=assignment.completion_code))
+    token = view.trial.token
+    context: dict[str, Any] = {
+        "images": {s: url("rater:image", token, s) for s in design.image_slots},
+        "vote_url": url("rater:api-vote", token),
+        "has_reference": design.has_reference,
+    }
+    return Screen(kind="trial", study=study, trial=view, answered=view.answered, total=view.total, context=context,
+                  images=_image_pass(view.trial, study, design))
