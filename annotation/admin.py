@@ -78,7 +78,7 @@ class ComparisonAdmin(admin.ModelAdmin):
     raw_id_fields = ["page", "candidate_a", "candidate_b"]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # canonical identities never change (SPEC §3)
+        return False  # canonical identities never change (docs/protocol.md "Canonical answers")
 
 
 @admin.register(Block)

@@ -1,4 +1,5 @@
-"""Canonical answers (SPEC §3). Pure: no Django, importable from every layer and app.
+"""Canonical answers (docs/protocol.md "Canonical answers"). Pure: no Django, importable from every layer and
+app.
 
 A display with ``swapped = true`` shows canonical B in the "A" slot. Its answer is mapped back by
 exchanging A and B and negating every axis score; TIE and CANNOT_JUDGE are unchanged. Downstream

@@ -1,4 +1,4 @@
-"""The one CSV writer and reader of every CSV Arbiter writes (SPEC §8 "CSV text cells").
+"""The one CSV writer and reader of every CSV Arbiter writes (docs/protocol.md "Files" (CSV text cells)).
 
 A spreadsheet runs a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
 as a formula (``=HYPERLINK(...)``, ``+cmd|' /C calc'!A0``). Every text cell that starts so is

@@ -13,7 +13,7 @@ class ArbiterError(Exception):
 
 
 class ValidationFailed(ArbiterError):
-    """Input that does not follow the SPEC format. Names where: ``file:line`` or ``file $.path``."""
+    """Input that does not follow the protocol format. Names where: ``file:line`` or ``file $.path``."""
 
     def __init__(self, message: str, *, where: str = "", field: str = "") -> None:
         parts = [p for p in (where, f"field '{field}'" if field else "") if p]

@@ -1,4 +1,5 @@
-"""Safe image intake, content-addressed storage and media neutralization (SPEC §2, §8).
+"""Safe image intake, content-addressed storage and media neutralization
+(docs/protocol.md "The study model", "Files").
 
 Every image that enters Arbiter is opened with Pillow restricted to PNG, JPEG and WebP, checked
 against byte, edge and pixel limits *before* its pixels are decoded (so a decompression bomb is
@@ -83,8 +84,8 @@ def encode_png(image: Image.Image, *, array: np.ndarray | None = None) -> bytes:
     8-bit RGB, RGBA and L pixels go through libpng (``imagecodecs``) at zlib level 2 with the Up
     filter on every row: Pillow's encoder tries all five filters on every row, which cost 85 % of
     a bundle import's image time, and level 2 takes half the time of level 6 for files about a
-    sixth larger (benchmarks/bench_new_study.py, docs/decisions.md *Images*). One level and one
-    filter for every image: the bytes depend on the pixels only, never on the encoder of the upload.
+    sixth larger (benchmarks/bench_new_study.py, docs/decisions/0002-images-stored-as-png.md). One level and
+    one filter for every image: the bytes depend on the pixels only, never on the encoder of the upload.
     A colour key (``transparency``) needs a tRNS chunk that only Pillow writes; such images, rare,
     keep Pillow's encoder. ``array``: the same pixels as a NumPy array, when the caller has them
     (a copy out of Pillow costs as much as the encoding).
@@ -328,7 +329,8 @@ def _box_pixels(bbox_1000: Sequence[float], width: int, height: int) -> tuple[in
 def neutralize_media(
     image: CleanImage, media: Sequence[dict[str, Any]], *, pixels: Image.Image | None = None
 ) -> CleanImage | None:
-    """Hide photograph and chart interiors, keep their presence and geometry (SPEC §2 settings).
+    """Hide photograph and chart interiors, keep their presence and geometry
+    (docs/protocol.md "The study model" settings).
 
     Each region becomes a flat grey box with its outline and a diagonal cross, so a rater or a
     judge still sees that a picture is there and where, but not what it shows. ``None`` when the

@@ -2,7 +2,7 @@
 
 ``prometheus_client`` keeps each value in this process, or, with ``PROMETHEUS_MULTIPROC_DIR`` set
 before the process starts (gunicorn and Celery with several processes), in files of that folder,
-which ``/metrics`` adds up across the processes (docs/decisions.md, "Observability").
+which ``/metrics`` adds up across the processes (docs/decisions/0050-observability.md).
 An ``observe`` or ``inc`` costs about a microsecond: the rater hot path stays as it was.
 """
 

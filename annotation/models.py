@@ -1,10 +1,10 @@
-"""The study data model (SPEC §2) — the ground floor: imports no other app.
+"""The study data model (docs/protocol.md "The study model") — the ground floor: imports no other app.
 
-Canonical identities (SPEC §3) are enforced by the schema: a comparison's candidates never
-change, one vote per trial, no comparison twice in a block, blocks of a study are disjoint.
-Other study kinds (SPEC §11) reuse Study / Block / Assignment / Trial / Vote; a trial then points
-at a candidate (rating) or a predicate (checklist) instead of a comparison. Their bundles map a
-brief onto a Page (text, no image) and an item onto a Candidate (docs/bundle-kinds.md).
+Canonical identities (docs/protocol.md "Canonical answers") are enforced by the schema: a comparison's
+candidates never change, one vote per trial, no comparison twice in a block, blocks of a study are disjoint.
+Other study kinds (docs/study-kinds.md "Running the other study kinds") reuse Study / Block / Assignment /
+Trial / Vote; a trial then points at a candidate (rating) or a predicate (checklist) instead of a comparison.
+Their bundles map a brief onto a Page (text, no image) and an item onto a Candidate (docs/bundle-kinds.md).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ class Study(models.Model):
     title = models.CharField(max_length=200)
     kind = models.CharField(max_length=32, choices=StudyKind.choices, default=StudyKind.PAIRWISE_REFERENCE)
     instructions_md = models.TextField(blank=True)
-    # Empty means "use the project's default prompt" (judges app); SPEC §6: study data, editable.
+    # Empty means "use the project's default prompt" (judges app); docs/protocol.md "Judges and calibration":
+    # study data, editable.
     judge_prompt = models.TextField(blank=True)
     seed = models.BigIntegerField(default=20260830)
     hidden_repeats = models.PositiveIntegerField(default=6)
@@ -44,12 +45,13 @@ class Study(models.Model):
     neutralize_media = models.BooleanField(default=True)
     # Prolific-style completion code shown at the end of an assignment; empty: one per assignment.
     completion_code = models.CharField(max_length=64, blank=True)
-    # Opaque token of the public participant link (SPEC §4 study links).
+    # Opaque token of the public participant link (docs/protocol.md "Planning the human study" study links).
     link_token = models.CharField(max_length=40, unique=True, default=new_token)
     accepting_participants = models.BooleanField(default=True)
-    # Crowd round trip (docs/decisions.md "Crowd round trip"): where a finished participant is sent
-    # (e.g. Prolific's .../submissions/complete?cc=CODE; "{code}" is replaced by the completion code),
-    # and the URL/code for a participant screened out (comprehension failed, voided, study full).
+    # Crowd round trip (docs/decisions/0030-session-flow-and-crowd-round-trip.md): where a finished
+    # participant is sent (e.g. Prolific's .../submissions/complete?cc=CODE; "{code}" is replaced by the
+    # completion code), and the URL/code for a participant screened out (comprehension failed, voided, study
+    # full).
     completion_url = models.URLField(max_length=500, blank=True)
     screened_out_url = models.URLField(max_length=500, blank=True)
     screened_out_code = models.CharField(max_length=64, blank=True)
@@ -95,7 +97,8 @@ class AxisScope(models.TextChoices):
 class Axis(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="axes")
     axis_id = models.CharField(max_length=80)
-    # What raters read (SPEC §2, e.g. "Global layout"); blank: the id, humanized (``display_title``).
+    # What raters read (docs/protocol.md "The study model", e.g. "Global layout"); blank: the id, humanized
+    # (``display_title``).
     title = models.CharField(max_length=200, blank=True)
     scope = models.CharField(max_length=16, choices=AxisScope.choices)
     description = models.TextField(blank=True)
@@ -188,7 +191,8 @@ class Page(models.Model):
         return self.external_id
 
     def active_axis_ids(self, axes: list[Axis]) -> list[str]:
-        """Fixed axes always; conditional ones when the page has a target for them (SPEC §2)."""
+        """Fixed axes always; conditional ones when the page has a target for them
+        (docs/protocol.md "The study model")."""
         targeted = {t.get("axis") for t in self.targets}
         return [a.axis_id for a in axes if a.scope == AxisScope.FIXED or a.axis_id in targeted]
 
@@ -210,7 +214,8 @@ class Candidate(models.Model):
     )
     rendered = models.BooleanField(default=True)
     media = models.JSONField(default=list, blank=True)
-    # Imported metric scores for score–preference analyses (SPEC §11): {metric: score}.
+    # Imported metric scores for score–preference analyses (docs/study-kinds.md "The kind report"): {metric:
+    # score}.
     metrics = models.JSONField(default=dict, blank=True)
     # Opaque id for exports of other kinds' items; never derived from the system.
     external_id = models.CharField(max_length=120, blank=True)
@@ -273,7 +278,8 @@ class ComparisonSet(models.TextChoices):
 
 
 class Comparison(models.Model):
-    """Page + canonical candidate A + canonical candidate B. Never changes once created (SPEC §3)."""
+    """Page + canonical candidate A + canonical candidate B. Never changes once created
+    (docs/protocol.md "Canonical answers")."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="comparisons")
     external_id = models.CharField(max_length=120)
@@ -303,7 +309,8 @@ class ChecklistAnswer(models.TextChoices):
 
 
 class Predicate(models.Model):
-    """A checklist yes/no question about one item's image, with optional element boxes (SPEC §11).
+    """A checklist yes/no question about one item's image, with optional element boxes
+    (docs/study-kinds.md "Running the other study kinds").
 
     ``automatic`` is the imported automatic answer (blank: none); ``question_type`` an optional tag
     (Content / Layout / Style, ...) for the per-type breakdown.
@@ -333,13 +340,15 @@ class Predicate(models.Model):
 
 
 class Block(models.Model):
-    """An ordered set of items for human annotation; a study's blocks are disjoint (SPEC §2, §4)."""
+    """An ordered set of items for human annotation; a study's blocks are disjoint
+    (docs/protocol.md "The study model", "Planning the human study")."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="blocks")
     name = models.CharField(max_length=80)
     position = models.PositiveIntegerField(default=0)
     target_raters = models.PositiveIntegerField(default=1)
-    # The seed the schedule used, recorded so the plan can be reproduced (SPEC §4).
+    # The seed the schedule used, recorded so the plan can be reproduced
+    # (docs/protocol.md "Planning the human study").
     seed = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -406,7 +415,8 @@ class Rater(models.Model):
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORT)
     # Crowd-platform context (e.g. Prolific STUDY_ID, SESSION_ID); never shown back to others.
     platform = models.JSONField(default=dict, blank=True)
-    # Comprehension check before the first trial (SPEC §11): attempts made, and whether one passed.
+    # Comprehension check before the first trial (docs/study-kinds.md "Comprehension check"): attempts made,
+    # and whether one passed.
     comprehension_attempts = models.PositiveSmallIntegerField(default=0)
     comprehension_passed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -443,10 +453,12 @@ class AssignmentState(models.TextChoices):
 
 
 class Assignment(models.Model):
-    """One rater's pass through one block (SPEC §2). Planned in full before anyone starts."""
+    """One rater's pass through one block (docs/protocol.md "The study model"). Planned in full before anyone
+    starts."""
 
     block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="assignments")
-    # The rater slot within the block: slot parity drives the display-order alternation (SPEC §4).
+    # The rater slot within the block: slot parity drives the display-order alternation
+    # (docs/protocol.md "Planning the human study").
     slot = models.PositiveIntegerField()
     rater = models.ForeignKey(Rater, null=True, blank=True, on_delete=models.PROTECT, related_name="assignments")
     state = models.CharField(max_length=16, choices=AssignmentState.choices, default=AssignmentState.OPEN)
@@ -512,7 +524,7 @@ GOLD_ANSWER = "A"
 
 
 class Trial(models.Model):
-    """One showing of an item in an assignment (SPEC §2).
+    """One showing of an item in an assignment (docs/protocol.md "The study model").
 
     ``swapped``: canonical B is shown in the "A" slot. ``is_repeat``/``repeat_of``: hidden repeat.
     ``token`` is the only identifier a rater ever sees.
@@ -530,8 +542,8 @@ class Trial(models.Model):
     repeat_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats"
     )
-    # Instructed-response attention check (SPEC §11): the answer the rater is told to give, as
-    # displayed ("A" = left; "YES"; a rating value for every dimension). Blank: a data trial.
+    # Instructed-response attention check (docs/study-kinds.md "Scheduling"): the answer the rater is told to
+    # give, as displayed ("A" = left; "YES"; a rating value for every dimension). Blank: a data trial.
     # A check shows a real unit of the block but is never data.
     attention_expected = models.CharField(max_length=16, blank=True)
     # Gold trial (issue 30; ``pairwise_reference``): ``attention_expected`` is ``GOLD``, nothing is
@@ -594,7 +606,7 @@ class Label(models.TextChoices):
     B = "B", "B"
     TIE = "TIE", "Tie"
     CANNOT_JUDGE = "CANNOT_JUDGE", "Cannot judge"
-    # Checklist kind (SPEC §11).
+    # Checklist kind (docs/study-kinds.md "Running the other study kinds").
     YES = "YES", "Yes"
     NO = "NO", "No"
     UNCLEAR = "UNCLEAR", "Unclear"
@@ -604,7 +616,8 @@ PAIRWISE_LABELS = (Label.A, Label.B, Label.TIE, Label.CANNOT_JUDGE)
 
 
 class Vote(models.Model):
-    """The answer to a trial, stored canonically (SPEC §3): A/B as the comparison defines them."""
+    """The answer to a trial, stored canonically (docs/protocol.md "Canonical answers"): A/B as the comparison
+    defines them."""
 
     trial = models.OneToOneField(Trial, on_delete=models.CASCADE, related_name="vote")
     label = models.CharField(max_length=16, choices=Label.choices, blank=True)
@@ -620,7 +633,7 @@ class Vote(models.Model):
     request_hash = models.CharField(max_length=64, blank=True)
     # Earlier answers replaced with "Undo last answer", oldest first: [{label, confidence,
     # axis_scores, rationale, answers, idempotency_key, request_hash, replaced_at}]. Empty: never
-    # revised. The first entry's label is the votes CSV ``first_label`` (SPEC §8).
+    # revised. The first entry's label is the votes CSV ``first_label`` (docs/protocol.md "Files").
     history = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,4 +1,4 @@
-"""Roles (SPEC §1) as Django groups, and the scoping rules every queryset follows.
+"""Roles (docs/protocol.md "Who does what") as Django groups, and the scoping rules every queryset follows.
 
 - admin: staff users or members of the "admin" group; see every study.
 - researcher: members of the "researcher" group; see the studies they are listed on.

@@ -1,4 +1,5 @@
-"""Benchmark of the SPEC §5 agreement report on a paper-sized synthetic study.
+"""Benchmark of the docs/protocol.md "Human reference and agreement" agreement report on a paper-sized
+synthetic study.
 
 Paper-sized: 1,872 comparisons in 8 blocks of 234, 33 raters (5,5,5,5,5,4,2,2 per block), each
 rater judging its block's 234 comparisons plus 6 hidden repeats (7,722 main + 198 repeat

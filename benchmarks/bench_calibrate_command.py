@@ -1,4 +1,5 @@
-"""Benchmark of the full ``calibrate`` command (SPEC §6, §9) on paper-sized data in a database.
+"""Benchmark of the full ``calibrate`` command (docs/protocol.md "Judges and calibration", "Commands") on
+paper-sized data in a database.
 
 The data of ``bench_calibration.simulate`` (1,872 human comparisons in 8 blocks of 234, raters per
 block 5,5,5,5,5,4,2,2, 10 systems, 5 judges from 3 families × 2 orders × 2 repeats = 37,440

@@ -1,9 +1,9 @@
-"""Benchmark of the SPEC §6 calibration maths on paper-sized data.
+"""Benchmark of the docs/protocol.md "Judges and calibration" calibration maths on paper-sized data.
 
 1,872 comparisons in 8 blocks of 234 (pages carrying 1–3 comparisons per block), 10 systems,
-human votes per block 5,5,5,5,5,4,2,2 (SPEC §4), 5 judges from 3 vendor families × 2 orders ×
-2 repeats (37,440 outputs, ~1 % invalid), full ``calibrate`` with 5,000 page-block resamples
-(proxy alignment, ranking Spearman interval, committee audit).
+human votes per block 5,5,5,5,5,4,2,2 (docs/protocol.md "Planning the human study"), 5 judges from 3 vendor
+families × 2 orders × 2 repeats (37,440 outputs, ~1 % invalid), full ``calibrate`` with 5,000 page-block
+resamples (proxy alignment, ranking Spearman interval, committee audit).
 
 Run: .venv/bin/python benchmarks/bench_calibration.py   (target: < 5 s for the calibration)
 """

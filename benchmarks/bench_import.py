@@ -1,4 +1,4 @@
-"""Benchmark of ``import_study`` (SPEC §8) on a paper-sized bundle.
+"""Benchmark of ``import_study`` (docs/protocol.md "Files") on a paper-sized bundle.
 
 Generates a bundle of 1,000 pages × 10 systems (600 × 800 PNGs drawn with Pillow: text lines,
 a table, a photo-like gradient; media regions on every third page so neutralization runs; a

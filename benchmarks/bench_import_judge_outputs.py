@@ -1,4 +1,5 @@
-"""Benchmark of ``import_judge_outputs`` (SPEC §9) on 50,000 JSONL lines (issue 29 item 5).
+"""Benchmark of ``import_judge_outputs`` (docs/protocol.md "Commands") on 50,000 JSONL lines (issue 29 item
+5).
 
 Builds a demo-like study (``make_demo_study --no-votes --no-judges``: 40 pages, 6 systems) and a
 50,000-line judges JSONL on it (every human and deployment comparison × 5 judges × 2 orders ×

@@ -6,8 +6,9 @@ overall and axis evidence, valid human votes 5,5,5,5,5,4,2,2 per block, the defa
 grid (6 values) and 10,000 page-block resamples (the paper's count). No baseline: the figure is
 reported (the paper gives none).
 
-Davidson: 10 systems, 10,000 comparisons on 1,113 pages, 2,000 resamples (SPEC §7's paper sizes),
-against Bradley–Terry's batched bootstrap on the same data.
+Davidson: 10 systems, 10,000 comparisons on 1,113 pages, 2,000 resamples
+(docs/protocol.md "Deployment leaderboard"'s paper sizes), against Bradley–Terry's batched bootstrap on the
+same data.
 
 Run: .venv/bin/python benchmarks/bench_judge_ablation.py   (figures reported; no target)
 """

@@ -1,4 +1,5 @@
-"""Benchmark of judge dispatch (SPEC §6): 2,000 calls at concurrency 16 against a loopback judge.
+"""Benchmark of judge dispatch (docs/protocol.md "Judges and calibration"): 2,000 calls at concurrency 16
+against a loopback judge.
 
 The fake OpenAI-compatible server (tests/judges/fake_provider.py) runs in its own process and
 answers every request after 200 ms, so the ideal throughput at concurrency 16 is 16 / 0.2 = 80

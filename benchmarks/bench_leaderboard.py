@@ -1,4 +1,5 @@
-"""Benchmark of the SPEC §7 leaderboard maths: vectorized page-block bootstrap vs per-resample refits.
+"""Benchmark of the docs/protocol.md "Deployment leaderboard" leaderboard maths: vectorized page-block
+bootstrap vs per-resample refits.
 
 Run:  cd /work/main && .venv/bin/python benchmarks/bench_leaderboard.py [--quick]
 
@@ -7,11 +8,12 @@ Case 1 (the paper): 10 systems, 10,000 comparisons on 1,113 pages (schedule from
 Case 2: 100 systems, 1,000,000 comparisons on 10,000 pages, 2,000 resamples by default (--big-resamples).
 
 Baselines, timed on a subset of the same resamples (same count matrix W) and extrapolated:
-- scipy: one L-BFGS-B refit per resample of the SPEC §7 objective on the row-level data
+- scipy: one L-BFGS-B refit per resample of the docs/protocol.md "Deployment leaderboard" objective on the
+row-level data
   (analytic gradient, weights = W[r, unit of row]);
 - scikit-learn (arena style): LogisticRegression on the ±1 design matrix, each comparison twice
   (y = 1 with weight w·p̂, y = 0 with weight w·(1 − p̂)), no intercept, C = 1 / (2·10⁻³) so the
-  penalty equals SPEC §7's.
+  penalty equals docs/protocol.md "Deployment leaderboard"'s.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def simulate(n_systems: int, n_comparisons: int, n_pages: int, seed: int):
 
 
 def scipy_refit(a, b, p, w, n_systems):
-    """One per-resample refit: the SPEC §7 objective on row-level data with L-BFGS-B."""
+    """One per-resample refit: the docs/protocol.md "Deployment leaderboard" objective on row-level data with
+    L-BFGS-B."""
 
     def negative(theta):
         d = theta[a] - theta[b]

@@ -1,4 +1,5 @@
-"""Benchmark of the ``leaderboard`` command (SPEC §7, §9) on the paper's deployment size.
+"""Benchmark of the ``leaderboard`` command (docs/protocol.md "Deployment leaderboard", "Commands") on the
+paper's deployment size.
 
 Builds, in a scratch SQLite database, a study of 10 systems on 1,113 pages (every candidate
 rendered, all sharing one StoredImage row: eligibility needs an image, not its pixels), schedules

@@ -1,4 +1,4 @@
-"""Benchmark of the votes-CSV exchange (SPEC §8) and the votes frame on 10,000+ votes.
+"""Benchmark of the votes-CSV exchange (docs/protocol.md "Files") and the votes frame on 10,000+ votes.
 
 Builds a rated study of 200 pages (600 comparisons, 8 blocks × 17 raters × 77 trials = 10,472
 votes) on a scratch SQLite database, then times ``votes_frame`` (the table every report starts

@@ -1,4 +1,5 @@
-"""Figures for the agreement report (SPEC §5, §8 "self-contained HTML page with plots").
+"""Figures for the agreement report (docs/protocol.md "Human reference and agreement", "Files" (self-contained
+HTML page with plots)).
 
 Each function takes plain report data and returns a ``data:image/svg+xml;base64,...`` URI, so a
 page embeds it with ``<img src=...>``: no external asset, no inline script, nothing the site's
@@ -122,7 +123,8 @@ def agreement_intervals_plot(report: Mapping[str, Any]) -> str:
 
 
 def human_reference_histogram(h_values: Sequence[float]) -> str:
-    """Distribution of the human reference ``h_i`` over comparisons (SPEC §5)."""
+    """Distribution of the human reference ``h_i`` over comparisons
+    (docs/protocol.md "Human reference and agreement")."""
     values = [float(v) for v in h_values if _finite(v)]
     with rc_context(_STYLE):
         fig = _new_figure(7.0, 2.8)
@@ -166,7 +168,9 @@ def rater_quality_plot(rater_quality: Sequence[Mapping[str, Any]]) -> str:
 def human_ranking_plot(
     ranking: Sequence[Mapping[str, Any]], leave_one_out_scores: Mapping[str, Sequence[float]]
 ) -> str:
-    """Human Bradley–Terry scores (SPEC §5/§7), best on top, with the leave-one-rater-out spread.
+    """Human Bradley–Terry scores
+    (docs/protocol.md "Human reference and agreement", "Deployment leaderboard"), best on top, with the
+    leave-one-rater-out spread.
 
     ``leave_one_out_scores[system]``: the system's score with each rater left out in turn; shown
     as small dots with their range.

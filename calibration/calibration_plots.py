@@ -1,4 +1,5 @@
-"""Figures and HTML of the calibration report (SPEC §6, §8 "a self-contained HTML page with plots").
+"""Figures and HTML of the calibration report (docs/protocol.md "Judges and calibration", "Files" (a
+self-contained HTML page with plots)).
 
 Each figure function takes the JSON report of ``calibration.services.calibration`` and returns a
 ``data:image/svg+xml;base64,...`` URI, embedded with ``<img src=...>``: no script, no external

@@ -1,4 +1,5 @@
-"""Frozen judge weights (SPEC §2 CoefficientSet, §6 Freezing). Builds on annotation and judges."""
+"""Frozen judge weights (docs/protocol.md "The study model" CoefficientSet,
+docs/protocol.md "Judges and calibration" Freezing). Builds on annotation and judges."""
 
 from __future__ import annotations
 
@@ -58,9 +59,9 @@ class CoefficientSet(models.Model):
 
 
 class CalibrationReport(models.Model):
-    """A computed SPEC §6 calibration report (the JSON of ``calibrate``, without per-comparison
-    predictions), kept so the researcher page can show the last one and freeze exactly what it
-    shows. Reports are records, not frozen sets: they may be deleted."""
+    """A computed docs/protocol.md "Judges and calibration" calibration report (the JSON of ``calibrate``,
+    without per-comparison predictions), kept so the researcher page can show the last one and freeze exactly
+    what it shows. Reports are records, not frozen sets: they may be deleted."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="calibration_reports")
     report = models.JSONField()

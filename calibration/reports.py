@@ -1,4 +1,5 @@
-"""The agreement report's HTML rendering (SPEC §5, §8 "Reports: ... a self-contained HTML page").
+"""The agreement report's HTML rendering (docs/protocol.md "Human reference and agreement", "Files" (Reports:
+... a self-contained HTML page)).
 
 The standalone page (``calibration/agreement_report.html``) carries its own CSS and its figures
 as ``data:`` URIs: no script, no external asset, so it opens offline and can be archived with a
@@ -23,7 +24,8 @@ def agreement_figure(name: str, report: Mapping[str, Any], loro_scores: Mapping[
     """One figure of the report (``AGREEMENT_FIGURES``) as an SVG data URI.
 
     ``loro_scores`` is ``AgreementResult.leave_one_rater_out_scores()`` of the computation the
-    report was serialized from (the per-system leave-one-rater-out fits, SPEC §5).
+    report was serialized from (the per-system leave-one-rater-out fits,
+    docs/protocol.md "Human reference and agreement").
     """
     from calibration import agreement_plots  # matplotlib: only when a figure is drawn
 
@@ -42,7 +44,8 @@ def agreement_figures(report: Mapping[str, Any], result: AgreementResult) -> dic
     """The report's figures as SVG data URIs, keyed by name.
 
     ``report`` is the JSON object; ``result`` the computation it was serialized from, which keeps
-    the leave-one-rater-out fits per system (SPEC §5) for the human-ranking spread.
+    the leave-one-rater-out fits per system (docs/protocol.md "Human reference and agreement") for the
+    human-ranking spread.
     """
     loro = result.leave_one_rater_out_scores()
     return {name: agreement_figure(name, report, loro) for name in AGREEMENT_FIGURES}

@@ -1,4 +1,5 @@
-"""``/livez`` and ``/healthz`` for load balancers and orchestrators (docs/decisions.md, "Several web nodes").
+"""``/livez`` and ``/healthz`` for load balancers and orchestrators
+(docs/decisions/0049-several-web-nodes.md).
 
 Answered by the first middleware, before the host check, the HTTPS redirect, sessions, CSRF and
 authentication: a load balancer probes a node by its address over plain HTTP, and neither probe

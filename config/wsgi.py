@@ -12,7 +12,8 @@ application = get_wsgi_application()
 
 def _startup_checks() -> None:
     """S3 chosen but its bucket missing, or a SECRET_KEY other than the other nodes': one line, and
-    gunicorn's master stops instead of starting worker after worker (docs/decisions.md)."""
+    gunicorn's master stops instead of starting worker after worker
+    (docs/decisions/0049-several-web-nodes.md)."""
     from django.core.exceptions import ImproperlyConfigured
     from django.db import connections
 

@@ -1,9 +1,10 @@
-"""The demo study's plan and its SPEC §8 bundle (pure: no Django).
+"""The demo study's plan and its docs/protocol.md "Files" bundle (pure: no Django).
 
 :func:`demo_plan_make` decides everything from the seed: the pages' content, each system's latent
 ability θ, each candidate's latent quality ``u = θ + page noise`` and the visible defects that
 quality produces, the failed renders, the human-study comparisons (balanced over system pairs)
-and the deployment comparisons (SPEC §7 quotas, via ``ranking.deployment_schedule``).
+and the deployment comparisons (docs/protocol.md "Deployment leaderboard" quotas, via
+``ranking.deployment_schedule``).
 :func:`demo_bundle_write` draws the images and writes ``study.json`` into a folder that
 ``import_study`` accepts. The simulated votes and judge replies (``simulation``) answer from the
 same latent qualities, so a later analysis can be checked against the known abilities.
@@ -155,7 +156,8 @@ class DemoPlan:
         return {p.page_id: p for p in self.pages}
 
     def active_axes(self, page_id: str) -> list[str]:
-        """Fixed axes, then the conditional ones the page has a target for (display order, SPEC §2)."""
+        """Fixed axes, then the conditional ones the page has a target for (display order,
+        docs/protocol.md "The study model")."""
         return page_active_axes(self.page(page_id))
 
     def human(self) -> list[DemoComparison]:
@@ -380,7 +382,8 @@ def _page_files(plan: DemoPlan, content: PageContent, folder: Path) -> tuple[dic
 
 
 def demo_bundle_write(plan: DemoPlan, folder: Path, *, workers: int = 4) -> Path:
-    """Draw every image and write ``study.json`` (SPEC §8) into ``folder``; returns ``study.json``'s path.
+    """Draw every image and write ``study.json`` (docs/protocol.md "Files") into ``folder``; returns
+    ``study.json``'s path.
 
     The reference page gets its targets from where the drawing put the table, the formula and the
     media (so the bbox_1000 outlines are exact); each candidate gets its own media regions. Pages

@@ -6,9 +6,9 @@ text, and optionally a table, a display formula, a photo and a bar chart) and dr
 visible failure modes a page-to-HTML system has: shifted or merged columns, a wrong font size,
 dropped table rows or grid, a lost or flattened formula, a missing photo or chart, colour shifts,
 truncated text. The drawing returns where the table, formula and media ended up, so the bundle
-can give the reference page its targets (``bbox_1000``, SPEC §2) and each candidate its media
-regions. Body text is drawn as grey word bars ("greeked"); titles, headings, captions, table cells and
-the formula are real text. Only ASCII is drawn: Pillow's bundled font has no Greek or maths glyphs.
+can give the reference page its targets (``bbox_1000``, docs/protocol.md "The study model") and each candidate
+its media regions. Body text is drawn as grey word bars ("greeked"); titles, headings, captions, table cells
+and the formula are real text. Only ASCII is drawn: Pillow's bundled font has no Greek or maths glyphs.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class DrawnPage:
     regions: list[Region] = field(default_factory=list)
 
     def media(self) -> list[dict[str, object]]:
-        """SPEC §2 media regions ``[{kind: photo|chart, bbox_1000}]``."""
+        """docs/protocol.md "The study model" media regions ``[{kind: photo|chart, bbox_1000}]``."""
         return [{"kind": r.role, "bbox_1000": list(r.bbox_1000)} for r in self.regions if r.role in ("photo", "chart")]
 
 

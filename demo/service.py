@@ -1,6 +1,6 @@
 """Create the demo study through the same services real users go through (``make_demo_study``).
 
-1. Draw a SPEC §8 bundle (``demo.bundle``) in a temporary folder and import it with
+1. Draw a docs/protocol.md "Files" bundle (``demo.bundle``) in a temporary folder and import it with
    ``study_import_bundle`` — exactly what ``import_study`` does.
 2. Record the ground truth (the systems' latent abilities, the simulated raters and judges) in
    ``study.options["demo"]``, so later analyses can be checked against it.
@@ -8,7 +8,7 @@
    simulated rater claim a slot as a study-link participant (``participant_claim``) and answer
    every trial with ``trial_next`` / ``vote_submit``. Three open slots per block are left for
    people clicking through the demo (the link can be tried several times).
-4. Write the simulated judges' raw replies as a SPEC §8 JSONL file and import it with
+4. Write the simulated judges' raw replies as a docs/protocol.md "Files" JSONL file and import it with
    ``judge_outputs_import_jsonl`` (validation and canonicalization happen there).
 
 Everything runs in one transaction: a failure leaves no study behind (image files the import

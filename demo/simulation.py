@@ -4,13 +4,14 @@ Both answer a displayed pair (left, right) from the latent qualities of its cand
 ordered-logit model: ``z = (u_left − u_right) / noise + position_bias + ε``, ε ~ Logistic(0, 1);
 the displayed left wins when ``z > tie_band``, the right when ``z < −tie_band``, otherwise TIE.
 Without bias and tie band this is P(left) = σ((u_left − u_right) / noise), the Bradley–Terry model
-of SPEC §7 on the latent scale, so an analysis of the answers should recover the systems' order.
+of docs/protocol.md "Deployment leaderboard" on the latent scale, so an analysis of the answers should recover
+the systems' order.
 
 Axis scores follow the visible defects behind each axis (``DemoCandidate.axis_penalty``) plus the
 overall difference, and are made consistent with the verdict (never against the chosen side).
-A judge's reply is the raw text a judge would send (SPEC §6): JSON in *display* terms — for
-order ``swapped`` the left image is canonical B, so a judge preferring canonical A answers "B"
-and negates its axis scores; some judges sometimes fence the JSON, answer in prose or send the
+A judge's reply is the raw text a judge would send (docs/protocol.md "Judges and calibration"): JSON in
+*display* terms — for order ``swapped`` the left image is canonical B, so a judge preferring canonical A
+answers "B" and negates its axis scores; some judges sometimes fence the JSON, answer in prose or send the
 axes in the wrong order (invalid, as the validator must find).
 """
 
@@ -203,7 +204,8 @@ REASONS = {
 def judge_reply(
     *, profile: JudgeProfile, evidence: PairEvidence, order: str, rng: random.Random
 ) -> str:
-    """The raw reply of a judge for one call (SPEC §6, display terms of ``order``)."""
+    """The raw reply of a judge for one call (docs/protocol.md "Judges and calibration", display terms of
+    ``order``)."""
     if order not in ("primary", "swapped"):
         raise ValueError(f"order must be primary or swapped, got {order!r}")
     swapped = order == "swapped"
@@ -256,8 +258,8 @@ def plan_evidence(plan: DemoPlan, page: str, a: str, b: str) -> PairEvidence:
 
 
 def judge_outputs_jsonl_write(*, plan: DemoPlan, path: Path, seed: int) -> int:
-    """SPEC §8 judge-outputs JSONL of raw replies: every human comparison in 2 orders × 2 repeats,
-    every deployment comparison in primary order, repeat 0, from every judge of
+    """docs/protocol.md "Files" judge-outputs JSONL of raw replies: every human comparison in 2 orders × 2
+    repeats, every deployment comparison in primary order, repeat 0, from every judge of
     :data:`JUDGE_PROFILES`. ``family`` (an extra key the importer reads) names the vendor family of
     a judge it has to create. Returns the number of lines."""
     lines = []

@@ -1,4 +1,5 @@
-"""Admin registry of judges (SPEC §6: endpoints are admin-configured only) and their outputs."""
+"""Admin registry of judges (docs/protocol.md "Judges and calibration": endpoints are admin-configured only)
+and their outputs."""
 
 from __future__ import annotations
 

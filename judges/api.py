@@ -1,4 +1,4 @@
-"""REST endpoints of the judges app: thin, one service each (SPEC §6)."""
+"""REST endpoints of the judges app: thin, one service each (docs/protocol.md "Judges and calibration")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fitting images to a judge's limits (SPEC §6 "An image over a judge's limits ...").
+"""Fitting images to a judge's limits (docs/protocol.md "Judges and calibration" (An image over a judge's
+limits ...)).
 
 Pure (Pillow only, no Django). The stored image is never modified: the judge gets, in order,
 1. the stored PNG unchanged when it is within the limits;

@@ -1,4 +1,5 @@
-"""Per-judge rate and concurrency limits that hold across workers (SPEC §6 judge limits).
+"""Per-judge rate and concurrency limits that hold across workers (docs/protocol.md "Judges and calibration"
+judge limits).
 
 Two implementations of one small interface, chosen by :func:`limiter_for`:
 

@@ -1,4 +1,5 @@
-"""Automatic judges and their outputs (SPEC §2, §6). Builds on ``annotation``."""
+"""Automatic judges and their outputs (docs/protocol.md "The study model", "Judges and calibration"). Builds
+on ``annotation``."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ class JudgeOutput(models.Model):
     status = models.CharField(max_length=8, choices=OutputStatus.choices, default=OutputStatus.PENDING)
     raw = models.TextField(blank=True)
     error = models.TextField(blank=True)
-    # Canonical (SPEC §3) answer of a valid reply.
+    # Canonical (docs/protocol.md "Canonical answers") answer of a valid reply.
     winner = models.CharField(max_length=4, blank=True)
     confidence = models.PositiveSmallIntegerField(null=True, blank=True)
     axis_scores = models.JSONField(default=list, blank=True)  # [{"id": AXIS_ID, "score": int}], canonical

@@ -153,7 +153,7 @@ def pinned_transport(*, limits: httpx.Limits, verify: ssl.SSLContext | bool = Tr
 
     With ``proxy`` (the deployment's ``ARBITER_JUDGE_PROXY``) the connections it makes are to the
     proxy, so it is the proxy's address that is checked and pinned; the proxy resolves and reaches
-    the judge host itself (docs/decisions.md, "Judge egress through a proxy").
+    the judge host itself (docs/decisions/0037-judge-egress-through-a-proxy.md).
     """
     transport = httpx.HTTPTransport(limits=limits, trust_env=False, verify=verify, proxy=proxy)
     # httpx has no parameter for httpcore's network backend; its pool reads this attribute for

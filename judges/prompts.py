@@ -1,4 +1,5 @@
-"""The judge prompt (SPEC §6): the study's template, or the project's default, plus ``ACTIVE_AXES``.
+"""The judge prompt (docs/protocol.md "Judges and calibration"): the study's template, or the project's
+default, plus ``ACTIVE_AXES``.
 
 A template is study data that researchers edit. It may place the axes with the literal marker
 ``{{ACTIVE_AXES}}``; a template without the marker gets the ``ACTIVE_AXES`` block appended, so a
@@ -52,7 +53,8 @@ The "axes" list must contain every ACTIVE_AXES id exactly once, in the same orde
 
 
 def active_axes_payload(axes: Sequence[Any], targets: Sequence[dict[str, Any]], active_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The ``ACTIVE_AXES`` array (SPEC §6): id, scope, description and the page's targets for it.
+    """The ``ACTIVE_AXES`` array (docs/protocol.md "Judges and calibration"): id, scope, description and the
+    page's targets for it.
 
     ``axes`` are objects with ``axis_id``, ``scope`` and ``description`` (the study's axes in
     order); ``targets`` the page's ``[{axis, role, bbox_1000, ...}]``. Targets carry only role and

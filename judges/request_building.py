@@ -1,4 +1,4 @@
-"""Building one judge request from the database (SPEC §6 "Judge request").
+"""Building one judge request from the database (docs/protocol.md "Judges and calibration" (Judge request)).
 
 Three images in order REFERENCE, CANDIDATE A, CANDIDATE B — for order ``swapped`` canonical B is
 sent as "CANDIDATE A" and canonical A as "CANDIDATE B" — the neutralized variants when

@@ -1,4 +1,5 @@
-"""Reads of the judges app: the outputs frame for calibration (SPEC §6) and run progress."""
+"""Reads of the judges app: the outputs frame for calibration (docs/protocol.md "Judges and calibration") and
+run progress."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Celery tasks of the judges app: thin, take an id, call one service (SPEC §6).
+"""Celery tasks of the judges app: thin, take an id, call one service
+(docs/protocol.md "Judges and calibration").
 
 ``acks_late`` + ``reject_on_worker_lost`` (also set project-wide) return the message to the queue
 when a worker dies mid-call; the claim in ``judge_output_execute`` makes a second delivery a no-op

@@ -1,15 +1,16 @@
-"""Judge reply validation and canonicalization (SPEC §6 "Reply", SPEC §3).
+"""Judge reply validation and canonicalization (docs/protocol.md "Judges and calibration" (Reply), "Canonical
+answers").
 
 Pure: imports no Django and no project app. The live call path and the JSONL importer both use
 :func:`canonical_answer`, so an imported raw reply is judged exactly like a live one.
 
-Reply format (SPEC §6): strict JSON ``{"winner": "A|B|TIE", "confidence": 1..5, "reason": str,
-"axes": [{"id": AXIS_ID, "score": -2..2}]}``; the axes match the active axes in membership and
-order; scores and confidence are integers (``true``, ``1.0`` are refused). A reply that is exactly
-one fenced JSON block is unwrapped first. Anything else raises :class:`InvalidReply`.
+Reply format (docs/protocol.md "Judges and calibration"): strict JSON ``{"winner": "A|B|TIE", "confidence":
+1..5, "reason": str, "axes": [{"id": AXIS_ID, "score": -2..2}]}``; the axes match the active axes in
+membership and order; scores and confidence are integers (``true``, ``1.0`` are refused). A reply that is
+exactly one fenced JSON block is unwrapped first. Anything else raises :class:`InvalidReply`.
 
-Canonicalization (SPEC §3): a ``swapped`` display showed canonical B as "A"; its answer is mapped
-back by exchanging A and B and negating every axis score; TIE is unchanged.
+Canonicalization (docs/protocol.md "Canonical answers"): a ``swapped`` display showed canonical B as "A"; its
+answer is mapped back by exchanging A and B and negating every axis score; TIE is unchanged.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ _FENCE = re.compile(r"\A```[ \t]*(?:json)?[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", 
 
 
 class InvalidReply(ValueError):
-    """The reply does not follow the SPEC §6 format; ``str()`` is a one-line reason."""
+    """The reply does not follow the docs/protocol.md "Judges and calibration" format; ``str()`` is a one-line
+    reason."""
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,8 @@ def _plain_pattern(expected: tuple[str, ...]) -> tuple[re.Pattern[str] | None, _
 
 
 def _fast_reply(raw: str, expected: Sequence[str], *, swapped: bool = False) -> JudgeAnswer | None:
-    """The answer of a plain, well-formed reply (canonical when ``swapped``, SPEC §3), or None to
-    let the full path decide.
+    """The answer of a plain, well-formed reply (canonical when ``swapped``,
+    docs/protocol.md "Canonical answers"), or None to let the full path decide.
 
     Exact: it returns an answer only when :func:`parse_reply`'s full path would return the same
     one (a hypothesis test compares both), so every error still comes from the full path. Taken
@@ -280,7 +282,7 @@ def _parse_reply_full(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
 
 
 def to_canonical(answer: JudgeAnswer, order: str) -> JudgeAnswer:
-    """Map a displayed answer back to canonical A/B (SPEC §3)."""
+    """Map a displayed answer back to canonical A/B (docs/protocol.md "Canonical answers")."""
     if order not in ORDERS:
         raise ValueError(f"order must be primary or swapped, got {order!r}")
     if order == "primary":
@@ -294,7 +296,8 @@ def to_canonical(answer: JudgeAnswer, order: str) -> JudgeAnswer:
 
 
 def canonical_answer(raw: str, *, active_axes: Sequence[str], order: str) -> JudgeAnswer:
-    """Validate a raw reply and return its canonical answer (SPEC §6, §3)."""
+    """Validate a raw reply and return its canonical answer
+    (docs/protocol.md "Judges and calibration", "Canonical answers")."""
     if type(raw) is str and order in ORDERS:
         fast = _fast_reply(raw, active_axes, swapped=order == "swapped")
         if fast is not None:

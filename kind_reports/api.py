@@ -1,4 +1,5 @@
-"""REST endpoint of ``kind_report`` (SPEC §11 kinds): the same JSON as the command writes."""
+"""REST endpoint of ``kind_report`` (other study kinds (docs/study-kinds.md "The kind report")): the same JSON
+as the command writes."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class KindReportApi(APIView):
             ),
         ],
         responses={200: OpenApiTypes.OBJECT},
-        summary="SPEC §11 kind report (pairwise, checklist, rating; computed now from the stored votes)",
+        summary='Kind report of a pairwise, checklist or rating study (docs/study-kinds.md "The kind report"), computed now from the stored votes',
     )
     def get(self, request: Request, slug: str) -> Response:
         study = study_for_request(request, slug)
@@ -53,7 +54,8 @@ class KindReportApi(APIView):
 
 
 class ExclusionRulesApi(APIView):
-    """A study's exclusion-rule settings (SPEC §11 hygiene): read, or replace them whole."""
+    """A study's exclusion-rule settings (docs/study-kinds.md "The kind report" hygiene): read, or replace
+    them whole."""
 
     permission_classes = [permissions.IsAuthenticated, IsResearcher]
 

@@ -4,7 +4,8 @@ from django.apps import AppConfig
 
 
 class KindReportsConfig(AppConfig):
-    """The SPEC §11 reports of the pairwise, checklist and rating kinds (no models of its own)."""
+    """The docs/study-kinds.md "The kind report" reports of the pairwise, checklist and rating kinds (no
+    models of its own)."""
 
     name = "kind_reports"
     default_auto_field = "django.db.models.BigAutoField"

@@ -1,4 +1,5 @@
-"""Figures of ``kind_report`` (SPEC §11 kinds; SPEC §8 "a self-contained HTML page with plots").
+"""Figures of ``kind_report`` (other study kinds (docs/study-kinds.md "The kind report");
+docs/protocol.md "Files" (a self-contained HTML page with plots)).
 
 Every figure reads only the JSON report of ``kind_reports.services`` and returns a
 ``data:image/svg+xml;base64,...`` URI drawn with the agreement report's helpers
@@ -52,7 +53,8 @@ def _ci_line(ax: Any, x: Sequence[float], y: Sequence[float], *, color: str, wid
 
 
 def score_preference_plot(analysis: Mapping[str, Any]) -> str:
-    """Agreement by gap bin per metric (SPEC §11 pairwise), with brief-bootstrap 95 % error bars."""
+    """Agreement by gap bin per metric (docs/study-kinds.md "The kind report" pairwise), with brief-bootstrap
+    95 % error bars."""
     metrics = list(analysis.get("metrics") or [])
     bins = ["all", *analysis.get("gap_bins", [])]
     with rc_context(_STYLE):
@@ -95,7 +97,8 @@ def score_preference_plot(analysis: Mapping[str, Any]) -> str:
 
 
 def checklist_plot(analysis: Mapping[str, Any]) -> str:
-    """Agreement with the human majority per automatic source and question type (SPEC §11 checklist)."""
+    """Agreement with the human majority per automatic source and question type
+    (docs/study-kinds.md "The kind report" checklist)."""
     rows: list[tuple[str, Mapping[str, Any]]] = []
     for source in analysis.get("sources") or []:
         rows.append((f"{source['source']} · all", source["overall"]))
@@ -133,7 +136,8 @@ def checklist_plot(analysis: Mapping[str, Any]) -> str:
 
 
 def rating_equivalence_plot(analysis: Mapping[str, Any]) -> str:
-    """Mean paired difference per dimension, t and bootstrap 95 % intervals, ±margin band (SPEC §11)."""
+    """Mean paired difference per dimension, t and bootstrap 95 % intervals, ±margin band
+    (docs/study-kinds.md "The kind report")."""
     dims = list(analysis.get("dimensions") or [])
     margin = float(analysis.get("margin") or 0.5)
     with rc_context(_STYLE):

@@ -1,4 +1,5 @@
-"""HTML of ``kind_report`` (SPEC §8 "a self-contained HTML page with plots"): context and standalone page.
+"""HTML of ``kind_report`` (docs/protocol.md "Files" (a self-contained HTML page with plots)): context and
+standalone page.
 
 The kind's report (``kind_reports.kinds``) gives its figure, its analysis key and its template; the
 shared body (``kind_reports/kind_body.html``) adds the agreement and the hygiene sections.

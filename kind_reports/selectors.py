@@ -1,4 +1,5 @@
-"""The rows ``kind_report`` reads from the database (SPEC §11 kinds; docs/study-kinds.md).
+"""The rows ``kind_report`` reads from the database (other study kinds
+(docs/study-kinds.md "The kind report"); docs/study-kinds.md).
 
 - every answered trial of the kind's unit (comparison / predicate / item) in assignments that have
   a rater and are **not voided**, in each participant's order: by claim time (then assignment id)

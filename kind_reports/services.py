@@ -1,4 +1,5 @@
-"""``kind_report`` for the SPEC §11 study kinds (``pairwise``, ``checklist``, ``rating``).
+"""``kind_report`` for the docs/study-kinds.md "The kind report" study kinds (``pairwise``, ``checklist``,
+``rating``).
 
 Stored votes (``kind_reports.selectors``) → pandas frames (``kind_frames``) → hygiene rules
 (``stats.hygiene``) → the kind's analysis and the inter-rater agreement on the **kept
@@ -12,7 +13,7 @@ when the *displayed* answer equals the expected one; for ratings when every dime
 equals it) and is never data. Hidden repeats stay in the frames with ``is_repeat``: the analyses
 leave them out of the statistics and the agreement uses them for hidden-repeat consistency.
 
-Decisions (SPEC §11 and the docs are silent):
+Decisions (docs/study-kinds.md "The kind report" and the docs are silent):
 
 1. A participant is a rater. The hygiene ``trial`` order of a participant runs over all of their
    live assignments, by claim time (then assignment id) and trial position.
@@ -212,7 +213,8 @@ def kind_report_compute(
     rules: Mapping[str, Any] | None = None,
     rules_where: str = "",
 ) -> KindReport:
-    """SPEC §11 report of a ``pairwise`` / ``checklist`` / ``rating`` study; ``seed=None``: the study's seed.
+    """docs/study-kinds.md "The kind report" report of a ``pairwise`` / ``checklist`` / ``rating`` study;
+    ``seed=None``: the study's seed.
 
     Order: hygiene frame → exclusion rules → kept data answers → the kind's analysis and the
     agreement → the hygiene report. Raises ``ValidationFailed`` (one line) on bad input and

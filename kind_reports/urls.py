@@ -1,4 +1,5 @@
-"""kind_report (SPEC §11 kinds): researcher page, JSON and HTML downloads, REST endpoint."""
+"""kind_report (other study kinds (docs/study-kinds.md "The kind report")): researcher page, JSON and HTML
+downloads, REST endpoint."""
 
 from __future__ import annotations
 

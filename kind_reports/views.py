@@ -1,4 +1,5 @@
-"""Researcher page of ``kind_report`` (SPEC §11 kinds) and its JSON and HTML downloads.
+"""Researcher page of ``kind_report`` (other study kinds (docs/study-kinds.md "The kind report")) and its JSON
+and HTML downloads.
 
 Computed on request from the stored votes with a moderate default bootstrap (``PAGE_RESAMPLES``);
 ``?bootstrap=&seed=&systems=`` change it. The downloads take the same query, so they carry exactly
@@ -69,7 +70,8 @@ def kind_report_page(request: HttpRequest, slug: str) -> HttpResponse:
         "default_systems": ",".join(system_ids[:2]),
         "query": urlencode({k: v for k, v in form.items() if v}),
         "compares_systems": spec is not None and spec.compares_systems,
-        # A kind without a SPEC §11 report (the reference kind) sets its rules on the rater-quality page.
+        # A kind without a docs/study-kinds.md "The kind report" report (the reference kind) sets its rules on
+        # the rater-quality page.
         "rule_settings": exclusion_rules_form_values(study) if spec is not None else [],
     }
     status = 200

@@ -1,10 +1,11 @@
-"""REST endpoints for leaderboards (SPEC §7, §10).
+"""REST endpoints for leaderboards (docs/protocol.md "Deployment leaderboard", "Report keys").
 
 - ``GET/POST /api/studies/<slug>/leaderboards/``: a study's leaderboards / start one (202; the
   computation is a Celery task). Researchers and admins, scoped by ``studies_for``: another
   study's slug is a 404.
 - ``GET /api/studies/<slug>/leaderboards/<id>/``: status, progress and (when done) the result.
-- ``GET /api/leaderboards/<public_token>/``: the SPEC §10 JSON of a published leaderboard, to
+- ``GET /api/leaderboards/<public_token>/``: the docs/protocol.md "Report keys" JSON of a published
+leaderboard, to
   anyone (no login); unpublished or unknown tokens are a 404.
 """
 
@@ -55,7 +56,7 @@ class LeaderboardStartSerializer(serializers.Serializer):
     model = serializers.ChoiceField(
         choices=RankingModel.values,
         default=RankingModel.BRADLEY_TERRY.value,
-        help_text="bradley_terry (SPEC §7) or davidson (ties modelled; compared with Bradley–Terry)",
+        help_text='bradley_terry (docs/protocol.md "Deployment leaderboard") or davidson (ties modelled; compared with Bradley–Terry)',
     )
     objective = serializers.DictField(
         child=serializers.FloatField(), required=False, help_text="objective leaderboard {system: score}"
@@ -75,7 +76,7 @@ class LeaderboardListApi(APIView):
     @extend_schema(
         request=LeaderboardStartSerializer,
         responses={202: LeaderboardOutputSerializer, 400: OpenApiResponse(description="one-line reason")},
-        summary="Start computing a leaderboard (SPEC §7) as a background task",
+        summary='Start computing a leaderboard (docs/protocol.md "Deployment leaderboard") as a background task',
     )
     def post(self, request: Request, slug: str) -> Response:
         study = study_for_request(request, slug)
@@ -114,7 +115,7 @@ class LeaderboardPublicApi(APIView):
     permission_classes = [permissions.AllowAny]
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT}, summary="A published leaderboard's SPEC §10 JSON (public)"
+        responses={200: OpenApiTypes.OBJECT}, summary="A published leaderboard's JSON (docs/protocol.md \"Report keys\"; public)"
     )
     def get(self, request: Request, token: str) -> Response:
         leaderboard: Leaderboard | None = leaderboard_published(public_token=token)

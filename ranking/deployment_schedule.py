@@ -1,4 +1,4 @@
-"""Deployment comparison schedule (SPEC §7 "Schedule").
+"""Deployment comparison schedule (docs/protocol.md "Deployment leaderboard" (Schedule)).
 
 Pure module: plain Python and numpy in, frozen dataclasses out, no Django.
 
@@ -167,7 +167,8 @@ def make_deployment_schedule(
     *,
     seed: int,
 ) -> DeploymentSchedule:
-    """Build the SPEC §7 deployment schedule (see the module docstring for the rules and method).
+    """Build the docs/protocol.md "Deployment leaderboard" deployment schedule (see the module docstring for
+    the rules and method).
 
     ``systems``: system ids; ``pages``: eligible page id → ids of the systems that rendered it;
     ``existing``: human-study comparisons ``(page, system_a, system_b)``, kept and counted;
@@ -323,4 +324,4 @@ def make_deployment_schedule(
     )
 
 
-make_schedule = make_deployment_schedule  # the name of the SPEC §9 command
+make_schedule = make_deployment_schedule  # the name of the docs/protocol.md "Commands" command

@@ -1,4 +1,5 @@
-"""Deployment leaderboards (SPEC §7). Builds on annotation, judges and calibration."""
+"""Deployment leaderboards (docs/protocol.md "Deployment leaderboard"). Builds on annotation, judges and
+calibration."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from calibration.models import CoefficientSet
 
 
 class RankingModel(models.TextChoices):
-    """The paired-comparison model a leaderboard is fitted with (SPEC §7; Davidson: issue 16)."""
+    """The paired-comparison model a leaderboard is fitted with (docs/protocol.md "Deployment leaderboard";
+    Davidson: issue 16)."""
 
-    BRADLEY_TERRY = "bradley_terry", "Bradley–Terry (SPEC §7)"
+    BRADLEY_TERRY = "bradley_terry", 'Bradley–Terry (docs/protocol.md "Deployment leaderboard")'
     DAVIDSON = "davidson", "Davidson (ties modelled, beside Bradley–Terry)"
 
 
@@ -21,7 +23,8 @@ class Leaderboard(models.Model):
 
     ``inputs`` is the snapshot the computation used (systems, each scored comparison's A, B, p̂ and
     page), taken once when the run starts, so that bootstrap chunks computed on several workers
-    all see the same data even if judge outputs change meanwhile. ``result`` is the SPEC §10 JSON.
+    all see the same data even if judge outputs change meanwhile. ``result`` is the
+    docs/protocol.md "Report keys" JSON.
     """
 
     class Status(models.TextChoices):

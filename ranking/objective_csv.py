@@ -1,4 +1,5 @@
-"""The objective leaderboard CSV (SPEC §7, §9 ``--objective``): ``system,score`` → ``{system: score}``.
+"""The objective leaderboard CSV (docs/protocol.md "Deployment leaderboard", "Commands" ``--objective``):
+``system,score`` → ``{system: score}``.
 
 Read by the ``leaderboard`` command (a file) and the researcher page (an upload); every line is
 checked and an error names ``source:line``.
@@ -78,7 +79,8 @@ def _objective_rows(
 
 
 def objective_read_csv(*, study: Study, path: Path | str) -> dict[str, float]:
-    """Read and validate an objective leaderboard CSV file for ``study`` (SPEC §7, §9 ``--objective``)."""
+    """Read and validate an objective leaderboard CSV file for ``study``
+    (docs/protocol.md "Deployment leaderboard", "Commands" ``--objective``)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

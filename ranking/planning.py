@@ -253,7 +253,8 @@ def pilot_assumptions_read(*, study: Study) -> tuple[StudyAssumptions, dict[str,
 
 
 def pilot_judges_read(*, study: Study) -> tuple[JudgeAssumptions, dict[str, Any]]:
-    """Judge assumptions from a pilot's judge outputs on its human-labelled comparisons (SPEC §6 inputs)."""
+    """Judge assumptions from a pilot's judge outputs on its human-labelled comparisons
+    (docs/protocol.md "Judges and calibration" inputs)."""
     import numpy as np
 
     from calibration.selectors.calibration import calibration_inputs

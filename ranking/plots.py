@@ -1,4 +1,4 @@
-"""Server-side SVG for the leaderboard (SPEC §7 score intervals).
+"""Server-side SVG for the leaderboard (docs/protocol.md "Deployment leaderboard" score intervals).
 
 Plain SVG markup with presentation attributes only (no ``style`` attribute, no script), so it can
 be inlined in pages served under the project's Content-Security-Policy and in the

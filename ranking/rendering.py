@@ -1,4 +1,5 @@
-"""A leaderboard report as the text of its files (SPEC §8 "Reports"): JSON, the systems CSV, the HTML page.
+"""A leaderboard report as the text of its files (docs/protocol.md "Files" (Reports)): JSON, the systems CSV,
+the HTML page.
 
 The published page, the researcher page, their downloads and the ``leaderboard`` command render
 the stored report (``ranking.services.leaderboard_compute`` / the queued run) with these functions.
@@ -73,7 +74,7 @@ def leaderboard_context(*, study: Study, report: Mapping[str, Any]) -> dict[str,
 
 
 def leaderboard_html(*, study: Study, report: Mapping[str, Any]) -> str:
-    """A self-contained HTML page (SPEC §8 "Reports"): own CSS, inline SVG, no script."""
+    """A self-contained HTML page (docs/protocol.md "Files" (Reports)): own CSS, inline SVG, no script."""
     return render_to_string(
         "ranking/leaderboard_report.html", leaderboard_context(study=study, report=report)
     )

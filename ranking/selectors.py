@@ -1,4 +1,5 @@
-"""Reads of the ranking app: the SPEC §7 leaderboard inputs and the deployment schedule state.
+"""Reads of the ranking app: the docs/protocol.md "Deployment leaderboard" leaderboard inputs and the
+deployment schedule state.
 
 ``leaderboard_inputs`` is the adapter in front of ``stats.bradley_terry``: it turns the stored
 comparisons, judge outputs and (optionally) human votes into arrays. Three queries, all
@@ -29,13 +30,15 @@ VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
 @dataclass(frozen=True, eq=False)
 class LeaderboardInputs:
-    """The scored comparisons of a study's schedule (SPEC §7 "Proxy outcome").
+    """The scored comparisons of a study's schedule (docs/protocol.md "Deployment leaderboard" (Proxy
+    outcome)).
 
     ``systems``/``names``: bundle ids and names of the systems that appear in a scored comparison,
     in the study's system order; ``a``/``b`` index them. ``p[i]`` is comparison i's outcome for
     canonical A: the proxy ``p̂_i = clip(Σ_j β_j v_ij, 0, 1)`` or, when ``from_human[i]``, the
-    human reference ``h_i`` (SPEC §5). ``n_skipped`` counts the comparisons left out (some judge of
-    the set without a valid primary-order, repeat-0 output, and no human label in use).
+    human reference ``h_i`` (docs/protocol.md "Human reference and agreement"). ``n_skipped`` counts the
+    comparisons left out (some judge of the set without a valid primary-order, repeat-0 output, and no human
+    label in use).
     """
 
     systems: tuple[str, ...]
@@ -76,8 +79,9 @@ def coefficient_judges(coefficient_set: CoefficientSet) -> tuple[list[str], np.n
 
 
 def human_references(*, study: Study) -> tuple[dict[str, float], dict[str, Any] | None]:
-    """``{comparison id: h_i}`` over comparisons with ≥ 1 valid main vote (SPEC §5), and the
-    ``exclusions`` object of the rules that chose the votes (None when none apply).
+    """``{comparison id: h_i}`` over comparisons with ≥ 1 valid main vote
+    (docs/protocol.md "Human reference and agreement"), and the ``exclusions`` object of the rules that chose
+    the votes (None when none apply).
 
     Main votes only (hidden repeats excluded), voided assignments excluded; valid = A, TIE, B.
     The study's saved exclusion rules apply as in the agreement and calibration reports (issue 30:
@@ -111,7 +115,8 @@ def human_references(*, study: Study) -> tuple[dict[str, float], dict[str, Any] 
 def leaderboard_inputs(
     *, study: Study, coefficient_set: CoefficientSet, use_human_labels: bool = False
 ) -> LeaderboardInputs:
-    """Every comparison of the study's schedule (both sets), scored as SPEC §7 says.
+    """Every comparison of the study's schedule (both sets), scored as
+    docs/protocol.md "Deployment leaderboard" says.
 
     One canonical vote per judge of the set: its ``primary``-order, repeat-0 output, valid only
     (v = 1 / 0.5 / 0 for A / TIE / B). A comparison lacking it for any judge of the set is skipped
@@ -223,7 +228,8 @@ def leaderboard_published(*, public_token: str) -> Leaderboard | None:
 
 @dataclass(frozen=True)
 class ScheduleState:
-    """What the study's comparisons achieve against the SPEC §7 quotas (both sets counted)."""
+    """What the study's comparisons achieve against the docs/protocol.md "Deployment leaderboard" quotas (both
+    sets counted)."""
 
     n_human: int
     n_deployment: int
@@ -237,7 +243,8 @@ class ScheduleState:
 
 
 def schedule_existing_human(*, study: Study) -> list[tuple[str, str, str]]:
-    """The human-study comparisons ``(page, system_a, system_b)`` (kept and counted, SPEC §7)."""
+    """The human-study comparisons ``(page, system_a, system_b)`` (kept and counted,
+    docs/protocol.md "Deployment leaderboard")."""
     return list(
         Comparison.objects.filter(study=study, set=ComparisonSet.HUMAN)
         .order_by("id")
@@ -248,7 +255,8 @@ def schedule_existing_human(*, study: Study) -> list[tuple[str, str, str]]:
 
 
 def schedule_eligible_pages(*, study: Study) -> dict[str, list[str]]:
-    """``{page id: systems rendered on it}`` for pages where at least two systems rendered (SPEC §7)."""
+    """``{page id: systems rendered on it}`` for pages where at least two systems rendered
+    (docs/protocol.md "Deployment leaderboard")."""
     rendered: dict[str, list[str]] = {}
     for page, system in (
         Candidate.objects.filter(page__study=study, rendered=True, image__isnull=False)

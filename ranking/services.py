@@ -1,7 +1,9 @@
-"""Writes and computations of the ranking app (SPEC §7, §9, §10).
+"""Writes and computations of the ranking app
+(docs/protocol.md "Deployment leaderboard", "Commands", "Report keys").
 
-- ``deployment_schedule_create``: the SPEC §7 deployment comparisons (``make_schedule``).
-- ``leaderboard_compute``: the SPEC §10 leaderboard JSON from a frozen CoefficientSet
+- ``deployment_schedule_create``: the docs/protocol.md "Deployment leaderboard" deployment comparisons
+(``make_schedule``).
+- ``leaderboard_compute``: the docs/protocol.md "Report keys" leaderboard JSON from a frozen CoefficientSet
   (``leaderboard`` command; the task path below gives the same dict).
 - ``leaderboard_create`` / ``leaderboard_run`` / ``leaderboard_chunk_run``: the stored, queued
   computation behind the researcher page and the REST endpoint (``ranking.tasks`` queues it:
@@ -55,8 +57,8 @@ if TYPE_CHECKING:
     from stats.bradley_terry import BootstrapResult
     from stats.davidson import DavidsonBootstrap
 
-DEFAULT_RESAMPLES = 2000  # SPEC §7 (paper)
-DEFAULT_SEED = 20260831  # SPEC §7 (paper)
+DEFAULT_RESAMPLES = 2000  # docs/protocol.md "Deployment leaderboard" (paper)
+DEFAULT_SEED = 20260831  # docs/protocol.md "Deployment leaderboard" (paper)
 MAX_RESAMPLES = 100_000
 # Resamples per bootstrap chunk task (ARBITER_LEADERBOARD_CHUNK_RESAMPLES overrides).
 DEFAULT_CHUNK_RESAMPLES = 500
@@ -74,7 +76,8 @@ def check_leaderboard_options(resamples: Any, seed: Any) -> tuple[int, int]:
 
 
 def check_ranking_model(model: Any) -> str:
-    """``bradley_terry`` (SPEC §7, the default) or ``davidson``; one-line error otherwise."""
+    """``bradley_terry`` (docs/protocol.md "Deployment leaderboard", the default) or ``davidson``; one-line
+    error otherwise."""
     value = RankingModel.BRADLEY_TERRY.value if model in (None, "") else str(model).strip().lower()
     if value not in RankingModel.values:
         raise ValidationFailed(
@@ -123,7 +126,8 @@ def coefficient_set_for(*, study: Study, coefficient_set: CoefficientSet | str) 
 def leaderboard_prepare(
     *, study: Study, coefficient_set: CoefficientSet, use_human_labels: bool = False
 ) -> LeaderboardInputs:
-    """The scored comparisons (SPEC §7); refuses when fewer than two systems can be ranked."""
+    """The scored comparisons (docs/protocol.md "Deployment leaderboard"); refuses when fewer than two systems
+    can be ranked."""
     inputs = leaderboard_inputs(
         study=study, coefficient_set=coefficient_set, use_human_labels=use_human_labels
     )
@@ -184,7 +188,8 @@ def bootstrap_chunk(
     stop: int,
     counts: np.ndarray | None = None,
 ) -> BootstrapResult:
-    """Rows ``start..stop`` of the SPEC §7 page-block bootstrap (units = pages, one stratum)."""
+    """Rows ``start..stop`` of the docs/protocol.md "Deployment leaderboard" page-block bootstrap (units =
+    pages, one stratum)."""
     from stats.bootstrap import bootstrap_units
     from stats.bradley_terry import bootstrap_bradley_terry
 
@@ -283,8 +288,9 @@ def check_objective_coverage(systems: list[str], objective: Mapping[str, float])
 
 
 def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[str, float]) -> dict[str, Any]:
-    """SPEC §7 objective vs subjective: Spearman ρ and Kendall τ (scipy) of the objective scores
-    against the Bradley–Terry scores, over the ranked systems that have an objective score.
+    """docs/protocol.md "Deployment leaderboard" objective vs subjective: Spearman ρ and Kendall τ (scipy) of
+    the objective scores against the Bradley–Terry scores, over the ranked systems that have an objective
+    score.
 
     Undefined correlations (every objective score equal, or every fitted score tied) are null
     with a ``reason``; ``reason`` is null when both are defined.
@@ -341,7 +347,7 @@ def leaderboard_report(
     objective: Mapping[str, float] | None = None,
     coefficient_exclusions: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The SPEC §10 leaderboard JSON from the inputs and the (merged) bootstrap.
+    """The docs/protocol.md "Report keys" leaderboard JSON from the inputs and the (merged) bootstrap.
 
     ``exclusions`` (with human labels and rules in force) says what the study's exclusion rules
     removed from the labels' votes; ``coefficient_set_exclusions`` repeats the ``exclusions`` of the
@@ -428,15 +434,16 @@ def leaderboard_compute(
     compare_to: Leaderboard | int | str | None = None,
     record: list[Leaderboard] | None = None,
 ) -> dict[str, Any]:
-    """The SPEC §7 leaderboard of ``study`` as the SPEC §10 JSON dict.
+    """The docs/protocol.md "Deployment leaderboard" leaderboard of ``study`` as the
+    docs/protocol.md "Report keys" JSON dict.
 
     ``objective``: ``{system: score}`` of an imported objective leaderboard (adds
     ``objective_vs_subjective``). ``progress(fraction)`` is called as the bootstrap advances
     (it then runs in ten seeded chunks of the same count matrix; the result is identical).
     ``model="davidson"`` fits the Davidson tie model instead (same bootstrap) and compares it with
     Bradley–Terry.
-    Beyond SPEC §10, ``judge_outputs`` says how many scored outputs were reused and how many are
-    new; ``compare_to`` (an earlier leaderboard of the study) adds ``version_sensitivity``
+    Beyond docs/protocol.md "Report keys", ``judge_outputs`` says how many scored outputs were reused and how
+    many are new; ``compare_to`` (an earlier leaderboard of the study) adds ``version_sensitivity``
     (paper B.5, ``ranking.versions``). With a ``record`` list, the result is also stored as a
     finished Leaderboard (appended to it) that a later run can be compared to; the JSON itself
     holds no id, so the same inputs and seed give the same file.
@@ -856,7 +863,8 @@ _D_ID = re.compile(r"^d(\d+)$")
 def deployment_schedule_create(
     *, study: Study, comparisons: Any, seed: Any = DEFAULT_SEED, replace: bool = False, user: Any = None
 ) -> DeploymentScheduleOutcome:
-    """SPEC §7 deployment comparisons for ``study``: N in total, the human-study ones included.
+    """docs/protocol.md "Deployment leaderboard" deployment comparisons for ``study``: N in total, the
+    human-study ones included.
 
     Eligible pages only (both candidates rendered with an image); pair counts and appearances
     balanced to within one; seeded. Writes the new Comparison rows (set ``deployment``, ids

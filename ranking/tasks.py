@@ -1,4 +1,5 @@
-"""Celery tasks of the ranking app: thin, take ids, call one service (SPEC §7 leaderboards).
+"""Celery tasks of the ranking app: thin, take ids, call one service
+(docs/protocol.md "Deployment leaderboard" leaderboards).
 
 ``leaderboard_start`` creates a queued leaderboard (``leaderboard_create``) and queues
 ``leaderboard_run_task`` once the row is committed. The run task claims it (conditional update: a

@@ -1,4 +1,5 @@
-"""Leaderboards (SPEC §7) and the planner: researcher pages, the published page and their REST endpoints."""
+"""Leaderboards (docs/protocol.md "Deployment leaderboard") and the planner: researcher pages, the published
+page and their REST endpoints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Leaderboard pages (SPEC §7): researcher pages per study and the published page (no login).
+"""Leaderboard pages (docs/protocol.md "Deployment leaderboard"): researcher pages per study and the published
+page (no login).
 
 Researcher pages are scoped by ``annotation.roles.studies_for`` (another study is a 404). A
 computation runs as a Celery task; running rows poll their own fragment with htmx
@@ -211,7 +212,8 @@ def leaderboard_public_download(request: HttpRequest, token: str, fmt: str) -> H
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def schedule_page(request: HttpRequest, slug: str) -> HttpResponse:
-    """The SPEC §7 deployment schedule: current quotas and a form to create it."""
+    """The docs/protocol.md "Deployment leaderboard" deployment schedule: current quotas and a form to create
+    it."""
     study = study_get_for_user(user=request.user, slug=slug)
     error = ""
     form: dict[str, Any] = {

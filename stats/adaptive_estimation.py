@@ -4,9 +4,9 @@
 Pure module: numpy in, frozen dataclasses out, no Django, no project app.
 
 Why: an adaptive study stops asking a pair once its order looks clear, so the last answers a pair
-got were, on average, lucky ones, and the plain SPEC §7 fit of all votes carries that luck (issue
-39: the true top three came out 6–13 Elo too high under posterior sampling). The fix weights every
-vote by the inverse of the probability with which its pair was chosen when it was served.
+got were, on average, lucky ones, and the plain docs/protocol.md "Deployment leaderboard" fit of all votes
+carries that luck (issue 39: the true top three came out 6–13 Elo too high under posterior sampling). The fix
+weights every vote by the inverse of the probability with which its pair was chosen when it was served.
 
 Each served vote t on pair k_t was drawn with a known probability π_t (the allocation probability:
 the uniform floor's share spread over the K pairs plus the rule's share of pair k_t, stored with
@@ -16,9 +16,9 @@ whatever the history that chose it:
 
     E[w_t ψ(y_t; θ, k_t) | past] = Σ_k π_k · 1/(K π_k) · E[ψ(y; θ, k)] = (1/K) Σ_k E[ψ(y; θ, k)],
 
-so the weighted SPEC §7 estimating equation is unbiased for the uniform design's target (the
-Bradley–Terry limit of ``stats.study_simulation.bradley_terry_limit``), a martingale sum rather
-than one whose terms depend on how lucky a pair was before. Because the objective depends on the
+so the weighted docs/protocol.md "Deployment leaderboard" estimating equation is unbiased for the uniform
+design's target (the Bradley–Terry limit of ``stats.study_simulation.bradley_terry_limit``), a martingale sum
+rather than one whose terms depend on how lucky a pair was before. Because the objective depends on the
 votes only through each pair's points, the weighted fit is the ordinary fit of the weighted points
 per pair (``fit_pair_points_batch``, the 10⁻³ penalty included).
 
@@ -88,7 +88,7 @@ class WeightedFit:
 
     @property
     def scores(self) -> np.ndarray:
-        """Elo-scale scores (SPEC §7: 400 θ / ln 10)."""
+        """Elo-scale scores (docs/protocol.md "Deployment leaderboard": 400 θ / ln 10)."""
         return SCORE_SCALE * self.theta
 
     @property
@@ -144,7 +144,8 @@ def ipw_bradley_terry(
     *,
     l2: float = L2_PENALTY,
 ) -> WeightedFit:
-    """Inverse-propensity-weighted SPEC §7 fit of one study's votes (R = 1 in the result).
+    """Inverse-propensity-weighted docs/protocol.md "Deployment leaderboard" fit of one study's votes (R = 1
+    in the result).
 
     One entry per valid vote: the systems ``first`` and ``second`` (indices, distinct), the first
     system's points (A = 1, TIE = ½, B = 0) and ``propensity``, the probability with which the

@@ -1,7 +1,9 @@
-"""Human reference and inter-rater agreement (SPEC §5, report keys SPEC §10).
+"""Human reference and inter-rater agreement (docs/protocol.md "Human reference and agreement", report keys
+docs/protocol.md "Report keys").
 
 Pure module: pandas/numpy in, frozen dataclasses out, no Django and no project app (the human
-ranking calls the pure Bradley–Terry module ``stats.bradley_terry``, SPEC §7).
+ranking calls the pure Bradley–Terry module ``stats.bradley_terry``,
+docs/protocol.md "Deployment leaderboard").
 
 Every agreement statistic here is a ratio of sums over comparisons, so each function takes a
 per-comparison count matrix (rows = comparisons, columns = labels in ordinal order
@@ -11,9 +13,10 @@ matrix of the stratified page-block bootstrap mapped to comparisons, ``stats.boo
 it returns one value per resample, vectorized. A weight of ``w`` is exactly the same as the
 comparison appearing ``w`` times, which is what a bootstrap resample means.
 
-Decisions (see docs/decisions.md):
+Decisions (see docs/decisions/0004-agreement-statistics.md):
 
-- Fleiss-type κ (SPEC §5) uses only items with ``n_i ≥ 2`` for both ``P̄`` and ``p_k``.
+- Fleiss-type κ (docs/protocol.md "Human reference and agreement") uses only items with ``n_i ≥ 2`` for both
+``P̄`` and ``p_k``.
 - Per-axis α uses the axis scores of *valid* main votes (A/B/TIE); a CANNOT_JUDGE vote carries no
   judgement and its axis scores are ignored.
 - Agreement with the majority (by confidence level, per rater) compares a vote with the unique
@@ -49,7 +52,8 @@ from stats.preference import ORDINAL_LABELS, human_preferences, label_counts, pr
 from stats.serialize import json_safe
 
 LABELS: tuple[str, ...] = ("A", "B", "TIE", "CANNOT_JUDGE")
-#: Valid labels in ordinal order (SPEC §5: B = 0 < TIE = 1 < A = 2): ``stats.preference.ORDINAL_LABELS``.
+#: Valid labels in ordinal order (docs/protocol.md "Human reference and agreement": B = 0 < TIE = 1 < A = 2):
+#: ``stats.preference.ORDINAL_LABELS``.
 ORDINAL_VALUE: Mapping[str, int] = {"B": 0, "TIE": 1, "A": 2}
 AXIS_SCORES: tuple[int, ...] = (-2, -1, 0, 1, 2)
 AXIS_PREFIX = "axis:"
@@ -74,7 +78,7 @@ _STRING_COLUMNS = ("comparison", "page", "block", "rater", "system_a", "system_b
 
 @dataclass(frozen=True)
 class VoteTable:
-    """Validated canonical votes (SPEC §3, §8 votes CSV columns).
+    """Validated canonical votes (docs/protocol.md "Canonical answers", "Files" votes CSV columns).
 
     ``frame`` has the columns of ``REQUIRED_COLUMNS`` plus ``confidence`` (float, NaN when absent)
     and one float ``axis:<ID>`` column per axis in ``axis_ids`` (NaN when inactive). Strings are
@@ -86,7 +90,8 @@ class VoteTable:
 
     @property
     def main(self) -> pd.DataFrame:
-        """Main annotations: every vote that is not a hidden repeat (SPEC §5)."""
+        """Main annotations: every vote that is not a hidden repeat
+        (docs/protocol.md "Human reference and agreement")."""
         return self.frame[~self.frame["is_repeat"].to_numpy(dtype=bool)]
 
     @property
@@ -113,7 +118,8 @@ def _as_bool(series: pd.Series, name: str) -> pd.Series:
 
 
 def validate_votes(votes: pd.DataFrame) -> VoteTable:
-    """Check and normalize a votes frame (SPEC §5 input; columns as the §8 votes CSV).
+    """Check and normalize a votes frame (docs/protocol.md "Human reference and agreement" input; columns as
+    the docs/protocol.md "Files" votes CSV).
 
     Raises ``InvalidVotes`` (a ``StatisticsError``) naming the column and row of the first problem: a missing column, an
     unknown label, a non-boolean flag, an axis score outside −2…2, a confidence outside 1–5, a
@@ -188,7 +194,8 @@ def validate_votes(votes: pd.DataFrame) -> VoteTable:
 
 
 def reliability_to_counts(reliability_data: np.ndarray, value_domain: Sequence[float]) -> np.ndarray:
-    """(coders × units) reliability data, NaN missing → (units × values) counts (SPEC §5 α input)."""
+    """(coders × units) reliability data, NaN missing → (units × values) counts
+    (docs/protocol.md "Human reference and agreement" α input)."""
     data = np.asarray(reliability_data, dtype=float)
     dom = np.asarray(value_domain, dtype=float)
     return (data.T[..., None] == dom[None, None, :]).sum(axis=1)
@@ -215,20 +222,22 @@ def _check_counts(counts: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
 
 
 def coverage(n_valid: int, n_main: int) -> float:
-    """SPEC §5 coverage: valid main votes / main annotations (NaN when there are none)."""
+    """docs/protocol.md "Human reference and agreement" coverage: valid main votes / main annotations (NaN
+    when there are none)."""
     if n_valid < 0 or n_main < 0 or n_valid > n_main:
         raise StatisticsError("need 0 ≤ n_valid ≤ n_main")
     return n_valid / n_main if n_main else math.nan
 
 
 def n_agreement_pairs(counts: np.ndarray) -> int:
-    """SPEC §5 ``n_pairs = Σ_i C(n_i, 2)`` over valid votes."""
+    """docs/protocol.md "Human reference and agreement" ``n_pairs = Σ_i C(n_i, 2)`` over valid votes."""
     n = np.asarray(counts, dtype=np.int64).sum(axis=1)
     return int((n * (n - 1) // 2).sum())
 
 
 def exact_agreement(counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray | float:
-    """SPEC §5 exact agreement: share of same-label pairs among all pairs of valid votes on a comparison.
+    """docs/protocol.md "Human reference and agreement" exact agreement: share of same-label pairs among all
+    pairs of valid votes on a comparison.
 
     ``Σ_i Σ_k C(n_ik, 2) / Σ_i C(n_i, 2)``; ``weights`` as in the module docstring.
     """
@@ -240,7 +249,8 @@ def exact_agreement(counts: np.ndarray, weights: np.ndarray | None = None) -> np
 
 
 def fleiss_kappa(counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray | float:
-    """SPEC §5 Fleiss-type κ over {A, TIE, B} for unequal rater counts, items with ``n_i ≥ 2``.
+    """docs/protocol.md "Human reference and agreement" Fleiss-type κ over {A, TIE, B} for unequal rater
+    counts, items with ``n_i ≥ 2``.
 
     ``P_i = Σ_k n_ik (n_ik − 1) / (n_i (n_i − 1))``, ``P̄ = mean_i P_i``,
     ``p_k = Σ_i n_ik / Σ_i n_i``, ``P_e = Σ_k p_k²``, ``κ = (P̄ − P_e) / (1 − P_e)``.
@@ -267,7 +277,8 @@ def fleiss_kappa(counts: np.ndarray, weights: np.ndarray | None = None) -> np.nd
 
 
 def coincidence_matrix(counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Krippendorff coincidence matrix (SPEC §5 α), additive over units.
+    """Krippendorff coincidence matrix (docs/protocol.md "Human reference and agreement" α), additive over
+    units.
 
     ``o_ck = Σ_u w_u (n_uc n_uk − δ_ck n_uc) / (m_u − 1)`` over units with ``m_u ≥ 2`` pairable
     values. Shape (V, V), or (R, V, V) for 2-D weights.
@@ -284,7 +295,8 @@ def coincidence_matrix(counts: np.ndarray, weights: np.ndarray | None = None) ->
 
 
 def ordinal_alpha_from_coincidences(o: np.ndarray) -> np.ndarray | float:
-    """Ordinal Krippendorff α from a coincidence matrix (SPEC §5), vectorized over leading axes.
+    """Ordinal Krippendorff α from a coincidence matrix (docs/protocol.md "Human reference and agreement"),
+    vectorized over leading axes.
 
     ``α = 1 − D_o / D_e`` with ``D_o ∝ Σ o_ck δ²_ck`` and ``D_e ∝ Σ n_c n_k δ²_ck / (n − 1)``, the
     ordinal metric ``δ_ck = Σ_{g=c..k} n_g − (n_c + n_k)/2`` built from the marginals
@@ -309,7 +321,8 @@ def ordinal_alpha_from_coincidences(o: np.ndarray) -> np.ndarray | float:
 
 
 def krippendorff_alpha_ordinal(counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray | float:
-    """SPEC §5 ordinal Krippendorff α from a (units × values) count matrix, values in ordinal order.
+    """docs/protocol.md "Human reference and agreement" ordinal Krippendorff α from a (units × values) count
+    matrix, values in ordinal order.
 
     For labels the columns are B = 0, TIE = 1, A = 2 (missing = not shown or CANNOT_JUDGE).
     The point estimate (``weights=None``) is computed by the ``krippendorff`` package
@@ -340,7 +353,8 @@ def krippendorff_package_alpha(counts: np.ndarray, *, level: Literal["nominal", 
 
 
 def unanimous_share(counts: np.ndarray) -> float:
-    """SPEC §5: share of comparisons (≥ 1 valid vote) whose valid votes all carry one label."""
+    """docs/protocol.md "Human reference and agreement": share of comparisons (≥ 1 valid vote) whose valid
+    votes all carry one label."""
     c = np.asarray(counts)
     n = c.sum(axis=1)
     has = n >= 1
@@ -350,7 +364,8 @@ def unanimous_share(counts: np.ndarray) -> float:
 
 
 def unique_plurality_share(counts: np.ndarray) -> float:
-    """SPEC §5: share of comparisons (≥ 1 valid vote) where one label has strictly more votes than each other."""
+    """docs/protocol.md "Human reference and agreement": share of comparisons (≥ 1 valid vote) where one label
+    has strictly more votes than each other."""
     c = np.asarray(counts)
     has = c.sum(axis=1) >= 1
     if not has.any():
@@ -368,7 +383,8 @@ def _unique_plurality(counts: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RepeatAgreement:
-    """SPEC §5 hidden-repeat agreement: ``agree`` equal pairs out of ``n`` answered pairs."""
+    """docs/protocol.md "Human reference and agreement" hidden-repeat agreement: ``agree`` equal pairs out of
+    ``n`` answered pairs."""
 
     agree: int
     n: int
@@ -379,7 +395,8 @@ class RepeatAgreement:
 
 
 def hidden_repeat_agreement(original: Sequence[str], repeat: Sequence[str]) -> RepeatAgreement:
-    """SPEC §5: original vs repeat labels of the same rater and comparison, CANNOT_JUDGE counting as a label."""
+    """docs/protocol.md "Human reference and agreement": original vs repeat labels of the same rater and
+    comparison, CANNOT_JUDGE counting as a label."""
     if len(original) != len(repeat):
         raise StatisticsError("original and repeat must have the same length")
     o = np.asarray(original, dtype=object)
@@ -388,7 +405,8 @@ def hidden_repeat_agreement(original: Sequence[str], repeat: Sequence[str]) -> R
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (beyond SPEC §5: rater-quality shares)."""
+    """Wilson score interval for a binomial proportion (beyond
+    docs/protocol.md "Human reference and agreement": rater-quality shares)."""
     if n < 0 or k < 0 or k > n:
         raise StatisticsError("need 0 ≤ k ≤ n")
     if n == 0:
@@ -402,13 +420,15 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 # --------------------------------------------------------------------------------------------
-# Human ranking and leave-one-rater-out (SPEC §5 using the SPEC §7 Bradley–Terry fit)
+# Human ranking and leave-one-rater-out (docs/protocol.md "Human reference and agreement" using the
+# docs/protocol.md "Deployment leaderboard" Bradley–Terry fit)
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class HumanRanking:
-    """SPEC §5 human ranking: Bradley–Terry (SPEC §7) scores and ranks per system (1 = best)."""
+    """docs/protocol.md "Human reference and agreement" human ranking: Bradley–Terry
+    (docs/protocol.md "Deployment leaderboard") scores and ranks per system (1 = best)."""
 
     systems: tuple[str, ...]
     scores: np.ndarray
@@ -425,12 +445,14 @@ class HumanRanking:
 def human_ranking(
     system_a: Sequence[str], system_b: Sequence[str], h: np.ndarray, systems: Sequence[str]
 ) -> HumanRanking:
-    """SPEC §5 human ranking: the SPEC §7 Bradley–Terry fit on ``h_i`` as fractional outcomes.
+    """docs/protocol.md "Human reference and agreement" human ranking: the
+    docs/protocol.md "Deployment leaderboard" Bradley–Terry fit on ``h_i`` as fractional outcomes.
 
     Comparisons with NaN ``h`` (no valid vote) are left out; every system in ``systems`` keeps its
     index (one without comparisons sits at the ridge optimum).
     """
-    from stats.bradley_terry import fit_bradley_terry  # pure module, SPEC §7
+    # pure module, docs/protocol.md "Deployment leaderboard"
+    from stats.bradley_terry import fit_bradley_terry
 
     h = np.asarray(h, dtype=float)
     index = {s: i for i, s in enumerate(systems)}
@@ -447,11 +469,12 @@ def human_ranking(
 
 @dataclass(frozen=True)
 class RaterStability:
-    """SPEC §5 leave-one-rater-out entry for one rater.
+    """docs/protocol.md "Human reference and agreement" leave-one-rater-out entry for one rater.
 
     ``spearman`` is NaN and ``max_rank_movement`` None when undefined; ``reason`` says why.
     ``scores``: each system's human Bradley–Terry score with this rater left out, aligned with the
-    full ranking's ``systems`` (for the report's spread plot; not part of the SPEC §10 JSON).
+    full ranking's ``systems`` (for the report's spread plot; not part of the docs/protocol.md "Report keys"
+    JSON).
     """
 
     rater: str
@@ -463,7 +486,8 @@ class RaterStability:
 
 @dataclass(frozen=True)
 class LeaveOneRaterOut:
-    """SPEC §5 leave-one-rater-out summary: worst case and per rater (None/NaN when undefined)."""
+    """docs/protocol.md "Human reference and agreement" leave-one-rater-out summary: worst case and per rater
+    (None/NaN when undefined)."""
 
     min_spearman: float
     max_rank_movement: int | None
@@ -473,7 +497,8 @@ class LeaveOneRaterOut:
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Tie-aware Spearman of two score vectors (θ tie-grouped as the ranks are; audit F1)."""
-    from stats.rank_correlation import spearman_tie_aware, theta_of_scores  # pure, SPEC §7
+    # pure, docs/protocol.md "Deployment leaderboard"
+    from stats.rank_correlation import spearman_tie_aware, theta_of_scores
 
     return spearman_tie_aware(theta_of_scores(x), theta_of_scores(y))
 
@@ -485,7 +510,8 @@ def leave_one_rater_out(
     systems: Sequence[str],
     full: HumanRanking,
 ) -> LeaveOneRaterOut:
-    """SPEC §5: drop each rater, recompute ``h`` and the human ranking, compare with ``full``.
+    """docs/protocol.md "Human reference and agreement": drop each rater, recompute ``h`` and the human
+    ranking, compare with ``full``.
 
     ``counts_by_rater[r]`` is rater r's (comparisons × [B, TIE, A]) valid main-vote counts, rows
     aligned with ``system_a``/``system_b``. Spearman is ``scipy.stats.spearmanr`` of the scores
@@ -542,13 +568,14 @@ def leave_one_rater_out(
 
 
 # --------------------------------------------------------------------------------------------
-# Bootstrap intervals (SPEC §5 "Confidence intervals")
+# Bootstrap intervals (docs/protocol.md "Human reference and agreement" (Confidence intervals))
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class BootstrapAgreement:
-    """Per-resample statistics of the stratified page-block bootstrap (SPEC §5)."""
+    """Per-resample statistics of the stratified page-block bootstrap
+    (docs/protocol.md "Human reference and agreement")."""
 
     exact_agreement: np.ndarray
     fleiss_kappa: np.ndarray
@@ -556,7 +583,8 @@ class BootstrapAgreement:
 
 
 def bootstrap_agreement(counts: np.ndarray, weights: np.ndarray) -> BootstrapAgreement:
-    """Vectorized exact agreement, κ and ordinal α for every resample (SPEC §5 intervals).
+    """Vectorized exact agreement, κ and ordinal α for every resample
+    (docs/protocol.md "Human reference and agreement" intervals).
 
     ``weights`` is ``(resamples, n_comparisons)``: ``stats.bootstrap.comparison_weights``.
     """
@@ -571,15 +599,16 @@ def bootstrap_agreement(counts: np.ndarray, weights: np.ndarray) -> BootstrapAgr
 
 
 # --------------------------------------------------------------------------------------------
-# The report (SPEC §10 agreement_report)
+# The report (docs/protocol.md "Report keys" agreement_report)
 # --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class AgreementResult:
-    """Everything of SPEC §5, serialized by ``to_dict`` with the SPEC §10 ``agreement_report`` keys.
+    """Everything of docs/protocol.md "Human reference and agreement", serialized by ``to_dict`` with the
+    docs/protocol.md "Report keys" ``agreement_report`` keys.
 
-    Beyond the SPEC: ``per_axis_alpha`` (ordinal α of −2…2 axis scores per axis, with bootstrap
+    Beyond the protocol: ``per_axis_alpha`` (ordinal α of −2…2 axis scores per axis, with bootstrap
     CI), ``confidence_agreement`` (agreement with the other raters' unique plurality, by
     confidence level), ``position_bias`` (share of decisive votes for the left candidate, Wilson
     CI, overall and per rater) and ``rater_quality`` (per rater: coverage, hidden-repeat
@@ -615,7 +644,8 @@ class AgreementResult:
     reasons: Mapping[str, str] = field(default_factory=dict)
 
     def leave_one_rater_out_scores(self) -> dict[str, list[float]]:
-        """Each system's human score with each rater left out in turn (raters in order; SPEC §5).
+        """Each system's human score with each rater left out in turn (raters in order;
+        docs/protocol.md "Human reference and agreement").
 
         The per-rater fits of ``leave_one_rater_out``, by system, for the report's spread plot;
         not part of ``to_dict``.
@@ -628,7 +658,8 @@ class AgreementResult:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC §10 ``agreement_report`` object (plain JSON types, NaN → None) plus extras."""
+        """The docs/protocol.md "Report keys" ``agreement_report`` object (plain JSON types, NaN → None) plus
+        extras."""
         loro = self.leave_one_rater_out
         return json_safe(
             {
@@ -691,7 +722,8 @@ def _share_entry(k: int, n: int) -> dict[str, Any]:
 
 
 def _repeat_pairs(table: VoteTable) -> pd.DataFrame:
-    """Original/repeat pairs of the same rater and comparison (SPEC §5), one row per repeat."""
+    """Original/repeat pairs of the same rater and comparison
+    (docs/protocol.md "Human reference and agreement"), one row per repeat."""
     main = table.main[["rater", "comparison", "label"]]
     rep = table.repeats[["rater", "comparison", "label"]]
     return rep.merge(main, on=["rater", "comparison"], how="inner", suffixes=("_repeat", "_original"))
@@ -724,7 +756,8 @@ def undefined_reasons(
     intervals: Mapping[str, tuple[float, float]],
     loro: LeaveOneRaterOut,
 ) -> dict[str, str]:
-    """Why each undefined SPEC §10 agreement figure is undefined (audit F5), keyed by report key.
+    """Why each undefined docs/protocol.md "Report keys" agreement figure is undefined (audit F5), keyed by
+    report key.
 
     ``values``/``intervals`` are the computed point estimates and ci95 by report key; only the
     NaN ones get a reason. Reasons name the data that is missing, so a researcher can act.
@@ -768,7 +801,8 @@ def undefined_reasons(
 
 
 def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> AgreementResult:
-    """Compute every SPEC §5 quantity from canonical votes; intervals by the SPEC §5 bootstrap.
+    """Compute every docs/protocol.md "Human reference and agreement" quantity from canonical votes; intervals
+    by the docs/protocol.md "Human reference and agreement" bootstrap.
 
     ``votes``: one row per answered trial with the columns of ``validate_votes``. Deterministic in
     (votes, resamples, seed). Raises ``StatisticsError`` on bad input.
@@ -802,7 +836,7 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
         for i in np.flatnonzero(has_valid)
     )
 
-    # Bootstrap (SPEC §5): strata = blocks, units = (block, page).
+    # Bootstrap (docs/protocol.md "Human reference and agreement"): strata = blocks, units = (block, page).
     units: BootstrapUnits = bootstrap_units(comp_info["page"].tolist(), comp_info["block"].tolist())
     if len(comps):
         w = comparison_weights(units, bootstrap_page_blocks(units, resamples=resamples, seed=seed)).astype(
@@ -816,7 +850,8 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
         w = np.zeros((resamples, 0))
         ci_exact = ci_kappa = ci_alpha = (math.nan, math.nan)
 
-    # Human ranking and leave-one-rater-out (SPEC §5 / §7).
+    # Human ranking and leave-one-rater-out
+    # (docs/protocol.md "Human reference and agreement", "Deployment leaderboard").
     used = comp_info[has_valid]
     systems = sorted(set(used["system_a"]) | set(used["system_b"]))
     sys_a = comp_info["system_a"].to_numpy(dtype=object)
@@ -838,11 +873,11 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
             reason="no comparison has a valid main vote: no human ranking",
         )
 
-    # Hidden repeats (SPEC §5).
+    # Hidden repeats (docs/protocol.md "Human reference and agreement").
     pairs = _repeat_pairs(table)
     repeat = hidden_repeat_agreement(pairs["label_original"].tolist(), pairs["label_repeat"].tolist())
 
-    # Beyond the SPEC: per-axis ordinal α over −2…2 scores of valid main votes.
+    # Beyond the protocol: per-axis ordinal α over −2…2 scores of valid main votes.
     per_axis = []
     for axis in table.axis_ids:
         col = AXIS_PREFIX + axis
@@ -868,7 +903,7 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
             }
         )
 
-    # Beyond the SPEC: agreement with the other raters' plurality, by confidence and per rater.
+    # Beyond the protocol: agreement with the other raters' plurality, by confidence and per rater.
     others = _others_plurality_agreement(main_valid, counts, comp_index)
     conf_rows = []
     conf_levels = sorted({int(c) for c in others["confidence"].dropna().tolist()})
@@ -876,7 +911,7 @@ def agreement_report(votes: pd.DataFrame, *, resamples: int, seed: int) -> Agree
         sel = others["confidence"] == level
         entry = _share_entry(int(others.loc[sel, "agrees"].sum()), int(sel.sum()))
         conf_rows.append({"confidence": level, **entry})
-    # Beyond the SPEC: position bias, decisive main votes only.
+    # Beyond the protocol: position bias, decisive main votes only.
     decisive = main[main["label"].isin(("A", "B"))]
     chose_left = (decisive["label"] == "A").to_numpy() != decisive["swapped"].to_numpy(dtype=bool)
 

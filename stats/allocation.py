@@ -7,9 +7,9 @@ R = 1 for a real study), each a vector of votes per unordered system pair. Pairs
 M(M−1)/2 pairs i < j in row-major ``np.triu_indices(M, 1)`` order (the pair form of
 ``stats.bradley_terry``); the canonical A of pair k is its lower index i.
 
-The current fit of a replicate is the SPEC §7 Bradley–Terry fit of its votes (``fit_pairs``) with
-the inverse observed information as covariance Σ. For outcomes in [0, 1] with mean μ the variance
-is at most μ(1 − μ) (E[y²] ≤ E[y]), so the model-based Σ never understates the variance when votes
+The current fit of a replicate is the docs/protocol.md "Deployment leaderboard" Bradley–Terry fit of its votes
+(``fit_pairs``) with the inverse observed information as covariance Σ. For outcomes in [0, 1] with mean μ the
+variance is at most μ(1 − μ) (E[y²] ≤ E[y]), so the model-based Σ never understates the variance when votes
 include ties (0.5) — it is conservative, which the stopping rule (``stats.stopping``) relies on.
 
 Rules (``allocation_weights``), each giving the share of the next votes per pair:

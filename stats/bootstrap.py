@@ -1,4 +1,5 @@
-"""Stratified page-block bootstrap (SPEC §5 "Confidence intervals", §6, §7).
+"""Stratified page-block bootstrap (docs/protocol.md "Human reference and agreement" (Confidence intervals),
+"Judges and calibration", "Deployment leaderboard").
 
 Pure module: numpy in, numpy out, no Django.
 
@@ -9,16 +10,17 @@ returned as a count matrix ``W`` of shape ``(n_resamples, n_units)``: ``W[r, u]`
 times unit ``u`` was drawn in resample ``r``. A statistic that is a weighted sum over
 comparisons is then evaluated for every resample at once as ``W[:, unit_of_comparison]``.
 
-Decision (written down in docs/decisions.md): when one page has comparisons in several blocks,
-each (block, page) pair is its own unit, so stratification by block is never broken.
+Decision (written down in docs/decisions/0001-bootstrap-units.md): when one page has comparisons in several
+blocks, each (block, page) pair is its own unit, so stratification by block is never broken.
 
-The cluster bootstrap over briefs (SPEC §11 "cluster bootstrap over source tasks (briefs)") is the
-same bootstrap with the briefs as the pages and one stratum (``brief_bootstrap``): a resample draws
-as many briefs as there are, with replacement, and every brief carries all of its observations.
+The cluster bootstrap over briefs (docs/study-kinds.md "The kind report" (cluster bootstrap over source tasks
+(briefs))) is the same bootstrap with the briefs as the pages and one stratum (``brief_bootstrap``): a
+resample draws as many briefs as there are, with replacement, and every brief carries all of its observations.
 Statistics are ratios of per-brief sums, so a resample is evaluated as ``W @ sums``.
 
-Intervals are the 2.5th and 97.5th percentiles of the resamples (``percentile_interval``, SPEC §5),
-resamples where the statistic is undefined (NaN, ±inf) left out.
+Intervals are the 2.5th and 97.5th percentiles of the resamples (``percentile_interval``,
+docs/protocol.md "Human reference and agreement"), resamples where the statistic is undefined (NaN, ±inf) left
+out.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def comparison_weights(units: BootstrapUnits, counts: np.ndarray) -> np.ndarray:
 
 
 def percentile_interval(values: np.ndarray, axis: int = 0) -> np.ndarray:
-    """2.5th and 97.5th percentiles along ``axis`` (SPEC §5). Shape: (2, ...).
+    """2.5th and 97.5th percentiles along ``axis`` (docs/protocol.md "Human reference and agreement"). Shape:
+    (2, ...).
 
     NaN and ±inf resamples (the statistic undefined there) are left out; NaN where none is finite.
     """
@@ -125,7 +128,7 @@ def ratio_of_sums(num: np.ndarray, den: np.ndarray) -> np.ndarray | float:
 
 
 # --------------------------------------------------------------------------------------------
-# The cluster bootstrap over briefs (SPEC §11)
+# The cluster bootstrap over briefs (docs/study-kinds.md "The kind report")
 # --------------------------------------------------------------------------------------------
 
 
@@ -138,7 +141,8 @@ def check_bootstrap_args(resamples: int, seed: int) -> None:
 
 @dataclass(frozen=True)
 class BriefBootstrap:
-    """The cluster bootstrap over briefs (SPEC §11): brief ids and the resample count matrix.
+    """The cluster bootstrap over briefs (docs/study-kinds.md "The kind report"): brief ids and the resample
+    count matrix.
 
     ``briefs`` are the distinct brief ids in sorted order (the column order of ``counts``);
     ``counts[r, j]`` is how often brief ``briefs[j]`` was drawn in resample ``r``.
@@ -160,7 +164,8 @@ class BriefBootstrap:
 
 
 def brief_bootstrap(brief_ids: Sequence[object], *, resamples: int, seed: int) -> BriefBootstrap:
-    """Draw the SPEC §11 cluster bootstrap over the distinct ``brief_ids`` (one stratum).
+    """Draw the docs/study-kinds.md "The kind report" cluster bootstrap over the distinct ``brief_ids`` (one
+    stratum).
 
     Uses ``bootstrap_units(pages=briefs)`` and ``bootstrap_page_blocks``, so the same
     (briefs, resamples, seed) always gives the same count matrix.

@@ -1,9 +1,11 @@
-"""Bradley–Terry leaderboard maths (SPEC §7 "Soft preference", "Bradley–Terry", "Uncertainty").
+"""Bradley–Terry leaderboard maths (docs/protocol.md "Deployment leaderboard" (Soft preference),
+"Bradley–Terry", "Uncertainty").
 
 Pure module: numpy/scipy in, frozen dataclasses out, no Django, no project app (it uses only the
 pure ``stats.bootstrap`` module for the shared page-block resampling).
 
-Objective (SPEC §7), with fractional outcomes ``p_i`` (the outcome for the canonical A):
+Objective (docs/protocol.md "Deployment leaderboard"), with fractional outcomes ``p_i`` (the outcome for the
+canonical A):
 
     maximize  Σ_i w_i [p_i log σ(θ_a − θ_b) + (1 − p_i) log σ(θ_b − θ_a)] − λ Σ_m θ_m²,  λ = 10⁻³
 
@@ -18,9 +20,9 @@ Only the *points matrix* enters the objective: ``P[i, j]`` = weighted preference
 ``Σ_{i≠j} P[i, j] log σ(θ_i − θ_j) − λ‖θ‖²``; internally it is kept in *pair form* (for each pair
 i < j: the points of i against j and of j against i).
 
-Bootstrap (SPEC §7 "Uncertainty": page-block resampling, refit each time). Per unit (page) and
-ordered pair we keep the sufficient statistics (count, Σ p̂) in points form, a linear function of
-them; with the shared count matrix ``W`` of ``stats.bootstrap.bootstrap_page_blocks`` a
+Bootstrap (docs/protocol.md "Deployment leaderboard" (Uncertainty): page-block resampling, refit each time).
+Per unit (page) and ordered pair we keep the sufficient statistics (count, Σ p̂) in points form, a linear
+function of them; with the shared count matrix ``W`` of ``stats.bootstrap.bootstrap_page_blocks`` a
 resample's statistics are one sparse product, and all resamples are refitted together by a batched
 Newton iteration (batched ``np.linalg.solve`` on (R, M, M)). Chunking: ``chunk=(start, stop)``
 refits rows ``start..stop`` of the *same* W (drawn from ``(units, resamples, seed)``), and every
@@ -42,8 +44,8 @@ from scipy.special import expit
 from stats.bootstrap import BootstrapUnits, bootstrap_page_blocks, percentile_interval
 from stats.errors import StatisticsError
 
-L2_PENALTY = 1e-3  # SPEC §7
-SCORE_SCALE = 400.0 / math.log(10.0)  # SPEC §7: score = 400 θ / ln 10
+L2_PENALTY = 1e-3  # docs/protocol.md "Deployment leaderboard"
+SCORE_SCALE = 400.0 / math.log(10.0)  # docs/protocol.md "Deployment leaderboard": score = 400 θ / ln 10
 GRADIENT_TOLERANCE = 1e-10
 MAX_NEWTON_ITERATIONS = 200
 # Ranks treat thetas whose sorted neighbours differ by at most this much as tied (then the lower
@@ -57,7 +59,7 @@ _BATCH_ELEMENTS = 2_000_000
 
 @dataclass(frozen=True, eq=False)
 class BradleyTerryFit:
-    """A fitted Bradley–Terry model (SPEC §7).
+    """A fitted Bradley–Terry model (docs/protocol.md "Deployment leaderboard").
 
     ``theta`` is centered (mean 0); ``scores = 400 θ / ln 10``; ``ranks[m]`` is system ``m``'s rank
     (1 = best; θ tied within ``RANK_TOLERANCE`` (:func:`tie_grouped_theta`) is broken by the lower
@@ -74,7 +76,8 @@ class BradleyTerryFit:
 
 @dataclass(frozen=True, eq=False)
 class BootstrapResult:
-    """Page-block bootstrap of the Bradley–Terry fit (SPEC §7 "Uncertainty").
+    """Page-block bootstrap of the Bradley–Terry fit (docs/protocol.md "Deployment leaderboard"
+    (Uncertainty)).
 
     ``scores`` and ``ranks`` hold one row per resample (rows ``start..stop`` of the count matrix
     drawn by ``bootstrap_page_blocks(units, resamples=resamples, seed=seed)``), so chunk results can
@@ -218,7 +221,7 @@ class _Pairs:
 def _objective(
     upper: np.ndarray, lower: np.ndarray, theta: np.ndarray, pairs: _Pairs, l2: float
 ) -> np.ndarray:
-    """SPEC §7 objective for a batch in pair form -> (R,).
+    """docs/protocol.md "Deployment leaderboard" objective for a batch in pair form -> (R,).
 
     ``upper[r, k]``/``lower[r, k]``: points of i against j / of j against i for pair k = (i, j);
     P_ij log σ(d) + P_ji log σ(−d) = N log σ(d) − P_ji d with d = θ_i − θ_j and N = P_ij + P_ji.
@@ -256,7 +259,8 @@ def _gradient_and_system(
 def _newton_batch(
     upper: np.ndarray, lower: np.ndarray, m: int, l2: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Maximize the SPEC §7 objective for every resample of a batch given in pair form (R, K).
+    """Maximize the docs/protocol.md "Deployment leaderboard" objective for every resample of a batch given in
+    pair form (R, K).
 
     Damped Newton (Armijo backtracking) from θ = 0. Each resample's iterates depend only on its own
     row (converged resamples are frozen), so the result does not depend on the batch it is in.
@@ -344,14 +348,15 @@ def ranks_from_theta(theta: np.ndarray) -> np.ndarray:
 
 
 def fit_points(points: np.ndarray, *, l2: float = L2_PENALTY) -> BradleyTerryFit:
-    """Fit SPEC §7 Bradley–Terry from a points matrix ``P`` (M, M) (see :func:`points_matrix`)."""
+    """Fit docs/protocol.md "Deployment leaderboard" Bradley–Terry from a points matrix ``P`` (M, M) (see
+    :func:`points_matrix`)."""
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[0] != pts.shape[1] or pts.shape[0] < 1:
         raise StatisticsError("points must be a square (M, M) matrix")
     if not np.all(np.isfinite(pts)) or np.any(pts < 0):
         raise StatisticsError("points must be finite and non-negative")
     if not (l2 > 0 and math.isfinite(l2)):
-        raise StatisticsError("l2 must be positive (the SPEC §7 objective is then strictly concave)")
+        raise StatisticsError('l2 must be positive (the docs/protocol.md "Deployment leaderboard" objective is then strictly concave)')
     m = pts.shape[0]
     pairs = _Pairs.of(m)
     upper, lower = pts[None, pairs.first, pairs.second], pts[None, pairs.second, pairs.first]
@@ -377,7 +382,7 @@ def fit_bradley_terry(
     weights: np.ndarray | None = None,
     l2: float = L2_PENALTY,
 ) -> BradleyTerryFit:
-    """Fit the SPEC §7 Bradley–Terry model to comparisons.
+    """Fit the docs/protocol.md "Deployment leaderboard" Bradley–Terry model to comparisons.
 
     ``a[i]``, ``b[i]``: indices (0..n_systems−1) of comparison i's canonical A and B systems;
     ``p[i]`` ∈ [0, 1]: the outcome for A (1 = A preferred, 0.5 = tie, fractional proxy p̂ allowed);
@@ -396,7 +401,8 @@ def appearances(a: np.ndarray, b: np.ndarray, n_systems: int) -> np.ndarray:
 
 
 def soft_preference(a: np.ndarray, b: np.ndarray, p: np.ndarray, n_systems: int) -> np.ndarray:
-    """SPEC §7 soft preference: mean of each system's preference points (p̂ as A, 1 − p̂ as B).
+    """docs/protocol.md "Deployment leaderboard" soft preference: mean of each system's preference points (p̂
+    as A, 1 − p̂ as B).
 
     NaN for a system without comparisons.
     """
@@ -452,7 +458,8 @@ def _batch_size(n_systems: int) -> int:
 
 
 def _summaries(scores: np.ndarray, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Score ci95 (percentile 2.5/97.5, SPEC §5/§7), rank ci95 and rank-1 share.
+    """Score ci95 (percentile 2.5/97.5,
+    docs/protocol.md "Human reference and agreement", "Deployment leaderboard"), rank ci95 and rank-1 share.
 
     Rank intervals are integers: the 2.5th percentile rounded down to an observed rank
     (``method="lower"``) and the 97.5th rounded up (``method="higher"``), so they never claim more
@@ -508,7 +515,8 @@ def bootstrap_bradley_terry(
     counts: np.ndarray | None = None,
     l2: float = L2_PENALTY,
 ) -> BootstrapResult:
-    """SPEC §7 page-block bootstrap: refit Bradley–Terry on every resample, all at once.
+    """docs/protocol.md "Deployment leaderboard" page-block bootstrap: refit Bradley–Terry on every resample,
+    all at once.
 
     The resamples are the rows of ``W = bootstrap_page_blocks(units, resamples=resamples, seed=seed)``
     (or of ``counts`` when given, which must be that matrix). ``chunk=(start, stop)`` fits only rows
@@ -536,7 +544,8 @@ def bootstrap_bradley_terry(
 def bootstrap_rows(
     units: BootstrapUnits, *, resamples: int, seed: int, chunk: tuple[int, int] | None, counts: np.ndarray | None
 ) -> tuple[int, int, np.ndarray]:
-    """Checked ``(start, stop, W)`` of a (chunk of a) SPEC §7 page-block bootstrap."""
+    """Checked ``(start, stop, W)`` of a (chunk of a) docs/protocol.md "Deployment leaderboard" page-block
+    bootstrap."""
     if resamples < 1:
         raise StatisticsError("resamples must be at least 1")
     start, stop = (0, resamples) if chunk is None else (int(chunk[0]), int(chunk[1]))
@@ -614,7 +623,7 @@ def merge_bootstrap_results(parts: Sequence[BootstrapResult]) -> BootstrapResult
 def fit_pair_points_batch(
     upper: np.ndarray, lower: np.ndarray, *, l2: float = L2_PENALTY
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Fit many SPEC §7 objectives given in pair form at once (one per row).
+    """Fit many docs/protocol.md "Deployment leaderboard" objectives given in pair form at once (one per row).
 
     ``upper[r, k]`` / ``lower[r, k]``: points of i against j / of j against i for the k-th pair
     i < j in row-major ``np.triu_indices(M, 1)`` order; both (R, K) with K = M(M−1)/2. Returns the

@@ -1,8 +1,9 @@
-"""Checklist predicates: human majority and agreement of automatic answers (SPEC §11; AesCode §E.1, §E.3).
+"""Checklist predicates: human majority and agreement of automatic answers
+(docs/study-kinds.md "The kind report"; AesCode §E.1, §E.3).
 
 Pure module: pandas in, frozen dataclasses out, no Django.
 
-SPEC §11 rules, case by case:
+docs/study-kinds.md "The kind report" rules, case by case:
 
 - Each predicate is answered by k raters (default 3) with YES / NO / UNCLEAR.
 - **Human majority**: YES (or NO) when it has a strict majority of the predicate's *non-UNCLEAR*
@@ -19,7 +20,7 @@ SPEC §11 rules, case by case:
 - When predicates carry a question type (``question_type``, e.g. Content / Layout / Style), the
   agreement is also broken down by type (same bootstrap count matrix).
 
-Decisions (the SPEC is silent):
+Decisions (the protocol is silent):
 
 1. The majority uses **every** main answer of the predicate, whatever their number; ``k`` is the
    design target and the report counts predicates with fewer (``n_predicates_short``) or more
@@ -56,7 +57,7 @@ DEFAULT_K = 3
 
 
 def human_majority(n_yes: int, n_no: int) -> str | None:
-    """SPEC §11 human majority of a predicate from its non-UNCLEAR answer counts.
+    """docs/study-kinds.md "The kind report" human majority of a predicate from its non-UNCLEAR answer counts.
 
     ``"YES"`` when ``n_yes > n_no``, ``"NO"`` when ``n_no > n_yes``, ``None`` otherwise (a tie, or
     no YES/NO answer at all). UNCLEAR answers are missing and must not be counted in either.
@@ -71,7 +72,8 @@ def human_majority(n_yes: int, n_no: int) -> str | None:
 
 
 def automatic_as_binary(answer: str) -> str:
-    """SPEC §11: an automatic UNCLEAR counts as NO (the property fails); YES and NO stay."""
+    """docs/study-kinds.md "The kind report": an automatic UNCLEAR counts as NO (the property fails); YES and
+    NO stay."""
     if answer not in ANSWERS:
         raise InvalidKindData(f"automatic answer must be one of {', '.join(ANSWERS)}, got {answer!r}")
     return "YES" if answer == "YES" else "NO"
@@ -94,7 +96,8 @@ def binomial_intervals(k: int, n: int, confidence: float = 0.95) -> dict[str, tu
 
 @dataclass(frozen=True)
 class ChecklistAgreement:
-    """Agreement of one automatic source with the human majority on one set of predicates (SPEC §11).
+    """Agreement of one automatic source with the human majority on one set of predicates
+    (docs/study-kinds.md "The kind report").
 
     ``question_type`` is None for the overall entry. ``confusion[auto][human]`` counts predicates
     by the raw automatic answer (YES/NO/UNCLEAR) and the human majority (YES/NO).
@@ -152,7 +155,8 @@ class SourceAgreement:
 
 @dataclass(frozen=True)
 class ChecklistResult:
-    """SPEC §11 checklist analysis: human majorities and each automatic source's agreement.
+    """docs/study-kinds.md "The kind report" checklist analysis: human majorities and each automatic source's
+    agreement.
 
     ``predicates`` has one row per predicate: ``predicate, brief, question_type, n_YES, n_NO,
     n_UNCLEAR, majority`` and one ``automatic`` / ``automatic:<NAME>`` entry per source (raw answer).
@@ -316,7 +320,8 @@ def checklist_agreement(
     k: int = DEFAULT_K,
     confidence: float = 0.95,
 ) -> ChecklistResult:
-    """SPEC §11 checklist analysis: human majority per predicate, agreement of automatic answers.
+    """docs/study-kinds.md "The kind report" checklist analysis: human majority per predicate, agreement of
+    automatic answers.
 
     ``answers``: one row per human answer, ``predicate, rater, answer`` (YES/NO/UNCLEAR) and
     optional ``is_repeat`` (hidden repeats are dropped). ``predicates``: one row per predicate,
@@ -410,7 +415,8 @@ def checklist_agreement(
 def predicates_frame(
     predicates: Sequence[dict[str, Any]], brief_of_item: dict[str, str | None]
 ) -> pd.DataFrame:
-    """Bundle ``predicates[{id, item, question, boxes[], automatic, type?}]`` (SPEC §11) → ``predicates`` frame.
+    """Bundle ``predicates[{id, item, question, boxes[], automatic, type?}]``
+    (docs/study-kinds.md "The kind report") → ``predicates`` frame.
 
     ``brief_of_item`` maps item id → brief id (None: the item is its own cluster, decision 2).
     ``automatic`` may be a string (one source) or a mapping ``{source: answer}``; an optional

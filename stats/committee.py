@@ -1,15 +1,16 @@
-"""Discrete committee audit of the judges (SPEC §6 "Committee audit").
+"""Discrete committee audit of the judges (docs/protocol.md "Judges and calibration" (Committee audit)).
 
 Pure module: numpy/pandas in, frozen dataclasses out, no Django.
 
-The rule (SPEC §6, paper Appendix B.4):
+The rule (docs/protocol.md "Judges and calibration", paper Appendix B.4):
 
 - a judge is *resolved* on a comparison when at least ``min_agree`` (3) of its canonical labels
   (2 orders × 2 repeats = 4 outputs; invalid or missing outputs never agree with anything) are
   the same label; that label is the judge's resolved label;
 - a committee of three judges votes 2-of-3: the committee is resolved when at least two of its
   members are resolved *to the same label*; otherwise it is unresolved;
-- ``p(A)`` is the committee label's canonical value (A = 1, TIE = 0.5, B = 0, SPEC §3) and 0.5
+- ``p(A)`` is the committee label's canonical value (A = 1, TIE = 0.5, B = 0,
+docs/protocol.md "Canonical answers") and 0.5
   when unresolved; unresolved comparisons stay in the Brier denominator;
 - Brier ``Σ_i w_i (p_i − h_i)² / Σ_i w_i`` with ``w_i = n_valid_i / 5`` (valid human votes / 5);
   *resolved-case Brier* is the same sum over resolved comparisons only; *coverage* is the
@@ -20,7 +21,7 @@ The rule (SPEC §6, paper Appendix B.4):
   the paper used 320 of 1,872) and a holdout (the rest). Committees are ranked within each
   split by Brier, ties broken by resolved-case Brier and then by higher coverage (paper B.4).
 
-Extras beyond the SPEC minimum: holdout Brier percentile intervals from the stratified
+Extras beyond the protocol minimum: holdout Brier percentile intervals from the stratified
 page-block bootstrap (predictions fixed), the share of resamples in which each committee has the
 lowest holdout Brier, and the paired holdout difference to the pilot winner.
 """
@@ -40,9 +41,10 @@ from stats.errors import StatisticsError
 #: Integer codes of canonical labels; ``UNRESOLVED`` marks "no label".
 LABEL_CODES: Mapping[str, int] = {"B": 0, "TIE": 1, "A": 2}
 UNRESOLVED = -1
-#: Canonical value of each code (SPEC §3: A = 1, TIE = 0.5, B = 0).
+#: Canonical value of each code (docs/protocol.md "Canonical answers": A = 1, TIE = 0.5, B = 0).
 CODE_VALUES = np.array([0.0, 0.5, 1.0])
-#: Valid human votes are divided by this to weight the audit Brier (SPEC §6).
+#: Valid human votes are divided by this to weight the audit Brier
+#: (docs/protocol.md "Judges and calibration").
 HUMAN_VOTE_WEIGHT_DIVISOR = 5.0
 #: Paper pilot share (320 of 1,872) used when no pilot size is given.
 PAPER_PILOT_SHARE = 320 / 1872
@@ -57,9 +59,9 @@ def judge_resolution(
 ) -> np.ndarray:
     """Resolved label code of every judge on every comparison, ``(n_comparisons, n_judges)``.
 
-    SPEC §6: a judge is resolved when ≥ ``min_agree`` of its canonical labels agree. Only rows
-    with ``status == "valid"`` count; the label must be the unique one reaching ``min_agree``.
-    Returns codes of :data:`LABEL_CODES`, or :data:`UNRESOLVED`.
+    docs/protocol.md "Judges and calibration": a judge is resolved when ≥ ``min_agree`` of its canonical
+    labels agree. Only rows with ``status == "valid"`` count; the label must be the unique one reaching
+    ``min_agree``. Returns codes of :data:`LABEL_CODES`, or :data:`UNRESOLVED`.
     """
     if min_agree < 1:
         raise StatisticsError("min_agree must be at least 1")
@@ -89,7 +91,8 @@ def judge_resolution(
 
 
 def committee_vote(member_codes: np.ndarray) -> np.ndarray:
-    """2-of-3 committee label codes (SPEC §6) from ``(n, 3)`` member codes; UNRESOLVED if none."""
+    """2-of-3 committee label codes (docs/protocol.md "Judges and calibration") from ``(n, 3)`` member codes;
+    UNRESOLVED if none."""
     member_codes = np.asarray(member_codes)
     if member_codes.ndim != 2 or member_codes.shape[1] != 3:
         raise StatisticsError("a committee has exactly three judges")
@@ -100,13 +103,15 @@ def committee_vote(member_codes: np.ndarray) -> np.ndarray:
 
 
 def committee_probability(codes: np.ndarray) -> np.ndarray:
-    """``p(A)`` of committee codes: the label's canonical value, 0.5 when unresolved (SPEC §6)."""
+    """``p(A)`` of committee codes: the label's canonical value, 0.5 when unresolved
+    (docs/protocol.md "Judges and calibration")."""
     codes = np.asarray(codes)
     return np.where(codes == UNRESOLVED, 0.5, CODE_VALUES[np.clip(codes, 0, 2)])
 
 
 def weighted_brier(p: np.ndarray, h: np.ndarray, weight: np.ndarray) -> float:
-    """``Σ w (p − h)² / Σ w`` (SPEC §6); NaN when the weights sum to zero."""
+    """``Σ w (p − h)² / Σ w`` (docs/protocol.md "Judges and calibration"); NaN when the weights sum to
+    zero."""
     total = float(np.sum(weight))
     if total <= 0:
         return float("nan")
@@ -144,7 +149,8 @@ class IneligibleCommittee:
 
 @dataclass(frozen=True)
 class CommitteeAudit:
-    """SPEC §6 committee audit: every eligible cross-family committee, ranked on each split."""
+    """docs/protocol.md "Judges and calibration" committee audit: every eligible cross-family committee,
+    ranked on each split."""
 
     committees: tuple[CommitteeFigures, ...]
     ineligible: tuple[IneligibleCommittee, ...]
@@ -202,7 +208,8 @@ def split_pilot_holdout(n: int, *, pilot_size: int | None, seed: int) -> np.ndar
 
 
 def eligible_family_triples(judges: Sequence[str], families: Mapping[str, str]) -> list[tuple[str, ...]]:
-    """Every combination of three judges from three different vendor families (SPEC §6)."""
+    """Every combination of three judges from three different vendor families
+    (docs/protocol.md "Judges and calibration")."""
     missing = [j for j in judges if j not in families]
     if missing:
         raise StatisticsError(f"no vendor family given for judge(s): {', '.join(missing)}")
@@ -235,12 +242,14 @@ def committee_audit(
     min_agree: int = 3,
     min_coverage: float = 0.75,
 ) -> CommitteeAudit:
-    """Evaluate every eligible committee on a seeded pilot/holdout split (SPEC §6).
+    """Evaluate every eligible committee on a seeded pilot/holdout split
+    (docs/protocol.md "Judges and calibration").
 
     ``resolution`` comes from :func:`judge_resolution` (rows in the order of ``comparisons``,
     which the caller keeps canonical, e.g. sorted). ``h`` and ``n_valid`` are the human reference
-    and the number of valid human votes per comparison (SPEC §5). The holdout bootstrap is the
-    stratified page-block bootstrap over the holdout comparisons (``resamples``, ``seed``).
+    and the number of valid human votes per comparison (docs/protocol.md "Human reference and agreement"). The
+    holdout bootstrap is the stratified page-block bootstrap over the holdout comparisons (``resamples``,
+    ``seed``).
     """
     judges = list(judges)
     h = np.asarray(h, dtype=float)

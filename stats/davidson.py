@@ -1,30 +1,33 @@
 """Davidson (1970) tie model on human labels A / TIE / B — reported beside plain Bradley–Terry.
 
-Beyond the paper (SPEC §7 fits plain Bradley–Terry with ties as ½ points); this is an optional
-second view for human-labelled comparisons where ties are frequent. Pure module, no Django.
+Beyond the paper (docs/protocol.md "Deployment leaderboard" fits plain Bradley–Terry with ties as ½ points);
+this is an optional second view for human-labelled comparisons where ties are frequent. Pure module, no
+Django.
 
 Model, with d = θ_a − θ_b and tie parameter ν = e^η > 0:
 
     P(A) = e^{d/2} / D,   P(TIE) = ν / D,   P(B) = e^{−d/2} / D,   D = e^{d/2} + e^{−d/2} + ν
 
 Given that the comparison is not a tie, P(A | not tie) = σ(d): θ is on the same logit scale as
-SPEC §7's Bradley–Terry, and we report the same ``400 θ / ln 10`` score. The fit maximizes
+docs/protocol.md "Deployment leaderboard"'s Bradley–Terry, and we report the same ``400 θ / ln 10`` score. The
+fit maximizes
 
-    Σ_i w_i log P(y_i) − λ Σ_m θ_m²   (λ = 10⁻³ as in SPEC §7; η unpenalized)
+    Σ_i w_i log P(y_i) − λ Σ_m θ_m²   (λ = 10⁻³ as in docs/protocol.md "Deployment leaderboard"; η
+    unpenalized)
 
 which is concave (−log D is −logsumexp of affine functions) and strictly concave in θ; we use
 damped Newton steps on the exact (M+1)×(M+1) Hessian until the gradient norm is below 10⁻¹⁰, then
 centre θ (the penalty already centres the optimum, as for Bradley–Terry).
 
 Leaderboard option (``leaderboard --model davidson``, issue 16). The deployment outcome is the
-fractional proxy p̂ (SPEC §7), not a label, so each comparison enters as a *soft label*
-(:func:`soft_labels`): ``q = (max(0, 2p̂ − 1), 1 − |2p̂ − 1|, max(0, 1 − 2p̂))`` for (A, TIE, B),
+fractional proxy p̂ (docs/protocol.md "Deployment leaderboard"), not a label, so each comparison enters as a
+*soft label* (:func:`soft_labels`): ``q = (max(0, 2p̂ − 1), 1 − |2p̂ − 1|, max(0, 1 − 2p̂))`` for (A, TIE, B),
 the decomposition with ``q_A + q_T / 2 = p̂`` in which p̂ = ½ is a pure tie and p̂ ∈ {0, 1} a
 pure win (labels 1 / ½ / 0 map to themselves), and the likelihood is ``Σ_i Σ_k q_ik log P(k)``
 (a weighted fit, ``weights = q``). The page-block bootstrap (:func:`bootstrap_davidson`) is the
-SPEC §7 one: the same count matrix ``W`` of ``stats.bootstrap.bootstrap_page_blocks``; the
-data enter only through per (unit, ordered pair, label) weights, so a resample is one sparse
-product and one small Newton fit on those cells.
+docs/protocol.md "Deployment leaderboard" one: the same count matrix ``W`` of
+``stats.bootstrap.bootstrap_page_blocks``; the data enter only through per (unit, ordered pair, label)
+weights, so a resample is one sparse product and one small Newton fit on those cells.
 """
 
 from __future__ import annotations
@@ -285,7 +288,8 @@ def bootstrap_davidson(
     counts: np.ndarray | None = None,
     l2: float = L2_PENALTY,
 ) -> DavidsonBootstrap:
-    """SPEC §7 page-block bootstrap of the Davidson fit (same ``W``, chunks as for Bradley–Terry).
+    """docs/protocol.md "Deployment leaderboard" page-block bootstrap of the Davidson fit (same ``W``, chunks
+    as for Bradley–Terry).
 
     A resample in which the tie parameter is not identified (no tie or no win mass) raises
     ``StatisticsError``.

@@ -14,11 +14,13 @@ class StatisticsError(ValueError):
 
 
 class InvalidVotes(StatisticsError):
-    """The votes frame does not follow SPEC §5 / §8 (message names the column and row)."""
+    """The votes frame does not follow docs/protocol.md "Human reference and agreement", "Files" (message
+    names the column and row)."""
 
 
 class InvalidKindData(StatisticsError):
-    """An input frame of a SPEC §11 analysis is malformed (the message names the column and row)."""
+    """An input frame of a docs/study-kinds.md "The kind report" analysis is malformed (the message names the
+    column and row)."""
 
 
 class AblationError(StatisticsError):

@@ -1,4 +1,5 @@
-"""Input frames of the SPEC §11 analyses: column checks and parsing, errors naming column and row."""
+"""Input frames of the docs/study-kinds.md "The kind report" analyses: column checks and parsing, errors
+naming column and row."""
 
 from __future__ import annotations
 

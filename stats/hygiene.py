@@ -1,10 +1,11 @@
-"""Crowd questionnaire hygiene: exclusion rules and their report (SPEC §11 "Questionnaire hygiene").
+"""Crowd questionnaire hygiene: exclusion rules and their report (docs/study-kinds.md "Hygiene rules"
+(Questionnaire hygiene)).
 
 Pure module: pandas in, frozen dataclasses out, no Django.
 
-SPEC §11: instructed-response attention checks are placed by the schedule and excluded from the
-analysis; a comprehension check with two attempts comes before the first trial; exclusion rules
-are applied by the analysis and reported (how many participants and answers each rule removed).
+docs/study-kinds.md "Hygiene rules": instructed-response attention checks are placed by the schedule and
+excluded from the analysis; a comprehension check with two attempts comes before the first trial; exclusion
+rules are applied by the analysis and reported (how many participants and answers each rule removed).
 
 Input: one row per answered trial with ``participant``, ``trial`` (its position; orders the
 trials), ``is_attention_check``, ``attention_passed`` (required on attention-check rows),
@@ -164,7 +165,7 @@ class RuleReport:
 
 @dataclass(frozen=True)
 class HygieneResult:
-    """Kept data answers and the SPEC §11 exclusion report.
+    """Kept data answers and the docs/study-kinds.md "Hygiene rules" exclusion report.
 
     ``kept``: the data answers that survive every rule (attention-check rows never do), original
     columns, in (participant, trial) order. ``excluded_participants``: participant → the rules that
@@ -420,7 +421,8 @@ def _participant_rule(rule: str, st: pd.DataFrame, rules: HygieneRules, has_comp
 
 
 def apply_hygiene(answers: pd.DataFrame, rules: HygieneRules | None = None) -> HygieneResult:
-    """Apply the SPEC §11 exclusion rules in ``RULE_ORDER`` and report what each removed.
+    """Apply the docs/study-kinds.md "Hygiene rules" exclusion rules in ``RULE_ORDER`` and report what each
+    removed.
 
     Returns the kept data answers (attention checks never kept) and, per rule, the participants
     and data answers it removed first and would remove alone (module docstring).

@@ -2,13 +2,13 @@
 
 Pure module: numpy/scipy in, frozen dataclasses out, no Django.
 
-This is a **different estimator from the frozen OLS proxy** (SPEC §6): an axis-aware blend with
-different weighting and fitting. Its losses say how much a smaller or cheaper committee loses
-under this model; they neither replace the frozen overall-only regression nor prove equivalence.
+This is a **different estimator from the frozen OLS proxy** (docs/protocol.md "Judges and calibration"): an
+axis-aware blend with different weighting and fitting. Its losses say how much a smaller or cheaper committee
+loses under this model; they neither replace the frozen overall-only regression nor prove equivalence.
 
 Evidence. For judge j on comparison i: the *overall* evidence ``o_ij`` = mean canonical vote
-(A = 1, TIE = ½, B = 0) over its valid outputs (SPEC §6 ``x̄_ij``), and the *axis* evidence
-``a_ij`` = mean over its valid outputs of the mean axis score mapped to [0, 1]
+(A = 1, TIE = ½, B = 0) over its valid outputs (docs/protocol.md "Judges and calibration" ``x̄_ij``), and the
+*axis* evidence ``a_ij`` = mean over its valid outputs of the mean axis score mapped to [0, 1]
 (``(score + 2) / 4``; a comparison without scored axes takes ``a_ij = o_ij``). Both lie in [0, 1].
 
 Blend of a subset S (features ``f_i = (o_ij, a_ij)_{j∈S}``, K = 2|S|, or |S| when the study has
@@ -63,7 +63,7 @@ MAX_JUDGES = 8  # 255 subsets
 #: Inner folds of a study with only two blocks: this many page groups of the training block.
 PAGE_GROUPS = 5
 ESTIMATOR_NOTE = (
-    "This nested ablation is a different estimator from the frozen OLS proxy (SPEC §6): an "
+    'This nested ablation is a different estimator from the frozen OLS proxy (docs/protocol.md "Judges and calibration"): an '
     "axis-aware blend with non-negative weights summing to one, ridge shrinkage toward equal "
     "weights and loss weighted by valid human votes. Its figures say what a smaller or cheaper "
     "committee loses under this model; they do not replace the frozen overall-only regression, "

@@ -1,7 +1,8 @@
-"""Judge diagnostics reported beside the calibration (SPEC §6; paper §4.2, Appendix B).
+"""Judge diagnostics reported beside the calibration (docs/protocol.md "Judges and calibration"; paper §4.2,
+Appendix B).
 
 Pure module: numpy/pandas in, frozen dataclasses out, no Django. All labels are canonical
-(SPEC §3); only outputs with ``status == "valid"`` take part.
+(docs/protocol.md "Canonical answers"); only outputs with ``status == "valid"`` take part.
 
 - *Order consistency* of a judge: over (comparison, repeat) pairs with a valid ``primary`` and a
   valid ``swapped`` output, the share with the same canonical label (a position-blind judge
@@ -9,7 +10,8 @@ Pure module: numpy/pandas in, frozen dataclasses out, no Django. All labels are 
 - *Repeat consistency*: over (comparison, order) pairs with valid repeat 0 and repeat 1, the
   share with the same label.
 - *Agreement with the human majority*: over the judge's valid outputs on comparisons whose valid
-  human votes have a unique plurality label (SPEC §5), the share equal to that label.
+  human votes have a unique plurality label (docs/protocol.md "Human reference and agreement"), the share
+  equal to that label.
 - *Human noise ceiling*: leave-one-rater-out — every valid human vote against the unique
   plurality of the other valid votes on the same comparison (votes whose others have no unique
   plurality are skipped); the share that agrees. A judge is compared against this ceiling.
@@ -81,7 +83,8 @@ def _shares(pairs: pd.DataFrame, judges: Sequence[str]) -> dict[str, AgreementSh
 
 
 def unique_plurality(counts: np.ndarray) -> np.ndarray:
-    """Index (into :data:`LABELS`) of the label with strictly most votes, or −1 (SPEC §5)."""
+    """Index (into :data:`LABELS`) of the label with strictly most votes, or −1
+    (docs/protocol.md "Human reference and agreement")."""
     counts = np.asarray(counts)
     top = counts.max(axis=1)
     unique = (counts == top[:, None]).sum(axis=1) == 1

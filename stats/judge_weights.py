@@ -1,10 +1,12 @@
-"""Judge-weight calibration of the preference proxy (SPEC §6 "Calibration"; report keys SPEC §10).
+"""Judge-weight calibration of the preference proxy (docs/protocol.md "Judges and calibration" (Calibration);
+report keys docs/protocol.md "Report keys").
 
 Pure module: numpy/pandas/statsmodels in, frozen dataclasses out, no Django.
 
-Formulas (SPEC §6, paper §4.2 and Appendix B.3):
+Formulas (docs/protocol.md "Judges and calibration", paper §4.2 and Appendix B.3):
 
-- feature ``x̄_ij`` = mean canonical vote (A = 1, TIE = 0.5, B = 0; SPEC §3) of judge j over its
+- feature ``x̄_ij`` = mean canonical vote (A = 1, TIE = 0.5, B = 0; docs/protocol.md "Canonical answers") of
+judge j over its
   valid outputs on comparison i, across orders × repeats. A comparison where some judge has no
   valid output is left out of the fit and counted (``n_excluded``);
 - coefficients ``β = argmin Σ_i (h_i − x̄_iᵀ β)²``: ordinary least squares, no intercept, no
@@ -16,14 +18,16 @@ Formulas (SPEC §6, paper §4.2 and Appendix B.3):
   ``mean (p̂ − h)²`` and MAE ``mean |p̂ − h|``, with percentile 95 % intervals from the stratified
   page-block bootstrap (``stats.bootstrap``) holding the predictions fixed: for resample r,
   ``Σ_i W[r, unit(i)] e_i / Σ_i W[r, unit(i)]``;
-- ranking alignment: Spearman correlation between the Bradley–Terry scores (SPEC §7, fitted on
+- ranking alignment: Spearman correlation between the Bradley–Terry scores
+(docs/protocol.md "Deployment leaderboard", fitted on
   fractional outcomes) of the systems from out-of-fold predictions and from ``h``, on the fitted
   comparisons. Its interval refits both rankings on every bootstrap resample (the same count
   matrix), as the paper's 0.915 (0.867–0.952).
 
 :func:`calibrate` runs everything, including the committee audit (``stats.committee``) and
 the judge diagnostics (``stats.judge_diagnostics``), and returns a :class:`CalibrationResult`
-whose :meth:`~CalibrationResult.to_dict` holds the SPEC §10 ``calibrate`` keys plus extras.
+whose :meth:`~CalibrationResult.to_dict` holds the docs/protocol.md "Report keys" ``calibrate`` keys plus
+extras.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from stats.errors import StatisticsError
 from stats.preference import VOTE_VALUE
 from stats.serialize import json_safe
 
-#: Canonical vote encoding (SPEC §3).
+#: Canonical vote encoding (docs/protocol.md "Canonical answers").
 ORDERS = ("primary", "swapped")
 
 JUDGE_OUTPUT_COLUMNS = ("comparison", "judge", "order", "repeat", "status", "winner")
@@ -59,7 +63,8 @@ HUMAN_COLUMNS = ("comparison", "page", "block", "h", "n_valid")
 
 @dataclass(frozen=True, eq=False)
 class JudgeFeatures:
-    """``x[i, j]`` = x̄_ij (NaN when judge j has no valid output on comparison i); SPEC §6."""
+    """``x[i, j]`` = x̄_ij (NaN when judge j has no valid output on comparison i);
+    docs/protocol.md "Judges and calibration"."""
 
     comparisons: tuple[object, ...]
     judges: tuple[str, ...]
@@ -68,7 +73,8 @@ class JudgeFeatures:
 
 
 def validate_judge_outputs(judge_outputs: pd.DataFrame) -> pd.DataFrame:
-    """Check the judge-output frame (SPEC §8 fields) and return it; bad input raises ``StatisticsError``."""
+    """Check the judge-output frame (docs/protocol.md "Files" fields) and return it; bad input raises
+    ``StatisticsError``."""
     missing = [c for c in JUDGE_OUTPUT_COLUMNS if c not in judge_outputs.columns]
     if missing:
         raise StatisticsError(f"judge outputs: missing column(s) {', '.join(missing)}")
@@ -98,7 +104,8 @@ def validate_judge_outputs(judge_outputs: pd.DataFrame) -> pd.DataFrame:
 def judge_features(
     judge_outputs: pd.DataFrame, *, comparisons: Sequence[object], judges: Sequence[str]
 ) -> JudgeFeatures:
-    """Mean canonical vote of each judge over its valid outputs (SPEC §6 ``x̄_ij``)."""
+    """Mean canonical vote of each judge over its valid outputs (docs/protocol.md "Judges and calibration"
+    ``x̄_ij``)."""
     validate_judge_outputs(judge_outputs)
     comparisons, judges = list(comparisons), list(judges)
     valid = judge_outputs[(judge_outputs["status"] == "valid") & judge_outputs["judge"].isin(judges)]
@@ -119,7 +126,8 @@ def judge_features(
 
 @dataclass(frozen=True, eq=False)
 class JudgeWeightFit:
-    """SPEC §6 OLS fit (no intercept). ``rank < len(coefficients)`` means rank-deficient."""
+    """docs/protocol.md "Judges and calibration" OLS fit (no intercept). ``rank < len(coefficients)`` means
+    rank-deficient."""
 
     coefficients: np.ndarray
     standard_errors: np.ndarray
@@ -154,7 +162,7 @@ def collinear_columns(x: np.ndarray) -> tuple[int, tuple[int, ...]]:
 
 
 def fit_judge_weights(h: np.ndarray, x: np.ndarray) -> JudgeWeightFit:
-    """``statsmodels.api.OLS(h, x).fit()`` without a constant (SPEC §6).
+    """``statsmodels.api.OLS(h, x).fit()`` without a constant (docs/protocol.md "Judges and calibration").
 
     ``x`` must be finite with one row per comparison. Rank deficiency does not raise: the
     coefficients are statsmodels' pinv (minimum-norm) solution and ``collinear`` names the
@@ -189,13 +197,14 @@ def fit_judge_weights(h: np.ndarray, x: np.ndarray) -> JudgeWeightFit:
 
 
 def predict(x: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
-    """``p̂(A) = clip(Σ_j β_j x_j, 0, 1)`` (SPEC §6, §7)."""
+    """``p̂(A) = clip(Σ_j β_j x_j, 0, 1)``
+    (docs/protocol.md "Judges and calibration", "Deployment leaderboard")."""
     return np.clip(np.asarray(x, dtype=float) @ np.asarray(coefficients, dtype=float), 0.0, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
 class LeaveOneBlockOut:
-    """Out-of-fold predictions and each fold's coefficients (SPEC §6)."""
+    """Out-of-fold predictions and each fold's coefficients (docs/protocol.md "Judges and calibration")."""
 
     predictions: np.ndarray
     blocks: tuple[object, ...]
@@ -204,7 +213,8 @@ class LeaveOneBlockOut:
 
 
 def leave_one_block_out(h: np.ndarray, x: np.ndarray, blocks: Sequence[object]) -> LeaveOneBlockOut:
-    """Fit on all blocks but one and predict it, for every block (SPEC §6); needs ≥ 2 blocks."""
+    """Fit on all blocks but one and predict it, for every block (docs/protocol.md "Judges and calibration");
+    needs ≥ 2 blocks."""
     h = np.asarray(h, dtype=float)
     x = np.asarray(x, dtype=float)
     block_arr = np.asarray([str(b) for b in blocks])
@@ -227,7 +237,8 @@ def leave_one_block_out(h: np.ndarray, x: np.ndarray, blocks: Sequence[object]) 
 
 
 def bootstrap_mean_errors(errors: np.ndarray, unit_of: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per-resample mean of per-comparison ``errors`` (n,) or (n, m), predictions fixed (SPEC §6).
+    """Per-resample mean of per-comparison ``errors`` (n,) or (n, m), predictions fixed
+    (docs/protocol.md "Judges and calibration").
 
     Resample r weighs comparison i by ``counts[r, unit_of[i]]``; the mean is
     ``Σ_i W[r, unit(i)] e_i / Σ_i W[r, unit(i)]``, computed as ``(W @ unit sums) / (W @ unit sizes)``.
@@ -268,7 +279,7 @@ class BlockErrors:
 
 @dataclass(frozen=True, eq=False)
 class CalibrationResult:
-    """Everything ``calibrate`` reports (SPEC §6, §10)."""
+    """Everything ``calibrate`` reports (docs/protocol.md "Judges and calibration", "Report keys")."""
 
     judges: tuple[str, ...]
     n_comparisons: int
@@ -297,7 +308,8 @@ class CalibrationResult:
         return {j: float(b) for j, b in zip(self.judges, self.fit.coefficients, strict=True)}
 
     def to_dict(self, *, include_predictions: bool = False) -> dict[str, Any]:
-        """JSON-ready report: the SPEC §10 ``calibrate`` keys plus extras; NaN/inf become None."""
+        """JSON-ready report: the docs/protocol.md "Report keys" ``calibrate`` keys plus extras; NaN/inf
+        become None."""
 
         def summary(s: ErrorSummary | None, *, ci: bool = True) -> dict[str, Any]:
             if s is None:
@@ -431,7 +443,8 @@ def _validate_human(human: pd.DataFrame) -> pd.DataFrame:
 def _spearman(
     human: pd.DataFrame, h: np.ndarray, p_oof: np.ndarray, units: BootstrapUnits, counts: np.ndarray | None
 ) -> tuple[ErrorSummary | None, int, str | None]:
-    """Spearman ρ between BT scores from ``p_oof`` and from ``h`` (SPEC §6), with a bootstrap CI."""
+    """Spearman ρ between BT scores from ``p_oof`` and from ``h`` (docs/protocol.md "Judges and calibration"),
+    with a bootstrap CI."""
     if not {"system_a", "system_b"} <= set(human.columns):
         return None, 0, "human reference has no system_a/system_b: no ranking Spearman"
     from stats.bradley_terry import bootstrap_bradley_terry, fit_bradley_terry
@@ -484,7 +497,7 @@ def calibrate(
     ranking_interval: bool = True,
     committee_resamples: int | None = None,
 ) -> CalibrationResult:
-    """SPEC §6 calibration of the judges against the human reference.
+    """docs/protocol.md "Judges and calibration" calibration of the judges against the human reference.
 
     ``judge_outputs``: one row per output — ``comparison, judge, order (primary|swapped), repeat,
     status (valid|…), winner`` (canonical A/B/TIE for valid rows).
@@ -608,7 +621,7 @@ def calibrate(
         )
         warnings.extend(audit.warnings)
 
-    # Diagnostics (SPEC §6 extras).
+    # Diagnostics (docs/protocol.md "Judges and calibration" extras).
     per_judge: dict[str, dict[str, diag.AgreementShare]] = {j: {} for j in judge_list}
     for name, shares in (
         ("order_consistency", diag.order_consistency(judge_outputs, judges=judge_list)),

@@ -8,19 +8,20 @@ simulating the study many times with the project's own estimators:
 
 - ranking targets (``top_k``: the top-k set identified with a given probability; ``adjacent``:
   every adjacent pair's 95 % interval narrower than a width, with a given probability) play the
-  study forward with ``run_sequential`` (uniform or adaptive allocation) and fit SPEC §7
-  Bradley–Terry at every look; the curve is the share of simulated studies meeting the target,
-  with its Wilson interval;
-- agreement targets (``kappa``, ``alpha``: the 95 % interval half-width of SPEC §5 Fleiss κ or
+  study forward with ``run_sequential`` (uniform or adaptive allocation) and fit
+  docs/protocol.md "Deployment leaderboard" Bradley–Terry at every look; the curve is the share of simulated
+  studies meeting the target, with its Wilson interval;
+- agreement targets (``kappa``, ``alpha``: the 95 % interval half-width of
+docs/protocol.md "Human reference and agreement" Fleiss κ or
   ordinal Krippendorff α) simulate n comparisons rated by r raters each, compute κ / α and their
   stratified page-block bootstrap interval (``stats.agreement.bootstrap_agreement`` on
   ``stats.bootstrap.bootstrap_page_blocks``, blocks as strata, as the agreement report does), and
   average the half-width over the simulated studies (interval: 2.5 / 97.5 % of a bootstrap of the
   studies);
 - the judge target (``brier``: the 95 % interval half-width of the calibrated judge's out-of-fold
-  Brier score, SPEC §6) simulates n human-labelled comparisons rated by r raters each and judged by
-  the stated judges (``JudgeAssumptions``: each output equals the comparison's most likely human
-  answer with the judge's accuracy, else one of the two other labels), fits the judge weights
+  Brier score, docs/protocol.md "Judges and calibration") simulates n human-labelled comparisons rated by r
+  raters each and judged by the stated judges (``JudgeAssumptions``: each output equals the comparison's most
+  likely human answer with the judge's accuracy, else one of the two other labels), fits the judge weights
   leave-one-block-out (the OLS of ``stats.judge_weights.leave_one_block_out``, no intercept) and
   takes the Brier interval of the stratified page-block bootstrap with the weights re-fitted on
   every resample (``refitted_brier_bootstrap``: the calibration report holds the predictions
@@ -127,9 +128,10 @@ class StudyDesign:
     """How votes become raters, blocks and judge calls."""
 
     trials_per_rater: int = 240  # one assignment: its block's comparisons plus hidden repeats
-    hidden_repeats: int = 6  # per assignment (SPEC §4)
+    hidden_repeats: int = 6  # per assignment (docs/protocol.md "Planning the human study")
     raters_per_block: int = 5
-    n_judges: int = 1  # judge calls: one primary-order call per comparison and judge (SPEC §7)
+    # judge calls: one primary-order call per comparison and judge (docs/protocol.md "Deployment leaderboard")
+    n_judges: int = 1
     #: Adaptive ranking plans: uniform blocks scheduled before the allocator takes over, and the
     #: votes of each adaptive round (None: a whole block, how a study re-allocates today).
     start_blocks: int = 1
@@ -425,7 +427,7 @@ def plan_agreement(
     )
 
 
-_LABEL_VALUE = np.array([1.0, 0.5, 0.0])  # A, TIE, B (SPEC §3)
+_LABEL_VALUE = np.array([1.0, 0.5, 0.0])  # A, TIE, B (docs/protocol.md "Canonical answers")
 
 
 def _brier_half_width(
@@ -437,7 +439,8 @@ def _brier_half_width(
     resamples: int,
     rng: np.random.Generator,
 ) -> float:
-    """One simulated calibration (SPEC §6): the 95 % half-width of the out-of-fold Brier score."""
+    """One simulated calibration (docs/protocol.md "Judges and calibration"): the 95 % half-width of the
+    out-of-fold Brier score."""
     pairs = rng.integers(0, probabilities.shape[0], n_comparisons)
     answer = probabilities[pairs]  # (n, 3): A, TIE, B
     counts = rng.multinomial(raters, answer)
@@ -754,9 +757,9 @@ def pilot_assumptions(
 ) -> tuple[StudyAssumptions, dict]:
     """Assumptions estimated from a pilot's valid main votes (outcome A = 1, TIE = ½, B = 0).
 
-    Scores: the SPEC §7 Bradley–Terry fit of the votes; tie rate: the share of TIE. Rater noise and
-    position bias keep their defaults (a pilot rarely holds enough votes per rater to estimate
-    them). Refuses a pilot too small to fit: fewer than 5 valid votes per system on average, a
+    Scores: the docs/protocol.md "Deployment leaderboard" Bradley–Terry fit of the votes; tie rate: the share
+    of TIE. Rater noise and position bias keep their defaults (a pilot rarely holds enough votes per rater to
+    estimate them). Refuses a pilot too small to fit: fewer than 5 valid votes per system on average, a
     system without votes, or a comparison graph in more than one piece.
     """
     from stats.bradley_terry import fit_bradley_terry

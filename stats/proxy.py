@@ -1,10 +1,12 @@
-"""SPEC §7 "Proxy outcome": ``p̂_i(A) = clip(Σ_j β_j v_ij, 0, 1)`` from one canonical vote per judge.
+"""docs/protocol.md "Deployment leaderboard" (Proxy outcome): ``p̂_i(A) = clip(Σ_j β_j v_ij, 0, 1)`` from one
+canonical vote per judge.
 
 Pure module: numpy in, numpy out, no Django. ``v_ij`` is judge j's canonical vote on comparison i
-(SPEC §3 encoding A = 1, TIE = 0.5, B = 0), taken from its primary-order, repeat-0 output; β the
-frozen coefficients. This is the same prediction as ``stats.judge_weights.predict`` (SPEC §6;
-a test checks they agree); it is a module of its own so that the leaderboard does not import the
-calibration fitting stack (statsmodels), which would cost a second at every command start.
+(docs/protocol.md "Canonical answers" encoding A = 1, TIE = 0.5, B = 0), taken from its primary-order,
+repeat-0 output; β the frozen coefficients. This is the same prediction as ``stats.judge_weights.predict``
+(docs/protocol.md "Judges and calibration"; a test checks they agree); it is a module of its own so that the
+leaderboard does not import the calibration fitting stack (statsmodels), which would cost a second at every
+command start.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Tie-aware correlation of two rankings (SPEC §5 leave-one-rater-out, §6 ``spearman_ranking``,
-§7 objective vs subjective).
+"""Tie-aware correlation of two rankings (docs/protocol.md "Human reference and agreement"
+leave-one-rater-out, docs/protocol.md "Judges and calibration" ``spearman_ranking``,
+docs/protocol.md "Deployment leaderboard" objective vs subjective).
 
 Pure module: numpy/scipy in, floats out, no Django.
 
@@ -38,7 +39,7 @@ def tied_theta(theta: np.ndarray) -> np.ndarray:
 
 
 def theta_of_scores(scores: np.ndarray) -> np.ndarray:
-    """θ from reported scores (``score = 400 θ / ln 10``, SPEC §7)."""
+    """θ from reported scores (``score = 400 θ / ln 10``, docs/protocol.md "Deployment leaderboard")."""
     return np.asarray(scores, dtype=np.float64) / SCORE_SCALE
 
 

@@ -1,8 +1,9 @@
-"""Inter-rater agreement for every study kind (SPEC §5 statistics applied to the SPEC §11 kinds).
+"""Inter-rater agreement for every study kind (docs/protocol.md "Human reference and agreement" statistics
+applied to the other study kinds (docs/study-kinds.md "The kind report")).
 
-Pure module: pandas in, frozen dataclasses out, no Django. The formulas are those of SPEC §5 and
-are reused from ``stats.agreement`` on per-unit count matrices (rows = units, columns = the
-kind's values in order):
+Pure module: pandas in, frozen dataclasses out, no Django. The formulas are those of
+docs/protocol.md "Human reference and agreement" and are reused from ``stats.agreement`` on per-unit count
+matrices (rows = units, columns = the kind's values in order):
 
 - exact agreement (``exact_agreement``) and the Fleiss-type κ for unequal rater counts
   (``fleiss_kappa``: items with ``n_i ≥ 2``; with equal ``n_i`` it is statsmodels' Fleiss κ);
@@ -16,19 +17,21 @@ kind's values in order):
   rating       item × dimension        the scale, e.g. 1 < 2 < … < 5   ordinal
   ===========  ======================  ==============================  =================
 
-  Missing: a pairwise CANNOT_JUDGE, a checklist UNCLEAR (SPEC §11: human UNCLEAR is missing), a unit
-  a rater did not see. The ordinal α is ``stats.agreement.krippendorff_alpha_ordinal``; the
-  nominal α is the ``krippendorff`` package (point) and the same formula on the weighted
+  Missing: a pairwise CANNOT_JUDGE, a checklist UNCLEAR (docs/study-kinds.md "The kind report": human UNCLEAR
+  is missing), a unit a rater did not see. The ordinal α is ``stats.agreement.krippendorff_alpha_ordinal``;
+  the nominal α is the ``krippendorff`` package (point) and the same formula on the weighted
   coincidence matrix (bootstrap). For a two-valued scale the ordinal and nominal α coincide.
   κ treats the rating scale as nominal categories (it ignores the order); α is the ordered measure.
-- hidden-repeat consistency (SPEC §5): original vs repeat answer of the same rater on the same
+- hidden-repeat consistency (docs/protocol.md "Human reference and agreement"): original vs repeat answer of
+the same rater on the same
   unit (and dimension); equal raw answers / answered pairs, the missing labels (CANNOT_JUDGE,
   UNCLEAR) counting as answers; for ratings also the mean absolute difference and the share within
   one scale point.
 
-Intervals: percentile 2.5/97.5 of the cluster bootstrap over briefs (SPEC §11; the ``brief``
-column, or each unit its own cluster when absent), one count matrix for every dimension.
-Hidden repeats are never part of the agreement statistics (SPEC §5 main annotations).
+Intervals: percentile 2.5/97.5 of the cluster bootstrap over briefs (docs/study-kinds.md "The kind report";
+the ``brief`` column, or each unit its own cluster when absent), one count matrix for every dimension.
+Hidden repeats are never part of the agreement statistics (docs/protocol.md "Human reference and agreement"
+main annotations).
 """
 
 from __future__ import annotations
@@ -92,7 +95,8 @@ def rating_scale(scale: tuple[int, int] | None = (1, 5), kind: str = "rating") -
 
 
 def nominal_alpha_from_coincidences(o: np.ndarray) -> np.ndarray | float:
-    """Nominal Krippendorff α from a coincidence matrix, vectorized over leading axes (SPEC §11 checklist).
+    """Nominal Krippendorff α from a coincidence matrix, vectorized over leading axes
+    (docs/study-kinds.md "The kind report" checklist).
 
     ``α = 1 − (n − 1) Σ_{c≠k} o_ck / Σ_{c≠k} n_c n_k`` with ``n_c = Σ_k o_ck``, ``n = Σ_c n_c``.
     NaN when the expected disagreement is 0 (a single value used).
@@ -151,7 +155,8 @@ def value_counts(
 
 @dataclass(frozen=True)
 class RepeatConsistency:
-    """SPEC §5 hidden-repeat agreement (equal answers / pairs); for ratings also |Δ| summaries."""
+    """docs/protocol.md "Human reference and agreement" hidden-repeat agreement (equal answers / pairs); for
+    ratings also |Δ| summaries."""
 
     agree: int
     n: int
@@ -352,7 +357,8 @@ def kind_agreement(
     resamples: int,
     seed: int,
 ) -> KindAgreementResult:
-    """Fleiss-type κ, Krippendorff α at the kind's level and hidden-repeat consistency (SPEC §5, §11).
+    """Fleiss-type κ, Krippendorff α at the kind's level and hidden-repeat consistency
+    (docs/protocol.md "Human reference and agreement", docs/study-kinds.md "The kind report").
 
     ``answers``: one row per answer, ``unit`` (comparison / predicate / rated item), ``rater``,
     ``answer`` (on ``scale``: canonical A/B/TIE/CANNOT_JUDGE; YES/NO/UNCLEAR; an integer), optional

@@ -1,10 +1,11 @@
-"""Ratings: paired comparison of two systems per dimension and the equivalence verdict (SPEC §11; AesCode §E.3).
+"""Ratings: paired comparison of two systems per dimension and the equivalence verdict
+(docs/study-kinds.md "The kind report"; AesCode §E.3).
 
 Pure module: pandas in, frozen dataclasses out, no Django.
 
-SPEC §11 rule. For each rated dimension, two chosen systems are compared on the same briefs: the
-mean paired difference ``d̄`` (system A − system B) with a 95 % t interval and a 95 % cluster-
-bootstrap interval over briefs; the two systems are declared **equivalent** on the dimension only
+docs/study-kinds.md "The kind report" rule. For each rated dimension, two chosen systems are compared on the
+same briefs: the mean paired difference ``d̄`` (system A − system B) with a 95 % t interval and a 95 %
+cluster- bootstrap interval over briefs; the two systems are declared **equivalent** on the dimension only
 when the whole interval lies inside the study's margin ``[−m, +m]`` (default ``m = 0.5``).
 
 How the paired difference is built (decision):
@@ -66,7 +67,8 @@ DEFAULT_SCALE: tuple[int, int] = (1, 5)
 
 @dataclass(frozen=True)
 class PairedInterval:
-    """The SPEC §11 t interval and TOST of paired differences (decision 2, module docstring)."""
+    """The docs/study-kinds.md "The kind report" t interval and TOST of paired differences (decision 2, module
+    docstring)."""
 
     n: int
     mean: float
@@ -83,7 +85,8 @@ class PairedInterval:
 
 
 def paired_t_interval(differences: np.ndarray, *, margin: float, confidence: float = 0.95) -> PairedInterval:
-    """Mean of paired differences with its two-sided t interval and the TOST p-values (SPEC §11).
+    """Mean of paired differences with its two-sided t interval and the TOST p-values
+    (docs/study-kinds.md "The kind report").
 
     ``d̄ ± t_{(1+confidence)/2, n−1} · s/√n``; NaN interval when n < 2; the point ``[d̄, d̄]`` when
     ``s = 0``. TOST against ``[−margin, +margin]``: ``p_lower = P(T ≥ (d̄ + m)/se)``,
@@ -116,7 +119,8 @@ def paired_t_interval(differences: np.ndarray, *, margin: float, confidence: flo
 
 
 def interval_inside_margin(ci: tuple[float, float], margin: float) -> bool | None:
-    """SPEC §11 equivalence: the whole interval inside the closed margin ``[−m, +m]``; None if undefined."""
+    """docs/study-kinds.md "The kind report" equivalence: the whole interval inside the closed margin ``[−m,
+    +m]``; None if undefined."""
     lo, hi = ci
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return None
@@ -145,7 +149,7 @@ def equivalence_not_estimable(t: PairedInterval) -> str | None:
 
 @dataclass(frozen=True)
 class DimensionComparison:
-    """SPEC §11 paired comparison of two systems on one rated dimension.
+    """docs/study-kinds.md "The kind report" paired comparison of two systems on one rated dimension.
 
     ``briefs`` rows: ``brief, mean_a, mean_b, difference, n_a, n_b`` (ratings per system).
     """
@@ -223,7 +227,8 @@ class DimensionComparison:
 
 @dataclass(frozen=True)
 class RatingResult:
-    """SPEC §11 rating analysis: one paired comparison per dimension of ``system_a`` − ``system_b``."""
+    """docs/study-kinds.md "The kind report" rating analysis: one paired comparison per dimension of
+    ``system_a`` − ``system_b``."""
 
     system_a: str
     system_b: str
@@ -301,7 +306,8 @@ def rating_comparison(
     scale: tuple[int, int] | None = DEFAULT_SCALE,
     dimensions: Sequence[str] | None = None,
 ) -> RatingResult:
-    """SPEC §11 paired comparison of ``system_a`` and ``system_b`` per rated dimension.
+    """docs/study-kinds.md "The kind report" paired comparison of ``system_a`` and ``system_b`` per rated
+    dimension.
 
     ``ratings``: one row per rating, ``brief, system, rater, dimension, rating`` (integer on
     ``scale``), optional ``item`` and ``is_repeat`` (hidden repeats are dropped). The difference is

@@ -6,10 +6,12 @@ assignments left out) becomes the input of ``stats.hygiene.apply_hygiene``:
 - participant = rater, trial = position, no attention checks (the reference kind has none);
 - gold trials (issue 30), given apart, become ``is_gold`` rows (``gold_passed``: the identical
   side was chosen), never data: they feed the ``gold`` rule only;
-- answer = the label as displayed (a swapped display exchanges A and B, SPEC §3), so
+- answer = the label as displayed (a swapped display exchanges A and B, docs/protocol.md "Canonical answers"),
+so
   straight-lining is the habit of pressing the same key;
 - ``repeat_agreed`` on a hidden repeat whose original the same rater answered: the canonical
-  labels are equal (SPEC §5 hidden-repeat agreement; CANNOT_JUDGE counts as a label);
+  labels are equal (docs/protocol.md "Human reference and agreement" hidden-repeat agreement; CANNOT_JUDGE
+  counts as a label);
 - ``chose_left`` on an A/B answer: the displayed A (left) was chosen (position bias).
 
 ``reference_rules_apply`` returns the votes the rules keep (repeats included: the agreement

@@ -1,17 +1,18 @@
-"""Score–preference analysis of the ``pairwise`` kind (SPEC §11; AesCode §E.3, §E.4, Table E5).
+"""Score–preference analysis of the ``pairwise`` kind (docs/study-kinds.md "The kind report"; AesCode §E.3,
+§E.4, Table E5).
 
 Pure module: pandas in, frozen dataclasses out, no Django.
 
-SPEC §11 rule. Each image (item) may carry imported metric scores. For a pair whose two scores on
-a metric differ, a human choice scores **1** when it picks the higher-scoring image, **0.5** for
-TIE and **0** when it picks the lower one; CANNOT_JUDGE carries no choice and is left out. Pairs
+docs/study-kinds.md "The kind report" rule. Each image (item) may carry imported metric scores. For a pair
+whose two scores on a metric differ, a human choice scores **1** when it picks the higher-scoring image,
+**0.5** for TIE and **0** when it picks the lower one; CANNOT_JUDGE carries no choice and is left out. Pairs
 whose two scores are equal are reported apart (how often people said TIE, A or B there) and never
 enter the agreement. Agreement is reported overall and by relative score gap
 ``gap = |Δscore| / metric range × 100`` in the bins ``< 5``, ``5–15``, ``≥ 15``, with percentile
 2.5/97.5 intervals from a cluster bootstrap over source tasks (briefs; ``stats.bootstrap``
 with the briefs as pages and one stratum).
 
-Decisions (the SPEC is silent):
+Decisions (the protocol is silent):
 
 1. *Metric range* = max − min of that metric over **every item of the study that carries it**
    (the ``scores`` frame, not only the items that were compared), so the bins do not depend on
@@ -22,7 +23,8 @@ Decisions (the SPEC is silent):
 3. Scores are equal when they are the same number (exact equality of the imported values).
 4. Agreement is the mean over valid main votes (every human judgment weighs the same), i.e.
    ``Σ scores / n_votes``; a bootstrap resample is the same ratio of sums over the drawn briefs.
-5. Hidden repeats (``is_repeat``) are not data (SPEC §5 main annotations) and are left out.
+5. Hidden repeats (``is_repeat``) are not data (docs/protocol.md "Human reference and agreement" main
+annotations) and are left out.
 6. A pair lacking a score of a metric on either image is left out of that metric and counted.
 """
 
@@ -43,7 +45,8 @@ from stats.serialize import json_safe
 
 KIND = "pairwise"
 LABELS: tuple[str, ...] = ("A", "B", "TIE", "CANNOT_JUDGE")
-#: Relative score-gap bins of SPEC §11: (label, low inclusive, high exclusive) in % of the range.
+#: Relative score-gap bins of docs/study-kinds.md "The kind report": (label, low inclusive, high exclusive) in
+#: % of the range.
 GAP_BINS: tuple[tuple[str, float, float], ...] = (
     ("< 5", 0.0, 5.0),
     ("5–15", 5.0, 15.0),
@@ -55,7 +58,7 @@ GAP_DECIMALS = 9
 
 
 def choice_score(label: str, score_a: float, score_b: float) -> float:
-    """SPEC §11 score of one human choice against a metric's ordering of a pair.
+    """docs/study-kinds.md "The kind report" score of one human choice against a metric's ordering of a pair.
 
     1 for the higher-scoring image, 0.5 for TIE, 0 for the lower one; NaN for CANNOT_JUDGE or an
     equal-score pair (not scored). ``label`` is canonical (A = item_a, B = item_b).
@@ -71,7 +74,8 @@ def choice_score(label: str, score_a: float, score_b: float) -> float:
 
 
 def relative_gap(delta: np.ndarray | float, metric_range: float) -> np.ndarray | float:
-    """SPEC §11 relative score gap ``|Δscore| / range × 100``, rounded to 9 decimals (decision 2)."""
+    """docs/study-kinds.md "The kind report" relative score gap ``|Δscore| / range × 100``, rounded to 9
+    decimals (decision 2)."""
     if not metric_range > 0:
         raise InvalidKindData("metric range must be positive to compute a relative gap")
     out = np.round(np.abs(np.asarray(delta, dtype=float)) / metric_range * 100.0, GAP_DECIMALS)
@@ -95,8 +99,8 @@ def gap_bin(gap: np.ndarray | float) -> np.ndarray:
 class GapBinAgreement:
     """Agreement of human choices with a metric's ordering on one set of unequal-score pairs.
 
-    ``value = (n_higher + 0.5 n_tie) / n_votes`` (SPEC §11), ``ci95`` from the brief bootstrap.
-    ``gap_low``/``gap_high`` bound the bin in % of the metric's range (None for "all").
+    ``value = (n_higher + 0.5 n_tie) / n_votes`` (docs/study-kinds.md "The kind report"), ``ci95`` from the
+    brief bootstrap. ``gap_low``/``gap_high`` bound the bin in % of the metric's range (None for "all").
     """
 
     bin: str
@@ -131,7 +135,8 @@ class GapBinAgreement:
 
 @dataclass(frozen=True)
 class EqualScorePairs:
-    """Equal-score pairs of one metric, reported apart (SPEC §11): the human answers there.
+    """Equal-score pairs of one metric, reported apart (docs/study-kinds.md "The kind report"): the human
+    answers there.
 
     ``tie_share = n_tie / n_votes`` over valid votes, with a brief-bootstrap interval.
     """
@@ -162,7 +167,7 @@ class EqualScorePairs:
 
 @dataclass(frozen=True)
 class MetricPreference:
-    """SPEC §11 score–preference result for one imported metric.
+    """docs/study-kinds.md "The kind report" score–preference result for one imported metric.
 
     ``pairs`` has one row per scored comparison: ``comparison, brief, score_a, score_b, delta,
     gap`` (None for equal scores), ``bin`` (None for equal scores), ``n_votes``, ``agreement``
@@ -202,7 +207,8 @@ class MetricPreference:
 
 @dataclass(frozen=True)
 class ScorePreferenceResult:
-    """Every metric's SPEC §11 score–preference agreement plus the counts and bootstrap settings."""
+    """Every metric's docs/study-kinds.md "The kind report" score–preference agreement plus the counts and
+    bootstrap settings."""
 
     metrics: tuple[MetricPreference, ...]
     n_comparisons: int
@@ -301,7 +307,8 @@ def _validate_scores(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def scores_from_items(items: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Bundle ``items[{id, metrics{name: score}}]`` (SPEC §11) → long ``item, metric, score`` frame."""
+    """Bundle ``items[{id, metrics{name: score}}]`` (docs/study-kinds.md "The kind report") → long ``item,
+    metric, score`` frame."""
     rows = []
     for i, item in enumerate(items):
         if "id" not in item:
@@ -372,7 +379,7 @@ def _metric_preference(
     )
     v_scored = v[v["score_a"].notna() & v["score_b"].notna()]
     v_unequal = v_scored[~v_scored["equal"].to_numpy(dtype=bool)].copy()
-    # SPEC §11: 1 for the higher-scoring image, 0.5 for TIE, 0 for the lower.
+    # docs/study-kinds.md "The kind report": 1 for the higher-scoring image, 0.5 for TIE, 0 for the lower.
     higher_is_a = (v_unequal["delta"] > 0).to_numpy()
     lab = v_unequal["label"].to_numpy(dtype=object)
     v_unequal["choice_score"] = np.where(lab == "TIE", 0.5, np.where((lab == "A") == higher_is_a, 1.0, 0.0))
@@ -455,7 +462,8 @@ def score_preference(
     seed: int,
     metrics: Sequence[str] | None = None,
 ) -> ScorePreferenceResult:
-    """SPEC §11 score–preference agreement of human choices with each imported metric.
+    """docs/study-kinds.md "The kind report" score–preference agreement of human choices with each imported
+    metric.
 
     ``votes``: one row per answered trial, canonical labels: ``comparison, brief, item_a, item_b,
     rater, label`` (A = item_a chosen, B = item_b, TIE, CANNOT_JUDGE) and optional ``is_repeat``

@@ -1,4 +1,5 @@
-"""Plain JSON types for every report of the package (SPEC §10 keys, §11 reports).
+"""Plain JSON types for every report of the package (docs/protocol.md "Report keys" keys,
+docs/study-kinds.md "The kind report" reports).
 
 ``json_safe`` is the one cleaner: numpy scalars and arrays → Python, NaN / ±inf / ``pd.NA`` /
 ``NaT`` → ``None``, tuples → lists, mapping keys → ``str``; anything else that JSON cannot hold is

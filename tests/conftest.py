@@ -107,11 +107,12 @@ def rater_user(make_user):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def examples_dir() -> Path:
-    """The SPEC §8 example files (../shared/examples), with a copy in fixtures/ as fallback."""
+    """The docs/protocol.md "Files" example files (../shared/examples), with a copy in fixtures/ as
+    fallback."""
     for candidate in (ROOT.parent / "shared" / "examples", ROOT / "fixtures" / "examples"):
         if (candidate / "bundle" / "study.json").exists():
             return candidate
-    pytest.fail("SPEC examples not found (../shared/examples or fixtures/examples)")
+    pytest.fail("protocol examples not found (../shared/examples or fixtures/examples)")
 
 
 @pytest.fixture

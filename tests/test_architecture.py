@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("stats", "annotation", "judges", "calibration", "kind_reports", "ranking", "demo", "config")
-#: The Django-free maths: every module of the ``stats`` package, plus SPEC §3 canonicalization.
+#: The Django-free maths: every module of the ``stats`` package, plus docs/protocol.md "Canonical answers"
+#: canonicalization.
 PURE_MODULES = (
     *sorted(
         ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")

@@ -94,7 +94,8 @@ def study_state(slug: str, media: Path) -> dict[str, Any]:
         )
         for o in JudgeOutput.objects.filter(comparison__study=study).select_related("judge", "comparison")
     )
-    # Committee eligibility (SPEC §6: one judge per vendor family) needs each judge's family.
+    # Committee eligibility (docs/protocol.md "Judges and calibration": one judge per vendor family) needs
+    # each judge's family.
     judges = sorted(
         set(JudgeOutput.objects.filter(comparison__study=study).values_list("judge__name", "judge__family"))
     )

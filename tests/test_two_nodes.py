@@ -1,6 +1,6 @@
 """Two real gunicorn nodes on their own ports share one PostgreSQL database and one S3 bucket (moto's
 server on loopback); one rater alternates between them on every request: the session, the image
-pass, CSRF and the vote's idempotency key all work across nodes (docs/decisions.md, "Several web nodes")."""
+pass, CSRF and the vote's idempotency key all work across nodes (docs/decisions/0049-several-web-nodes.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DRF permissions shared by every app's API (roles of SPEC §1, annotation.roles)."""
+"""DRF permissions shared by every app's API (roles of docs/protocol.md "Who does what", annotation.roles)."""
 
 from __future__ import annotations
 

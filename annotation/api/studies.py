@@ -1,4 +1,5 @@
-"""REST endpoints for studies (SPEC §8): list, detail, bundle import/export, and researcher lists.
+"""REST endpoints for studies (docs/protocol.md "Files"): list, detail, bundle import/export, and researcher
+lists.
 
 Thin views: parse, call one selector or service, serialize. Researchers and admins only
 (annotation.roles.is_researcher); a study the caller may not manage answers 404.
@@ -192,7 +193,7 @@ class StudyImportApi(ResearcherApi):
         class Meta:
             ref_name = "StudyImportRequest"
 
-        file = serializers.FileField(help_text="A .zip study bundle (SPEC §8): study.json and its images.")
+        file = serializers.FileField(help_text='A .zip study bundle (docs/protocol.md "Files"): study.json and its images.')
         update_existing = serializers.BooleanField(
             required=False, default=False,
             help_text="Replace the changed candidates of the existing study (paper B.5; docs/candidate-versions.md).",

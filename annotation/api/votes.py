@@ -1,4 +1,5 @@
-"""REST endpoints for the human votes CSV (SPEC §8): import (multipart) and export (CSV download).
+"""REST endpoints for the human votes CSV (docs/protocol.md "Files"): import (multipart) and export (CSV
+download).
 
 Researchers only, scoped by ``annotation.roles.studies_for``: another study's slug is a 404.
 Both call the same services as the ``import_votes`` / ``export_votes`` commands.
@@ -54,7 +55,7 @@ class VotesImportApi(APIView):
     parser_classes = [MultiPartParser]
 
     class VotesImportInput(serializers.Serializer):
-        file = serializers.FileField(help_text="A SPEC §8 human votes CSV.")
+        file = serializers.FileField(help_text='A human votes CSV (docs/protocol.md "Files").')
 
     class VotesImportOutput(serializers.Serializer):
         rows = serializers.IntegerField()

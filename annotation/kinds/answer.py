@@ -1,8 +1,10 @@
-"""A rater's answer to one trial, as the kinds clean it (SPEC §3, §4, §11).
+"""A rater's answer to one trial, as the kinds clean it
+(docs/protocol.md "Canonical answers", "Planning the human study",
+docs/study-kinds.md "Running the other study kinds").
 
 ``VoteAnswer`` is an answer as given (display orientation), validated; each kind's design cleans the
 posted fields into one (``StudyDesign.answer_clean``). ``VoteAnswer.canonical`` maps it to canonical
-values through ``annotation.canonical`` (SPEC §3), the one home of that mapping.
+values through ``annotation.canonical`` (docs/protocol.md "Canonical answers"), the one home of that mapping.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ class VoteAnswer:
         return hashlib.sha256(body.encode()).hexdigest()
 
     def canonical(self, *, swapped: bool) -> tuple[str, dict[str, int]]:
-        """SPEC §3: a swapped display exchanges A and B and negates every axis score."""
+        """docs/protocol.md "Canonical answers": a swapped display exchanges A and B and negates every axis
+        score."""
         return canonical_label(self.verdict, swapped=swapped), canonical_scores(self.axes, swapped=swapped)
 
 

@@ -48,7 +48,8 @@ ATTENTION_NAMES = {"A": "A", "B": "B", "TIE": "Tie", "YES": "Yes", "NO": "No", "
 
 @dataclass(frozen=True)
 class StudyDesign:
-    """The fixed facts of one study kind (SPEC §2, §10); a kind's module subclasses it."""
+    """The fixed facts of one study kind (docs/protocol.md "The study model",
+    docs/study-kinds.md "Where a kind lives"); a kind's module subclasses it."""
 
     kind: str  # the ``Study.kind`` value (``annotation.models.StudyKind``)
     label: str
@@ -63,16 +64,20 @@ class StudyDesign:
     verdict_prompt: ClassVar[str] = "Choose a verdict: A, B, Tie or Cannot judge."
     rationale_field: ClassVar[str] = "rationale"  # the form field of the free-text note
     has_ratings: ClassVar[bool] = False  # an answer rates the study's dimensions
-    has_axes: ClassVar[bool] = False  # a trial scores the page's active axes (SPEC §2)
+    # a trial scores the page's active axes (docs/protocol.md "The study model")
+    has_axes: ClassVar[bool] = False
     # ---- units, progress and rater quality
     unit_field: ClassVar[str] = ""  # the Trial / BlockItem foreign key naming the unit
     valid_labels: ClassVar[tuple[str, ...] | None] = ("A", "B", "TIE")  # a valid answer's labels (None: any)
     abstain_label: ClassVar[str] = "CANNOT_JUDGE"  # the label that declines to answer
-    has_attention_checks: ClassVar[bool] = True  # instructed-response checks are planned (SPEC §11)
+    # instructed-response checks are planned (docs/study-kinds.md "Running the other study kinds")
+    has_attention_checks: ClassVar[bool] = True
     asks_comprehension: ClassVar[bool] = True  # a participant answers a comprehension question first
     # ---- the schedule (annotation.services.scheduling)
     unit_plural: ClassVar[str] = "comparisons"  # what a study's blocks are made of, for messages
-    counterbalanced: ClassVar[bool] = True  # Williams-square section order (SPEC §11), else SPEC §4's shuffle
+    # Williams-square section order (docs/study-kinds.md "Scheduling"), else
+    # docs/protocol.md "Planning the human study"'s shuffle
+    counterbalanced: ClassVar[bool] = True
     default_raters_hint: ClassVar[str] = "3"  # the default rater target per block, as the schedule form says it
     # ---- the bundle section (study.json keys of the kind; annotation.services.bundles.questionnaire_format)
     bundle_required: ClassVar[tuple[str, ...]] = ()
@@ -81,7 +86,8 @@ class StudyDesign:
     bundle_option_defaults: ClassVar[Mapping[str, Any]] = {}  # what an export writes when unset, in order
     # ---- the research pages
     abstain_name: ClassVar[str] = "Cannot judge"  # the abstain label's column title ("" : the kind never abstains)
-    analysis_summary: ClassVar[str] = ""  # what the kind's report (SPEC §11) shows first
+    # what the kind's report (docs/study-kinds.md "The kind report") shows first
+    analysis_summary: ClassVar[str] = ""
 
     @property
     def name(self) -> str:
@@ -93,7 +99,8 @@ class StudyDesign:
         return f"annotation/rater/trial_{self.kind}.html"
 
     def attention_instruction(self, expected: str) -> str:
-        """The instructed-response line of an attention check (SPEC §11), in the page's own words."""
+        """The instructed-response line of an attention check (docs/study-kinds.md "Scheduling"), in the
+        page's own words."""
         return f"Attention check: for this one, please answer “{ATTENTION_NAMES.get(expected, expected)}”."
 
     def comprehension_question(self, study: Study) -> ComprehensionQuestion:
@@ -138,7 +145,8 @@ class StudyDesign:
             active_axes=active_axes, verdict=verdict, confidence=confidence, axes=axes, rationale=rationale
         )
 
-    # ---- votes CSV (SPEC §8, §11; annotation.services.votes_csv)
+    # ---- votes CSV (docs/protocol.md "Files", docs/study-kinds.md "Votes CSV";
+    # annotation.services.votes_csv)
 
     def votes_csv(self, study: Study) -> VotesCsvFormat:
         """The study's votes CSV: its columns, how a row parses, what an export writes."""

@@ -1,7 +1,7 @@
-"""Checklist predicates (SPEC §10): one candidate, one yes/no predicate per trial.
+"""Checklist predicates (docs/study-kinds.md "Units"): one candidate, one yes/no predicate per trial.
 
-Votes CSV (SPEC §11): ``predicate, item, brief, system, block, rater, position, repeat, attention,
-label, evidence, response_ms``; label ``YES``/``NO``/``UNCLEAR``, a non-blank evidence note (stored
+Votes CSV (docs/study-kinds.md "Votes CSV"): ``predicate, item, brief, system, block, rater, position, repeat,
+attention, label, evidence, response_ms``; label ``YES``/``NO``/``UNCLEAR``, a non-blank evidence note (stored
 in ``Vote.rationale``).
 """
 
@@ -133,7 +133,7 @@ class ChecklistDesign(StudyDesign):
         ratings: Mapping[str, object] | None,
         rationale: object,
     ) -> VoteAnswer:
-        """A label and a non-blank evidence note (SPEC §11, docs/study-kinds.md)."""
+        """A label and a non-blank evidence note (docs/study-kinds.md "Running the other study kinds")."""
         text = rationale_clean(rationale, field="evidence")
         if verdict not in CHECKLIST_LABELS:
             raise ValidationFailed("choose Yes, No or Unclear", field="verdict")

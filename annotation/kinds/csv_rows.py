@@ -1,4 +1,5 @@
-"""One row of a votes CSV, as every study kind parses it (SPEC §8, §11).
+"""One row of a votes CSV, as every study kind parses it (docs/protocol.md "Files",
+docs/study-kinds.md "Votes CSV").
 
 The cells every votes CSV shares (placement, response time, the pairwise answer), the one-line
 problems, the unit a row names, and ``AttentionVotesCsv``: the layout of the kinds whose file
@@ -274,7 +275,8 @@ def parse_flag(text: str) -> bool | None:
 
 
 # --------------------------------------------------------------------------------------------
-# The layout with an attention column (pairwise, checklist, rating; SPEC §11)
+# The layout with an attention column (pairwise, checklist, rating;
+# docs/study-kinds.md "Running the other study kinds")
 # --------------------------------------------------------------------------------------------
 
 TEXT_COLUMNS = ("rationale", "evidence")  # free text, kept exactly as written

@@ -1,7 +1,8 @@
-"""Pairwise without a reference (SPEC §10): two candidates, a winner, optional score dimensions.
+"""Pairwise without a reference (docs/study-kinds.md "Units"): two candidates, a winner, optional score
+dimensions.
 
-Votes CSV (SPEC §11): ``comparison, brief, item_a, item_b, system_a, system_b, block, rater,
-position, swapped, repeat, attention, label, confidence, rationale, response_ms``; the label is
+Votes CSV (docs/study-kinds.md "Votes CSV"): ``comparison, brief, item_a, item_b, system_a, system_b, block,
+rater, position, swapped, repeat, attention, label, confidence, rationale, response_ms``; the label is
 canonical (``A``/``B``/``TIE``/``CANNOT_JUDGE``), confidence 1–5 (may be empty for ``CANNOT_JUDGE``).
 """
 

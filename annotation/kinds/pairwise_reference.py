@@ -1,12 +1,13 @@
-"""The reference protocol (SPEC §2-§9): two candidate renderings judged against the reference page.
+"""The reference protocol (docs/protocol.md "The study model" to "Commands"): two candidate renderings judged
+against the reference page.
 
-Votes CSV (SPEC §8): ``comparison, page, system_a, system_b, block, rater, position, swapped, repeat,
-label, confidence, rationale, response_ms``, then one ``axis:<AXIS_ID>`` column per study axis (empty
+Votes CSV (docs/protocol.md "Files"): ``comparison, page, system_a, system_b, block, rater, position, swapped,
+repeat, label, confidence, rationale, response_ms``, then one ``axis:<AXIS_ID>`` column per study axis (empty
 when the axis is inactive on the page), optionally ``revised, first_label``. Labels and axis scores
-are canonical (SPEC §3). ``confidence`` is required (integer 1–5) for A, B and TIE; it may be empty
-for CANNOT_JUDGE. An export writes the revision columns only when a vote of the study was revised,
-so a study without revisions exports exactly the SPEC columns. A row never answers a planned
-attention check (the SPEC §8 columns have no place for one).
+are canonical (docs/protocol.md "Canonical answers"). ``confidence`` is required (integer 1–5) for A, B and
+TIE; it may be empty for CANNOT_JUDGE. An export writes the revision columns only when a vote of the study was
+revised, so a study without revisions exports exactly the protocol columns. A row never answers a planned
+attention check (the docs/protocol.md "Files" columns have no place for one).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ VOTES_BASE_COLUMNS: tuple[str, ...] = (
     "response_ms",
 )
 VOTE_LABELS: tuple[str, ...] = (Label.A, Label.B, Label.TIE, Label.CANNOT_JUDGE)
-# SPEC §8 optional trailing columns: the rater changed the answer with Undo (0/1), and the
+# docs/protocol.md "Files" optional trailing columns: the rater changed the answer with Undo (0/1), and the
 # canonical label first given (empty unless revised). Export writes them when a vote of the
-# study was revised (so a study without revisions exports exactly the SPEC columns, as before);
+# study was revised (so a study without revisions exports exactly the protocol columns, as before);
 # import takes files with or without them.
 VOTES_REVISION_COLUMNS: tuple[str, ...] = ("revised", "first_label")
 # Optional last column (issue 30): the axes the rater set with the verdict key and left unchanged,
@@ -66,7 +67,7 @@ VOTES_DEFAULTED_COLUMN = "axes_defaulted"
 
 @dataclass
 class ReferenceVotesCsv:
-    """The SPEC §8 votes CSV (a ``VotesCsvFormat``)."""
+    """The docs/protocol.md "Files" votes CSV (a ``VotesCsvFormat``)."""
 
     study: Study
     unit_column: str = "comparison"
@@ -101,7 +102,8 @@ class ReferenceVotesCsv:
         )
 
     def planned_mismatch(self, row: ImportRow, trial: Trial) -> str | None:
-        # A SPEC §8 row has no attention column, so it never answers a planned attention check.
+        # A docs/protocol.md "Files" row has no attention column, so it never answers a planned attention
+        # check.
         where = f"position {row.position} of rater {row.rater!r} in block {row.block!r}"
         if (trial.comparison_id, trial.swapped, trial.is_repeat) != (row.unit.pk, row.swapped, row.is_repeat):
             return f"{where} is a planned trial of another comparison, orientation or repeat flag"
@@ -126,8 +128,9 @@ class ReferenceVotesCsv:
         ]
 
     def export_rows(self, header: list[str]) -> Iterator[list[Any]]:
-        """Every stored vote but those of voided assignments and of attention checks (the SPEC §8
-        columns have no place for them), in block, assignment slot, trial position order."""
+        """Every stored vote but those of voided assignments and of attention checks (the
+        docs/protocol.md "Files" columns have no place for them), in block, assignment slot, trial position
+        order."""
         axis_ids, revisions, defaulted = self.axis_ids, self.revisions, self.defaulted
         for v in vote_rows(study=self.study):
             yield [
@@ -255,7 +258,8 @@ def _parse_revision(*, value: dict[str, str], line: int, problems: Problems) -> 
 
 
 def eligible_comparisons(study: Study) -> list[Comparison]:
-    """Human-set comparisons whose two candidates both rendered (SPEC §2, §4)."""
+    """Human-set comparisons whose two candidates both rendered
+    (docs/protocol.md "The study model", "Planning the human study")."""
     return list(
         Comparison.objects.filter(
             study=study,
@@ -284,7 +288,7 @@ class PairwiseReferenceDesign(StudyDesign):
         return [ScheduleUnit(c, c.page_id) for c in eligible_comparisons(study)]
 
     def default_rater_targets(self, study: Study, blocks: int) -> list[int]:
-        return [5, 5, 5, 5, 5, 4, 2, 2]  # SPEC §9
+        return [5, 5, 5, 5, 5, 4, 2, 2]  # docs/protocol.md "Commands"
 
     def votes_csv(self, study: Study) -> ReferenceVotesCsv:
         return ReferenceVotesCsv(study)

@@ -1,6 +1,6 @@
-"""Ratings (SPEC §10): one candidate scored on the study's dimensions.
+"""Ratings (docs/study-kinds.md "Units"): one candidate scored on the study's dimensions.
 
-Votes CSV (SPEC §11): ``item, brief, system, block, rater, position, repeat, attention,
+Votes CSV (docs/study-kinds.md "Votes CSV"): ``item, brief, system, block, rater, position, repeat, attention,
 response_ms``, then one ``rating:<dimension>`` column per dimension of ``Study.options["dimensions"]``
 in that order, each an integer on the study's scale (``Vote.answers = {"ratings": {...}}``).
 """
@@ -160,7 +160,8 @@ class RatingDesign(StudyDesign):
         ratings: Mapping[str, object] | None,
         rationale: object,
     ) -> VoteAnswer:
-        """Every dimension of the study rated on its scale (SPEC §11, docs/study-kinds.md)."""
+        """Every dimension of the study rated on its scale
+        (docs/study-kinds.md "Running the other study kinds")."""
         rationale_clean(rationale, field="evidence")
         low, high = rating_scale(study)
         allowed = tuple(range(low, high + 1))

@@ -1,4 +1,4 @@
-"""Create the three role groups of SPEC §1 (rater, researcher, admin)."""
+"""Create the three role groups of docs/protocol.md "Who does what" (rater, researcher, admin)."""
 
 from __future__ import annotations
 

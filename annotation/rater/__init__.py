@@ -6,7 +6,7 @@
 ``screens.Screen``; ``views`` and ``api`` parse, call one flow function and render its Screen (a
 page, an htmx fragment or JSON); ``images`` holds the trial's image pass and the image view.
 
-Blinding (docs/protocol.md, "Blinding"): nothing here renders a system, candidate, file name,
+Blinding (SECURITY.md row 9): nothing here renders a system, candidate, file name,
 page id or repeat flag. The only identifiers a rater sees are the study's link token and the
 per-trial tokens.
 """

@@ -226,7 +226,8 @@ class TrialProblemApi(APIView):
 
 
 class ComprehensionSubmitApi(APIView):
-    """One attempt at the comprehension question before the first trial (SPEC §11).
+    """One attempt at the comprehension question before the first trial
+    (docs/study-kinds.md "Comprehension check").
 
     The same service as the HTML form: ``passed`` opens the trials, ``retry`` leaves one more
     attempt, ``failed`` screens the participant out (no block is claimed).

@@ -79,7 +79,7 @@ from annotation.views.links import trial_links, url
 Respond = Literal["page", "fragment", "json"]
 # Left to right as the panes read (A is left of B): the side nearer A means "A better". The
 # values are the displayed scores (positive: the displayed A is better); docs/protocol.md
-# "Canonicalization" turns them into canonical ones.
+# "Canonical answers" turns them into canonical ones.
 AXIS_SCALE = ((2, "A much better"), (1, "A better"), (0, "Equal"), (-1, "B better"), (-2, "B much better"))
 MARKDOWN_TAGS = {"p", "br", "strong", "em", "b", "i", "ul", "ol", "li", "h1", "h2", "h3", "h4", "blockquote",
                  "code", "pre", "hr", "a", "table", "thead", "tbody", "tr", "th", "td"}

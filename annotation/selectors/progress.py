@@ -2,10 +2,10 @@
 
 Voided assignments are counted apart and never in votes, coverage or quality: their votes stay in
 the database but are excluded from analysis. Coverage here is schedule coverage: the share of a
-block's comparisons that already have at least one valid (A / B / TIE) main vote — for the SPEC §11
-kinds, of its comparisons (A / B / TIE), predicates (YES / NO) or items (any rating). Attention
-checks are never data: they count as planned and answered trials, never toward coverage, and get
-their own pass rate in the quality table.
+block's comparisons that already have at least one valid (A / B / TIE) main vote — for the
+docs/study-kinds.md "Running the other study kinds" kinds, of its comparisons (A / B / TIE), predicates (YES /
+NO) or items (any rating). Attention checks are never data: they count as planned and answered trials, never
+toward coverage, and get their own pass rate in the quality table.
 """
 
 from __future__ import annotations
@@ -161,11 +161,13 @@ def rater_quality(study: Study, *, block: Block | None = None) -> list[RaterQual
     """One row per claimed assignment (voided ones included, flagged by their state).
 
     - median seconds per trial: median server-measured response time;
-    - hidden-repeat agreement: original and repeat answered with the same canonical label (SPEC §5);
+    - hidden-repeat agreement: original and repeat answered with the same canonical label
+    (docs/protocol.md "Human reference and agreement");
     - left share: of the A/B answers, the share that chose the candidate shown on the left (a
       position-bias signal: about 0.5 for an unbiased rater, since sides alternate);
     - CANNOT_JUDGE share: of all answers (UNCLEAR for a checklist study);
-    - attention checks (SPEC §11 kinds): passed / answered; checks are left out of the other signals.
+    - attention checks (other study kinds (docs/study-kinds.md "Scheduling")): passed / answered; checks are
+    left out of the other signals.
     """
     assignments = (
         Assignment.objects.filter(block__study=study, rater__isnull=False)
@@ -292,7 +294,8 @@ def _answer_key(label: str, answers: dict[str, Any]) -> str:
 
 
 def _displayed(answer: str, *, swapped: bool) -> str:
-    """The canonical answer as the rater saw it (SPEC §3): a swapped display exchanges A and B."""
+    """The canonical answer as the rater saw it (docs/protocol.md "Canonical answers"): a swapped display
+    exchanges A and B."""
     return {"A": "B", "B": "A"}.get(answer, answer) if swapped else answer
 
 

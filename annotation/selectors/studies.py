@@ -30,7 +30,7 @@ def study_get_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> 
 
 @dataclass(frozen=True)
 class StudyOverview:
-    """Counts for the researcher's study page (SPEC §2 entities)."""
+    """Counts for the researcher's study page (docs/protocol.md "The study model" entities)."""
 
     pages: int
     systems: int

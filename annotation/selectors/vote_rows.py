@@ -1,6 +1,7 @@
-"""Reads of canonical human votes (SPEC §3, §5, §8), row by row: what the votes CSV exports and
-``annotation.selectors.votes.votes_frame`` turns into the table every analysis uses (no pandas here,
-so the commands and the kinds registry that use these rows do not load it).
+"""Reads of canonical human votes
+(docs/protocol.md "Canonical answers", "Human reference and agreement", "Files"), row by row: what the votes
+CSV exports and ``annotation.selectors.votes.votes_frame`` turns into the table every analysis uses (no pandas
+here, so the commands and the kinds registry that use these rows do not load it).
 
 One query (``values_list`` over the joins), no per-row lookups: 10,000 votes take a few tens of
 milliseconds. Only pairwise votes are read: trials on a comparison whose vote carries one of the
@@ -41,7 +42,8 @@ _FIELDS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class VoteRow:
-    """One stored pairwise vote with the identities of the SPEC §8 votes CSV (canonical values)."""
+    """One stored pairwise vote with the identities of the docs/protocol.md "Files" votes CSV (canonical
+    values)."""
 
     comparison: str
     page: str
@@ -65,7 +67,8 @@ class VoteRow:
 
     @property
     def first_label(self) -> str:
-        """The canonical label first given (SPEC §8 ``first_label``); empty when never revised."""
+        """The canonical label first given (docs/protocol.md "Files" ``first_label``); empty when never
+        revised."""
         return str(self.history[0].get("label", "")) if self.history else ""
 
 
@@ -82,8 +85,8 @@ def study_has_revised_votes(*, study: Study) -> bool:
 def vote_rows(*, study: Study, include_voided: bool = False) -> Iterator[VoteRow]:
     """Every pairwise vote of ``study`` in export order: block, assignment slot, trial position.
 
-    Votes of voided assignments are left out unless ``include_voided``; attention checks (SPEC §11)
-    are never data and always left out.
+    Votes of voided assignments are left out unless ``include_voided``; attention checks
+    (docs/study-kinds.md "Scheduling") are never data and always left out.
     """
     qs = Vote.objects.filter(
         trial__assignment__block__study=study,

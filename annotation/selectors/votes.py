@@ -1,4 +1,6 @@
-"""The per-vote table every analysis uses (SPEC §3, §5, §8), from ``annotation.selectors.vote_rows``.
+"""The per-vote table every analysis uses
+(docs/protocol.md "Canonical answers", "Human reference and agreement", "Files"), from
+``annotation.selectors.vote_rows``.
 
 One query (``values_list`` over the joins), no per-row lookups: 10,000 votes take a few tens of
 milliseconds. Only pairwise votes are read: trials on a comparison whose vote carries one of the
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
-    """The canonical per-vote table (SPEC §3, §5): one row per answered pairwise trial.
+    """The canonical per-vote table (docs/protocol.md "Canonical answers", "Human reference and agreement"):
+    one row per answered pairwise trial.
 
     Columns: ``comparison, page, block, rater, system_a, system_b`` (external ids / block name,
     ``str``), ``position`` (int), ``swapped``, ``is_repeat`` (bool), ``label`` (A|B|TIE|CANNOT_JUDGE),

@@ -1,4 +1,5 @@
-"""Rater accounts created from the study pages (SPEC §1: admins create raters), audited.
+"""Rater accounts created from the study pages (docs/protocol.md "Who does what": admins create raters),
+audited.
 
 A new account has no usable password: the admin hands the rater a one-time set-password link
 (Django's password-reset token, valid for ``PASSWORD_RESET_TIMEOUT``), so no password is ever

@@ -9,13 +9,14 @@ participant's arrival builds one more block from the comparisons not yet in any 
 ``ceil(UNIFORM_FLOOR × size)`` of them drawn uniformly over the system pairs (the floor, drawn
 first and recorded by name in the ``adaptive_block`` audit event), the rest over the pairs the
 allocator favours in the current fit (``annotation.selectors.allocation``). The block then gets its
-assignments and trials from the same planner as the kind's every block: SPEC §4's for
-``pairwise_reference`` (seeded trial order), SPEC §11's counterbalanced one for ``pairwise`` (the
-chosen comparisons' briefs as sections in Williams order per slot, the study's attention checks);
-both alternate display sides over the raters and place the study's hidden repeats at its gap, so
-the protocol's guarantees hold per block exactly as for a uniform study; blocks stay disjoint, so
-no rater sees a comparison twice except as a designed repeat. No new block is built once the
-stopping rule has declared the target (the study then fills up and reports that it can be closed).
+assignments and trials from the same planner as the kind's every block:
+docs/protocol.md "Planning the human study"'s for ``pairwise_reference`` (seeded trial order),
+docs/study-kinds.md "Scheduling"'s counterbalanced one for ``pairwise`` (the chosen comparisons' briefs as
+sections in Williams order per slot, the study's attention checks); both alternate display sides over the
+raters and place the study's hidden repeats at its gap, so the protocol's guarantees hold per block exactly as
+for a uniform study; blocks stay disjoint, so no rater sees a comparison twice except as a designed repeat. No
+new block is built once the stopping rule has declared the target (the study then fills up and reports that it
+can be closed).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
         design = design_of(locked)
         if design.counterbalanced:
             # The pairwise kind's crowd design: the chosen comparisons' briefs are the sections, in
-            # Williams order per slot, with the study's attention checks (SPEC §11).
+            # Williams order per slot, with the study's attention checks (docs/study-kinds.md "Scheduling").
             block = counterbalanced_block_create(
                 study=locked,
                 position=position,

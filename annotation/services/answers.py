@@ -1,4 +1,5 @@
-"""A rater's trials and answers: the next trial to show, and the central vote write (SPEC §3, §4).
+"""A rater's trials and answers: the next trial to show, and the central vote write
+(docs/protocol.md "Canonical answers", "Planning the human study").
 
 ``trial_next`` shows an assignment's first unanswered trial (its response clock starts then);
 ``vote_submit`` stores an answer canonically, once. Votes are idempotent: the assignment row is
@@ -50,9 +51,9 @@ from annotation.services.participants import LIVE_STATES, completion_code_new
 class TrialView:
     """What a rater is shown for one trial. Carries no system, candidate or repeat information.
 
-    Other kinds (SPEC §11): ``brief`` is the brief's text (may be empty), ``question`` and
-    ``boxes`` a checklist predicate's, ``dimensions`` and ``scale`` a rating study's, and
-    ``attention`` the instruction line of an attention check (empty on data trials).
+    Other kinds (docs/study-kinds.md "Running the other study kinds"): ``brief`` is the brief's text (may be
+    empty), ``question`` and ``boxes`` a checklist predicate's, ``dimensions`` and ``scale`` a rating study's,
+    and ``attention`` the instruction line of an attention check (empty on data trials).
     """
 
     trial: Trial
@@ -71,7 +72,8 @@ class TrialView:
 
 
 def attention_instruction(trial: Trial, study: Study, design: StudyDesign | None = None) -> str:
-    """The instructed-response line of an attention check (SPEC §11), empty on a data trial."""
+    """The instructed-response line of an attention check (docs/study-kinds.md "Scheduling"), empty on a data
+    trial."""
     expected = trial.attention_expected
     if expected == GOLD_EXPECTED:  # a gold trial looks like any data trial
         return ""
@@ -112,7 +114,8 @@ def study_axes(study: Study) -> list[Axis]:
 
 
 def trial_active_axes(trial: Trial, axes: list[Axis] | None = None) -> list[dict[str, Any]]:
-    """The page's active axes (SPEC §2), each with its description and its targets."""
+    """The page's active axes (docs/protocol.md "The study model"), each with its description and its
+    targets."""
     page = _trial_page(trial)
     if axes is None:
         axes = list(Axis.objects.filter(study_id=page.study_id).order_by("position"))
@@ -364,7 +367,8 @@ def vote_submit(
     show_next: bool = False,
     axes_defaulted: Sequence[str] = (),
 ) -> VoteResult:
-    """Store the answer to a trial canonically, once (SPEC §3, §4), in a transaction of its own.
+    """Store the answer to a trial canonically, once
+    (docs/protocol.md "Canonical answers", "Planning the human study"), in a transaction of its own.
 
     ``vote_store`` inside ``transaction.atomic()``; the arguments are ``vote_store``'s.
     """
@@ -394,7 +398,8 @@ def vote_store(
     axes_defaulted: Sequence[str] = (),
     design: StudyDesign | None = None,
 ) -> VoteResult:
-    """Store the answer to a trial canonically, once (SPEC §3, §4), in the caller's transaction.
+    """Store the answer to a trial canonically, once
+    (docs/protocol.md "Canonical answers", "Planning the human study"), in the caller's transaction.
 
     Foreign trial → Forbidden (403); answered with another key, not the current trial, or a
     finished assignment → Conflict (409); same key and same body → the stored vote again.
@@ -525,7 +530,8 @@ def _slot_files(
     """slot → stored file, from ``file(holder, variant)``: ``ref`` / ``left`` / ``right``, or ``item``.
 
     The neutralized variant is served when the study neutralizes media and the variant exists.
-    ``left`` is what the rater sees as "A": canonical B when the trial is swapped (SPEC §3).
+    ``left`` is what the rater sees as "A": canonical B when the trial is swapped
+    (docs/protocol.md "Canonical answers").
     """
 
     def file_of(holder: str) -> str | None:
@@ -570,7 +576,8 @@ def _images_query(item: bool) -> Any:
 
 def trial_images(*, trial_token: str, item: bool) -> TrialImages | None:
     """Every image slot of a trial in one query (``_slot_files`` for the rules); None when the
-    trial is not of that shape (``item``: a rating or checklist trial, SPEC §11)."""
+    trial is not of that shape (``item``: a rating or checklist trial,
+    docs/study-kinds.md "Running the other study kinds")."""
     rows = list(_images_query(item)(trial_token))
     if not rows:
         return None

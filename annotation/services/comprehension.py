@@ -1,6 +1,7 @@
-"""The comprehension check before the first trial (SPEC §11 questionnaire hygiene).
+"""The comprehension check before the first trial (docs/study-kinds.md "Comprehension check" questionnaire
+hygiene).
 
-Decisions (the SPEC says only "a comprehension check with two attempts before the first trial"):
+Decisions (the protocol says only "a comprehension check with two attempts before the first trial"):
 
 - It applies to the crowd questionnaire kinds (``pairwise``, ``checklist``, ``rating``); a
   ``pairwise_reference`` study runs with trained raters and has none.

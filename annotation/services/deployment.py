@@ -1,4 +1,5 @@
-"""Checks a node runs when it starts and when the load balancer asks (``/healthz``; docs/decisions.md).
+"""Checks a node runs when it starts and when the load balancer asks (``/healthz``;
+docs/decisions/0049-several-web-nodes.md).
 
 Several web nodes serve one study behind a load balancer: each must sign sessions, CSRF tokens
 and image passes with the same ``SECRET_KEY``, or a rater whose next request lands on another

@@ -2,9 +2,10 @@
 
 The researcher has one folder of images per system (plus the references for
 ``pairwise_reference``), or a CSV / JSONL manifest listing them. This module turns either into
-the same bundle ``import_study`` reads (``study.json`` + images, SPEC §8 and docs/bundle-kinds.md),
-then imports it through :func:`~annotation.services.bundles.importing.study_import_bundle`, all or
-nothing, and keeps the bundle for the record.
+the same bundle ``import_study`` reads (``study.json`` + images, docs/protocol.md "Files" and
+docs/bundle-kinds.md), then imports it through
+:func:`~annotation.services.bundles.importing.study_import_bundle`, all or nothing, and keeps the bundle for
+the record.
 
 Three steps:
 
@@ -24,7 +25,8 @@ Three steps:
 
 Page ids are file stems, or the first (or ``page``-named) group of ``--match``. A page of
 ``pairwise_reference`` missing a system's image is that system's failed render (``rendered:
-false``, SPEC §8); the other kinds have no failed renders, so the page simply has no item of it.
+false``, docs/protocol.md "Files"); the other kinds have no failed renders, so the page simply has no item of
+it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Raters taking part: identities, claims, study links, voids and reopened slots (SPEC §1, §4).
+"""Raters taking part: identities, claims, study links, voids and reopened slots
+(docs/protocol.md "Who does what", "Planning the human study").
 
 A rater is a study-link participant, a rater account or an imported id. Automatic assignment gives
 the block furthest below its rater target. Claims never exceed a target: a block's targets are its
@@ -120,7 +121,8 @@ def rater_assignment(rater: Rater | int) -> Assignment | None:
 
 
 def _blocks_by_need(study: Study) -> list[int]:
-    """Block ids, the one furthest below its rater target first (SPEC §4 automatic assignment)."""
+    """Block ids, the one furthest below its rater target first (docs/protocol.md "Planning the human study"
+    automatic assignment)."""
     blocks = Block.objects.filter(study=study).order_by().annotate(
         taken=Count("assignments", filter=Q(assignments__state__in=LIVE_STATES)),
         open=Count("assignments", filter=Q(assignments__state=AssignmentState.OPEN)),
@@ -182,7 +184,7 @@ def participant_claim(*, study: Study, rater: Rater) -> Assignment:
 
 
 def study_link_url(*, study: Study, origin: str = "") -> str:
-    """The participant URL of a study (SPEC §9 ``study_link``).
+    """The participant URL of a study (docs/protocol.md "Commands" ``study_link``).
 
     The origin is ``ARBITER_PUBLIC_URL`` when set; otherwise the serving origin the caller knows
     (a web page passes its request's), else ``ARBITER_SERVE_ORIGIN`` (``make run`` sets it to its

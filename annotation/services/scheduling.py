@@ -1,10 +1,11 @@
-"""The human schedule: blocks, planned assignments and their trials (SPEC §4).
+"""The human schedule: blocks, planned assignments and their trials
+(docs/protocol.md "Planning the human study").
 
 The whole plan is written before anyone starts: every block gets ``target_raters`` assignments in
 state ``open`` (no rater yet), each with all of its trials, and every random choice comes from the
 recorded seed, so an analysis can rebuild the plan from the export alone.
 
-Decisions (written down here because the SPEC is silent):
+Decisions (written down here because the protocol is silent):
 
 - Eligible comparisons: the study's ``human`` set whose two candidates are rendered with an image.
 - Too few comparisons for ``blocks × block_size`` is refused (no smaller last block: blocks of
@@ -12,7 +13,8 @@ Decisions (written down here because the SPEC is silent):
   message gives the largest block size that fits. Extra comparisons stay unscheduled and are
   counted in the command's output.
 - A page's comparisons stay in one block whenever they fit (first fit over shuffled pages), so the
-  page-block bootstrap of SPEC §5 resamples whole pages within a block.
+  page-block bootstrap of docs/protocol.md "Human reference and agreement" resamples whole pages within a
+  block.
 - Display order: ``swapped = (slot + index of the comparison in its block) % 2`` — across a block's
   slots each comparison's sides alternate, so each side is shown first to half the raters (±1).
 - Trial order: an independent permutation per assignment from ``default_rng(assignment.seed)``,
@@ -22,9 +24,9 @@ Decisions (written down here because the SPEC is silent):
   index ``j ∈ [i + min_gap − 1, n − 1]`` so it lands at least ``min_gap`` trials after its original,
   with the original's orientation.
 
-The other kinds (SPEC §11: counterbalanced order, hidden repeats, attention checks; the design's
-``counterbalanced``) run on the same blocks, planned open assignments and trials; what differs is
-the unit a trial shows (``design_of(study).schedule_units``) and the order. Decisions (the SPEC says
+The other kinds (docs/study-kinds.md "Scheduling": counterbalanced order, hidden repeats, attention checks;
+the design's ``counterbalanced``) run on the same blocks, planned open assignments and trials; what differs is
+the unit a trial shows (``design_of(study).schedule_units``) and the order. Decisions (the protocol says
 "item order and block order counterbalanced per participant"):
 
 - A block's units are grouped into **sections** — the questionnaire's blocks: the comparisons of
@@ -38,9 +40,11 @@ the unit a trial shows (``design_of(study).schedule_units``) and the order. Deci
   equally often (first-order carry-over balance); the same holds for the items of a section. The
   sections and items are shuffled once per block from the schedule seed, so the design does not
   follow the bundle's file order.
-- Display sides of a ``pairwise`` comparison alternate across slots exactly as in SPEC §4:
+- Display sides of a ``pairwise`` comparison alternate across slots exactly as in
+docs/protocol.md "Planning the human study":
   ``swapped = (slot + index of the comparison in its block) % 2``.
-- Hidden repeats are placed as in SPEC §4 (at least ``min_gap`` trials after their original, same
+- Hidden repeats are placed as in docs/protocol.md "Planning the human study" (at least ``min_gap`` trials
+after their original, same
   orientation).
 - ``checks`` instructed-response attention checks per assignment: the sequence is cut into
   ``checks`` equal segments and one check goes to a random place inside each (never the first
@@ -88,7 +92,8 @@ from annotation.models import (
 from annotation.services.audit import audit_record
 from annotation.services.gold import study_gold_images
 
-# Instructed-response attention checks per assignment of a SPEC §11 kind when none is given.
+# Instructed-response attention checks per assignment of a docs/study-kinds.md "Scheduling" kind when none is
+# given.
 DEFAULT_CHECKS = 2
 
 SCHEDULE_CSV_COLUMNS = (
@@ -149,12 +154,14 @@ def unit_noun(study: Study) -> str:
 
 
 def schedulable_count(study: Study) -> int:
-    """How many units the scheduler could place (SPEC §4 eligible comparisons, §11 units)."""
+    """How many units the scheduler could place (docs/protocol.md "Planning the human study" eligible
+    comparisons, docs/study-kinds.md "Scheduling" units)."""
     return len(schedule_units(study))
 
 
 def default_rater_targets(study: Study, blocks: int) -> list[int]:
-    """Rater targets when none are given: SPEC §9's list; a checklist's k; 3 for pairwise and rating."""
+    """Rater targets when none are given: docs/protocol.md "Commands"'s list; a checklist's k; 3 for pairwise
+    and rating."""
     return design_of(study).default_rater_targets(study, blocks)
 
 
@@ -321,7 +328,8 @@ def split_blocks(
 
 
 def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int) -> list[PlannedTrial]:
-    """Trial order, orientation and hidden repeats of one assignment (SPEC §4)."""
+    """Trial order, orientation and hidden repeats of one assignment
+    (docs/protocol.md "Planning the human study")."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -472,8 +480,9 @@ def shuffled_block_create(
     min_gap: int, gold: int = 0, gold_images: dict[int, tuple[StoredImage, StoredImage]] | None = None,
     supplied: dict[int, list[SuppliedGold]] | None = None,
 ) -> Block:
-    """One ``pairwise_reference`` block (SPEC §4) and its planned open assignments: a seeded trial
-    order per assignment, display sides alternating over the slots, hidden repeats, gold trials."""
+    """One ``pairwise_reference`` block (docs/protocol.md "Planning the human study") and its planned open
+    assignments: a seeded trial order per assignment, display sides alternating over the slots, hidden
+    repeats, gold trials."""
     block = Block.objects.create(
         study=study, name=f"block-{position}", position=position, target_raters=target_raters, seed=seed
     )
@@ -494,8 +503,9 @@ def counterbalanced_block_create(
     *, study: Study, position: int, units: Sequence[ScheduleUnit], target_raters: int, seed: int, repeats: int,
     min_gap: int, checks: int,
 ) -> Block:
-    """One block of a SPEC §11 kind and its planned open assignments (module docstring): sections
-    and their items in Williams order per slot, display sides alternating, hidden repeats, checks."""
+    """One block of a docs/study-kinds.md "Running the other study kinds" kind and its planned open
+    assignments (module docstring): sections and their items in Williams order per slot, display sides
+    alternating, hidden repeats, checks."""
     import numpy as np
 
     design = design_of(study)
@@ -562,7 +572,8 @@ def blocks_schedule(
     gold: int = 0,
     actor: object | None = None,
 ) -> list[Block]:
-    """Create the study's blocks and their full plan of open assignments and trials (SPEC §4, §11).
+    """Create the study's blocks and their full plan of open assignments and trials
+    (docs/protocol.md "Planning the human study", docs/study-kinds.md "Running the other study kinds").
 
     ``gold``: gold trials per assignment (``pairwise_reference`` only; module docstring)."""
     _check_arguments(blocks=blocks, block_size=block_size, repeats=repeats, min_gap=min_gap, raters=raters, seed=seed)
@@ -640,7 +651,8 @@ def _counterbalanced_blocks_schedule(
     *, study: Study, blocks: int, block_size: int, repeats: int, min_gap: int, raters: list[int], seed: int,
     checks: int, actor: object | None,
 ) -> list[Block]:
-    """SPEC §11 kinds: counterbalanced sections, hidden repeats and attention checks (module docstring)."""
+    """other study kinds (docs/study-kinds.md "Scheduling"): counterbalanced sections, hidden repeats and
+    attention checks (module docstring)."""
     design = design_of(study)
     units = design.schedule_units(study)
     noun = design.unit_plural
@@ -705,7 +717,7 @@ def schedule_rows(study: Study) -> Iterator[dict[str, object]]:
 
     ``comparison``/``system_a``/``system_b`` name a pairwise unit; ``item`` the rated item or the
     item a predicate asks about (``system_a`` is then its system); ``attention`` the answer an
-    attention check asks for (SPEC §11).
+    attention check asks for (docs/study-kinds.md "Scheduling").
     """
     index_of: dict[tuple[str, int], int] = {}
     for member in BlockItem.objects.filter(block__study=study).order_by():

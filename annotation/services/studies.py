@@ -1,4 +1,5 @@
-"""Editable study data (SPEC §2, §6: the instructions and the judge prompt template are study data)."""
+"""Editable study data (docs/protocol.md "The study model", "Judges and calibration": the instructions and the
+judge prompt template are study data)."""
 
 from __future__ import annotations
 

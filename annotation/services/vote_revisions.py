@@ -1,12 +1,13 @@
 """Undo last answer and problem reports on the trial page (issue 17, items 7 and 8).
 
 Undo: while the rater's current trial is unanswered, the previous trial (the last answered one)
-is shown again with its stored answer filled in, as displayed (SPEC §3 applied back: a swapped
-trial shows canonical B as "A"). Answering it again replaces the stored vote; the replaced
+is shown again with its stored answer filled in, as displayed (docs/protocol.md "Canonical answers" applied
+back: a swapped trial shows canonical B as "A"). Answering it again replaces the stored vote; the replaced
 answer is appended to ``Vote.history`` (the votes CSV writes ``revised`` and ``first_label`` from
-it, SPEC §8). The trial itself never changes (position, orientation, ``is_repeat``,
+it, docs/protocol.md "Files"). The trial itself never changes (position, orientation, ``is_repeat``,
 ``repeat_of``), so hidden-repeat pairing is untouched. ``response_ms`` stays the first answer's:
-it measures the first judgment, which is what the too-fast rules look at (docs/decisions.md).
+it measures the first judgment, which is what the too-fast rules look at
+(docs/decisions/0029-trial-page-undo-problem-reports.md).
 
 Revisions are idempotent like votes: the same key and body answer the same; they run under the
 assignment's row lock, so a revision and the next trial's vote are serialized.

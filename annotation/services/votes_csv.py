@@ -1,5 +1,6 @@
-"""The human votes CSV exchange of every study kind (SPEC §8 "Human votes CSV", §9
-``import_votes``/``export_votes``, §11 "votes exports gain the kind's answer columns").
+"""The human votes CSV exchange of every study kind (docs/protocol.md "Files" (Human votes CSV), "Commands"
+``import_votes``/``export_votes``, docs/study-kinds.md "Votes CSV" (votes exports gain the kind's answer
+columns)).
 
 Each kind's columns, the unit a row names and how its answer is checked are the kind's
 (``design_of(study).votes_csv(study)``, ``annotation.kinds``); everything else lives here once, so
@@ -7,13 +8,13 @@ these rules hold for every kind by construction: reading and writing the file, t
 rows and against what is stored, and the writes (blocks, block items, raters, assignments, trials,
 votes, the audit record).
 
-Import is validated whole before anything is written and is all-or-nothing (SPEC §8). Every
+Import is validated whole before anything is written and is all-or-nothing (docs/protocol.md "Files"). Every
 problem is reported as one line naming the file, the line and the field, e.g.
 ``votes.csv line 5, field 'label': expected one of A, B, TIE, CANNOT_JUDGE, got 'MAYBE'``; when a
 file has several problems the first is shown with the number of others. An export imports again
 unchanged into a study without those votes.
 
-Decisions where the SPEC is silent (also proposed for docs/decisions.md):
+Decisions where the protocol is silent (also proposed for docs/decisions/0009-votes-csv.md):
 
 - A file creates what it implies: blocks (by name), raters (``source="import"``), one finished
   assignment per (block, rater), block items for comparisons new to their block, one trial per
@@ -23,31 +24,32 @@ Decisions where the SPEC is silent (also proposed for docs/decisions.md):
   slots in order of the rater's first appearance in the block, each the lowest slot number no
   live assignment of the block uses.
 - One main vote per rater × comparison, and at most one hidden repeat per rater × comparison (so
-  each repeat pairs with exactly one original, SPEC §5); a repeat needs the rater's main vote on
-  that comparison, in the file or already stored. Votes already stored are never overwritten:
-  a row that would answer an answered trial is an error.
+  each repeat pairs with exactly one original, docs/protocol.md "Human reference and agreement"); a repeat
+  needs the rater's main vote on that comparison, in the file or already stored. Votes already stored are
+  never overwritten: a row that would answer an answered trial is an error.
 - Export writes every stored vote except those of voided assignments (a voided assignment is
-  excluded from every analysis, so it is excluded from the exchange file too). The SPEC §8 file of
-  ``pairwise_reference`` also leaves out instructed-response attention checks (SPEC §11; its
-  columns have no place for one, and a check is never data), so a row never answers a planned
-  attention check there; the other kinds' files carry them in an ``attention`` column.
+  excluded from every analysis, so it is excluded from the exchange file too). The docs/protocol.md "Files"
+  file of ``pairwise_reference`` also leaves out instructed-response attention checks
+  (docs/study-kinds.md "Scheduling"; its columns have no place for one, and a check is never data), so a row
+  never answers a planned attention check there; the other kinds' files carry them in an ``attention`` column.
 - The unit column (``comparison`` / ``predicate`` / ``item``) names the unit by its bundle id;
   the other identity columns (``brief``, ``item``, ``item_a``/``item_b``, ``system``,
   ``system_a``/``system_b``) repeat what the study says about it, so a file read by a person or
   another tool carries its context; on import they must agree with the study.
-- A unit belongs to one block of the study, as SPEC §2's blocks are disjoint for every kind (the
+- A unit belongs to one block of the study, as docs/protocol.md "The study model"'s blocks are disjoint for
+every kind (the
   kinds scheduler draws disjoint blocks too).
 - ``attention`` is the trial's ``attention_expected``: empty for a data trial, otherwise the
   answer the instructed-response attention check told the rater to give, as displayed
   (``A``/``B``/``TIE``; ``YES``/``NO``/``UNCLEAR``; one value of the scale for ``rating``).
-  Attention-check rows are exported and imported, so the hygiene rules (SPEC §11) see the same
-  checks after a round trip. A check row is never a hidden repeat (``repeat`` must be 0), does not
-  count as the rater's main vote on its unit (a rater may also have a data vote on that unit),
+  Attention-check rows are exported and imported, so the hygiene rules (docs/study-kinds.md "Hygiene rules")
+  see the same checks after a round trip. A check row is never a hidden repeat (``repeat`` must be 0), does
+  not count as the rater's main vote on its unit (a rater may also have a data vote on that unit),
   and its answer is checked like any answer of the kind (a failed check is still an answer).
 - ``swapped`` exists only for the pairwise kinds (the other kinds show one image); their trials
   are never swapped.
 - Column order in a file is free (the header names the columns); an export writes the order
-  of the kind's module docstring. Labels are case-sensitive canonical values, as in SPEC §8.
+  of the kind's module docstring. Labels are case-sensitive canonical values, as in docs/protocol.md "Files".
 """
 
 from __future__ import annotations
@@ -182,7 +184,8 @@ def _check_file_consistency(rows: list[ImportRow], noun: str, problems: Problems
 
 
 def votes_import_csv(*, study: Study, path: Path, user: Any = None) -> VotesImportResult:
-    """Import a votes CSV (SPEC §8; §11 for the other kinds) into ``study``: all rows or nothing.
+    """Import a votes CSV (docs/protocol.md "Files"; docs/study-kinds.md "Votes CSV" for the other kinds) into
+    ``study``: all rows or nothing.
 
     Raises ``ValidationFailed`` (one line: file, line, field) on the first problem found after
     checking every row, and writes nothing in that case. Records an ``AuditEvent``
@@ -472,8 +475,8 @@ class _Stored:
 def votes_export_csv(*, study: Study, path: Path) -> int:
     """Write the study's votes as its votes CSV; return the number of rows.
 
-    Votes of voided assignments are left out (and, in the SPEC §8 file, attention checks); the file
-    imports again unchanged. Rows are in block, assignment slot, trial position order; values are
+    Votes of voided assignments are left out (and, in the docs/protocol.md "Files" file, attention checks);
+    the file imports again unchanged. Rows are in block, assignment slot, trial position order; values are
     canonical, as stored. The file is written next to ``path`` and moved into place, so a failed
     export leaves no partial file.
     """
@@ -485,8 +488,8 @@ def votes_export_csv(*, study: Study, path: Path) -> int:
 def gold_export_csv(*, study: Study, path: Path) -> int:
     """Write the study's gold answers CSV (docs/protocol.md "Files"; issue 30); return the number of rows.
 
-    Gold answers are never data, so the SPEC §8 votes CSV leaves them out; this file is where a
-    researcher reads them: rater, block, position, gold, page, comparison, swapped, expected, label,
+    Gold answers are never data, so the docs/protocol.md "Files" votes CSV leaves them out; this file is where
+    a researcher reads them: rater, block, position, gold, page, comparison, swapped, expected, label,
     correct, response_ms.
     """
     return write_csv(path=Path(path), header=GOLD_CSV_HEADER, rows=gold_answer_rows(study=study))

@@ -1,4 +1,5 @@
-"""Researcher pages and the schedule API for the human study (SPEC §1, §4)."""
+"""Researcher pages and the schedule API for the human study
+(docs/protocol.md "Who does what", "Planning the human study")."""
 
 from __future__ import annotations
 

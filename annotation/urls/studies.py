@@ -1,4 +1,4 @@
-"""Study pages for researchers and their REST endpoints (SPEC §8 bundles)."""
+"""Study pages for researchers and their REST endpoints (docs/protocol.md "Files" bundles)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Human votes CSV exchange (SPEC §8): REST import and export."""
+"""Human votes CSV exchange (docs/protocol.md "Files"): REST import and export."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Researcher pages for the human schedule: progress (htmx polling), blocks, rater quality, actions.
 
 Researchers of a study (and admins) see these pages; the actions that change the schedule —
-scheduling, voiding, reopening a slot, assigning a named rater — are admin-only (SPEC §1).
+scheduling, voiding, reopening a slot, assigning a named rater — are admin-only
+(docs/protocol.md "Who does what").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Researcher pages for studies: bundle upload (SPEC §8), study overview, bundle download."""
+"""Researcher pages for studies: bundle upload (docs/protocol.md "Files"), study overview, bundle download."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def study_export(request: HttpRequest, slug: str) -> FileResponse:
 @researcher_required
 @require_POST
 def study_texts_update(request: HttpRequest, slug: str) -> HttpResponse:
-    """Edit the instructions and the judge prompt template (SPEC §6: study data, editable)."""
+    """Edit the instructions and the judge prompt template (docs/protocol.md "Judges and calibration": study
+    data, editable)."""
     study = study_get_for_user(user=request.user, slug=slug)
     try:
         study_settings_update(

@@ -1,4 +1,5 @@
-"""REST endpoint for the agreement report (SPEC §5, §10): the same JSON as the command writes."""
+"""REST endpoint for the agreement report (docs/protocol.md "Human reference and agreement", "Report keys"):
+the same JSON as the command writes."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class AgreementReportApi(APIView):
             OpenApiParameter("seed", int, description="bootstrap seed (default: the study's seed)"),
         ],
         responses={200: OpenApiTypes.OBJECT},
-        summary="SPEC §10 agreement report (computed now from the stored votes)",
+        summary='Agreement report (docs/protocol.md "Report keys"), computed now from the stored votes',
     )
     def get(self, request: Request, slug: str) -> Response:
         study = study_for_request(request, slug)

@@ -1,4 +1,5 @@
-"""REST endpoints of the calibration (SPEC §6): compute a report, list / import / read frozen sets.
+"""REST endpoints of the calibration (docs/protocol.md "Judges and calibration"): compute a report, list /
+import / read frozen sets.
 
 Researchers and admins only (a rater gets 403), scoped by ``annotation.roles.studies_for``:
 another study's slug is a 404. They call the same services as the ``calibrate``,
@@ -69,7 +70,7 @@ class CalibrationReportApi(APIView):
             ),
         ],
         responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="one-line reason")},
-        summary="Compute the SPEC §6 calibration report (SPEC §10 keys); nothing is stored",
+        summary='Compute the calibration report (docs/protocol.md "Judges and calibration"; its keys: docs/protocol.md "Report keys"); nothing is stored',
     )
     def get(self, request: Request, slug: str) -> Response:
 

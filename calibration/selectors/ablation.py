@@ -1,7 +1,8 @@
 """Reads that assemble the judge-subset ablation inputs of a study (adapter in front of the pure
 ``stats.judge_ablation.judge_ablation``; issue 16 part 1, paper B.4).
 
-- the human table and the judges of the SPEC §6 calibration (``calibration_inputs``: every judge
+- the human table and the judges of the docs/protocol.md "Judges and calibration" calibration
+(``calibration_inputs``: every judge
   with a valid output on the human set and no call still running; dropped judges with why);
 - per judge and human-set comparison: the overall evidence (mean canonical vote of its valid
   outputs) and the axis evidence (mean of its valid outputs' mean axis score mapped to [0, 1]);

@@ -1,12 +1,13 @@
-"""Reads that assemble the SPEC §6 calibration inputs of a study (the adapter in front of
-``stats.judge_weights.calibrate``).
+"""Reads that assemble the docs/protocol.md "Judges and calibration" calibration inputs of a study (the
+adapter in front of ``stats.judge_weights.calibrate``).
 
 - the human table: one row per human-set comparison — ``comparison, page, block, h, n_valid,
   n_A, n_T, n_B, system_a, system_b`` — from the main (non-repeat) votes of non-voided
   assignments (``annotation.selectors.votes.votes_frame``), counted and turned into ``h`` by
-  ``stats.preference.human_preferences`` (SPEC §5);
+  ``stats.preference.human_preferences`` (docs/protocol.md "Human reference and agreement");
 - the judge outputs of the human set (``judges.selectors.judge_outputs_frame``);
-- each judge's vendor family (``Judge.family``, SPEC §6 committee eligibility).
+- each judge's vendor family (``Judge.family``, docs/protocol.md "Judges and calibration" committee
+eligibility).
 
 No writes. Identifiers are the bundle's external ids (comparison, page, system) and block names.
 """
@@ -41,7 +42,7 @@ HUMAN_TABLE_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True, eq=False)
 class CalibrationInputs:
-    """Everything ``calibrate`` needs for one study (SPEC §6)."""
+    """Everything ``calibrate`` needs for one study (docs/protocol.md "Judges and calibration")."""
 
     human: pd.DataFrame
     judge_outputs: pd.DataFrame
@@ -53,7 +54,8 @@ class CalibrationInputs:
 
 
 def human_reference_table(*, study: Study, votes: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per human-set comparison, sorted by comparison id (SPEC §5 ``h_i``).
+    """One row per human-set comparison, sorted by comparison id
+    (docs/protocol.md "Human reference and agreement" ``h_i``).
 
     Comparisons without a valid main vote keep ``n_valid = 0`` and ``h = NaN`` (``calibrate``
     counts and ignores them). The block is the comparison's schedule block; a comparison that is
@@ -105,7 +107,8 @@ def human_reference_table(*, study: Study, votes: pd.DataFrame | None = None) ->
 
 
 def human_set_judge_outputs(*, study: Study) -> pd.DataFrame:
-    """Judge outputs on the study's human-set comparisons (SPEC §6 calibration input).
+    """Judge outputs on the study's human-set comparisons (docs/protocol.md "Judges and calibration"
+    calibration input).
 
     On a comparison whose candidate was replaced after its votes (paper B.5) these are the outputs
     on the versions the raters saw, so the calibration set does not change.

@@ -1,4 +1,5 @@
-"""Reads of frozen coefficient sets and stored calibration reports (SPEC §2, §6)."""
+"""Reads of frozen coefficient sets and stored calibration reports
+(docs/protocol.md "The study model", "Judges and calibration")."""
 
 from __future__ import annotations
 

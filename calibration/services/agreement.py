@@ -1,4 +1,5 @@
-"""Agreement report for a study (SPEC §5, §9 ``agreement_report``, §10 keys).
+"""Agreement report for a study (docs/protocol.md "Human reference and agreement", "Commands"
+``agreement_report``, docs/protocol.md "Report keys" keys).
 
 Selector (``annotation.selectors.votes.votes_frame``, voided assignments excluded) → pure
 statistics (``stats.agreement.agreement_report``) → plain JSON dict. The command, the
@@ -25,7 +26,7 @@ from calibration.services.exclusion_rules import effective_rules
 if TYPE_CHECKING:
     from stats.agreement import AgreementResult
 
-DEFAULT_RESAMPLES = 2000  # SPEC §9 default of the command and the REST endpoint
+DEFAULT_RESAMPLES = 2000  # docs/protocol.md "Commands" default of the command and the REST endpoint
 PAGE_RESAMPLES = 200  # the researcher page computes on request, so it starts smaller
 MAX_RESAMPLES = 100_000
 
@@ -69,7 +70,8 @@ def agreement_report_compute(
     rules_where: str = "",
     raw: bool = False,
 ) -> StudyAgreement:
-    """SPEC §5 agreement for ``study``; ``seed=None`` uses the study's seed.
+    """docs/protocol.md "Human reference and agreement" agreement for ``study``; ``seed=None`` uses the
+    study's seed.
 
     ``rules`` (issue 17): apply the study's exclusion rules with these settings on top (``{}``:
     the stored ones) before the analysis; the report gains ``exclusions`` (removed per rule).
@@ -125,7 +127,7 @@ def reference_votes_filtered(
 
 
 def agreement_report_for_study(*, study: Study, resamples: int, seed: int | None = None) -> dict[str, Any]:
-    """The SPEC §10 ``agreement_report`` JSON object (plain types, NaN as null)."""
+    """The docs/protocol.md "Report keys" ``agreement_report`` JSON object (plain types, NaN as null)."""
     return agreement_report_compute(study=study, resamples=resamples, seed=seed).report
 
 

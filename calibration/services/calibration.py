@@ -1,8 +1,9 @@
-"""Calibration of a study's judges (SPEC §6) and freezing of the fitted weights.
+"""Calibration of a study's judges (docs/protocol.md "Judges and calibration") and freezing of the fitted
+weights.
 
 ``calibration_report_for_study`` reads the study (``calibration.selectors.calibration``), runs the
-pure ``stats.judge_weights.calibrate`` and returns its JSON report (SPEC §10 ``calibrate``
-keys and extras) with the provenance a frozen set needs: the exact comparison ids of the fit and
+pure ``stats.judge_weights.calibrate`` and returns its JSON report (docs/protocol.md "Report keys"
+``calibrate`` keys and extras) with the provenance a frozen set needs: the exact comparison ids of the fit and
 ``data_hash`` — the SHA-256 of a canonical JSON of the fitted matrix ``x̄`` and ``h`` (see
 :func:`fit_data_hash`). ``coefficient_set_freeze`` turns such a report into an immutable
 ``CoefficientSet``. The command, the researcher page and the REST endpoint all call these.
@@ -52,7 +53,8 @@ def library_versions() -> dict[str, str]:
 def fit_data_hash(
     *, comparisons: Sequence[object], judges: Sequence[str], x: np.ndarray, h: np.ndarray
 ) -> str:
-    """SHA-256 of the canonical JSON of the fitted data (SPEC §6 "Freezing").
+    """SHA-256 of the canonical JSON of the fitted data (docs/protocol.md "Judges and calibration"
+    (Freezing)).
 
     The JSON is ``{"comparisons": [...], "h": [...], "judges": [...], "x": [[...], ...]}``: the
     comparison ids in fit order, ``h_i``, the judge names in column order and the matrix of
@@ -97,7 +99,8 @@ def calibration_report_for_study(
     rules_where: str = "",
     raw: bool = False,
 ) -> dict[str, Any]:
-    """The SPEC §6 calibration report of ``study`` as a JSON-ready dict (SPEC §10 keys + extras).
+    """The docs/protocol.md "Judges and calibration" calibration report of ``study`` as a JSON-ready dict
+    (docs/protocol.md "Report keys" keys + extras).
 
     Without ``rules`` a study's saved exclusion rules apply by default (issue 30); ``raw``: none.
 
@@ -181,8 +184,8 @@ def calibration_report_for_study(
         "prompt_template_current": prompt_template_sha256(study.judge_prompt),
         # Tokens and cost per judge on the fitted comparisons (every attempt, as billed).
         "judge_usage": judge_usage(study=study, judges=result.judges, comparisons=comparison_ids),
-        # The data the coefficients were fitted on (SPEC §6 "Freezing"), kept with every stored
-        # report and frozen set, so the fit can be re-checked against its hash later.
+        # The data the coefficients were fitted on (docs/protocol.md "Judges and calibration" (Freezing)),
+        # kept with every stored report and frozen set, so the fit can be re-checked against its hash later.
         "fit_data": {
             "comparison_ids": comparison_ids,
             "judges": list(result.judges),
@@ -298,7 +301,8 @@ def coefficient_set_create(
 def coefficient_set_freeze(
     *, study: Study, name: str, report: dict[str, Any], user: Any = None
 ) -> CoefficientSet:
-    """Freeze the coefficients of a calibration ``report`` of ``study`` under ``name`` (SPEC §6).
+    """Freeze the coefficients of a calibration ``report`` of ``study`` under ``name``
+    (docs/protocol.md "Judges and calibration").
 
     Records the study, the exact comparison ids and the data hash of the fit, the library
     versions, who froze it (``user``, or the OS user) and the report (without predictions).

@@ -1,4 +1,5 @@
-"""Import and export of frozen coefficient sets (SPEC §6 "Freezing", §9 ``import_coefficients``).
+"""Import and export of frozen coefficient sets (docs/protocol.md "Judges and calibration" (Freezing),
+"Commands" ``import_coefficients``).
 
 File format (JSON): ``{"name": str, "coefficients": {judge name: beta}}`` and, as written by the
 export, ``"provenance": {...}`` (study, source, frozen_at, frozen_by, data_hash,
@@ -120,7 +121,8 @@ def coefficient_set_import(
     user: Any = None,
     name: str | None = None,
 ) -> CoefficientSet:
-    """Freeze an imported set ``{"name", "coefficients"[, "provenance"]}`` in ``study`` (SPEC §9).
+    """Freeze an imported set ``{"name", "coefficients"[, "provenance"]}`` in ``study``
+    (docs/protocol.md "Commands").
 
     Give ``path`` (a JSON file) or ``data`` (the parsed document). ``name`` overrides the file's
     name. Every judge must be registered (``Judge.name``); an unknown judge, a non-finite beta or a
@@ -173,7 +175,8 @@ def coefficient_set_judges(coefficient_set: CoefficientSet) -> list[str]:
 
 
 def coefficient_set_document(*, coefficient_set: CoefficientSet) -> dict[str, Any]:
-    """The export document: name, coefficients (fit order) and provenance (SPEC §8 re-importable)."""
+    """The export document: name, coefficients (fit order) and provenance (docs/protocol.md "Files"
+    re-importable)."""
     cs = coefficient_set
     judges = coefficient_set_judges(cs)
     coefficients = {j: float(cs.coefficients[j]) for j in judges}

@@ -1,4 +1,5 @@
-"""Exclusion rules of a study (SPEC §11 questionnaire hygiene; issue 17 for ``pairwise_reference``).
+"""Exclusion rules of a study (docs/study-kinds.md "Hygiene rules" questionnaire hygiene; issue 17 for
+``pairwise_reference``).
 
 The stored settings (``Study.options["exclusion_rules"]``), their checks, the settings form and the
 ``--rules`` option of the report commands. Shared by the kind reports and the reference kind's

@@ -1,4 +1,5 @@
-"""Agreement report (SPEC §5): researcher page, HTML download and REST endpoint."""
+"""Agreement report (docs/protocol.md "Human reference and agreement"): researcher page, HTML download and
+REST endpoint."""
 
 from __future__ import annotations
 

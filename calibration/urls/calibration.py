@@ -1,4 +1,5 @@
-"""Calibration (SPEC §6): the researcher page, its downloads, and the REST endpoints."""
+"""Calibration (docs/protocol.md "Judges and calibration"): the researcher page, its downloads, and the REST
+endpoints."""
 
 from __future__ import annotations
 

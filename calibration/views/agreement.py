@@ -1,4 +1,5 @@
-"""Researcher page for the agreement report (SPEC §5) and its self-contained HTML download.
+"""Researcher page for the agreement report (docs/protocol.md "Human reference and agreement") and its
+self-contained HTML download.
 
 Computed on request from the stored votes (voided assignments excluded) with a smaller default
 bootstrap than the command; ``?bootstrap=&seed=`` change it. The figures are drawn on requests of

@@ -1,4 +1,5 @@
-"""The researcher's calibration page (SPEC §6): the last report, recompute, freeze, download.
+"""The researcher's calibration page (docs/protocol.md "Judges and calibration"): the last report, recompute,
+freeze, download.
 
 GET shows the study's latest stored report; when there is none it computes one with a small
 bootstrap (``PAGE_RESAMPLES``) and stores it. POST ``action=recompute`` computes a new report with

@@ -1,8 +1,8 @@
 """Start-up check of a connection pooler between Arbiter and PostgreSQL (``DATABASE_POOLER``).
 
 Behind PgBouncer, Arbiter needs transaction pooling: its writes are transactions of several
-statements (``select_for_update`` then the write, SPEC §4's slot claim), and in statement
-pooling PgBouncer refuses any transaction block. Session pooling works but pools nothing
+statements (``select_for_update`` then the write, docs/protocol.md "Planning the human study"'s slot claim),
+and in statement pooling PgBouncer refuses any transaction block. Session pooling works but pools nothing
 useful; transaction pooling is what docs/deploy.md sets up. The probe is one transaction of two
 statements, so it needs no access to PgBouncer's admin console: statement pooling answers the
 ``BEGIN`` with "transaction blocks not allowed in statement pooling mode".

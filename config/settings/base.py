@@ -272,7 +272,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
-# Uploads (SPEC §8 bundles): caps checked before anything is written.
+# Uploads (docs/protocol.md "Files" bundles): caps checked before anything is written.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ARBITER_MAX_FORM_BYTES", 5 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
@@ -286,7 +286,8 @@ ARBITER_IMAGE_MAX_BYTES = env_int("ARBITER_IMAGE_MAX_BYTES", 50 * 1024 * 1024)
 ARBITER_IMAGE_MAX_PIXELS = env_int("ARBITER_IMAGE_MAX_PIXELS", 60_000_000)
 ARBITER_IMAGE_MAX_EDGE = env_int("ARBITER_IMAGE_MAX_EDGE", 20_000)
 
-# Judges (SPEC §6): endpoints on link-local / metadata addresses are refused unless listed here.
+# Judges (docs/protocol.md "Judges and calibration"): endpoints on link-local / metadata addresses are refused
+# unless listed here.
 ARBITER_JUDGE_HOST_ALLOWLIST = env_list("ARBITER_JUDGE_HOST_ALLOWLIST")
 ARBITER_JUDGE_BACKOFF_BASE = float(env_str("ARBITER_JUDGE_BACKOFF_BASE", "1.0"))
 ARBITER_JUDGE_BACKOFF_CAP = float(env_str("ARBITER_JUDGE_BACKOFF_CAP", "60"))
@@ -359,7 +360,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Celery: JSON only, time limits, late acks (SPEC §6 "a crashed worker loses no judge call").
+# Celery: JSON only, time limits, late acks (docs/protocol.md "Judges and calibration" (a crashed worker loses
+# no judge call)).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or None
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
 CELERY_TASK_EAGER_PROPAGATES = True

@@ -2,7 +2,8 @@
 
 - ``pairwise_reference``: the reference demo of drawn pages (``demo.service``, ``demo.bundle``,
   ``demo.drawing``, ``demo.simulation``);
-- ``pairwise``, ``checklist``, ``rating``: the SPEC §11 poster demos, one module each (a
+- ``pairwise``, ``checklist``, ``rating``: the docs/study-kinds.md "Demo studies" poster demos, one module
+each (a
   ``PosterKind``: sizes, instructions, items, bundle section, truth, answers), on the shared
   ``plan`` (pure), ``drawing`` (pure), ``simulation`` (pure) and ``service`` (through the services).
 

@@ -1,5 +1,5 @@
 """What a demo kind is: ``KindDemo`` (what ``make_demo_study`` asks of every kind) and ``PosterKind``
-(what a SPEC §11 poster kind adds to the shared plan, bundle, truth and simulation).
+(what a docs/study-kinds.md "Demo studies" poster kind adds to the shared plan, bundle, truth and simulation).
 
 One module per kind in this package subclasses them (``pairwise_reference``, ``pairwise``,
 ``checklist``, ``rating``); ``demo.kinds`` is the registry. The shared steps are written once here
@@ -63,7 +63,8 @@ class KindDemo(ABC):
 
 
 class PosterKind(ABC):
-    """A SPEC §11 kind of the poster demos: its sizes, instructions and the hooks below."""
+    """A docs/study-kinds.md "Demo studies" kind of the poster demos: its sizes, instructions and the hooks
+    below."""
 
     kind: str
     default_sizes: tuple[int, int]  # (briefs, systems)

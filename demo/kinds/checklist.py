@@ -1,4 +1,5 @@
-"""The ``checklist`` poster demo (SPEC §10): one candidate, one yes/no predicate per trial.
+"""The ``checklist`` poster demo (docs/study-kinds.md "Demo studies"): one candidate, one yes/no predicate per
+trial.
 
 Six yes/no predicates per item (types Content / Layout / Style), whose true answer is read off the
 drawn look; element boxes where the question is about a drawn element; an imported ``automatic``

@@ -1,4 +1,5 @@
-"""The ``pairwise`` poster demo (SPEC §10): every pair of a brief's items compared, no reference.
+"""The ``pairwise`` poster demo (docs/study-kinds.md "Demo studies"): every pair of a brief's items compared,
+no reference.
 
 Each system has an ability θ, each item a latent quality ``q = θ + noise`` that drives both its
 look and its two metrics (``aesthetic``, ``clip``, noisy increasing functions of q). Every pair of

@@ -1,4 +1,5 @@
-"""The ``pairwise_reference`` demo (SPEC §2-§9): drawn pages, candidates, votes and judges (``demo.service``)."""
+"""The ``pairwise_reference`` demo (docs/protocol.md "The study model" to "Commands"): drawn pages,
+candidates, votes and judges (``demo.service``)."""
 
 from __future__ import annotations
 

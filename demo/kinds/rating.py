@@ -1,4 +1,5 @@
-"""The ``rating`` poster demo (SPEC §10): one candidate scored on the study's dimensions.
+"""The ``rating`` poster demo (docs/study-kinds.md "Demo studies"): one candidate scored on the study's
+dimensions.
 
 Two systems, dimensions ``aesthetics`` and ``brief_fidelity`` on 1–5 (margin 0.5); the planted
 system difference is small on ``aesthetics`` (equivalent) and large on ``brief_fidelity``. Raters

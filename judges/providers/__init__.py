@@ -1,4 +1,5 @@
-"""Provider clients (SPEC §6): one adapter module per wire format behind one interface.
+"""Provider clients (docs/protocol.md "Judges and calibration"): one adapter module per wire format behind one
+interface.
 
 ========================  =================================================================
 ``openai``                Chat Completions; also OpenAI-compatible servers (vLLM, Ollama,

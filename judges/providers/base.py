@@ -1,4 +1,5 @@
-"""What every provider adapter shares (SPEC §6): the request, the reply, the errors, the URL check.
+"""What every provider adapter shares (docs/protocol.md "Judges and calibration"): the request, the reply, the
+errors, the URL check.
 
 - Explicit timeouts on every request; redirects are never followed.
 - The API key is read from the judge's named environment variable at call time; it is never
@@ -7,8 +8,8 @@
   addresses is refused (:func:`check_base_url`) unless its host is in
   ``settings.ARBITER_JUDGE_HOST_ALLOWLIST``. Loopback is allowed (tests and local gateways).
 
-Failures are split the way SPEC §6 counts them: :class:`TransportFailure` (timeouts, connection
-errors, 408/413/429/5xx, a malformed envelope — retried with backoff) versus
+Failures are split the way docs/protocol.md "Judges and calibration" counts them: :class:`TransportFailure`
+(timeouts, connection errors, 408/413/429/5xx, a malformed envelope — retried with backoff) versus
 :class:`ProviderRefused` (other 4xx such as a wrong key or model — not retried; its subclass
 :class:`RunStopped` — bad key, no quota — also stops every other call of the judge). A reply
 that arrives but cannot be an answer (over the size cap, nested too deeply) is
@@ -94,7 +95,8 @@ class JudgeImage:
 
 @dataclass(frozen=True)
 class JudgeRequest:
-    """What a judge is asked (SPEC §6): the prompt and three labelled images, in order."""
+    """What a judge is asked (docs/protocol.md "Judges and calibration"): the prompt and three labelled
+    images, in order."""
 
     prompt: str
     images: tuple[JudgeImage, ...]
@@ -298,8 +300,8 @@ ADAPTATIONS: dict[str, tuple[dict[str, Any], str, str]] = {
        for name in ("reasoning_effort", "reasoning", "thinking", "thinkingConfig")},
 }
 
-# What a judge needs to be a judge (SPEC §6): the schema where the judge asks for structured output,
-# and the images. A refusal of one of these stops the run; it is never dropped.
+# What a judge needs to be a judge (docs/protocol.md "Judges and calibration"): the schema where the judge
+# asks for structured output, and the images. A refusal of one of these stops the run; it is never dropped.
 STRUCTURED_OUTPUT_PARAMETERS = frozenset({"response_format", "text.format", "tools", "tool_choice",
                                           "responseJsonSchema", "responseMimeType"})
 _PARAM_WORDS = re.compile(r"parameter|not supported|unsupported|does not support|not allowed|extra inputs|"

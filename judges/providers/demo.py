@@ -7,8 +7,8 @@ body exactly as a remote model would get it (the Chat Completions body of
 :class:`~judges.providers.openai_chat.OpenAIChat`, which it inherits), recognizes the two candidate images by their content
 hash (stored images are named by it), and answers from the demo's recorded ground truth
 (``study.options["demo"]["candidate_quality"]``, written by ``make_demo_study``): the candidate
-of higher latent quality wins, a small difference is a tie. The reply follows SPEC §6 and goes
-through the same validation as any other judge's.
+of higher latent quality wins, a small difference is a tie. The reply follows
+docs/protocol.md "Judges and calibration" and goes through the same validation as any other judge's.
 
 A candidate it does not know (a study that is not a demo, a resized image) is refused for good
 (``ProviderRefused``), so the call is stored as failed with that reason, not retried.
@@ -32,7 +32,7 @@ STRONG = 0.6  # above this an axis scores ±2
 
 
 def demo_reply(body: bytes) -> str:
-    """The reply text to one judge request body (SPEC §6 JSON)."""
+    """The reply text to one judge request body (docs/protocol.md "Judges and calibration" JSON)."""
     try:
         messages = json.loads(body)["messages"]
         message = next(m["content"] for m in messages if m["role"] == "user")  # after the system message

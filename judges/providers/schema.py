@@ -1,4 +1,5 @@
-"""The structured-output contract sent with every judge request (SPEC §6 "Reply").
+"""The structured-output contract sent with every judge request (docs/protocol.md "Judges and calibration"
+(Reply)).
 
 Pure: no Django. :func:`reply_schema` is a JSON Schema built per request from the active axes —
 winner enum, confidence 1..5, a reason, and exactly the active axis ids with integer scores

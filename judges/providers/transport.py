@@ -15,7 +15,8 @@
 - Every connection goes through :func:`judges.pinned.pinned_transport`: the host is resolved once,
   every address must pass the egress check, the socket connects to one of exactly those and the
   peer it reached is verified (a refusal is :class:`ProviderRefused`). Through a proxy, that is
-  the proxy's address; the proxy resolves the judge host (docs/decisions.md).
+  the proxy's address; the proxy resolves the judge host
+  (docs/decisions/0037-judge-egress-through-a-proxy.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Executing one judge call (SPEC §6): claim, build, send, validate, store — exactly once.
+"""Executing one judge call (docs/protocol.md "Judges and calibration"): claim, build, send, validate, store —
+exactly once.
 
 Crash safety (a worker killed mid-call loses nothing and duplicates nothing):
 - the row exists before any task runs (``judge_run_start``), unique on (judge, comparison, order,
@@ -165,8 +166,7 @@ class _Claim:
         building the request took longer than LEASE_MARGIN_SECONDS, the lease is renewed here.
         Either way a request is sent only with at least 2 × timeout of lease left, and the
         exchange is abandoned at its deadline (timeout, ``judges.providers.transport``): the
-        attempt is over before anyone else may claim the call (docs/decisions.md, "A judge
-        call's lease outlasts its deadline").
+        attempt is over before anyone else may claim the call (docs/decisions/0042-judge-call-lease.md).
         """
         if self.counted:
             self.counted = False

@@ -1,4 +1,5 @@
-"""Registering judges (SPEC §6, §9 ``add_judge``). Endpoints are admin-configured only."""
+"""Registering judges (docs/protocol.md "Judges and calibration", "Commands" ``add_judge``). Endpoints are
+admin-configured only."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def parse_price(value: Any, field: str) -> float | None:
 
 
 def _capabilities(out: dict[str, Any]) -> None:
-    """Check the parameters-sent settings (SPEC is silent; see docs/decisions.md)."""
+    """Check the parameters-sent settings (protocol is silent; see
+    docs/decisions/0036-judges-on-todays-providers.md)."""
     token_param = out.get("token_param")
     if token_param is not None and token_param not in TOKEN_PARAMS:
         raise ValidationFailed(f"expected one of {', '.join(TOKEN_PARAMS)}, got {token_param!r}", field="token_param")

@@ -1,4 +1,5 @@
-"""Judge outputs JSONL import / export (SPEC §8, §9 ``import_judge_outputs`` / ``export_judge_outputs``).
+"""Judge outputs JSONL import / export (docs/protocol.md "Files", "Commands" ``import_judge_outputs`` /
+``export_judge_outputs``).
 
 Import: every line is checked before anything is written (all-or-nothing); each raw reply is
 validated and canonicalized by ``judges.validation.canonical_answer`` — the code live calls use.
@@ -8,10 +9,10 @@ for (judge, comparison, order, repeat) is an error. Errors read ``judges.jsonl l
 
 Export: the finished outputs (valid, invalid, failed), one JSON object per line:
 ``comparison, judge, order, repeat, raw, status, error`` and, for valid ones, the canonical
-``winner, confidence, axes [{id, score}], reason``; when known (SPEC §8) ``usage {input_tokens,
-output_tokens, cached_tokens}`` (summed over every attempt of the call), the served ``model`` and
-the provider's ``request_id``; beyond SPEC §8, the judge's ``family`` and, when known, the
-``prompt_sha256`` of the template the judge answered (all read back on import).
+``winner, confidence, axes [{id, score}], reason``; when known (docs/protocol.md "Files") ``usage
+{input_tokens, output_tokens, cached_tokens}`` (summed over every attempt of the call), the served ``model``
+and the provider's ``request_id``; beyond docs/protocol.md "Files", the judge's ``family`` and, when known,
+the ``prompt_sha256`` of the template the judge answered (all read back on import).
 Exporting then importing round-trips.
 """
 
@@ -427,12 +428,12 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
 
 
 def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
-    """The SPEC §8 JSONL record of one finished output."""
+    """The docs/protocol.md "Files" JSONL record of one finished output."""
     record: dict[str, Any] = {
         "comparison": output.comparison.external_id,
         "judge": output.judge.name,
-        # Beyond SPEC §8 (extra keys are allowed): the vendor family, so a restored backup keeps
-        # committee eligibility (SPEC §6).
+        # Beyond docs/protocol.md "Files" (extra keys are allowed): the vendor family, so a restored backup
+        # keeps committee eligibility (docs/protocol.md "Judges and calibration").
         "family": output.judge.family,
         "order": output.order,
         "repeat": output.repeat,
@@ -441,7 +442,8 @@ def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
         "error": output.error,
     }
     if output.prompt_sha256:
-        # Also beyond SPEC §8: which prompt template the judge answered (absent when unknown).
+        # Also beyond docs/protocol.md "Files": which prompt template the judge answered (absent when
+        # unknown).
         record["prompt_sha256"] = output.prompt_sha256
     usage = (output.input_tokens, output.output_tokens, output.cached_tokens)
     if any(v is not None for v in usage):

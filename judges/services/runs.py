@@ -1,4 +1,5 @@
-"""Queueing judge calls (SPEC §6, §9 ``run_judges``): idempotent on (judge, comparison, order, repeat).
+"""Queueing judge calls (docs/protocol.md "Judges and calibration", "Commands" ``run_judges``): idempotent on
+(judge, comparison, order, repeat).
 
 ``judge_run_start`` creates the missing JudgeOutput rows (``pending``) with
 ``bulk_create(ignore_conflicts=True)`` and, on commit, queues one Celery task per call that is not

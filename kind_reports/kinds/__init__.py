@@ -1,8 +1,8 @@
 """The kind reports' registry: ``report_of(study)`` is the one place a report's kind is looked up.
 
-One ``KindReportSpec`` per study kind with a SPEC §11 report, keyed by
-``annotation.kinds.design_of(study).name``; the reference kind has its own reports (SPEC §5, §6 in
-``calibration``).
+One ``KindReportSpec`` per study kind with a docs/study-kinds.md "The kind report" report, keyed by
+``annotation.kinds.design_of(study).name``; the reference kind has its own reports
+(docs/protocol.md "Human reference and agreement", "Judges and calibration" in ``calibration``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ REPORTS: dict[str, KindReportSpec] = {
 
 
 def registered(study: Study) -> KindReportSpec | None:
-    """The report of the study's kind, or None when its kind has no SPEC §11 report."""
+    """The report of the study's kind, or None when its kind has no docs/study-kinds.md "The kind report"
+    report."""
     try:
         return REPORTS.get(design_of(study).name)
     except KeyError:
@@ -37,7 +38,7 @@ def report_of(study: Study) -> KindReportSpec:
         design = None
     if design is not None and design.has_reference:
         raise ValidationFailed(
-            f"study '{study.slug}' is of kind '{design.name}': use agreement_report (SPEC §5) for it"
+            f"study '{study.slug}' is of kind '{design.name}': use agreement_report (docs/protocol.md \"Human reference and agreement\") for it"
         )
     raise ValidationFailed(f"study '{study.slug}' is of kind {study.kind!r}, not one of {', '.join(REPORTS)}")
 

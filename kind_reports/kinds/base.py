@@ -1,4 +1,5 @@
-"""What one kind's report is: its rows, its statistics, its figure and its template (SPEC §11).
+"""What one kind's report is: its rows, its statistics, its figure and its template
+(docs/study-kinds.md "The kind report").
 
 Each module of this package registers one ``KindReportSpec`` (``REPORT``) for a study kind of
 ``annotation.kinds``; ``kind_reports.kinds.report_of(study)`` looks it up by

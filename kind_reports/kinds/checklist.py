@@ -1,4 +1,5 @@
-"""The ``checklist`` report (SPEC §11): each automatic source against the human majority."""
+"""The ``checklist`` report (docs/study-kinds.md "The kind report"): each automatic source against the human
+majority."""
 
 from __future__ import annotations
 

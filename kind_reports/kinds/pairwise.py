@@ -1,4 +1,5 @@
-"""The ``pairwise`` report (SPEC §11): score–preference agreement of the human choices with each metric."""
+"""The ``pairwise`` report (docs/study-kinds.md "The kind report"): score–preference agreement of the human
+choices with each metric."""
 
 from __future__ import annotations
 

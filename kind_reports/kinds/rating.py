@@ -1,4 +1,5 @@
-"""The ``rating`` report (SPEC §11): two systems' ratings per dimension, paired on the briefs, and equivalence.
+"""The ``rating`` report (docs/study-kinds.md "The kind report"): two systems' ratings per dimension, paired
+on the briefs, and equivalence.
 
 ``rating`` compares two systems, ``system_a − system_b``: the ``systems`` argument, else the first
 two systems of the study by position. The dimensions reported are the study's dimensions (in their

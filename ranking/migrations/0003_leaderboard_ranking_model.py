@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='leaderboard',
             name='ranking_model',
-            field=models.CharField(choices=[('bradley_terry', 'Bradley–Terry (SPEC §7)'), ('davidson', 'Davidson (ties modelled, beside Bradley–Terry)')], default='bradley_terry', max_length=16),
+            field=models.CharField(choices=[('bradley_terry', 'Bradley–Terry (docs/protocol.md "Deployment leaderboard")'), ('davidson', 'Davidson (ties modelled, beside Bradley–Terry)')], default='bradley_terry', max_length=16),
         ),
     ]

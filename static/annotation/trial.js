@@ -1,6 +1,6 @@
 // The trial page of every study kind: synchronized zoom/scroll across the panes, flicker, target
 // and element boxes placed from data-* attributes (the CSP forbids inline styles), keyboard
-// shortcuts, and htmx swaps. Kind pages (SPEC §11) describe their keys in the markup rather than
+// shortcuts, and htmx swaps. Kind pages (docs/study-kinds.md "The rater pages") describe their keys in the markup rather than
 // here: a radio with data-key="y" is chosen by y, an element with data-focus-key="e" is focused
 // by e, a [data-question] answers the digits by position, or by value with data-digits="value".
 // Every pane shows its page at one scale, read out as it is (rendered px / natural px); the

@@ -1,6 +1,6 @@
 """Test studies built directly with the ORM (no bundle import, no images).
 
-``make_study`` mirrors the SPEC §8 example bundle (``../shared/examples/bundle``): three axes
+``make_study`` mirrors the docs/protocol.md "Files" example bundle (``../shared/examples/bundle``): three axes
 (two fixed, TABLE conditional), systems alpha/beta/gamma, pages e00 (TABLE target), e01 (none),
 e02 (TABLE target), comparisons c1 (e00 alpha–beta), c2 (e01 gamma–alpha), c3 (e02 beta–alpha).
 ``make_rated_study`` adds more pages, comparisons and raters with seeded votes through the
@@ -47,7 +47,7 @@ def make_study(
     researchers: Iterable[Any] = (),
     seed: int = 20260830,
 ) -> Study:
-    """The SPEC §8 example study, built with the ORM (no images)."""
+    """The docs/protocol.md "Files" example study, built with the ORM (no images)."""
     study = Study.objects.create(slug=slug, title=f"Study {slug}", seed=seed)
     study.researchers.add(*researchers)
     for i, (axis_id, scope) in enumerate(AXES):
@@ -90,7 +90,7 @@ EXAMPLE_ROWS: tuple[Mapping[str, str], ...] = tuple(
 
 
 def votes_csv_text(rows: Iterable[Mapping[str, str]], header: Sequence[str] = HEADER) -> str:
-    """A votes CSV (SPEC §8) from row dicts; missing keys are written empty."""
+    """A votes CSV (docs/protocol.md "Files") from row dicts; missing keys are written empty."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)

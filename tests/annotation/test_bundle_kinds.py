@@ -1,4 +1,5 @@
-"""Bundles of the other study kinds (SPEC §11, docs/bundle-kinds.md): import, export, round trip, bad input.
+"""Bundles of the other study kinds (docs/bundle-kinds.md "Study bundles of the other kinds"): import, export,
+round trip, bad input.
 
 The example bundles are fixtures/bundles/<kind>/; their ``study.json`` is written in the export's
 own form (every key, defaults filled in), so an export must reproduce it exactly.
@@ -212,7 +213,8 @@ def test_predicate_automatic_answer_is_constrained_in_the_database() -> None:
         Predicate.objects.filter(pk=predicate.pk).update(automatic="MAYBE")
 
 
-# --- variants a reader of SPEC §8 / §11 alone may write -------------------------------------
+# --- variants a reader of docs/protocol.md "Files" / docs/bundle-kinds.md "Study bundles of the other kinds"
+# alone may write -------------------------------------
 
 
 def _imported(bundle: Path, doc: dict[str, Any]) -> Study:
@@ -232,7 +234,8 @@ def test_empty_reference_keys_are_ignored_and_a_judge_prompt_is_kept(kind: str, 
 
     assert study_content(study) == study_content(original)
     assert (study.judge_prompt, original.judge_prompt) == (prompt, "")
-    # The export leaves the empty §8 keys out and keeps the prompt; the fixture's own export has none.
+    # The export leaves the empty docs/protocol.md "Files" keys out and keeps the prompt; the fixture's own
+    # export has none.
     expected = read_doc(FIXTURES / kind) | {"slug": f"{kind}-spec8", "judge_prompt": prompt}
     exported = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
     assert exported == expected
@@ -420,7 +423,7 @@ BAD: dict[str, tuple[str, Change, str]] = {
     "pairwise: no brief, a system id": ("pairwise", _set("comparisons.0", {"id": "c1", "a": "alpha", "b": "b1-beta"}),
                                         "study.json $.comparisons[0].a: unknown item 'alpha' (a system id needs the comparison's 'brief' or 'page')"),
     "pairwise: non-empty axes": ("pairwise", _set("axes", [{"id": "layout", "scope": "page"}]),
-                                 "study.json $.axes: unknown key for kind 'pairwise' unless empty ([]): 'axes' is for pairwise_reference bundles (SPEC §8)"),
+                                 "study.json $.axes: unknown key for kind 'pairwise' unless empty ([]): 'axes' is for pairwise_reference bundles (docs/protocol.md \"Files\")"),
     "pairwise: options are not a pairwise key": ("pairwise", _set("options", {}), "study.json $.options: unknown key for kind 'pairwise'"),
     "pairwise: dimensions are not a pairwise key": ("pairwise", _set("dimensions", ["overall"]), "study.json $.dimensions: unknown key for kind 'pairwise'"),
     "pairwise: judge prompt not a string": ("pairwise", _set("judge_prompt", None), "study.json $.judge_prompt: expected a string, got null"),
@@ -574,9 +577,9 @@ def test_a_kind_bundle_declaring_pairwise_reference_is_refused(tmp_path: Path) -
 @pytest.mark.django_db
 @pytest.mark.parametrize("kind", ["checklist", "rating"])
 def test_checklist_and_rating_images_may_come_without_a_brief(kind: str, tmp_path: Path) -> None:
-    """SPEC §11 rates "one image (optionally its brief)": an item without ``brief`` (left out or
-    null, with ``briefs`` itself left out) is its own brief, with no text; the export writes those
-    briefs out, and export → import → export is identical."""
+    """docs/bundle-kinds.md "Study bundles of the other kinds" rates "one image (optionally its brief)": an
+    item without ``brief`` (left out or null, with ``briefs`` itself left out) is its own brief, with no text;
+    the export writes those briefs out, and export → import → export is identical."""
     bundle = kind_bundle(kind, tmp_path / "bundle")
     doc = read_doc(bundle)
     del doc["briefs"]
@@ -603,8 +606,9 @@ def test_checklist_and_rating_images_may_come_without_a_brief(kind: str, tmp_pat
 
 @pytest.mark.django_db
 def test_checklist_boxes_may_be_written_as_spec2_targets(tmp_path: Path) -> None:
-    """A predicate box may be ``{bbox_1000, role?, label?, description?}`` (SPEC §2's target
-    shape): only the coordinates are stored, and the export writes the plain list."""
+    """A predicate box may be ``{bbox_1000, role?, label?, description?}``
+    (docs/protocol.md "The study model"'s target shape): only the coordinates are stored, and the export
+    writes the plain list."""
     fixture = read_doc(FIXTURES / "checklist")
     bundle = kind_bundle("checklist", tmp_path / "bundle")
     doc = read_doc(bundle)

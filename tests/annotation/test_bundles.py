@@ -1,4 +1,4 @@
-"""Study bundles (SPEC §8): import, export, round trip, neutralization, command line.
+"""Study bundles (docs/protocol.md "Files"): import, export, round trip, neutralization, command line.
 
 The helpers at the top are shared with test_bundles_bad_input.py and test_studies_api.py.
 """
@@ -30,7 +30,7 @@ from annotation.services.bundles.importing import study_import_bundle
 
 
 def copy_bundle(examples_dir: Path, target: Path) -> Path:
-    """A writable copy of the SPEC example bundle."""
+    """A writable copy of the protocol example bundle."""
     shutil.copytree(examples_dir / "bundle", target)
     for path in target.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -428,7 +428,8 @@ def test_worker_processes_give_the_same_result_and_the_same_errors(
 @pytest.mark.django_db
 def test_schedule_blocks_defaults_to_the_study_settings(tmp_path: Path, examples_dir: Path, admin_user: Any) -> None:
     """A bundle's settings are the defaults of ``schedule_blocks`` and of the schedule API: the
-    SPEC example (2 schedulable comparisons) cannot hold 6 repeats 20 trials apart, but its settings can."""
+    protocol example (2 schedulable comparisons) cannot hold 6 repeats 20 trials apart, but its settings
+    can."""
     from rest_framework.test import APIClient
 
     from annotation.models import Assignment, Trial

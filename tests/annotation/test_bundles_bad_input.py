@@ -1,4 +1,4 @@
-"""Bad study bundles (SPEC §8, §9): one line naming the problem, and nothing written.
+"""Bad study bundles (docs/protocol.md "Files", "Commands"): one line naming the problem, and nothing written.
 
 Every case runs through ``import_study`` (CommandError = exit 1 with that line) and checks that the
 row counts of every table and the recursive listing of MEDIA_ROOT are exactly as before.

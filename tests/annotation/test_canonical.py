@@ -1,4 +1,4 @@
-"""SPEC §3 canonicalization, the one implementation every layer calls."""
+"""docs/protocol.md "Canonical answers" canonicalization, the one implementation every layer calls."""
 
 from __future__ import annotations
 

@@ -374,7 +374,7 @@ def test_schedule_blocks_command_takes_gold() -> None:
 
 
 def test_gold_answers_csv_from_the_command_the_api_and_the_study_page(client: Client, researcher, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The votes CSV keeps its SPEC columns without gold answers; ``export_votes --gold`` and
+    """The votes CSV keeps its protocol columns without gold answers; ``export_votes --gold`` and
     ``GET /api/studies/SLUG/votes/gold/`` give one row per answered gold trial."""
     import csv
 

@@ -1,4 +1,5 @@
-"""Answers of the SPEC §11 kinds through the services: comprehension check, validation, canonical storage."""
+"""Answers of the other study kinds (docs/study-kinds.md "Comprehension check") through the services:
+comprehension check, validation, canonical storage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The rater pages of the SPEC §11 kinds (pairwise, checklist, rating) and the comprehension check.
+"""The rater pages of the other study kinds (docs/study-kinds.md "The rater pages") (pairwise, checklist,
+rating) and the comprehension check.
 
 Each example bundle is imported and scheduled with one hidden repeat and one attention check; a
 participant passes the comprehension check on the second attempt and answers every trial through

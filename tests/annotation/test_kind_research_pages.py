@@ -1,4 +1,5 @@
-"""Researcher pages of the SPEC §11 kinds: study overview, schedule form, progress, quality, plan CSV."""
+"""Researcher pages of the other study kinds (docs/study-kinds.md "Scheduling"): study overview, schedule
+form, progress, quality, plan CSV."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Scheduling of the SPEC §11 kinds: counterbalanced sections and items, hidden repeats, attention checks."""
+"""Scheduling of the other study kinds (docs/study-kinds.md "Scheduling"): counterbalanced sections and items,
+hidden repeats, attention checks."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ def test_plan_places_repeats_after_min_gap_and_checks_apart(seed: int) -> None:
         original = by_position[r.repeat_of_position]  # type: ignore[index]
         assert original.index == r.index and original.swapped == r.swapped and not original.attention
         assert r.position - original.position >= 4
-    # Display sides alternate across slots for the same unit (SPEC §4 rule).
+    # Display sides alternate across slots for the same unit (docs/protocol.md "Planning the human study"
+    # rule).
     other = plan_counterbalanced_assignment(sections=sections, slot=seed + 1, seed=seed, repeats=0, min_gap=4, checks=0,
                                  answers=("A",), pairwise=True)
     side = {p.index: p.swapped for p in main}

@@ -1,10 +1,11 @@
-"""Votes CSV of the other study kinds (SPEC §11, annotation/kinds/, annotation/services/votes_csv.py).
+"""Votes CSV of the other study kinds (docs/study-kinds.md "Votes CSV", annotation/kinds/,
+annotation/services/votes_csv.py).
 
 Each kind's example bundle (fixtures/bundles/<kind>) takes a hand-written votes CSV with main
 votes, a hidden repeat and attention checks; the stored rows are checked against the file with a
 plain loop, the export must give the file back byte for byte, and bad files are refused with one
-line naming line and field, writing nothing. The SPEC §8 (``pairwise_reference``) rules that the
-kinds share are tested in test_votes.py; the attention-check rules of that format are here.
+line naming line and field, writing nothing. The docs/protocol.md "Files" (``pairwise_reference``) rules that
+the kinds share are tested in test_votes.py; the attention-check rules of that format are here.
 """
 
 from __future__ import annotations
@@ -734,7 +735,7 @@ BAD_HEADERS: list[tuple[str, str, tuple[str, ...], str]] = [
     ),
     (
         "pairwise",
-        "SPEC §8 header",
+        'docs/protocol.md "Files" header',
         PAIRWISE_REFERENCE_HEADER,
         "votes.csv line 1, field 'page': a column of the pairwise_reference votes CSV, but study 'example-pairwise' "
         "is a pairwise study",
@@ -793,7 +794,7 @@ def test_rating_attention_is_stored_in_its_plain_integer_form(tmp_path: Path) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# pairwise_reference (SPEC §8): attention checks have no place in its columns
+# pairwise_reference (docs/protocol.md "Files"): attention checks have no place in its columns
 # ---------------------------------------------------------------------------------------------
 
 

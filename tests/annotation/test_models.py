@@ -1,4 +1,5 @@
-"""Schema-level guarantees of SPEC §2/§3: canonical identities and uniqueness live in the database."""
+"""Schema-level guarantees of docs/protocol.md "The study model", "Canonical answers": canonical identities
+and uniqueness live in the database."""
 
 from __future__ import annotations
 

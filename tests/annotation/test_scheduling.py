@@ -1,4 +1,5 @@
-"""The human schedule (SPEC §4): disjoint blocks, planned assignments, alternation, repeats, export."""
+"""The human schedule (docs/protocol.md "Planning the human study"): disjoint blocks, planned assignments,
+alternation, repeats, export."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Study REST API and researcher pages (SPEC §8 bundles): personas, scoping, upload, download."""
+"""Study REST API and researcher pages (docs/protocol.md "Files" bundles): personas, scoping, upload,
+download."""
 
 from __future__ import annotations
 

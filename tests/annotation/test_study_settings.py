@@ -1,4 +1,5 @@
-"""Researchers edit a study's instructions and judge prompt (SPEC §6: the prompt is study data)."""
+"""Researchers edit a study's instructions and judge prompt (docs/protocol.md "Judges and calibration": the
+prompt is study data)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def test_undo_shows_the_previous_trial_with_its_answer_as_displayed_then_replace
     client = Client()
     html, trial = to_swapped_trial(client, join(client, rs.study).content.decode())
     vote = Vote.objects.get(trial=trial)
-    # Stored canonically (SPEC §3): the displayed A of a swapped trial is canonical B, scores negated.
+    # Stored canonically (docs/protocol.md "Canonical answers"): the displayed A of a swapped trial is
+    # canonical B, scores negated.
     assert vote.label == "B" and set(vote.axis_scores.values()) == {-2} and vote.history == []
     answered = Vote.objects.filter(trial__assignment=trial.assignment).count()
     assert f"{answered + 1} of 10" in html and 'form="undo-form"' in html and "Undo last answer" in html

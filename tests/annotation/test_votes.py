@@ -1,4 +1,5 @@
-"""Human votes CSV (SPEC §8): import checks, all-or-nothing, round trip, selector, commands, API access."""
+"""Human votes CSV (docs/protocol.md "Files"): import checks, all-or-nothing, round trip, selector, commands,
+API access."""
 
 from __future__ import annotations
 
@@ -228,7 +229,7 @@ def test_export_then_import_reproduces_the_same_votes(tmp_path: Path) -> None:
     second = tmp_path / "second.csv"
     assert votes_export_csv(study=copy, path=second) == 6
     assert second.read_text(encoding="utf-8") == first.read_text(encoding="utf-8")
-    # SPEC columns only, in order (nothing revised: no optional revision columns).
+    # protocol columns only, in order (nothing revised: no optional revision columns).
     assert list(read_csv(first)[0]) == list(HEADER)
     exported = {(r["rater"], r["comparison"], r["repeat"]): r for r in read_csv(first)}
     for row in rows:

@@ -1,4 +1,5 @@
-"""Agreement report for a study (SPEC §5, §9, §10): command, service wiring, HTML, page and API access."""
+"""Agreement report for a study (docs/protocol.md "Human reference and agreement", "Commands", "Report keys"):
+command, service wiring, HTML, page and API access."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.calibration.figure_checks import page_figures
 pytestmark = pytest.mark.django_db
 
 CI = {"value": float, "ci95": list}
-SPEC_KEYS = {  # SPEC §10 agreement_report (the same shape the contract check uses)
+SPEC_KEYS = {  # docs/protocol.md "Report keys" agreement_report (the same shape the contract check uses)
     "n_comparisons": int, "n_main_annotations": int, "n_valid_annotations": int, "coverage": float,
     "n_repeat_pairs": int, "exact_agreement": {**CI, "n_pairs": int}, "fleiss_kappa": CI,
     "krippendorff_alpha_ordinal": CI, "unanimous_share": float, "unique_plurality_share": float,
@@ -90,7 +91,8 @@ def test_report_counts_match_the_stored_votes(rated) -> None:  # type: ignore[no
     assert report["n_main_annotations"] == len(main)
     assert report["n_valid_annotations"] == len(valid)
     assert report["coverage"] == pytest.approx(len(valid) / len(main))
-    # h and exact agreement by a brute-force loop over the stored votes (SPEC §5).
+    # h and exact agreement by a brute-force loop over the stored votes
+    # (docs/protocol.md "Human reference and agreement").
     by_comparison: dict[str, list[str]] = {}
     for comparison, _, _, label in valid:
         by_comparison.setdefault(comparison, []).append(label)
@@ -280,6 +282,6 @@ def test_api_access_by_persona(client: Client, rated, other_researcher, rater_us
 
 
 def test_factory_votes_file_imports(tmp_path: Path) -> None:
-    """The factories' example rows are the SPEC example (guards the fixtures above)."""
+    """The factories' example rows are the protocol example (guards the fixtures above)."""
     study = make_study()
     assert votes_import_csv(study=study, path=write_votes_csv(tmp_path / "v.csv", EXAMPLE_ROWS)).rows == 5

@@ -61,7 +61,8 @@ def tied_votes() -> pd.DataFrame:
 
 
 def bt_theta(frame: pd.DataFrame) -> np.ndarray:
-    """Independent SPEC §5 human ranking: h per comparison, then the Bradley–Terry θ."""
+    """Independent docs/protocol.md "Human reference and agreement" human ranking: h per comparison, then the
+    Bradley–Terry θ."""
     comps = sorted(frame["comparison"].unique())
     info = frame.groupby("comparison")[["system_a", "system_b"]].first().loc[comps]
     c = label_counts(frame["label"].to_numpy(), frame["comparison"].to_numpy(), comps)

@@ -1,4 +1,5 @@
-"""The ``calibrate`` command (SPEC §6, §9, §10) against a direct call of the pure ``calibrate``."""
+"""The ``calibrate`` command (docs/protocol.md "Judges and calibration", "Commands", "Report keys") against a
+direct call of the pure ``calibrate``."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_command_json_equals_pure_calibrate(cal, tmp_path: Path) -> None:  # typ
     ).to_dict(include_predictions=True)
     for key, value in direct.items():
         assert_close(report[key], value, f"$.{key}")
-    # SPEC §10 shapes and the data the factory built.
+    # docs/protocol.md "Report keys" shapes and the data the factory built.
     assert report["n_excluded"] == 1
     assert report["n_comparisons"] == len(cal.human) - 1
     assert cal.excluded_comparison not in report["fit_data"]["comparison_ids"]

@@ -1,4 +1,5 @@
-"""Calibration REST endpoints and researcher page (SPEC §6): personas, payloads, freeze form."""
+"""Calibration REST endpoints and researcher page (docs/protocol.md "Judges and calibration"): personas,
+payloads, freeze form."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Frozen coefficient sets (SPEC §2, §6 "Freezing", §9 import_coefficients): provenance,
-immutability, unique names, import / export round trip and one-line errors."""
+"""Frozen coefficient sets (docs/protocol.md "The study model", "Judges and calibration" (Freezing),
+"Commands" import_coefficients): provenance, immutability, unique names, import / export round trip and
+one-line errors."""
 
 from __future__ import annotations
 

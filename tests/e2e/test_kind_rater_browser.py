@@ -1,4 +1,5 @@
-"""A real browser (Chromium through Playwright) through the rater pages of the SPEC §11 kinds.
+"""A real browser (Chromium through Playwright) through the rater pages of the other study kinds
+(docs/study-kinds.md "The rater pages").
 
 For each kind a scripted rater opens the study link, fails and then passes the comprehension
 check, and answers every trial — the attention check as instructed — finding every control by its

@@ -1,4 +1,4 @@
-"""ORM factories for judge tests: a study shaped like the SPEC §8 example bundle.
+"""ORM factories for judge tests: a study shaped like the docs/protocol.md "Files" example bundle.
 
 Images are synthetic and tell their origin by colour (the fake provider reads it back): reference
 pages are light grey with a dark band, alpha red, beta blue, gamma green. Media regions are

@@ -1,4 +1,5 @@
-"""Live judge calls against a real loopback server speaking the OpenAI-compatible protocol (SPEC §6)."""
+"""Live judge calls against a real loopback server speaking the OpenAI-compatible protocol
+(docs/protocol.md "Judges and calibration")."""
 
 from __future__ import annotations
 

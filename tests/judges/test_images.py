@@ -1,4 +1,5 @@
-"""SPEC §6 image repairs: JPEG first, then downscaling on the long edge, aspect ratio kept."""
+"""docs/protocol.md "Judges and calibration" image repairs: JPEG first, then downscaling on the long edge,
+aspect ratio kept."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Judge outputs JSONL (SPEC §8): import validates like live calls, all-or-nothing; export round-trips."""
+"""Judge outputs JSONL (docs/protocol.md "Files"): import validates like live calls, all-or-nothing; export
+round-trips."""
 
 from __future__ import annotations
 

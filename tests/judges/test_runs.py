@@ -1,4 +1,5 @@
-"""Dispatch (SPEC §6, §9 run_judges): idempotent rows, claims with leases, attempt caps, progress."""
+"""Dispatch (docs/protocol.md "Judges and calibration", "Commands" run_judges): idempotent rows, claims with
+leases, attempt caps, progress."""
 
 from __future__ import annotations
 

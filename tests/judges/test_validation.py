@@ -1,4 +1,5 @@
-"""SPEC §6 reply validation and §3 canonicalization (pure module, no database)."""
+"""docs/protocol.md "Judges and calibration" reply validation and docs/protocol.md "Canonical answers"
+canonicalization (pure module, no database)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_valid_primary_reply_is_kept_as_is() -> None:
 
 
 def test_example_fenced_swapped_reply_maps_back_to_canonical() -> None:
-    # The second line of the SPEC §8 example file.
+    # The second line of the docs/protocol.md "Files" example file.
     raw = '```json\n{"winner": "B", "confidence": 3, "reason": "right one keeps the table", "axes": [{"id": "GLOBAL_LAYOUT_FIDELITY", "score": -1}, {"id": "TEXT_VISUAL_PRESENTATION", "score": 0}, {"id": "TABLE", "score": -2}]}\n```'
     answer = canonical_answer(raw, active_axes=AXES, order="swapped")
     assert answer.winner == "A"

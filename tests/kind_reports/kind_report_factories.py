@@ -1,4 +1,5 @@
-"""Studies of the SPEC §11 kinds with stored votes, built without the scheduler.
+"""Studies of the other study kinds (docs/study-kinds.md "Scheduling") with stored votes, built without the
+scheduler.
 
 A study is imported from a bundle derived from ``fixtures/bundles/<kind>`` (same images, more
 briefs when asked) with the real importer; blocks, assignments, trials and votes are then created

@@ -1,4 +1,5 @@
-"""Configurable exclusion rules (SPEC §11 hygiene): the settings form, the API and their effect on kind_report."""
+"""Configurable exclusion rules (docs/study-kinds.md "Hygiene rules" hygiene): the settings form, the API and
+their effect on kind_report."""
 
 from __future__ import annotations
 

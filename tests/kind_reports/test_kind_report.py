@@ -1,4 +1,5 @@
-"""kind_report for the SPEC §11 kinds: stored votes → hygiene → analysis, command, HTML, page and API.
+"""kind_report for the other study kinds (docs/study-kinds.md "Hygiene rules"): stored votes → hygiene →
+analysis, command, HTML, page and API.
 
 Studies are imported from the fixture bundles and their votes written with the ORM
 (``kind_report_factories``). Each scenario keeps its own record of what every simulated rater

@@ -1,4 +1,5 @@
-"""ORM factories for the leaderboard and deployment-schedule tests (SPEC §7).
+"""ORM factories for the leaderboard and deployment-schedule tests
+(docs/protocol.md "Deployment leaderboard").
 
 ``make_ranked_study`` builds a study with known system strengths, one shared StoredImage for
 every rendered candidate (eligibility needs an image), human and deployment comparisons, judges

@@ -1,4 +1,4 @@
-"""Tests of the SPEC §7 deployment schedule (pure module)."""
+"""Tests of the docs/protocol.md "Deployment leaderboard" deployment schedule (pure module)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def all_rendered(systems, n_pages):
 
 
 def check_invariants(schedule: DeploymentSchedule, systems, pages, existing, n_total):
-    """Every SPEC §7 rule, recomputed from the comparisons themselves."""
+    """Every docs/protocol.md "Deployment leaderboard" rule, recomputed from the comparisons themselves."""
     new = list(schedule.comparisons)
     everything = list(existing) + new
     assert len(everything) == n_total

@@ -1,6 +1,7 @@
-"""The ``leaderboard`` command and ``leaderboard_compute`` (SPEC §7, §9, §10) against independent
-computations: p̂ recomputed from the factory's ground truth, the Bradley–Terry optimum found by
-scipy, soft preference and appearances by brute-force loops, correlations by scipy."""
+"""The ``leaderboard`` command and ``leaderboard_compute``
+(docs/protocol.md "Deployment leaderboard", "Commands", "Report keys") against independent computations: p̂
+recomputed from the factory's ground truth, the Bradley–Terry optimum found by scipy, soft preference and
+appearances by brute-force loops, correlations by scipy."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ VOTE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
 
 def expected_outcomes(ranked: RankedStudy, *, human: bool = False) -> dict[str, float]:
-    """p̂ per comparison from the ground truth (SPEC §7), h_i where asked (SPEC §5)."""
+    """p̂ per comparison from the ground truth (docs/protocol.md "Deployment leaderboard"), h_i where asked
+    (docs/protocol.md "Human reference and agreement")."""
     out: dict[str, float] = {}
     for cid in ranked.comparisons:
         votes = ranked.primary_votes[cid]
@@ -38,7 +40,8 @@ def expected_outcomes(ranked: RankedStudy, *, human: bool = False) -> dict[str, 
 
 
 def scipy_scores(ranked: RankedStudy, p: dict[str, float], systems: list[str]) -> dict[str, float]:
-    """Maximize the SPEC §7 objective with scipy (BFGS) and return centered Elo scores."""
+    """Maximize the docs/protocol.md "Deployment leaderboard" objective with scipy (BFGS) and return centered
+    Elo scores."""
     index = {s: k for k, s in enumerate(systems)}
     a = np.array([index[ranked.comparisons[c][1]] for c in p])
     b = np.array([index[ranked.comparisons[c][2]] for c in p])

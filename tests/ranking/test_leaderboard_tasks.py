@@ -1,5 +1,5 @@
-"""The queued leaderboard computation (SPEC §7): chunked bootstrap tasks merge into exactly the
-result of one ``leaderboard_compute`` call; a real worker runs it (``broker`` test)."""
+"""The queued leaderboard computation (docs/protocol.md "Deployment leaderboard"): chunked bootstrap tasks
+merge into exactly the result of one ``leaderboard_compute`` call; a real worker runs it (``broker`` test)."""
 
 from __future__ import annotations
 

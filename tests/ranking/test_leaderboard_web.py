@@ -1,5 +1,5 @@
-"""Leaderboard pages and REST endpoints (SPEC §7): researcher scoping, the published page (no
-login, no inline script or style), publish/unpublish auditing, htmx progress polling."""
+"""Leaderboard pages and REST endpoints (docs/protocol.md "Deployment leaderboard"): researcher scoping, the
+published page (no login, no inline script or style), publish/unpublish auditing, htmx progress polling."""
 
 from __future__ import annotations
 

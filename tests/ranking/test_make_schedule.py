@@ -1,5 +1,6 @@
-"""``make_schedule`` (SPEC §7, §9): eligible pages only, human-study comparisons kept and counted,
-quotas within one, seeded and reproducible, refused without writing anything when it must be."""
+"""``make_schedule`` (docs/protocol.md "Deployment leaderboard", "Commands"): eligible pages only, human-study
+comparisons kept and counted, quotas within one, seeded and reproducible, refused without writing anything
+when it must be."""
 
 from __future__ import annotations
 

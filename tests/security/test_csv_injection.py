@@ -1,4 +1,4 @@
-"""CSV formula injection (SECURITY.md row 17; SPEC §8 "CSV text cells").
+"""CSV formula injection (SECURITY.md row 17; docs/protocol.md "Files" (CSV text cells)).
 
 Text cells that a spreadsheet would run (``=``, ``+``, ``-``, ``@``, tab, CR first) are written
 with a leading ``'`` by every CSV the project writes (votes, schedules, leaderboards), imports

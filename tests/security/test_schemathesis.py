@@ -1,7 +1,7 @@
 """SECURITY.md row 12: property-based requests over the OpenAPI schema (schemathesis).
 
 Every operation of ``/api/schema/`` is exercised through the WSGI app as a logged-in researcher
-(token authentication) who owns the SPEC example study, imported with the real bundle service.
+(token authentication) who owns the protocol example study, imported with the real bundle service.
 Path slugs point at that study, so requests reach the code behind the 404. Checks: no 5xx, the
 response's content type and body match what the schema declares. drf-spectacular emits no OpenAPI
 links, so there is nothing to chain statefully; each operation is tested on its own.

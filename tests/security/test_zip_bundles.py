@@ -507,7 +507,8 @@ def child_rows(database: Path) -> dict[str, int]:
 def test_child_import_of_a_good_bundle_succeeds(
     child_env: tuple[dict[str, str], Path, Path], examples_dir: Path, scratch: Path
 ) -> None:
-    """Control: the child-process set-up imports the SPEC example, so the refusals below mean something."""
+    """Control: the child-process set-up imports the protocol example, so the refusals below mean
+    something."""
     env, database, media = child_env
     bundle = zip_with(scratch / "good.zip", list(example_members(examples_dir)))
     run = run_import_study(env, bundle)

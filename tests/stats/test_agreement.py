@@ -1,7 +1,9 @@
-"""Tests of the SPEC §5 agreement statistics against independent computations.
+"""Tests of the docs/protocol.md "Human reference and agreement" agreement statistics against independent
+computations.
 
 References: the ``krippendorff`` package, ``statsmodels`` (Fleiss κ, Wilson interval), scipy,
-brute-force pair enumeration, Krippendorff's published 2011 example, and the SPEC §5 example.
+brute-force pair enumeration, Krippendorff's published 2011 example, and the
+docs/protocol.md "Human reference and agreement" example.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def brute_force_exact(data: np.ndarray) -> float:
 
 
 def spec_kappa_loop(counts: np.ndarray) -> float:
-    """SPEC §5 κ written as the plain loop of the formula."""
+    """docs/protocol.md "Human reference and agreement" κ written as the plain loop of the formula."""
     items = [row for row in counts if row.sum() >= 2]
     p_i = [sum(n * (n - 1) for n in row) / (row.sum() * (row.sum() - 1)) for row in items]
     p_bar = sum(p_i) / len(p_i)
@@ -262,7 +264,7 @@ def vote(comp: str, rater: str, label: str, **kw: object) -> dict[str, object]:
 def small_votes() -> pd.DataFrame:
     """Hand-checkable study: 3 systems, 4 comparisons, 5 raters, 2 hidden repeats."""
     rows = []
-    # c1: s1 vs s2, 3 A / 1 TIE / 1 B -> h = 0.7 (SPEC §5 example).
+    # c1: s1 vs s2, 3 A / 1 TIE / 1 B -> h = 0.7 (docs/protocol.md "Human reference and agreement" example).
     for r, lab in zip(["r1", "r2", "r3", "r4", "r5"], ["A", "A", "A", "TIE", "B"], strict=True):
         rows.append(vote("c1", r, lab, swapped=r in ("r2", "r4"), **{"axis:LAYOUT": 1.0}))
     # c2: s2 vs s3, 2 B / 1 CANNOT_JUDGE.

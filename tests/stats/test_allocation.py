@@ -60,7 +60,8 @@ def _expanded(votes: np.ndarray, points: np.ndarray, m: int) -> tuple[np.ndarray
 
 
 def _objective_hessian(theta: np.ndarray, votes: np.ndarray, m: int, l2: float = 1e-3) -> np.ndarray:
-    """Negative Hessian of the SPEC §7 objective by central finite differences of its gradient."""
+    """Negative Hessian of the docs/protocol.md "Deployment leaderboard" objective by central finite
+    differences of its gradient."""
     first, second = pair_indices(m)
 
     def grad(th: np.ndarray) -> np.ndarray:
@@ -358,7 +359,7 @@ def test_panel_mixture_matches_the_demo_raters_answering_one_vote_at_a_time() ->
         )
         swapped = (t // 3) % 2 == 1
         verdict = rater_answer(profile=profile, evidence=evidence, swapped=swapped, rng=rng).verdict
-        # Display → canonical (SPEC §3): a swapped display's "A" is canonical B.
+        # Display → canonical (docs/protocol.md "Canonical answers"): a swapped display's "A" is canonical B.
         if swapped and verdict in ("A", "B"):
             verdict = "B" if verdict == "A" else "A"
         counts[verdict] += 1

@@ -1,4 +1,5 @@
-"""Tests of the stratified page-block bootstrap (SPEC §5 "Confidence intervals")."""
+"""Tests of the stratified page-block bootstrap (docs/protocol.md "Human reference and agreement" (Confidence
+intervals))."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tests of the pure Bradley–Terry module (SPEC §7), against independent computations."""
+"""Tests of the pure Bradley–Terry module (docs/protocol.md "Deployment leaderboard"), against independent
+computations."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ SCALE = 400.0 / math.log(10.0)
 
 
 def scipy_scores(a, b, p, n_systems, weights=None, l2=1e-3):
-    """The SPEC §7 objective written out independently and maximized with scipy (L-BFGS-B)."""
+    """The docs/protocol.md "Deployment leaderboard" objective written out independently and maximized with
+    scipy (L-BFGS-B)."""
     a = np.asarray(a)
     b = np.asarray(b)
     p = np.asarray(p, dtype=float)

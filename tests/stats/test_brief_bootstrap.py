@@ -1,4 +1,5 @@
-"""The SPEC §11 cluster bootstrap over briefs is the shared page-block bootstrap with one stratum."""
+"""The docs/study-kinds.md "Running the other study kinds" cluster bootstrap over briefs is the shared
+page-block bootstrap with one stratum."""
 
 from __future__ import annotations
 

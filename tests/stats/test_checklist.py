@@ -1,6 +1,6 @@
-"""SPEC §11 checklist analysis against independent computations.
+"""docs/study-kinds.md "The kind report" checklist analysis against independent computations.
 
-References: the SPEC rules case by case, statsmodels ``proportion_confint`` (Wilson, Clopper–
+References: the protocol rules case by case, statsmodels ``proportion_confint`` (Wilson, Clopper–
 Pearson), a naive bootstrap loop over briefs with the same count matrix, and simulated raters with
 known error rates (expected agreement with the majority computed by enumerating the three answers).
 """

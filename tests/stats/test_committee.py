@@ -1,4 +1,5 @@
-"""SPEC §6 discrete committee audit: rules case by case, and the audit against brute-force loops."""
+"""docs/protocol.md "Judges and calibration" discrete committee audit: rules case by case, and the audit
+against brute-force loops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC §11 questionnaire hygiene: each exclusion rule, their order, and the removal report.
+"""docs/study-kinds.md "Hygiene rules" questionnaire hygiene: each exclusion rule, their order, and the
+removal report.
 
 References: hand-built participants with one known fault each, and a plain-Python re-implementation
 of the rules on a simulated crowd (which participants and answers each rule removes first / alone).

@@ -147,7 +147,7 @@ def test_nested_choices_are_consistent_with_the_reported_losses_and_an_independe
     d = study(4)
     result = judge_ablation(**d, lambdas=LAMBDAS, resamples=50, seed=1)
     report = result.to_dict()
-    assert report["note"] == ESTIMATOR_NOTE and "OLS proxy (SPEC §6)" in report["note"]
+    assert report["note"] == ESTIMATOR_NOTE and 'OLS proxy (docs/protocol.md "Judges and calibration")' in report["note"]
     assert report["outer_folds"] == ["b0", "b1", "b2", "b3"]
     assert len(report["subsets"]) == 7 and [s["size"] for s in report["sizes"]] == [1, 2, 3]
     for entry in report["one_se"]["selected"]:

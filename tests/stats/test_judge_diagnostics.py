@@ -1,4 +1,5 @@
-"""Judge diagnostics beside the SPEC §6 calibration, checked against hand cases and brute-force loops."""
+"""Judge diagnostics beside the docs/protocol.md "Judges and calibration" calibration, checked against hand
+cases and brute-force loops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SPEC §6 judge-weight calibration, checked against statsmodels, plain loops and scipy."""
+"""docs/protocol.md "Judges and calibration" judge-weight calibration, checked against statsmodels, plain
+loops and scipy."""
 
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ def test_coefficients_equal_statsmodels(study, result):
     got = np.array([result.coefficients[j] for j in ["j1", "j2", "j3", "j4"]])
     np.testing.assert_allclose(got, res.params, rtol=0, atol=1e-9)
     np.testing.assert_allclose(result.fit.standard_errors, res.bse, rtol=0, atol=1e-9)
-    # Prediction is the clipped weighted sum (SPEC §6).
+    # Prediction is the clipped weighted sum (docs/protocol.md "Judges and calibration").
     np.testing.assert_allclose(result.predictions["p_full"], np.clip(x[keep] @ res.params, 0, 1), atol=1e-12)
 
 

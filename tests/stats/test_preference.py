@@ -1,4 +1,5 @@
-"""SPEC §3 vote encoding and the SPEC §5 human preference h_i, computed in one place."""
+"""docs/protocol.md "Canonical answers" vote encoding and the docs/protocol.md "Human reference and agreement"
+human preference h_i, computed in one place."""
 
 from __future__ import annotations
 

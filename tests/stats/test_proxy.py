@@ -1,4 +1,5 @@
-"""SPEC §7 proxy outcome (``stats.proxy``) equals the SPEC §6 prediction of the calibration module."""
+"""docs/protocol.md "Deployment leaderboard" proxy outcome (``stats.proxy``) equals the
+docs/protocol.md "Judges and calibration" prediction of the calibration module."""
 
 from __future__ import annotations
 

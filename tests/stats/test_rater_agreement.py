@@ -1,4 +1,5 @@
-"""Agreement for every kind (SPEC §5 statistics on the SPEC §11 kinds) against the reference packages.
+"""Agreement for every kind (docs/protocol.md "Human reference and agreement" statistics on the other study
+kinds (docs/study-kinds.md "Running the other study kinds")) against the reference packages.
 
 References: ``statsmodels.stats.inter_rater.fleiss_kappa`` (equal rater counts), the
 ``krippendorff`` package on reliability data (ordinal for pairwise and ratings, nominal for

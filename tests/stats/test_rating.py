@@ -1,4 +1,5 @@
-"""SPEC §11 rating analysis: paired differences, t and bootstrap intervals, equivalence verdict.
+"""docs/study-kinds.md "The kind report" rating analysis: paired differences, t and bootstrap intervals,
+equivalence verdict.
 
 References: ``scipy.stats.ttest_rel`` / ``scipy.stats.t.interval`` on the same per-brief means,
 ``statsmodels.stats.weightstats.ttost_paired`` for the TOST p-values, a naive bootstrap loop with

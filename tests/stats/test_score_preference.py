@@ -1,4 +1,5 @@
-"""SPEC §11 score–preference analysis (kind ``pairwise``) against independent computations.
+"""docs/study-kinds.md "The kind report" score–preference analysis (kind ``pairwise``) against independent
+computations.
 
 References: a plain-Python loop over votes (scores, bins, counts), a naive bootstrap loop that
 rebuilds each resample's votes from the same count matrix, and simulated raters who follow a
@@ -29,7 +30,7 @@ BIN_LABELS = [b[0] for b in GAP_BINS]
 
 
 # --------------------------------------------------------------------------------------------
-# SPEC §11 rules case by case
+# docs/study-kinds.md "Running the other study kinds" rules case by case
 # --------------------------------------------------------------------------------------------
 
 

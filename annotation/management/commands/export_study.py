@@ -1,4 +1,5 @@
-"""``export_study SLUG PATH``: write a bundle that ``import_study`` takes back unchanged (SPEC §8, §9)."""
+"""``export_study SLUG PATH``: write a bundle that ``import_study`` takes back unchanged
+(docs/protocol.md "Files", "Commands")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``export_votes SLUG PATH [--gold GOLD_PATH]``: write the study's human votes CSV (SPEC §8, §9)
-and, with ``--gold``, its gold answers CSV (docs/protocol.md "Files")."""
+"""``export_votes SLUG PATH [--gold GOLD_PATH]``: write the study's human votes CSV
+(docs/protocol.md "Files", "Commands") and, with ``--gold``, its gold answers CSV
+(docs/protocol.md "Files")."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from annotation.services.votes_csv import gold_export_csv, votes_export_csv
 
 
 class Command(ArbiterCommand):
-    help = "Export the study's human votes as a SPEC §8 votes CSV (voided assignments left out)."
+    help = "Export the study's human votes as a votes CSV (docs/protocol.md \"Files\"; voided assignments left out)."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("slug", help="study slug")

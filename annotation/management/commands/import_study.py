@@ -1,4 +1,5 @@
-"""``import_study PATH [--update]``: import a study bundle (SPEC §8, §9); prints the slug.
+"""``import_study PATH [--update]``: import a study bundle (docs/protocol.md "Files", "Commands"); prints the
+slug.
 
 ``--update``: the bundle's study exists; replace the candidates that changed (paper B.5,
 ``annotation.services.bundles.update``) and print what was replaced and superseded.

@@ -1,4 +1,5 @@
-"""``import_votes SLUG PATH``: import a human votes CSV (SPEC §8, §9); all rows or nothing."""
+"""``import_votes SLUG PATH``: import a human votes CSV (docs/protocol.md "Files", "Commands"); all rows or
+nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from annotation.services.votes_csv import votes_import_csv
 
 
 class Command(ArbiterCommand):
-    help = "Import a human votes CSV (SPEC §8); creates missing blocks, raters, assignments and trials."
+    help = 'Import a human votes CSV (docs/protocol.md "Files"); creates missing blocks, raters, assignments and trials.'
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("slug", help="study slug")

@@ -1,4 +1,5 @@
-"""``schedule_blocks SLUG``: blocks, planned assignments and trials (SPEC §4, §9)."""
+"""``schedule_blocks SLUG``: blocks, planned assignments and trials
+(docs/protocol.md "Planning the human study", "Commands")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``study_link SLUG``: print the participant URL of a study (SPEC §4, §9)."""
+"""``study_link SLUG``: print the participant URL of a study
+(docs/protocol.md "Planning the human study", "Commands")."""
 
 from __future__ import annotations
 

@@ -275,7 +275,8 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
 
 
 def study_export_bundle(*, study: Study, path: Path) -> Path:
-    """Write a bundle that :func:`study_import_bundle` takes back unchanged (SPEC §8, §11).
+    """Write a bundle that :func:`study_import_bundle` takes back unchanged (docs/protocol.md "Files",
+    docs/bundle-kinds.md "Study bundles of the other kinds").
 
     A path ending in ``.zip`` gives a ZIP file (replaced atomically); any other path a folder,
     which must not exist yet or be empty. Each image is written once, under a neutral name.

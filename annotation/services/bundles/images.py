@@ -1,4 +1,4 @@
-"""Image work of a bundle import, runnable in worker processes (SPEC §8).
+"""Image work of a bundle import, runnable in worker processes (docs/protocol.md "Files").
 
 Kept apart from ``bundles.py`` so a fresh worker process can import it without the Django app
 registry: it needs only settings (``DJANGO_SETTINGS_MODULE`` from the environment, the image

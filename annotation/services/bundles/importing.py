@@ -363,7 +363,8 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
 
 
 def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: AbstractBaseUser | None) -> Study:
-    """Rows of a ``pairwise`` / ``checklist`` / ``rating`` bundle (SPEC §11, docs/bundle-kinds.md)."""
+    """Rows of a ``pairwise`` / ``checklist`` / ``rating`` bundle
+    (docs/bundle-kinds.md "Study bundles of the other kinds")."""
     _check_slug_free(spec.slug)
     stored = _stored_images([*images.originals.values(), *images.shown.values()])
     crowd_fields, rater_page = crowd_split(spec.crowd)
@@ -453,7 +454,7 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
 
 
 def study_import_bundle(*, path: Path, user: AbstractBaseUser | AnonymousUser | None = None, label: str | None = None) -> Study:
-    """Import a study bundle (SPEC §8): a folder or a ``.zip``. All or nothing.
+    """Import a study bundle (docs/protocol.md "Files"): a folder or a ``.zip``. All or nothing.
 
     ``label`` is how errors name the bundle file (an upload's name instead of a temp path).
     Raises ValidationFailed / Conflict with one line naming file, JSON path and field.

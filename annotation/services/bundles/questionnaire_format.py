@@ -1,4 +1,5 @@
-"""``study.json`` of the other study kinds (SPEC §11: ``pairwise``, ``checklist``, ``rating``).
+"""``study.json`` of the other study kinds (docs/bundle-kinds.md "Study bundles of the other kinds":
+``pairwise``, ``checklist``, ``rating``).
 
 :func:`questionnaire_spec_from_document` validates a parsed ``study.json`` whole into a
 :class:`QuestionnaireStudySpec` or raises :class:`~annotation.errors.ValidationFailed` with one line
@@ -6,13 +7,15 @@ naming the file, the JSON path and the field (``study.json $.items[3].brief: unk
 :func:`questionnaire_spec_to_json` is its inverse (the export). The exact schema, the defaults and one
 example per kind are in docs/bundle-kinds.md.
 
-Decisions (SPEC §11 is silent on them):
-- ``systems[{id, name}]`` is required as in SPEC §8: an item's system is named by id and its name
+Decisions (docs/bundle-kinds.md "Study bundles of the other kinds" is silent on them):
+- ``systems[{id, name}]`` is required as in docs/protocol.md "Files": an item's system is named by id and its
+name
   is never shown. Every item has a brief, a system and an image; one item per (brief, system).
 - Item ids are unique across the study (predicates and comparisons name items, not briefs).
 - ``checklist`` and ``rating`` may leave ``briefs`` out and an item's ``brief`` out (or null):
-  SPEC §11 rates "one image (optionally its brief)"; such an image is its own brief (the item's id,
-  no text), which the export writes out. A predicate box may be SPEC §2's ``{bbox_1000, ...}``.
+  docs/bundle-kinds.md "Study bundles of the other kinds" rates "one image (optionally its brief)"; such an
+  image is its own brief (the item's id, no text), which the export writes out. A predicate box may be
+  docs/protocol.md "The study model"'s ``{bbox_1000, ...}``.
 - A brief's text may be empty for ``checklist`` and ``rating`` (the image is shown alone), not for
   ``pairwise``, where it is the task both images answer.
 - ``pairwise``: when ``comparisons`` is left out, every pair of items of each brief is compared,
@@ -25,12 +28,14 @@ Decisions (SPEC §11 is silent on them):
   ``options.scale`` defaults to [1, 5] (integers, low < high, at most 101 points),
   ``options.margin`` to 0.5 (> 0).
 - The options may also be given at the top level (``dimensions``, ``scale``, ``margin``, ``k``),
-  as a reader of SPEC §11 alone may write them; the same key in both places is refused.
-- ``pairwise`` comparisons may be written in SPEC §8's shape: ``page`` for ``brief``, ``set``
+  as a reader of docs/bundle-kinds.md "Study bundles of the other kinds" alone may write them; the same key in
+  both places is refused.
+- ``pairwise`` comparisons may be written in docs/protocol.md "Files"'s shape: ``page`` for ``brief``, ``set``
   (``human`` only: these kinds have no deployment set), ``a``/``b`` naming a system that has an
   item in the brief instead of the item (an item id wins when a value is both). ``brief`` may be
   left out when ``a`` and ``b`` are items of one brief.
-- Keys a kind does not use (``predicates`` in a rating bundle) are refused. SPEC §8's ``axes``,
+- Keys a kind does not use (``predicates`` in a rating bundle) are refused. docs/protocol.md "Files"'s
+``axes``,
   ``pages`` and ``candidates`` are accepted only empty, and ignored; ``judge_prompt`` is kept
   (Study.judge_prompt) though no judge reads it for these kinds.
 - Export writes every key in one canonical form with its default filled in (``judge_prompt`` only
@@ -75,12 +80,12 @@ DEFAULT_K = CHECKLIST.bundle_option_defaults["k"]
 DEFAULT_SCALE = tuple(RATING.bundle_option_defaults["scale"])
 DEFAULT_MARGIN = RATING.bundle_option_defaults["margin"]
 DEFAULT_DIMENSIONS = ("overall",)
-# SPEC §8 keys of pairwise_reference bundles, accepted empty in these kinds and ignored.
+# docs/protocol.md "Files" keys of pairwise_reference bundles, accepted empty in these kinds and ignored.
 REFERENCE_KEYS = ("axes", "pages", "candidates")
 COMPARISON_SETS = ("human", "deployment")
 
-# Box keys of a predicate box written as an object (SPEC §2's target shape); only the
-# coordinates are kept.
+# Box keys of a predicate box written as an object (docs/protocol.md "The study model"'s target shape); only
+# the coordinates are kept.
 BOX_KEYS = ("bbox_1000",)
 BOX_OPTIONAL = ("role", "label", "description")
 
@@ -135,7 +140,8 @@ class QuestionnaireStudySpec:
     comparisons: tuple[PairSpec, ...] = ()
     # The kind's options with defaults filled in (stored in Study.options).
     options: dict[str, Any] = field(default_factory=dict)
-    # Stored in Study.judge_prompt; no judge reads it for these kinds (judges need axes, SPEC §6).
+    # Stored in Study.judge_prompt; no judge reads it for these kinds (judges need axes,
+    # docs/protocol.md "Judges and calibration").
     judge_prompt: str = ""
     # Study.seed / hidden_repeats / min_gap / neutralize_media, defaults filled in.
     settings: dict[str, Any] = field(default_factory=lambda: dict(SETTINGS_DEFAULTS))
@@ -169,7 +175,7 @@ def _top_level(r: _Reader, document: Any, kind: str) -> dict[str, Any]:
             if r.array(document[key], f"$.{key}"):
                 r.fail(
                     f"$.{key}",
-                    f"unknown key for kind {kind!r} unless empty ([]): {key!r} is for pairwise_reference bundles (SPEC §8)",
+                    f"unknown key for kind {kind!r} unless empty ([]): {key!r} is for pairwise_reference bundles (docs/protocol.md \"Files\")",
                 )
         elif key not in required and key not in optional and key != "render":
             r.fail(f"$.{key}", f"unknown key for kind {kind!r} (expected: {', '.join(required + optional)})")
@@ -244,7 +250,8 @@ def _automatic(r: _Reader, value: Any, path: str) -> str | None:
 
 
 def _box(r: _Reader, value: Any, path: str) -> Any:
-    """``[x0, y0, x1, y1]`` in 0…1000, or SPEC §2's ``{bbox_1000: [...], role?, label?, description?}``."""
+    """``[x0, y0, x1, y1]`` in 0…1000, or docs/protocol.md "The study model"'s ``{bbox_1000: [...], role?,
+    label?, description?}``."""
     if isinstance(value, dict):
         raw = r.obj(value, path, BOX_KEYS, BOX_OPTIONAL)
         for key in BOX_OPTIONAL:
@@ -255,7 +262,8 @@ def _box(r: _Reader, value: Any, path: str) -> Any:
 
 
 def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> QuestionnaireStudySpec:
-    """Validate a parsed ``study.json`` of kind ``pairwise``, ``checklist`` or ``rating`` (SPEC §11).
+    """Validate a parsed ``study.json`` of kind ``pairwise``, ``checklist`` or ``rating``
+    (docs/bundle-kinds.md "Study bundles of the other kinds").
 
     Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
     """
@@ -389,7 +397,7 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
                     f"{comparison_set!r}: a {kind} study has no deployment set; its comparisons are all 'human'",
                 )
         if "brief" in raw and "page" in raw:
-            r.fail(f"{where}.page", "give the brief once, as 'brief' or as 'page' (SPEC §8's name), not both")
+            r.fail(f"{where}.page", "give the brief once, as 'brief' or as 'page' (the name in docs/protocol.md \"Files\"), not both")
         brief_key = "page" if "page" in raw else "brief"
         if brief_key in raw:
             brief_id = r.string(raw[brief_key], f"{where}.{brief_key}", empty=False)
@@ -451,8 +459,9 @@ def _side(
     item_of: dict[tuple[str, str], ItemSpec],
     system_ids: Collection[str],
 ) -> str:
-    """The item a comparison's ``a`` or ``b`` names in a known brief: an item id, or (SPEC §8's
-    shape) a system id with an item in that brief. An item id wins when the value is both."""
+    """The item a comparison's ``a`` or ``b`` names in a known brief: an item id, or
+    (docs/protocol.md "Files"'s shape) a system id with an item in that brief. An item id wins when the value
+    is both."""
     name = r.string(value, path, empty=False)
     if name in item_at:
         if item_at[name].brief != brief_id:

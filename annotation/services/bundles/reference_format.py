@@ -1,4 +1,4 @@
-"""The study bundle's ``study.json`` (SPEC §8) as a validated, typed in-memory value.
+"""The study bundle's ``study.json`` (docs/protocol.md "Files") as a validated, typed in-memory value.
 
 :func:`study_spec_parse` turns the bytes of ``study.json`` into a :class:`StudySpec` or raises
 :class:`~annotation.errors.ValidationFailed` with one line naming the file, the JSON path and the
@@ -7,7 +7,7 @@ can be checked without the images and the database: types, required keys, unknow
 duplicates, references between pages / systems / candidates / comparisons / axes, bbox ranges.
 :func:`study_spec_to_json` is its inverse (the export), so export → import is the identity.
 
-Decisions (SPEC §8 is silent on them):
+Decisions (docs/protocol.md "Files" is silent on them):
 - Unknown keys are refused, so a misspelt optional key (``"comparsions"``) is not silently dropped.
 - ``targets``, ``media`` (pages, candidates) and ``meta`` may be omitted (empty); a target's
   ``role`` and ``description`` default to ``""``. ``judge_prompt`` and ``comparisons`` are optional.
@@ -24,7 +24,8 @@ Decisions (SPEC §8 is silent on them):
 - An optional extra ``gold`` array carries gold trials with known answers (issue 30; docs/protocol.md "Planning the human study"): ``{id, page, a, b, answer}``, ``a`` and ``b`` image paths like a candidate's,
   ``answer`` ``"A"`` or ``"B"`` (the better side); ids unique, the page known. Written back by the
   export only when the study has some.
-- This module parses ``kind = "pairwise_reference"`` bundles; the other kinds (SPEC §11) have
+- This module parses ``kind = "pairwise_reference"`` bundles; the other kinds
+(docs/bundle-kinds.md "Study bundles of the other kinds") have
   their own keys and parser (``annotation.services.bundles.questionnaire_format``, docs/bundle-kinds.md).
 
 No Django import: this module is plain data in, plain data out.
@@ -72,8 +73,8 @@ MAX_NOTE = 2000
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
 TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd", "gold", "render")
 GOLD_ANSWERS = ("A", "B")
-# The study's scheduling and display settings (not SPEC §8 keys): written by the export only when
-# one differs from its default (so the SPEC example exports unchanged), so an export → import keeps
+# The study's scheduling and display settings (not docs/protocol.md "Files" keys): written by the export only
+# when one differs from its default (so the protocol example exports unchanged), so an export → import keeps
 # them. The defaults are the Study model's (a test holds them equal).
 SETTINGS_DEFAULTS: dict[str, Any] = {"seed": 20260830, "hidden_repeats": 6, "min_gap": 20, "neutralize_media": True}
 MAX_SEED = 2**63 - 1  # Study.seed is a BigIntegerField
@@ -85,7 +86,7 @@ class AxisSpec:
     id: str
     scope: str
     description: str
-    title: str = ""  # SPEC §2: what raters read; optional
+    title: str = ""  # docs/protocol.md "The study model": what raters read; optional
 
 
 @dataclass(frozen=True)
@@ -469,7 +470,7 @@ def document_kind(document: Any) -> str | None:
 
 
 def study_spec_parse(data: bytes, *, filename: str = STUDY_JSON) -> StudySpec:
-    """Validate ``study.json`` bytes (SPEC §8) whole and return the typed study.
+    """Validate ``study.json`` bytes (docs/protocol.md "Files") whole and return the typed study.
 
     Raises ValidationFailed on the first problem found, naming ``file $.json.path``.
     """
@@ -684,7 +685,8 @@ def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
 
 
 def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
-    """The ``study.json`` object of a study (SPEC §8 keys only); the inverse of :func:`study_spec_parse`."""
+    """The ``study.json`` object of a study (docs/protocol.md "Files" keys only); the inverse of
+    :func:`study_spec_parse`."""
     document: dict[str, Any] = {
         "slug": spec.slug,
         "title": spec.title,

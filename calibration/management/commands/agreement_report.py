@@ -1,4 +1,5 @@
-"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--rules [PATH] | --no-rules]`` (SPEC §5, §9, §10).
+"""``agreement_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--rules [PATH] |
+--no-rules]`` (docs/protocol.md "Human reference and agreement", "Commands", "Report keys").
 
 The study's exclusion rules apply by default once it has saved rules or gold trials (issue 30);
 ``--rules`` applies them in any case (stored settings, with a JSON file's on top; issue 17), and
@@ -19,7 +20,7 @@ from calibration.services.exclusion_rules import exclusions_line, rules_option
 
 class Command(ArbiterCommand):
     shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
-    help = "Human reference and inter-rater agreement (SPEC §5) as JSON, and optionally a self-contained HTML page."
+    help = 'Human reference and inter-rater agreement (docs/protocol.md "Human reference and agreement") as JSON, and optionally a self-contained HTML page.'
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("slug", help="study slug")

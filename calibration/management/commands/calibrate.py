@@ -1,6 +1,7 @@
 """``calibrate SLUG --json PATH [--html PATH] [--freeze NAME] [--bootstrap N] [--seed N]
-[--pilot-size N] [--judges a,b,c] [--rules [PATH] | --no-rules]``: SPEC §6 calibration of a study's judges (report keys
-SPEC §10). ``--rules``: the human reference from the votes the exclusion rules keep (issue 17).
+[--pilot-size N] [--judges a,b,c] [--rules [PATH] | --no-rules]``: docs/protocol.md "Judges and calibration"
+calibration of a study's judges (report keys docs/protocol.md "Report keys"). ``--rules``: the human reference
+from the votes the exclusion rules keep (issue 17).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from stats.defaults import CALIBRATION_RESAMPLES, CALIBRATION_SEED
 
 class Command(ArbiterCommand):
     shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
-    help = "Calibrate the study's judges against the human reference (SPEC §6) and optionally freeze the weights."
+    help = "Calibrate the study's judges against the human reference (docs/protocol.md \"Judges and calibration\") and optionally freeze the weights."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("slug", help="study slug")

@@ -1,5 +1,6 @@
-"""``import_coefficients SLUG PATH [--name NAME]``: freeze an imported CoefficientSet (SPEC §9)
-from ``{"name": ..., "coefficients": {judge: beta}}`` (an ``export_coefficients`` file too)."""
+"""``import_coefficients SLUG PATH [--name NAME]``: freeze an imported CoefficientSet
+(docs/protocol.md "Commands") from ``{"name": ..., "coefficients": {judge: beta}}`` (an
+``export_coefficients`` file too)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from calibration.services.coefficients import coefficient_set_import
 
 
 class Command(ArbiterCommand):
-    help = 'Import a frozen coefficient set from {"name": ..., "coefficients": {judge: beta}} (SPEC §9).'
+    help = 'Import a frozen coefficient set from {"name": ..., "coefficients": {judge: beta}} (docs/protocol.md "Commands").'
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("slug", help="study slug")

@@ -21,7 +21,7 @@ from stats.defaults import ABLATION_RESAMPLES, ABLATION_SEED
 class Command(ArbiterCommand):
     help = (
         "Nested judge-subset ablation (paper B.4): which judges are worth paying for. A different "
-        "estimator from the frozen OLS proxy (SPEC §6)."
+        'estimator from the frozen OLS proxy (docs/protocol.md "Judges and calibration").'
     )
 
     def add_arguments(self, parser: Any) -> None:

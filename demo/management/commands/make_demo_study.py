@@ -1,11 +1,11 @@
 """``make_demo_study [--kind K] [--slug S] [--seed N] [--pages N] [--systems N] [--no-votes] [--no-judges] [--with-users]``.
 
-A synthetic study for demos and tests (SPEC §9). The default kind, ``pairwise_reference``: drawn
-pages, systems of known ability, failed renders, two blocks answered by simulated raters (one open
+A synthetic study for demos and tests (docs/protocol.md "Commands"). The default kind, ``pairwise_reference``:
+drawn pages, systems of known ability, failed renders, two blocks answered by simulated raters (one open
 slot left in each), and simulated judges' replies. ``--kind pairwise|checklist|rating`` builds a
-SPEC §11 questionnaire study of drawn posters instead (``demo.kinds``, one module per kind): two blocks with attention
-checks, simulated participants who pass the comprehension check and answer every trial, one open
-slot per block. Deterministic in ``--seed``.
+docs/study-kinds.md "Demo studies" questionnaire study of drawn posters instead (``demo.kinds``, one module
+per kind): two blocks with attention checks, simulated participants who pass the comprehension check and
+answer every trial, one open slot per block. Deterministic in ``--seed``.
 """
 
 from __future__ import annotations

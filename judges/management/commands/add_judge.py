@@ -1,4 +1,5 @@
-"""``add_judge NAME --family F --provider P --model M [--base-url URL] --api-key-env VAR [limits]`` (SPEC §9).
+"""``add_judge NAME --family F --provider P --model M [--base-url URL] --api-key-env VAR [limits]``
+(docs/protocol.md "Commands").
 
 Providers: openai (Chat Completions, also OpenAI-compatible servers), openai-responses,
 anthropic, gemini, azure-openai; ``--base-url`` defaults to the provider's public endpoint

@@ -1,4 +1,5 @@
-"""``export_judge_outputs SLUG PATH`` (SPEC §8, §9): finished outputs as JSONL, importable again."""
+"""``export_judge_outputs SLUG PATH`` (docs/protocol.md "Files", "Commands"): finished outputs as JSONL,
+importable again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``import_judge_outputs SLUG PATH`` (SPEC §8, §9): validate and canonicalize each raw reply; all-or-nothing."""
+"""``import_judge_outputs SLUG PATH`` (docs/protocol.md "Files", "Commands"): validate and canonicalize each
+raw reply; all-or-nothing."""
 
 from __future__ import annotations
 

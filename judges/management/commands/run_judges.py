@@ -1,4 +1,5 @@
-"""``run_judges SLUG --judge NAME [--set human|deployment] [--orders primary,swapped] [--repeats N]`` (SPEC §9).
+"""``run_judges SLUG --judge NAME [--set human|deployment] [--orders primary,swapped] [--repeats N]``
+(docs/protocol.md "Commands").
 
 Creates the missing outputs and queues one task per unfinished call; running it again skips what
 is done. With eager tasks (no broker) the calls run here, ``--concurrency`` at a time (default:

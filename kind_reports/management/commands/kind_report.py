@@ -1,4 +1,5 @@
-"""``kind_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--systems X,Y] [--rules PATH]`` (SPEC §11)."""
+"""``kind_report SLUG --json PATH [--html PATH] [--bootstrap N] [--seed N] [--systems X,Y] [--rules PATH]``
+(docs/study-kinds.md "The kind report")."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kind_reports.services import DEFAULT_RESAMPLES, kind_report_write
 class Command(ArbiterCommand):
     shows_progress = True  # stage and count on a terminal's stderr; quiet otherwise
     help = (
-        "Report of a pairwise, checklist or rating study (SPEC §11): exclusion rules, the kind's analysis "
+        "Report of a pairwise, checklist or rating study (docs/study-kinds.md \"The kind report\"): exclusion rules, the kind's analysis "
         "and inter-rater agreement on the kept answers, as JSON and optionally a self-contained HTML page."
     )
 

@@ -1,4 +1,5 @@
-"""``leaderboard SLUG --coefficients NAME --json PATH [...]``: the SPEC §7 leaderboard (§9, §10)."""
+"""``leaderboard SLUG --coefficients NAME --json PATH [...]``: the docs/protocol.md "Deployment leaderboard"
+leaderboard (docs/protocol.md "Commands", "Report keys")."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class Command(ArbiterCommand):
     # would cost seconds at every start of a data command; `manage.py check` runs them.
     requires_system_checks: list[str] = []
     help = (
-        "Rank the study's systems from a frozen coefficient set (SPEC §7): proxy outcomes from each judge's "
+        "Rank the study's systems from a frozen coefficient set (docs/protocol.md \"Deployment leaderboard\"): proxy outcomes from each judge's "
         "primary-order, repeat-0 output on every scheduled comparison (human-study ones included), "
         "Bradley–Terry scores, soft preference, appearances, page-block bootstrap intervals and rank-1 shares."
     )
@@ -40,7 +41,7 @@ class Command(ArbiterCommand):
         parser.add_argument(
             "--coefficients", required=True, help="name of a frozen coefficient set of the study"
         )
-        parser.add_argument("--json", required=True, type=Path, help="write the SPEC §10 JSON here")
+        parser.add_argument("--json", required=True, type=Path, help='write the JSON report here (docs/protocol.md "Report keys")')
         parser.add_argument("--html", type=Path, help="also write a self-contained HTML page")
         parser.add_argument("--csv", type=Path, help="also write the systems table as CSV")
         parser.add_argument(
@@ -54,7 +55,7 @@ class Command(ArbiterCommand):
             "--model",
             choices=["bradley_terry", "davidson"],
             default="bradley_terry",
-            help="bradley_terry (SPEC §7, default) or davidson: ties modelled, with its tie parameter, "
+            help='bradley_terry (docs/protocol.md "Deployment leaderboard", default) or davidson: ties modelled, with its tie parameter, '
             "the same bootstrap and a rank comparison with Bradley–Terry",
         )
         parser.add_argument(

@@ -1,4 +1,5 @@
-"""``make_schedule SLUG --comparisons N [--seed N] [--replace]``: SPEC §7 deployment comparisons (§9)."""
+"""``make_schedule SLUG --comparisons N [--seed N] [--replace]``: docs/protocol.md "Deployment leaderboard"
+deployment comparisons (docs/protocol.md "Commands")."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class Command(ArbiterCommand):
     # would cost seconds at every start of a data command; `manage.py check` runs them.
     requires_system_checks: list[str] = []
     help = (
-        "Create the deployment comparisons of a study (SPEC §7): N comparisons in total, the human-study "
+        'Create the deployment comparisons of a study (docs/protocol.md "Deployment leaderboard"): N comparisons in total, the human-study '
         "ones kept and counted, on pages where both systems rendered, pair counts and system appearances "
         "balanced to within one, seeded. Refused when deployment comparisons exist, unless --replace and "
         "none of them has judge outputs or trials."

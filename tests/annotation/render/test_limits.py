@@ -1,5 +1,5 @@
 """Limits hold, each with its test page, and a hostile page never stops the next one
-(docs/rendering.md "Limits"). Each failed page ends with its reason; the page rendered after it
+(docs/rendering.md "Isolation"). Each failed page ends with its reason; the page rendered after it
 renders normally."""
 
 from __future__ import annotations
