@@ -384,7 +384,7 @@ def run_rounds(
                 # Rounds too small for a whole floor vote (1 vote: choosing at serve time): every
                 # vote is drawn from the mixture, as ``stats.allocation.serve_time_choice`` does.
                 propensity = floor / k_pairs + (1.0 - floor) * shares
-                new = rng.multinomial(n_new, propensity)
+                new = rng.multinomial(n_new, propensity).astype(float)
             else:
                 new = round_counts(n_new, shares, floor=floor, rng=rng)
                 floor_share = min(n_new, math.ceil(floor * n_new)) / n_new
