@@ -40,7 +40,7 @@ def loaded_after(code: str) -> list[str]:
     [
         pytest.param("", [], id="django.setup"),
         pytest.param("from django.urls import get_resolver; get_resolver().url_patterns", [], id="config.urls"),
-        pytest.param("import annotation.views.rater, annotation.api.rater", [], id="rater-views"),
+        pytest.param("import annotation.rater.views, annotation.rater.api", [], id="rater-views"),
         pytest.param("from django.urls import resolve; resolve('/t/token/vote/'); resolve('/s/token/')", [], id="rater-urls"),
         # The judges' tasks send judge calls: their HTTP client is theirs to load.
         pytest.param("import judges.tasks, judges.batch_tasks, ranking.tasks", list(HTTP_CLIENT), id="tasks"),
