@@ -5,8 +5,8 @@ A citation names a Markdown file and one of its headings: ``docs/protocol.md "Fi
 reversed ``"Files" of docs/protocol.md``, or a link ``[protocol](../docs/protocol.md), "Files"``. The
 file is read from the repository root, or next to the citing file. A heading's name is its text
 with the leading section number taken off (``## 8. Files`` is "Files"); the cited name must equal
-a heading's name (or its whole text) exactly. Also: no "SPEC §N" citation is left (the project
-has no SPEC), and every ``docs/….md`` path named anywhere exists.
+a heading's name (or its whole text) exactly. Also: no citation by the old specification's section
+numbers is left (``SPEC_CITATION``), and every ``docs/….md`` path named anywhere exists.
 """
 
 from __future__ import annotations

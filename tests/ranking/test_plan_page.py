@@ -40,7 +40,7 @@ def test_empty_planner_page_explains_itself(researcher) -> None:  # type: ignore
     text = page.content.decode()
     assert page.status_code == 200 and "No plan yet." in text
     assert 'name="target"' in text and 'value="brier"' in text and 'name="judge_accuracy"' in text
-    assert 'docs/protocol.md "Planning a study\'s size"' in text and "SPEC §" not in text
+    assert 'docs/protocol.md "Planning a study\'s size"' in text and "SPEC \u00a7" not in text
 
 
 def test_a_quick_plan_runs_on_the_queue_and_shows_table_figure_and_downloads(
