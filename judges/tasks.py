@@ -6,7 +6,9 @@ when a worker dies mid-call; the claim in ``judge_output_execute`` makes a secon
 once the call is finished, so nothing is lost and nothing is duplicated. A delivery that finds
 the call held by a live lease is retried after the lease; a database error (PostgreSQL restarting)
 is retried with backoff; ``judges.sweep_leases`` (Celery beat, every
-``ARBITER_JUDGE_SWEEP_SECONDS``) re-queues calls whose lease ran out with no message left.
+``ARBITER_JUDGE_SWEEP_SECONDS``) re-queues calls whose lease ran out with no message left, and,
+once the queue is empty, calls never claimed whose message a dead worker had taken (prefetched
+or delayed), which the broker would return only after its visibility timeout.
 The batch poller is in :mod:`judges.batch_tasks` (it uses the run services, which queue these
 tasks: kept apart, the imports do not circle).
 """
@@ -25,6 +27,7 @@ from judges.services.calls import (
     expired_output_ids,
     held_seconds,
     judge_output_execute,
+    unclaimed_output_ids,
 )
 
 # Message priorities on the Redis broker, whose lists kombu serves lowest number first: a run's
@@ -64,10 +67,33 @@ def call_judge(self, output_id: int) -> str:  # type: ignore[no-untyped-def]
     return status
 
 
+def broker_queue_empty(queue: str | None = None) -> bool:
+    """True when the broker holds no message waiting in ``queue`` (the task queue by default).
+
+    A queue the broker does not know is empty (Redis drops the list of an empty queue); a broker
+    that cannot be asked counts as not empty, so nothing is re-queued on a guess.
+    """
+    name = queue or call_judge.app.conf.task_default_queue
+    try:
+        with call_judge.app.connection_for_read() as conn:
+            try:
+                declared = conn.default_channel.queue_declare(queue=name, passive=True)
+            except conn.channel_errors:
+                return True
+            return int(declared.message_count) == 0
+    except Exception:  # the broker is down or refuses: decide nothing
+        return False
+
+
 @shared_task(name="judges.sweep_leases", ignore_result=True)
 def sweep_leases() -> int:
-    """Re-queue every call whose worker died (running, lease expired), in every study."""
+    """Re-queue every call whose worker died, in every study: running with an expired lease, and,
+    when no message waits in the queue, pending calls no worker claimed for a sweep interval."""
     ids = expired_output_ids()  # not judges.services.runs: it imports this module (no cycle)
+    if broker_queue_empty():
+        waited = float(getattr(settings, "ARBITER_JUDGE_SWEEP_SECONDS", 60.0))
+        known = set(ids)
+        ids += [i for i in unclaimed_output_ids(older_than_seconds=waited) if i not in known]
     for output_id in ids:
         call_judge.apply_async((output_id,), priority=RECOVERED_PRIORITY)
     return len(ids)

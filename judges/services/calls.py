@@ -658,3 +658,21 @@ def expired_output_ids() -> list[int]:
     return list(
         JudgeOutput.objects.filter(status=OutputStatus.RUNNING, lease_until__lt=timezone.now()).values_list("pk", flat=True)
     )
+
+
+def unclaimed_output_ids(*, older_than_seconds: float) -> list[int]:
+    """Calls queued more than ``older_than_seconds`` ago that no worker has claimed: pending, with
+    no error (a stopped judge's calls and a provider batch's leftovers wait for ``run_judges``),
+    in no provider batch.
+
+    Read when the broker's queue is empty: then no message of theirs is waiting, and the one they
+    had went to a worker that died before claiming it (a prefetched or delayed message, which the
+    broker returns only after its visibility timeout). Re-queueing one that a live worker still
+    holds costs one message: the claim makes the second delivery a no-op.
+    """
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    return list(
+        JudgeOutput.objects.filter(status=OutputStatus.PENDING, error="", batch_id="", created_at__lt=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )

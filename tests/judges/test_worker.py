@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from io import StringIO
 from pathlib import Path
 
@@ -127,3 +128,61 @@ def test_redis_limits_hold_across_clients() -> None:
     assert peak == 3
     # 80 calls at 25/s with a burst of 25: at least (80 - 25) / 25 = 2.2 s.
     assert time.monotonic() - began >= 2.0
+
+
+@pytest.mark.broker
+@pytest.mark.serial
+def test_the_sweep_requeues_calls_whose_message_a_dead_worker_took(celery_worker_process) -> None:  # type: ignore[no-untyped-def]
+    """A worker SIGKILLed with a prefetched, unstarted message leaves its call pending with no
+    message in the queue (the broker returns it only after the visibility timeout): once the queue
+    is empty, the sweep queues it again. A stopped judge's call and a batch's are left waiting."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation.models import Comparison
+    from judges.tasks import sweep_leases
+
+    provider = FakeProvider().start()
+    try:
+        study = make_example_study()
+        judge = make_judge(base_url=provider.url, timeout_seconds=2.0, concurrency=2, max_attempts=5)
+        c1, c2 = Comparison.objects.filter(study=study).order_by("pk")[:2]
+        lost = [JudgeOutput.objects.create(judge=judge, comparison=c, order=o) for c in (c1, c2)
+                for o in ("primary", "swapped")]
+        stopped = JudgeOutput.objects.create(judge=judge, comparison=c1, order="primary", repeat=1,
+                                             error="stopped: the provider refused the key")
+        batched = JudgeOutput.objects.create(judge=judge, comparison=c1, order="swapped", repeat=1, batch_id="b-1")
+        fresh = JudgeOutput.objects.create(judge=judge, comparison=c2, order="primary", repeat=1)
+        an_hour_ago = timezone.now() - timedelta(hours=1)
+        JudgeOutput.objects.exclude(pk=fresh.pk).update(created_at=an_hour_ago)
+
+        assert sweep_leases() == len(lost)  # the fresh call may still be on its way to a worker
+        deadline = time.monotonic() + 30
+        while JudgeOutput.objects.filter(pk__in=[o.pk for o in lost], status="valid").count() < len(lost):
+            assert time.monotonic() < deadline, list(JudgeOutput.objects.values_list("pk", "status", "error"))
+            time.sleep(0.1)
+        assert len(provider.requests) == len(lost)
+        assert set(JudgeOutput.objects.filter(pk__in=[stopped.pk, batched.pk, fresh.pk]).values_list("status", flat=True)) == {
+            "pending"}
+    finally:
+        provider.stop()
+
+
+@pytest.mark.broker
+@pytest.mark.django_db
+def test_a_waiting_message_keeps_the_sweep_from_requeueing_pending_calls() -> None:
+    """The sweep reads an empty queue only when no message waits in it (any broker, any priority)."""
+    from judges.tasks import broker_queue_empty, call_judge
+
+    queue = f"arbiter-test-idle-{os.getpid()}"
+    assert broker_queue_empty(queue)
+    with warnings.catch_warnings():  # the test settings run tasks eagerly; send_task goes to the broker
+        warnings.simplefilter("ignore")
+        call_judge.app.send_task("judges.call_judge", args=(0,), queue=queue, priority=6)  # no worker reads it
+    try:
+        assert not broker_queue_empty(queue)
+    finally:
+        with call_judge.app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(queue)
+    assert broker_queue_empty(queue)
