@@ -222,8 +222,17 @@ def bias_corrected(
     refit, _ = fit_pair_points_batch(
         upper.reshape(-1, k_pairs), np.maximum(total - upper, 0.0).reshape(-1, k_pairs), l2=l2
     )
-    shift = refit.reshape(resamples, n_rep, m).mean(axis=0) - theta
-    return WeightedFit(theta=theta - shift, covariance=fit.covariance, estimator=fit.estimator + ", bias-corrected")
+    draws = refit.reshape(resamples, n_rep, m)
+    shift = draws.mean(axis=0) - theta
+    # The refits' spread is a second estimate of the fit's sampling variance, holding the served
+    # design fixed; where it is wider than the sandwich's, the covariance is scaled up to it
+    # (a few-vote pair's sandwich is too narrow). Correlations are the sandwich's.
+    centred = draws - draws.mean(axis=0)
+    spread = np.einsum("srm,srm->rm", centred, centred) / (resamples - 1)
+    sandwich = np.maximum(np.diagonal(fit.covariance, axis1=1, axis2=2), 1e-300)
+    scale = np.sqrt(np.maximum(spread / sandwich, 1.0))
+    covariance = fit.covariance * scale[:, :, None] * scale[:, None, :]
+    return WeightedFit(theta=theta - shift, covariance=covariance, estimator=fit.estimator + ", bias-corrected")
 
 
 def debiased_bradley_terry(

@@ -115,3 +115,37 @@ def test_bias_correction_removes_the_small_sample_bias_of_a_lopsided_pair() -> N
         corrected.append(np.ptp(debiased_bradley_terry(a, b, y, pi, 3, resamples=50, seed=s).theta[0]))
     assert abs(np.mean(corrected) - 3.0) < abs(np.mean(plain) - 3.0)
     assert np.mean(plain) > 3.0
+
+
+def test_the_corrected_intervals_are_never_narrower_than_the_sandwich_nor_the_refits_spread() -> None:
+    """The bias-corrected fit's variance per system is the larger of the sandwich's and the
+    parametric refits' (recomputed here from refits drawn independently): a chain of pairs asked six
+    times each, where refits often separate, is widened well beyond the sandwich."""
+    from stats.adaptive_estimation import bias_corrected
+
+    rng = np.random.default_rng(5)
+    truth = np.array([0.6, 0.0, -0.6, -1.0])
+    pairs = [(0, 1)] * 6 + [(1, 2)] * 6 + [(2, 3)] * 6
+    a = np.array([p[0] for p in pairs])
+    b = np.array([p[1] for p in pairs])
+    y = (rng.random(len(a)) < expit(truth[a] - truth[b])).astype(float)
+    pi = np.full(len(a), 1 / 6)
+    fit = ipw_bradley_terry(a, b, y, pi, 4)
+    weight = np.ones((1, 6))
+    votes = np.bincount([{(0, 1): 0, (1, 2): 3, (2, 3): 5}[p] for p in pairs], minlength=6)[None, :]
+    corrected = bias_corrected(fit, [(weight, votes.astype(float))], tie_rate=0.0, resamples=400,
+                               rng=np.random.default_rng(1))
+    sandwich = np.diagonal(fit.covariance, axis1=1, axis2=2)[0]
+    widened = np.diagonal(corrected.covariance, axis1=1, axis2=2)[0]
+    assert np.all(widened >= sandwich * (1 - 1e-12))
+
+    # The refits' spread, independently: answers drawn from the fit, refitted by ipw_bradley_terry.
+    draws = []
+    p = expit(fit.theta[0][a] - fit.theta[0][b])
+    for s in range(400):
+        y_star = (np.random.default_rng(1000 + s).random(len(a)) < p).astype(float)
+        draws.append(ipw_bradley_terry(a, b, y_star, pi, 4).theta[0])
+    spread = np.var(np.array(draws), axis=0, ddof=1)
+    expected = np.maximum(sandwich, spread)
+    assert np.allclose(widened, expected, rtol=0.35)  # two Monte Carlo estimates of one variance
+    assert np.all(widened > 1.5 * sandwich)  # six votes a pair: the sandwich alone is far too narrow
