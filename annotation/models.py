@@ -287,6 +287,9 @@ class Comparison(models.Model):
     candidate_a = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="+")
     candidate_b = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="+")
     set = models.CharField(max_length=16, choices=ComparisonSet.choices, default=ComparisonSet.HUMAN)
+    # Data trials of serve-time blocks that show this comparison (annotation.services.serve_time):
+    # the counter its quota is taken from, one conditional UPDATE per serve.
+    served = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -347,6 +350,9 @@ class Block(models.Model):
     name = models.CharField(max_length=80)
     position = models.PositiveIntegerField(default=0)
     target_raters = models.PositiveIntegerField(default=1)
+    # An adaptive study's serve-time block (annotation.services.serve_time): its data trials get
+    # their comparison when the rater reaches them, and it has no items of its own.
+    serve_time = models.BooleanField(default=False)
     # The seed the schedule used, recorded so the plan can be reproduced
     # (docs/protocol.md "Planning the human study").
     seed = models.BigIntegerField(null=True, blank=True)
@@ -568,6 +574,9 @@ class Trial(models.Model):
     # in ``version_a``), recorded when the trial is first shown or its vote imported; null before.
     version_a = models.PositiveIntegerField(null=True, blank=True)
     version_b = models.PositiveIntegerField(null=True, blank=True)
+    # A serve-time trial's probability of showing its pair of systems when it was chosen (the
+    # allocation's floor included); the adaptive leaderboard weighs its vote by the inverse.
+    allocation_probability = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["assignment", "position"]
@@ -732,3 +741,21 @@ class DeploymentCheck(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ServeWeights(models.Model):
+    """An adaptive study's current pair weights for serve-time choice (annotation.services.serve_time):
+    the allocation rule's share per system pair (floor excluded, summing to 1) from the fit of
+    ``votes`` valid main votes, refreshed as votes come in."""
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="serve_weights")
+    votes = models.PositiveIntegerField(default=0)
+    systems = models.JSONField(default=list)  # external ids, in the fit's order
+    rule_shares = models.JSONField(default=list)  # one per pair column (stats.allocation.pair_column)
+    floor = models.FloatField()
+    rule = models.CharField(max_length=40, blank=True)
+    serves = models.PositiveIntegerField(default=0)  # trials served since the fit
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"serve weights of study {self.study_id} ({self.votes} votes)"

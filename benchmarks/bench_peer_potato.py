@@ -9,7 +9,9 @@ time, no think time unless ``--think``), four systems in turn on loopback:
   ``next_instance`` action, which answers the next page (fetch);
 - Arbiter, rater JSON API: trial (fetch), its three images (fetch), vote (submit);
 - Arbiter, full HTML flow: the htmx answer (submit) returns the next trial's page; its three
-  images (fetch).
+  images (fetch);
+- ``arbiter-api-adaptive`` / ``arbiter-html-adaptive``: the same on an adaptive study whose trials
+  are chosen when served (docs/protocol.md "Serve-time choice"): the serve-time cost.
 
 Potato is installed into a scratch virtual environment (``--venv``, default ``var/peer/potato``,
 never committed) and started with a pairwise config of 10,000 text items (``--items``); Arbiter
@@ -228,7 +230,9 @@ def print_table(rows: list[dict[str, object]]) -> None:
         print(f"| {r['system']} | {r['n']} | {r['fetch_p95']:.0f} | {r['submit_p95']:.0f} | "
               f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms |")
     by = {(r["system"], r["n"]): r for r in rows}
-    pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json")]
+    pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json"),
+             ("arbiter-api-adaptive", "potato-json"), ("arbiter-api-adaptive", "arbiter-api"),
+             ("arbiter-html-adaptive", "potato-html")]
     lines = []
     for a, p in pairs:
         for n in sorted({int(r["n"]) for r in rows}):  # type: ignore[call-overload]
@@ -290,18 +294,22 @@ def main() -> None:
             if missing:
                 problems.append(f"{system}: {missing} acknowledged votes not stored")
 
-    arbiter_systems = [s for s in systems if s.startswith("arbiter")]
-    if arbiter_systems:
+    for allocation, arbiter_systems in (
+        ("uniform", [s for s in systems if s.startswith("arbiter") and not s.endswith("-adaptive")]),
+        ("adaptive", [s for s in systems if s.startswith("arbiter") and s.endswith("-adaptive")]),
+    ):
+        if not arbiter_systems:
+            continue
         # No rater may find the study full: every rater's first assignment, and one more per 60
         # answers at up to 250 answers/s (an assignment is 62 trials), for each Arbiter system.
         answers = 250 * args.seconds * len(levels) * len(arbiter_systems)
         slots = max(40, (sum(levels) * len(arbiter_systems) + int(answers / 60)) // 4 + 10)
         with br.arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
-                               threads=args.threads, port=args.port + 1) as (base, link, process):
+                               threads=args.threads, port=args.port + 1, allocation=allocation) as (base, link, process):
             all_stats = []
             for system in arbiter_systems:
                 for n in levels:
-                    level = br.measure_level(base, br.arbiter_flow(link, system.split("-")[1]), n,
+                    level = br.measure_level(base, br.arbiter_flow(link, system.split("-")[1]), n,  # api or html
                                              seconds=args.seconds, think=args.think, ramp=args.ramp,
                                              label=f"{system}-n{n}", server_pid=process.pid,
                                              database_url=args.database_url)

@@ -143,16 +143,29 @@ def recreate_database(url: str, *, create: bool = True) -> None:
             conn.execute(f"CREATE DATABASE {name}")
 
 
-def build_study(pages: int, blocks: int, block_size: int, raters_per_block: int) -> tuple[str, str]:
+def build_study(pages: int, blocks: int, block_size: int, raters_per_block: int,
+                allocation: str = "uniform") -> tuple[str, str]:
+    """The benchmark study. ``adaptive``: a one-place uniform start, then ``blocks - 1`` serve-time
+    blocks (docs/protocol.md "Serve-time choice"), so nearly every trial is chosen when served."""
     import django
 
     django.setup()
+    from annotation.services.adaptive_allocation import study_allocation_set
     from annotation.services.scheduling import blocks_schedule
+    from annotation.services.serve_time import serve_block_create
     from tests.annotation.rater_factories import make_rater_study
 
     rs = make_rater_study(slug="bench", pages=pages, failed_render=False, image_size=(700, 1400))
-    blocks_schedule(study=rs.study, blocks=blocks, block_size=block_size, repeats=2, min_gap=5,
-                    raters=[raters_per_block] * blocks, seed=1)
+    if allocation == "adaptive":
+        blocks_schedule(study=rs.study, blocks=1, block_size=block_size, repeats=2, min_gap=5, raters=[1], seed=1)
+        study_allocation_set(study=rs.study, allocation="adaptive", target={"kind": "top_k", "k": 1})
+        rs.study.refresh_from_db()
+        for position in range(2, blocks + 1):
+            serve_block_create(study=rs.study, position=position, size=block_size, target_raters=raters_per_block,
+                               seed=position, repeats=2, min_gap=5)
+    else:
+        blocks_schedule(study=rs.study, blocks=blocks, block_size=block_size, repeats=2, min_gap=5,
+                        raters=[raters_per_block] * blocks, seed=1)
     return rs.study.link_token, rs.study.slug
 
 
@@ -470,7 +483,8 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, threads: int, port: int,
-                   server: str = "gunicorn", keep_db: bool = False) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+                   server: str = "gunicorn", keep_db: bool = False,
+                   allocation: str = "uniform") -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """A fresh benchmark database and study, served on loopback: yields (base URL, link token, process).
 
     ``server``: ``gunicorn`` (``workers`` × ``threads``, gthread; ``make run`` serves 1 × 4) or
@@ -485,9 +499,10 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
     recreate_database(database_url)
     subprocess.run([PY, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
     t0 = time.perf_counter()
-    link, _ = build_study(pages=80, blocks=4, block_size=60, raters_per_block=raters_per_block)
+    link, _ = build_study(pages=80, blocks=4, block_size=60, raters_per_block=raters_per_block, allocation=allocation)
     print(f"study: 240 comparisons in 4 blocks of 60 (+2 hidden repeats), {4 * raters_per_block} planned assignments, "
-          f"built in {time.perf_counter() - t0:.1f} s; images 700×1400 px")
+          f"built in {time.perf_counter() - t0:.1f} s; images 700×1400 px"
+          + ("; adaptive: a one-place uniform start, then 3 serve-time blocks" if allocation == "adaptive" else ""))
     from django.db import connections
 
     connections.close_all()  # SQLite: no connection of this process holds the file while the server writes
@@ -536,6 +551,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="per worker (gunicorn.conf.py: two)")
     parser.add_argument("--port", type=int, default=0, help="loopback port for the server (0: a free one)")
     parser.add_argument("--keep-db", action="store_true")
+    parser.add_argument("--allocation", choices=("uniform", "adaptive"), default="uniform",
+                        help="adaptive: every trial after a one-place uniform start is chosen when served")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 on any request error or any lost, duplicated or unacknowledged vote (CI)")
     args = parser.parse_args()
@@ -546,7 +563,8 @@ def main() -> None:
     slots = max(40, (sum(levels) + int(250 * args.seconds * len(levels) / 60)) // 4 + 10)
     database_url = args.database_url if args.database_url.startswith("postgres") else ""
     with arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
-                        threads=args.threads, port=args.port, server=args.server, keep_db=args.keep_db) as (base, link, server):
+                        threads=args.threads, port=args.port, server=args.server, keep_db=args.keep_db,
+                        allocation=args.allocation) as (base, link, server):
         print(f"think time mean {args.think} s, arrivals over {args.ramp} s, {args.flow} flow")
         all_stats = []
         for n in levels:

@@ -141,3 +141,70 @@ def test_metrics_add_up_every_gunicorn_process_in_multiprocess_mode(tmp_path) ->
         stop_nodes(nodes)
     assert 'arbiter_rater_request_seconds_count{view="rater:link"} 12.0' in exposed
     assert 'arbiter_rater_responses_total{status="302",view="rater:link"} 12.0' in exposed
+
+
+def test_fifty_raters_at_once_on_two_nodes_are_never_served_past_a_quota(two_nodes) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39 item 1 (docs/protocol.md "Serve-time choice"): 50 raters answer an adaptive study at
+    once through both nodes' pages, each trial's comparison chosen as it is served; ten serve-time
+    blocks of five places over 30 comparisons with a quota of 5: 250 asks for 150 places."""
+    import threading
+    from collections import Counter
+
+    from annotation.models import Comparison
+    from annotation.services.adaptive_allocation import study_allocation_set
+    from annotation.services.serve_time import serve_block_create
+    from tests.annotation.rater_factories import make_rater_study
+
+    study = make_rater_study(slug="serve-nodes", pages=10, failed_render=False).study
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": 1})
+    study.refresh_from_db()
+    for position in range(1, 11):
+        serve_block_create(study=study, position=position, size=5, target_raters=5, seed=position, repeats=1,
+                           min_gap=2)
+    a, b = two_nodes
+    errors: list[str] = []
+    answered: Counter[str] = Counter()
+    barrier = threading.Barrier(50)
+
+    def rate(i: int) -> None:
+        client = httpx.Client(timeout=60)
+        participant = f"crowd-{i}"
+        try:
+            barrier.wait()
+            first = client.get(f"{(a, b)[i % 2]}/s/{study.link_token}/", params={"participant": participant})
+            html = client.get(f"{(b, a)[i % 2]}/s/{study.link_token}/").text
+            assert first.status_code == 302
+            for step in range(20):
+                token, key = TOKEN_RE.search(html), KEY_RE.search(html)
+                if token is None:
+                    break  # the end page
+                node = (a, b)[(i + step) % 2]
+                form = {"verdict": "B", "confidence": "3", "rationale": "", "idempotency_key": key.group(1),  # type: ignore[union-attr]
+                        **{f"axis:{ax}": "-1" for ax in dict.fromkeys(AXIS_RE.findall(html))}}
+                headers = {"X-CSRFToken": client.cookies["csrftoken"], "HX-Request": "true", "Referer": node + "/"}
+                reply = client.post(f"{node}/t/{token.group(1)}/vote/", data=form, headers=headers)
+                if reply.status_code != 200:
+                    errors.append(f"{participant}: HTTP {reply.status_code}")
+                    return
+                answered[participant] += 1
+                html = reply.text
+        except Exception as exc:
+            errors.append(f"{participant}: {type(exc).__name__}: {exc}")
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=rate, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors[:5]
+    main = Trial.objects.filter(assignment__block__study=study, is_repeat=False, attention_expected="")
+    per_comparison = Counter(main.values_list("comparison_id", flat=True))
+    assert None not in per_comparison  # nothing left open on a finished assignment
+    assert max(per_comparison.values()) <= 5  # no quota passed
+    assert dict(Comparison.objects.filter(study=study, served__gt=0).values_list("pk", "served")) == dict(per_comparison)
+    assert 140 <= sum(per_comparison.values()) <= 150
+    pairs = list(main.values_list("assignment_id", "comparison_id"))
+    assert len(set(pairs)) == len(pairs)  # no comparison twice to a rater
+    assert Vote.objects.filter(trial__assignment__block__study=study).count() == sum(answered.values())

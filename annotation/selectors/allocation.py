@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from annotation.models import AuditEvent, Study, System
+from annotation.models import AssignmentState, AuditEvent, Study, System, Vote
 from annotation.selectors.votes import votes_frame
 
 if TYPE_CHECKING:
@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 
 ALLOCATIONS = ("uniform", "adaptive")
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
+
+
+def serves_at_request(study: Study) -> bool:
+    """True for an adaptive ``pairwise_reference`` study (serve-time blocks after the uniform start);
+    ``options["adaptation"] = "block"`` keeps whole adaptive blocks."""
+    options = study.options or {}
+    return (
+        options.get("allocation") == "adaptive"
+        and options.get("adaptation", "serve") == "serve"
+        and study.kind == "pairwise_reference"
+    )
 
 
 def study_allocation(study: Study) -> str:
@@ -201,12 +212,72 @@ def score_elo(state: AllocationState) -> dict[str, float]:
     return {s: float(SCORE_SCALE * t) for s, t in zip(state.systems, state.fit.theta[0], strict=True)}
 
 
+def adaptive_scores(study: Study) -> dict[str, Any] | None:
+    """The systems' scores from an adaptive study's valid main votes, with the estimator's name
+    (docs/protocol.md "Scores of an adaptive study"); None with fewer than 2 systems or no vote.
+
+    Serve-time studies: ``debiased_bradley_terry``, each vote weighted by the inverse of the
+    probability its pair had when it was served (``Trial.allocation_probability``; 1 / K for the
+    uniform start's votes). Block adaptation stores no per-trial probability: the plain fit, named so.
+    """
+    import numpy as np
+
+    from stats.adaptive_estimation import debiased_bradley_terry, ipw_bradley_terry
+
+    systems = tuple(
+        System.objects.filter(study=study).order_by("position", "external_id").values_list("external_id", flat=True)
+    )
+    m = len(systems)
+    rows = list(
+        Vote.objects.filter(
+            trial__assignment__block__study=study, trial__is_repeat=False, trial__attention_expected="",
+            label__in=list(_VALUE),
+        )
+        .exclude(trial__assignment__state=AssignmentState.VOIDED)
+        .values_list(
+            "trial__comparison__candidate_a__system__external_id",
+            "trial__comparison__candidate_b__system__external_id",
+            "label",
+            "trial__allocation_probability",
+        )
+    )
+    index = {s: i for i, s in enumerate(systems)}
+    rows = [r for r in rows if r[0] in index and r[1] in index]
+    if m < 2 or not rows:
+        return None
+    k_pairs = m * (m - 1) // 2
+    first = np.array([index[r[0]] for r in rows])
+    second = np.array([index[r[1]] for r in rows])
+    points = np.array([_VALUE[r[2]] for r in rows])
+    served = serves_at_request(study)
+    propensity = np.array([float(r[3]) if served and r[3] is not None else 1.0 / k_pairs for r in rows])
+    if served:
+        fit = debiased_bradley_terry(first, second, points, propensity, m, seed=int(study.seed))
+        estimator = fit.estimator
+    else:
+        fit = ipw_bradley_terry(first, second, points, propensity, m)
+        estimator = "Bradley–Terry, not debiased (block adaptation stores no per-trial allocation probability)"
+    low, high = fit.intervals()
+    scores = fit.scores[0]
+    order = sorted(range(m), key=lambda i: -scores[i])
+    return {
+        "estimator": estimator,
+        "votes": len(rows),
+        "systems": [
+            {"system": systems[i], "score": round(float(scores[i]), 2),
+             "ci95": [round(float(low[0, i]), 2), round(float(high[0, i]), 2)]}
+            for i in order
+        ],
+    }
+
+
 def allocation_context(study: Study) -> dict[str, Any]:
     """The adaptive allocator's state for a researcher page (empty for a uniform study)."""
     if study_allocation(study) != "adaptive":
         return {}
     state = allocation_state(study=study)
-    return {"allocation": state, "favoured": state.favoured(10) if state else []}
+    return {"allocation": state, "favoured": state.favoured(10) if state else [],
+            "adaptive_scores": adaptive_scores(study), "serves_at_request": serves_at_request(study)}
 
 
 def allocation_report_section(study: Study) -> dict[str, Any] | None:
@@ -229,4 +300,6 @@ def allocation_report_section(study: Study) -> dict[str, Any] | None:
         "adaptive_blocks": AuditEvent.objects.filter(study=study, action="adaptive_block").count(),
         "stopped_early": bool(state.declared) if state else False,
         "declared_top": list(state.top) if state and state.declared else None,
+        "adaptation": (study.options or {}).get("adaptation", "serve"),
+        "scores": adaptive_scores(study),
     }

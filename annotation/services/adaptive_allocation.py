@@ -31,7 +31,13 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.base import ScheduleUnit
 from annotation.models import Assignment, AssignmentState, Block, BlockItem, Comparison, Study
-from annotation.selectors.allocation import ALLOCATIONS, AllocationState, allocation_state, study_allocation
+from annotation.selectors.allocation import (
+    ALLOCATIONS,
+    AllocationState,
+    allocation_state,
+    serves_at_request,
+    study_allocation,
+)
 from annotation.services.audit import audit_record
 from annotation.services.scheduling import (
     DEFAULT_CHECKS,
@@ -41,6 +47,7 @@ from annotation.services.scheduling import (
     schedule_units,
     shuffled_block_create,
 )
+from annotation.services.serve_time import serve_block_create, serve_pool
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,13 +66,21 @@ def allocation_check(*, study: Study, allocation: str) -> None:
         )
 
 
+ADAPTATIONS = ("serve", "block")
+
+
 def study_allocation_set(
-    *, study: Study, allocation: str, target: dict | None = None, actor: object | None = None
+    *, study: Study, allocation: str, target: dict | None = None, actor: object | None = None,
+    adaptation: str = "serve",
 ) -> None:
-    """Set the study's allocation (``uniform`` or ``adaptive``) and, for adaptive, its target."""
+    """Set the study's allocation (``uniform`` or ``adaptive``) and, for adaptive, its target and
+    how it adapts: ``serve`` (each later trial of a ``pairwise_reference`` study chosen when the
+    rater reaches it, annotation.services.serve_time) or ``block`` (each later block built whole)."""
     from stats.allocation import TARGET_KINDS
 
     allocation_check(study=study, allocation=allocation)
+    if adaptation not in ADAPTATIONS:
+        raise ValidationFailed(f"must be one of {', '.join(ADAPTATIONS)}, got {adaptation!r}", field="adaptation")
     target = dict(target or {})
     if target.get("kind", "top_k") not in TARGET_KINDS:
         raise ValidationFailed(f"must be one of {', '.join(TARGET_KINDS)}", field="allocation_target.kind")
@@ -73,6 +88,7 @@ def study_allocation_set(
         locked = Study.objects.select_for_update().get(pk=study.pk)
         options = {**(locked.options or {}), "allocation": allocation}
         if allocation == "adaptive":
+            options["adaptation"] = adaptation
             options["allocation_target"] = {
                 "kind": target.get("kind", "top_k"),
                 "k": int(target.get("k", 3)),
@@ -96,6 +112,7 @@ def study_schedule(
     allocation: str = "uniform",
     target_k: int = 3,
     actor: object | None = None,
+    adaptation: str = "serve",
     **schedule: Any,
 ) -> list[Block]:
     """Schedule a study (``blocks_schedule``) with its gold trials and allocation, all or nothing.
@@ -113,7 +130,8 @@ def study_schedule(
         made = blocks_schedule(study=study, actor=actor, **schedule)
         if allocation == "adaptive":
             study_allocation_set(
-                study=study, allocation="adaptive", target={"kind": "top_k", "k": target_k}, actor=actor
+                study=study, allocation="adaptive", target={"kind": "top_k", "k": target_k}, actor=actor,
+                adaptation=adaptation,
             )
     return made
 
@@ -134,10 +152,13 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
         last = Block.objects.filter(study=locked).order_by("-position").first()
         if last is None:
             return None  # not scheduled yet: the first blocks come from blocks_schedule
-        size = last.items.count()
+        scheduled = Block.objects.filter(study=locked, serve_time=False).order_by("-position").first()
+        size = scheduled.items.count() if scheduled is not None else 0
         state = allocation_state(study=locked)
         if state is None or state.declared:
             return None
+        if serves_at_request(locked):
+            return _serve_block_extend(locked, last, size, state)
         used = set(BlockItem.objects.filter(block__study=locked).values_list("comparison_id", flat=True))
         pool = [u for u in schedule_units(locked) if u.obj.pk not in used]
         if len(pool) < size:
@@ -194,6 +215,23 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
             floor_comparisons=len(floor),
             floor_items=sorted(str(u.obj.external_id) for u in floor),  # type: ignore[attr-defined]
         )
+    return block
+
+
+def _serve_block_extend(study: Study, last: Block, size: int, state: AllocationState) -> Block | None:
+    """The next serve-time block (annotation.services.serve_time), when the pool still has places
+    for ``size`` distinct comparisons."""
+    if size < 1 or serve_pool(study).filter(served__lt=last.target_raters).count() < size:
+        return None
+    position = last.position + 1
+    block = serve_block_create(
+        study=study, position=position, size=size, target_raters=last.target_raters,
+        seed=int(study.seed) + 7919 * position, repeats=study.hidden_repeats, min_gap=study.min_gap,
+        gold=int((study.options or {}).get("gold_trials", 0)),
+    )
+    audit_record(action="adaptive_block", user=None, study=study, target=study.slug, block=position, size=size,
+                 raters=last.target_raters, votes_so_far=state.votes, rule=state.rule, floor=state.floor,
+                 serve_time=True)
     return block
 
 

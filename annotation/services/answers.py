@@ -177,6 +177,14 @@ def trial_current(
     found = list(by_id(trial_id)) if trial_id is not None else []
     if not found:
         found = list(first(assignment.pk))
+    if found and design.pairwise and found[0].comparison_id is None:
+        # A serve-time trial reached before a vote chose it (the assignment's first): choose now.
+        from annotation.services.serve_time import serve_next
+
+        unanswered = Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=True).order_by("position")
+        served = serve_next(study=study, assignment_id=assignment.pk,
+                            trial_ids=list(unanswered.values_list("pk", flat=True)))
+        found = list(by_id(served)) if served is not None else []
     return found[0] if found else None
 
 
@@ -464,17 +472,24 @@ def vote_store(
     )
     if trial.version_a is None:  # answered without having been shown through trial_next
         trials_record_versions(trial_ids=[trial.pk])
-    finished = len(unanswered) == 1
+    next_id, total = (unanswered[1] if len(unanswered) > 1 else None), len(rows)
+    if next_id is not None and trial.assignment.block.serve_time:
+        # A serve-time block: the next trial's comparison is chosen now, under the row lock.
+        from annotation.services.serve_time import serve_next
+
+        next_id = serve_next(study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:])
+        total = Trial.objects.filter(assignment_id=assignment.pk).count() if next_id != unanswered[1] else total
+    finished = next_id is None
     code = _finish(assignment) if finished else ""
-    if show_next and not finished:
+    if show_next and next_id is not None:
         # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-        shown, values = _shown_now_update(unanswered[1], timezone.now())
+        shown, values = _shown_now_update(next_id, timezone.now())
         shown.update(**values)
     times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
     progress = Progress(
-        answered=len(rows) - len(unanswered) + 1, total=len(rows),  # this vote included
+        answered=len(rows) - len(unanswered) + 1, total=total,  # this vote included
         response_times=(*times, *([response_ms] if response_ms is not None else [])),
-        next_trial_id=None if finished else unanswered[1],
+        next_trial_id=next_id,
     )
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, progress=progress)
 

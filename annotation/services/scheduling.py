@@ -688,6 +688,10 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
     """A new open assignment for the same block slot with the same plan (fresh trial tokens)."""
     copy = Assignment.objects.create(block=source.block, slot=source.slot, seed=source.seed)
     trials = list(source.trials.order_by("position"))
+    if source.block.serve_time:  # the copy's data trials are chosen when reached, as the source's were
+        for t in trials:
+            if not t.attention_expected:
+                t.comparison_id, t.swapped = None, False
     Trial.objects.bulk_create(
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,

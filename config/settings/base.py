@@ -303,6 +303,9 @@ ARBITER_JUDGE_PROXY = env_str("ARBITER_JUDGE_PROXY")
 ARBITER_JUDGE_CA_BUNDLE = env_str("ARBITER_JUDGE_CA_BUNDLE")
 # How often Celery beat re-queues judge calls whose worker died (lease expired).
 ARBITER_JUDGE_SWEEP_SECONDS = float(env_str("ARBITER_JUDGE_SWEEP_SECONDS", "60"))
+# An adaptive study's serve-time pair weights are refitted every this many served trials
+# (annotation.services.serve_time).
+ARBITER_SERVE_REFIT_VOTES = env_int("ARBITER_SERVE_REFIT_VOTES", 50)
 
 # Security headers (SECURITY.md rows 2 and 3).
 X_FRAME_OPTIONS = "DENY"

@@ -176,7 +176,8 @@ def _run_raters(study: Study, n: int, theta: dict[str, float], seed: int = 2) ->
 
 
 def _adaptive(study: Study, k: int) -> None:
-    study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": k})
+    """Block adaptation (whole blocks from the fit); serve-time choice: tests/annotation/test_serve_time.py."""
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "top_k", "k": k}, adaptation="block")
 
 
 @pytest.mark.parametrize(
@@ -330,7 +331,8 @@ def test_an_adjacent_target_is_allocated_by_the_design_rule_towards_the_closest_
     tmp_path: Path,
 ) -> None:
     study = _study("adaptive-adjacent", "pairwise_reference", tmp_path)
-    study_allocation_set(study=study, allocation="adaptive", target={"kind": "adjacent", "width_elo": 40.0})
+    study_allocation_set(study=study, allocation="adaptive", target={"kind": "adjacent", "width_elo": 40.0},
+                         adaptation="block")
     assert _run_raters(study, 3 * RATERS, THETA).n_raters == 3 * RATERS
     state = allocation_state(study=study)
     assert state is not None and state.rule == "design"

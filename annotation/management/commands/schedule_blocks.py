@@ -63,6 +63,11 @@ class Command(ArbiterCommand):
             "(the pairwise kinds: pairwise_reference and pairwise; docs/protocol.md 'Adaptive allocation and stopping')",
         )
         parser.add_argument("--target-k", type=int, default=3, help="adaptive: the top-k the allocator targets (default 3)")
+        parser.add_argument(
+            "--adaptation", choices=["serve", "block"], default="serve",
+            help="adaptive pairwise_reference: 'serve' chooses each later trial's comparison when the rater reaches "
+            "it (default); 'block' builds each later block whole from the fit",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         study = Study.objects.filter(slug=options["slug"]).first()
@@ -76,7 +81,7 @@ class Command(ArbiterCommand):
             min_gap=min_gap, seed=seed, checks=options["checks"], gold=options["gold"],
             raters=rater_targets(options["raters"]) if options["raters"] is not None
             else default_rater_targets(study, options["blocks"]),
-            allocation=options["allocation"], target_k=options["target_k"],
+            allocation=options["allocation"], target_k=options["target_k"], adaptation=options["adaptation"],
         )
         noun = unit_noun(study)
         left_out = schedulable_count(study) - sum(b.items.count() for b in blocks)
