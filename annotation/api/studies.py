@@ -22,6 +22,7 @@ from annotation.api.pagination import paginated_response
 from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
 from annotation.models import ComparisonSet, rater_page_options
+from annotation.render.settings import FAILURE_RULES
 from annotation.selectors.studies import (
     study_comparisons,
     study_get_for_user,
@@ -34,7 +35,7 @@ from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
 from annotation.services.crowd_settings import CROWD_SETTINGS
-from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
+from annotation.services.new_study import KINDS, new_study_from_upload, upload_options, with_failure_rule
 from annotation.services.studies import study_settings_update
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
@@ -280,6 +281,12 @@ class StudyNewApi(ResearcherApi):
             help_text="JSON object of further study.json keys: instructions_md, axes, settings, options, …",
         )
         comparisons = serializers.ChoiceField(choices=("all", "none"), required=False, default="all")
+        render_failures = serializers.ChoiceField(
+            choices=FAILURE_RULES, required=False, allow_blank=True, default="",
+            help_text="How failed renders count in the leaderboards: ambihtmlbench (the default) scores only rendered "
+            "outputs, aescode counts a failed output as losing to a rendered one "
+            "(docs/protocol.md \"Failed renders in the leaderboard\"). Kept as the render option's failure_rule.",
+        )
         dry_run = serializers.BooleanField(required=False, default=False)
 
     class OutputSerializer(serializers.Serializer):
@@ -310,7 +317,11 @@ class StudyNewApi(ResearcherApi):
             manifest=values["manifest"],
             reference=values["reference"],
             match=values["match"] or None,
-            options=upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
+            options=with_failure_rule(
+                upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
+                values["render_failures"],
+                where="render_failures",
+            ),
             comparisons=values["comparisons"],
             dry_run=values["dry_run"],
             user=request.user,

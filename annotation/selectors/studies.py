@@ -66,6 +66,37 @@ def study_overview(*, study: Study) -> StudyOverview:
     )
 
 
+@dataclass(frozen=True)
+class RenderFailureRate:
+    """One system's failed renders (docs/protocol.md "Failed renders in the leaderboard"): of its
+    ``outputs`` (candidates), ``failed`` did not render."""
+
+    system: str
+    name: str
+    outputs: int
+    failed: int
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.outputs if self.outputs else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"system": self.system, "name": self.name, "outputs": self.outputs, "failed": self.failed, "rate": self.rate}
+
+
+def render_failure_rates(*, study: Study) -> list[RenderFailureRate]:
+    """Per system of the study (in its order), its candidates and how many failed to render; one query."""
+    return [
+        RenderFailureRate(
+            system=row.external_id,
+            name=row.name,
+            outputs=getattr(row, "n_candidates", 0),
+            failed=getattr(row, "n_failed", 0),
+        )
+        for row in study_systems(study=study)
+    ]
+
+
 def study_systems(*, study: Study) -> QuerySet[System]:
     return System.objects.filter(study=study).annotate(
         n_candidates=Count("candidates"),

@@ -281,8 +281,11 @@ class NewStudyPlan:
             gap = f", {n_missing:,} page{'s' if n_missing != 1 else ''} missing its image" if n_missing else ""
             lines.append(f"system {system}: {n:,} images{gap}")
         if self.render is not None:
-            settings_line = ", ".join(f"{k} {v}" for k, v in self.render.items() if v is not None)
+            settings_line = ", ".join(
+                f"{k} {v}" for k, v in self.render.items() if v is not None and k != "failure_rule"
+            )
             lines.append(f"HTML rendered with: {settings_line}")
+            lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
             for group, (ok, failed) in self.render_counts.items():
                 lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
         sizes, modes = self.outliers()
@@ -730,15 +733,50 @@ def _is_html(source: Source) -> bool:
 def render_settings_from_options(options: dict[str, Any]) -> Any:
     """The study's render settings: the ``render`` option (an object of docs/rendering.md's
     settings, e.g. ``{"viewport": "1280x720", "mode": "canvas"}``), defaults for keys left out."""
-    from annotation.render.settings import RenderSettings
+    from annotation.render.settings import FAILURE_RULE_KEY, RenderSettings
 
     raw = options.get(RENDER_KEY, {})
     if not isinstance(raw, dict):
         raise ValidationFailed('expected a JSON object such as {"viewport": "1280x720"}', where=f"option {RENDER_KEY}")
     try:
-        return RenderSettings.from_json(raw)
+        return RenderSettings.from_json({k: v for k, v in raw.items() if k != FAILURE_RULE_KEY})
     except (TypeError, ArbiterError) as exc:
         raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
+
+
+def study_render_from_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The study's ``render`` object: the render settings (defaults filled in) and the failure rule
+    (``failure_rule``, docs/protocol.md "Failed renders in the leaderboard")."""
+    from annotation.render.settings import study_render_from_json
+
+    render_settings_from_options(options)  # its errors first, named as the render option's
+    try:
+        return study_render_from_json(options.get(RENDER_KEY, {}))
+    except ArbiterError as exc:
+        raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
+
+
+def with_failure_rule(options: dict[str, Any], rule: str | None, *, where: str) -> dict[str, Any]:
+    """The options with the failure rule a flag or form field chose (``new_study --render-failures``,
+    the upload's ``render_failures``) put in the ``render`` object; None or empty leaves them as
+    they are. A different rule already in the ``render`` option is refused."""
+    from annotation.render.settings import FAILURE_RULE_KEY, parse_failure_rule
+
+    if not rule:
+        return options
+    try:
+        chosen = parse_failure_rule(rule, where=where)
+    except ArbiterError as exc:
+        raise ValidationFailed(str(exc)) from None
+    raw = options.get(RENDER_KEY, {})
+    if not isinstance(raw, dict):
+        raise ValidationFailed('expected a JSON object such as {"viewport": "1280x720"}', where=f"option {RENDER_KEY}")
+    given = raw.get(FAILURE_RULE_KEY)
+    if given is not None and str(given).strip().lower() != chosen:
+        raise ValidationFailed(
+            f"the render option's failure_rule is {str(given)[:40]!r}; give the rule once", where=where
+        )
+    return {**options, RENDER_KEY: {**raw, FAILURE_RULE_KEY: chosen}}
 
 
 def _render_html(plan: NewStudyPlan) -> None:
@@ -753,7 +791,7 @@ def _render_html(plan: NewStudyPlan) -> None:
     plan.stray_sources = [s for s in plan.stray_sources if not _is_html(s)]
     if RENDER_KEY in plan.options or keys:
         settings_used = render_settings_from_options(plan.options)
-        plan.render = settings_used.to_json()
+        plan.render = study_render_from_options(plan.options)
     if not keys:
         return
     if any(source.path is None for _, _, source in keys):

@@ -9,13 +9,19 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.errors import ArbiterError
 from annotation.kinds import design_of
+from annotation.render.settings import FAILURE_RULE_NAMES, failure_rule_of
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.problems import study_problem_reports
-from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
+from annotation.selectors.studies import (
+    render_failure_rates,
+    study_get_for_user,
+    study_original_images,
+    study_overview,
+)
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
-from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
+from annotation.services.new_study import KINDS, new_study_from_upload, upload_options, with_failure_rule
 from annotation.services.studies import study_settings_update
 from annotation.views.decorators import researcher_required
 
@@ -53,7 +59,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
     report = ""
     form = {
         key: request.POST.get(key, "")
-        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons")
+        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures")
     }
     if request.method == "POST":
         upload = request.FILES.get("archive")
@@ -67,7 +73,11 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     manifest=form["manifest"],
                     reference=form["reference"],
                     match=form["match"] or None,
-                    options=upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    options=with_failure_rule(
+                        upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                        form["render_failures"],
+                        where="render_failures",
+                    ),
                     comparisons=form["comparisons"] or "all",
                     dry_run=bool(request.POST.get("dry_run")),
                     user=request.user,
@@ -81,7 +91,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 report = plan.report()
     status = 400 if error else 200
     return render(
-        request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS}, status=status
+        request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS, "failure_rules": FAILURE_RULE_NAMES}, status=status
     )
 
 
@@ -90,12 +100,18 @@ def study_new(request: HttpRequest) -> HttpResponse:
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_get_for_user(user=request.user, slug=slug)
     problems_total, problems = study_problem_reports(study=study)
+    overview = study_overview(study=study)
+    # Per system, the share of its outputs that failed to render, for a study made from HTML or
+    # one with failed renders (docs/protocol.md "Failed renders in the leaderboard").
+    shows_failures = bool((study.options or {}).get("render")) or overview.failed_renders > 0
     return render(
         request, "annotation/study_detail.html",
         {
             "study": study,
             "design": design_of(study),
-            "overview": study_overview(study=study),
+            "overview": overview,
+            "render_failures": render_failure_rates(study=study) if shows_failures else [],
+            "failure_rule": FAILURE_RULE_NAMES[failure_rule_of(study.options)],
             "originals": study_original_images(study=study),
             "problems": problems,
             "problems_total": problems_total,

@@ -190,3 +190,56 @@ def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> Non
     page = study.pages.get()
     assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference
     assert sorted(c.rendered for c in Candidate.objects.filter(page=page)) == [True, True]
+
+
+BLANK = "<body style='margin:0;background:#fff'></body>"  # one colour: a failed render
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_a_blank_html_output_is_a_failure_the_study_page_and_both_rules_report(tmp_path: Path, researcher: Any) -> None:
+    """docs/protocol.md "Failed renders in the leaderboard", end to end: "bad" renders a blank page
+    for p0 and p1 (failed renders) and a text page for p2; the judge prefers "bad" wherever it
+    rendered. AmbiHTMLBench ranks it first, AesCode (its four losses) last; both checked against
+    outcomes listed by hand and fitted by scipy."""
+    from ranking.rendering import leaderboard_html
+    from ranking.services import leaderboard_compute
+    from tests.ranking.test_render_failure_rule import check_against_hand, judge_everything
+
+    browser_available()
+    root = tmp_path / "in"
+    for i in range(3):
+        png(root / "refs" / f"p{i}.png", size=(400, 300), shade=10 * i)
+        for system in ("good", "fair"):
+            (root / system).mkdir(exist_ok=True)
+            (root / system / f"p{i}.html").write_text(TEXT)
+    (root / "bad").mkdir()
+    (root / "bad" / "p0.html").write_text(BLANK)
+    (root / "bad" / "p1.html").write_text(BLANK)
+    (root / "bad" / "p2.html").write_text(TEXT)
+    reports = {}
+    for rule in ("ambihtmlbench", "aescode"):
+        call_command(
+            "new_study", "pairwise_reference", "--reference", str(root / "refs"),
+            *[f"--system={s}={root / s}" for s in ("good", "fair", "bad")],
+            "--option", f"render={RENDER}", "--render-failures", rule, "--slug", f"blank-{rule}",
+            "--researcher", researcher.username, stdout=io.StringIO(), stderr=io.StringIO(),
+        )
+        study = Study.objects.get(slug=f"blank-{rule}")
+        failed = Candidate.objects.filter(page__study=study, rendered=False)
+        assert sorted((c.page.external_id, c.system.external_id) for c in failed) == [("p0", "bad"), ("p1", "bad")]
+        client = Client()
+        client.force_login(researcher)
+        page = client.get(f"/studies/{study.slug}/").content.decode()
+        assert '<td class="num">67% (2 of 3)</td>' in page and '<td class="num">0% (0 of 3)</td>' in page
+        reports[rule] = leaderboard_compute(
+            study=study, coefficient_set=judge_everything(study, set_name=f"set-{rule}"), resamples=30, seed=2
+        )
+        html = leaderboard_html(study=study, report=reports[rule])
+        name = {"ambihtmlbench": "AmbiHTMLBench", "aescode": "AesCode"}[rule]
+        assert f"Render failures: <strong>{name}</strong> rule" in html and "<code>bad</code> 67% (2 of 3)" in html
+    judged = [("good", "fair", 0.5)] * 3 + [("good", "bad", 0.0), ("fair", "bad", 0.0)]
+    check_against_hand(reports["ambihtmlbench"], judged)
+    check_against_hand(reports["aescode"], judged + [("good", "bad", 1.0), ("fair", "bad", 1.0)] * 2)
+    assert reports["ambihtmlbench"]["systems"][0]["system"] == "bad"
+    assert reports["aescode"]["systems"][-1]["system"] == "bad"
