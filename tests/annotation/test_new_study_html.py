@@ -18,7 +18,7 @@ from django.test import Client
 from PIL import Image
 from rest_framework.test import APIClient
 
-from annotation.models import Candidate, Study
+from annotation.models import Candidate, Predicate, Study
 from annotation.render import chromium
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.new_study import new_study_from_upload
@@ -243,3 +243,70 @@ def test_a_blank_html_output_is_a_failure_the_study_page_and_both_rules_report(t
     check_against_hand(reports["aescode"], judged + [("good", "bad", 1.0), ("fair", "bad", 1.0)] * 2)
     assert reports["ambihtmlbench"]["systems"][0]["system"] == "bad"
     assert reports["aescode"]["systems"][-1]["system"] == "bad"
+
+
+SLIDE = "<body style='margin:0'><h1>Quarterly report</h1><p>inside the slide</p></body>"
+WIDE = "<body style='margin:0'><h1>Annual summary</h1><div style='width:500px;height:40px;background:#c00'></div></body>"
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_checklist_predicates_answered_from_the_render(tmp_path: Path) -> None:
+    """docs/protocol.md "Checks computed from the render": a predicates file's ``check`` rows get
+    their automatic answer from the item's render; a failed render's predicates are left out with
+    its item, and its rendered check counted NO."""
+    browser_available()
+    root = tmp_path / "in"
+    for system, html in (("ok", SLIDE), ("wide", WIDE), ("bad", BLANK)):
+        (root / system).mkdir(parents=True)
+        (root / system / "p0.html").write_text(html)
+    questions = (
+        ("rendered", "", "Did the slide render?"),
+        ("text_visible", "quarterly  REPORT", "Does it say Quarterly report?"),
+        ("inside_canvas", "", "Does the content stay on the slide?"),
+    )
+    rows = ["page,system,question,check,text"]
+    rows += [f"p0,{s},{q},{check},{text}" for s in ("ok", "wide") for check, text, q in questions]
+    rows += ["p0,bad,Did the slide render?,rendered,", "p0,ok,Is it pretty?,,"]
+    (tmp_path / "predicates.csv").write_text("\n".join(rows) + "\n")
+    base = [
+        "checklist", *[f"--system={s}={root / s}" for s in ("ok", "wide", "bad")],
+        "--predicates", str(tmp_path / "predicates.csv"), "--option", f"render={RENDER}", "--slug", "checks",
+    ]
+    dry = io.StringIO()
+    call_command("new_study", *base, "--dry-run", stdout=dry, stderr=io.StringIO())
+    assert (
+        "checks answered from the render: inside_canvas NO 1, inside_canvas YES 1, rendered NO 1, rendered YES 2, "
+        "text_visible NO 1, text_visible YES 1\n" in dry.getvalue()
+    )
+    call_command("new_study", *base, stdout=io.StringIO(), stderr=io.StringIO())
+    answers = {
+        (p.candidate.system.external_id, p.question): p.automatic
+        for p in Predicate.objects.filter(study__slug="checks").select_related("candidate__system")
+    }
+    assert answers == {
+        ("ok", "Did the slide render?"): "YES",
+        ("ok", "Does it say Quarterly report?"): "YES",
+        ("ok", "Does the content stay on the slide?"): "YES",
+        ("wide", "Did the slide render?"): "YES",
+        ("wide", "Does it say Quarterly report?"): "NO",
+        ("wide", "Does the content stay on the slide?"): "NO",  # its 500 px box on a 400 px slide
+        ("ok", "Is it pretty?"): "",  # no check, no automatic answer
+    }
+
+
+def test_a_check_on_an_image_item_or_an_unknown_check_is_one_line(tmp_path: Path) -> None:
+    png(tmp_path / "imgs" / "p0.png", size=(400, 300))
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "p0.html").write_text(SLIDE)
+    for row, message in (
+        ("p0,imgs,Q?,rendered,", f"a check is answered from an HTML output's render; {tmp_path}/imgs/p0.png is an image"),
+        ("p0,html,Q?,pretty,", "unknown check 'pretty' (expected one of: rendered, text_visible, inside_canvas)"),
+        ("p0,html,Q?,text_visible,", "the text column goes with the text_visible check"),
+    ):
+        (tmp_path / "predicates.csv").write_text("page,system,question,check,text\n" + row + "\n")
+        with pytest.raises(CommandError) as caught:
+            run("checklist", f"--system=imgs={tmp_path / 'imgs'}", f"--system=html={tmp_path / 'html'}",
+                "--predicates", str(tmp_path / "predicates.csv"), "--slug", "c", "--dry-run")
+        assert "\n" not in str(caught.value) and str(caught.value).startswith(f"{tmp_path}/predicates.csv:2: ")
+        assert message in str(caught.value)

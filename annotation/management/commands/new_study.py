@@ -64,7 +64,7 @@ class Command(ArbiterCommand):
         parser.add_argument("--options", type=Path, help="a JSON file of further study.json keys (axes, settings, options, …)")
         parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="one study.json key")
         parser.add_argument("--briefs", type=Path, help="CSV/JSONL of page, text: the brief texts (pairwise, checklist, rating)")
-        parser.add_argument("--predicates", type=Path, help="CSV/JSONL of page, system, question[, type, automatic, id] (checklist)")
+        parser.add_argument("--predicates", type=Path, help="CSV/JSONL of page, system, question[, type, automatic, id, check, text] (checklist)")
         parser.add_argument(
             "--comparisons", choices=("all", "none"), default="all",
             help="pairwise_reference: compare every pair of rendered systems on each page (default), or none",
