@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from annotation.models import Axis, Candidate, Comparison, ComparisonSet, Page, Predicate, Study, System
-from annotation.roles import studies_for
+from annotation.models import (
+    Axis,
+    Candidate,
+    Comparison,
+    ComparisonSet,
+    NewStudyRun,
+    Page,
+    Predicate,
+    Study,
+    System,
+)
+from annotation.roles import is_admin, studies_for
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -26,6 +36,14 @@ def study_get_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> 
     if study is None:
         raise Http404("no such study")
     return study
+
+
+def new_study_run_for_user(*, user: AbstractBaseUser | AnonymousUser, token: str) -> NewStudyRun:
+    """An upload's run, for the researcher who uploaded it (or an admin); Http404 for anyone else."""
+    run = NewStudyRun.objects.select_related("study").filter(token=token).first()
+    if run is None or not (is_admin(user) or (run.created_by_id is not None and run.created_by_id == user.pk)):
+        raise Http404("no such upload")
+    return run
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import time
 import weakref
 import zipfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -834,8 +834,9 @@ def _render_html(plan: NewStudyPlan) -> None:
         assert source.path is not None
         outs.setdefault(source.path.parent, plan.work_dir / f"{len(outs):04d}")
     for i, (folder, out) in enumerate(outs.items(), 1):
-        progress_step(f"rendering HTML pages ({i}/{len(outs)} folders)")
-        render_folder(src=folder, out=out, settings=settings_used, resume=False)
+        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
+        progress_step(stage)
+        render_folder(src=folder, out=out, settings=settings_used, resume=False, progress=_pages_rendered(stage))
     for page, system, source in keys:
         assert source.path is not None
         out = outs[source.path.parent]
@@ -867,6 +868,15 @@ def _render_html(plan: NewStudyPlan) -> None:
     if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
         failed = {item_id(p, s) for p, s in plan.render_failed}
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
+
+
+def _pages_rendered(stage: str) -> Callable[[int, int], None]:
+    """``render_folder``'s progress (pages rendered of the folder's) as a progress step of ``stage``."""
+
+    def report(done: int, total: int) -> None:
+        progress_step(stage, done, total)
+
+    return report
 
 
 def _answer_checks(plan: NewStudyPlan, records: dict[tuple[str, str], dict[str, Any]]) -> None:

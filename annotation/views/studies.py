@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
@@ -13,6 +14,7 @@ from annotation.render.settings import FAILURE_RULE_NAMES, failure_rule_of
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import (
+    new_study_run_for_user,
     render_failure_rates,
     study_get_for_user,
     study_original_images,
@@ -22,7 +24,9 @@ from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
 from annotation.services.new_study import KINDS, new_study_from_upload, upload_options, with_failure_rule
+from annotation.services.new_study_runs import runs_on_workers
 from annotation.services.studies import study_settings_update
+from annotation.tasks import new_study_run_start
 from annotation.views.decorators import researcher_required
 
 
@@ -65,6 +69,31 @@ def study_new(request: HttpRequest) -> HttpResponse:
         upload = request.FILES.get("archive")
         if upload is None:
             error = "Choose a .zip of folders (or of a manifest and its files) to upload."
+        elif runs_on_workers():
+            # A worker renders and imports it; the run's page shows the progress.
+            try:
+                options = with_failure_rule(
+                    upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    form["render_failures"],
+                    where="render_failures",
+                )
+                run = new_study_run_start(
+                    upload=upload,
+                    parameters={
+                        "kind": form["kind"] or "pairwise_reference",
+                        "manifest": form["manifest"],
+                        "reference": form["reference"],
+                        "match": form["match"],
+                        "options": options,
+                        "comparisons": form["comparisons"] or "all",
+                        "dry_run": bool(request.POST.get("dry_run")),
+                    },
+                    user=request.user,
+                )
+            except ArbiterError as exc:
+                error = str(exc)
+            else:
+                return redirect("studies:new-run", token=run.token)
         else:
             try:
                 plan, study = new_study_from_upload(
@@ -93,6 +122,21 @@ def study_new(request: HttpRequest) -> HttpResponse:
     return render(
         request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS, "failure_rules": FAILURE_RULE_NAMES}, status=status
     )
+
+
+@researcher_required
+@require_GET
+def study_new_run(request: HttpRequest, token: str) -> HttpResponse:
+    """An upload a worker makes into a study: its progress, polled by htmx while it runs; then the
+    dry-run report, the error, or the way to the new study."""
+    run = new_study_run_for_user(user=request.user, token=token)
+    template = "annotation/study_new_run.html#run-progress" if request.headers.get("HX-Request") else "annotation/study_new_run.html"
+    response = render(request, template, {"run": run})
+    if request.headers.get("HX-Request") and run.status == run.Status.DONE and run.study is not None:
+        response["HX-Redirect"] = reverse("studies:detail", kwargs={"slug": run.study.slug})
+    response["Cache-Control"] = "no-store"
+    response["Vary"] = "HX-Request"
+    return response
 
 
 @researcher_required
