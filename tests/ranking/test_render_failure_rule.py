@@ -213,3 +213,22 @@ def test_a_study_of_images_without_failures_has_no_render_failures_key() -> None
     assert "render_failures" not in report and "Render failures" not in leaderboard_html(
         study=study, report=report
     )
+
+
+def test_the_queued_leaderboard_in_chunks_equals_the_single_computation_with_the_rule(
+    settings, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    from ranking.models import Leaderboard
+    from ranking.tasks import leaderboard_start
+
+    settings.ARBITER_LEADERBOARD_CHUNK_RESAMPLES = 15  # 40 resamples -> 3 chunks, merged from the snapshot
+    study, cset = study_with_failures("rule-queued", "aescode")
+    with django_capture_on_commit_callbacks(execute=True):
+        leaderboard = leaderboard_start(study=study, coefficient_set=cset, resamples=40, seed=3)
+    leaderboard.refresh_from_db()
+    assert leaderboard.status == Leaderboard.Status.DONE, leaderboard.error
+    single = leaderboard_compute(study=study, coefficient_set=cset, resamples=40, seed=3)
+    assert leaderboard.result["render_failures"] == single["render_failures"]
+    assert leaderboard.result["render_failures"]["n_failure_outcomes"] == 6
+    assert leaderboard.result["systems"] == single["systems"]
+    assert leaderboard.inputs["from_render_failure"] == [False] * 6 + [True] * 6
