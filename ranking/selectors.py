@@ -25,6 +25,8 @@ from ranking.models import Leaderboard
 if TYPE_CHECKING:
     import numpy as np
 
+    from stats.render_failures import FailureOutcomes
+
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
 
@@ -190,8 +192,7 @@ def leaderboard_inputs(
         .order_by("position", "external_id")
         .values_list("id", "external_id", "name")
     )
-    failures = _render_failures(study=study, system_rows=system_rows, n_left_out=int(failed_side.sum()))
-    extra = failures[1]
+    summary, extra = _render_failures(study=study, system_rows=system_rows, n_left_out=int(failed_side.sum()))
     used = {rows[k][3] for k in scored} | {rows[k][4] for k in scored}
     used |= {system_rows[m][0] for m in (*extra.a.tolist(), *extra.b.tolist())}
     kept = [row for row in system_rows if row[0] in used]
@@ -221,7 +222,7 @@ def leaderboard_inputs(
         judges=tuple(judges),
         coefficients=tuple(float(x) for x in beta),
         exclusions=exclusions,
-        render_failures=failures[0],
+        render_failures=summary,
         from_render_failure=np.concatenate(
             [np.zeros(len(scored), dtype=bool), np.ones(len(extra.pages), dtype=bool)]
         ),
@@ -230,7 +231,7 @@ def leaderboard_inputs(
 
 def _render_failures(
     *, study: Study, system_rows: list[tuple[int, str, str]], n_left_out: int
-) -> tuple[dict[str, Any] | None, Any]:
+) -> tuple[dict[str, Any] | None, FailureOutcomes]:
     """The study's failed renders for the leaderboard
     (docs/protocol.md "Failed renders in the leaderboard"): the report's ``render_failures`` (None
     for a study with neither render settings nor a failed render) and the outcomes its rule adds
