@@ -197,3 +197,32 @@ def test_the_api_answers_202_with_the_run_and_then_its_result(
         and "system claude: 2 images" in done["report"]
     )
     assert Study.objects.filter(slug="api-worker", researchers=researcher).exists()
+
+
+@pytest.mark.slow
+def test_on_a_cluster_the_upload_waits_in_the_bucket_and_is_removed_once_made(
+    folders: Path,
+    researcher: Any,
+    queued: list[int],
+    django_capture_on_commit_callbacks: Any,
+    s3_media: str,
+    s3_server: Any,
+) -> None:
+    """``ARBITER_MEDIA_STORAGE=s3`` (a real S3-compatible server on loopback): the worker on another
+    node reads the upload from the bucket, and the bucket keeps only the study's images after."""
+    for i in range(2):  # images only: no browser needed
+        (folders / "out" / "claude" / f"p{i}.html").unlink()
+        png(folders / "out" / "claude" / f"p{i}.png", size=(400, 300))
+    client = Client()
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            "/studies/new/",
+            {"kind": "pairwise_reference", "reference": "refs", "slug": "s3-run", "archive": zipped(folders)},
+        )
+    run = NewStudyRun.objects.get()
+    assert s3_server.keys(s3_media) == [run.archive] and run.archive.startswith("new-study/")
+    assert new_study_run_task(run.pk) == "done"
+    keys = s3_server.keys(s3_media)
+    assert keys and all(key.startswith("images/") for key in keys)  # the upload is gone, the images are there
+    assert Candidate.objects.filter(page__study__slug="s3-run").count() == 4
