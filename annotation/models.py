@@ -759,3 +759,46 @@ class ServeWeights(models.Model):
 
     def __str__(self) -> str:
         return f"serve weights of study {self.study_id} ({self.votes} votes)"
+
+
+class NewStudyRun(models.Model):
+    """A study made from an upload by a Celery worker (docs/new-study.md "Upload page and API"):
+    with a broker configured, the upload page stores the ``.zip`` in the media storage and a worker
+    renders its HTML pages and imports the study, reporting its progress here; the run's page
+    polls it. Without a broker (``CELERY_TASK_ALWAYS_EAGER``) the request does it all and no row is made."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    token = models.CharField(max_length=40, unique=True, default=new_token)
+    # The upload in the media storage (removed when the run ends) and its name as uploaded.
+    archive = models.CharField(max_length=200)
+    archive_name = models.CharField(max_length=200)
+    # What the form gave: kind, manifest, reference, match, options, comparisons, dry_run.
+    parameters = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=200, blank=True)
+    done = models.PositiveIntegerField(null=True, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    report = models.TextField(blank=True)  # what the dry run (or the real run) reports
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.token
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)

@@ -25,6 +25,8 @@ from ranking.models import Leaderboard
 if TYPE_CHECKING:
     import numpy as np
 
+    from stats.render_failures import FailureOutcomes
+
 VALID_HUMAN_LABELS = ("A", "TIE", "B")
 
 
@@ -54,6 +56,12 @@ class LeaderboardInputs:
     coefficients: tuple[float, ...]
     #: With human labels: what the study's exclusion rules removed from their votes (None: no rules).
     exclusions: dict[str, Any] | None = None
+    #: docs/protocol.md "Failed renders in the leaderboard": the rule, the outcomes it added, the
+    #: comparisons it left out and each system's failure rate (None: a study with neither HTML
+    #: render settings nor a failed render). ``from_render_failure[i]``: outcome i is a failed
+    #: render's loss added by the ``aescode`` rule, not a judged comparison.
+    render_failures: dict[str, Any] | None = None
+    from_render_failure: np.ndarray | None = None
 
     @property
     def n_comparisons(self) -> int:
@@ -138,6 +146,8 @@ def leaderboard_inputs(
             "page__external_id",
             "candidate_a__system_id",
             "candidate_b__system_id",
+            "candidate_a__rendered",
+            "candidate_b__rendered",
         )
     )
     position = {row[0]: k for k, row in enumerate(rows)}
@@ -171,29 +181,89 @@ def leaderboard_inputs(
             if value is not None:
                 p[k] = value
                 from_human[k] = True
-    scored = np.flatnonzero(np.isfinite(p))
+    # docs/protocol.md "Failed renders in the leaderboard": a comparison where either candidate
+    # failed to render (a candidate replaced by a failed render after it was scheduled) is never
+    # scored from its votes, under either rule.
+    failed_side = np.fromiter((not (row[5] and row[6]) for row in rows), dtype=bool, count=len(rows))
+    judged = np.isfinite(p) & ~failed_side
+    scored = np.flatnonzero(judged)
     system_rows = list(
         System.objects.filter(study=study)
         .order_by("position", "external_id")
         .values_list("id", "external_id", "name")
     )
+    summary, extra = _render_failures(study=study, system_rows=system_rows, n_left_out=int(failed_side.sum()))
     used = {rows[k][3] for k in scored} | {rows[k][4] for k in scored}
+    used |= {system_rows[m][0] for m in (*extra.a.tolist(), *extra.b.tolist())}
     kept = [row for row in system_rows if row[0] in used]
     index = {row[0]: m for m, row in enumerate(kept)}
+    by_position = [index.get(row[0], -1) for row in system_rows]
     return LeaderboardInputs(
         systems=tuple(row[1] for row in kept),
         names=tuple(row[2] for row in kept),
-        comparisons=tuple(rows[k][1] for k in scored),
-        pages=tuple(rows[k][2] for k in scored),
-        a=np.fromiter((index[rows[k][3]] for k in scored), dtype=np.int64, count=len(scored)),
-        b=np.fromiter((index[rows[k][4]] for k in scored), dtype=np.int64, count=len(scored)),
-        p=p[scored],
-        from_human=from_human[scored],
-        n_skipped=int(len(rows) - len(scored)),
+        comparisons=tuple(rows[k][1] for k in scored)
+        + tuple(f"render failure {page}" for page in extra.pages),
+        pages=tuple(rows[k][2] for k in scored) + extra.pages,
+        a=np.concatenate(
+            [
+                np.fromiter((index[rows[k][3]] for k in scored), dtype=np.int64, count=len(scored)),
+                np.asarray([by_position[m] for m in extra.a.tolist()], dtype=np.int64),
+            ]
+        ),
+        b=np.concatenate(
+            [
+                np.fromiter((index[rows[k][4]] for k in scored), dtype=np.int64, count=len(scored)),
+                np.asarray([by_position[m] for m in extra.b.tolist()], dtype=np.int64),
+            ]
+        ),
+        p=np.concatenate([p[scored], extra.p]),
+        from_human=np.concatenate([from_human[scored], np.zeros(len(extra.pages), dtype=bool)]),
+        n_skipped=int(len(rows) - len(scored) - failed_side.sum()),
         judges=tuple(judges),
         coefficients=tuple(float(x) for x in beta),
         exclusions=exclusions,
+        render_failures=summary,
+        from_render_failure=np.concatenate(
+            [np.zeros(len(scored), dtype=bool), np.ones(len(extra.pages), dtype=bool)]
+        ),
     )
+
+
+def _render_failures(
+    *, study: Study, system_rows: list[tuple[int, str, str]], n_left_out: int
+) -> tuple[dict[str, Any] | None, FailureOutcomes]:
+    """The study's failed renders for the leaderboard
+    (docs/protocol.md "Failed renders in the leaderboard"): the report's ``render_failures`` (None
+    for a study with neither render settings nor a failed render) and the outcomes its rule adds
+    (``stats.render_failures``; system indices are positions in ``system_rows``). One query over
+    the candidates."""
+    from annotation.render.settings import failure_rule_of
+    from annotation.selectors.studies import RenderFailureRate
+    from stats.render_failures import failure_outcomes
+
+    rule = failure_rule_of(study.options)
+    position = {row[0]: m for m, row in enumerate(system_rows)}
+    rendered: dict[str, dict[int, bool]] = {}
+    for page, system_id, ok in Candidate.objects.filter(page__study=study).values_list(
+        "page__external_id", "system_id", "rendered"
+    ):
+        if system_id in position:
+            rendered.setdefault(page, {})[position[system_id]] = bool(ok)
+    extra = failure_outcomes(rendered, rule=rule)
+    outputs = Counter(m for flags in rendered.values() for m in flags)
+    failed = Counter(m for flags in rendered.values() for m, ok in flags.items() if not ok)
+    if not (study.options or {}).get("render") and not failed:
+        return None, extra
+    rates = [
+        RenderFailureRate(system=row[1], name=row[2], outputs=outputs[m], failed=failed[m]).to_json()
+        for m, row in enumerate(system_rows)
+    ]
+    return {
+        "rule": rule,
+        "n_failure_outcomes": len(extra.pages),
+        "n_left_out": n_left_out,
+        "systems": rates,
+    }, extra
 
 
 # --------------------------------------------------------------------------- leaderboard rows

@@ -157,6 +157,12 @@ def inputs_snapshot(inputs: LeaderboardInputs) -> dict[str, Any]:
         "judges": list(inputs.judges),
         "coefficients": list(inputs.coefficients),
         **({"exclusions": inputs.exclusions} if inputs.exclusions is not None else {}),
+        **({"render_failures": inputs.render_failures} if inputs.render_failures is not None else {}),
+        **(
+            {"from_render_failure": inputs.from_render_failure.tolist()}
+            if inputs.from_render_failure is not None and inputs.from_render_failure.any()
+            else {}
+        ),
     }
 
 
@@ -176,6 +182,10 @@ def inputs_from_snapshot(data: Mapping[str, Any]) -> LeaderboardInputs:
         judges=tuple(data["judges"]),
         coefficients=tuple(float(x) for x in data["coefficients"]),
         exclusions=data.get("exclusions"),
+        render_failures=data.get("render_failures"),
+        from_render_failure=np.asarray(data["from_render_failure"], dtype=bool)
+        if "from_render_failure" in data
+        else None,
     )
 
 
@@ -414,6 +424,8 @@ def leaderboard_report(
         report["model_comparison"] = _model_comparison(inputs, bt.theta, bt.ranks, dv.theta, dv.ranks)
     if inputs.exclusions is not None:  # the human labels' votes, as the agreement report keeps them
         report["exclusions"] = inputs.exclusions
+    if inputs.render_failures is not None:  # docs/protocol.md "Failed renders in the leaderboard"
+        report["render_failures"] = inputs.render_failures
     if coefficient_exclusions is not None:  # the human reference the coefficient set was fitted on
         report["coefficient_set_exclusions"] = coefficient_exclusions
     if objective:

@@ -36,10 +36,16 @@ MAX_LISTED = 200  # comparisons named in a report; the counts are always complet
 
 
 def _scored_keys(inputs: Mapping[str, Any]) -> list[str]:
-    """Bundle ids of the comparisons a leaderboard scored from judge outputs (not from h_i)."""
+    """Bundle ids of the comparisons a leaderboard scored from judge outputs (not from h_i, nor a
+    failed render's loss added by the ``aescode`` rule)."""
     from_human = list(inputs.get("from_human") or [])
+    from_failure = list(inputs.get("from_render_failure") or [])
     comparisons = list(inputs.get("comparisons") or [])
-    return [c for k, c in enumerate(comparisons) if not (k < len(from_human) and from_human[k])]
+    return [
+        c
+        for k, c in enumerate(comparisons)
+        if not (k < len(from_human) and from_human[k]) and not (k < len(from_failure) and from_failure[k])
+    ]
 
 
 def deployment_started_at(*, study: Study) -> datetime | None:

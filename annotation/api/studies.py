@@ -8,6 +8,7 @@ Thin views: parse, call one selector or service, serialize. Researchers and admi
 from __future__ import annotations
 
 from django.http import FileResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -21,8 +22,10 @@ from rest_framework.views import APIView
 from annotation.api.pagination import paginated_response
 from annotation.api.permissions import IsResearcher
 from annotation.errors import ValidationFailed
-from annotation.models import ComparisonSet, rater_page_options
+from annotation.models import ComparisonSet, NewStudyRun, rater_page_options
+from annotation.render.settings import FAILURE_RULES
 from annotation.selectors.studies import (
+    new_study_run_for_user,
     study_comparisons,
     study_get_for_user,
     study_list_for_user,
@@ -34,8 +37,10 @@ from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
 from annotation.services.crowd_settings import CROWD_SETTINGS
-from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
+from annotation.services.new_study import KINDS, new_study_from_upload, upload_options, with_failure_rule
+from annotation.services.new_study_runs import runs_on_workers
 from annotation.services.studies import study_settings_update
+from annotation.tasks import new_study_run_start
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 
@@ -243,6 +248,43 @@ class StudyImportApi(ResearcherApi):
         return Response(self.OutputSerializer(study).data, status=status.HTTP_201_CREATED)
 
 
+class NewStudyRunApi(ResearcherApi):
+    """An upload a worker makes into a study: its status, progress and result."""
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "NewStudyRun"
+
+        run = serializers.CharField(help_text="the run's token")
+        status = serializers.ChoiceField(choices=("queued", "running", "done", "failed"))
+        stage = serializers.CharField(help_text="what the worker is doing")
+        done = serializers.IntegerField(allow_null=True)
+        total = serializers.IntegerField(allow_null=True)
+        error = serializers.CharField(help_text="one line, when failed")
+        slug = serializers.CharField(allow_null=True, help_text="the new study, when done (null on a dry run)")
+        report = serializers.CharField(help_text="what new_study --dry-run prints, when done")
+        url = serializers.CharField(help_text="this run's address")
+
+    @staticmethod
+    def output(run: NewStudyRun) -> dict[str, object]:
+        return {
+            "run": run.token,
+            "status": run.status,
+            "stage": run.stage,
+            "done": run.done,
+            "total": run.total,
+            "error": run.error,
+            "slug": run.study.slug if run.study is not None else None,
+            "report": run.report,
+            "url": reverse("studies:api-new-run", kwargs={"token": run.token}),
+        }
+
+    @extend_schema(operation_id="studies_new_run", responses={200: OutputSerializer, 404: ERROR})
+    def get(self, request: Request, token: str) -> Response:
+        run = new_study_run_for_user(user=request.user, token=token)
+        return Response(self.OutputSerializer(self.output(run)).data)
+
+
 class StudyNewApi(ResearcherApi):
     """``new_study`` over HTTP: a ZIP of folders (or holding a manifest) becomes a study."""
 
@@ -280,6 +322,12 @@ class StudyNewApi(ResearcherApi):
             help_text="JSON object of further study.json keys: instructions_md, axes, settings, options, …",
         )
         comparisons = serializers.ChoiceField(choices=("all", "none"), required=False, default="all")
+        render_failures = serializers.ChoiceField(
+            choices=FAILURE_RULES, required=False, allow_blank=True, default="",
+            help_text="How failed renders count in the leaderboards: ambihtmlbench (the default) scores only rendered "
+            "outputs, aescode counts a failed output as losing to a rendered one "
+            "(docs/protocol.md \"Failed renders in the leaderboard\"). Kept as the render option's failure_rule.",
+        )
         dry_run = serializers.BooleanField(required=False, default=False)
 
     class OutputSerializer(serializers.Serializer):
@@ -293,10 +341,11 @@ class StudyNewApi(ResearcherApi):
     @extend_schema(
         operation_id="studies_new",
         request={"multipart/form-data": InputSerializer},
-        responses={201: OutputSerializer, 200: OutputSerializer, 400: ERROR},
+        responses={201: OutputSerializer, 200: OutputSerializer, 202: NewStudyRunApi.OutputSerializer, 400: ERROR},
         description="Make a study from a .zip of folders or a manifest, as `manage.py new_study` does, and import it "
         "all or nothing (201). With dry_run=true nothing is written: the counts and the dry-run report (200). An error "
-        "answers 400 with one line naming the file.",
+        "answers 400 with one line naming the file. With a broker configured, a worker does it: 202 with the run, "
+        "whose progress and result `GET /api/studies/new/runs/<run>/` gives.",
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -304,13 +353,33 @@ class StudyNewApi(ResearcherApi):
             field, errors = next(iter(serializer.errors.items()))
             return Response({"detail": f"{field}: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
         values = serializer.validated_data
+        options = with_failure_rule(
+            upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
+            values["render_failures"],
+            where="render_failures",
+        )
+        if runs_on_workers():
+            run = new_study_run_start(
+                upload=values["file"],
+                parameters={
+                    "kind": values["kind"],
+                    "manifest": values["manifest"],
+                    "reference": values["reference"],
+                    "match": values["match"],
+                    "options": options,
+                    "comparisons": values["comparisons"],
+                    "dry_run": values["dry_run"],
+                },
+                user=request.user,
+            )
+            return Response(NewStudyRunApi.output(run), status=status.HTTP_202_ACCEPTED)
         plan, study = new_study_from_upload(
             upload=values["file"],
             kind=values["kind"],
             manifest=values["manifest"],
             reference=values["reference"],
             match=values["match"] or None,
-            options=upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
+            options=options,
             comparisons=values["comparisons"],
             dry_run=values["dry_run"],
             user=request.user,

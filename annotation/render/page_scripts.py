@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from annotation.render.media_regions import COLLECT_JS
+from annotation.render.page_checks import DOM_EXPORT_JS
 
 CLOCK_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -144,12 +145,16 @@ READY_JS = r"""
 """
 
 # Animations stopped, scrolled to the top (both modes capture from the page's top left); the page's size in CSS
-# pixels, its media boxes and its DOM (for the digest), in one round trip.
+# pixels, its media boxes, its DOM export for the checks (annotation.render.page_checks; the argument: canvas
+# mode) and its DOM (for the digest), in one round trip.
 MEASURE_JS = (
-    "() => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
+    "(canvasMode) => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
     # Animations a script started (element.animate) stand at their start; CSS ones are off already.
     " for (const a of (document.getAnimations ? document.getAnimations() : [])) {"
     " try { a.pause(); a.currentTime = 0; } catch (e) {} }"
     " return { height: Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0),"
-    " boxes: (" + COLLECT_JS.strip() + ")(), html: root ? root.outerHTML : '' }; }"
+    # A page that breaks the export (it replaced getComputedStyle, say) renders with no export: its checks UNCLEAR.
+    " boxes: (" + COLLECT_JS.strip() + ")(),"
+    " dom: (() => { try { return (" + DOM_EXPORT_JS.strip() + ")(canvasMode); } catch (e) { return null; } })(),"
+    " html: root ? root.outerHTML : '' }; }"
 )

@@ -90,6 +90,7 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
         "height": result.height if result.status == "ok" else None,
         "settings": settings.to_json(),
         "media": result.media,
+        "dom": result.dom if result.status == "ok" else None,
         "console_errors": result.console_errors,
         "n_console_errors": result.n_console_errors,
         "refused_requests": result.refused_requests,

@@ -58,6 +58,7 @@ class PageRender:
     n_refused_requests: int = 0
     ms: int = 0
     dom_sha256: str | None = None
+    dom: dict[str, Any] | None = None  # the DOM export of the checks (annotation.render.page_checks)
 
 
 class _Visit:
@@ -361,7 +362,7 @@ class PageRenderer:
                     if frame == page.main_frame or visit.crashed:
                         raise
             self._wait_ready(left_ms)
-        measured = page.evaluate(MEASURE_JS)
+        measured = page.evaluate(MEASURE_JS, s.mode == "canvas")
         if visit.crashed:
             raise _Failed("the page crashed the renderer")
         width = s.viewport_width
@@ -380,6 +381,7 @@ class PageRenderer:
             "ok", None, png=png, width=width, height=height,
             media=media_regions(measured.get("boxes") or [], width=width, height=height),
             dom_sha256=hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest(),
+            dom=measured.get("dom") if isinstance(measured.get("dom"), dict) else None,
         )
 
     def _screenshot(self, width: int, height: int, *, beyond_viewport: bool) -> bytes:
@@ -441,6 +443,7 @@ def _one_colour(png: bytes) -> bool:
 
 def _failed_copy(result: PageRender, reason: str) -> PageRender:
     result.status, result.reason, result.png, result.media, result.dom_sha256 = "failed", reason, None, [], None
+    result.dom = None
     return result
 
 

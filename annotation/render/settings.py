@@ -9,6 +9,15 @@ from typing import Any
 from annotation.errors import ArbiterError
 
 MODES = ("full", "canvas")
+# How failed renders count in a leaderboard (docs/protocol.md "Failed renders in the leaderboard"):
+# AmbiHTMLBench scores only rendered outputs, AesCode keeps failures in the denominator (a failed
+# output loses each pair to a rendered one). Kept beside the render settings in the study's
+# ``render`` object as ``failure_rule``; not a setting of the render itself (a page renders the
+# same under either rule, so a finished render is kept whatever the rule).
+FAILURE_RULES = ("ambihtmlbench", "aescode")
+DEFAULT_FAILURE_RULE = "ambihtmlbench"
+FAILURE_RULE_KEY = "failure_rule"
+FAILURE_RULE_NAMES = {"ambihtmlbench": "AmbiHTMLBench", "aescode": "AesCode"}
 _VIEWPORT = re.compile(r"^\s*(\d{1,5})\s*[xX×]\s*(\d{1,5})\s*$")
 
 
@@ -78,3 +87,28 @@ class RenderSettings:
         if unknown:
             raise ArbiterError(f"render settings: unknown key {unknown[0]!r} (known: viewport, {', '.join(sorted(known))})")
         return cls(viewport_width=width, viewport_height=height, **data)
+
+
+def parse_failure_rule(value: object, *, where: str = "--render-failures") -> str:
+    """``"ambihtmlbench"`` or ``"aescode"`` (any case); anything else is a one-line error naming ``where``."""
+    rule = value.strip().lower() if isinstance(value, str) else value
+    if rule not in FAILURE_RULES:
+        shown = repr(value[:40]) if isinstance(value, str) else type(value).__name__
+        raise ArbiterError(f"{where}: expected {' or '.join(FAILURE_RULES)}, got {shown}")
+    return str(rule)
+
+
+def study_render_from_json(data: dict[str, Any]) -> dict[str, Any]:
+    """A study's ``render`` object (the bundle's ``$.render``, ``Study.options["render"]``): the render
+    settings with defaults filled in, plus ``failure_rule`` (default ``ambihtmlbench``)."""
+    data = dict(data)
+    rule = parse_failure_rule(data.pop(FAILURE_RULE_KEY, DEFAULT_FAILURE_RULE), where=FAILURE_RULE_KEY)
+    return {**RenderSettings.from_json(data).to_json(), FAILURE_RULE_KEY: rule}
+
+
+def failure_rule_of(options: dict[str, Any] | None) -> str:
+    """The failure rule of a study from its options (``options["render"]["failure_rule"]``); the
+    default when the study has none (a study of images, or one made before the rule existed)."""
+    render = (options or {}).get("render")
+    rule = render.get(FAILURE_RULE_KEY) if isinstance(render, dict) else None
+    return rule if rule in FAILURE_RULES else DEFAULT_FAILURE_RULE

@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from annotation.models import Axis, Candidate, Comparison, ComparisonSet, Page, Predicate, Study, System
-from annotation.roles import studies_for
+from annotation.models import (
+    Axis,
+    Candidate,
+    Comparison,
+    ComparisonSet,
+    NewStudyRun,
+    Page,
+    Predicate,
+    Study,
+    System,
+)
+from annotation.roles import is_admin, studies_for
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -26,6 +36,14 @@ def study_get_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> 
     if study is None:
         raise Http404("no such study")
     return study
+
+
+def new_study_run_for_user(*, user: AbstractBaseUser | AnonymousUser, token: str) -> NewStudyRun:
+    """An upload's run, for the researcher who uploaded it (or an admin); Http404 for anyone else."""
+    run = NewStudyRun.objects.select_related("study").filter(token=token).first()
+    if run is None or not (is_admin(user) or (run.created_by_id is not None and run.created_by_id == user.pk)):
+        raise Http404("no such upload")
+    return run
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,37 @@ def study_overview(*, study: Study) -> StudyOverview:
         axes=list(study.axes.order_by("position")),
         predicates=Predicate.objects.filter(study=study).count(),
     )
+
+
+@dataclass(frozen=True)
+class RenderFailureRate:
+    """One system's failed renders (docs/protocol.md "Failed renders in the leaderboard"): of its
+    ``outputs`` (candidates), ``failed`` did not render."""
+
+    system: str
+    name: str
+    outputs: int
+    failed: int
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.outputs if self.outputs else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"system": self.system, "name": self.name, "outputs": self.outputs, "failed": self.failed, "rate": self.rate}
+
+
+def render_failure_rates(*, study: Study) -> list[RenderFailureRate]:
+    """Per system of the study (in its order), its candidates and how many failed to render; one query."""
+    return [
+        RenderFailureRate(
+            system=row.external_id,
+            name=row.name,
+            outputs=getattr(row, "n_candidates", 0),
+            failed=getattr(row, "n_failed", 0),
+        )
+        for row in study_systems(study=study)
+    ]
 
 
 def study_systems(*, study: Study) -> QuerySet[System]:

@@ -42,7 +42,7 @@ import time
 import weakref
 import zipfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +91,7 @@ COLUMN_ALIASES = {
     "image_path": "image", "path": "image", "file": "image", "output": "image", "candidate": "image",
     "brief": "text", "prompt": "text",
 }
-PREDICATE_COLUMNS = ("page", "system", "question", "type", "automatic", "id")
+PREDICATE_COLUMNS = ("page", "system", "question", "type", "automatic", "id", "check", "text")
 LISTED = 10  # examples shown per problem in the dry-run report
 # What the images new_study reads (annotation.images.ALLOWED_FORMATS) are called: any other file of
 # a folder (notes.txt, a .DS_Store, a PDF) is a stray file, listed and left out.
@@ -114,7 +114,7 @@ class NewStudyInput:
     # Top-level study.json keys (slug, title, instructions_md, axes, settings, options, …).
     options: dict[str, Any] = field(default_factory=dict)
     briefs: Path | None = None  # CSV/JSONL of page, text (the brief texts of the other kinds)
-    predicates: Path | None = None  # CSV/JSONL of page, system, question[, type, automatic, id] (checklist)
+    predicates: Path | None = None  # CSV/JSONL of page, system, question[, type, automatic, id, check, text] (checklist)
     comparisons: str = "all"  # pairwise_reference: "all" pairs of rendered systems per page, or "none"
     # How errors name a path (an upload's temporary folder is shown as the archive's name).
     shown_root: tuple[Path, str] | None = None
@@ -147,6 +147,10 @@ class NewStudyPlan:
     images: dict[tuple[str, str], Source]  # (page, system) → image
     texts: dict[str, str] = field(default_factory=dict)
     predicates: list[dict[str, Any]] = field(default_factory=list)
+    # Predicates answered from the render (docs/protocol.md "Checks computed from the render"): their
+    # position in ``predicates`` → (page, system, check, text); and how many got each answer.
+    predicate_checks: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
+    check_answers: dict[str, int] = field(default_factory=dict)
     comparisons: str = "all"
     stray: list[str] = field(default_factory=list)
     # Files of the folders that no page uses: still checked to be images (every file in a folder
@@ -281,10 +285,16 @@ class NewStudyPlan:
             gap = f", {n_missing:,} page{'s' if n_missing != 1 else ''} missing its image" if n_missing else ""
             lines.append(f"system {system}: {n:,} images{gap}")
         if self.render is not None:
-            settings_line = ", ".join(f"{k} {v}" for k, v in self.render.items() if v is not None)
+            settings_line = ", ".join(
+                f"{k} {v}" for k, v in self.render.items() if v is not None and k != "failure_rule"
+            )
             lines.append(f"HTML rendered with: {settings_line}")
+            lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
             for group, (ok, failed) in self.render_counts.items():
                 lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
+        if self.check_answers:
+            answers = ", ".join(f"{key} {n:,}" for key, n in sorted(self.check_answers.items()))
+            lines.append(f"checks answered from the render: {answers}")
         sizes, modes = self.outliers()
         sections: list[tuple[str, list[str]]] = [
             (
@@ -703,7 +713,26 @@ def _read_predicates(data: NewStudyInput, plan: NewStudyPlan) -> None:
             predicate["type"] = row["type"]
         if row.get("automatic"):
             predicate["automatic"] = row["automatic"]
+        if row.get("check") or row.get("text"):
+            plan.predicate_checks[len(plan.predicates)] = (page, system, *_render_check(row, plan.images[page, system], where))
         plan.predicates.append(predicate)
+
+
+def _render_check(row: dict[str, str], source: Source, where: str) -> tuple[str, str]:
+    """A predicate row's render check (``check``, and ``text`` for ``text_visible``), checked:
+    docs/protocol.md "Checks computed from the render"."""
+    from annotation.render.page_checks import CHECKS
+
+    check, text = row.get("check", "").strip(), row.get("text", "")
+    if check not in CHECKS:
+        raise ValidationFailed(f"unknown check {excerpt(check)} (expected one of: {', '.join(CHECKS)})", where=where)
+    if row.get("automatic"):
+        raise ValidationFailed("give an automatic answer or a check to answer it, not both", where=where)
+    if (check == "text_visible") != bool(text.strip()):
+        raise ValidationFailed("the text column goes with the text_visible check (the text to look for), and only with it", where=where)
+    if not _is_html(source):
+        raise ValidationFailed(f"a check is answered from an HTML output's render; {source.label} is an image", where=where)
+    return check, text
 
 
 def _probe(source: Source) -> Probe:
@@ -730,15 +759,50 @@ def _is_html(source: Source) -> bool:
 def render_settings_from_options(options: dict[str, Any]) -> Any:
     """The study's render settings: the ``render`` option (an object of docs/rendering.md's
     settings, e.g. ``{"viewport": "1280x720", "mode": "canvas"}``), defaults for keys left out."""
-    from annotation.render.settings import RenderSettings
+    from annotation.render.settings import FAILURE_RULE_KEY, RenderSettings
 
     raw = options.get(RENDER_KEY, {})
     if not isinstance(raw, dict):
         raise ValidationFailed('expected a JSON object such as {"viewport": "1280x720"}', where=f"option {RENDER_KEY}")
     try:
-        return RenderSettings.from_json(raw)
+        return RenderSettings.from_json({k: v for k, v in raw.items() if k != FAILURE_RULE_KEY})
     except (TypeError, ArbiterError) as exc:
         raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
+
+
+def study_render_from_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The study's ``render`` object: the render settings (defaults filled in) and the failure rule
+    (``failure_rule``, docs/protocol.md "Failed renders in the leaderboard")."""
+    from annotation.render.settings import study_render_from_json
+
+    render_settings_from_options(options)  # its errors first, named as the render option's
+    try:
+        return study_render_from_json(options.get(RENDER_KEY, {}))
+    except ArbiterError as exc:
+        raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
+
+
+def with_failure_rule(options: dict[str, Any], rule: str | None, *, where: str) -> dict[str, Any]:
+    """The options with the failure rule a flag or form field chose (``new_study --render-failures``,
+    the upload's ``render_failures``) put in the ``render`` object; None or empty leaves them as
+    they are. A different rule already in the ``render`` option is refused."""
+    from annotation.render.settings import FAILURE_RULE_KEY, parse_failure_rule
+
+    if not rule:
+        return options
+    try:
+        chosen = parse_failure_rule(rule, where=where)
+    except ArbiterError as exc:
+        raise ValidationFailed(str(exc)) from None
+    raw = options.get(RENDER_KEY, {})
+    if not isinstance(raw, dict):
+        raise ValidationFailed('expected a JSON object such as {"viewport": "1280x720"}', where=f"option {RENDER_KEY}")
+    given = raw.get(FAILURE_RULE_KEY)
+    if given is not None and str(given).strip().lower() != chosen:
+        raise ValidationFailed(
+            f"the render option's failure_rule is {str(given)[:40]!r}; give the rule once", where=where
+        )
+    return {**options, RENDER_KEY: {**raw, FAILURE_RULE_KEY: chosen}}
 
 
 def _render_html(plan: NewStudyPlan) -> None:
@@ -753,7 +817,7 @@ def _render_html(plan: NewStudyPlan) -> None:
     plan.stray_sources = [s for s in plan.stray_sources if not _is_html(s)]
     if RENDER_KEY in plan.options or keys:
         settings_used = render_settings_from_options(plan.options)
-        plan.render = settings_used.to_json()
+        plan.render = study_render_from_options(plan.options)
     if not keys:
         return
     if any(source.path is None for _, _, source in keys):
@@ -764,17 +828,21 @@ def _render_html(plan: NewStudyPlan) -> None:
 
     plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
     weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
+    records: dict[tuple[str, str], dict[str, Any]] = {}
     outs: dict[Path, Path] = {}
     for _, _, source in keys:
         assert source.path is not None
         outs.setdefault(source.path.parent, plan.work_dir / f"{len(outs):04d}")
     for i, (folder, out) in enumerate(outs.items(), 1):
-        progress_step(f"rendering HTML pages ({i}/{len(outs)} folders)")
-        render_folder(src=folder, out=out, settings=settings_used, resume=False)
+        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
+        progress_step(stage)
+        render_folder(src=folder, out=out, settings=settings_used, resume=False, progress=_pages_rendered(stage))
     for page, system, source in keys:
         assert source.path is not None
         out = outs[source.path.parent]
         record = _read_render(out / f"{source.path.stem}.json")
+        if system is not None:
+            records[page, system] = record
         group = system if system is not None else "reference"
         counts = plan.render_counts.setdefault(group, [0, 0])
         png = out / f"{source.path.stem}.png"
@@ -796,9 +864,31 @@ def _render_html(plan: NewStudyPlan) -> None:
         else:
             del plan.images[(page, system)]
             plan.render_failed[(page, system)] = reason
+    _answer_checks(plan, records)
     if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
         failed = {item_id(p, s) for p, s in plan.render_failed}
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
+
+
+def _pages_rendered(stage: str) -> Callable[[int, int], None]:
+    """``render_folder``'s progress (pages rendered of the folder's) as a progress step of ``stage``."""
+
+    def report(done: int, total: int) -> None:
+        progress_step(stage, done, total)
+
+    return report
+
+
+def _answer_checks(plan: NewStudyPlan, records: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """The automatic answers of the predicates a check answers, from their item's render
+    (docs/protocol.md "Checks computed from the render")."""
+    from annotation.render.page_checks import check_answer
+
+    for position, (page, system, check, text) in plan.predicate_checks.items():
+        answer = check_answer(records.get((page, system), {}), check, text=text)
+        plan.predicates[position]["automatic"] = answer
+        key = f"{check} {answer}"
+        plan.check_answers[key] = plan.check_answers.get(key, 0) + 1
 
 
 def _read_render(path: Path) -> dict[str, Any]:

@@ -5,18 +5,28 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.errors import ArbiterError
 from annotation.kinds import design_of
+from annotation.render.settings import FAILURE_RULE_NAMES, failure_rule_of
 from annotation.selectors.allocation import allocation_context
 from annotation.selectors.problems import study_problem_reports
-from annotation.selectors.studies import study_get_for_user, study_original_images, study_overview
+from annotation.selectors.studies import (
+    new_study_run_for_user,
+    render_failure_rates,
+    study_get_for_user,
+    study_original_images,
+    study_overview,
+)
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
-from annotation.services.new_study import KINDS, new_study_from_upload, upload_options
+from annotation.services.new_study import KINDS, new_study_from_upload, upload_options, with_failure_rule
+from annotation.services.new_study_runs import runs_on_workers
 from annotation.services.studies import study_settings_update
+from annotation.tasks import new_study_run_start
 from annotation.views.decorators import researcher_required
 
 
@@ -53,12 +63,37 @@ def study_new(request: HttpRequest) -> HttpResponse:
     report = ""
     form = {
         key: request.POST.get(key, "")
-        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons")
+        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures")
     }
     if request.method == "POST":
         upload = request.FILES.get("archive")
         if upload is None:
             error = "Choose a .zip of folders (or of a manifest and its files) to upload."
+        elif runs_on_workers():
+            # A worker renders and imports it; the run's page shows the progress.
+            try:
+                options = with_failure_rule(
+                    upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    form["render_failures"],
+                    where="render_failures",
+                )
+                run = new_study_run_start(
+                    upload=upload,
+                    parameters={
+                        "kind": form["kind"] or "pairwise_reference",
+                        "manifest": form["manifest"],
+                        "reference": form["reference"],
+                        "match": form["match"],
+                        "options": options,
+                        "comparisons": form["comparisons"] or "all",
+                        "dry_run": bool(request.POST.get("dry_run")),
+                    },
+                    user=request.user,
+                )
+            except ArbiterError as exc:
+                error = str(exc)
+            else:
+                return redirect("studies:new-run", token=run.token)
         else:
             try:
                 plan, study = new_study_from_upload(
@@ -67,7 +102,11 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     manifest=form["manifest"],
                     reference=form["reference"],
                     match=form["match"] or None,
-                    options=upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    options=with_failure_rule(
+                        upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                        form["render_failures"],
+                        where="render_failures",
+                    ),
                     comparisons=form["comparisons"] or "all",
                     dry_run=bool(request.POST.get("dry_run")),
                     user=request.user,
@@ -81,8 +120,23 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 report = plan.report()
     status = 400 if error else 200
     return render(
-        request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS}, status=status
+        request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS, "failure_rules": FAILURE_RULE_NAMES}, status=status
     )
+
+
+@researcher_required
+@require_GET
+def study_new_run(request: HttpRequest, token: str) -> HttpResponse:
+    """An upload a worker makes into a study: its progress, polled by htmx while it runs; then the
+    dry-run report, the error, or the way to the new study."""
+    run = new_study_run_for_user(user=request.user, token=token)
+    template = "annotation/study_new_run.html#run-progress" if request.headers.get("HX-Request") else "annotation/study_new_run.html"
+    response = render(request, template, {"run": run})
+    if request.headers.get("HX-Request") and run.status == run.Status.DONE and run.study is not None:
+        response["HX-Redirect"] = reverse("studies:detail", kwargs={"slug": run.study.slug})
+    response["Cache-Control"] = "no-store"
+    response["Vary"] = "HX-Request"
+    return response
 
 
 @researcher_required
@@ -90,12 +144,18 @@ def study_new(request: HttpRequest) -> HttpResponse:
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_get_for_user(user=request.user, slug=slug)
     problems_total, problems = study_problem_reports(study=study)
+    overview = study_overview(study=study)
+    # Per system, the share of its outputs that failed to render, for a study made from HTML or
+    # one with failed renders (docs/protocol.md "Failed renders in the leaderboard").
+    shows_failures = bool((study.options or {}).get("render")) or overview.failed_renders > 0
     return render(
         request, "annotation/study_detail.html",
         {
             "study": study,
             "design": design_of(study),
-            "overview": study_overview(study=study),
+            "overview": overview,
+            "render_failures": render_failure_rates(study=study) if shows_failures else [],
+            "failure_rule": FAILURE_RULE_NAMES[failure_rule_of(study.options)],
             "originals": study_original_images(study=study),
             "problems": problems,
             "problems_total": problems_total,

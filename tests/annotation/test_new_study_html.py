@@ -18,7 +18,7 @@ from django.test import Client
 from PIL import Image
 from rest_framework.test import APIClient
 
-from annotation.models import Candidate, Study
+from annotation.models import Candidate, Predicate, Study
 from annotation.render import chromium
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.new_study import new_study_from_upload
@@ -190,3 +190,123 @@ def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> Non
     page = study.pages.get()
     assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference
     assert sorted(c.rendered for c in Candidate.objects.filter(page=page)) == [True, True]
+
+
+BLANK = "<body style='margin:0;background:#fff'></body>"  # one colour: a failed render
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_a_blank_html_output_is_a_failure_the_study_page_and_both_rules_report(tmp_path: Path, researcher: Any) -> None:
+    """docs/protocol.md "Failed renders in the leaderboard", end to end: "bad" renders a blank page
+    for p0 and p1 (failed renders) and a text page for p2; the judge prefers "bad" wherever it
+    rendered. AmbiHTMLBench ranks it first, AesCode (its four losses) last; both checked against
+    outcomes listed by hand and fitted by scipy."""
+    from ranking.rendering import leaderboard_html
+    from ranking.services import leaderboard_compute
+    from tests.ranking.test_render_failure_rule import check_against_hand, judge_everything
+
+    browser_available()
+    root = tmp_path / "in"
+    for i in range(3):
+        png(root / "refs" / f"p{i}.png", size=(400, 300), shade=10 * i)
+        for system in ("good", "fair"):
+            (root / system).mkdir(exist_ok=True)
+            (root / system / f"p{i}.html").write_text(TEXT)
+    (root / "bad").mkdir()
+    (root / "bad" / "p0.html").write_text(BLANK)
+    (root / "bad" / "p1.html").write_text(BLANK)
+    (root / "bad" / "p2.html").write_text(TEXT)
+    reports = {}
+    for rule in ("ambihtmlbench", "aescode"):
+        call_command(
+            "new_study", "pairwise_reference", "--reference", str(root / "refs"),
+            *[f"--system={s}={root / s}" for s in ("good", "fair", "bad")],
+            "--option", f"render={RENDER}", "--render-failures", rule, "--slug", f"blank-{rule}",
+            "--researcher", researcher.username, stdout=io.StringIO(), stderr=io.StringIO(),
+        )
+        study = Study.objects.get(slug=f"blank-{rule}")
+        failed = Candidate.objects.filter(page__study=study, rendered=False)
+        assert sorted((c.page.external_id, c.system.external_id) for c in failed) == [("p0", "bad"), ("p1", "bad")]
+        client = Client()
+        client.force_login(researcher)
+        page = client.get(f"/studies/{study.slug}/").content.decode()
+        assert '<td class="num">67% (2 of 3)</td>' in page and '<td class="num">0% (0 of 3)</td>' in page
+        reports[rule] = leaderboard_compute(
+            study=study, coefficient_set=judge_everything(study, set_name=f"set-{rule}"), resamples=30, seed=2
+        )
+        html = leaderboard_html(study=study, report=reports[rule])
+        name = {"ambihtmlbench": "AmbiHTMLBench", "aescode": "AesCode"}[rule]
+        assert f"Render failures: <strong>{name}</strong> rule" in html and "<code>bad</code> 67% (2 of 3)" in html
+    judged = [("good", "fair", 0.5)] * 3 + [("good", "bad", 0.0), ("fair", "bad", 0.0)]
+    check_against_hand(reports["ambihtmlbench"], judged)
+    check_against_hand(reports["aescode"], judged + [("good", "bad", 1.0), ("fair", "bad", 1.0)] * 2)
+    assert reports["ambihtmlbench"]["systems"][0]["system"] == "bad"
+    assert reports["aescode"]["systems"][-1]["system"] == "bad"
+
+
+SLIDE = "<body style='margin:0'><h1>Quarterly report</h1><p>inside the slide</p></body>"
+WIDE = "<body style='margin:0'><h1>Annual summary</h1><div style='width:500px;height:40px;background:#c00'></div></body>"
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+def test_checklist_predicates_answered_from_the_render(tmp_path: Path) -> None:
+    """docs/protocol.md "Checks computed from the render": a predicates file's ``check`` rows get
+    their automatic answer from the item's render; a failed render's predicates are left out with
+    its item, and its rendered check counted NO."""
+    browser_available()
+    root = tmp_path / "in"
+    for system, html in (("ok", SLIDE), ("wide", WIDE), ("bad", BLANK)):
+        (root / system).mkdir(parents=True)
+        (root / system / "p0.html").write_text(html)
+    questions = (
+        ("rendered", "", "Did the slide render?"),
+        ("text_visible", "quarterly  REPORT", "Does it say Quarterly report?"),
+        ("inside_canvas", "", "Does the content stay on the slide?"),
+    )
+    rows = ["page,system,question,check,text"]
+    rows += [f"p0,{s},{q},{check},{text}" for s in ("ok", "wide") for check, text, q in questions]
+    rows += ["p0,bad,Did the slide render?,rendered,", "p0,ok,Is it pretty?,,"]
+    (tmp_path / "predicates.csv").write_text("\n".join(rows) + "\n")
+    base = [
+        "checklist", *[f"--system={s}={root / s}" for s in ("ok", "wide", "bad")],
+        "--predicates", str(tmp_path / "predicates.csv"), "--option", f"render={RENDER}", "--slug", "checks",
+    ]
+    dry = io.StringIO()
+    call_command("new_study", *base, "--dry-run", stdout=dry, stderr=io.StringIO())
+    assert (
+        "checks answered from the render: inside_canvas NO 1, inside_canvas YES 1, rendered NO 1, rendered YES 2, "
+        "text_visible NO 1, text_visible YES 1\n" in dry.getvalue()
+    )
+    call_command("new_study", *base, stdout=io.StringIO(), stderr=io.StringIO())
+    answers = {
+        (p.candidate.system.external_id, p.question): p.automatic
+        for p in Predicate.objects.filter(study__slug="checks").select_related("candidate__system")
+    }
+    assert answers == {
+        ("ok", "Did the slide render?"): "YES",
+        ("ok", "Does it say Quarterly report?"): "YES",
+        ("ok", "Does the content stay on the slide?"): "YES",
+        ("wide", "Did the slide render?"): "YES",
+        ("wide", "Does it say Quarterly report?"): "NO",
+        ("wide", "Does the content stay on the slide?"): "NO",  # its 500 px box on a 400 px slide
+        ("ok", "Is it pretty?"): "",  # no check, no automatic answer
+    }
+
+
+def test_a_check_on_an_image_item_or_an_unknown_check_is_one_line(tmp_path: Path) -> None:
+    png(tmp_path / "imgs" / "p0.png", size=(400, 300))
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "p0.html").write_text(SLIDE)
+    for row, message in (
+        ("p0,imgs,Q?,rendered,", f"a check is answered from an HTML output's render; {tmp_path}/imgs/p0.png is an image"),
+        ("p0,html,Q?,pretty,", "unknown check 'pretty' (expected one of: rendered, text_visible, inside_canvas)"),
+        ("p0,html,Q?,text_visible,", "the text column goes with the text_visible check"),
+    ):
+        (tmp_path / "predicates.csv").write_text("page,system,question,check,text\n" + row + "\n")
+        with pytest.raises(CommandError) as caught:
+            run("checklist", f"--system=imgs={tmp_path / 'imgs'}", f"--system=html={tmp_path / 'html'}",
+                "--predicates", str(tmp_path / "predicates.csv"), "--slug", "c", "--dry-run")
+        assert "\n" not in str(caught.value) and str(caught.value).startswith(f"{tmp_path}/predicates.csv:2: ")
+        assert message in str(caught.value)

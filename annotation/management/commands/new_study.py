@@ -16,6 +16,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from annotation.errors import ValidationFailed
 from annotation.management.base import ArbiterCommand, researcher_option
+from annotation.render.settings import FAILURE_RULES
 from annotation.services.new_study import (
     KINDS,
     NewStudyInput,
@@ -23,6 +24,7 @@ from annotation.services.new_study import (
     new_study_create,
     new_study_plan,
     options_from_json,
+    with_failure_rule,
 )
 
 
@@ -62,10 +64,15 @@ class Command(ArbiterCommand):
         parser.add_argument("--options", type=Path, help="a JSON file of further study.json keys (axes, settings, options, …)")
         parser.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="one study.json key")
         parser.add_argument("--briefs", type=Path, help="CSV/JSONL of page, text: the brief texts (pairwise, checklist, rating)")
-        parser.add_argument("--predicates", type=Path, help="CSV/JSONL of page, system, question[, type, automatic, id] (checklist)")
+        parser.add_argument("--predicates", type=Path, help="CSV/JSONL of page, system, question[, type, automatic, id, check, text] (checklist)")
         parser.add_argument(
             "--comparisons", choices=("all", "none"), default="all",
             help="pairwise_reference: compare every pair of rendered systems on each page (default), or none",
+        )
+        parser.add_argument(
+            "--render-failures", choices=FAILURE_RULES, metavar="{" + ",".join(FAILURE_RULES) + "}",
+            help="how failed renders count in the leaderboards: ambihtmlbench (default) scores only rendered outputs, "
+            "aescode counts a failed output as losing to a rendered one (docs/protocol.md \"Failed renders in the leaderboard\")",
         )
         parser.add_argument("--keep-bundle", type=Path, help="folder to keep the bundle in (default ARBITER_BUNDLE_ARCHIVE)")
         parser.add_argument("--dry-run", action="store_true", help="print what would be created; write nothing")
@@ -95,7 +102,7 @@ class Command(ArbiterCommand):
                 raise ValidationFailed(f"option {key!r} is given twice", where="--option")
             flags[key] = parsed
         sources.append(("the command line", flags))
-        options_given = merged_options(sources)
+        options_given = with_failure_rule(merged_options(sources), options["render_failures"], where="--render-failures")
         if not options_given.get("slug"):
             raise ValidationFailed(
                 'required: the new study\'s slug, as in --slug my-study (or "slug" in --options)', where="--slug"

@@ -437,16 +437,17 @@ def parse_crowd(r: _Reader, root: dict[str, Any]) -> dict[str, Any]:
 
 def parse_render(r: _Reader, root: dict[str, Any]) -> dict[str, Any] | None:
     """The optional ``render`` object: the settings the study's HTML outputs were rendered with
-    (docs/rendering.md), checked and with defaults filled in; None when not given."""
+    (docs/rendering.md) and the rule failed renders follow in its leaderboards (``failure_rule``),
+    checked and with defaults filled in; None when not given."""
     if "render" not in root:
         return None
-    from annotation.render.settings import RenderSettings
+    from annotation.render.settings import study_render_from_json
 
     raw = root["render"]
     if not isinstance(raw, dict):
         r.fail("$.render", f"expected an object, got {_type_name(raw)}")
     try:
-        return RenderSettings.from_json(raw).to_json()
+        return study_render_from_json(raw)
     except (ArbiterError, TypeError) as exc:
         r.fail("$.render", " ".join(str(exc).split())[:200])
 

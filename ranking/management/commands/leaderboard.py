@@ -113,6 +113,8 @@ class Command(ArbiterCommand):
             )
             + f" -> {json_path}"
         )
+        if "render_failures" in report:
+            self.stdout.write(render_failures_line(report["render_failures"]))
         if "exclusions" in report:
             self.stdout.write(f"human labels: {excluded_line(report['exclusions'])}")
         if "coefficient_set_exclusions" in report:
@@ -146,3 +148,16 @@ def excluded_line(exclusions: dict[str, Any]) -> str:
         + (": " + ", ".join(f"{r['participant']} ({', '.join(r.get('rules') or [r['rule']])})" for r in out)
            if out else "")
     )
+
+
+def render_failures_line(failures: dict[str, Any]) -> str:
+    """The rule failed renders followed and each system's failure rate (docs/protocol.md "Failed
+    renders in the leaderboard")."""
+    rule = failures["rule"]
+    how = (
+        f"{failures['n_failure_outcomes']} losses of failed outputs added" if rule == "aescode" else "rendered outputs only"
+    )
+    rates = ", ".join(
+        f"{row['system']} {row['failed']}/{row['outputs']} ({row['rate']:.0%})" for row in failures["systems"]
+    )
+    return f"Render failures: {rule} rule ({how}); failed to render: {rates}"
