@@ -36,7 +36,13 @@ from annotation.kinds.csv_rows import (
     row_values,
 )
 from annotation.models import Axis, Comparison, ComparisonSet, Label, Page, Study, Trial, rater_page_options
-from annotation.selectors.vote_rows import AXIS_PREFIX, study_axis_ids, study_has_revised_votes, vote_rows
+from annotation.selectors.vote_rows import (
+    AXIS_PREFIX,
+    study_axis_ids,
+    study_has_revised_votes,
+    study_has_served_votes,
+    vote_rows,
+)
 
 VOTES_BASE_COLUMNS: tuple[str, ...] = (
     "comparison",
@@ -63,6 +69,9 @@ VOTES_REVISION_COLUMNS: tuple[str, ...] = ("revised", "first_label")
 # ";"-separated. Written when the study marks them (``rater_page.mark_defaulted_axes``); import
 # accepts and ignores it.
 VOTES_DEFAULTED_COLUMN = "axes_defaulted"
+# Optional last column: a serve-time trial's allocation probability (docs/protocol.md "Serve-time
+# choice"), written when the study has such votes, for the debiased scores; import ignores it.
+VOTES_PROBABILITY_COLUMN = "allocation_probability"
 
 
 @dataclass
@@ -89,7 +98,7 @@ class ReferenceVotesCsv:
             )
 
         expected = [*VOTES_BASE_COLUMNS, *(AXIS_PREFIX + a for a in axis_ids)]
-        optional = (*VOTES_REVISION_COLUMNS, VOTES_DEFAULTED_COLUMN)
+        optional = (*VOTES_REVISION_COLUMNS, VOTES_DEFAULTED_COLUMN, VOTES_PROBABILITY_COLUMN)
         for col in optional:
             if header.count(col) > 1:
                 raise ValidationFailed(f"{name} line 1, field '{col}': the column appears twice")
@@ -119,19 +128,24 @@ class ReferenceVotesCsv:
     def revisions(self) -> bool:
         return study_has_revised_votes(study=self.study)
 
+    @cached_property
+    def served(self) -> bool:
+        return study_has_served_votes(study=self.study)
+
     def export_header(self) -> list[str]:
         return [
             *VOTES_BASE_COLUMNS,
             *(AXIS_PREFIX + a for a in self.axis_ids),
             *(VOTES_REVISION_COLUMNS if self.revisions else ()),
             *((VOTES_DEFAULTED_COLUMN,) if self.defaulted else ()),
+            *((VOTES_PROBABILITY_COLUMN,) if self.served else ()),
         ]
 
     def export_rows(self, header: list[str]) -> Iterator[list[Any]]:
         """Every stored vote but those of voided assignments and of attention checks (the
         docs/protocol.md "Files" columns have no place for them), in block, assignment slot, trial position
         order."""
-        axis_ids, revisions, defaulted = self.axis_ids, self.revisions, self.defaulted
+        axis_ids, revisions, defaulted, served = self.axis_ids, self.revisions, self.defaulted, self.served
         for v in vote_rows(study=self.study):
             yield [
                 v.comparison,
@@ -150,6 +164,7 @@ class ReferenceVotesCsv:
                 *("" if v.axis_scores.get(a) is None else int(v.axis_scores[a]) for a in axis_ids),
                 *((int(bool(v.history)), v.first_label) if revisions else ()),
                 *((";".join(v.answers.get("axes_defaulted") or ()),) if defaulted else ()),
+                *(("" if v.allocation_probability is None else repr(v.allocation_probability),) if served else ()),
             ]
 
 

@@ -37,6 +37,7 @@ _FIELDS: dict[str, str] = {
     "axis_scores": "axis_scores",
     "history": "history",
     "answers": "answers",
+    "allocation_probability": "trial__allocation_probability",
 }
 
 
@@ -64,6 +65,8 @@ class VoteRow:
     history: tuple[dict[str, Any], ...] = ()
     # ``Vote.answers``: ``axes_defaulted`` lists the axes set with the verdict key and left so (issue 30).
     answers: dict[str, Any] = field(default_factory=dict)
+    # A serve-time trial's probability of its pair when it was chosen (docs/protocol.md "Serve-time choice").
+    allocation_probability: float | None = None
 
     @property
     def first_label(self) -> str:
@@ -75,6 +78,11 @@ class VoteRow:
 def study_axis_ids(*, study: Study) -> list[str]:
     """The study's axis ids in their defined order (the order of the ``axis:<ID>`` columns)."""
     return list(Axis.objects.filter(study=study).order_by("position").values_list("axis_id", flat=True))
+
+
+def study_has_served_votes(*, study: Study) -> bool:
+    """Whether some vote of the study answers a trial chosen at serve time (it has a probability)."""
+    return Vote.objects.filter(trial__assignment__block__study=study, trial__allocation_probability__isnull=False).exists()
 
 
 def study_has_revised_votes(*, study: Study) -> bool:

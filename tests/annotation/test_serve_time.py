@@ -263,3 +263,32 @@ def test_a_block_adaptive_study_names_its_plain_fit(tmp_path: Path) -> None:
     _run_raters(study, 2, THETA)
     scores = adaptive_scores(study)
     assert scores is not None and scores["estimator"].startswith("Bradley–Terry, not debiased")
+
+
+def test_the_votes_csv_carries_each_served_trials_probability(tmp_path: Path) -> None:
+    """docs/protocol.md "Files": the optional last column; a uniform study's export has none, and the
+    file imports again (the column is accepted and ignored)."""
+    import csv
+
+    from django.core.management import call_command
+
+    study = _study("serve-csv", "pairwise_reference", tmp_path, raters=1)
+    _serving(study)
+    _run_raters(study, 3, THETA)
+    out = tmp_path / "votes.csv"
+    call_command("export_votes", study.slug, str(out))
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0])[-1] == "allocation_probability"
+    by_key = {(r["comparison"], r["rater"], r["repeat"]): r["allocation_probability"] for r in rows}
+    for trial in Trial.objects.filter(assignment__block__study=study, vote__isnull=False, attention_expected="",
+                                      is_repeat=False).select_related("comparison", "assignment__rater"):
+        cell = by_key[(trial.comparison.external_id, trial.assignment.rater.external_id, "0")]
+        if trial.allocation_probability is None:
+            assert cell == ""
+        else:
+            assert float(cell) == trial.allocation_probability  # exact: written with repr
+    uniform = _study("uniform-csv", "pairwise_reference", tmp_path, raters=1)
+    _run_raters(uniform, 1, THETA)
+    plain = tmp_path / "plain.csv"
+    call_command("export_votes", uniform.slug, str(plain))
+    assert "allocation_probability" not in plain.read_text().splitlines()[0]
