@@ -114,7 +114,7 @@ class PlanStartSerializer(serializers.Serializer):
         max_value=PLAN_BOUNDS["round_votes"][1],
         required=False,
         allow_null=True,
-        help_text="adaptive: votes per re-allocation round (default: one block)",
+        help_text="adaptive: votes per re-allocation round (default: the serve-time refit, 50 serves)",
     )
 
 

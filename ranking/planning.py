@@ -26,6 +26,7 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.files import write_text_atomic
 from annotation.models import Study
 from annotation.selectors.votes import votes_frame
+from annotation.services.serve_time import refit_votes
 from ranking.models import StudyPlanRun
 from stats.defaults import ALLOCATIONS, PLAN_KINDS
 from stats.errors import StatisticsError
@@ -175,7 +176,9 @@ def study_plan_build(
             raters_per_block=p["raters_per_block"],
             n_judges=p["judges"],
             start_blocks=p["start_blocks"],
-            round_votes=p["round_votes"],
+            # Unset: the serve-time refit interval, the granularity an adaptive pairwise_reference
+            # study runs at (docs/protocol.md "Serve-time choice"); a block's votes plan --adaptation block.
+            round_votes=p["round_votes"] if p["round_votes"] is not None else refit_votes(),
         )
         assumptions = None
         if not p["pilot"]:

@@ -97,7 +97,8 @@ class Command(ArbiterCommand):
             "--round-votes",
             type=int,
             default=None,
-            help="adaptive: votes per re-allocation round (default: one block, as schedule_blocks does)",
+            help="adaptive: votes per re-allocation round (default: the serve-time refit, ARBITER_SERVE_REFIT_VOTES = 50, "
+            "as schedule_blocks --allocation adaptive runs; give one block's votes for --adaptation block)",
         )
         parser.add_argument(
             "--verify",
