@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import router, transaction
 from django.db.models import F
 
 from annotation.models import (
@@ -231,7 +231,9 @@ def _count_serve(weights: ServeWeights) -> None:
         from annotation.tasks import refit_serve_weights
 
         study_id = weights.study_id
-        transaction.on_commit(lambda: refit_serve_weights.delay(study_id))
+        # On the connection the serve wrote with (the rater path may route to its own alias), so
+        # the refit is queued when the serving request commits, not before.
+        transaction.on_commit(lambda: refit_serve_weights.delay(study_id), using=router.db_for_write(ServeWeights))
 
 
 def _probabilities(weights: ServeWeights, available: Sequence[int]) -> dict[int, float]:
