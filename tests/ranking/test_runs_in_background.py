@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -21,48 +20,18 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation import task_queue
 from ranking import tasks
 from ranking.models import Leaderboard, StudyPlanRun
 from tests.ranking.rank_factories import add_votes, make_ranked_study
+from tests.task_threads import RecordedThread, record_task_threads
 
 QUICK_PLAN = {"target": "kappa", "half_width": "0.1", "systems": "4", "studies": "10", "seed": "2"}
 POLL = 'hx-trigger="every 2s"'
 
 
-class RecordedThread:
-    """Stands in for ``threading.Thread`` in ``annotation.task_queue``: records, starts nothing."""
-
-    made: list[RecordedThread] = []
-
-    def __init__(
-        self, *, target: Callable[..., None], args: tuple[Any, ...], name: str, daemon: bool
-    ) -> None:
-        self.target, self.args, self.name, self.daemon = target, args, name, daemon
-        self.started = False
-        RecordedThread.made.append(self)
-
-    def start(self) -> None:
-        self.started = True
-
-    def run(self) -> None:
-        """Run the target here; the connection it closes at the end is a thread's, so not the test's."""
-        closed: list[bool] = []
-        connection = task_queue.connection
-        task_queue.connection = SimpleNamespace(close=lambda: closed.append(True))  # type: ignore[assignment]
-        try:
-            self.target(*self.args)
-        finally:
-            task_queue.connection = connection
-        assert closed == [True], "the thread's database connection was left open"
-
-
 @pytest.fixture
 def recorded_threads(settings, monkeypatch) -> list[RecordedThread]:  # type: ignore[no-untyped-def]
-    settings.ARBITER_TASKS_IN_BACKGROUND = True
-    RecordedThread.made = []
-    monkeypatch.setattr(task_queue, "Thread", RecordedThread)
-    return RecordedThread.made
+    return record_task_threads(settings, monkeypatch)
 
 
 @pytest.fixture
