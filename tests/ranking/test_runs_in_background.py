@@ -113,9 +113,24 @@ def test_a_leaderboard_answers_queued_its_row_polls_and_its_thread_fills_it_in(
     row_url = reverse("ranking:row", args=[ranked.study.slug, leaderboard.pk])
     listing = client.get(url).content.decode()
     assert f'hx-get="{row_url}"' in listing and POLL in listing and "<progress" in listing
+    # The leaderboard's own page, opened while it runs, polls its status too.
+    detail_url = reverse("ranking:detail", args=[ranked.study.slug, leaderboard.pk])
+    detail = client.get(detail_url)
+    assert f'hx-get="{detail_url}"' in detail.content.decode() and "<progress" in detail.content.decode()
+    assert detail["Cache-Control"] == "no-store" and "HX-Request" in detail["Vary"]
+    running_poll = client.get(detail_url, headers={"HX-Request": "true"})
+    assert "HX-Refresh" not in running_poll and 'id="lb-status"' in running_poll.content.decode()
     thread.run()
     leaderboard.refresh_from_db()
     assert leaderboard.status == Leaderboard.Status.DONE, leaderboard.error
+    # Done: the page's poll reloads the whole page, which shows the leaderboard and polls no more.
+    assert client.get(detail_url, headers={"HX-Request": "true"})["HX-Refresh"] == "true"
+    done = client.get(detail_url).content.decode()
+    assert (
+        POLL not in done
+        and "<progress" not in done
+        and reverse("ranking:download", args=[ranked.study.slug, leaderboard.pk, "csv"]) in done
+    )
     row = client.get(row_url).content.decode()
     assert (
         POLL not in row
