@@ -9,20 +9,27 @@ default) the task runs instead in a daemon thread of this process once the row i
 the judges page runs its calls (``judges.services.runs.judge_outputs_run_in_background``): the
 request answers at once, with the run queued, and the page's htmx poll shows it finishing. The
 task is the one a worker would run (``task.apply``), so its claim (a conditional update) and its
-"failed" on an unexpected error are the same; an error is logged, as a worker would.
+"failed" on an unexpected error are the same; an error is logged, as a worker would. One task
+computes at a time (``BACKGROUND_SLOTS``), the others wait in their threads and their pages say
+"Queued", as behind a worker of concurrency one: the process keeps the rest of its CPU for its
+requests, the raters' among them, however many plans a researcher starts.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from threading import Thread
+from threading import BoundedSemaphore, Thread
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 
 logger = logging.getLogger(__name__)
+
+#: How many background tasks compute at once in this process.
+BACKGROUND_SLOTS = 1
+_slots = BoundedSemaphore(BACKGROUND_SLOTS)
 
 
 def task_runs_in_background(task: Any) -> bool:
@@ -31,9 +38,10 @@ def task_runs_in_background(task: Any) -> bool:
 
 
 def task_run_in_thread(task: Any, args: Sequence[Any]) -> None:
-    """Run ``task`` here as a worker would, log an error, and close this thread's database connection."""
+    """Run ``task`` here as a worker would (once a slot is free), log an error, close the thread's connection."""
     try:
-        task.apply(args=list(args), throw=True)
+        with _slots:
+            task.apply(args=list(args), throw=True)
     except Exception:
         logger.exception("task %s%r failed in its thread", task.name, tuple(args))
     finally:
