@@ -105,21 +105,23 @@ def computations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ran
 
 
-@pytest.mark.parametrize(("path", "result", "n_figures"), REPORT_PAGES)
-def test_a_report_page_shows_its_numbers_at_once_and_draws_no_figure_in_its_request(
-    demo, figures_drawn, path: str, result: list[str], n_figures: int
+def test_each_report_page_shows_its_numbers_at_once_and_draws_no_figure_in_its_request(
+    demo, figures_drawn
 ) -> None:  # type: ignore[no-untyped-def]
-    response = demo.get(path)
-    body = response.content.decode()
-    assert response.status_code == 200, body[:500]
-    assert all(marker in body for marker in result), [m for m in result if m not in body]
-    assert figures_drawn == []  # the figures are not drawn in the page's request
-    # Each figure is an <img> on a URL of its own, under a "Drawing the figure…" placeholder (CSS).
-    sources = [unescape(s) for s in re.findall(r'<figure class="plot"><img src="(/[^"]+)"', body)]
-    assert len(sources) == n_figures and all(src.startswith(path) for src in sources), sources
-    for src in sources:
-        assert demo.get(src)["Content-Type"] == "image/svg+xml"
-    assert len(figures_drawn) == n_figures  # drawn on their own requests
+    """One walk over the pages (the demo is built once for all of them)."""
+    for path, result, n_figures in REPORT_PAGES:
+        figures_drawn.clear()
+        response = demo.get(path)
+        body = response.content.decode()
+        assert response.status_code == 200, (path, body[:500])
+        assert all(marker in body for marker in result), (path, [m for m in result if m not in body])
+        assert figures_drawn == [], path  # no figure is drawn in the page's request
+        # Each figure is an <img> on a URL of its own, under a "Drawing the figure…" placeholder (CSS).
+        sources = [unescape(s) for s in re.findall(r'<figure class="plot"><img src="(/[^"]+)"', body)]
+        assert len(sources) == n_figures and all(src.startswith(path) for src in sources), (path, sources)
+        for src in sources:
+            assert demo.get(src)["Content-Type"] == "image/svg+xml", src
+        assert len(figures_drawn) == n_figures, path  # drawn on their own requests
 
 
 def test_the_plan_form_answers_with_its_run_queued_and_the_page_polls(
