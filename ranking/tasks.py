@@ -2,7 +2,8 @@
 (docs/protocol.md "Deployment leaderboard" leaderboards).
 
 ``leaderboard_start`` creates a queued leaderboard (``leaderboard_create``) and queues
-``leaderboard_run_task`` once the row is committed. The run task claims it (conditional update: a
+``leaderboard_run_task`` once the row is committed (``annotation.task_queue``: without a broker,
+in a thread of the process, so the page answers at once and polls). The run task claims it (conditional update: a
 second delivery is a no-op), snapshots its inputs and queues one ``leaderboard_chunk_task`` per
 seeded bootstrap chunk; chunks run on any worker, each stores its resamples, and the one that
 stores the last merges. An unexpected error marks the leaderboard failed (so the page stops
@@ -16,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery import shared_task
-from django.db import transaction
 from django.db.models import QuerySet
 
 from annotation.models import Study
+from annotation.task_queue import task_queue_on_commit
 from calibration.models import CoefficientSet
 from ranking.models import Leaderboard, RankingModel, StudyPlanRun
 from ranking.planning import study_plan_run_create, study_plan_run_execute, study_plan_run_fail
@@ -79,8 +80,7 @@ def leaderboard_start(
         user=user,
         model=model,
     )
-    leaderboard_id = leaderboard.pk
-    transaction.on_commit(lambda: leaderboard_run_task.delay(leaderboard_id), robust=True)
+    task_queue_on_commit(leaderboard_run_task, leaderboard.pk)
     return leaderboard
 
 
@@ -96,6 +96,5 @@ def study_plan_run_task(run_id: int) -> str:
 def study_plan_start(*, values: Mapping[str, Any], pilots: QuerySet[Study], user: Any = None) -> StudyPlanRun:
     """Create a queued plan run (``study_plan_run_create``) and queue it once the row is committed."""
     run = study_plan_run_create(values=values, pilots=pilots, user=user)
-    run_id = run.pk
-    transaction.on_commit(lambda: study_plan_run_task.delay(run_id), robust=True)
+    task_queue_on_commit(study_plan_run_task, run.pk)
     return run

@@ -4,7 +4,8 @@ page (no login).
 Researcher pages are scoped by ``annotation.roles.studies_for`` (another study is a 404). A
 computation runs as a Celery task; running rows poll their own fragment with htmx
 (``hx-trigger="every 2s"``, no inline script). The published page shows a leaderboard whose
-``published`` flag is set, by its opaque public token, to anyone.
+``published`` flag is set, by its opaque public token, to anyone. A running leaderboard's own page
+polls its status the same way and, once the result is in, is loaded again (``HX-Refresh``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from annotation.errors import ArbiterError
 from annotation.models import Study
@@ -124,6 +127,9 @@ def leaderboard_row(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 @require_GET
 def leaderboard_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     study, leaderboard = _leaderboard(request, slug, pk)
+    if getattr(request, "htmx", False) and leaderboard.status == Leaderboard.Status.DONE:
+        # The running page's poll: the result is in, so the whole page is loaded again to show it.
+        return HttpResponseClientRefresh()
     context: dict[str, Any] = {"study": study, "lb": leaderboard}
     status = 200
     if leaderboard.status == Leaderboard.Status.DONE:
@@ -143,7 +149,11 @@ def leaderboard_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse
             except ArbiterError as exc:
                 context["compare_error"] = str(exc)
                 status = 400
-    return render(request, "ranking/leaderboard_detail.html", context, status=status)
+    response = render(request, "ranking/leaderboard_detail.html", context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    if leaderboard.is_active:
+        response["Cache-Control"] = "no-store"
+    return response
 
 
 @researcher_required

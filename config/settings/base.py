@@ -297,6 +297,10 @@ ARBITER_JUDGE_MAX_REPLY_BYTES = env_int("ARBITER_JUDGE_MAX_REPLY_BYTES", 8 * 102
 # Without a broker, "Run judges" on the judges page runs the calls in a thread of the web process
 # and answers at once, so the page shows them finishing (tests keep them on commit, synchronous).
 ARBITER_JUDGES_IN_BACKGROUND = env_bool("ARBITER_JUDGES_IN_BACKGROUND", True)
+# Likewise a plan or a leaderboard started from its page runs in a thread of the web process after
+# the commit (annotation/task_queue.py), so the page answers at once and polls; 0 runs it inside the
+# request, as Celery's eager mode would.
+ARBITER_TASKS_IN_BACKGROUND = env_bool("ARBITER_TASKS_IN_BACKGROUND", True)
 # Egress for judge calls, off by default: an HTTPS proxy URL and a CA bundle file (TLS-inspecting
 # gateways). The base-URL allow-list check still runs before every request.
 ARBITER_JUDGE_PROXY = env_str("ARBITER_JUDGE_PROXY")

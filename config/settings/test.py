@@ -14,6 +14,9 @@ ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 CELERY_TASK_ALWAYS_EAGER = env_bool("ARBITER_CELERY_EAGER", True)
 # The judges page's background run needs a server database for its thread (tests/judges/test_views.py).
 ARBITER_JUDGES_IN_BACKGROUND = False
+# Likewise plans and leaderboards run on commit, in the test's thread (tests/ranking/test_report_pages_first_load.py
+# runs them in a thread).
+ARBITER_TASKS_IN_BACKGROUND = False
 
 # Importing config.wsgi in a test (the image pass, schemathesis) checks nothing against the database;
 # the tests of the checks start their nodes with the production settings.

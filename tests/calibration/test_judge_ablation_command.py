@@ -166,13 +166,21 @@ def test_api_and_page(researcher, other_researcher, rater_user) -> None:  # type
     assert rater.get(url).status_code == 403
     page = reverse("calibration:ablation", args=[cal.study.slug])
     assert b"Compute the nested ablation" in client.get(page).content
-    shown = client.post(page, {"bootstrap": "20", "seed": "4"})
+    pending = client.post(page, {"bootstrap": "20", "seed": "4"}).content.decode()
+    # The form answers at once with the indicator; the result's own htmx request computes it.
+    assert "By number of judges" not in pending and "Computing the ablation (20 resamples)" in pending
+    assert 'hx-get="?bootstrap=20&amp;seed=4&amp;part=result" hx-trigger="load"' in pending
+    result = {"bootstrap": "20", "seed": "4", "part": "result"}
+    shown = client.get(page, result, headers={"HX-Request": "true"})
     assert shown.status_code == 200 and b"By number of judges" in shown.content and b"Pareto" in shown.content
+    assert b"<html" not in shown.content and b"hx-trigger" not in shown.content
+    assert "HX-Request" in shown["Vary"] and b"By number of judges" in client.get(page, result).content
     download = client.get(page, {"download": "json", "bootstrap": "20", "seed": "4"})
     assert download["Content-Disposition"].endswith('judge-ablation.json"')
     assert json.loads(download.content) == got.json()
     bad = client.post(page, {"bootstrap": "999999", "seed": "4"})
-    assert bad.status_code == 400 and b"at most" in bad.content
+    assert bad.status_code == 400 and b"at most" in bad.content and b"hx-trigger" not in bad.content
+    assert client.post(page, {"bootstrap": "20", "seed": "x"}).status_code == 400
     assert other.get(page).status_code == 404
 
 
@@ -193,3 +201,19 @@ def test_a_judge_whose_outputs_are_all_invalid_is_named_on_the_terminal(tmp_path
         f"judge cal-gemini left out: no valid output on the human set: all {n} of its outputs are invalid "
         f"({n} failed validation or transport)"
     ]
+
+
+@pytest.mark.django_db
+def test_an_ablation_that_cannot_be_computed_replaces_the_indicator_with_its_error(researcher) -> None:  # type: ignore[no-untyped-def]
+    """htmx swaps no 4xx answer, so the result's request says the error with a 200 in place of the indicator."""
+    cal = prepare("abl-none", researchers=(researcher,))
+    JudgeOutput.objects.filter(comparison__study=cal.study).update(status="invalid", winner="")
+    client = Client()
+    client.force_login(researcher)
+    page = reverse("calibration:ablation", args=[cal.study.slug])
+    params = {"bootstrap": "20", "seed": "4", "part": "result"}
+    fragment = client.get(page, params, headers={"HX-Request": "true"})
+    body = fragment.content.decode()
+    assert fragment.status_code == 200 and 'role="alert"' in body and "hx-trigger" not in body
+    assert "By number of judges" not in body and "<html" not in body
+    assert client.get(page, params).status_code == 400  # the whole page (no htmx) keeps its 400
