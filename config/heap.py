@@ -15,8 +15,7 @@ The view modules import the report maths (the ``stats`` package: SciPy's ``stats
 only when a report runs, so without this the first report page a worker served, or the first plan
 form it checked, paid those imports: 0.6 s on a quiet machine, 1.2 s for the planner's, several
 seconds on a busy one (issue 40, "Work you can see"). They are loaded here, before the freeze:
-a worker's peak RSS after start-up goes from about 102 to 239 MiB (the first report page alone
-loads 94 MiB of it) and its start takes about 1 s more CPU.
+about 90-140 MB more per worker at start, which a worker reaches anyway once it shows a report.
 """
 
 from __future__ import annotations
