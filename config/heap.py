@@ -10,19 +10,11 @@ docs/benchmarks-history.md, "The garbage collector".
 
 Called by gunicorn once per worker, after the application is loaded (``post_worker_init`` in
 ``gunicorn.conf.py``). The setting ``ARBITER_GC_FREEZE`` (environment, default on) turns it off.
-
-The view modules import the report maths (the ``stats`` package: SciPy's ``stats``, statsmodels)
-only when a report runs, so without this the first report page a worker served, or the first plan
-form it checked, paid those imports: 0.6 s on a quiet machine, 1.2 s for the planner's, several
-seconds on a busy one (issue 40, "Work you can see"). They are loaded here, before the freeze:
-about 90-140 MB more per worker at start, which a worker reaches anyway once it shows a report.
 """
 
 from __future__ import annotations
 
 import gc
-import importlib
-import pkgutil
 
 # The templates every rater request renders, compiled once at start so they are frozen too (the
 # cached loader keeps them; the kinds' question templates are included by the trial state).
@@ -38,14 +30,6 @@ RATER_TEMPLATES = (
 )
 
 
-def _import_report_maths() -> None:
-    """Import every module of the ``stats`` package (a function of its own: its walk is freed before the freeze)."""
-    import stats
-
-    for module in pkgutil.walk_packages(stats.__path__, "stats."):
-        importlib.import_module(module.name)
-
-
 def load_and_freeze() -> int:
     """Import what the first requests would import, then freeze the heap; the objects frozen (0: off)."""
     from django.conf import settings
@@ -56,7 +40,6 @@ def load_and_freeze() -> int:
     from django.urls import get_resolver
 
     get_resolver().url_patterns  # noqa: B018  (imports every view module)
-    _import_report_maths()
     for name in RATER_TEMPLATES:
         get_template(name)
     gc.collect()
