@@ -2,8 +2,8 @@
 self-contained HTML download.
 
 Computed on request from the stored votes (voided assignments excluded) with a smaller default
-bootstrap than the command; ``?bootstrap=&seed=`` change it. The figures are drawn on requests of
-their own (``calibration.views.figures``), so the numbers show at once.
+bootstrap than the command; ``?bootstrap=&seed=`` change it. The page answers at once; its numbers
+come on an htmx request of their own, and each figure on another (``calibration.views.figures``).
 """
 
 from __future__ import annotations
@@ -42,22 +42,31 @@ def _options(request: HttpRequest, study: Study) -> tuple[int, int]:
 @researcher_required
 @require_GET
 def agreement_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The page answers at once with its form and "Computing the agreement…"; the numbers come on
+    the page's own htmx request (``?part=body``), which computes them. The first one in a worker
+    also pays the statistics' imports (about a second), so the page never waits for them."""
     study = study_get_for_user(user=request.user, slug=slug)
     try:
         resamples, seed = _options(request, study)
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    query = urlencode({"bootstrap": resamples, "seed": seed})
+    if request.GET.get("part") != "body":
+        return render(request, "calibration/agreement_page.html", {
+            "study": study, "resamples": resamples, "seed": seed, "query": query,
+            "max_bootstrap": MAX_PAGE_RESAMPLES,
+        })
+    try:
         agreement = agreement_report_compute(study=study, resamples=resamples, seed=seed)
     except ArbiterError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     key = agreement_figures_prepare(agreement=agreement)
-    query = urlencode({"bootstrap": resamples, "seed": seed})
     figures = {
         name: reverse("agreement:figure", args=[study.slug, key, name]) + "?" + query
         for name in AGREEMENT_FIGURES
     }
     context = agreement_context(study=study, report=agreement.report, figures=figures)
-    return render(
-        request, "calibration/agreement_page.html", {**context, "max_bootstrap": MAX_PAGE_RESAMPLES}
-    )
+    return render(request, "calibration/agreement_body.html", context)
 
 
 @researcher_required

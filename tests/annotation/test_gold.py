@@ -25,6 +25,7 @@ from tests.annotation.factories import make_rated_study
 from tests.annotation.rater_factories import make_rater_study
 from tests.annotation.test_blinding import _assert_blind, _secrets
 from tests.calibration.cal_factories import make_calibration_study
+from tests.calibration.test_agreement_report import agreement_body
 
 pytestmark = pytest.mark.django_db
 
@@ -356,10 +357,10 @@ def test_the_agreement_page_applies_the_saved_rules_and_says_so(client: Client, 
     junk = str(votes_frame(study=study)["rater"].iloc[0])
     _add_gold(study, wrong={junk})
     client.force_login(researcher)
-    raw = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
+    raw = agreement_body(client, client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode())
     assert 'id="exclusions"' not in raw  # no saved rules yet: the raw figures, as before
     Study.objects.filter(pk=study.pk).update(options={**study.options, "exclusion_rules": {}})
-    page = client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode()
+    page = agreement_body(client, client.get("/studies/gold-page/agreement/?bootstrap=20").content.decode())
     assert 'id="exclusions"' in page and "saved exclusion rules were applied" in page
     assert f"<td>{junk}</td><td>gold</td>" in page
 

@@ -220,18 +220,33 @@ def test_the_ranking_plot_draws_the_leave_one_rater_out_refits(rated, monkeypatc
 # ---------------------------------------------------------------------------------------------
 
 
+def agreement_body(client: Client, page: str) -> str:
+    """The agreement page's numbers, from the URL its htmx placeholder asks (as the browser does)."""
+    import html
+    import re
+
+    found = re.search(r'id="agreement-body" hx-get="([^"]+)"', page)
+    assert found, page[:500]
+    response = client.get(html.unescape(found.group(1)), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
 def test_page_for_the_researcher(client: Client, researcher, rated) -> None:  # type: ignore[no-untyped-def]
     client.force_login(researcher)
     response = client.get("/studies/rated/agreement/")
     assert response.status_code == 200
-    body = response.content.decode()
-    assert "200 bootstrap resamples" in body
+    page = response.content.decode()
+    assert "200 bootstrap resamples" in page and "Computing the agreement" in page
+    assert "Fleiss κ" not in page  # the numbers come on the page's own htmx request
+    body = agreement_body(client, page)
     assert "Fleiss κ" in body
     # The figures are drawn on requests of their own, so the page shows its numbers at once.
     sources = page_figures(client, body, under="/studies/rated/agreement/figures/", count=4)
     assert client.get(sources[0].replace("/agreement.svg", "/nothing.svg")).status_code == 404
     response = client.get("/studies/rated/agreement/?bootstrap=30&seed=4")
     assert response.status_code == 200 and "30 bootstrap resamples" in response.content.decode()
+    assert "Fleiss κ" in agreement_body(client, response.content.decode())
     response = client.get("/studies/rated/agreement/?bootstrap=lots")
     assert response.status_code == 400 and b"field 'bootstrap'" in response.content
 
