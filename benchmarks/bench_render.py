@@ -7,7 +7,7 @@ image of the page's folder, a bar chart drawn on a canvas by a script), then ren
   isolation and determinism on, ``--workers`` browsers (default 2);
 - ``playwright``: a plain Playwright loop: one browser, a new page per file (``file://``), a
   full-page screenshot, nothing else;
-- ``html2image``: html2image 2.0.7 from PyPI (``pip install html2image==2.0.7``; not a project
+- ``html2image``: html2image 2.0.7 from PyPI (installed by the benchmark into ``var/peer/html2image``; not a project
   dependency), which starts a headless Chromium per page, viewport-sized.
 
 All three use Debian's ``/usr/bin/chromium`` at 1280 × 720. Each renderer runs in a child
@@ -123,14 +123,32 @@ def run_html2image(src: Path, out: Path) -> None:
     print(json.dumps({"rendered": rendered, "failed": len(paths) - rendered}))
 
 
+HTML2IMAGE = "html2image==2.0.7"
+PEER_DIR = ROOT / "var" / "peer" / "html2image"  # never committed (var/ is ignored)
+
+
+def html2image_install() -> Path:
+    """html2image from PyPI into a folder of its own (not a project dependency); reused once installed."""
+    marker = PEER_DIR / ".installed"
+    if not marker.is_file() or marker.read_text() != HTML2IMAGE:
+        shutil.rmtree(PEER_DIR, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(PEER_DIR), HTML2IMAGE],
+                       check=True)
+        marker.write_text(HTML2IMAGE)
+    return PEER_DIR
+
+
 def measure(name: str, src: Path, out: Path, workers: int) -> dict[str, float]:
     """Run one renderer in a child process; its wall time and the CPU of its whole process tree."""
     out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if name == "html2image":
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(html2image_install()), env.get("PYTHONPATH", "")) if p)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     child = subprocess.run(
         [sys.executable, __file__, "--child", name, "--src", str(src), "--out", str(out), "--workers", str(workers)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        capture_output=True, text=True, cwd=ROOT, check=False, env=env,
     )
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
