@@ -792,6 +792,12 @@ class NewStudyRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The worker making the study holds the run by its claim until lease_until, renewed while it
+    # works; a run whose lease ran out (its worker died) is claimed again, at most
+    # MAX_ATTEMPTS times in all (annotation.services.new_study_runs).
+    claim = models.CharField(max_length=40, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

@@ -20,6 +20,7 @@ import random
 from celery import shared_task
 from django.conf import settings
 
+from annotation.tasks import broker_queue_empty
 from judges.services.calls import (
     DATABASE_ERRORS,
     HELD,
@@ -65,24 +66,6 @@ def call_judge(self, output_id: int) -> str:  # type: ignore[no-untyped-def]
             wait = DATABASE_RETRY_SECONDS
         call_judge.apply_async((output_id,), countdown=max(wait, 0.0) + 1.0)
     return status
-
-
-def broker_queue_empty(queue: str | None = None) -> bool:
-    """True when the broker holds no message waiting in ``queue`` (the task queue by default).
-
-    A queue the broker does not know is empty (Redis drops the list of an empty queue); a broker
-    that cannot be asked counts as not empty, so nothing is re-queued on a guess.
-    """
-    name = queue or call_judge.app.conf.task_default_queue
-    try:
-        with call_judge.app.connection_for_read() as conn:
-            try:
-                declared = conn.default_channel.queue_declare(queue=name, passive=True)
-            except conn.channel_errors:
-                return True
-            return int(declared.message_count) == 0
-    except Exception:  # the broker is down or refuses: decide nothing
-        return False
 
 
 @shared_task(name="judges.sweep_leases", ignore_result=True)

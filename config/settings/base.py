@@ -307,6 +307,10 @@ ARBITER_JUDGE_PROXY = env_str("ARBITER_JUDGE_PROXY")
 ARBITER_JUDGE_CA_BUNDLE = env_str("ARBITER_JUDGE_CA_BUNDLE")
 # How often Celery beat re-queues judge calls whose worker died (lease expired).
 ARBITER_JUDGE_SWEEP_SECONDS = float(env_str("ARBITER_JUDGE_SWEEP_SECONDS", "60"))
+# A worker making a study from an upload holds its run for this long, renewing it every third of
+# it; a run whose worker died is taken over once it runs out (annotation.services.new_study_runs),
+# and Celery beat's sweep re-queues such runs this often.
+ARBITER_NEW_STUDY_LEASE_SECONDS = float(env_str("ARBITER_NEW_STUDY_LEASE_SECONDS", "60"))
 # An adaptive study's serve-time pair weights are refitted every this many served trials
 # (annotation.services.serve_time).
 ARBITER_SERVE_REFIT_VOTES = env_int("ARBITER_SERVE_REFIT_VOTES", 50)
@@ -391,6 +395,8 @@ CELERY_IMPORTS = ("judges.batch_tasks",)
 CELERY_BEAT_SCHEDULE = {
     "judges-sweep-leases": {"task": "judges.sweep_leases", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
     "judges-poll-batches": {"task": "judges.poll_batches", "schedule": ARBITER_JUDGE_SWEEP_SECONDS},
+    "annotation-sweep-new-study-runs": {"task": "annotation.sweep_new_study_runs",
+                                        "schedule": ARBITER_NEW_STUDY_LEASE_SECONDS},
 }
 
 # A web node's checks as it loads (config/wsgi.py): the bucket exists, SECRET_KEY agrees with the other nodes'.

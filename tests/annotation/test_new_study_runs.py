@@ -226,3 +226,120 @@ def test_on_a_cluster_the_upload_waits_in_the_bucket_and_is_removed_once_made(
     keys = s3_server.keys(s3_media)
     assert keys and all(key.startswith("images/") for key in keys)  # the upload is gone, the images are there
     assert Candidate.objects.filter(page__study__slug="s3-run").count() == 4
+
+
+def images_only(folders: Path) -> None:
+    """The "claude" pages as images: the run needs no browser."""
+    for i in range(2):
+        (folders / "out" / "claude" / f"p{i}.html").unlink()
+        png(folders / "out" / "claude" / f"p{i}.png", size=(400, 300))
+
+
+def queued_run(client: Client, folders: Path, slug: str, capture: Any) -> NewStudyRun:
+    with capture(execute=True):
+        client.post(
+            "/studies/new/",
+            {"kind": "pairwise_reference", "reference": "refs", "slug": slug, "archive": zipped(folders)},
+        )
+    return NewStudyRun.objects.get(parameters__options__slug=slug)
+
+
+def test_a_run_held_by_a_live_lease_waits_and_a_run_whose_lease_ran_out_is_taken_over(
+    folders: Path, researcher: Any, queued: list[int], django_capture_on_commit_callbacks: Any
+) -> None:
+    """The worker that claimed the run died (its lease is not renewed): a delivery while the lease
+    runs is held off, one after it takes the run over and makes the study; a later one does nothing."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    images_only(folders)
+    client = Client()
+    client.force_login(researcher)
+    run = queued_run(client, folders, "taken-over", django_capture_on_commit_callbacks)
+    lease = timezone.now() + timedelta(seconds=60)
+    NewStudyRun.objects.filter(pk=run.pk).update(status="running", claim="dead-worker", attempts=1, lease_until=lease)
+    assert new_study_runs.new_study_run_execute(run_id=run.pk) == "held"
+    assert 0 < new_study_runs.held_seconds(run.pk) <= 60
+    run.refresh_from_db()
+    assert (run.status, run.claim, run.attempts, run.lease_until) == ("running", "dead-worker", 1, lease)
+    NewStudyRun.objects.filter(pk=run.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert new_study_runs.new_study_run_execute(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    assert run.status == "done" and run.attempts == 2 and run.claim != "dead-worker" and run.lease_until is None
+    assert Study.objects.filter(slug="taken-over").count() == 1 and run.study is not None
+    assert not new_study_runs.new_study_run_fail(run.pk, "late", claim="dead-worker")  # no longer the holder
+    assert new_study_runs.new_study_run_execute(run_id=run.pk) == "not queued"
+    assert NewStudyRun.objects.get(pk=run.pk).status == "done"
+
+
+def test_a_holder_that_lost_the_run_cannot_fail_it(
+    folders: Path, researcher: Any, queued: list[int], django_capture_on_commit_callbacks: Any
+) -> None:
+    client = Client()
+    client.force_login(researcher)
+    run = queued_run(client, folders, "lost", django_capture_on_commit_callbacks)
+    claim = new_study_runs.new_study_run_claim(run_id=run.pk)
+    assert claim and new_study_runs.new_study_run_claim(run_id=run.pk) is None  # held: not claimed twice
+    assert not new_study_runs.new_study_run_fail(run.pk, "stale", claim="someone-else")
+    assert NewStudyRun.objects.get(pk=run.pk).status == "running" and default_storage.exists(run.archive)
+    assert new_study_runs.new_study_run_fail(run.pk, "the reference\nfolder is missing", claim=claim)
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error == "the reference folder is missing" and run.lease_until is None
+    assert not default_storage.exists(run.archive)
+
+
+def test_the_sweep_queues_runs_whose_worker_died_and_fails_those_out_of_attempts(
+    folders: Path, researcher: Any, queued: list[int], django_capture_on_commit_callbacks: Any, monkeypatch: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotation import tasks
+
+    client = Client()
+    client.force_login(researcher)
+    runs = {slug: queued_run(client, folders, slug, django_capture_on_commit_callbacks) for slug in (
+        "expired", "live", "exhausted", "done", "waiting", "fresh")}
+    queued.clear()
+    now = timezone.now()
+    past, future = now - timedelta(seconds=1), now + timedelta(seconds=60)
+
+    def set_run(slug: str, **fields: Any) -> None:
+        NewStudyRun.objects.filter(pk=runs[slug].pk).update(**fields)
+
+    set_run("expired", status="running", attempts=1, lease_until=past)
+    set_run("live", status="running", attempts=1, lease_until=future)
+    set_run("exhausted", status="running", attempts=new_study_runs.MAX_ATTEMPTS, lease_until=past)
+    set_run("done", status="done", attempts=1, lease_until=None)
+    set_run("waiting", created_at=now - timedelta(hours=1))  # queued; its message may be lost
+    # A queued run waits in the broker's queue: re-queued only when the queue is empty.
+    assert new_study_runs.new_study_runs_sweep(queue_empty=False) == [runs["expired"].pk]
+    exhausted = NewStudyRun.objects.get(pk=runs["exhausted"].pk)
+    assert exhausted.status == "failed" and f"{new_study_runs.MAX_ATTEMPTS} times" in exhausted.error
+    assert not default_storage.exists(exhausted.archive)
+    monkeypatch.setattr(tasks, "broker_queue_empty", lambda queue=None: True)
+    assert tasks.sweep_new_study_runs() == 2
+    assert queued == [runs["expired"].pk, runs["waiting"].pk]
+    assert NewStudyRun.objects.get(pk=runs["live"].pk).status == "running"  # its worker is alive
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_holder_renews_its_lease_while_it_works(folders: Path, settings: Any) -> None:
+    """The lease thread renews every third of the lease (here 0.3 s of 0.9 s) until the work ends."""
+    settings.ARBITER_NEW_STUDY_LEASE_SECONDS = 0.9
+    run = NewStudyRun.objects.create(archive="new-study/x.zip", archive_name="x.zip")
+    claim = new_study_runs.new_study_run_claim(run_id=run.pk)
+    assert claim
+    first = NewStudyRun.objects.get(pk=run.pk).lease_until
+    with new_study_runs._Lease(run.pk, claim) as lease:
+        assert lease.thread.is_alive()
+        renewed = first
+        for _ in range(100):  # bounded: up to 10 s
+            renewed = NewStudyRun.objects.get(pk=run.pk).lease_until
+            if renewed != first:
+                break
+            lease.stopped.wait(0.1)
+        assert renewed is not None and first is not None and renewed > first
+    assert not lease.thread.is_alive()
