@@ -71,7 +71,7 @@ def new_study_run_fail(run_id: int, message: str) -> None:
 
 def new_study_run_execute(*, run_id: int) -> str:
     """Claim a queued run and make its study (or its dry-run report), writing progress as it goes."""
-    from annotation.services.new_study import new_study_from_upload
+    from annotation.services.new_study.uploads import new_study_from_upload
 
     # A run whose worker died may be taken over once the task time limit has passed.
     stale = timezone.now() - timedelta(seconds=int(getattr(settings, "CELERY_TASK_TIME_LIMIT", 900)))

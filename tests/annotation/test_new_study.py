@@ -1,5 +1,5 @@
 """``new_study`` (issue 29): folders, manifests, --match, dry run, one-line errors, all or nothing,
-the upload page and the API (annotation/services/new_study.py)."""
+the upload page and the API (annotation/services/new_study/)."""
 
 from __future__ import annotations
 
@@ -502,6 +502,6 @@ def test_a_pattern_that_backtracks_is_stopped_in_one_line(tmp_path: Path, monkey
     args = ("pairwise_reference", "--reference", str(tmp_path / "refs"), "--system", f"a={tmp_path / 'a'}", "--slug", "m")
     message = fails(*args, "--match", r"^(a|aa)+$")
     assert message.startswith("--match: the pattern takes too long on the file name 'aaaa")
-    monkeypatch.setattr("annotation.services.new_study.MATCH_SECONDS_TOTAL", 0.0)
+    monkeypatch.setattr("annotation.services.new_study.inputs.MATCH_SECONDS_TOTAL", 0.0)
     assert fails(*args, "--match", r"(?P<page>a+)") == "--match: matching the file names took over 0 s; simplify the pattern"
     assert fails(*args, "--match", "(").startswith("--match: not a regular expression")
