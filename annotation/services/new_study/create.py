@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from annotation.errors import ArbiterError, ValidationFailed
+from annotation.kinds import design_of
 from annotation.progress import progress_step
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.bundles.reference_format import STUDY_JSON
@@ -27,27 +28,20 @@ if TYPE_CHECKING:
 
     from annotation.models import Study
 
-# Keys new_study makes from the files; an option may not give them.
-MADE_KEYS = {
-    "pairwise_reference": ("kind", "systems", "pages", "candidates"),
-    "pairwise": ("kind", "systems", "briefs", "items"),
-    "checklist": ("kind", "systems", "briefs", "items"),
-    "rating": ("kind", "systems", "briefs", "items"),
-}
-
 
 def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     """Read the folders or the manifest and every image header; writes nothing."""
     if data.kind not in KINDS:
         raise ValidationFailed(f"unknown kind {data.kind!r} (expected one of: {', '.join(KINDS)})", where="kind")
-    for key in MADE_KEYS[data.kind]:
+    design = design_of(data.kind)
+    for key in design.new_study_makes:
         if key in data.options:
             raise ValidationFailed(f"new_study makes {key!r} from the files; leave it out of the options", where=f"option {key}")
     if data.comparisons not in ("all", "none"):
         raise ValidationFailed("expected all or none", where="--comparisons")
     if data.manifest is not None and (data.systems or data.reference is not None):
         raise ValidationFailed("give a manifest or folders (--reference, --system), not both", where=str(data.manifest))
-    if data.kind != "pairwise_reference" and data.reference is not None:
+    if not design.has_reference and data.reference is not None:
         raise ValidationFailed(f"a {data.kind} study has no reference images", where="--reference")
     plan = NewStudyPlan(
         kind=data.kind, options=dict(data.options), pages=[], systems=[], references={}, images={},
@@ -58,8 +52,8 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     else:
         if not data.systems:
             raise ValidationFailed("give at least one --system NAME=FOLDER (or a manifest)", where="--system")
-        if data.kind == "pairwise_reference" and data.reference is None:
-            raise ValidationFailed("a pairwise_reference study needs its reference folder", where="--reference")
+        if design.has_reference and data.reference is None:
+            raise ValidationFailed(f"a {data.kind} study needs its reference folder", where="--reference")
         read_folders(data, plan)
     read_briefs(data, plan)
     read_predicates(data, plan)

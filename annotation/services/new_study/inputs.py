@@ -151,11 +151,11 @@ def read_folders(data: NewStudyInput, plan: NewStudyPlan) -> None:
                 where=shown_path(folder, data),
             )
         names[name] = folder
-    if data.kind == "pairwise_reference":
+    if plan.design.has_reference:
         plan.references = _index_folder(data.reference, data, "--reference", pattern, plan) if data.reference else {}
     per_system = {name: _index_folder(folder, data, f"--system {name}", pattern, plan) for name, folder in data.systems}
     plan.systems = list(per_system)
-    if data.kind == "pairwise_reference":
+    if plan.design.has_reference:
         plan.pages = sorted(plan.references)
         pages = set(plan.pages)
     else:
@@ -292,7 +292,7 @@ def read_manifest(data: NewStudyInput, plan: NewStudyPlan) -> None:
         pages.setdefault(page, None)
         reference = row.get("reference", "")
         if reference:
-            if data.kind != "pairwise_reference":
+            if not plan.design.has_reference:
                 raise ValidationFailed(f"a {data.kind} study has no reference images; leave the column empty", where=where)
             source = _manifest_source(reference, manifest, where, plan=plan, data=data)
             known = plan.references.get(page)
@@ -316,7 +316,7 @@ def read_manifest(data: NewStudyInput, plan: NewStudyPlan) -> None:
                 plan.images[(page, system)] = _manifest_source(image, manifest, where, plan=plan, data=data)
     plan.pages = list(pages)
     plan.systems = list(systems)
-    if data.kind == "pairwise_reference":
+    if plan.design.has_reference:
         for page in plan.pages:
             if page not in plan.references:
                 raise ValidationFailed(f"page {excerpt(page)} has no reference image in any row", where=shown_path(manifest, data))
@@ -334,7 +334,7 @@ def read_briefs(data: NewStudyInput, plan: NewStudyPlan) -> None:
 def read_predicates(data: NewStudyInput, plan: NewStudyPlan) -> None:
     if data.predicates is None:
         return
-    if data.kind != "checklist":
+    if not plan.design.takes_predicates:
         raise ValidationFailed(f"predicates are for checklist studies, not {data.kind}", where="--predicates")
     for n, (where, row) in enumerate(_table_rows(data.predicates, data, PREDICATE_COLUMNS), 1):
         page, system = row.get("page", ""), row.get("system", "")

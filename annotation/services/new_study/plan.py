@@ -11,16 +11,18 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from annotation.errors import ValidationFailed
+from annotation.kinds import DESIGNS, StudyDesign, design_of
 from annotation.services.bundles.questionnaire_format import KINDS as QUESTIONNAIRE_KINDS
 from annotation.services.bundles.questionnaire_format import questionnaire_spec_from_document
 from annotation.services.bundles.reference_format import STUDY_JSON, document_kind, study_spec_from_document
 from annotation.services.new_study.options import RENDER_KEY
 
-KINDS = ("pairwise_reference", "pairwise", "checklist", "rating")
+KINDS = tuple(DESIGNS)
 LISTED = 10  # examples shown per problem in the dry-run report
 MISSING_SLUG = "slug: required: give the study a slug (or a title to make one from)"
 
@@ -94,6 +96,11 @@ class NewStudyPlan:
     render_counts: dict[str, list[int]] = field(default_factory=dict)
     render_refused: dict[str, list[str]] = field(default_factory=dict)  # label → requests refused (first 50)
     work_dir: Path | None = None  # where the pages were rendered (removed with the plan, or by close())
+
+    @cached_property
+    def design(self) -> StudyDesign:
+        """The kind's design: what the files make, and what a kind reads of them (annotation.kinds)."""
+        return design_of(self.kind)
 
     def close(self) -> None:
         """Remove the rendered pages' work folder (after the bundle is written)."""
@@ -184,7 +191,7 @@ class NewStudyPlan:
         rendered = sum(1 for source in self.images.values() if self._is_image(source))
         references = sum(1 for source in self.references.values() if self._is_image(source))
         out = {"pages": len(self.pages), "systems": len(self.systems), "images": rendered + references}
-        if self.kind == "pairwise_reference":
+        if self.design.has_reference:
             out["candidates"] = len(self.pages) * len(self.systems)
             out["failed_renders"] = out["candidates"] - rendered
             out["comparisons"] = len(self._pairs()) if "comparisons" not in self.options else 0
@@ -282,7 +289,7 @@ class NewStudyPlan:
             doc[RENDER_KEY] = self.render  # the settings used, defaults filled in (stored with the study)
         doc.setdefault("title", str(doc.get("slug", "")))
         doc["systems"] = [{"id": s, "name": s} for s in self.systems]
-        if self.kind == "pairwise_reference":
+        if self.design.has_reference:
             doc.setdefault("axes", [])
             doc["pages"] = [
                 {"id": p, "image": by_source[self.references[p].label], **self._media(self.references[p])}
