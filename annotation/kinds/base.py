@@ -1,9 +1,10 @@
 """What a study kind is: one ``StudyDesign`` per kind, looked up with ``design_of(study)``.
 
 Every difference between the kinds (the unit a rater judges, the image slots a trial shows, the trial
-template, how an answer is cleaned and canonicalized, the votes-CSV columns, the bundle section, the
-schedule units) belongs to the kind's design, in its own module of this package. Code elsewhere asks
-the design instead of testing ``study.kind``: adding a kind is one new module here.
+template, how an answer is cleaned and canonicalized, the votes-CSV columns, the bundle section, what
+``new_study`` makes of a researcher's files, the schedule units) belongs to the kind's design, in its
+own module of this package. Code elsewhere asks the design instead of testing ``study.kind``: adding a
+kind is one new module here.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ class StudyDesign:
     bundle_optional: ClassVar[tuple[str, ...]] = ()
     bundle_options: ClassVar[tuple[str, ...]] = ()  # option keys, in ``options`` or at the top level
     bundle_option_defaults: ClassVar[Mapping[str, Any]] = {}  # what an export writes when unset, in order
+    # ---- a study from the researcher's files (annotation.services.new_study, docs/new-study.md)
+    # the study.json keys new_study makes from the files (an option may not give them)
+    new_study_makes: ClassVar[tuple[str, ...]] = ("kind", "systems", "briefs", "items")
+    takes_predicates: ClassVar[bool] = False  # a predicates file lists the questions asked of each item
     # ---- the research pages
     abstain_name: ClassVar[str] = "Cannot judge"  # the abstain label's column title ("" : the kind never abstains)
     # what the kind's report (docs/study-kinds.md "The kind report") shows first

@@ -100,6 +100,7 @@ class ChecklistDesign(StudyDesign):
     bundle_options = ("k",)
     bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings", "crowd")
     bundle_option_defaults = {"k": 3}
+    takes_predicates = True
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         predicates = (

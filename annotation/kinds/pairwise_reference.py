@@ -298,6 +298,7 @@ class PairwiseReferenceDesign(StudyDesign):
     has_attention_checks = False
     asks_comprehension = False
     counterbalanced = False
+    new_study_makes = ("kind", "systems", "pages", "candidates")
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         return [ScheduleUnit(c, c.page_id) for c in eligible_comparisons(study)]

@@ -6,7 +6,7 @@ has hundreds of them. With a broker configured the upload page and ``POST /api/s
 any worker can read it) and a :class:`~annotation.models.NewStudyRun` row is queued. The task
 (``annotation.tasks.new_study_run_task``) calls :func:`new_study_run_execute`: it claims the row
 with a conditional update, makes the study with the same
-:func:`~annotation.services.new_study.new_study_from_upload` as the request would, and writes its
+:func:`~annotation.services.new_study.uploads.new_study_from_upload` as the request would, and writes its
 progress (the stage, pages rendered of all) to the row, which the run's page polls. Without a
 broker (``CELERY_TASK_ALWAYS_EAGER``) the request does it all, as before.
 
@@ -173,7 +173,7 @@ def new_study_run_execute(*, run_id: int) -> str:
     ``"done"``, ``"failed"``, ``"held"`` (another worker's lease is live: try again after
     :func:`held_seconds`) or ``"not queued"`` (ended already, or gone).
     """
-    from annotation.services.new_study import new_study_from_upload
+    from annotation.services.new_study.uploads import new_study_from_upload
 
     claim = new_study_run_claim(run_id=run_id)
     if claim is None:

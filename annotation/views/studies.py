@@ -23,7 +23,9 @@ from annotation.selectors.studies import (
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
 from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
-from annotation.services.new_study import KINDS, new_study_from_upload, upload_options, with_failure_rule
+from annotation.services.new_study.options import with_failure_rule
+from annotation.services.new_study.plan import KINDS
+from annotation.services.new_study.uploads import new_study_from_upload, upload_options
 from annotation.services.new_study_runs import runs_on_workers
 from annotation.services.studies import study_settings_update
 from annotation.tasks import new_study_run_start

@@ -1,5 +1,5 @@
 """``new_study`` (issue 29): folders, manifests, --match, dry run, one-line errors, all or nothing,
-the upload page and the API (annotation/services/new_study.py)."""
+the upload page and the API (annotation/services/new_study/)."""
 
 from __future__ import annotations
 
@@ -502,6 +502,40 @@ def test_a_pattern_that_backtracks_is_stopped_in_one_line(tmp_path: Path, monkey
     args = ("pairwise_reference", "--reference", str(tmp_path / "refs"), "--system", f"a={tmp_path / 'a'}", "--slug", "m")
     message = fails(*args, "--match", r"^(a|aa)+$")
     assert message.startswith("--match: the pattern takes too long on the file name 'aaaa")
-    monkeypatch.setattr("annotation.services.new_study.MATCH_SECONDS_TOTAL", 0.0)
+    monkeypatch.setattr("annotation.services.new_study.inputs.MATCH_SECONDS_TOTAL", 0.0)
     assert fails(*args, "--match", r"(?P<page>a+)") == "--match: matching the file names took over 0 s; simplify the pattern"
     assert fails(*args, "--match", "(").startswith("--match: not a regular expression")
+
+
+@pytest.mark.django_db
+def test_what_a_kind_reads_of_the_files_is_refused_for_the_other_kinds_in_one_line(folders: Path, tmp_path: Path) -> None:
+    """The kind's design decides (annotation/kinds/: ``has_reference``, ``new_study_makes``,
+    ``takes_predicates``); the messages name the kind, the flag, the option or the manifest line."""
+    gpt = f"gpt={folders / 'out/gpt'}"
+    assert fails("rating", "--reference", str(folders / "refs"), "--system", gpt, "--slug", "r") == (
+        "--reference: a rating study has no reference images"
+    )
+    assert fails("pairwise_reference", "--system", gpt, "--slug", "r") == (
+        "--reference: a pairwise_reference study needs its reference folder"
+    )
+    assert fails(*folder_args(folders, "--option", "pages=[]")) == (
+        "option pages: new_study makes 'pages' from the files; leave it out of the options"
+    )
+    assert fails("checklist", "--system", gpt, "--slug", "r", "--option", "items=[]") == (
+        "option items: new_study makes 'items' from the files; leave it out of the options"
+    )
+    questions = tmp_path / "questions.csv"
+    questions.write_text("page,system,question\np0,gpt,Is it red?\n", encoding="utf-8")
+    assert fails("pairwise", "--system", gpt, "--slug", "r", "--predicates", str(questions)) == (
+        "--predicates: predicates are for checklist studies, not pairwise"
+    )
+    manifest = folders / "manifest.csv"
+    manifest.write_text("page,reference,system,image\np0,refs/p0.png,gpt,out/gpt/p0.png\n", encoding="utf-8")
+    assert fails("rating", "--manifest", str(manifest), "--slug", "r") == (
+        f"{manifest}:2: a rating study has no reference images; leave the column empty"
+    )
+    manifest.write_text("page,system,image\np0,gpt,out/gpt/p0.png\n", encoding="utf-8")
+    assert fails("pairwise_reference", "--manifest", str(manifest), "--slug", "r") == (
+        f"{manifest}: page 'p0' has no reference image in any row"
+    )
+    nothing_written()

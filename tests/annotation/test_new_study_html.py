@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from annotation.models import Candidate, Predicate, Study
 from annotation.render import chromium
 from annotation.services.bundles.exporting import study_export_to_temporary_zip
-from annotation.services.new_study import new_study_from_upload
+from annotation.services.new_study.uploads import new_study_from_upload
 from tests.annotation.render.conftest import browser_available
 from tests.annotation.test_new_study import png
 

@@ -17,15 +17,9 @@ from django.core.management.base import CommandError, CommandParser
 from annotation.errors import ValidationFailed
 from annotation.management.base import ArbiterCommand, researcher_option
 from annotation.render.settings import FAILURE_RULES
-from annotation.services.new_study import (
-    KINDS,
-    NewStudyInput,
-    merged_options,
-    new_study_create,
-    new_study_plan,
-    options_from_json,
-    with_failure_rule,
-)
+from annotation.services.new_study.create import new_study_create, new_study_plan
+from annotation.services.new_study.options import merged_options, options_from_json, with_failure_rule
+from annotation.services.new_study.plan import KINDS, NewStudyInput
 
 
 def _system(value: str) -> tuple[str, Path]:

@@ -1,0 +1,334 @@
+"""The plan of a new study (``new_study``'s first two steps): what the files hold, what looks wrong
+(the dry run's report) and the ``study.json`` they make (docs/new-study.md).
+
+The plan is filled by :mod:`annotation.services.new_study.inputs` (folders, manifests, briefs and
+predicates), :mod:`~annotation.services.new_study.html_outputs` (HTML rendered first) and
+:mod:`~annotation.services.new_study.sources` (image headers); it writes nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from annotation.errors import ValidationFailed
+from annotation.kinds import DESIGNS, StudyDesign, design_of
+from annotation.services.bundles.questionnaire_format import KINDS as QUESTIONNAIRE_KINDS
+from annotation.services.bundles.questionnaire_format import questionnaire_spec_from_document
+from annotation.services.bundles.reference_format import STUDY_JSON, document_kind, study_spec_from_document
+from annotation.services.new_study.options import RENDER_KEY
+
+KINDS = tuple(DESIGNS)
+LISTED = 10  # examples shown per problem in the dry-run report
+MISSING_SLUG = "slug: required: give the study a slug (or a title to make one from)"
+
+
+@dataclass(frozen=True)
+class NewStudyInput:
+    """What the command, the upload page and the API give (paths already on this machine)."""
+
+    kind: str
+    reference: Path | None = None
+    systems: tuple[tuple[str, Path], ...] = ()
+    manifest: Path | None = None
+    match: str | None = None
+    # Top-level study.json keys (slug, title, instructions_md, axes, settings, options, …).
+    options: dict[str, Any] = field(default_factory=dict)
+    briefs: Path | None = None  # CSV/JSONL of page, text (the brief texts of the other kinds)
+    predicates: Path | None = None  # CSV/JSONL of page, system, question[, type, automatic, id, check, text] (checklist)
+    comparisons: str = "all"  # pairwise_reference: "all" pairs of rendered systems per page, or "none"
+    # How errors name a path (an upload's temporary folder is shown as the archive's name).
+    shown_root: tuple[Path, str] | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """One image file: ``path`` on disk, or ``url`` (s3://) read through the media storage."""
+
+    label: str
+    path: Path | None = None
+    url: str | None = None
+    suffix: str = ".png"
+
+
+@dataclass
+class Probe:
+    size: tuple[int, int] | None = None
+    mode: str = ""
+    problem: str = ""
+
+
+@dataclass
+class NewStudyPlan:
+    kind: str
+    options: dict[str, Any]
+    pages: list[str]
+    systems: list[str]
+    references: dict[str, Source]
+    images: dict[tuple[str, str], Source]  # (page, system) → image
+    texts: dict[str, str] = field(default_factory=dict)
+    predicates: list[dict[str, Any]] = field(default_factory=list)
+    # Predicates answered from the render (docs/protocol.md "Checks computed from the render"): their
+    # position in ``predicates`` → (page, system, check, text); and how many got each answer.
+    predicate_checks: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
+    check_answers: dict[str, int] = field(default_factory=dict)
+    comparisons: str = "all"
+    stray: list[str] = field(default_factory=list)
+    # Files of the folders that no page uses: still checked to be images (every file in a folder
+    # is an image or is left out by --match).
+    stray_sources: list[Source] = field(default_factory=list)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)  # (label, what it duplicates)
+    # (page, system) of a failed render → a hint: a stray file of that system with the page's
+    # digits under another separator, and the --match pattern that would pair them.
+    near_matches: dict[tuple[str, str], str] = field(default_factory=dict)
+    probes: dict[str, Probe] = field(default_factory=dict)  # by label
+    errors: list[str] = field(default_factory=list)  # s3 not configured, …: first one is raised
+    # HTML sources: the render settings used (RenderSettings.to_json, None when no page is HTML),
+    # the media regions each rendered page's DOM gave (by label), the (page, system) whose page
+    # failed to render (→ its reason), and per system the pages rendered / failed.
+    render: dict[str, Any] | None = None
+    render_media: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    render_failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    render_counts: dict[str, list[int]] = field(default_factory=dict)
+    render_refused: dict[str, list[str]] = field(default_factory=dict)  # label → requests refused (first 50)
+    work_dir: Path | None = None  # where the pages were rendered (removed with the plan, or by close())
+
+    @cached_property
+    def design(self) -> StudyDesign:
+        """The kind's design: what the files make, and what a kind reads of them (annotation.kinds)."""
+        return design_of(self.kind)
+
+    def close(self) -> None:
+        """Remove the rendered pages' work folder (after the bundle is written)."""
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # --- what the files say -----------------------------------------------------------------
+
+    def missing(self) -> dict[str, list[str]]:
+        """System → pages without its image."""
+        return {
+            s: [p for p in self.pages if (p, s) not in self.images and (p, s) not in self.render_failed]
+            for s in self.systems
+        }
+
+    def not_images(self) -> list[tuple[str, str]]:
+        return [(label, probe.problem) for label, probe in self.probes.items() if probe.problem]
+
+    def _groups(self) -> dict[str, list[str]]:
+        groups: dict[str, list[str]] = {}
+        if self.references:
+            groups["reference"] = [source.label for source in self.references.values()]
+        for (_, system), source in self.images.items():
+            groups.setdefault(system, []).append(source.label)
+        return groups
+
+    def outliers(self) -> tuple[list[str], list[str]]:
+        """Images whose pixel size, or colour mode, differs from most of their group (the
+        references, or one system's images)."""
+        sizes: list[str] = []
+        modes: list[str] = []
+        for group, labels in self._groups().items():
+            probes = [(label, self.probes[label]) for label in labels if label in self.probes and self.probes[label].size]
+            if not probes:
+                continue
+            common_size = Counter(p.size for _, p in probes).most_common(1)[0][0]
+            common_mode = Counter(p.mode for _, p in probes).most_common(1)[0][0]
+            assert common_size is not None
+            for label, probe in probes:
+                if probe.size != common_size:
+                    w, h = probe.size or (0, 0)
+                    sizes.append(f"{label} {w} × {h} (most of {group}: {common_size[0]} × {common_size[1]})")
+                if probe.mode != common_mode:
+                    modes.append(f"{label} {probe.mode} (most of {group}: {common_mode})")
+        return sizes, modes
+
+    def first_error(self) -> str | None:
+        """What makes a real run refuse the plan (one line naming the file), or None."""
+        if self.errors:
+            return self.errors[0]
+        for label, what in self.duplicates:
+            return f"{label}: {what}"
+        for label, problem in self.not_images():
+            return f"{label}: {problem}"
+        if not self.pages:
+            return "no pages: no image file matched (check the folders, the manifest or --match)"
+        return self.document_error()
+
+    def document_error(self) -> str | None:
+        """What the import's own ``study.json`` check and its free-slug check would refuse, so that
+        a dry run does not say "would import" of options the real run stops at (a bad slug, an axis
+        without an id, a crowd setting out of range)."""
+        from annotation.models import Study
+
+        if not self.options.get("slug"):
+            return MISSING_SLUG
+        document = self.document()
+        try:
+            if document_kind(document) in QUESTIONNAIRE_KINDS:
+                questionnaire_spec_from_document(document)
+            else:
+                study_spec_from_document(document)
+        except ValidationFailed as exc:
+            return str(exc)
+        slug = document.get("slug")
+        if isinstance(slug, str) and Study.objects.filter(slug=slug).exists():
+            return f"{STUDY_JSON} $.slug: a study with slug {slug!r} already exists"
+        return None
+
+    # --- what would be created ----------------------------------------------------------------
+
+    def _is_image(self, source: Source) -> bool:
+        probe = self.probes.get(source.label)
+        return probe is None or not probe.problem
+
+    def counts(self) -> dict[str, int]:
+        # Files found not to be images are counted under "not images", never as images.
+        rendered = sum(1 for source in self.images.values() if self._is_image(source))
+        references = sum(1 for source in self.references.values() if self._is_image(source))
+        out = {"pages": len(self.pages), "systems": len(self.systems), "images": rendered + references}
+        if self.design.has_reference:
+            out["candidates"] = len(self.pages) * len(self.systems)
+            out["failed_renders"] = out["candidates"] - rendered
+            out["comparisons"] = len(self._pairs()) if "comparisons" not in self.options else 0
+        else:
+            out["items"] = rendered
+            out["predicates"] = len(self.predicates)
+        return out
+
+    def report(self) -> str:
+        """The dry run's text: counts per system, then each kind of problem (a few examples each)."""
+        counts = self.counts()
+        lines = [f"new_study {self.kind} (dry run, nothing written)"]
+        if self.references:
+            lines.append(f"pages: {len(self.pages):,} ({len(self.references):,} reference images)")
+        else:
+            lines.append(f"pages: {len(self.pages):,}")
+        missing = self.missing()
+        for system in self.systems:
+            n = sum(1 for p in self.pages if (p, system) in self.images and self._is_image(self.images[p, system]))
+            n_missing = len(missing[system])
+            gap = f", {n_missing:,} page{'s' if n_missing != 1 else ''} missing its image" if n_missing else ""
+            lines.append(f"system {system}: {n:,} images{gap}")
+        if self.render is not None:
+            settings_line = ", ".join(
+                f"{k} {v}" for k, v in self.render.items() if v is not None and k != "failure_rule"
+            )
+            lines.append(f"HTML rendered with: {settings_line}")
+            lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
+            for group, (ok, failed) in self.render_counts.items():
+                lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
+        if self.check_answers:
+            answers = ", ".join(f"{key} {n:,}" for key, n in sorted(self.check_answers.items()))
+            lines.append(f"checks answered from the render: {answers}")
+        sizes, modes = self.outliers()
+        sections: list[tuple[str, list[str]]] = [
+            (
+                "pages missing a system's image",
+                [
+                    f"{s}: {p}" + (f" ({self.near_matches[p, s]})" if (p, s) in self.near_matches else "")
+                    for s in self.systems
+                    for p in missing[s]
+                ],
+            ),
+            ("failed renders (HTML)", [f"{s}: {p}: {why}" for (p, s), why in self.render_failed.items()]),
+            ("stray files", self.stray),
+            ("duplicate stems", [f"{label}: {what}" for label, what in self.duplicates]),
+            ("not images", [f"{label}: {problem}" for label, problem in self.not_images()]),
+            ("size outliers", sizes),
+            ("colour-mode outliers", modes),
+        ]
+        for title, entries in sections:
+            lines.append(f"{title}: {len(entries):,}")
+            lines.extend(f"  {entry}" for entry in entries[:LISTED])
+            if len(entries) > LISTED:
+                lines.append(f"  … and {len(entries) - LISTED:,} more")
+        made = ", ".join(f"{key.replace('_', ' ')} {value:,}" for key, value in counts.items())
+        lines.append(f"would create: {made}")
+        error = self.first_error()
+        lines.append(f"a real run would stop: {error}" if error else "a real run would import this")
+        return "\n".join(lines) + "\n"
+
+    # --- the bundle ---------------------------------------------------------------------------
+
+    def _pairs(self) -> list[tuple[str, str, str, str]]:
+        if self.comparisons == "none":
+            return []
+        pairs = []
+        for page in self.pages:
+            rendered = [s for s in self.systems if (page, s) in self.images]
+            k = 0
+            for i, a in enumerate(rendered):
+                for b in rendered[i + 1 :]:
+                    k += 1
+                    pairs.append((f"{page}-{k}", page, a, b))
+        return pairs
+
+    def bundle_paths(self) -> dict[str, Source]:
+        """Bundle-relative image path → its source (``images/<n>.<ext>``: ids need not be file names)."""
+        paths: dict[str, Source] = {}
+        for page in self.pages:
+            if page in self.references:
+                source = self.references[page]
+                paths[f"images/r{len(paths):06d}{source.suffix}"] = source
+            for system in self.systems:
+                source = self.images.get((page, system))  # type: ignore[assignment]
+                if source is not None:
+                    paths[f"images/{len(paths):06d}{source.suffix}"] = source
+        return paths
+
+    def document(self) -> dict[str, Any]:
+        """``study.json``: the options as given, plus what the files make."""
+        by_source = {source.label: path for path, source in self.bundle_paths().items()}
+        doc: dict[str, Any] = {"instructions_md": "", **self.options, "kind": self.kind}
+        if self.render is not None:
+            doc[RENDER_KEY] = self.render  # the settings used, defaults filled in (stored with the study)
+        doc.setdefault("title", str(doc.get("slug", "")))
+        doc["systems"] = [{"id": s, "name": s} for s in self.systems]
+        if self.design.has_reference:
+            doc.setdefault("axes", [])
+            doc["pages"] = [
+                {"id": p, "image": by_source[self.references[p].label], **self._media(self.references[p])}
+                for p in self.pages
+            ]
+            doc["candidates"] = [
+                {
+                    "page": p,
+                    "system": s,
+                    "image": by_source[self.images[(p, s)].label] if (p, s) in self.images else None,
+                    "rendered": (p, s) in self.images,
+                    **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
+                }
+                for p in self.pages
+                for s in self.systems
+            ]
+            if "comparisons" not in self.options:
+                doc["comparisons"] = [
+                    {"id": cid, "page": p, "a": a, "b": b, "set": "human"} for cid, p, a, b in self._pairs()
+                ]
+            return doc
+        doc["briefs"] = [{"id": p, "text": self.texts.get(p, "")} for p in self.pages]
+        doc["items"] = [
+            {"id": item_id(p, s), "image": by_source[self.images[(p, s)].label], "brief": p, "system": s}
+            for p in self.pages
+            for s in self.systems
+            if (p, s) in self.images
+        ]
+        if self.predicates:
+            doc["predicates"] = self.predicates
+        return doc
+
+
+    def _media(self, source: Source) -> dict[str, Any]:
+        """``{"media": [...]}`` for a rendered HTML page that has media regions, else ``{}``."""
+        regions = self.render_media.get(source.label)
+        return {"media": [{"kind": m["kind"], "bbox_1000": m["bbox_1000"]} for m in regions]} if regions else {}
+
+
+def item_id(page: str, system: str) -> str:
+    """The item id of a system's image of a page (what a predicates file or option names)."""
+    return f"{page}-{system}"
