@@ -426,6 +426,10 @@ def test_api_takes_a_title_and_a_slug(folders: Path, researcher: Any) -> None:
                        format="multipart")
     assert made.status_code == 201, made.content
     assert made.json()["slug"] == "uber-study" and Study.objects.get(slug="uber-study").title == "Über study"
+    # The report of a real run says what it made, not that its own study's slug is taken.
+    report = made.json()["report"]
+    assert report.startswith("new_study rating (created study uber-study)") and "already exists" not in report
+    assert report.rstrip().endswith("created: study uber-study")
 
 
 @pytest.mark.django_db

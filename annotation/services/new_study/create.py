@@ -113,6 +113,7 @@ def new_study_create(
         new_study_write_bundle(plan=plan, folder=staging / "bundle")
         try:
             study = study_import_bundle(path=staging / "bundle", user=user)
+            plan.created = study.slug
         except ValidationFailed as exc:
             raise _named_in_sources(exc, plan.bundle_paths()) from None
         finally:

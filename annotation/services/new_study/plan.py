@@ -94,6 +94,9 @@ class NewStudyPlan:
     render_media: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     render_failed: dict[tuple[str, str], str] = field(default_factory=dict)
     render_counts: dict[str, list[int]] = field(default_factory=dict)
+    # The slug of the study this plan made (``new_study_create``): the report then says so instead
+    # of finding that study's own slug taken.
+    created: str | None = None
     render_refused: dict[str, list[str]] = field(default_factory=dict)  # label → requests refused (first 50)
     work_dir: Path | None = None  # where the pages were rendered (removed with the plan, or by close())
 
@@ -176,7 +179,7 @@ class NewStudyPlan:
         except ValidationFailed as exc:
             return str(exc)
         slug = document.get("slug")
-        if isinstance(slug, str) and Study.objects.filter(slug=slug).exists():
+        if isinstance(slug, str) and slug != self.created and Study.objects.filter(slug=slug).exists():
             return f"{STUDY_JSON} $.slug: a study with slug {slug!r} already exists"
         return None
 
@@ -203,7 +206,7 @@ class NewStudyPlan:
     def report(self) -> str:
         """The dry run's text: counts per system, then each kind of problem (a few examples each)."""
         counts = self.counts()
-        lines = [f"new_study {self.kind} (dry run, nothing written)"]
+        lines = [f"new_study {self.kind} " + (f"(created study {self.created})" if self.created else "(dry run, nothing written)")]
         if self.references:
             lines.append(f"pages: {len(self.pages):,} ({len(self.references):,} reference images)")
         else:
@@ -250,7 +253,10 @@ class NewStudyPlan:
         made = ", ".join(f"{key.replace('_', ' ')} {value:,}" for key, value in counts.items())
         lines.append(f"would create: {made}")
         error = self.first_error()
-        lines.append(f"a real run would stop: {error}" if error else "a real run would import this")
+        if self.created:
+            lines.append(f"created: study {self.created}")
+        else:
+            lines.append(f"a real run would stop: {error}" if error else "a real run would import this")
         return "\n".join(lines) + "\n"
 
     # --- the bundle ---------------------------------------------------------------------------
