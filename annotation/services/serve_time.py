@@ -19,8 +19,9 @@ so far:
 - a hidden repeat shows its original's comparison on the same side.
 
 The pool is the study's human comparisons that no scheduled block holds. The weights are refitted
-every ``ARBITER_SERVE_REFIT_VOTES`` serves (a task queued after the serving request's commit), so
-a rater's request never fits (except the very first serve of a study, which finds no weights).
+every ``ARBITER_SERVE_REFIT_VOTES`` serves (a task queued after the serving request's commit; a
+thread of the web process without a broker), so a rater's request never fits (except the very
+first serve of a study, which finds no weights).
 """
 
 from __future__ import annotations
@@ -228,12 +229,15 @@ def _count_serve(weights: ServeWeights) -> None:
     """Count the serve; every ``refit_votes()`` serves, one request queues a refit after its commit."""
     ServeWeights.objects.filter(pk=weights.pk).update(serves=F("serves") + 1)
     if ServeWeights.objects.filter(pk=weights.pk, serves__gte=refit_votes()).update(serves=0):
+        from annotation.task_queue import task_queue
         from annotation.tasks import refit_serve_weights
 
         study_id = weights.study_id
         # On the connection the serve wrote with (the rater path may route to its own alias), so
-        # the refit is queued when the serving request commits, not before.
-        transaction.on_commit(lambda: refit_serve_weights.delay(study_id), using=router.db_for_write(ServeWeights))
+        # the refit is queued when the serving request commits, not before; without a broker it
+        # runs in a thread of this process (annotation.task_queue), never inside the rater's request.
+        transaction.on_commit(lambda: task_queue(refit_serve_weights, study_id), using=router.db_for_write(ServeWeights),
+                              robust=True)
 
 
 def _probabilities(weights: ServeWeights, available: Sequence[int]) -> dict[int, float]:

@@ -4,15 +4,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from annotation.models import ServeWeights, Study
 
+if TYPE_CHECKING:
+    from annotation.selectors.allocation import AllocationState
 
-def serve_weights_refit(*, study_id: int) -> ServeWeights | None:
-    """Fit the study's votes and store the rule's shares per pair (None: fewer than 2 systems)."""
+
+def serve_weights_refit(*, study_id: int, state: AllocationState | None = None) -> ServeWeights | None:
+    """Fit the study's votes (or take ``state``, a fit the caller just made) and store the rule's
+    shares per pair (None: fewer than 2 systems)."""
     from annotation.selectors.allocation import allocation_state
 
     study = Study.objects.get(pk=study_id)
-    state = allocation_state(study=study)
+    state = state or allocation_state(study=study)
     if state is None:
         return None
     k = len(state.shares)
