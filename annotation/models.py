@@ -290,6 +290,8 @@ class Comparison(models.Model):
     # Data trials of serve-time blocks that show this comparison (annotation.services.serve_time):
     # the counter its quota is taken from, one conditional UPDATE per serve.
     served = models.PositiveIntegerField(default=0)
+    # Its places in serve-time blocks (their rater target; 0: not in their pool).
+    serve_quota = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -22,6 +22,11 @@ class Migration(migrations.Migration):
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
+            model_name='comparison',
+            name='serve_quota',
+            field=models.PositiveIntegerField(default=0),
+        ),
+        migrations.AddField(
             model_name='trial',
             name='allocation_probability',
             field=models.FloatField(blank=True, null=True),

@@ -13,7 +13,7 @@ so far:
   and the probability is known exactly; it is stored on the trial (``allocation_probability``)
   for the debiased leaderboard;
 - the comparison is the pair's least-served one this rater has not seen, taken from its quota
-  (the block's rater target) by one conditional UPDATE, so no comparison is served past its quota
+  (``serve_quota``: the blocks' rater target) by one conditional UPDATE, so no comparison is served past it
   whatever the concurrency, and never twice to a rater (the trial's unique constraint backs it);
 - its display side alternates with the comparison's serve count (counterbalanced per comparison);
 - a hidden repeat shows its original's comparison on the same side.
@@ -89,6 +89,10 @@ def serve_block_create(
         serve_time=True,
     )
     pool = list(serve_pool(study).order_by("pk"))
+    # The pool's places: the block's rater target per comparison (kept when a block gave more).
+    Comparison.objects.filter(pk__in=[c.pk for c in pool], serve_quota__lt=target_raters).update(
+        serve_quota=target_raters
+    )
     # Gold trials show a page of the pool (they are never data): the first ``size`` in a seeded order.
     rng = random.Random(seed)
     gold_pages = rng.sample(pool, min(size, len(pool))) if gold else []
@@ -187,14 +191,13 @@ def _choose(*, study: Study, assignment_id: int, trial_id: int) -> int | None:
     weights = _weights(study)
     if weights is None:
         return None
-    quota = int(Block.objects.filter(assignments__pk=assignment_id).values_list("target_raters", flat=True)[0])
     index = {s: i for i, s in enumerate(weights.systems)}
     m = len(weights.systems)
     k_pairs = len(weights.rule_shares)
     seen = Trial.objects.filter(assignment_id=assignment_id, comparison__isnull=False, attention_expected="",
                                 is_repeat=False).values("comparison_id")
     rows = list(
-        serve_pool(study).filter(served__lt=quota).exclude(pk__in=seen)
+        Comparison.objects.filter(study=study, served__lt=F("serve_quota")).exclude(pk__in=seen)
         .values_list("pk", "served", "candidate_a__system__external_id", "candidate_b__system__external_id")
     )
     by_pair: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -209,7 +212,7 @@ def _choose(*, study: Study, assignment_id: int, trial_id: int) -> int | None:
         probabilities = _probabilities(weights, available)
         column = rng.choices(available, weights=[probabilities[c] for c in available])[0]
         served, pk = min(by_pair[column])  # the pair's least-served comparison
-        taken = Comparison.objects.filter(pk=pk, served__lt=quota).update(served=F("served") + 1)
+        taken = Comparison.objects.filter(pk=pk, served__lt=F("serve_quota")).update(served=F("served") + 1)
         if not taken:  # another rater took its last place: choose again without it
             by_pair[column].remove((served, pk))
             continue
@@ -227,8 +230,9 @@ def _choose(*, study: Study, assignment_id: int, trial_id: int) -> int | None:
 
 def _count_serve(weights: ServeWeights) -> None:
     """Count the serve; every ``refit_votes()`` serves, one request queues a refit after its commit."""
-    ServeWeights.objects.filter(pk=weights.pk).update(serves=F("serves") + 1)
-    if ServeWeights.objects.filter(pk=weights.pk, serves__gte=refit_votes()).update(serves=0):
+    if not ServeWeights.objects.filter(pk=weights.pk, serves__gte=refit_votes() - 1).update(serves=0):
+        ServeWeights.objects.filter(pk=weights.pk).update(serves=F("serves") + 1)
+    else:
         from annotation.task_queue import task_queue
         from annotation.tasks import refit_serve_weights
 
