@@ -49,7 +49,7 @@ from ranking.selectors import (
     schedule_existing_human,
     study_system_ids,
 )
-from ranking.versions import leaderboard_moment, scoring_provenance, version_sensitivity
+from ranking.versions import leaderboard_earlier, scoring_provenance, version_sensitivity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -533,43 +533,6 @@ def _add_judge_allocation(report: dict[str, Any], *, study: Study, judges: Any) 
     rows = [r for r in rows or [] if not names or r["judge"] in names]
     if rows:
         report["judge_allocation"] = rows
-
-
-def leaderboard_version_sensitivity(
-    *, study: Study, leaderboard: Leaderboard, compare_to: Leaderboard | int | str
-) -> dict[str, Any]:
-    """``version_sensitivity`` of a stored, finished leaderboard against an earlier one (the page)."""
-    earlier = leaderboard_earlier(study=study, leaderboard=compare_to)
-    full = Leaderboard.objects.get(pk=leaderboard.pk)  # with its input snapshot
-    if earlier.pk == leaderboard.pk or leaderboard_moment(earlier) >= leaderboard_moment(full):
-        raise ValidationFailed(
-            f"leaderboard {earlier.pk} is not older than this one; compare with an earlier leaderboard",
-            field="compare_to",
-        )
-    return version_sensitivity(
-        study=study, earlier=earlier, inputs=full.inputs, result=full.result, at=leaderboard_moment(full)
-    )
-
-
-def leaderboard_earlier(*, study: Study, leaderboard: Leaderboard | int | str) -> Leaderboard:
-    """A finished leaderboard of the study to compare with (``--compare-to ID``); one-line errors."""
-    if isinstance(leaderboard, Leaderboard):
-        found: Leaderboard | None = leaderboard if leaderboard.study_id == study.pk else None
-        shown = str(leaderboard.pk)
-    else:
-        shown = str(leaderboard).strip()
-        if not re.fullmatch(r"[0-9]{1,18}", shown):
-            raise ValidationFailed(
-                f"expected a leaderboard id (a whole number), got {shown[:40]!r}", field="--compare-to"
-            )
-        found = Leaderboard.objects.filter(study=study, pk=int(shown)).first()
-    if found is None:
-        raise NotFound(f"study {study.slug} has no leaderboard {shown} to compare to")
-    if found.status != Leaderboard.Status.DONE or not found.result.get("systems"):
-        raise ArbiterError(
-            f"leaderboard {shown} is {found.status}; only a finished leaderboard can be compared to"
-        )
-    return found
 
 
 # --------------------------------------------------------------------------- stored, queued leaderboards

@@ -40,10 +40,9 @@ from ranking.services import (
     MAX_RESAMPLES,
     deployment_schedule_create,
     leaderboard_publish,
-    leaderboard_version_sensitivity,
 )
 from ranking.tasks import leaderboard_start
-from ranking.versions import leaderboard_moment
+from ranking.versions import leaderboard_moment, leaderboard_version_sensitivity
 
 MAX_OBJECTIVE_BYTES = 1024 * 1024
 
