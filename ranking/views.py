@@ -27,6 +27,7 @@ from calibration.models import CoefficientSet
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_parse_csv
 from ranking.rendering import leaderboard_context, leaderboard_csv, leaderboard_html, leaderboard_json
+from ranking.schedule import deployment_schedule_create
 from ranking.selectors import (
     leaderboard_get,
     leaderboard_published,
@@ -38,7 +39,6 @@ from ranking.services import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     MAX_RESAMPLES,
-    deployment_schedule_create,
     leaderboard_publish,
 )
 from ranking.tasks import leaderboard_start
