@@ -132,8 +132,8 @@ def main() -> None:
 
         from annotation.models import Study
         from calibration.models import CoefficientSet
+        from ranking.leaderboard import bootstrap_chunk
         from ranking.selectors import leaderboard_inputs
-        from ranking.services import bootstrap_chunk
 
         in_process = []
         with open(os.devnull, "w") as devnull:

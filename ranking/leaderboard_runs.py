@@ -24,8 +24,7 @@ from annotation.errors import ArbiterError, Conflict
 from annotation.models import Study
 from annotation.services.audit import audit_record
 from calibration.models import CoefficientSet
-from ranking.models import Leaderboard, LeaderboardChunk, RankingModel
-from ranking.services import (
+from ranking.leaderboard import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     PROGRESS_PREPARED,
@@ -45,6 +44,7 @@ from ranking.services import (
     leaderboard_prepare,
     leaderboard_report,
 )
+from ranking.models import Leaderboard, LeaderboardChunk, RankingModel
 from ranking.versions import scoring_provenance
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.models import Candidate, Comparison, ComparisonSet, Page, Study, System
 from annotation.services.audit import audit_record
 from ranking.deployment_schedule import DeploymentSchedule, make_deployment_schedule
+from ranking.leaderboard import DEFAULT_SEED
 from ranking.selectors import deployment_external_ids, schedule_eligible_pages, schedule_existing_human
-from ranking.services import DEFAULT_SEED
 
 
 @dataclass(frozen=True)

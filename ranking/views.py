@@ -24,6 +24,7 @@ from annotation.models import Study
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.studies import researcher_required
 from calibration.models import CoefficientSet
+from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES
 from ranking.leaderboard_runs import leaderboard_publish
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_parse_csv
@@ -36,7 +37,6 @@ from ranking.selectors import (
     schedule_state,
     study_system_ids,
 )
-from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES
 from ranking.tasks import leaderboard_start
 from ranking.versions import leaderboard_moment, leaderboard_version_sensitivity
 
