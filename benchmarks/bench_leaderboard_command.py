@@ -44,7 +44,7 @@ def build_study() -> None:
     from annotation.models import Candidate, Comparison, Page, StoredImage, Study, System
     from calibration.models import CoefficientSet
     from judges.models import Judge, JudgeOutput
-    from ranking.services import deployment_schedule_create
+    from ranking.schedule import deployment_schedule_create
 
     rng = np.random.default_rng(20260831)
     study = Study.objects.create(slug=SLUG, title="Leaderboard benchmark")
@@ -132,8 +132,8 @@ def main() -> None:
 
         from annotation.models import Study
         from calibration.models import CoefficientSet
+        from ranking.leaderboard import bootstrap_chunk
         from ranking.selectors import leaderboard_inputs
-        from ranking.services import bootstrap_chunk
 
         in_process = []
         with open(os.devnull, "w") as devnull:

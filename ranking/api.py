@@ -22,9 +22,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.api.permissions import IsResearcher, study_for_request
+from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ranking.models import Leaderboard, RankingModel
 from ranking.selectors import leaderboard_get, leaderboard_published, leaderboards_for_study
-from ranking.services import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ranking.tasks import leaderboard_start
 
 

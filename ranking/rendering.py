@@ -2,7 +2,7 @@
 the HTML page.
 
 The published page, the researcher page, their downloads and the ``leaderboard`` command render
-the stored report (``ranking.services.leaderboard_compute`` / the queued run) with these functions.
+the stored report (``ranking.leaderboard.leaderboard_compute`` / the queued run) with these functions.
 """
 
 from __future__ import annotations

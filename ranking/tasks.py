@@ -22,16 +22,15 @@ from django.db.models import QuerySet
 from annotation.models import Study
 from annotation.task_queue import task_queue_on_commit
 from calibration.models import CoefficientSet
-from ranking.models import Leaderboard, RankingModel, StudyPlanRun
-from ranking.planning import study_plan_run_create, study_plan_run_execute, study_plan_run_fail
-from ranking.services import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
+from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ranking.leaderboard_runs import (
     leaderboard_chunk_run,
     leaderboard_create,
     leaderboard_fail,
     leaderboard_run,
 )
+from ranking.models import Leaderboard, RankingModel, StudyPlanRun
+from ranking.planning import study_plan_run_create, study_plan_run_execute, study_plan_run_fail
 
 
 def _queue_chunk(leaderboard_id: int, index: int) -> None:

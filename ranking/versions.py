@@ -14,6 +14,9 @@ Two reports, both read-only:
   comparisons that changed version (their labels no longer validate them), and per system the rank
   change and score delta. Pair identities, quotas and coefficients are the update's invariants
   (``annotation.services.bundles.update``), so what moves is the candidates only.
+- ``leaderboard_earlier`` / ``leaderboard_version_sensitivity``: the earlier leaderboard a report
+  is compared to (``--compare-to ID``, the page's choice), and the page's ``version_sensitivity``
+  of a stored leaderboard.
 
 An output judged the candidate versions in force when it was made: ``import_study --update``
 refuses while judge calls run on a comparison it touches.
@@ -21,12 +24,14 @@ refuses while judge calls run on a comparison it touches.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, Value
 
+from annotation.errors import ArbiterError, NotFound, ValidationFailed
 from annotation.models import Comparison, ComparisonSet, Study
 from annotation.selectors.candidate_versions import VersionTimeline, labelled_versions, version_timeline
 from judges.models import Judge, JudgeOutput, Order, OutputStatus
@@ -349,3 +354,40 @@ def system_changes(
             }
         )
     return out
+
+
+def leaderboard_version_sensitivity(
+    *, study: Study, leaderboard: Leaderboard, compare_to: Leaderboard | int | str
+) -> dict[str, Any]:
+    """``version_sensitivity`` of a stored, finished leaderboard against an earlier one (the page)."""
+    earlier = leaderboard_earlier(study=study, leaderboard=compare_to)
+    full = Leaderboard.objects.get(pk=leaderboard.pk)  # with its input snapshot
+    if earlier.pk == leaderboard.pk or leaderboard_moment(earlier) >= leaderboard_moment(full):
+        raise ValidationFailed(
+            f"leaderboard {earlier.pk} is not older than this one; compare with an earlier leaderboard",
+            field="compare_to",
+        )
+    return version_sensitivity(
+        study=study, earlier=earlier, inputs=full.inputs, result=full.result, at=leaderboard_moment(full)
+    )
+
+
+def leaderboard_earlier(*, study: Study, leaderboard: Leaderboard | int | str) -> Leaderboard:
+    """A finished leaderboard of the study to compare with (``--compare-to ID``); one-line errors."""
+    if isinstance(leaderboard, Leaderboard):
+        found: Leaderboard | None = leaderboard if leaderboard.study_id == study.pk else None
+        shown = str(leaderboard.pk)
+    else:
+        shown = str(leaderboard).strip()
+        if not re.fullmatch(r"[0-9]{1,18}", shown):
+            raise ValidationFailed(
+                f"expected a leaderboard id (a whole number), got {shown[:40]!r}", field="--compare-to"
+            )
+        found = Leaderboard.objects.filter(study=study, pk=int(shown)).first()
+    if found is None:
+        raise NotFound(f"study {study.slug} has no leaderboard {shown} to compare to")
+    if found.status != Leaderboard.Status.DONE or not found.result.get("systems"):
+        raise ArbiterError(
+            f"leaderboard {shown} is {found.status}; only a finished leaderboard can be compared to"
+        )
+    return found

@@ -24,9 +24,12 @@ from annotation.models import Study
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.studies import researcher_required
 from calibration.models import CoefficientSet
+from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES
+from ranking.leaderboard_runs import leaderboard_publish
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_parse_csv
 from ranking.rendering import leaderboard_context, leaderboard_csv, leaderboard_html, leaderboard_json
+from ranking.schedule import deployment_schedule_create
 from ranking.selectors import (
     leaderboard_get,
     leaderboard_published,
@@ -34,16 +37,8 @@ from ranking.selectors import (
     schedule_state,
     study_system_ids,
 )
-from ranking.services import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-    MAX_RESAMPLES,
-    deployment_schedule_create,
-    leaderboard_publish,
-    leaderboard_version_sensitivity,
-)
 from ranking.tasks import leaderboard_start
-from ranking.versions import leaderboard_moment
+from ranking.versions import leaderboard_moment, leaderboard_version_sensitivity
 
 MAX_OBJECTIVE_BYTES = 1024 * 1024
 

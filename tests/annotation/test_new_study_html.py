@@ -202,8 +202,8 @@ def test_a_blank_html_output_is_a_failure_the_study_page_and_both_rules_report(t
     for p0 and p1 (failed renders) and a text page for p2; the judge prefers "bad" wherever it
     rendered. AmbiHTMLBench ranks it first, AesCode (its four losses) last; both checked against
     outcomes listed by hand and fitted by scipy."""
+    from ranking.leaderboard import leaderboard_compute
     from ranking.rendering import leaderboard_html
-    from ranking.services import leaderboard_compute
     from tests.ranking.test_render_failure_rule import check_against_hand, judge_everything
 
     browser_available()

@@ -290,7 +290,7 @@ def test_f2_a_judge_with_only_invalid_outputs_is_reported(cal: Any, tmp_path: Pa
 
 
 def test_f1_objective_vs_subjective_ranks_rounded_scores() -> None:
-    from ranking.services import _objective_correlations
+    from ranking.leaderboard import _objective_correlations
 
     rows = [{"system": "a", "score": 10.0}, {"system": "b", "score": 10.0 + 1e-12}, {"system": "c", "score": -3.0}]
     objective = {"a": 1.0, "b": 2.0, "c": 0.0}
@@ -303,7 +303,7 @@ def test_f1_objective_vs_subjective_ranks_rounded_scores() -> None:
 
 def test_objective_vs_subjective_null_correlations_carry_a_reason() -> None:
     """Issue 29: constant objective scores gave null ρ/τ without a reason."""
-    from ranking.services import _objective_correlations
+    from ranking.leaderboard import _objective_correlations
 
     rows = [{"system": "a", "score": 10.0}, {"system": "b", "score": 5.0}, {"system": "c", "score": -3.0}]
     got = _objective_correlations(rows, {"a": 0.7, "b": 0.7, "c": 0.7})

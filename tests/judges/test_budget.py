@@ -23,7 +23,7 @@ from calibration.models import CoefficientSet
 from judges.models import JudgeOutput
 from judges.services.budget import judge_budget_report_section
 from judges.services.runs import judge_run_estimate
-from ranking.services import leaderboard_compute
+from ranking.leaderboard import leaderboard_compute
 from tests.judges.factories import REFERENCE_COLOUR, image_bytes, make_judge, store
 from tests.judges.fake_provider import FakeProvider, _user_parts
 

@@ -529,8 +529,8 @@ def test_the_leaderboard_page_shows_the_version_sensitivity_report(
 def test_queued_leaderboards_carry_the_reuse_counts_and_compare_like_the_command(
     judged: dict[str, Any],
 ) -> None:
-    from ranking.services import leaderboard_version_sensitivity
     from ranking.tasks import leaderboard_run_task
+    from ranking.versions import leaderboard_version_sensitivity
 
     study, tmp = judged["study"], judged["tmp"]
     cset = CoefficientSet.objects.get(study=study, name="v1")

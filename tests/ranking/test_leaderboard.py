@@ -14,9 +14,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy import optimize, stats
 
+from ranking.leaderboard import leaderboard_compute
 from ranking.objective_csv import objective_parse_csv
 from ranking.selectors import leaderboard_inputs
-from ranking.services import leaderboard_compute
 from tests.ranking.rank_factories import RankedStudy, make_ranked_study
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,8 @@ from django.test import Client
 from django.urls import reverse
 from scipy import optimize, stats
 
+from ranking.leaderboard import leaderboard_compute
 from ranking.models import Leaderboard
-from ranking.services import leaderboard_compute
 from ranking.tasks import leaderboard_start
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
 from stats.davidson import (

@@ -11,8 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from judges.models import JudgeOutput
+from ranking.leaderboard import leaderboard_compute
+from ranking.leaderboard_runs import leaderboard_chunk_run, leaderboard_run
 from ranking.models import Leaderboard, LeaderboardChunk
-from ranking.services import leaderboard_chunk_run, leaderboard_compute, leaderboard_run
 from ranking.tasks import leaderboard_run_task, leaderboard_start
 from tests.ranking.rank_factories import make_ranked_study
 

@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import AuditEvent
+from ranking.leaderboard import leaderboard_compute
 from ranking.models import Leaderboard
-from ranking.services import leaderboard_compute
 from tests.ranking.rank_factories import make_ranked_study
 
 pytestmark = pytest.mark.django_db

@@ -19,9 +19,9 @@ from scipy import optimize
 from annotation.models import Candidate, Comparison, Study
 from calibration.models import CoefficientSet
 from judges.models import Judge, JudgeOutput, OutputStatus
+from ranking.leaderboard import leaderboard_compute
 from ranking.rendering import leaderboard_html
 from ranking.selectors import leaderboard_inputs
-from ranking.services import leaderboard_compute
 from tests.ranking.rank_factories import make_basic_study
 
 pytestmark = pytest.mark.django_db

@@ -13,16 +13,16 @@ from annotation.files import output_path_check
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
 from annotation.progress import is_terminal, progress_step
-from ranking.models import Leaderboard
-from ranking.objective_csv import objective_read_csv
-from ranking.rendering import leaderboard_write
-from ranking.services import (
+from ranking.leaderboard import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     check_leaderboard_options,
     coefficient_set_for,
     leaderboard_compute,
 )
+from ranking.models import Leaderboard
+from ranking.objective_csv import objective_read_csv
+from ranking.rendering import leaderboard_write
 
 
 class Command(ArbiterCommand):

@@ -10,7 +10,8 @@ from django.core.management.base import CommandParser
 from annotation.errors import NotFound
 from annotation.management.base import ArbiterCommand
 from annotation.models import Study
-from ranking.services import DEFAULT_SEED, deployment_schedule_create
+from ranking.leaderboard import DEFAULT_SEED
+from ranking.schedule import deployment_schedule_create
 
 
 class Command(ArbiterCommand):
