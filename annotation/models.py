@@ -756,7 +756,6 @@ class ServeWeights(models.Model):
     rule_shares = models.JSONField(default=list)  # one per pair column (stats.allocation.pair_column)
     floor = models.FloatField()
     rule = models.CharField(max_length=40, blank=True)
-    serves = models.PositiveIntegerField(default=0)  # trials served since the fit
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

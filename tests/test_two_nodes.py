@@ -199,6 +199,7 @@ def test_fifty_raters_at_once_on_two_nodes_are_never_served_past_a_quota(two_nod
     for t in threads:
         t.join(timeout=300)
     assert not errors, errors[:5]
+    assert len(answered) == 50  # every rater got a place and answered (none turned away as "full")
     main = Trial.objects.filter(assignment__block__study=study, is_repeat=False, attention_expected="")
     per_comparison = Counter(main.values_list("comparison_id", flat=True))
     assert None not in per_comparison  # nothing left open on a finished assignment

@@ -40,7 +40,6 @@ class Migration(migrations.Migration):
                 ('rule_shares', models.JSONField(default=list)),
                 ('floor', models.FloatField()),
                 ('rule', models.CharField(blank=True, max_length=40)),
-                ('serves', models.PositiveIntegerField(default=0)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('study', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='serve_weights', to='annotation.study')),
             ],

@@ -19,9 +19,9 @@ so far:
 - a hidden repeat shows its original's comparison on the same side.
 
 The pool is the study's human comparisons that no scheduled block holds. The weights are refitted
-every ``ARBITER_SERVE_REFIT_VOTES`` serves (a task queued after the serving request's commit; a
-thread of the web process without a broker), so a rater's request never fits (except the very
-first serve of a study, which finds no weights).
+once every ``ARBITER_SERVE_REFIT_VOTES`` serves on average (a serve asks for it at random; a task
+queued after the serving request's commit, a thread of the web process without a broker), so a
+rater's request never fits, and no row is written by every serve.
 """
 
 from __future__ import annotations
@@ -211,7 +211,10 @@ def _choose(*, study: Study, assignment_id: int, trial_id: int) -> int | None:
             return None
         probabilities = _probabilities(weights, available)
         column = rng.choices(available, weights=[probabilities[c] for c in available])[0]
-        served, pk = min(by_pair[column])  # the pair's least-served comparison
+        # One of the pair's least-served comparisons, at random: concurrent raters spread over
+        # them instead of queueing on one row's lock.
+        fewest = min(by_pair[column])[0]
+        served, pk = rng.choice([member for member in by_pair[column] if member[0] == fewest])
         taken = Comparison.objects.filter(pk=pk, served__lt=F("serve_quota")).update(served=F("served") + 1)
         if not taken:  # another rater took its last place: choose again without it
             by_pair[column].remove((served, pk))
@@ -223,25 +226,26 @@ def _choose(*, study: Study, assignment_id: int, trial_id: int) -> int | None:
         if not filled:  # the same rater's other request filled it first: give the place back
             Comparison.objects.filter(pk=pk).update(served=F("served") - 1)
             return pk
-        _count_serve(weights)
+        if rng.random() < 1.0 / refit_votes():
+            _refit_after_commit(weights.study_id)
         return pk
     return None
 
 
-def _count_serve(weights: ServeWeights) -> None:
-    """Count the serve; every ``refit_votes()`` serves, one request queues a refit after its commit."""
-    if not ServeWeights.objects.filter(pk=weights.pk, serves__gte=refit_votes() - 1).update(serves=0):
-        ServeWeights.objects.filter(pk=weights.pk).update(serves=F("serves") + 1)
-    else:
-        from annotation.task_queue import task_queue
-        from annotation.tasks import refit_serve_weights
+def _refit_after_commit(study_id: int) -> None:
+    """Queue a refit of the weights once this request commits.
 
-        study_id = weights.study_id
-        # On the connection the serve wrote with (the rater path may route to its own alias), so
-        # the refit is queued when the serving request commits, not before; without a broker it
-        # runs in a thread of this process (annotation.task_queue), never inside the rater's request.
-        transaction.on_commit(lambda: task_queue(refit_serve_weights, study_id), using=router.db_for_write(ServeWeights),
-                              robust=True)
+    One serve in ``refit_votes()`` asks for it, at random: no row is written by every serve
+    (a shared counter would make every rater's vote wait for the others' commits).
+    """
+    from annotation.task_queue import task_queue
+    from annotation.tasks import refit_serve_weights
+
+    # On the connection the serve wrote with (the rater path may route to its own alias), so the
+    # refit is queued when the serving request commits, not before; without a broker it runs in a
+    # thread of this process (annotation.task_queue), never inside the rater's request.
+    transaction.on_commit(lambda: task_queue(refit_serve_weights, study_id), using=router.db_for_write(ServeWeights),
+                          robust=True)
 
 
 def _probabilities(weights: ServeWeights, available: Sequence[int]) -> dict[int, float]:

@@ -311,8 +311,8 @@ ARBITER_JUDGE_SWEEP_SECONDS = float(env_str("ARBITER_JUDGE_SWEEP_SECONDS", "60")
 # it; a run whose worker died is taken over once it runs out (annotation.services.new_study_runs),
 # and Celery beat's sweep re-queues such runs this often.
 ARBITER_NEW_STUDY_LEASE_SECONDS = float(env_str("ARBITER_NEW_STUDY_LEASE_SECONDS", "60"))
-# An adaptive study's serve-time pair weights are refitted every this many served trials
-# (annotation.services.serve_time).
+# An adaptive study's serve-time pair weights are refitted once every this many served trials on
+# average (annotation.services.serve_time).
 ARBITER_SERVE_REFIT_VOTES = env_int("ARBITER_SERVE_REFIT_VOTES", 50)
 
 # Security headers (SECURITY.md rows 2 and 3).
