@@ -292,6 +292,9 @@ class Comparison(models.Model):
     served = models.PositiveIntegerField(default=0)
     # Its places in serve-time blocks (their rater target; 0: not in their pool).
     serve_quota = models.PositiveIntegerField(default=0)
+    # Its pair of systems' column (stats.allocation.pair_column over the study's systems by
+    # position), set with the quota: serving reads pairs without joining candidates.
+    serve_pair = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -753,6 +756,7 @@ class ServeWeights(models.Model):
     study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="serve_weights")
     votes = models.PositiveIntegerField(default=0)
     systems = models.JSONField(default=list)  # external ids, in the fit's order
+    system_ids = models.JSONField(default=list)  # their primary keys, in the same order
     rule_shares = models.JSONField(default=list)  # one per pair column (stats.allocation.pair_column)
     floor = models.FloatField()
     rule = models.CharField(max_length=40, blank=True)

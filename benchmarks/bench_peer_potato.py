@@ -231,8 +231,9 @@ def print_table(rows: list[dict[str, object]]) -> None:
               f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms |")
     by = {(r["system"], r["n"]): r for r in rows}
     pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json"),
-             ("arbiter-api-adaptive", "potato-json"), ("arbiter-api-adaptive", "arbiter-api"),
-             ("arbiter-html-adaptive", "potato-html")]
+             ("arbiter-api-adaptive", "potato-json"), ("arbiter-html-adaptive", "potato-json"),
+             ("arbiter-html-adaptive", "potato-html"), ("arbiter-api-adaptive", "arbiter-api"),
+             ("arbiter-html-adaptive", "arbiter-html")]
     lines = []
     for a, p in pairs:
         for n in sorted({int(r["n"]) for r in rows}):  # type: ignore[call-overload]

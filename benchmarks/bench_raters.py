@@ -481,6 +481,19 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+_MEDIA: list[Path] = []
+
+
+def _media_root() -> Path:
+    if not _MEDIA:
+        import atexit
+        import shutil
+
+        _MEDIA.append(Path(tempfile.mkdtemp(prefix="arbiter-bench-media-")))
+        atexit.register(shutil.rmtree, _MEDIA[0], ignore_errors=True)
+    return _MEDIA[0]
+
+
 @contextmanager
 def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, threads: int, port: int,
                    server: str = "gunicorn", keep_db: bool = False,
@@ -490,7 +503,10 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
     ``server``: ``gunicorn`` (``workers`` × ``threads``, gthread; ``make run`` serves 1 × 4) or
     ``runserver`` (Django's threaded development server).
     """
-    media = Path(tempfile.mkdtemp(prefix="arbiter-bench-media-"))
+    # One media folder per process: Django's settings (MEDIA_ROOT) are read once, so a second
+    # server started by the same process (bench_peer_potato's adaptive study) must find its
+    # study's images where this process wrote them.
+    media = _media_root()
     env = dict(os.environ, DATABASE_URL=database_url, MEDIA_ROOT=str(media),
                DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_DEBUG="0", DATABASE_CONN_MAX_AGE="600",
                LOG_LEVEL="ERROR")
@@ -530,9 +546,6 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
                 recreate_database(database_url, create=False)  # drop it
             except Exception as exc:  # the figures are printed; a failed clean-up only leaves the database
                 print(f"could not clean the benchmark database: {exc}")
-        import shutil
-
-        shutil.rmtree(media, ignore_errors=True)
 
 
 def main() -> None:

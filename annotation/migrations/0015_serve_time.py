@@ -27,6 +27,11 @@ class Migration(migrations.Migration):
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
+            model_name='comparison',
+            name='serve_pair',
+            field=models.PositiveIntegerField(blank=True, null=True),
+        ),
+        migrations.AddField(
             model_name='trial',
             name='allocation_probability',
             field=models.FloatField(blank=True, null=True),
@@ -37,6 +42,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('votes', models.PositiveIntegerField(default=0)),
                 ('systems', models.JSONField(default=list)),
+                ('system_ids', models.JSONField(default=list)),
                 ('rule_shares', models.JSONField(default=list)),
                 ('floor', models.FloatField()),
                 ('rule', models.CharField(blank=True, max_length=40)),

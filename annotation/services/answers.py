@@ -179,11 +179,13 @@ def trial_current(
         found = list(first(assignment.pk))
     if found and design.pairwise and found[0].comparison_id is None:
         # A serve-time trial reached before a vote chose it (the assignment's first): choose now.
-        from annotation.services.serve_time import serve_next
+        from annotation.services.serve_time import serve_next, slot_of
 
-        unanswered = Trial.objects.filter(assignment_id=assignment.pk, vote__isnull=True).order_by("position")
+        rows = list(Trial.objects.filter(assignment_id=assignment.pk).order_by("position")
+                    .values("pk", "vote__id", *SLOT_FIELDS))
         served = serve_next(study=study, assignment_id=assignment.pk,
-                            trial_ids=list(unanswered.values_list("pk", flat=True)))
+                            trial_ids=[r["pk"] for r in rows if r["vote__id"] is None],
+                            slots={r["pk"]: slot_of(r) for r in rows})
         found = list(by_id(served)) if served is not None else []
     return found[0] if found else None
 
@@ -276,6 +278,11 @@ def _finish(assignment: Assignment) -> str:
     return code
 
 
+# What serving a serve-time block's next trial needs of each trial (annotation.services.serve_time.Slot),
+# read with the progress rows: no join, a few columns.
+SLOT_FIELDS = ("comparison_id", "swapped", "is_repeat", "repeat_of_id", "attention_expected")
+
+
 def _progress_query(assignment_id: int) -> Any:
     """Every trial of an assignment in order, each with its vote's response time: -1 for a vote
     without one, None for no vote.
@@ -286,7 +293,7 @@ def _progress_query(assignment_id: int) -> Any:
     study into each probe.
     """
     vote = Vote.objects.filter(trial_id=OuterRef("pk")).order_by().annotate(ms=Coalesce("response_ms", -1)).values("ms")[:1]
-    return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values("id").annotate(
+    return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values("id", *SLOT_FIELDS).annotate(
         vote_ms=Subquery(vote)
     )
 
@@ -475,9 +482,10 @@ def vote_store(
     next_id, total = (unanswered[1] if len(unanswered) > 1 else None), len(rows)
     if next_id is not None and trial.assignment.block.serve_time:
         # A serve-time block: the next trial's comparison is chosen now, under the row lock.
-        from annotation.services.serve_time import serve_next
+        from annotation.services.serve_time import serve_next, slot_of
 
-        next_id = serve_next(study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:])
+        next_id = serve_next(study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:],
+                             slots={r["id"]: slot_of(r) for r in rows})
         total = Trial.objects.filter(assignment_id=assignment.pk).count() if next_id != unanswered[1] else total
     finished = next_id is None
     code = _finish(assignment) if finished else ""

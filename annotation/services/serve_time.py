@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import router, transaction
-from django.db.models import F
+from django.db.models import F, Min, Q
 
 from annotation.models import (
     GOLD_EXPECTED,
@@ -44,12 +46,15 @@ from annotation.models import (
     Comparison,
     ServeWeights,
     Study,
+    System,
     Trial,
 )
 
 logger = logging.getLogger(__name__)
 
-FILL_ATTEMPTS = 8
+FILL_ATTEMPTS = 40
+BUSY_WAITS = 40
+BUSY_PAUSE_SECONDS = 0.005
 DEFAULT_REFIT_VOTES = 50
 
 
@@ -89,10 +94,12 @@ def serve_block_create(
         serve_time=True,
     )
     pool = list(serve_pool(study).order_by("pk"))
-    # The pool's places: the block's rater target per comparison (kept when a block gave more).
+    # The pool's places: the block's rater target per comparison (kept when a block gave more),
+    # and each comparison's pair of systems.
     Comparison.objects.filter(pk__in=[c.pk for c in pool], serve_quota__lt=target_raters).update(
         serve_quota=target_raters
     )
+    _pairs_mark(study, [c.pk for c in pool])
     # Gold trials show a page of the pool (they are never data): the first ``size`` in a seeded order.
     rng = random.Random(seed)
     gold_pages = rng.sample(pool, min(size, len(pool))) if gold else []
@@ -121,6 +128,20 @@ def serve_block_create(
     return block
 
 
+def _pairs_mark(study: Study, comparison_ids: list[int]) -> None:
+    """Write each comparison's pair column (the systems in ``ServeWeights``' order: by position)."""
+    index = {pk: i for i, pk in enumerate(
+        System.objects.filter(study=study).order_by("position", "external_id").values_list("pk", flat=True))}
+    m = len(index)
+    by_column: dict[int, list[int]] = defaultdict(list)
+    for pk, a, b in Comparison.objects.filter(pk__in=comparison_ids, serve_pair__isnull=True).values_list(
+        "pk", "candidate_a__system_id", "candidate_b__system_id"
+    ):
+        by_column[pair_column(index[a], index[b], m)].append(pk)
+    for column, pks in by_column.items():
+        Comparison.objects.filter(pk__in=pks).update(serve_pair=column)
+
+
 def _gold_fields(comparison: Comparison, gold_images: dict, supplied: dict, slot: int) -> dict[str, Any]:
     entries = supplied.get(comparison.pk)
     if entries:  # the bundle's entries of that page; the right image is canonical A
@@ -136,92 +157,119 @@ def _gold_fields(comparison: Comparison, gold_images: dict, supplied: dict, slot
 # --- the weights --------------------------------------------------------------------------------
 
 
-def _weights(study: Study) -> ServeWeights | None:
+def _weights(study: Study) -> tuple[ServeWeights, dict[int, int]] | None:
+    """The study's weights and each system's index in them, by system id (one read)."""
     from annotation.services.serve_weights import serve_weights_refit
 
-    found = ServeWeights.objects.filter(study=study).first()
-    return found if found is not None else serve_weights_refit(study_id=study.pk)
+    found = ServeWeights.objects.filter(study=study).first() or serve_weights_refit(study_id=study.pk)
+    if found is None:
+        return None
+    return found, {int(pk): i for i, pk in enumerate(found.system_ids)}
 
 
 # --- serving ------------------------------------------------------------------------------------
 
 
-def serve_next(*, study: Study, assignment_id: int, trial_ids: Sequence[int]) -> int | None:
+@dataclass(frozen=True)
+class Slot:
+    """What serving needs of one trial of the assignment (read with the caller's progress rows:
+    ``annotation.services.answers.SLOT_FIELDS``)."""
+
+    comparison_id: int | None
+    swapped: bool
+    is_repeat: bool
+    repeat_of_id: int | None
+    attention: bool
+
+
+def slot_of(row: Mapping[str, Any]) -> Slot:
+    return Slot(row["comparison_id"], bool(row["swapped"]), bool(row["is_repeat"]), row["repeat_of_id"],
+                bool(row["attention_expected"]))
+
+
+def serve_next(*, study: Study, assignment_id: int, trial_ids: Sequence[int], slots: Mapping[int, Slot]) -> int | None:
     """The first of ``trial_ids`` (an assignment's unanswered trials, in order) that can be shown,
     filling open ones; an open trial with nothing left to serve is removed (with its repeats).
-    Call under the assignment's row lock, inside the caller's transaction."""
-    if not trial_ids:
-        return None
-    open_ids = set(
-        Trial.objects.filter(pk__in=list(trial_ids), comparison__isnull=True, candidate__isnull=True,
-                             predicate__isnull=True).values_list("pk", flat=True)
-    )
-    for trial_id in trial_ids:
-        if trial_id not in open_ids:
-            return trial_id
-        if _fill(study=study, assignment_id=assignment_id, trial_id=trial_id):
-            return trial_id
+    ``slots``: every trial of the assignment (``slot_of`` its row, by id). Call under the
+    assignment's row lock, inside the caller's transaction."""
+    # The caller's transaction (no savepoint); one of its own when called outside one.
+    with transaction.atomic(using=router.db_for_write(Trial), savepoint=False):
+        for trial_id in trial_ids:
+            slot = slots.get(trial_id)
+            if slot is None or slot.comparison_id is not None or slot.attention:
+                return trial_id
+            if _fill(study=study, assignment_id=assignment_id, trial_id=trial_id, slot=slot, slots=slots):
+                return trial_id
     return None
 
 
-def _fill(*, study: Study, assignment_id: int, trial_id: int) -> bool:
-    trial = Trial.objects.filter(pk=trial_id).values("is_repeat", "repeat_of_id", "comparison_id").first()
-    if trial is None:
-        return False
-    if trial["comparison_id"] is not None:
-        return True  # filled by a concurrent request of the same rater
-    if trial["is_repeat"]:
-        original = Trial.objects.filter(pk=trial["repeat_of_id"]).values("comparison_id", "swapped").first()
-        if original is None or original["comparison_id"] is None:
+def _fill(*, study: Study, assignment_id: int, trial_id: int, slot: Slot, slots: Mapping[int, Slot]) -> bool:
+    if slot.is_repeat:
+        original = slots.get(int(slot.repeat_of_id or 0))
+        if original is None or original.comparison_id is None:
             Trial.objects.filter(pk=trial_id).delete()
             return False
         Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
-            comparison_id=original["comparison_id"], swapped=original["swapped"]
+            comparison_id=original.comparison_id, swapped=original.swapped
         )
         return True
-    chosen = _choose(study=study, assignment_id=assignment_id, trial_id=trial_id)
+    seen = {s.comparison_id for s in slots.values() if s.comparison_id is not None and not s.is_repeat
+            and not s.attention}
+    chosen = _choose(study=study, trial_id=trial_id, seen=seen)
     if chosen is None:
         Trial.objects.filter(pk=trial_id).delete()  # its hidden repeats go with it (CASCADE)
         return False
     return True
 
 
-def _choose(*, study: Study, assignment_id: int, trial_id: int) -> int | None:
-    """Take a comparison's place for the trial and fill it; the comparison's id, or None."""
-    weights = _weights(study)
-    if weights is None:
+def _choose(*, study: Study, trial_id: int, seen: set[int]) -> int | None:
+    """Take a comparison's place for the trial and fill it; the comparison's id, or None.
+
+    Reads that do not grow with the study: the pairs that still have a place this rater may take
+    (``serve_pair``, no join), then the chosen pair's least-served comparison no one is serving."""
+    found = _weights(study)
+    if found is None:
         return None
-    index = {s: i for i, s in enumerate(weights.systems)}
-    m = len(weights.systems)
+    weights, _index = found
     k_pairs = len(weights.rule_shares)
-    seen = Trial.objects.filter(assignment_id=assignment_id, comparison__isnull=False, attention_expected="",
-                                is_repeat=False).values("comparison_id")
-    rows = list(
-        Comparison.objects.filter(study=study, served__lt=F("serve_quota")).exclude(pk__in=seen)
-        .values_list("pk", "served", "candidate_a__system__external_id", "candidate_b__system__external_id")
-    )
-    by_pair: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for pk, served, a, b in rows:
-        if a in index and b in index:
-            by_pair[pair_column(index[a], index[b], m)].append((served, pk))
+    open_places = Comparison.objects.filter(study=study, served__lt=F("serve_quota")).exclude(pk__in=seen)
+    fewest = {
+        int(column): int(least)
+        for column, least in open_places.values_list("serve_pair").annotate(least=Min("served")).order_by()
+        if column is not None and column < k_pairs
+    }
     rng = random.Random(f"{study.seed}-{trial_id}")
     for _attempt in range(FILL_ATTEMPTS):
-        available = sorted(c for c, members in by_pair.items() if members and c < k_pairs)
+        available = sorted(fewest)
         if not available:
             return None
         probabilities = _probabilities(weights, available)
         column = rng.choices(available, weights=[probabilities[c] for c in available])[0]
-        # One of the pair's least-served comparisons, at random: concurrent raters spread over
-        # them instead of queueing on one row's lock.
-        fewest = min(by_pair[column])[0]
-        served, pk = rng.choice([member for member in by_pair[column] if member[0] == fewest])
-        taken = Comparison.objects.filter(pk=pk, served__lt=F("serve_quota")).update(served=F("served") + 1)
-        if not taken:  # another rater took its last place: choose again without it
-            by_pair[column].remove((served, pk))
+        orders = Q(serve_pair=column)
+        # The pair's least-served comparison that no other rater is serving right now: a rater
+        # never waits for another's row lock (no lock queue, no deadlock), and concurrent raters
+        # spread over the pair's comparisons.
+        # The drawn pair is kept while its places are only busy (a redraw would favour quiet pairs
+        # over what the stored probability says).
+        locked: list[tuple[int, int]] = []
+        for _wait in range(BUSY_WAITS):
+            locked = list(
+                open_places.filter(orders).select_for_update(skip_locked=True, of=("self",))
+                .order_by("served").values_list("pk", "served")[:1]
+            )
+            if locked or not open_places.filter(orders).exists():
+                break
+            time.sleep(BUSY_PAUSE_SECONDS)  # each of them is being served: a vote commits in ms
+        if not locked:
+            fewest.pop(column, None)  # the pair has no place left for this rater: draw again without it
             continue
-        count = Comparison.objects.filter(pk=pk).values_list("served", flat=True)[0]
+        pk, served = locked[0]
+        # Conditional on the count read, for backends without row locks (SQLite): the new count is
+        # exact, so the display side alternates with it, and the quota is never passed.
+        if not Comparison.objects.filter(pk=pk, served=served, served__lt=F("serve_quota")).update(served=served + 1):
+            continue
         filled = Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
-            comparison_id=pk, swapped=count % 2 == 0, allocation_probability=probabilities[column]
+            comparison_id=pk, swapped=(served + 1) % 2 == 0, allocation_probability=probabilities[column]
         )
         if not filled:  # the same rater's other request filled it first: give the place back
             Comparison.objects.filter(pk=pk).update(served=F("served") - 1)
