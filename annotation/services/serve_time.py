@@ -12,9 +12,10 @@ so far:
   shares in the current fit, ``ServeWeights``), so the uniform floor holds for every served trial
   and the probability is known exactly; it is stored on the trial (``allocation_probability``)
   for the debiased leaderboard;
-- the comparison is the pair's least-served one this rater has not seen, taken from its quota
-  (``serve_quota``: the blocks' rater target) by one conditional UPDATE, so no comparison is served past it
-  whatever the concurrency, and never twice to a rater (the trial's unique constraint backs it);
+- the comparison is the pair's least-served one this rater has not seen and no other rater is
+  being served (``SKIP LOCKED``: no rater waits for another), taken from its quota (``serve_quota``:
+  the blocks' rater target) by an UPDATE conditional on the count read, so no comparison is served
+  past it whatever the concurrency, and never twice to a rater (the trial's unique constraint backs it);
 - its display side alternates with the comparison's serve count (counterbalanced per comparison);
 - a hidden repeat shows its original's comparison on the same side.
 
