@@ -25,10 +25,9 @@ from judges.services.calls import (
     DATABASE_ERRORS,
     HELD,
     RELEASED,
-    expired_output_ids,
     held_seconds,
     judge_output_execute,
-    unclaimed_output_ids,
+    swept_output_ids,
 )
 
 # Message priorities on the Redis broker, whose lists kombu serves lowest number first: a run's
@@ -72,11 +71,8 @@ def call_judge(self, output_id: int) -> str:  # type: ignore[no-untyped-def]
 def sweep_leases() -> int:
     """Re-queue every call whose worker died, in every study: running with an expired lease, and,
     when no message waits in the queue, pending calls no worker claimed for a sweep interval."""
-    ids = expired_output_ids()  # not judges.services.runs: it imports this module (no cycle)
-    if broker_queue_empty():
-        waited = float(getattr(settings, "ARBITER_JUDGE_SWEEP_SECONDS", 60.0))
-        known = set(ids)
-        ids += [i for i in unclaimed_output_ids(older_than_seconds=waited) if i not in known]
+    # Not judges.services.runs: it imports this module (no cycle).
+    ids = swept_output_ids(queue_empty=broker_queue_empty())
     for output_id in ids:
         call_judge.apply_async((output_id,), priority=RECOVERED_PRIORITY)
     return len(ids)

@@ -660,6 +660,17 @@ def expired_output_ids() -> list[int]:
     )
 
 
+def swept_output_ids(*, queue_empty: bool) -> list[int]:
+    """What the periodic sweep re-queues: every call whose lease ran out, and, when no message waits
+    in the broker's queue (``queue_empty``), the calls left unclaimed for a sweep interval."""
+    ids = expired_output_ids()
+    if queue_empty:
+        known = set(ids)
+        waited = float(getattr(settings, "ARBITER_JUDGE_SWEEP_SECONDS", 60.0))
+        ids += [i for i in unclaimed_output_ids(older_than_seconds=waited) if i not in known]
+    return ids
+
+
 def unclaimed_output_ids(*, older_than_seconds: float) -> list[int]:
     """Calls queued more than ``older_than_seconds`` ago that no worker has claimed: pending, with
     no error (a stopped judge's calls and a provider batch's leftovers wait for ``run_judges``),
