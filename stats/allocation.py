@@ -52,6 +52,7 @@ from scipy.special import expit, ndtr
 
 from stats.bradley_terry import L2_PENALTY, SCORE_SCALE, fit_pair_points_batch
 from stats.errors import StatisticsError
+from stats.serving import served_pair_probabilities
 
 RULES = ("uniform", "random", "shrinkage", "information", "thompson", "design")
 ADAPTIVE_RULES = ("shrinkage", "information", "thompson", "design")
@@ -463,10 +464,10 @@ def serve_time_choice(
         raise StatisticsError(f"available must hold one flag per pair ({k_pairs}), got shape {mask.shape}")
     if not mask.any():
         raise StatisticsError("no pair has a comparison left to serve")
-    shares = allocation_weights(rule, fit, target, rng=rng, n_votes=1, floor=floor)[0] * mask
-    total = shares.sum()
-    rule_part = shares / total if total > 0 else mask / mask.sum()
-    probabilities = floor * mask / mask.sum() + (1.0 - floor) * rule_part
+    shares = allocation_weights(rule, fit, target, rng=rng, n_votes=1, floor=floor)[0]
+    chosen = served_pair_probabilities(shares.tolist(), floor, [int(c) for c in np.flatnonzero(mask)])
+    probabilities = np.zeros(k_pairs)
+    probabilities[list(chosen)] = list(chosen.values())
     probabilities /= probabilities.sum()
     column = int(rng.choice(k_pairs, p=probabilities))
     return ServedPair(column=column, probability=float(probabilities[column]), probabilities=probabilities)

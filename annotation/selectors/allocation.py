@@ -7,7 +7,7 @@ today's behaviour, or ``adaptive``), with its target in ``options["allocation_ta
 stopping rule has declared the top-k, and an estimate of the votes still needed. It is shown to
 researchers only (the schedule and study pages), never to raters.
 
-The votes are the same for both pairwise kinds (``votes_frame``): a ``pairwise_reference`` page's
+The votes are the same for both pairwise kinds (``valid_main_votes``): a ``pairwise_reference`` page's
 candidates, or a ``pairwise`` brief's items, each of one system; valid main votes only (A, B, TIE;
 no hidden repeat, no attention check, no voided assignment), as canonical points of system A.
 """
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from annotation.models import AssignmentState, AuditEvent, Study, System, Vote
-from annotation.selectors.votes import votes_frame
 
 if TYPE_CHECKING:
     import numpy as np
@@ -97,6 +96,25 @@ class AllocationState:
         ]
 
 
+def valid_main_votes(study: Study) -> list[tuple[str, str, str, float | None]]:
+    """(system A, system B, label, allocation probability) of every valid main vote: A, B or TIE,
+    no hidden repeat, gold or attention trial, no voided assignment; the probability is a
+    serve-time trial's (None for the others). One query, no per-vote lookup."""
+    return list(
+        Vote.objects.filter(
+            trial__assignment__block__study=study, trial__is_repeat=False, trial__attention_expected="",
+            trial__comparison__isnull=False, label__in=list(_VALUE),
+        )
+        .exclude(trial__assignment__state=AssignmentState.VOIDED)
+        .values_list(
+            "trial__comparison__candidate_a__system__external_id",
+            "trial__comparison__candidate_b__system__external_id",
+            "label",
+            "trial__allocation_probability",
+        )
+    )
+
+
 def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(systems, votes per pair, points of the pair's first system) from the valid main votes."""
     import numpy as np
@@ -114,16 +132,8 @@ def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndar
     points = np.zeros(k_pairs)
     if m < 2:
         return systems, votes, points
-    frame = votes_frame(study=study)
-    if len(frame):
-        frame = frame[~frame["is_repeat"] & frame["label"].isin(list(_VALUE))]
     index = {s: i for i, s in enumerate(systems)}
-    for a, b, label in zip(
-        frame["system_a"] if len(frame) else [],
-        frame["system_b"] if len(frame) else [],
-        frame["label"] if len(frame) else [],
-        strict=True,
-    ):
+    for a, b, label, _probability in valid_main_votes(study):
         i, j = index[a], index[b]
         column = int(pair_column(np.array(i), np.array(j), m))
         y = _VALUE[label]
@@ -228,19 +238,7 @@ def adaptive_scores(study: Study) -> dict[str, Any] | None:
         System.objects.filter(study=study).order_by("position", "external_id").values_list("external_id", flat=True)
     )
     m = len(systems)
-    rows = list(
-        Vote.objects.filter(
-            trial__assignment__block__study=study, trial__is_repeat=False, trial__attention_expected="",
-            label__in=list(_VALUE),
-        )
-        .exclude(trial__assignment__state=AssignmentState.VOIDED)
-        .values_list(
-            "trial__comparison__candidate_a__system__external_id",
-            "trial__comparison__candidate_b__system__external_id",
-            "label",
-            "trial__allocation_probability",
-        )
-    )
+    rows = valid_main_votes(study)
     index = {s: i for i, s in enumerate(systems)}
     rows = [r for r in rows if r[0] in index and r[1] in index]
     if m < 2 or not rows:

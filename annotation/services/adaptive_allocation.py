@@ -48,7 +48,6 @@ from annotation.services.scheduling import (
     shuffled_block_create,
 )
 from annotation.services.serve_time import serve_block_create, serve_pool
-from annotation.services.serve_weights import serve_weights_refit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -230,7 +229,6 @@ def _serve_block_extend(study: Study, last: Block, size: int, state: AllocationS
         seed=int(study.seed) + 7919 * position, repeats=study.hidden_repeats, min_gap=study.min_gap,
         gold=int((study.options or {}).get("gold_trials", 0)),
     )
-    serve_weights_refit(study_id=study.pk, state=state)  # this fit: the first serve does not fit again
     audit_record(action="adaptive_block", user=None, study=study, target=study.slug, block=position, size=size,
                  raters=last.target_raters, votes_so_far=state.votes, rule=state.rule, floor=state.floor,
                  serve_time=True)

@@ -428,15 +428,9 @@ def _trials_create(
         if not getattr(p, "gold", False) or gold_images is None:
             return {"attention_expected": getattr(p, "attention", "")}
         comparison = items[p.index].comparison_id or 0
-        entries = (supplied or {}).get(comparison)
-        if entries:  # the bundle's entries of that page in turn; the right image is canonical A
-            entry = entries[(assignment.slot + shown[comparison]) % len(entries)]
-            shown[comparison] += 1
-            right, other = (entry.image_a, entry.image_b) if entry.answer == "A" else (entry.image_b, entry.image_a)
-            return {"attention_expected": GOLD_EXPECTED, "gold_match_image": right, "gold_image": other,
-                    "supplied_gold": entry}
-        match, degraded = gold_images[comparison]
-        return {"attention_expected": GOLD_EXPECTED, "gold_match_image": match, "gold_image": degraded}
+        fields = gold_trial_fields(comparison, gold_images, supplied, turn=assignment.slot + shown[comparison])
+        shown[comparison] += 1
+        return fields
 
     Trial.objects.bulk_create(
         [
@@ -455,6 +449,22 @@ def _trials_create(
             if p.repeat_of_position is not None
         ]
     )
+
+
+def gold_trial_fields(
+    comparison_id: int, gold_images: dict[int, tuple[StoredImage, StoredImage]],
+    supplied: dict[int, list[SuppliedGold]] | None, *, turn: int,
+) -> dict[str, object]:
+    """A gold trial's fields on that comparison's page: the bundle's supplied entries of the page
+    in turn (``turn``; the right image is canonical A), else its reference copy and degraded copy."""
+    entries = (supplied or {}).get(comparison_id)
+    if entries:
+        entry = entries[turn % len(entries)]
+        right, other = (entry.image_a, entry.image_b) if entry.answer == "A" else (entry.image_b, entry.image_a)
+        return {"attention_expected": GOLD_EXPECTED, "gold_match_image": right, "gold_image": other,
+                "supplied_gold": entry}
+    match, degraded = gold_images[comparison_id]
+    return {"attention_expected": GOLD_EXPECTED, "gold_match_image": match, "gold_image": degraded}
 
 
 def gold_sources(

@@ -40,7 +40,6 @@ from django.db import router, transaction
 from django.db.models import F, Min, Q
 
 from annotation.models import (
-    GOLD_EXPECTED,
     Assignment,
     Block,
     BlockItem,
@@ -50,6 +49,7 @@ from annotation.models import (
     System,
     Trial,
 )
+from stats.serving import pair_column_of, served_pair_probabilities
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +61,6 @@ DEFAULT_REFIT_VOTES = 50
 
 def refit_votes() -> int:
     return max(int(getattr(settings, "ARBITER_SERVE_REFIT_VOTES", DEFAULT_REFIT_VOTES)), 1)
-
-
-def pair_column(i: int, j: int, m: int) -> int:
-    """Column of the unordered pair {i, j} in row-major order (``stats.allocation.pair_column``)."""
-    low, high = min(i, j), max(i, j)
-    return low * m - low * (low + 1) // 2 + (high - low - 1)
 
 
 # --- the block ----------------------------------------------------------------------------------
@@ -88,7 +82,13 @@ def serve_block_create(
 ) -> Block:
     """A serve-time block: ``target_raters`` open assignments of ``size`` data trials each, planned
     like a scheduled block (``plan_assignment``, ``plan_with_gold``) but with no comparison yet."""
-    from annotation.services.scheduling import assignment_seed, gold_sources, plan_assignment, plan_with_gold
+    from annotation.services.scheduling import (
+        assignment_seed,
+        gold_sources,
+        gold_trial_fields,
+        plan_assignment,
+        plan_with_gold,
+    )
 
     block = Block.objects.create(
         study=study, name=f"block-{position}", position=position, target_raters=target_raters, seed=seed,
@@ -101,6 +101,10 @@ def serve_block_create(
         serve_quota=target_raters
     )
     _pairs_mark(study, [c.pk for c in pool])
+    # The weights its first serves read: fitted now, so no rater's request fits.
+    from annotation.services.serve_weights import serve_weights_refit
+
+    serve_weights_refit(study_id=study.pk)
     # Gold trials show a page of the pool (they are never data): the first ``size`` in a seeded order.
     rng = random.Random(seed)
     gold_pages = rng.sample(pool, min(size, len(pool))) if gold else []
@@ -112,7 +116,8 @@ def serve_block_create(
         plan = plan_with_gold(plan, gold=gold, n=len(gold_pages) or size, slot=slot, seed=a_seed)
         main = [
             Trial(assignment=assignment, position=p.position, swapped=p.swapped if p.gold else False,
-                  **(_gold_fields(gold_pages[p.index], gold_images, supplied, slot) if p.gold else {}))
+                  **({"comparison": gold_pages[p.index],
+                      **gold_trial_fields(gold_pages[p.index].pk, gold_images, supplied, turn=slot)} if p.gold else {}))
             for p in plan
             if p.repeat_of_position is None
         ]
@@ -138,21 +143,9 @@ def _pairs_mark(study: Study, comparison_ids: list[int]) -> None:
     for pk, a, b in Comparison.objects.filter(pk__in=comparison_ids, serve_pair__isnull=True).values_list(
         "pk", "candidate_a__system_id", "candidate_b__system_id"
     ):
-        by_column[pair_column(index[a], index[b], m)].append(pk)
+        by_column[pair_column_of(index[a], index[b], m)].append(pk)
     for column, pks in by_column.items():
         Comparison.objects.filter(pk__in=pks).update(serve_pair=column)
-
-
-def _gold_fields(comparison: Comparison, gold_images: dict, supplied: dict, slot: int) -> dict[str, Any]:
-    entries = supplied.get(comparison.pk)
-    if entries:  # the bundle's entries of that page; the right image is canonical A
-        entry = entries[slot % len(entries)]
-        right, other = (entry.image_a, entry.image_b) if entry.answer == "A" else (entry.image_b, entry.image_a)
-        return {"comparison": comparison, "attention_expected": GOLD_EXPECTED, "gold_match_image": right,
-                "gold_image": other, "supplied_gold": entry}
-    match, degraded = gold_images[comparison.pk]
-    return {"comparison": comparison, "attention_expected": GOLD_EXPECTED, "gold_match_image": match,
-            "gold_image": degraded}
 
 
 # --- the weights --------------------------------------------------------------------------------
@@ -297,10 +290,5 @@ def _refit_after_commit(study_id: int) -> None:
                           robust=True)
 
 
-def _probabilities(weights: ServeWeights, available: Sequence[int]) -> dict[int, float]:
-    """Each available pair's probability: the floor spread evenly, the rest by the rule's shares."""
-    floor = float(weights.floor)
-    shares = [float(weights.rule_shares[c]) for c in available]
-    total = sum(shares)
-    rule = [s / total for s in shares] if total > 0 else [1.0 / len(available)] * len(available)
-    return {c: floor / len(available) + (1.0 - floor) * r for c, r in zip(available, rule, strict=True)}
+def _probabilities(weights: ServeWeights, available: Sequence[int]) -> Mapping[int, float]:
+    return served_pair_probabilities(weights.rule_shares, float(weights.floor), available)

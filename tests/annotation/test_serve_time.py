@@ -22,7 +22,7 @@ from annotation.services.adaptive_allocation import study_allocation_set
 from annotation.services.answers import trial_next, vote_submit
 from annotation.services.participants import StudyFull, participant_claim, participant_rater_get_or_create
 from annotation.services.scheduling import blocks_schedule
-from annotation.services.serve_time import _probabilities, pair_column, serve_block_create
+from annotation.services.serve_time import _probabilities, serve_block_create
 from annotation.services.serve_weights import serve_weights_refit
 from tests.annotation.rater_factories import make_rater_study
 from tests.annotation.test_adaptive_allocation import BLOCK, GAP, RATERS, REPEATS, THETA, _run_raters, _study
@@ -121,6 +121,11 @@ def test_served_probabilities_match_the_statistics_module(tmp_path: Path) -> Non
                                      state.votes, 31]), available=mask, floor=state.floor).probabilities
         mine = _probabilities(weights, available)
         assert np.allclose([mine[c] for c in available], expected[available], atol=1e-9)
+        # The protocol's formula written out here: f / K' + (1 - f) w / sum(w) over the available pairs.
+        w = np.asarray(weights.rule_shares)[available]
+        rule = w / w.sum() if w.sum() > 0 else np.full(len(w), 1 / len(w))
+        by_hand = state.floor / len(available) + (1 - state.floor) * rule
+        assert np.allclose([mine[c] for c in available], by_hand, atol=1e-12)
         assert abs(sum(mine.values()) - 1.0) < 1e-12
         assert min(mine.values()) >= state.floor / len(available) - 1e-12
 
@@ -207,11 +212,12 @@ def test_fifty_raters_at_once_are_never_served_past_a_quota(tmp_path: Path) -> N
 @pytest.mark.parametrize("m", [2, 5, 9])
 def test_the_pair_order_is_the_statistics_modules(m: int) -> None:
     from stats.allocation import pair_column as np_pair_column
+    from stats.serving import pair_column_of
 
     for i in range(m):
         for j in range(m):
             if i != j:
-                assert pair_column(i, j, m) == int(np_pair_column(np.array(i), np.array(j), m))
+                assert pair_column_of(i, j, m) == int(np_pair_column(np.array(i), np.array(j), m))
 
 
 def test_the_scores_of_a_serve_time_study_are_debiased_with_the_stored_probabilities(
