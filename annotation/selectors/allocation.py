@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Count
+
 from annotation.models import AssignmentState, AuditEvent, Study, System, Vote
 
 if TYPE_CHECKING:
@@ -96,17 +98,20 @@ class AllocationState:
         ]
 
 
+def _valid_main_vote_rows(study: Study) -> Any:
+    """The valid main votes: A, B or TIE, no hidden repeat, gold or attention trial, no voided
+    assignment."""
+    return Vote.objects.filter(
+        trial__assignment__block__study=study, trial__is_repeat=False, trial__attention_expected="",
+        trial__comparison__isnull=False, label__in=list(_VALUE),
+    ).exclude(trial__assignment__state=AssignmentState.VOIDED)
+
+
 def valid_main_votes(study: Study) -> list[tuple[str, str, str, float | None]]:
-    """(system A, system B, label, allocation probability) of every valid main vote: A, B or TIE,
-    no hidden repeat, gold or attention trial, no voided assignment; the probability is a
-    serve-time trial's (None for the others). One query, no per-vote lookup."""
+    """(system A, system B, label, allocation probability) of every valid main vote; the
+    probability is a serve-time trial's (None for the others). One query, no per-vote lookup."""
     return list(
-        Vote.objects.filter(
-            trial__assignment__block__study=study, trial__is_repeat=False, trial__attention_expected="",
-            trial__comparison__isnull=False, label__in=list(_VALUE),
-        )
-        .exclude(trial__assignment__state=AssignmentState.VOIDED)
-        .values_list(
+        _valid_main_vote_rows(study).values_list(
             "trial__comparison__candidate_a__system__external_id",
             "trial__comparison__candidate_b__system__external_id",
             "label",
@@ -116,10 +121,13 @@ def valid_main_votes(study: Study) -> list[tuple[str, str, str, float | None]]:
 
 
 def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """(systems, votes per pair, points of the pair's first system) from the valid main votes."""
+    """(systems, votes per pair, points of the pair's first system) from the valid main votes.
+
+    Counted by the database (one row per system pair and label), so a serve-time refit reads a few
+    rows whatever the number of votes."""
     import numpy as np
 
-    from stats.allocation import pair_column
+    from stats.serving import pair_column_of
 
     systems = tuple(
         System.objects.filter(study=study)
@@ -133,12 +141,19 @@ def study_pair_votes(study: Study) -> tuple[tuple[str, ...], np.ndarray, np.ndar
     if m < 2:
         return systems, votes, points
     index = {s: i for i, s in enumerate(systems)}
-    for a, b, label, _probability in valid_main_votes(study):
+    counted = (
+        _valid_main_vote_rows(study)
+        .values_list("trial__comparison__candidate_a__system__external_id",
+                     "trial__comparison__candidate_b__system__external_id", "label")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for a, b, label, n in counted:
         i, j = index[a], index[b]
-        column = int(pair_column(np.array(i), np.array(j), m))
+        column = pair_column_of(i, j, m)
         y = _VALUE[label]
-        votes[column] += 1
-        points[column] += y if i < j else 1.0 - y
+        votes[column] += n
+        points[column] += n * (y if i < j else 1.0 - y)
     return systems, votes, points
 
 

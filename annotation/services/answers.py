@@ -183,9 +183,9 @@ def trial_current(
 
         rows = list(Trial.objects.filter(assignment_id=assignment.pk).order_by("position")
                     .values("pk", "vote__id", *SLOT_FIELDS))
-        served = serve_next(study=study, assignment_id=assignment.pk,
-                            trial_ids=[r["pk"] for r in rows if r["vote__id"] is None],
-                            slots={r["pk"]: slot_of(r) for r in rows})
+        served, _shown = serve_next(study=study, assignment_id=assignment.pk,
+                                    trial_ids=[r["pk"] for r in rows if r["vote__id"] is None],
+                                    slots={r["pk"]: slot_of(r) for r in rows})
         found = list(by_id(served)) if served is not None else []
     return found[0] if found else None
 
@@ -480,16 +480,20 @@ def vote_store(
     if trial.version_a is None:  # answered without having been shown through trial_next
         trials_record_versions(trial_ids=[trial.pk])
     next_id, total = (unanswered[1] if len(unanswered) > 1 else None), len(rows)
+    marked_shown = False
     if next_id is not None and trial.assignment.block.serve_time:
-        # A serve-time block: the next trial's comparison is chosen now, under the row lock.
+        # A serve-time block: the next trial's comparison is chosen now, under the row lock (and,
+        # when it is shown now, marked shown in the same statement).
         from annotation.services.serve_time import serve_next, slot_of
 
-        next_id = serve_next(study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:],
-                             slots={r["id"]: slot_of(r) for r in rows})
+        next_id, marked_shown = serve_next(
+            study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:],
+            slots={r["id"]: slot_of(r) for r in rows}, shown_at=timezone.now() if show_next else None,
+        )
         total = Trial.objects.filter(assignment_id=assignment.pk).count() if next_id != unanswered[1] else total
     finished = next_id is None
     code = _finish(assignment) if finished else ""
-    if show_next and next_id is not None:
+    if show_next and next_id is not None and not marked_shown:
         # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
         shown, values = _shown_now_update(next_id, timezone.now())
         shown.update(**values)

@@ -27,22 +27,25 @@ rater's request never fits, and no row is written by every serve.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import router, transaction
+from django.db import connections, router, transaction
 from django.db.models import F, Min, Q
 
 from annotation.models import (
     Assignment,
     Block,
     BlockItem,
+    Candidate,
     Comparison,
     ServeWeights,
     Study,
@@ -181,46 +184,76 @@ def slot_of(row: Mapping[str, Any]) -> Slot:
                 bool(row["attention_expected"]))
 
 
-def serve_next(*, study: Study, assignment_id: int, trial_ids: Sequence[int], slots: Mapping[int, Slot]) -> int | None:
+def serve_next(
+    *, study: Study, assignment_id: int, trial_ids: Sequence[int], slots: Mapping[int, Slot],
+    shown_at: datetime | None = None,
+) -> tuple[int | None, bool]:
     """The first of ``trial_ids`` (an assignment's unanswered trials, in order) that can be shown,
     filling open ones; an open trial with nothing left to serve is removed (with its repeats).
     ``slots``: every trial of the assignment (``slot_of`` its row, by id). Call under the
-    assignment's row lock, inside the caller's transaction."""
+    assignment's row lock, inside the caller's transaction.
+
+    ``shown_at``: the caller shows that trial now; a trial filled by the one statement is marked
+    shown at that time, with its candidates' versions, in the same statement. Returns the trial's
+    id (None: nothing left) and whether it was marked shown."""
     # The caller's transaction (no savepoint); one of its own when called outside one.
     with transaction.atomic(using=router.db_for_write(Trial), savepoint=False):
         for trial_id in trial_ids:
             slot = slots.get(trial_id)
             if slot is None or slot.comparison_id is not None or slot.attention:
-                return trial_id
-            if _fill(study=study, assignment_id=assignment_id, trial_id=trial_id, slot=slot, slots=slots):
-                return trial_id
-    return None
+                return trial_id, False
+            filled = _fill(study=study, trial_id=trial_id, slot=slot, slots=slots, shown_at=shown_at)
+            if filled is not None:
+                return trial_id, filled
+    return None, False
 
 
-def _fill(*, study: Study, assignment_id: int, trial_id: int, slot: Slot, slots: Mapping[int, Slot]) -> bool:
+def _fill(
+    *, study: Study, trial_id: int, slot: Slot, slots: Mapping[int, Slot], shown_at: datetime | None
+) -> bool | None:
+    """Fill the trial: None when nothing is left for it (it is removed), else whether it was
+    marked shown."""
     if slot.is_repeat:
         original = slots.get(int(slot.repeat_of_id or 0))
         if original is None or original.comparison_id is None:
             Trial.objects.filter(pk=trial_id).delete()
-            return False
+            return None
         Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
             comparison_id=original.comparison_id, swapped=original.swapped
         )
-        return True
+        return False
     seen = {s.comparison_id for s in slots.values() if s.comparison_id is not None and not s.is_repeat
             and not s.attention}
-    chosen = _choose(study=study, trial_id=trial_id, seen=seen)
+    chosen = _choose(study=study, trial_id=trial_id, seen=seen, shown_at=shown_at)
     if chosen is None:
         Trial.objects.filter(pk=trial_id).delete()  # its hidden repeats go with it (CASCADE)
-        return False
-    return True
+        return None
+    return chosen[1]
 
 
-def _choose(*, study: Study, trial_id: int, seen: set[int]) -> int | None:
-    """Take a comparison's place for the trial and fill it; the comparison's id, or None.
+def _choose(
+    *, study: Study, trial_id: int, seen: set[int], shown_at: datetime | None = None
+) -> tuple[int, bool] | None:
+    """Take a comparison's place for the trial and fill it: the comparison's id and whether the
+    trial was marked shown (``serve_next``), or None.
 
-    Reads that do not grow with the study: the pairs that still have a place this rater may take
-    (``serve_pair``, no join), then the chosen pair's least-served comparison no one is serving."""
+    On PostgreSQL one statement draws the pair, takes the place and fills the trial
+    (``_serve_in_one_statement``); the steps below run when it cannot (no weights fitted yet, every
+    place of the drawn pair being served right now, or another backend). Reads that do not grow with
+    the study: the pairs that still have a place this rater may take (``serve_pair``, no join), then
+    the chosen pair's least-served comparison no one is serving."""
+    rng = random.Random(f"{study.seed}-{trial_id}")
+    drawn: tuple[int, float] | None = None
+    if connections[router.db_for_write(Comparison)].vendor == "postgresql":
+        one = _serve_in_one_statement(study_id=study.pk, trial_id=trial_id, seen=seen, u=rng.random(),
+                                      shown_at=shown_at)
+        if one is not None:
+            if one.column is None:
+                return None  # no pair has a place this rater may take
+            if one.comparison_id is not None:
+                _served(study_id=study.pk, rng=rng, comparison_id=one.comparison_id, filled=one.filled)
+                return one.comparison_id, one.filled and shown_at is not None
+            drawn = (one.column, float(one.probability or 0.0))  # its places are all being served right now
     found = _weights(study)
     if found is None:
         return None
@@ -232,23 +265,28 @@ def _choose(*, study: Study, trial_id: int, seen: set[int]) -> int | None:
         for column, least in open_places.values_list("serve_pair").annotate(least=Min("served")).order_by()
         if column is not None and column < k_pairs
     }
-    rng = random.Random(f"{study.seed}-{trial_id}")
     for _attempt in range(FILL_ATTEMPTS):
         available = sorted(fewest)
         if not available:
             return None
-        probabilities = _probabilities(weights, available)
-        column = rng.choices(available, weights=[probabilities[c] for c in available])[0]
+        if drawn is not None:
+            (column, probability), drawn = drawn, None
+        else:
+            probabilities = _probabilities(weights, available)
+            column = rng.choices(available, weights=[probabilities[c] for c in available])[0]
+            probability = probabilities[column]
         orders = Q(serve_pair=column)
         # The pair's least-served comparison that no other rater is serving right now: a rater
         # never waits for another's row lock (no lock queue, no deadlock), and concurrent raters
         # spread over the pair's comparisons.
         # The drawn pair is kept while its places are only busy (a redraw would favour quiet pairs
-        # over what the stored probability says).
+        # over what the stored probability says). NO KEY UPDATE: a trial filled with the comparison
+        # elsewhere (a hidden repeat) checks its foreign key with a key-share lock, which this one
+        # does not block.
         locked: list[tuple[int, int]] = []
         for _wait in range(BUSY_WAITS):
             locked = list(
-                open_places.filter(orders).select_for_update(skip_locked=True, of=("self",))
+                open_places.filter(orders).select_for_update(skip_locked=True, no_key=True, of=("self",))
                 .order_by("served").values_list("pk", "served")[:1]
             )
             if locked or not open_places.filter(orders).exists():
@@ -263,15 +301,105 @@ def _choose(*, study: Study, trial_id: int, seen: set[int]) -> int | None:
         if not Comparison.objects.filter(pk=pk, served=served, served__lt=F("serve_quota")).update(served=served + 1):
             continue
         filled = Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
-            comparison_id=pk, swapped=(served + 1) % 2 == 0, allocation_probability=probabilities[column]
+            comparison_id=pk, swapped=(served + 1) % 2 == 0, allocation_probability=probability
         )
-        if not filled:  # the same rater's other request filled it first: give the place back
-            Comparison.objects.filter(pk=pk).update(served=F("served") - 1)
-            return pk
-        if rng.random() < 1.0 / refit_votes():
-            _refit_after_commit(weights.study_id)
-        return pk
+        _served(study_id=study.pk, rng=rng, comparison_id=pk, filled=bool(filled))
+        return pk, False
     return None
+
+
+def _served(*, study_id: int, rng: random.Random, comparison_id: int, filled: bool) -> None:
+    """After a place was taken: give it back if the trial was filled meanwhile (by the same rater's
+    other request), and ask for a refit once in ``refit_votes()`` serves."""
+    if not filled:
+        Comparison.objects.filter(pk=comparison_id).update(served=F("served") - 1)
+        return
+    if rng.random() < 1.0 / refit_votes():
+        _refit_after_commit(study_id)
+
+
+@dataclass(frozen=True)
+class OneStatement:
+    """What ``_serve_in_one_statement`` did: the pair drawn (None: none is open to the rater) and its
+    probability, the comparison whose place it took (None: every place of the pair was being
+    served), and whether the trial was filled."""
+
+    column: int | None
+    probability: float | None
+    comparison_id: int | None
+    filled: bool
+
+
+# PostgreSQL: the serve in one round trip. The pairs open to the rater (a place left, none of it
+# seen), each one's probability by the protocol's formula from the stored weights (as
+# ``stats.serving.served_pair_probabilities``), the pair whose cumulative probability first passes
+# ``u`` (the last one when rounding leaves none), its least-served comparison no other rater is
+# serving (SKIP LOCKED; NO KEY UPDATE, as in ``_choose``), that place taken and the trial filled with it, the side alternating with
+# the new count, and (``shown_at``) the trial marked shown with its candidates' versions, as
+# ``annotation.services.candidate_versions.versions_now`` records them. Data-modifying CTEs run
+# once, whether or not the final SELECT reads them.
+_ONE_STATEMENT = """
+WITH weights AS (
+    SELECT rule_shares, floor, jsonb_array_length(rule_shares) AS k_pairs FROM {weights} WHERE study_id = %(study)s
+), open_pairs AS (
+    SELECT DISTINCT c.serve_pair AS k FROM {comparison} c, weights
+    WHERE c.study_id = %(study)s AND c.served < c.serve_quota AND c.serve_pair < weights.k_pairs
+      AND c.id <> ALL(%(seen)s::bigint[])
+), shares AS (
+    SELECT k, (weights.rule_shares ->> k)::float8 AS w FROM open_pairs, weights
+), totals AS (
+    SELECT k, w, count(*) OVER () AS n, sum(w) OVER () AS total FROM shares
+), probabilities AS (
+    SELECT k, weights.floor / n + (1 - weights.floor) * (CASE WHEN total > 0 THEN w / total ELSE 1.0::float8 / n END) AS p
+    FROM totals, weights
+), cumulative AS (
+    SELECT k, p, sum(p) OVER (ORDER BY k) AS upto, sum(p) OVER () AS whole FROM probabilities
+), chosen AS (
+    SELECT k, p FROM cumulative
+    WHERE upto > %(u)s * whole OR k = (SELECT max(k) FROM probabilities) ORDER BY k LIMIT 1
+), place AS (
+    SELECT c.id FROM {comparison} c, chosen
+    WHERE c.study_id = %(study)s AND c.serve_pair = chosen.k AND c.served < c.serve_quota
+      AND c.id <> ALL(%(seen)s::bigint[])
+    ORDER BY c.served LIMIT 1
+    FOR NO KEY UPDATE OF c SKIP LOCKED
+), taken AS (
+    UPDATE {comparison} c SET served = c.served + 1 FROM place
+    WHERE c.id = place.id AND c.served < c.serve_quota
+    RETURNING c.id, c.served, c.candidate_a_id, c.candidate_b_id
+), filled AS (
+    UPDATE {trial} t SET comparison_id = taken.id, swapped = mod(taken.served, 2) = 0,
+        allocation_probability = (SELECT p FROM chosen),
+        shown_at = COALESCE(t.shown_at, %(shown_at)s::timestamptz),
+        version_a = CASE WHEN t.shown_at IS NULL AND %(shown_at)s::timestamptz IS NOT NULL
+            THEN (SELECT version FROM {candidate} WHERE id = taken.candidate_a_id) ELSE t.version_a END,
+        version_b = CASE WHEN t.shown_at IS NULL AND %(shown_at)s::timestamptz IS NOT NULL
+            THEN (SELECT version FROM {candidate} WHERE id = taken.candidate_b_id) ELSE t.version_b END
+    FROM taken WHERE t.id = %(trial)s AND t.comparison_id IS NULL
+    RETURNING t.id
+)
+SELECT (SELECT count(*) FROM weights), (SELECT k FROM chosen), (SELECT p FROM chosen), (SELECT id FROM taken),
+       (SELECT count(*) FROM filled)
+"""
+
+
+@functools.cache
+def _one_statement() -> str:
+    return _ONE_STATEMENT.format(weights=ServeWeights._meta.db_table, comparison=Comparison._meta.db_table,
+                                 trial=Trial._meta.db_table, candidate=Candidate._meta.db_table)
+
+
+def _serve_in_one_statement(
+    *, study_id: int, trial_id: int, seen: set[int], u: float, shown_at: datetime | None
+) -> OneStatement | None:
+    """Draw, take and fill in one statement (PostgreSQL); None when the study has no weights yet."""
+    with connections[router.db_for_write(Comparison)].cursor() as cursor:
+        cursor.execute(_one_statement(), {"study": study_id, "seen": sorted(seen), "u": u, "trial": trial_id,
+                                          "shown_at": shown_at})
+        has_weights, column, probability, comparison_id, filled = cursor.fetchone()
+    if not has_weights:
+        return None
+    return OneStatement(column=column, probability=probability, comparison_id=comparison_id, filled=bool(filled))
 
 
 def _refit_after_commit(study_id: int) -> None:

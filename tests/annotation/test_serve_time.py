@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import override_settings
 
 from annotation.models import GOLD_EXPECTED, Block, BlockItem, Comparison, ServeWeights, Study, Trial, Vote
@@ -298,3 +299,88 @@ def test_the_votes_csv_carries_each_served_trials_probability(tmp_path: Path) ->
     plain = tmp_path / "plain.csv"
     call_command("export_votes", uniform.slug, str(plain))
     assert "allocation_probability" not in plain.read_text().splitlines()[0]
+
+
+def _open_pairs(study: Study, seen: set[int], k_pairs: int) -> list[int]:
+    """The pairs with a place this rater may take, read independently of the serving code."""
+    columns = set(
+        Comparison.objects.filter(study=study, served__lt=F("serve_quota"), serve_pair__lt=k_pairs)
+        .exclude(pk__in=seen).values_list("serve_pair", flat=True)
+    )
+    return sorted(columns)
+
+
+@override_settings(ARBITER_SERVE_REFIT_VOTES=10**9)
+def test_each_served_probability_is_the_formula_over_the_pairs_open_at_that_moment(tmp_path: Path) -> None:
+    """Before each answer, the pairs open to the rater and the weights are read here; the trial the
+    answer serves next stores the protocol's probability of its pair over exactly those pairs (on
+    PostgreSQL that trial is chosen by the one-statement serve, elsewhere step by step), and the
+    answer that shows it marks it shown with its candidates' versions in the same request."""
+    study = _study("serve-each-probability", "pairwise_reference", tmp_path, n_pages=2, schedule=False)
+    _serving(study)
+    serve_block_create(study=study, position=1, size=12, target_raters=2, seed=5, repeats=0, min_gap=1)
+    weights = serve_weights_refit(study_id=study.pk)
+    assert weights is not None
+    k_pairs = len(weights.rule_shares)
+    rater = participant_rater_get_or_create(study=study, external_id="one-by-one")
+    assignment = participant_claim(study=study, rater=rater)
+    view = trial_next(assignment=assignment, study=study)
+    checked = 0
+    while view is not None:
+        seen = set(Trial.objects.filter(assignment=assignment, comparison__isnull=False, is_repeat=False)
+                   .values_list("comparison_id", flat=True))
+        available = _open_pairs(study, seen, k_pairs)
+        expected = _probabilities(weights, available) if available else {}
+        result = vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=3,
+                             axes={a["id"]: 1 for a in view.axes}, rationale="",
+                             idempotency_key=secrets.token_urlsafe(12), show_next=True)
+        next_id = result.progress.next_trial_id if result.progress else None
+        if next_id is None:
+            break
+        served = Trial.objects.select_related("comparison__candidate_a", "comparison__candidate_b").get(pk=next_id)
+        column = served.comparison.serve_pair
+        assert column in available and served.comparison_id not in seen
+        assert served.allocation_probability == pytest.approx(expected[column], abs=1e-12)
+        assert served.shown_at is not None
+        assert (served.version_a, served.version_b) == (served.comparison.candidate_a.version,
+                                                        served.comparison.candidate_b.version)
+        checked += 1
+        view = trial_next(assignment=assignment, study=study, progress=result.progress)
+    assert checked == 11
+
+
+@pytest.mark.postgres
+def test_the_one_statement_draws_each_pair_with_its_stored_probability(tmp_path: Path) -> None:
+    """The statement's draw is the inverse of the cumulative probabilities: on a grid of ``u`` over
+    [0, 1), each open pair is drawn in its probability's share of the grid (to one point), and the
+    probability it returns is the protocol's formula."""
+    from django.db import transaction
+
+    from annotation.services.serve_time import _serve_in_one_statement
+
+    assert connection.vendor == "postgresql"
+    study = _study("serve-one-statement", "pairwise_reference", tmp_path, n_pages=2, schedule=False)
+    _serving(study)
+    block = serve_block_create(study=study, position=1, size=5, target_raters=1, seed=5, repeats=0, min_gap=1)
+    # Weights far from uniform, and a pair closed: the formula renormalises over the open ones.
+    ServeWeights.objects.filter(study=study).update(rule_shares=[0.5, 0.2, 0.1, 0.1, 0.05, 0.05, 0.0, 0.0, 0.0, 0.0])
+    Comparison.objects.filter(study=study, serve_pair=1).update(served=F("serve_quota"))
+    weights = ServeWeights.objects.get(study=study)
+    available = _open_pairs(study, set(), 10)
+    assert 1 not in available and len(available) == 9
+    expected = _probabilities(weights, available)
+    trial = Trial.objects.filter(assignment__block=block, comparison__isnull=True).order_by("position").first()
+    assert trial is not None
+    grid = 2000
+    drawn: Counter[int] = Counter()
+    for i in range(grid):
+        with transaction.atomic():
+            one = _serve_in_one_statement(study_id=study.pk, trial_id=trial.pk, seen=set(), u=(i + 0.5) / grid,
+                                          shown_at=None)
+            assert one is not None and one.column is not None and one.comparison_id is not None and one.filled
+            assert one.probability == pytest.approx(expected[one.column], abs=1e-12)
+            drawn[one.column] += 1
+            transaction.set_rollback(True)
+    assert set(drawn) == set(available)
+    for column in available:
+        assert abs(drawn[column] - expected[column] * grid) <= 1
