@@ -21,7 +21,7 @@ PostgreSQL's for Arbiter). Afterwards every acknowledged vote is looked up where
 stores it (Potato's per-user state files, Arbiter's database): the run fails if one is missing.
 
     .venv/bin/python benchmarks/bench_peer_potato.py [--seconds 30] [--raters 10,50] [--think 0]
-        [--systems potato-json,potato-html,arbiter-api,arbiter-html] [--port 9210]
+        [--systems potato-json,potato-html,arbiter-api,arbiter-html] [--port 9210] [--rounds 1]
 
 Absolute figures depend on the machine and on what else runs on it; the ratios within one run
 are the comparison.
@@ -221,6 +221,33 @@ def summary(system: str, level: br.Level) -> dict[str, object]:
     }
 
 
+def rounds_mean(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """One row per system and level: the mean of its rounds' figures."""
+    by: dict[tuple[object, object], list[dict[str, object]]] = {}
+    for r in rows:
+        by.setdefault((r["system"], r["n"]), []).append(r)
+    merged = []
+    for (system, n), group in by.items():
+        row: dict[str, object] = {"system": system, "n": n}
+        for key in group[0]:
+            if key not in row:
+                values = [g[key] for g in group]
+                row[key] = None if any(v is None for v in values) else sum(values) / len(values)  # type: ignore[arg-type]
+        merged.append(row)
+    return merged
+
+
+def print_rounds(rows: list[dict[str, object]]) -> None:
+    """Each round's stored votes per second, and the adaptive study's share of the uniform one's."""
+    print("\n| round | system | N | stored votes/s | CPU per stored vote |")
+    print("|---|---|---|---|---|")
+    seen: dict[tuple[object, object], int] = {}
+    for r in rows:
+        k = (r["system"], r["n"])
+        seen[k] = seen.get(k, 0) + 1
+        print(f"| {seen[k]} | {r['system']} | {r['n']} | {r['stored_per_s']:.1f} | {r['cpu_per_vote_ms']:.1f} ms |")
+
+
 def print_table(rows: list[dict[str, object]]) -> None:
     print("\n| system | N | fetch p95 ms | submit p95 ms | stored votes/s | errors | server CPU per request "
           "| server + database CPU per stored vote |")
@@ -264,6 +291,9 @@ def main() -> None:
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/arbiter_peer_bench")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure the Arbiter studies this many times, alternating their order; the tables "
+                             "give the mean of the rounds")
     args = parser.parse_args()
     levels = [int(x) for x in args.raters.split(",")]
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -295,10 +325,15 @@ def main() -> None:
             if missing:
                 problems.append(f"{system}: {missing} acknowledged votes not stored")
 
-    for allocation, arbiter_systems in (
+    groups = [
         ("uniform", [s for s in systems if s.startswith("arbiter") and not s.endswith("-adaptive")]),
         ("adaptive", [s for s in systems if s.startswith("arbiter") and s.endswith("-adaptive")]),
-    ):
+    ]
+    # Rounds alternate the order of the studies (uniform first, then adaptive first, ...), so
+    # neither is always measured on a machine the other has just warmed or loaded.
+    rounds = [groups if r % 2 == 0 else groups[::-1] for r in range(args.rounds)]
+    arbiter_rows: list[dict[str, object]] = []
+    for allocation, arbiter_systems in (group for order in rounds for group in order):
         if not arbiter_systems:
             continue
         # No rater may find the study full: every rater's first assignment, and one more per 60
@@ -314,7 +349,7 @@ def main() -> None:
                                              seconds=args.seconds, think=args.think, ramp=args.ramp,
                                              label=f"{system}-n{n}", server_pid=process.pid,
                                              database_url=args.database_url)
-                    rows.append(summary(system, level))
+                    arbiter_rows.append(summary(system, level))
                     all_stats.append(level.stats)
                     print(f"  {system} N={n}: {level.requests} requests, errors {dict(level.stats.errors) or 0}"
                           + (f", study full for {level.stats.full}" if level.stats.full else ""))
@@ -324,7 +359,9 @@ def main() -> None:
             if check["lost"] or check["duplicated"] or check["unacknowledged"]:
                 problems.append(f"arbiter: {check}")
 
-    print_table(rows)
+    if args.rounds > 1:
+        print_rounds(arbiter_rows)
+    print_table(rows + rounds_mean(arbiter_rows))
     if problems:
         raise SystemExit("integrity check failed: " + "; ".join(problems))
     print("\nevery acknowledged vote is stored, on every system")
