@@ -39,7 +39,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, router, transaction
-from django.db.models import F, Min, Q
+from django.db.models import F, Q
 
 from annotation.models import (
     Assignment,
@@ -154,14 +154,11 @@ def _pairs_mark(study: Study, comparison_ids: list[int]) -> None:
 # --- the weights --------------------------------------------------------------------------------
 
 
-def _weights(study: Study) -> tuple[ServeWeights, dict[int, int]] | None:
-    """The study's weights and each system's index in them, by system id (one read)."""
+def _weights(study: Study) -> ServeWeights | None:
+    """The study's weights (one read; fitted now only if the study has none yet)."""
     from annotation.services.serve_weights import serve_weights_refit
 
-    found = ServeWeights.objects.filter(study=study).first() or serve_weights_refit(study_id=study.pk)
-    if found is None:
-        return None
-    return found, {int(pk): i for i, pk in enumerate(found.system_ids)}
+    return ServeWeights.objects.filter(study=study).first() or serve_weights_refit(study_id=study.pk)
 
 
 # --- serving ------------------------------------------------------------------------------------
@@ -254,19 +251,19 @@ def _choose(
                 _served(study_id=study.pk, rng=rng, comparison_id=one.comparison_id, filled=one.filled)
                 return one.comparison_id, one.filled and shown_at is not None
             drawn = (one.column, float(one.probability or 0.0))  # its places are all being served right now
-    found = _weights(study)
-    if found is None:
+    weights = _weights(study)
+    if weights is None:
         return None
-    weights, _index = found
-    k_pairs = len(weights.rule_shares)
     open_places = Comparison.objects.filter(study=study, served__lt=F("serve_quota")).exclude(pk__in=seen)
-    fewest = {
-        int(column): int(least)
-        for column, least in open_places.values_list("serve_pair").annotate(least=Min("served")).order_by()
-        if column is not None and column < k_pairs
+    # The pairs with a place this rater may take.
+    open_columns = {
+        int(column)
+        for column in open_places.filter(serve_pair__lt=len(weights.rule_shares))
+        .values_list("serve_pair", flat=True).order_by().distinct()
+        if column is not None
     }
     for _attempt in range(FILL_ATTEMPTS):
-        available = sorted(fewest)
+        available = sorted(open_columns)
         if not available:
             return None
         if drawn is not None:
@@ -293,7 +290,7 @@ def _choose(
                 break
             time.sleep(BUSY_PAUSE_SECONDS)  # each of them is being served: a vote commits in ms
         if not locked:
-            fewest.pop(column, None)  # the pair has no place left for this rater: draw again without it
+            open_columns.discard(column)  # the pair has no place left for this rater: draw again without it
             continue
         pk, served = locked[0]
         # Conditional on the count read, for backends without row locks (SQLite): the new count is
