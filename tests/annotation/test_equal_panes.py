@@ -187,3 +187,33 @@ def test_png_and_html_references_and_html_candidates_neutralized_alike_at_one_sc
     ]
     assert "width mismatches (renders and their reference at two scales): 1\n" in plan.report()
     plan.close()
+
+
+@pytest.mark.django_db
+def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pane(tmp_path: Path, researcher: Any) -> None:
+    from django.test import Client
+
+    from tests.annotation.test_new_study import zipped
+
+    _png_folders(tmp_path)
+    client = Client()
+    client.force_login(researcher)
+    page = client.get("/studies/new/").content.decode()
+    assert 'name="media"' in page and 'name="neutralize"' in page
+    names = ("refs", "gpt", "claude")
+    form = {"kind": "pairwise_reference", "reference": "refs", "slug": "eq-page", "media": "p0,gpt,photo,100,100,500,500"}
+    asked = client.post("/studies/new/", {**form, "archive": zipped(tmp_path, names=names), "dry_run": "1"})
+    assert asked.status_code == 200
+    assert b"a real run would stop: 1 page would show real media beside neutralized media" in asked.content
+    # Typed rows for the other two images: equal, and made.
+    form["media"] += "\np0,,none\np0,claude,none\n"
+    made = client.post("/studies/new/", {**form, "archive": zipped(tmp_path, names=names)})
+    assert made.status_code == 302, made.content
+    detail = client.get("/studies/eq-page/").content.decode()
+    assert "media neutralized on every pane (reference and candidates)" in detail
+    assert "0 failed renders, 1 with media regions" in detail
+    # Or no neutralization, chosen on the form.
+    off = {**form, "slug": "eq-off", "media": "p0,gpt,photo,100,100,500,500", "neutralize": "no"}
+    assert client.post("/studies/new/", {**off, "archive": zipped(tmp_path, names=names)}).status_code == 302
+    assert Study.objects.get(slug="eq-off").neutralize_media is False
+    assert "media shown as it is" in client.get("/studies/eq-off/").content.decode()
