@@ -217,3 +217,29 @@ def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pa
     assert client.post("/studies/new/", {**off, "archive": zipped(tmp_path, names=names)}).status_code == 302
     assert Study.objects.get(slug="eq-off").neutralize_media is False
     assert "media shown as it is" in client.get("/studies/eq-off/").content.decode()
+
+
+def test_a_reference_of_another_width_than_most_is_named_with_its_remedy() -> None:
+    """Width mismatches without a browser: the plan's probes say the sizes. With the viewport
+    taken from the references, a reference narrower than most is the one to change; with a
+    viewport the researcher gave, the viewport of the reference's width removes the mismatch."""
+    from annotation.services.new_study.plan import NewStudyPlan, Probe, Source
+
+    def plan(*, auto: bool) -> NewStudyPlan:
+        refs = {p: Source(label=f"refs/{p}.png", path=Path(f"/r/{p}.png")) for p in ("p0", "p1")}
+        renders = {(p, "gpt"): Source(label=f"gpt/{p}.html", path=Path(f"/w/{p}.png")) for p in ("p0", "p1")}
+        made = NewStudyPlan(kind="pairwise_reference", options={}, pages=["p0", "p1"], systems=["gpt"],
+                            references=refs, images=renders, viewport_from_references=auto,
+                            render={"viewport": "1000x720", "scale": 2.0})
+        made.rendered = {s.label for s in renders.values()}
+        made.probes = {"refs/p0.png": Probe(size=(2000, 3000), mode="RGB"), "refs/p1.png": Probe(size=(1600, 900), mode="RGB"),
+                       "gpt/p0.html": Probe(size=(2000, 2500), mode="RGB"), "gpt/p1.html": Probe(size=(2000, 1800), mode="RGB")}
+        return made
+
+    assert plan(auto=True).width_mismatches() == [
+        "p1: reference 1,600 px wide, renders 2,000 px (text shown at ×0.80); "
+        "most references are as wide as the renders: give this one their width"
+    ]
+    assert plan(auto=False).width_mismatches() == [
+        "p1: reference 1,600 px wide, renders 2,000 px (text shown at ×0.80); render viewport 800x720 removes it"
+    ]

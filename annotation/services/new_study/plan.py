@@ -197,10 +197,14 @@ class NewStudyPlan:
             if ref_size is None or not widths or widths == {ref_size[0]}:
                 continue
             shown = ", ".join(f"{w:,} px (text shown at ×{ref_size[0] / w:.2f})" for w in sorted(widths))
-            out.append(
-                f"{page}: reference {ref_size[0]:,} px wide, renders {shown}; "
-                f"render viewport {round(ref_size[0] / scale)}x{height} removes it"
+            # With the viewport taken from the references, the page's reference is not as wide as
+            # most: one viewport cannot match both, the reference can.
+            remedy = (
+                "most references are as wide as the renders: give this one their width"
+                if self.viewport_from_references
+                else f"render viewport {round(ref_size[0] / scale)}x{height} removes it"
             )
+            out.append(f"{page}: reference {ref_size[0]:,} px wide, renders {shown}; {remedy}")
         return out
 
     def first_error(self) -> str | None:
