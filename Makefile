@@ -116,6 +116,11 @@ chromium:
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium"; \
 	  else echo "warning: /usr/bin/chromium missing; install Debian's chromium package for the browser tests"; fi; \
 	fi
+	@# As root the renderer runs the browser as this unprivileged system user (docs/rendering.md "Isolation").
+	@if [ "$$(id -u)" = 0 ] && ! getent passwd arbiter-render >/dev/null; then \
+	  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin arbiter-render \
+	  || echo "warning: could not create the user arbiter-render; the browser runs as nobody"; \
+	fi
 
 test: setup chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
