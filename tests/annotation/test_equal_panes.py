@@ -243,3 +243,25 @@ def test_a_reference_of_another_width_than_most_is_named_with_its_remedy() -> No
     assert plan(auto=False).width_mismatches() == [
         "p1: reference 1,600 px wide, renders 2,000 px (text shown at ×0.80); render viewport 800x720 removes it"
     ]
+
+
+@pytest.mark.django_db
+def test_the_study_page_names_pages_whose_reference_shows_media_beside_boxes(researcher: Any) -> None:
+    """A bundle imported with regions on its candidates but not on a page's reference (not made
+    by new_study, which refuses it) is named on the study page, until neutralization is off."""
+    from django.test import Client
+
+    from tests.annotation.rater_factories import make_rater_study
+
+    rs = make_rater_study(pages=3)
+    rs.study.researchers.add(researcher)
+    client = Client()
+    client.force_login(researcher)
+    assert "media neutralized on every pane" in client.get(f"/studies/{rs.study.slug}/").content.decode()
+    Page.objects.filter(study=rs.study, external_id__in=["pg000", "pg001"]).update(media=[], neutralized_image=None)
+    page = client.get(f"/studies/{rs.study.slug}/").content.decode()
+    assert "2 pages show the reference's media as it is beside candidates whose media is neutralized" in page
+    assert "media neutralized on every pane" not in page
+    Study.objects.filter(pk=rs.study.pk).update(neutralize_media=False)
+    page = client.get(f"/studies/{rs.study.slug}/").content.decode()
+    assert 'id="media-unequal"' not in page and "media shown as it is" in page
