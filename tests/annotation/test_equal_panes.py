@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from PIL import Image, ImageDraw
 
@@ -212,11 +214,23 @@ def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pa
     detail = client.get("/studies/eq-page/").content.decode()
     assert "media neutralized on every pane (reference and candidates)" in detail
     assert "0 failed renders, 1 with media regions" in detail
+    assert "1 page has media regions on candidates and none on the reference" in detail  # p0: none, as typed
     # Or no neutralization, chosen on the form.
     off = {**form, "slug": "eq-off", "media": "p0,gpt,photo,100,100,500,500", "neutralize": "no"}
     assert client.post("/studies/new/", {**off, "archive": zipped(tmp_path, names=names)}).status_code == 302
     assert Study.objects.get(slug="eq-off").neutralize_media is False
     assert "media shown as it is" in client.get("/studies/eq-off/").content.decode()
+    # A media table inside the .zip, beside its folders, is read as the media field would be.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            for path in sorted((tmp_path / name).iterdir()):
+                archive.write(path, f"{name}/{path.name}")
+        archive.writestr("media.csv", "page,system,kind,x0,y0,x1,y1\np0,gpt,photo,100,100,500,500\np0,,none,,,,\n")
+    upload = SimpleUploadedFile("folders.zip", buffer.getvalue(), content_type="application/zip")
+    inside = client.post("/studies/new/", {"kind": "pairwise_reference", "reference": "refs", "slug": "eq-zip",
+                                           "archive": upload, "dry_run": "1"})
+    assert b"first, p0: media regions in gpt; none known for claude (an image file)" in inside.content
 
 
 def test_a_reference_of_another_width_than_most_is_named_with_its_remedy() -> None:
@@ -247,8 +261,9 @@ def test_a_reference_of_another_width_than_most_is_named_with_its_remedy() -> No
 
 @pytest.mark.django_db
 def test_the_study_page_names_pages_whose_reference_shows_media_beside_boxes(researcher: Any) -> None:
-    """A bundle imported with regions on its candidates but not on a page's reference (not made
-    by new_study, which refuses it) is named on the study page, until neutralization is off."""
+    """A bundle imported with regions on its candidates but not on a page's reference (new_study
+    refuses it unless the researcher says the reference has none) is named on the study page,
+    until neutralization is off."""
     from django.test import Client
 
     from tests.annotation.rater_factories import make_rater_study
@@ -260,8 +275,7 @@ def test_the_study_page_names_pages_whose_reference_shows_media_beside_boxes(res
     assert "media neutralized on every pane" in client.get(f"/studies/{rs.study.slug}/").content.decode()
     Page.objects.filter(study=rs.study, external_id__in=["pg000", "pg001"]).update(media=[], neutralized_image=None)
     page = client.get(f"/studies/{rs.study.slug}/").content.decode()
-    assert "2 pages show the reference's media as it is beside candidates whose media is neutralized" in page
-    assert "media neutralized on every pane" not in page
+    assert "2 pages have media regions on candidates and none on the reference" in page
     Study.objects.filter(pk=rs.study.pk).update(neutralize_media=False)
     page = client.get(f"/studies/{rs.study.slug}/").content.decode()
     assert 'id="media-unequal"' not in page and "media shown as it is" in page
