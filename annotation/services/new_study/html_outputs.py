@@ -41,6 +41,7 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         first = next(source for _, _, source in keys if source.path is None)
         plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
         return
+    from annotation.render.page_blocks import render_blocks
     from annotation.render.pages import render_folder
 
     plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
@@ -69,6 +70,7 @@ def render_html_sources(plan: NewStudyPlan) -> None:
             counts[0] += 1
             rendered = Source(label=source.label, path=png, suffix=".png")
             plan.render_media[source.label] = [m for m in record.get("media") or [] if isinstance(m, dict)]
+            plan.render_blocks[source.label] = render_blocks(record)
             if system is None:
                 plan.references[page] = rendered
             else:
