@@ -190,6 +190,13 @@ def test_a_system_that_never_wins_and_a_pair_never_compared_are_named(tmp_path: 
     assert "lower end is the penalty's" in rows["delta"]["ci95_note"]
     assert all(rows[s]["penalty"] is None for s in ("alpha", "beta", "gamma"))
     assert report["pairs_without_outcomes"] == [["beta", "gamma"]]
+    call_command("leaderboard", "human-edge", "--human", "--bootstrap", "50", "--json", str(tmp_path / "e.json"),
+                 "--csv", str(tmp_path / "e.csv"), "--html", str(tmp_path / "e.html"))
+    table = {r["system"]: r["penalty"] for r in csv.DictReader((tmp_path / "e.csv").open())}
+    assert table == {"alpha": "", "beta": "", "gamma": "", "delta": "score set by the penalty: no win"}
+    page = " ".join((tmp_path / "e.html").read_text().split())
+    assert "score set by the penalty: no win" in page and "lower end is the penalty" in page
+    assert "<code>beta</code> vs <code>gamma</code>" in page
     out = capsys.readouterr().out
     assert "delta: score set by the penalty: no win" in out and "beta vs gamma" in out
 
