@@ -299,6 +299,10 @@ class Comparison(models.Model):
     # Its pair of systems' column (stats.allocation.pair_column over the study's systems by
     # position), set with the quota: serving reads pairs without joining candidates.
     serve_pair = models.PositiveIntegerField(null=True, blank=True)
+    # Its display parity in serve-time blocks (docs/protocol.md "Serve-time choice"): the n-th serve
+    # (from 0) shows canonical B on the left when ``(n + serve_side) % 2 == 1``. Set with the pair:
+    # the pair's comparisons alternate which system their first serve puts on the left.
+    serve_side = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

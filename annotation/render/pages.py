@@ -41,9 +41,11 @@ class RenderRun:
 
 
 def html_pages(src: Path) -> list[Path]:
-    """The HTML files directly in ``src``, sorted; one-line errors naming the folder or file."""
+    """The HTML files directly in ``src``, sorted; one-line errors naming the folder or file (a
+    link anywhere in the folder included: :func:`refuse_links`)."""
     if not src.is_dir():
         raise ArbiterError(f"{src}: no such folder")
+    refuse_links(src)
     pages: dict[str, Path] = {}
     for path in sorted(src.iterdir()):
         if path.name.startswith(".") or path.suffix.lower() not in HTML_SUFFIXES or not path.is_file():
@@ -54,6 +56,23 @@ def html_pages(src: Path) -> list[Path]:
     if not pages:
         raise ArbiterError(f"{src}: no HTML files (*.html) in this folder")
     return list(pages.values())
+
+
+def refuse_links(src: Path) -> None:
+    """A one-line error naming the first link (to a file or a folder) in ``src`` or below it.
+
+    Links are never followed: a page or an asset that is a link (``p.html -> /proc/self/environ``,
+    a tarball of model output extracted with its links) would have the renderer read whatever it
+    points at. Hidden names are skipped, as they are never served. The renderer refuses a link at
+    request time too (:func:`~annotation.render.sandbox.folder_asset`), so a link made after this
+    check is not read either.
+    """
+    for folder, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted([*dirs, *files]):
+            path = Path(folder) / name
+            if not name.startswith(".") and path.is_symlink():
+                raise ArbiterError(f"{path}: a link; pages and their files are never read through a link (copy the file in)")
 
 
 def render_manifest(settings: RenderSettings, chromium_version: str) -> dict[str, Any]:

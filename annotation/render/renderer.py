@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
+import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -276,12 +279,9 @@ class PageRenderer:
         own faults: those are a failed render with its reason."""
         started = time.monotonic()
         try:
-            size = html_path.stat().st_size
-            if size > MAX_DOCUMENT_BYTES:
-                return PageRender("failed", f"the HTML file is {size:,} bytes, over {MAX_DOCUMENT_BYTES:,}")
-            document = html_path.read_bytes()
-        except OSError as exc:
-            return PageRender("failed", f"the HTML file cannot be read ({exc.strerror or exc})")
+            document = _read_page(html_path)
+        except _Failed as failure:
+            return PageRender("failed", failure.reason)
         for attempt in (1, 2):
             if self._page is None:
                 self._open_context()
@@ -407,6 +407,25 @@ class PageRenderer:
             self._page.wait_for_function(READY_JS, timeout=cap, polling=50).dispose()
         except PlaywrightTimeout:
             left_ms()  # over the page's own time limit: a timeout; else capture it as it is
+
+
+def _read_page(html_path: Path) -> bytes:
+    """The HTML file's bytes, never through a link (``O_NOFOLLOW``: a page that is a link, made
+    after :func:`~annotation.render.pages.refuse_links` looked, is refused too)."""
+    try:
+        fd = os.open(html_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # NONBLOCK: a FIFO never holds it
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Failed("the HTML file is a link; links are never followed") from None
+        raise _Failed(f"the HTML file cannot be read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _Failed("the HTML file is not a regular file")
+        size = info.st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise _Failed(f"the HTML file is {size:,} bytes, over {MAX_DOCUMENT_BYTES:,}")
+        return f.read(MAX_DOCUMENT_BYTES + 1)[:MAX_DOCUMENT_BYTES]
 
 
 def _climbs_out(folder: Path, url: str) -> bool:

@@ -136,7 +136,8 @@ def test_gold_byte_sizes_cannot_be_told_from_real_pairs() -> None:
     rs = make_rater_study(pages=30, failed_render=False, image_size=(240, 480))
     blocks_schedule(study=rs.study, blocks=2, block_size=40, repeats=0, min_gap=2, raters=[3, 3], seed=11, gold=10)
     trials = Trial.objects.filter(assignment__block__study=rs.study).select_related(
-        "comparison__candidate_a__image", "comparison__candidate_b__image", "gold_image", "gold_match_image")
+        "comparison__candidate_a__neutralized_image", "comparison__candidate_b__neutralized_image", "gold_image",
+        "gold_match_image")
     real: list[float] = []
     gold: dict[int, float] = {}
     for t in trials:
@@ -145,11 +146,40 @@ def test_gold_byte_sizes_cannot_be_told_from_real_pairs() -> None:
             gold[t.comparison.page_id] = max(a, b) / min(a, b)
             assert t.gold_image.file.open("rb").read()[12:16] == b"IHDR"  # no padding chunk in front
         else:
-            a, b = t.comparison.candidate_a.image.size_bytes, t.comparison.candidate_b.image.size_bytes
+            # The candidates as shown: the study neutralizes media.
+            a = t.comparison.candidate_a.neutralized_image.size_bytes
+            b = t.comparison.candidate_b.neutralized_image.size_bytes
             real.append(max(a, b) / min(a, b))
     assert len(gold) >= 10 and len(real) > 100
     assert max(gold.values()) <= max(real) * 1.05, (sorted(gold.values()), max(real))
     assert mannwhitneyu(list(gold.values()), real).pvalue > 0.001
+
+
+def test_gold_panes_are_made_from_the_panes_as_shown() -> None:
+    """Issue 45: in a study that neutralizes media, a gold trial's copy shows the reference's media
+    as a grey box (as the reference pane does), and its byte ratio is that of two real candidates
+    as shown, their neutralized variants (not of the images under them)."""
+    from annotation.images import NEUTRAL_FILL
+
+    rs = make_rater_study(pages=4, failed_render=False, image_size=(240, 480))
+    blocks_schedule(study=rs.study, blocks=1, block_size=12, repeats=0, min_gap=2, raters=[2], seed=3, gold=4)
+    gold = Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).select_related(
+        "gold_image", "gold_match_image", "comparison__page")
+    assert gold.count() >= 4
+    for t in gold:
+        copy = _png(t.gold_match_image)
+        # The photo region [600, 725, 934, 950] of the page, at the copy's width: the grey box.
+        x = round(0.75 * copy.width)
+        y = round(0.80 * 480 * copy.width / 240)
+        assert copy.getpixel((x, y)) == NEUTRAL_FILL
+        shown = [
+            (c.neutralized_image.width, c.neutralized_image.height, c.neutralized_image.size_bytes)
+            for c in t.comparison.page.candidates.select_related("neutralized_image")
+        ]
+        ratio = t.gold_image.size_bytes / t.gold_match_image.size_bytes
+        sizes = {(t.gold_match_image.width, t.gold_match_image.height), (t.gold_image.width, t.gold_image.height)}
+        pairs = [b[2] / a[2] for a in shown for b in shown if a is not b and {a[:2], b[:2]} == sizes]
+        assert any(abs(ratio - r) <= 0.03 * r for r in pairs), (ratio, pairs)
 
 
 def test_the_degraded_copy_reaches_a_byte_size_and_stays_degraded() -> None:

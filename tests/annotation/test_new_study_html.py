@@ -72,20 +72,26 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
 ) -> None:
     browser_available()
     dry = io.StringIO()
-    call_command("new_study", *args(html_folders, "--slug", "h", "--dry-run"), stdout=dry, stderr=io.StringIO())
+    with pytest.raises(CommandError) as asked:
+        call_command("new_study", *args(html_folders, "--slug", "h", "--dry-run"), stdout=dry, stderr=io.StringIO())
+    assert "\n" not in str(asked.value) and "--media FILE" in str(asked.value) and "--no-neutralize" in str(asked.value)
     report = dry.getvalue()
     assert "HTML rendered with: viewport 400x300, scale 1.0, mode canvas," in report
     assert "rendered html: 2 pages rendered, 0 failed\n" in report
     assert "rendered bad: 1 pages rendered, 1 failed\n" in report
     assert "failed renders (HTML): 1\n  bad: p1: " in report
     assert "not images: 0\n" in report and "stray files: 1\n" in report  # html/a.svg is not a page
-    assert "a real run would import this" in report
+    # The PNG reference p0 has no media regions beside a rendered photo: the dry run asks.
+    assert "pages shown unequally (media neutralized on some panes only): 1\n  p0: media regions in html; " in report
+    assert "a real run would stop: 1 page would show real media beside neutralized media" in report
     assert not Study.objects.exists()
 
+    media = tmp_path / "media.csv"
+    media.write_text("page,system,kind,x0,y0,x1,y1\np0,,photo,250,250,750,750\np1,,none,,,,\n")
     err = io.StringIO()
     call_command(
         "new_study", *args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept"), "--researcher", researcher.username),
-        stdout=io.StringIO(), stderr=err,
+        "--media", str(media), stdout=io.StringIO(), stderr=err,
     )
     assert "1 HTML page failed to render, kept as failed renders" in err.getvalue()
     study = Study.objects.get(slug="h")
@@ -174,7 +180,8 @@ def test_an_uploaded_html_page_renders_with_requests_outside_its_folder_refused(
     assert (255, 0, 0) not in colours and (0, 100, 200) not in colours  # nothing outside sys/ was
     client = APIClient()
     client.force_authenticate(researcher)
-    form = {"kind": "pairwise_reference", "reference": "refs", "options": json.dumps(options)}
+    # Its refused images are media regions, the PNG references have none: no neutralization, chosen.
+    form = {"kind": "pairwise_reference", "reference": "refs", "options": json.dumps(options), "neutralize": "no"}
     made = client.post("/api/studies/new/", {**form, "file": upload()}, format="multipart")
     assert made.status_code == 201, made.content
     candidates = Candidate.objects.filter(page__study__slug="up")
@@ -194,7 +201,9 @@ def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> Non
         "p0,refs_html/p0.html,html,html/p1.html\n"
         "p0,,png,refs/p1.png\n"
     )
-    run("pairwise_reference", "--manifest", str(manifest), "--slug", "m", "--option", f"render={RENDER}")
+    (html_folders / "media.csv").write_text("p0,png,none\n")  # the PNG candidate has no media
+    run("pairwise_reference", "--manifest", str(manifest), "--slug", "m", "--option", f"render={RENDER}",
+        "--media", str(html_folders / "media.csv"))
     study = Study.objects.get(slug="m")
     page = study.pages.get()
     assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference

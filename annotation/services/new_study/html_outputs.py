@@ -8,9 +8,11 @@ import json
 import shutil
 import tempfile
 import weakref
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from annotation.progress import progress_step
 from annotation.services.new_study.options import (
@@ -19,7 +21,12 @@ from annotation.services.new_study.options import (
     study_render_from_options,
 )
 from annotation.services.new_study.plan import NewStudyPlan, Source, item_id
-from annotation.services.new_study.sources import is_html
+from annotation.services.new_study.sources import is_html, probe_source
+
+if TYPE_CHECKING:
+    from annotation.render.settings import RenderSettings
+
+VIEWPORT_MIN, VIEWPORT_MAX = 100, 8192  # annotation.render.settings.parse_viewport's range
 
 
 def render_html_sources(plan: NewStudyPlan) -> None:
@@ -37,6 +44,9 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         plan.render = study_render_from_options(plan.options)
     if not keys:
         return
+    settings_used = _at_the_references_width(plan, settings_used)
+    assert plan.render is not None
+    plan.render = {**plan.render, "viewport": settings_used.viewport}
     if any(source.path is None for _, _, source in keys):
         first = next(source for _, _, source in keys if source.path is None)
         plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
@@ -68,9 +78,11 @@ def render_html_sources(plan: NewStudyPlan) -> None:
             plan.render_refused[source.label] = [str(url) for url in record["refused_requests"]]
         if record.get("status") == "ok" and png.is_file():
             counts[0] += 1
+            plan.rendered.add(source.label)
             rendered = Source(label=source.label, path=png, suffix=".png")
             plan.render_media[source.label] = [m for m in record.get("media") or [] if isinstance(m, dict)]
             plan.render_blocks[source.label] = render_blocks(record)
+            plan.media_known.add(source.label)
             if system is None:
                 plan.references[page] = rendered
             else:
@@ -87,6 +99,30 @@ def render_html_sources(plan: NewStudyPlan) -> None:
     if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
         failed = {item_id(p, s) for p, s in plan.render_failed}
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
+
+
+def _at_the_references_width(plan: NewStudyPlan, settings: RenderSettings) -> RenderSettings:
+    """The render settings with the viewport's width the image references' (their most common
+    pixel width, over the device scale) when the ``render`` option names no viewport: each page is
+    then rendered at its reference's width and shown at one CSS-pixel scale beside it
+    (docs/rendering.md "One scale per trial"). A viewport the researcher gave is kept; the dry run
+    reports a width it leaves unequal (:meth:`NewStudyPlan.width_mismatches`)."""
+    raw = plan.options.get(RENDER_KEY, {})
+    if isinstance(raw, dict) and "viewport" in raw:
+        return settings
+    widths = []
+    for source in plan.references.values():
+        if not is_html(source) and source.url is None:
+            probe = plan.probes.setdefault(source.label, probe_source(source))
+            if probe.size:
+                widths.append(probe.size[0])
+    if not widths:
+        return settings
+    width = round(Counter(widths).most_common(1)[0][0] / settings.scale)
+    if not VIEWPORT_MIN <= width <= VIEWPORT_MAX:
+        return settings
+    plan.viewport_from_references = True
+    return replace(settings, viewport_width=width)
 
 
 def _pages_rendered(stage: str) -> Callable[[int, int], None]:

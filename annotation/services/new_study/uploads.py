@@ -18,7 +18,7 @@ from django.utils.text import slugify
 from annotation.errors import ValidationFailed, excerpt
 from annotation.services.bundles.reference_format import bundle_path_problem
 from annotation.services.new_study.create import new_study_create, new_study_plan
-from annotation.services.new_study.options import merged_options, options_from_json
+from annotation.services.new_study.options import merged_options, options_from_json, with_media_choice
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
 
 if TYPE_CHECKING:
@@ -132,10 +132,14 @@ def upload_path(folder: Path, value: str, *, field: str) -> Path:
     return root / path.relative_to(root)
 
 
-def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dict[str, Any]:
+def upload_options(
+    *, options_json: str, slug: str = "", title: str = "", media: str = "", neutralize: str = ""
+) -> dict[str, Any]:
     """The study.json keys of an upload (the page's and the API's fields): the options JSON, plus
     the slug and title fields. An empty slug is made from the title (``slugify``), unless the
-    JSON gives one; a key given in both the JSON and a field is refused."""
+    JSON gives one; a key given in both the JSON and a field is refused. ``media`` (typed rows of
+    media regions) and ``neutralize`` (``no``) are the choice for image pages without media
+    regions (:func:`~annotation.services.new_study.options.with_media_choice`)."""
     options = options_from_json(options_json, where="options")
     fields: dict[str, Any] = {}
     if title.strip():
@@ -144,7 +148,8 @@ def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dic
         fields["slug"] = slug.strip()
     elif "slug" not in options and fields.get("title"):
         fields["slug"] = slug_from_title(fields["title"])
-    return merged_options([("options", options), ("the slug and title fields", fields)])
+    merged = merged_options([("options", options), ("the slug and title fields", fields)])
+    return with_media_choice(merged, neutralize=neutralize, media=media, where="media")
 
 
 def slug_from_title(title: str) -> str:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0017_new_study_run_lease'),
+        ('annotation', '0018_servebal_serve_side'),
     ]
 
     operations = [
