@@ -115,6 +115,7 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
         "refused_requests": result.refused_requests,
         "n_refused_requests": result.n_refused_requests,
         "ms": result.ms,
+        "memory_mb": result.memory_mb,
         "source_sha256": source_sha256,
         "manifest": {**manifest, "dom_sha256": result.dom_sha256},
     }

@@ -16,7 +16,17 @@ from django.core.management import call_command
 from django.test import Client
 from PIL import Image
 
-from annotation.models import GOLD_EXPECTED, Assignment, AssignmentState, StoredImage, Study, Trial, Vote
+from annotation.models import (
+    GOLD_EXPECTED,
+    Assignment,
+    AssignmentState,
+    Candidate,
+    Page,
+    StoredImage,
+    Study,
+    Trial,
+    Vote,
+)
 from annotation.selectors.progress import rater_quality
 from annotation.selectors.votes import gold_votes_frame, votes_frame
 from annotation.services.gold import degraded_pixels
@@ -220,6 +230,14 @@ def test_gold_out_of_range_is_refused_naming_the_field() -> None:
 
 def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() -> None:
     rs = make_rater_study(pages=6)
+    # Every page and candidate with blocks of its own (issue 45): a gold trial's panes carry its
+    # comparison's blocks, as a data trial of that pair does.
+    for n, page in enumerate(Page.objects.filter(study=rs.study)):
+        page.blocks = [{"type": "title", "bbox_1000": [0, 10 + n, 500, 20 + n]}]
+        page.save(update_fields=["blocks"])
+    for n, candidate in enumerate(Candidate.objects.filter(page__study=rs.study)):
+        candidate.blocks = [{"type": "title", "bbox_1000": [0, 30 + n, 500, 40 + n]}, {"type": "text", "bbox_1000": [0, 50, 900, 90]}]
+        candidate.save(update_fields=["blocks"])
     blocks_schedule(study=rs.study, blocks=2, block_size=8, repeats=3, min_gap=2, raters=[1, 1], seed=5, gold=2)
     secrets = _secrets(rs)
     client = Client()
@@ -265,6 +283,7 @@ def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() ->
             (r'name="csrfmiddlewaretoken" value="[^"]+"', ""), (r'"X-CSRFToken": "[^"]+"', ""),
             (r'nonce="[^"]+"', ""), (r"\d+ of \d+", "N of M"), (r'value="\d+"></progress>', 'value="N"></progress>'),
             (r'\s*<span class="time-left[^<]*</span>', ""), (r'<details class="instructions" data-instructions( open)?>', ""),
+            (r'data-blocks="[^"]*"', "data-blocks"),  # compared below, whichever side shows them
         ):
             text = re.sub(pattern, repl, text)
         return text
@@ -272,6 +291,8 @@ def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() ->
     for g in gold:
         main = Trial.objects.get(assignment=g.assignment, comparison=g.comparison, is_repeat=False, attention_expected="")
         assert masked(g) == masked(main)  # same page, same markup: only the opaque tokens differ
+        shown_blocks = [sorted(re.findall(r'data-blocks="([^"]*)"', pages[t.token])) for t in (g, main)]
+        assert shown_blocks[0] == shown_blocks[1] and len(shown_blocks[0]) == 5  # ref (and its flicker copies), A, B
         ref, left, right = (sizes[g.token][s] for s in ("ref", "left", "right"))
         # Same format and content type as the reference; each candidate has a real candidate's size.
         assert left[2:] == right[2:] == ref[2:] == ("PNG", "image/png")

@@ -102,12 +102,21 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
     assert [m["kind"] for m in photo.media] == ["photo"]
     assert [round(v) for v in photo.media[0]["bbox_1000"]] == [250, 250, 750, 750]
     assert candidates["p1", "html"].media == []
+    # Their blocks (docs/protocol.md "Blocks from the DOM"), type and box only: a figure where the
+    # photo is, then the paragraph; a heading and a paragraph on the text page; none on a failed render.
+    assert (photo.blocks[0]["type"], [round(v) for v in photo.blocks[0]["bbox_1000"]]) == ("figure", [250, 250, 750, 750])
+    assert [b["type"] for b in photo.blocks] == ["figure", "text"]
+    assert [b["type"] for b in candidates["p1", "html"].blocks] == ["title", "text"]
+    assert all(set(b) == {"type", "bbox_1000"} for c in candidates.values() for b in c.blocks)
+    assert candidates["p1", "bad"].blocks == [] and study.pages.get(external_id="p0").blocks == []  # a PNG reference
     # The render settings are stored with the study, exported in its bundle and shown on its page.
     assert study.options["render"]["viewport"] == "400x300" and study.options["render"]["mode"] == "canvas"
     kept = next((tmp_path / "kept").iterdir())
     assert json.loads((kept / "study.json").read_text())["render"]["viewport"] == "400x300"
     exported = json.loads(zipfile.ZipFile(study_export_to_temporary_zip(study=study)).read("study.json"))
     assert exported["render"] == study.options["render"]
+    assert next(c for c in exported["candidates"] if c["page"] == "p1" and c["system"] == "html")["blocks"] == \
+        candidates["p1", "html"].blocks
     client = Client()
     client.force_login(researcher)
     page = client.get(f"/studies/{study.slug}/").content.decode()
@@ -198,6 +207,7 @@ def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> Non
     study = Study.objects.get(slug="m")
     page = study.pages.get()
     assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference
+    assert [b["type"] for b in page.blocks] == ["figure", "text"]  # ... with its blocks
     assert sorted(c.rendered for c in Candidate.objects.filter(page=page)) == [True, True]
 
 

@@ -53,6 +53,7 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         first = next(source for _, _, source in keys if source.path is None)
         plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
         return
+    from annotation.render.page_blocks import render_blocks
     from annotation.render.pages import render_folder
 
     plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
@@ -93,6 +94,7 @@ def render_html_sources(plan: NewStudyPlan) -> None:
             plan.rendered.add(source.label)
             rendered = Source(label=source.label, path=png, suffix=".png")
             plan.render_media[source.label] = [m for m in record.get("media") or [] if isinstance(m, dict)]
+            plan.render_blocks[source.label] = render_blocks(record)
             plan.media_known.add(source.label)
             if system is None:
                 plan.references[page] = rendered

@@ -92,6 +92,8 @@ class NewStudyPlan:
     # failed to render (→ its reason), and per system the pages rendered / failed.
     render: dict[str, Any] | None = None
     render_media: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # A rendered page's blocks (their type and box only; docs/protocol.md "Blocks from the DOM").
+    render_blocks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # The labels of the images whose media regions are known: rendered pages (from their DOM) and
     # image pages the ``media`` option gave (docs/new-study.md "Media regions of PNG pages").
     media_known: set[str] = field(default_factory=set)
@@ -409,9 +411,13 @@ class NewStudyPlan:
 
 
     def _media(self, source: Source) -> dict[str, Any]:
-        """``{"media": [...]}`` for a rendered HTML page that has media regions, else ``{}``."""
+        """``{"media": [...], "blocks": [...]}`` for a rendered HTML page, each key when it has any."""
         regions = self.render_media.get(source.label)
-        return {"media": [{"kind": m["kind"], "bbox_1000": m["bbox_1000"]} for m in regions]} if regions else {}
+        blocks = self.render_blocks.get(source.label)
+        return {
+            **({"media": [{"kind": m["kind"], "bbox_1000": m["bbox_1000"]} for m in regions]} if regions else {}),
+            **({"blocks": blocks} if blocks else {}),
+        }
 
 
 def item_id(page: str, system: str) -> str:
