@@ -83,14 +83,15 @@ def check_available() -> None:
     """Raise :class:`RenderUnavailable` (one line naming what to install) unless both are there."""
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         raise RenderUnavailable(
-            f"rendering needs Debian's Chromium at {CHROMIUM}: install the Debian package "
-            f"'{CHROMIUM_PACKAGE}' (apt-get install {CHROMIUM_PACKAGE})"
+            f"rendering needs Debian's Chromium at {CHROMIUM}: sudo apt-get install {CHROMIUM_PACKAGE} "
+            "(or set ARBITER_CHROMIUM to its path)"
         )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         raise RenderUnavailable(
-            "rendering needs Playwright for Python: pip install 'arbiter[render]' (the browser is Debian's "
+            "rendering needs Playwright for Python: run `make run` in the checkout, or "
+            "`.venv/bin/pip install -e '.[render]'` there (the browser is Debian's "
             f"'{CHROMIUM_PACKAGE}' package, never a download)"
         ) from None
 

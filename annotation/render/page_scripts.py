@@ -19,6 +19,7 @@ import json
 from datetime import UTC, datetime
 
 from annotation.render.media_regions import COLLECT_JS
+from annotation.render.page_blocks import BLOCKS_JS
 from annotation.render.page_checks import DOM_EXPORT_JS
 
 CLOCK_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -320,7 +321,7 @@ READY_JS = r"""
 
 # Animations stopped, scrolled to the top (both modes capture from the page's top left); the page's size in CSS
 # pixels, its media boxes, its DOM export for the checks (annotation.render.page_checks; the argument: canvas
-# mode) and its DOM (for the digest), in one round trip.
+# mode) with its blocks (annotation.render.page_blocks) and its DOM (for the digest), in one round trip.
 MEASURE_JS = (
     "(canvasMode) => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
     # Animations a script started (element.animate) stand at their start; CSS ones are off already.
@@ -329,6 +330,9 @@ MEASURE_JS = (
     " return { height: Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0),"
     # A page that breaks the export (it replaced getComputedStyle, say) renders with no export: its checks UNCLEAR.
     " boxes: (" + COLLECT_JS.strip() + ")(),"
-    " dom: (() => { try { return (" + DOM_EXPORT_JS.strip() + ")(canvasMode); } catch (e) { return null; } })(),"
+    " dom: (() => { try { const dom = (" + DOM_EXPORT_JS.strip() + ")(canvasMode);"
+    # The blocks (annotation.render.page_blocks) in the same export; a page that breaks them keeps the rest.
+    " try { const b = (" + BLOCKS_JS.strip() + ")(canvasMode); dom.blocks = b.blocks; dom.blocks_truncated = b.truncated; }"
+    " catch (e) { dom.blocks = null; } return dom; } catch (e) { return null; } })(),"
     " html: root ? root.outerHTML : '' }; }"
 )
