@@ -677,6 +677,8 @@
     return u;
   }
 
+  var matched = new WeakMap(); // page image -> {hub: the hub's image, points: its anchors to it}
+
   // Every pane of the trial: its scroller, the page it shows, and its anchors to the hub.
   function alignment(r) {
     var panes = Array.prototype.slice.call(r.querySelectorAll("[data-scroller]")).map(function (s) {
@@ -686,7 +688,10 @@
     });
     var hub = panes.filter(function (p) { return p.blocks; })[0] || null;
     panes.forEach(function (p) {
-      p.points = hub && p.blocks && p !== hub ? anchors(p.blocks, hub.blocks) : [[0, 0], [1, 1]];
+      if (!hub || !p.blocks || p === hub) { p.points = [[0, 0], [1, 1]]; return; }
+      var mine = matched.get(p.img); // matched once per pair of pages, not on every scroll
+      if (!mine || mine.hub !== hub.img) { mine = { hub: hub.img, points: anchors(p.blocks, hub.blocks) }; matched.set(p.img, mine); }
+      p.points = mine.points;
     });
     return panes;
   }
