@@ -19,6 +19,8 @@ from annotation.render.page_blocks import BLOCKS_JS
 from annotation.render.page_checks import DOM_EXPORT_JS
 
 CLOCK_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CONSOLE_KEPT = 50  # console errors a document passes on, each cut to CONSOLE_CHARS characters
+CONSOLE_CHARS = 300
 
 DETERMINISM_JS = r"""
 (() => {
@@ -117,6 +119,26 @@ DETERMINISM_JS = r"""
       }
     } catch (e) {}
   }
+  // The console: the first MAX_KEPT errors of this document reach the renderer, each one line
+  // of at most MAX_CHARS characters; later ones are only counted (__arbiterConsole), and the
+  // other levels, never recorded, are dropped. A flood never crosses to the browser's driver.
+  const consoleError = console.error;
+  let consoleErrors = 0;
+  const line = (value) => {
+    try {
+      return (value instanceof Error ? String(value.stack || value) : String(value)).slice(0, __MAX_CHARS__);
+    } catch (e) { return '?'; }
+  };
+  for (const name of Object.keys(console)) {
+    if (typeof console[name] !== 'function') continue;
+    console[name] = name !== 'error' ? () => {} : (...args) => {
+      consoleErrors++;
+      if (consoleErrors <= __MAX_KEPT__) consoleError.call(console, args.map(line).join(' ').slice(0, __MAX_CHARS__));
+    };
+  }
+  Object.defineProperty(window, '__arbiterConsole', {
+    value: Object.freeze({ dropped: () => Math.max(0, consoleErrors - __MAX_KEPT__) }), enumerable: false,
+  });
   const still = () => {
     for (const el of document.querySelectorAll('img[loading="lazy"], iframe[loading="lazy"]')) el.loading = 'eager';
     if (!document.getElementById('__arbiter_still')) {
@@ -129,10 +151,13 @@ DETERMINISM_JS = r"""
   };
   document.addEventListener('DOMContentLoaded', still, { once: true });
 })();
-""".replace("__START_MS__", str(int(CLOCK_START.timestamp() * 1000)))
+""".replace("__START_MS__", str(int(CLOCK_START.timestamp() * 1000))).replace(
+    "__MAX_KEPT__", str(CONSOLE_KEPT)).replace("__MAX_CHARS__", str(CONSOLE_CHARS))
 
 # Run every frame's clock (the renderer calls it on each frame after the page settled).
 RUN_CLOCK_JS = "(ms) => window.__arbiterClock ? window.__arbiterClock.runFor(ms) : 0"
+# A frame's console errors past the CONSOLE_KEPT it passed on (counted, never sent).
+DROPPED_CONSOLE_JS = "() => window.__arbiterConsole ? window.__arbiterConsole.dropped() : 0"
 
 # Settled: parsed and loaded, web fonts loaded, every image decoded or failed; lazy images
 # switched to eager on the way (images a timer added after DOMContentLoaded too).

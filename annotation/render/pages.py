@@ -15,7 +15,7 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,7 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
         "refused_requests": result.refused_requests,
         "n_refused_requests": result.n_refused_requests,
         "ms": result.ms,
+        "memory_mb": result.memory_mb,
         "source_sha256": source_sha256,
         "manifest": {**manifest, "dom_sha256": result.dom_sha256},
     }
@@ -128,10 +129,14 @@ def render_folder(
     workers: int = 1,
     resume: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    stems: Collection[str] | None = None,
 ) -> RenderRun:
-    """Render every page of ``src`` into ``out``. Failed renders are data: each gets its JSON
-    (``status: failed`` and the reason) and no PNG. Raises only for bad input or no browser."""
+    """Render every page of ``src`` (or those whose stem ``stems`` names) into ``out``. Failed
+    renders are data: each gets its JSON (``status: failed`` and the reason) and no PNG. Raises
+    only for bad input or no browser."""
     pages = html_pages(src)
+    if stems is not None:
+        pages = [path for path in pages if path.stem in stems]
     if workers < 1 or workers > 16:
         raise ArbiterError(f"--workers: expected 1 to 16, got {workers}")
     chromium.check_available()

@@ -44,7 +44,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, router, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 
 from annotation.models import (
     Assignment,
@@ -225,10 +225,14 @@ def _fill(
         if original is None or original.comparison_id is None:
             Trial.objects.filter(pk=trial_id).delete()
             return None
-        Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
-            comparison_id=original.comparison_id, swapped=original.swapped
+        # Shown now: marked shown with its candidates' versions in the same UPDATE, as the one
+        # statement does for a data trial, so the answer that shows a hidden repeat makes the same
+        # queries as another (docs/decisions/0067-no-diagnostics-in-rater-responses.md).
+        shown = {} if shown_at is None else {"shown_at": shown_at, **_versions_of(int(original.comparison_id))}
+        filled = Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
+            comparison_id=original.comparison_id, swapped=original.swapped, **shown
         )
-        return False
+        return bool(filled) and shown_at is not None
     seen = {s.comparison_id for s in slots.values() if s.comparison_id is not None and not s.is_repeat
             and not s.attention}
     chosen = _choose(study=study, trial_id=trial_id, seen=seen, shown_at=shown_at)
@@ -236,6 +240,15 @@ def _fill(
         Trial.objects.filter(pk=trial_id).delete()  # its hidden repeats go with it (CASCADE)
         return None
     return chosen[1]
+
+
+def _versions_of(comparison_id: int) -> dict[str, Subquery]:
+    """The comparison's candidates' current versions, read inside the UPDATE that sets them (as
+    ``annotation.services.candidate_versions.versions_now``, for a trial whose comparison the same
+    UPDATE sets)."""
+    comparison = Comparison.objects.filter(pk=comparison_id).order_by()
+    return {"version_a": Subquery(comparison.values("candidate_a__version")[:1]),
+            "version_b": Subquery(comparison.values("candidate_b__version")[:1])}
 
 
 def _choose(

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from PIL import Image, ImageDraw
 
@@ -34,9 +36,9 @@ SVG = "<svg xmlns='http://www.w3.org/2000/svg' width='200' height='150'><rect wi
 RENDER = {"mode": "canvas", "timeout_s": 6, "settle_ms": 200}  # no viewport: the references' width
 
 
-def reference_png(path: Path) -> None:
+def reference_png(path: Path, width: int = 400) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    image = Image.new("RGB", (400, 300), "white")
+    image = Image.new("RGB", (width, 300), "white")
     draw = ImageDraw.Draw(image)
     draw.rectangle((40, 20, 339, 34), fill=BLUE)  # 15 rows: 20..34
     draw.rectangle((100, 100, 299, 249), fill=(200, 0, 0))
@@ -143,11 +145,12 @@ def test_png_and_html_references_and_html_candidates_neutralized_alike_at_one_sc
     browser_available()
     root = tmp_path / "in"
     reference_png(root / "refs" / "p0.png")
+    reference_png(root / "refs" / "p2.png", width=300)  # another width: its page renders at 300 px
     (root / "refs" / "p1.html").write_text(PAGE)
     (root / "refs" / "a.svg").write_text(SVG)
     for system in ("gpt", "claude"):
         (root / system).mkdir()
-        for i in range(2):
+        for i in range(3):
             (root / system / f"p{i}.html").write_text(PAGE)
         (root / system / "a.svg").write_text(SVG)
     folders = ["pairwise_reference", "--reference", str(root / "refs"), "--system", f"gpt={root / 'gpt'}",
@@ -157,10 +160,10 @@ def test_png_and_html_references_and_html_candidates_neutralized_alike_at_one_sc
         call_command("new_study", *folders, "--slug", "eq", "--dry-run", stdout=dry, stderr=io.StringIO())
     report = dry.getvalue()
     assert "HTML rendered with: viewport 400x720," in report
-    assert "render viewport: the references' width" in report
+    assert "render viewport: each page's reference's width (one scale per trial, 1 at another than the study's)\n" in report
     assert "width mismatches (renders and their reference at two scales): 0\n" in report
-    assert "pages shown unequally (media neutralized on some panes only): 1\n  p0: media regions in gpt, claude; none known for the reference" in report
-    (root / "media.csv").write_text("p0,,photo,250,333.33,750,833.34\n")
+    assert "pages shown unequally (media neutralized on some panes only): 2\n  p0: media regions in gpt, claude; none known for the reference" in report
+    (root / "media.csv").write_text("p0,,photo,250,333.33,750,833.34\np2,,photo,333.33,333.33,1000,833.34\n")
     call_command("new_study", *folders, "--slug", "eq", "--media", str(root / "media.csv"),
                  stdout=io.StringIO(), stderr=io.StringIO())
     study = Study.objects.get(slug="eq")
@@ -171,8 +174,10 @@ def test_png_and_html_references_and_html_candidates_neutralized_alike_at_one_sc
         for candidate in page.candidates.select_related("image", "neutralized_image"):
             assert candidate.rendered and candidate.neutralized_image_id
             shown.append(_pixels(candidate.neutralized_image))
+        width = 300 if page.external_id == "p2" else 400
+        assert page.meta.get("render_viewport") == ("300x720" if width == 300 else None)
         for image in shown:  # the photo is a grey box on every pane, the bar at one scale
-            assert image.width == 400
+            assert image.width == width
             assert image.getpixel((150, 130)) == NEUTRAL_FILL
             assert bar_height(image) == 15
     # A viewport the researcher gives is kept; the dry run lists the mismatch and the viewport
@@ -182,10 +187,12 @@ def test_png_and_html_references_and_html_candidates_neutralized_alike_at_one_sc
         kind="pairwise_reference", reference=root / "refs", systems=(("gpt", root / "gpt"),),
         options={"slug": "eq-wide", "render": wide, "settings": {"neutralize_media": False}},
     ))
+    remedy = " removes it (or none: each page at its reference's width)"
     assert plan.width_mismatches() == [
-        "p0: reference 400 px wide, renders 500 px (text shown at ×0.80); render viewport 400x300 removes it"
+        "p0: reference 400 px wide, renders 500 px (text shown at ×0.80); render viewport 400x300" + remedy,
+        "p2: reference 300 px wide, renders 500 px (text shown at ×0.60); render viewport 300x300" + remedy,
     ]
-    assert "width mismatches (renders and their reference at two scales): 1\n" in plan.report()
+    assert "width mismatches (renders and their reference at two scales): 2\n" in plan.report()
     plan.close()
 
 
@@ -212,17 +219,29 @@ def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pa
     detail = client.get("/studies/eq-page/").content.decode()
     assert "media neutralized on every pane (reference and candidates)" in detail
     assert "0 failed renders, 1 with media regions" in detail
+    assert "1 page has media regions on candidates and none on the reference" in detail  # p0: none, as typed
     # Or no neutralization, chosen on the form.
     off = {**form, "slug": "eq-off", "media": "p0,gpt,photo,100,100,500,500", "neutralize": "no"}
     assert client.post("/studies/new/", {**off, "archive": zipped(tmp_path, names=names)}).status_code == 302
     assert Study.objects.get(slug="eq-off").neutralize_media is False
     assert "media shown as it is" in client.get("/studies/eq-off/").content.decode()
+    # A media table inside the .zip, beside its folders, is read as the media field would be.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            for path in sorted((tmp_path / name).iterdir()):
+                archive.write(path, f"{name}/{path.name}")
+        archive.writestr("media.csv", "page,system,kind,x0,y0,x1,y1\np0,gpt,photo,100,100,500,500\np0,,none,,,,\n")
+    upload = SimpleUploadedFile("folders.zip", buffer.getvalue(), content_type="application/zip")
+    inside = client.post("/studies/new/", {"kind": "pairwise_reference", "reference": "refs", "slug": "eq-zip",
+                                           "archive": upload, "dry_run": "1"})
+    assert b"first, p0: media regions in gpt; none known for claude (an image file)" in inside.content
 
 
-def test_a_reference_of_another_width_than_most_is_named_with_its_remedy() -> None:
-    """Width mismatches without a browser: the plan's probes say the sizes. With the viewport
-    taken from the references, a reference narrower than most is the one to change; with a
-    viewport the researcher gave, the viewport of the reference's width removes the mismatch."""
+def test_a_width_mismatch_is_named_with_its_remedy() -> None:
+    """Width mismatches without a browser: the plan's probes say the sizes. With a viewport the
+    researcher gave, the viewport of the reference's width removes the mismatch; with the widths
+    taken from the references, only a width no viewport takes can be left."""
     from annotation.services.new_study.plan import NewStudyPlan, Probe, Source
 
     def plan(*, auto: bool) -> NewStudyPlan:
@@ -238,8 +257,31 @@ def test_a_reference_of_another_width_than_most_is_named_with_its_remedy() -> No
 
     assert plan(auto=True).width_mismatches() == [
         "p1: reference 1,600 px wide, renders 2,000 px (text shown at ×0.80); "
-        "most references are as wide as the renders: give this one their width"
+        "its width over the scale is outside a viewport's 100 to 8192 px"
     ]
     assert plan(auto=False).width_mismatches() == [
-        "p1: reference 1,600 px wide, renders 2,000 px (text shown at ×0.80); render viewport 800x720 removes it"
+        "p1: reference 1,600 px wide, renders 2,000 px (text shown at ×0.80); render viewport 800x720 removes it "
+        "(or none: each page at its reference's width)"
     ]
+
+
+@pytest.mark.django_db
+def test_the_study_page_names_pages_whose_reference_shows_media_beside_boxes(researcher: Any) -> None:
+    """A bundle imported with regions on its candidates but not on a page's reference (new_study
+    refuses it unless the researcher says the reference has none) is named on the study page,
+    until neutralization is off."""
+    from django.test import Client
+
+    from tests.annotation.rater_factories import make_rater_study
+
+    rs = make_rater_study(pages=3)
+    rs.study.researchers.add(researcher)
+    client = Client()
+    client.force_login(researcher)
+    assert "media neutralized on every pane" in client.get(f"/studies/{rs.study.slug}/").content.decode()
+    Page.objects.filter(study=rs.study, external_id__in=["pg000", "pg001"]).update(media=[], neutralized_image=None)
+    page = client.get(f"/studies/{rs.study.slug}/").content.decode()
+    assert "2 pages have media regions on candidates and none on the reference" in page
+    Study.objects.filter(pk=rs.study.pk).update(neutralize_media=False)
+    page = client.get(f"/studies/{rs.study.slug}/").content.decode()
+    assert 'id="media-unequal"' not in page and "media shown as it is" in page

@@ -44,7 +44,9 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         plan.render = study_render_from_options(plan.options)
     if not keys:
         return
-    settings_used = _at_the_references_width(plan, settings_used)
+    widths = _at_the_references_widths(plan, keys, settings_used)
+    if widths:  # the study's viewport: the references' most common width
+        settings_used = replace(settings_used, viewport_width=Counter(widths.values()).most_common(1)[0][0])
     assert plan.render is not None
     plan.render = {**plan.render, "viewport": settings_used.viewport}
     if any(source.path is None for _, _, source in keys):
@@ -57,17 +59,28 @@ def render_html_sources(plan: NewStudyPlan) -> None:
     plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
     weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
     records: dict[tuple[str, str], dict[str, Any]] = {}
-    outs: dict[Path, Path] = {}
-    for _, _, source in keys:
-        assert source.path is not None
-        outs.setdefault(source.path.parent, plan.work_dir / f"{len(outs):04d}")
-    for i, (folder, out) in enumerate(outs.items(), 1):
-        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
-        progress_step(stage)
-        render_folder(src=folder, out=out, settings=settings_used, resume=False, progress=_pages_rendered(stage))
+    # One run per folder and viewport width (one width per folder unless the references differ).
+    width_of = {(page, system): widths.get(page, settings_used.viewport_width) for page, system, _ in keys}
+    outs: dict[tuple[Path, int], Path] = {}
+    stems: dict[tuple[Path, int], set[str]] = {}
     for page, system, source in keys:
         assert source.path is not None
-        out = outs[source.path.parent]
+        run = (source.path.parent, width_of[page, system])
+        outs.setdefault(run, plan.work_dir / f"{len(outs):04d}")
+        stems.setdefault(run, set()).add(source.path.stem)
+    for i, ((folder, width), out) in enumerate(outs.items(), 1):
+        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
+        progress_step(stage)
+        render_folder(
+            src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=False,
+            progress=_pages_rendered(stage), stems=stems[folder, width],
+        )
+    for page in plan.pages:  # recorded with the page: rendered at another width than the study's
+        if page in widths and widths[page] != settings_used.viewport_width:
+            plan.page_viewports[page] = f"{widths[page]}x{settings_used.viewport_height}"
+    for page, system, source in keys:
+        assert source.path is not None
+        out = outs[source.path.parent, width_of[page, system]]
         record = _read_render(out / f"{source.path.stem}.json")
         if system is not None:
             records[page, system] = record
@@ -101,28 +114,29 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
 
 
-def _at_the_references_width(plan: NewStudyPlan, settings: RenderSettings) -> RenderSettings:
-    """The render settings with the viewport's width the image references' (their most common
-    pixel width, over the device scale) when the ``render`` option names no viewport: each page is
-    then rendered at its reference's width and shown at one CSS-pixel scale beside it
-    (docs/rendering.md "One scale per trial"). A viewport the researcher gave is kept; the dry run
-    reports a width it leaves unequal (:meth:`NewStudyPlan.width_mismatches`)."""
+def _at_the_references_widths(
+    plan: NewStudyPlan, keys: list[tuple[str, str | None, Source]], settings: RenderSettings
+) -> dict[str, int]:
+    """Page → the viewport width its HTML is rendered at: its image reference's pixel width (over
+    the device scale), when the ``render`` option names no viewport; then each page is shown at
+    one CSS-pixel scale beside its reference (docs/rendering.md "One scale per trial"). Empty when
+    the researcher gave a viewport (kept; the dry run reports a width it leaves unequal:
+    :meth:`NewStudyPlan.width_mismatches`) or no page has an image reference."""
     raw = plan.options.get(RENDER_KEY, {})
     if isinstance(raw, dict) and "viewport" in raw:
-        return settings
-    widths = []
-    for source in plan.references.values():
-        if not is_html(source) and source.url is None:
-            probe = plan.probes.setdefault(source.label, probe_source(source))
-            if probe.size:
-                widths.append(probe.size[0])
-    if not widths:
-        return settings
-    width = round(Counter(widths).most_common(1)[0][0] / settings.scale)
-    if not VIEWPORT_MIN <= width <= VIEWPORT_MAX:
-        return settings
-    plan.viewport_from_references = True
-    return replace(settings, viewport_width=width)
+        return {}
+    html_pages = {page for page, _, _ in keys}
+    widths: dict[str, int] = {}
+    for page, source in plan.references.items():
+        if page not in html_pages or is_html(source) or source.url is not None:
+            continue
+        probe = plan.probes.setdefault(source.label, probe_source(source))
+        width = round(probe.size[0] / settings.scale) if probe.size else 0
+        if VIEWPORT_MIN <= width <= VIEWPORT_MAX:
+            widths[page] = width
+    if widths:
+        plan.viewport_from_references = True
+    return widths
 
 
 def _pages_rendered(stage: str) -> Callable[[int, int], None]:

@@ -100,6 +100,9 @@ class NewStudyPlan:
     rendered: set[str] = field(default_factory=set)  # labels of the HTML sources that rendered
     # The viewport's width was taken from the image references' (no viewport in the render option).
     viewport_from_references: bool = False
+    # Pages whose HTML was rendered at their reference's width, another than the study's viewport
+    # (page → "WxH"), kept in the page's ``meta`` as ``render_viewport``.
+    page_viewports: dict[str, str] = field(default_factory=dict)
     render_failed: dict[tuple[str, str], str] = field(default_factory=dict)
     render_counts: dict[str, list[int]] = field(default_factory=dict)
     # The slug of the study this plan made (``new_study_create``): the report then says so instead
@@ -199,12 +202,11 @@ class NewStudyPlan:
             if ref_size is None or not widths or widths == {ref_size[0]}:
                 continue
             shown = ", ".join(f"{w:,} px (text shown at ×{ref_size[0] / w:.2f})" for w in sorted(widths))
-            # With the viewport taken from the references, the page's reference is not as wide as
-            # most: one viewport cannot match both, the reference can.
+            # With the viewports taken from the references, only a width no viewport takes is left.
             remedy = (
-                "most references are as wide as the renders: give this one their width"
+                "its width over the scale is outside a viewport's 100 to 8192 px"
                 if self.viewport_from_references
-                else f"render viewport {round(ref_size[0] / scale)}x{height} removes it"
+                else f"render viewport {round(ref_size[0] / scale)}x{height} removes it (or none: each page at its reference's width)"
             )
             out.append(f"{page}: reference {ref_size[0]:,} px wide, renders {shown}; {remedy}")
         return out
@@ -288,7 +290,8 @@ class NewStudyPlan:
             )
             lines.append(f"HTML rendered with: {settings_line}")
             if self.viewport_from_references:
-                lines.append("render viewport: the references' width (one scale per trial; docs/rendering.md)")
+                other = f", {len(self.page_viewports):,} at another than the study's" if self.page_viewports else ""
+                lines.append(f"render viewport: each page's reference's width (one scale per trial{other})")
             lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
             for group, (ok, failed) in self.render_counts.items():
                 lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
@@ -373,7 +376,10 @@ class NewStudyPlan:
         if self.design.has_reference:
             doc.setdefault("axes", [])
             doc["pages"] = [
-                {"id": p, "image": by_source[self.references[p].label], **self._media(self.references[p])}
+                {
+                    "id": p, "image": by_source[self.references[p].label], **self._media(self.references[p]),
+                    **({"meta": {"render_viewport": self.page_viewports[p]}} if p in self.page_viewports else {}),
+                }
                 for p in self.pages
             ]
             doc["candidates"] = [
