@@ -57,7 +57,7 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
         read_folders(data, plan)
     read_briefs(data, plan)
     read_predicates(data, plan)
-    render_html_sources(plan)
+    render_html_sources(plan, cache=data.render_cache)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]
     for i, source in enumerate(sources, 1):
         if source.url is None or not plan.errors:

@@ -4,15 +4,16 @@ they are read as images; the checks a predicate asks of a render are answered fr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from annotation.progress import progress_step
+from annotation.progress import progress_detail, progress_step
 from annotation.services.new_study.options import (
     RENDER_KEY,
     render_settings_from_options,
@@ -22,12 +23,17 @@ from annotation.services.new_study.plan import NewStudyPlan, Source, item_id
 from annotation.services.new_study.sources import is_html
 
 
-def render_html_sources(plan: NewStudyPlan) -> None:
+def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> None:
     """Render every HTML source (references and system outputs) with the study's render settings
     (annotation.render: each page served only from its own folder, every other request refused),
     then read the PNGs as images. A system's page that failed to render is its failed render; a
     reference that failed is an error. Stops with one line naming the package when there is no
-    browser; a study without HTML never starts one."""
+    browser; a study without HTML never starts one.
+
+    ``cache`` keeps the renders in a folder of the caller's (a new study run's, so the real run
+    started from a dry run renders again only a page whose bytes or settings changed); without it
+    they go to a temporary folder removed with the plan. Progress: the pages rendered of all, and
+    per group (each system, the references) the pages rendered and failed with the reasons."""
     keys: list[tuple[str, str | None, Source]] = [(p, None, s) for p, s in plan.references.items() if is_html(s)]
     keys += [(p, system, s) for (p, system), s in plan.images.items() if is_html(s)]
     # HTML files that no page uses are left out unrendered (not probed as images).
@@ -41,19 +47,43 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         first = next(source for _, _, source in keys if source.path is None)
         plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
         return
-    from annotation.render.pages import render_folder
+    from annotation.render.pages import html_pages, render_folder
 
-    plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
-    weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
+    if cache is None:
+        plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
+        weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
+        root = plan.work_dir
+    else:
+        root = cache
+        root.mkdir(parents=True, exist_ok=True)
     records: dict[tuple[str, str], dict[str, Any]] = {}
     outs: dict[Path, Path] = {}
-    for _, _, source in keys:
+    groups: dict[Path, tuple[str, PurePosixPath]] = {}  # folder → (its group, its name as uploaded)
+    for _, system, source in keys:
         assert source.path is not None
-        outs.setdefault(source.path.parent, plan.work_dir / f"{len(outs):04d}")
+        shown = PurePosixPath(source.label).parent
+        outs.setdefault(source.path.parent, root / hashlib.sha256(str(shown).encode()).hexdigest()[:16])
+        groups.setdefault(source.path.parent, (system if system is not None else "reference", shown))
+    totals = {folder: len(html_pages(folder)) for folder in outs}
+    detail: dict[str, Any] = {"total": sum(totals.values()), "rendered": 0, "kept": 0, "groups": {}, "failures": []}
+    finished = 0
     for i, (folder, out) in enumerate(outs.items(), 1):
-        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
-        progress_step(stage)
-        render_folder(src=folder, out=out, settings=settings_used, resume=False, progress=_pages_rendered(stage))
+        group, shown = groups[folder]
+        stage = f"rendering HTML pages: {group}" + (f" (folder {i} of {len(outs)})" if len(outs) > len(set(groups.values())) else "")
+        progress_step(stage, finished, detail["total"])
+        run = render_folder(
+            src=folder, out=out, settings=settings_used, resume=cache is not None,
+            progress=_pages_rendered(stage, finished, detail["total"]),
+        )
+        finished += totals[folder]
+        counts = detail["groups"].setdefault(group, {"rendered": 0, "failed": 0})
+        counts["rendered"] += run.rendered
+        counts["failed"] += run.failed
+        detail["rendered"] += run.pages - run.kept
+        detail["kept"] += run.kept
+        detail["failures"] += [[str(shown / name), " ".join(reason.split())[:200]] for name, reason in run.failures][:50]
+        del detail["failures"][50:]
+        progress_detail(detail)
     for page, system, source in keys:
         assert source.path is not None
         out = outs[source.path.parent]
@@ -87,11 +117,12 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
 
 
-def _pages_rendered(stage: str) -> Callable[[int, int], None]:
-    """``render_folder``'s progress (pages rendered of the folder's) as a progress step of ``stage``."""
+def _pages_rendered(stage: str, before: int, total: int) -> Callable[[int, int], None]:
+    """``render_folder``'s progress (pages rendered of the folder's) as a progress step of
+    ``stage``: the pages of the folders ``before`` it plus its own, of all ``total``."""
 
-    def report(done: int, total: int) -> None:
-        progress_step(stage, done, total)
+    def report(done: int, _folder_total: int) -> None:
+        progress_step(stage, before + done, total)
 
     return report
 

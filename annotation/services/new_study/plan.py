@@ -43,6 +43,9 @@ class NewStudyInput:
     comparisons: str = "all"  # pairwise_reference: "all" pairs of rendered systems per page, or "none"
     # How errors name a path (an upload's temporary folder is shown as the archive's name).
     shown_root: tuple[Path, str] | None = None
+    # Where HTML pages' renders are kept and found again (a new study run's folder); None: a
+    # temporary folder removed with the plan.
+    render_cache: Path | None = None
 
 
 @dataclass(frozen=True)
