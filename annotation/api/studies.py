@@ -376,12 +376,12 @@ class StudyNewApi(ResearcherApi):
             field, errors = next(iter(serializer.errors.items()))
             return Response({"detail": f"{field}: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
         values = serializer.validated_data
-        upload_fields_check(kind=values["kind"], manifest=values["manifest"], reference=values["reference"])
         options = with_failure_rule(
             upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
             values["render_failures"],
             where="render_failures",
         )
+        upload_fields_check(kind=values["kind"], manifest=values["manifest"], reference=values["reference"], options=options)
         run = new_study_run_start(
             upload=values["file"],
             parameters={

@@ -75,11 +75,14 @@ def study_new(request: HttpRequest) -> HttpResponse:
             error = "Choose a .zip of folders (or of a manifest and its files) to upload."
         else:
             try:
-                upload_fields_check(kind=form["kind"] or "pairwise_reference", manifest=form["manifest"], reference=form["reference"])
                 options = with_failure_rule(
                     upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
                     form["render_failures"],
                     where="render_failures",
+                )
+                upload_fields_check(
+                    kind=form["kind"] or "pairwise_reference", manifest=form["manifest"], reference=form["reference"],
+                    options=options,
                 )
                 run = new_study_run_start(
                     upload=upload,

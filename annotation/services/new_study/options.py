@@ -10,6 +10,10 @@ from annotation.errors import ArbiterError, ValidationFailed
 from annotation.services.bundles.reference_format import load_json
 
 RENDER_KEY = "render"  # the option holding the study's render settings (docs/rendering.md)
+RENDER_FLAG_KEYS = {
+    "--viewport": "viewport", "--mode": "mode", "--scale": "scale", "--max-height": "max_height",
+    "--timeout": "timeout_s", "--max-console-errors": "max_console_errors",
+}  # fmt: skip
 
 
 def render_settings_from_options(options: dict[str, Any]) -> Any:
@@ -23,6 +27,10 @@ def render_settings_from_options(options: dict[str, Any]) -> Any:
     try:
         return RenderSettings.from_json({k: v for k, v in raw.items() if k != FAILURE_RULE_KEY})
     except (TypeError, ArbiterError) as exc:
+        # The settings' errors name render_pages' flags; here the option's own key is named.
+        flag, _, rest = str(exc).partition(": ")
+        if flag in RENDER_FLAG_KEYS:
+            raise ValidationFailed(rest, where=f"option {RENDER_KEY}.{RENDER_FLAG_KEYS[flag]}") from None
         raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
 
 

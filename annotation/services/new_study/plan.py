@@ -84,6 +84,7 @@ class NewStudyPlan:
     # Files of the folders that no page uses: still checked to be images (every file in a folder
     # is an image or is left out by --match).
     stray_sources: list[Source] = field(default_factory=list)
+    assets: list[str] = field(default_factory=list)  # labels of the files beside HTML pages (their assets)
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (label, what it duplicates)
     # (page, system) of a failed render → a hint: a stray file of that system with the page's
     # digits under another separator, and the --match pattern that would pair them.
@@ -228,6 +229,8 @@ class NewStudyPlan:
             lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
             for group, (ok, failed) in self.render_counts.items():
                 lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
+        if self.assets:
+            lines.append(f"assets beside the HTML pages (served to them when they render): {len(self.assets):,}")
         if self.check_answers:
             answers = ", ".join(f"{key} {n:,}" for key, n in sorted(self.check_answers.items()))
             lines.append(f"checks answered from the render: {answers}")

@@ -18,7 +18,12 @@ from django.utils.text import slugify
 from annotation.errors import ArbiterError, ValidationFailed, excerpt
 from annotation.services.bundles.reference_format import bundle_path_problem
 from annotation.services.new_study.create import new_study_create, new_study_plan
-from annotation.services.new_study.options import merged_options, options_from_json
+from annotation.services.new_study.options import (
+    RENDER_KEY,
+    merged_options,
+    options_from_json,
+    study_render_from_options,
+)
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
 
 if TYPE_CHECKING:
@@ -124,9 +129,10 @@ def upload_input(
     )
 
 
-def upload_fields_check(*, kind: str, manifest: str, reference: str) -> None:
+def upload_fields_check(*, kind: str, manifest: str, reference: str, options: dict[str, Any] | None = None) -> None:
     """The upload's fields, before anything is stored or read: a kind with references needs the
-    references' folder named (or a manifest); errors name the form's field, not a command's flag."""
+    references' folder named (or a manifest), and the render settings must hold (a page's time
+    limit at most 60 s, ...); errors name the form's field or the option, not a command's flag."""
     from annotation.kinds import design_of
     from annotation.services.new_study.plan import KINDS
 
@@ -143,6 +149,8 @@ def upload_fields_check(*, kind: str, manifest: str, reference: str) -> None:
         )
     elif not has_reference and reference.strip():
         raise ValidationFailed(f"a {kind} study has no references; leave the field empty", where="reference")
+    if options and RENDER_KEY in options:
+        study_render_from_options(options)
 
 
 def upload_path(folder: Path, value: str, *, field: str) -> Path:
