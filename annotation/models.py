@@ -213,6 +213,8 @@ class Candidate(models.Model):
         StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     rendered = models.BooleanField(default=True)
+    # Why a failed render failed (a timeout, a blank page, ...: the renderer's one line); empty otherwise.
+    render_reason = models.CharField(max_length=300, blank=True)
     media = models.JSONField(default=list, blank=True)
     # Imported metric scores for score–preference analyses (docs/study-kinds.md "The kind report"): {metric:
     # score}.

@@ -9,6 +9,11 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(
+            model_name='candidate',
+            name='render_reason',
+            field=models.CharField(blank=True, max_length=300),
+        ),
+        migrations.AddField(
             model_name='newstudyrun',
             name='progress',
             field=models.JSONField(blank=True, default=dict),

@@ -18,6 +18,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/<slug:slug>/", views.study_detail, name="detail"),
     path("studies/<slug:slug>/export/", views.study_export, name="export"),
     path("studies/<slug:slug>/texts/", views.study_texts_update, name="texts"),
+    path("studies/<slug:slug>/failure-rule/", views.study_failure_rule_update, name="failure-rule"),
     path("api/studies/", api.StudyListApi.as_view(), name="api-list"),
     path("api/studies/import/", api.StudyImportApi.as_view(), name="api-import"),
     path("api/studies/new/", api.StudyNewApi.as_view(), name="api-new"),

@@ -16,6 +16,7 @@ from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import (
     new_study_run_for_user,
     render_failure_rates,
+    study_failed_renders,
     study_get_for_user,
     study_original_images,
     study_overview,
@@ -27,6 +28,7 @@ from annotation.services.new_study.options import with_failure_rule
 from annotation.services.new_study.plan import KINDS
 from annotation.services.new_study.uploads import upload_fields_check, upload_options
 from annotation.services.new_study_runs import new_study_run_cancel, runs_on_workers
+from annotation.services.studies import study_failure_rule_update as failure_rule_update
 from annotation.services.studies import study_settings_update
 from annotation.tasks import new_study_run_start, new_study_run_start_from_dry_run
 from annotation.views.decorators import researcher_required
@@ -170,6 +172,8 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "overview": overview,
             "render_failures": render_failure_rates(study=study) if shows_failures else [],
             "failure_rule": FAILURE_RULE_NAMES[failure_rule_of(study.options)],
+            "failure_rules": FAILURE_RULE_NAMES,
+            "failed_renders": study_failed_renders(study=study) if shows_failures else [],
             "originals": study_original_images(study=study),
             "problems": problems,
             "problems_total": problems_total,
@@ -203,4 +207,22 @@ def study_texts_update(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, "Saved. Judge calls queued from now on use this prompt.")
+    return redirect("studies:detail", slug=study.slug)
+
+
+@researcher_required
+@require_POST
+def study_failure_rule_update(request: HttpRequest, slug: str) -> HttpResponse:
+    """Change the failure rule of the study's leaderboards (docs/protocol.md "Failed renders in the leaderboard")."""
+    study = study_get_for_user(user=request.user, slug=slug)
+    try:
+        changed = failure_rule_update(study=study, user=request.user, rule=request.POST.get("failure_rule", ""))
+    except ArbiterError as exc:
+        messages.error(request, str(exc))
+    else:
+        if changed:
+            messages.success(
+                request, f"Failed renders now follow the {FAILURE_RULE_NAMES[failure_rule_of(study.options)]} rule in "
+                "leaderboards computed from now on."
+            )
     return redirect("studies:detail", slug=study.slug)

@@ -12,8 +12,10 @@ database is locked per connection; ``tests/task_threads.py``).
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import zipfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from tests.task_threads import RecordedThread, record_task_threads
 pytestmark = pytest.mark.django_db
 
 RENDER = {"render": {"viewport": "400x300", "mode": "canvas", "settle_ms": 50}}
+AXES = {"axes": [{"id": "TABLES", "title": "Tables and their cells", "scope": "fixed"}, {"id": "GLOBAL_LAYOUT", "scope": "fixed"}]}
 
 
 @pytest.fixture
@@ -75,7 +78,8 @@ def test_the_upload_answers_queued_its_thread_renders_and_the_real_run_renders_n
     client = Client()
     client.force_login(researcher)
     with django_capture_on_commit_callbacks(execute=True):
-        answer = client.post("/studies/new/", {**form(dry_run="1"), "archive": zipped(folders)})
+        answer = client.post("/studies/new/", {
+            **form(dry_run="1", options=json.dumps({**RENDER, **AXES})), "archive": zipped(folders)})
     run = NewStudyRun.objects.get()
     assert answer.status_code == 302 and answer["Location"] == f"/studies/new/runs/{run.token}/"
     # Nothing was rendered in the request: the run waits in the background queue, and its page says so.
@@ -118,6 +122,29 @@ def test_the_upload_answers_queued_its_thread_renders_and_the_real_run_renders_n
     assert not default_storage.exists(archive) and not renders.exists()
     run.refresh_from_db()
     assert run.archive == "" and "Dry run finished" in run_page(client, run)
+
+    # The study page and the bundle keep why claude's p1 failed, and the failure rule can be changed.
+    study = real.study
+    page = client.get(f"/studies/{study.slug}/").content.decode()
+    candidate = Candidate.objects.get(page__study=study, rendered=False)
+    assert candidate.render_reason == reason
+    assert f'data-system="claude" data-page="p1"><code>claude</code> on page <code>p1</code>: {reason}' in page
+    # The axis table names each axis by its title (its id beside it when it has one).
+    assert '<tr data-axis="TABLES"><td>Tables and their cells <span class="muted"><code>TABLES</code>' in page
+    assert '<tr data-axis="GLOBAL_LAYOUT"><td>Global layout</td>' in page
+    assert 'id="failure-rule-form"' in page and 'id="render-failure-rule">AmbiHTMLBench<' in page
+    assert client.post(f"/studies/{study.slug}/failure-rule/", {"failure_rule": "aescode"}).status_code == 302
+    study.refresh_from_db()
+    assert study.options["render"]["failure_rule"] == "aescode"
+    assert 'id="render-failure-rule">AesCode<' in client.get(f"/studies/{study.slug}/").content.decode()
+    assert client.post(f"/studies/{study.slug}/failure-rule/", {"failure_rule": "strict"}).status_code == 302
+    study.refresh_from_db()
+    assert study.options["render"]["failure_rule"] == "aescode"  # a rule it does not know changes nothing
+    bundle = zipfile.ZipFile(io.BytesIO(b"".join(client.get(f"/studies/{study.slug}/export/").streaming_content)))
+    document = json.loads(bundle.read("study.json"))
+    [failed] = [c for c in document["candidates"] if not c["rendered"]]
+    assert failed["system"] == "claude" and failed["page"] == "p1" and failed["render_reason"] == reason
+    assert document["render"]["failure_rule"] == "aescode"
 
 
 def test_a_cancelled_run_stops_and_removes_its_files(

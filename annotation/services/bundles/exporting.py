@@ -135,6 +135,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             media=regions(c.media),
             version_date=_iso(dated[c.pk].date) if c.pk in dated else None,
             version_note=dated[c.pk].note if c.pk in dated else "",
+            render_reason="" if c.rendered else c.render_reason,
         )
         for c in candidates
     )

@@ -288,9 +288,10 @@ def _write_update(
         candidate.original_image_id = original
         candidate.neutralized_image_id = neutral_info
         candidate.rendered = c.rendered
+        candidate.render_reason = c.render_reason
         candidate.media = [m.to_json() for m in c.media]
         candidate.save(
-            update_fields=["version", "image", "original_image", "neutralized_image", "rendered", "media"]
+            update_fields=["version", "image", "original_image", "neutralized_image", "rendered", "render_reason", "media"]
         )
         versions.append(
             CandidateVersion(

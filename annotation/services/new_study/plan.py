@@ -314,6 +314,7 @@ class NewStudyPlan:
                     "image": by_source[self.images[(p, s)].label] if (p, s) in self.images else None,
                     "rendered": (p, s) in self.images,
                     **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
+                    **({"render_reason": self.render_failed[(p, s)][:300]} if (p, s) in self.render_failed else {}),
                 }
                 for p in self.pages
                 for s in self.systems
