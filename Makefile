@@ -124,6 +124,11 @@ chromium:
 	      || echo "warning: could not install Debian's chromium; $(CHROMIUM_HINT)" >&2; \
 	  else echo "warning: /usr/bin/chromium is missing; $(CHROMIUM_HINT)" >&2; fi; \
 	fi
+	@# As root the renderer runs the browser as this unprivileged system user (docs/rendering.md "Isolation").
+	@if [ "$$(id -u)" = 0 ] && ! getent passwd arbiter-render >/dev/null; then \
+	  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin arbiter-render \
+	  || echo "warning: could not create the user arbiter-render; the browser runs as nobody"; \
+	fi
 
 test: setup chromium
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -69,7 +69,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
     error = ""
     form = {
         key: request.POST.get(key, "")
-        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures")
+        for key in (
+            "kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures",
+            "media", "neutralize",
+        )
     }
     if request.method == "POST":
         upload = request.FILES.get("archive")
@@ -78,7 +81,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
         else:
             try:
                 options = with_failure_rule(
-                    upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    upload_options(
+                        options_json=form["options"], slug=form["slug"], title=form["title"],
+                        media=form["media"], neutralize=form["neutralize"],
+                    ),
                     form["render_failures"],
                     where="render_failures",
                 )

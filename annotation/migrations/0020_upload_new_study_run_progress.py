@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0017_new_study_run_lease'),
+        ('annotation', '0019_reading_blocks'),
     ]
 
     operations = [
