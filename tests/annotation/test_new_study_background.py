@@ -64,7 +64,9 @@ def folders(tmp_path: Path) -> Path:
 
 
 def form(**more: str) -> dict[str, str]:
-    return {"kind": "pairwise_reference", "reference": "refs", "slug": "bg", "options": json.dumps(RENDER), **more}
+    # The references are PNGs without media regions: every pane shows its media as it is.
+    return {"kind": "pairwise_reference", "reference": "refs", "slug": "bg", "options": json.dumps(RENDER),
+            "neutralize": "no", **more}
 
 
 def run_page(client: Client, run: NewStudyRun) -> str:
@@ -113,7 +115,7 @@ def test_the_upload_answers_queued_its_thread_renders_and_the_real_run_renders_n
     assert real.archive == archive and real.parameters["dry_run"] is False and real.status == "queued"
     recorded_threads[-1].run()
     real.refresh_from_db()
-    assert real.status == "done" and real.study is not None and real.study.slug == "bg"
+    assert real.status == "done" and real.study is not None and real.study.slug == "bg", real.error
     # The same bytes and settings: every page kept from the dry run, none rendered again.
     assert real.progress["rendered"] == 0 and real.progress["kept"] == 4
     assert Candidate.objects.filter(page__study=real.study, rendered=True).count() == 3
