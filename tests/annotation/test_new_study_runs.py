@@ -352,3 +352,34 @@ def test_the_holder_renews_its_lease_while_it_works(folders: Path, settings: Any
             lease.stopped.wait(0.1)
         assert renewed is not None and first is not None and renewed > first
     assert not lease.thread.is_alive()
+
+
+def test_the_api_makes_a_finished_dry_run_into_the_study_once(
+    folders: Path, researcher: Any, other_researcher: Any, queued: list[int], django_capture_on_commit_callbacks: Any
+) -> None:
+    from rest_framework.test import APIClient
+
+    images_only(folders)
+    api = APIClient()
+    api.force_authenticate(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        dry = api.post(
+            "/api/studies/new/",
+            {"kind": "pairwise_reference", "reference": "refs", "slug": "api-dry", "file": zipped(folders), "dry_run": "true"},
+            format="multipart",
+        )
+    assert dry.status_code == 202 and dry.json()["dry_run"] is True
+    url = dry.json()["url"]
+    assert api.post(url).status_code == 409  # not finished yet
+    assert new_study_run_task(queued[-1]) == "done"
+    stranger = APIClient()
+    stranger.force_authenticate(other_researcher)
+    assert stranger.post(url).status_code == 404
+    with django_capture_on_commit_callbacks(execute=True):
+        made = api.post(url)
+    assert made.status_code == 202 and made.json()["dry_run"] is False and made.json()["status"] == "queued"
+    assert new_study_run_task(queued[-1]) == "done"
+    done = api.get(made.json()["url"]).json()
+    assert done["status"] == "done" and done["slug"] == "api-dry" and done["progress"]["counts"]["candidates"] == 4
+    assert api.post(url).status_code == 409  # its upload was taken: not made twice
+    assert Study.objects.filter(slug="api-dry").count() == 1
