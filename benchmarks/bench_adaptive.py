@@ -153,7 +153,12 @@ def report_oracle(sizes: tuple[int, ...], seeds: list[int], quick: bool) -> None
 
 
 def report_debias(
-    n: int, rounds: tuple[int, ...], first_seed: int = 3000, m: int = 10, start_votes: int | None = None
+    n: int,
+    rounds: tuple[int, ...],
+    first_seed: int = 3000,
+    m: int = 10,
+    start_votes: int | None = None,
+    clickers: float = 0.0,
 ) -> None:
     """Issue 39: bias and coverage of the adaptive leaderboard when the study adapts at serve time.
 
@@ -172,7 +177,7 @@ def report_debias(
     from stats.study_simulation import run_rounds
 
     seeds = [first_seed + i for i in range(n)]
-    truth = simulated_truth(StudyAssumptions(n_systems=m), seeds)
+    truth = simulated_truth(StudyAssumptions(n_systems=m, clicker_share=clickers), seeds)
     limit = bradley_terry_limit(truth)
     limit = limit - limit.mean(axis=1, keepdims=True)
     order = np.argsort(-truth.elo, axis=1, kind="stable")[:, :4]
@@ -196,7 +201,7 @@ def report_debias(
     needed_u = votes_to_share(uniform.votes, uniform.top_correct, LEVEL)
     print(
         f"\n== debiased leaderboard at serve-time granularity: M = {m}, {n} held-out seeds "
-        f"({seeds[0]}..{seeds[-1]}); uniform start {start} votes ({start / k_pairs:.1f} per pair); uniform needs {needed_u:.0f} votes for P(top-{TOP_K}) >= {LEVEL} =="
+        f"({seeds[0]}..{seeds[-1]}); {clickers:.0%} random clickers; uniform start {start} votes ({start / k_pairs:.1f} per pair); uniform needs {needed_u:.0f} votes for P(top-{TOP_K}) >= {LEVEL} =="
     )
     for size in rounds:
         run = run_rounds(truth, ADAPTIVE_RULE_BY_TARGET["top_k"], target, start_votes=start,
@@ -255,10 +260,19 @@ def main() -> int:
         help="with --debias-only: votes of the uniform start (default 2 per pair; a block at the "
         "defaults holds 1,170)",
     )
+    parser.add_argument(
+        "--clickers",
+        type=float,
+        default=0.0,
+        help="with --debias-only: share of votes from random A/B clickers (default 0)",
+    )
     args = parser.parse_args()
     if args.debias_only:
         report_debias(
-            args.seeds, tuple(int(r) for r in args.debias_rounds.split(",")), start_votes=args.start_votes
+            args.seeds,
+            tuple(int(r) for r in args.debias_rounds.split(",")),
+            start_votes=args.start_votes,
+            clickers=args.clickers,
         )
         return 0
     n = 25 if args.quick else args.seeds

@@ -371,3 +371,22 @@ def test_an_adaptive_plan_with_a_start_below_two_votes_per_pair_is_refused() -> 
     with pytest.raises(StatisticsError, match="votes per system pair"):
         plan_ranking(StudyAssumptions(n_systems=10), PlanTarget("top_k"), allocation="adaptive", design=design,
                      n_studies=20)
+
+
+def test_random_clickers_answer_either_system_half_the_time_and_never_tie() -> None:
+    """A share c of votes from random A/B clickers: every pair's answers are the honest panel's
+    mixed with (½, 0, ½), checked by drawing the clickers vote by vote."""
+    honest = simulated_truth(StudyAssumptions(n_systems=4), [7])
+    mixed = simulated_truth(StudyAssumptions(n_systems=4, clicker_share=0.2), [7])
+    np.testing.assert_allclose(
+        mixed.answer_probabilities, 0.8 * honest.answer_probabilities + 0.2 * np.array([0.5, 0.0, 0.5])
+    )
+    rng = np.random.default_rng(5)
+    n = 200_000
+    clicker = rng.random(n) < 0.2
+    honest_answer = rng.choice(3, size=n, p=honest.answer_probabilities[0, 0])
+    answer = np.where(clicker, rng.choice([0, 2], size=n), honest_answer)
+    shares = np.bincount(answer, minlength=3) / n
+    np.testing.assert_allclose(shares, mixed.answer_probabilities[0, 0], atol=0.005)
+    with pytest.raises(StatisticsError, match="clicker_share"):
+        StudyAssumptions(n_systems=4, clicker_share=1.0)
