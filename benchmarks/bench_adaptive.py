@@ -218,6 +218,15 @@ def report_debias(
         fitted = np.sort(np.argsort(-corrected.theta, axis=1, kind="stable")[:, :TOP_K], axis=1)
         debiased_top = float(np.all(fitted == truth.top(TOP_K), axis=1).mean())
         needed_ipw = votes_to_share(run.votes, run.ipw_top_correct, LEVEL)
+        levels = []
+        for level in (0.7, 0.75, 0.8, 0.85, 0.9):
+            a_votes = votes_to_share(run.votes, run.top_correct, level)
+            u_votes = votes_to_share(uniform.votes, uniform.top_correct, level)
+            ratio = f"{a_votes / u_votes:.2f} x" if math.isfinite(a_votes) and math.isfinite(u_votes) else "-"
+            levels.append(
+                f"P >= {level}: {_fmt(a_votes).strip()} / {_fmt(u_votes).strip()} = {ratio}"
+            )
+        print(f"  rounds of {size:3d} votes, adaptive / uniform votes (inf: not by {total}): " + "; ".join(levels))
         print(
             f"  rounds of {size:3d} votes: top-{TOP_K} at P >= {LEVEL} in {needed:.0f} votes = "
             f"{needed / needed_u:.2f} x uniform (the allocation's fit); weighted fit's own order: "
