@@ -329,8 +329,8 @@ def block_ends(design: StudyDesign, looks: np.ndarray) -> np.ndarray:
 #: its own 100 studies' share crossed 0.9 verified at 0.855 ± 0.025).
 PLAN_MARGIN_SE = 1.0
 #: The smallest uniform start (votes per system pair) at which the debiased scores of an adaptive
-#: study were measured within the protocol's bias and coverage (docs/protocol.md "Scores of an
-#: adaptive study"): an adaptive plan with a smaller start is refused.
+#: study were measured within the protocol's bias and coverage
+#: (docs/protocol.md "Scores of an adaptive study"): an adaptive plan with a smaller start is refused.
 MIN_START_VOTES_PER_PAIR = 2
 #: Simulated studies of a ranking plan by default (one run of 10 systems takes seconds).
 RANKING_STUDIES = 1000
