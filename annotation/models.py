@@ -180,6 +180,9 @@ class Page(models.Model):
     targets = models.JSONField(default=list, blank=True)
     # [{kind: photo|chart, bbox_1000}]
     media = models.JSONField(default=list, blank=True)
+    # [{type: title|text|list|table|formula|figure, bbox_1000}]: the page's blocks, from its render's DOM
+    # (docs/rendering.md "The JSON of a render"); the trial page aligns the panes' scrolling by them.
+    blocks = models.JSONField(default=list, blank=True)
     meta = models.JSONField(default=dict, blank=True)
     position = models.PositiveIntegerField(default=0)
 
@@ -214,6 +217,7 @@ class Candidate(models.Model):
     )
     rendered = models.BooleanField(default=True)
     media = models.JSONField(default=list, blank=True)
+    blocks = models.JSONField(default=list, blank=True)  # as Page.blocks, from this render's DOM
     # Imported metric scores for score–preference analyses (docs/study-kinds.md "The kind report"): {metric:
     # score}.
     metrics = models.JSONField(default=dict, blank=True)
@@ -295,6 +299,10 @@ class Comparison(models.Model):
     # Its pair of systems' column (stats.allocation.pair_column over the study's systems by
     # position), set with the quota: serving reads pairs without joining candidates.
     serve_pair = models.PositiveIntegerField(null=True, blank=True)
+    # Its display parity in serve-time blocks (docs/protocol.md "Serve-time choice"): the n-th serve
+    # (from 0) shows canonical B on the left when ``(n + serve_side) % 2 == 1``. Set with the pair:
+    # the pair's comparisons alternate which system their first serve puts on the left.
+    serve_side = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -55,6 +55,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("uses celery_worker_process but is not marked serial: " + ", ".join(unmarked))
+    if os.environ.get("ARBITER_DATABASE_TESTS_ONLY") == "1":
+        # .ci/run's PostgreSQL pass: a test that reaches no database, neither itself nor through a
+        # process it starts, ran in the SQLite pass and would only run the same code again here.
+        kept, dropped = [], []
+        for item in items:
+            (kept if _reaches_a_database(item) else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+
+# A test reaches the database when it asks for pytest-django's access (a marker or one of these
+# fixtures, directly or through its own fixtures) or when its module starts processes, which may
+# open DATABASE_URL themselves (servers, manage.py, workers).
+_DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+)
+_STARTS_PROCESSES = ("subprocess", "Popen", "manage.py", "gunicorn", "DATABASE_URL", "celery", "multiprocessing")
+_module_starts_processes: dict[str, bool] = {}
+
+
+def _reaches_a_database(item: pytest.Item) -> bool:
+    if item.get_closest_marker("django_db") or item.get_closest_marker("postgres"):
+        return True
+    if _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for name, definitions in info.name2fixturedefs.items() if info is not None else ():
+        if name.startswith("_") or name == "django_db_blocker":
+            continue  # pytest-django's own autouse fixtures ask for the blocker on every test
+        if any("django_db_blocker" in d.argnames for d in definitions):
+            return True
+    path = str(item.path)
+    if path not in _module_starts_processes:
+        text = Path(path).read_text(encoding="utf-8")
+        _module_starts_processes[path] = any(word in text for word in _STARTS_PROCESSES)
+    return _module_starts_processes[path]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

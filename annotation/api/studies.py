@@ -330,6 +330,15 @@ class StudyNewApi(ResearcherApi):
             "outputs, aescode counts a failed output as losing to a rendered one "
             "(docs/protocol.md \"Failed renders in the leaderboard\"). Kept as the render option's failure_rule.",
         )
+        media = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="CSV rows (or JSONL) of page, system, kind, x0, y0, x1, y1: the media regions of image pages "
+            "(system empty: the reference; kind none: no media) (docs/new-study.md \"Media regions of PNG pages\").",
+        )
+        neutralize = serializers.ChoiceField(
+            choices=("yes", "no"), required=False, allow_blank=True, default="",
+            help_text="no: show every image's media as it is (settings.neutralize_media false).",
+        )
         dry_run = serializers.BooleanField(required=False, default=False)
 
     class OutputSerializer(serializers.Serializer):
@@ -356,7 +365,10 @@ class StudyNewApi(ResearcherApi):
             return Response({"detail": f"{field}: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
         values = serializer.validated_data
         options = with_failure_rule(
-            upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
+            upload_options(
+                options_json=values["options"], slug=values["slug"], title=values["title"],
+                media=values["media"], neutralize=values["neutralize"],
+            ),
             values["render_failures"],
             where="render_failures",
         )

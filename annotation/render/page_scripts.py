@@ -15,9 +15,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from annotation.render.media_regions import COLLECT_JS
+from annotation.render.page_blocks import BLOCKS_JS
 from annotation.render.page_checks import DOM_EXPORT_JS
 
 CLOCK_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CONSOLE_KEPT = 50  # console errors a document passes on, each cut to CONSOLE_CHARS characters
+CONSOLE_CHARS = 300
 
 DETERMINISM_JS = r"""
 (() => {
@@ -116,6 +119,26 @@ DETERMINISM_JS = r"""
       }
     } catch (e) {}
   }
+  // The console: the first MAX_KEPT errors of this document reach the renderer, each one line
+  // of at most MAX_CHARS characters; later ones are only counted (__arbiterConsole), and the
+  // other levels, never recorded, are dropped. A flood never crosses to the browser's driver.
+  const consoleError = console.error;
+  let consoleErrors = 0;
+  const line = (value) => {
+    try {
+      return (value instanceof Error ? String(value.stack || value) : String(value)).slice(0, __MAX_CHARS__);
+    } catch (e) { return '?'; }
+  };
+  for (const name of Object.keys(console)) {
+    if (typeof console[name] !== 'function') continue;
+    console[name] = name !== 'error' ? () => {} : (...args) => {
+      consoleErrors++;
+      if (consoleErrors <= __MAX_KEPT__) consoleError.call(console, args.map(line).join(' ').slice(0, __MAX_CHARS__));
+    };
+  }
+  Object.defineProperty(window, '__arbiterConsole', {
+    value: Object.freeze({ dropped: () => Math.max(0, consoleErrors - __MAX_KEPT__) }), enumerable: false,
+  });
   const still = () => {
     for (const el of document.querySelectorAll('img[loading="lazy"], iframe[loading="lazy"]')) el.loading = 'eager';
     if (!document.getElementById('__arbiter_still')) {
@@ -128,10 +151,13 @@ DETERMINISM_JS = r"""
   };
   document.addEventListener('DOMContentLoaded', still, { once: true });
 })();
-""".replace("__START_MS__", str(int(CLOCK_START.timestamp() * 1000)))
+""".replace("__START_MS__", str(int(CLOCK_START.timestamp() * 1000))).replace(
+    "__MAX_KEPT__", str(CONSOLE_KEPT)).replace("__MAX_CHARS__", str(CONSOLE_CHARS))
 
 # Run every frame's clock (the renderer calls it on each frame after the page settled).
 RUN_CLOCK_JS = "(ms) => window.__arbiterClock ? window.__arbiterClock.runFor(ms) : 0"
+# A frame's console errors past the CONSOLE_KEPT it passed on (counted, never sent).
+DROPPED_CONSOLE_JS = "() => window.__arbiterConsole ? window.__arbiterConsole.dropped() : 0"
 
 # Settled: parsed and loaded, web fonts loaded, every image decoded or failed; lazy images
 # switched to eager on the way (images a timer added after DOMContentLoaded too).
@@ -146,7 +172,7 @@ READY_JS = r"""
 
 # Animations stopped, scrolled to the top (both modes capture from the page's top left); the page's size in CSS
 # pixels, its media boxes, its DOM export for the checks (annotation.render.page_checks; the argument: canvas
-# mode) and its DOM (for the digest), in one round trip.
+# mode) with its blocks (annotation.render.page_blocks) and its DOM (for the digest), in one round trip.
 MEASURE_JS = (
     "(canvasMode) => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
     # Animations a script started (element.animate) stand at their start; CSS ones are off already.
@@ -155,6 +181,9 @@ MEASURE_JS = (
     " return { height: Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0),"
     # A page that breaks the export (it replaced getComputedStyle, say) renders with no export: its checks UNCLEAR.
     " boxes: (" + COLLECT_JS.strip() + ")(),"
-    " dom: (() => { try { return (" + DOM_EXPORT_JS.strip() + ")(canvasMode); } catch (e) { return null; } })(),"
+    " dom: (() => { try { const dom = (" + DOM_EXPORT_JS.strip() + ")(canvasMode);"
+    # The blocks (annotation.render.page_blocks) in the same export; a page that breaks them keeps the rest.
+    " try { const b = (" + BLOCKS_JS.strip() + ")(canvasMode); dom.blocks = b.blocks; dom.blocks_truncated = b.truncated; }"
+    " catch (e) { dom.blocks = null; } return dom; } catch (e) { return null; } })(),"
     " html: root ? root.outerHTML : '' }; }"
 )

@@ -65,7 +65,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
     report = ""
     form = {
         key: request.POST.get(key, "")
-        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures")
+        for key in (
+            "kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures",
+            "media", "neutralize",
+        )
     }
     if request.method == "POST":
         upload = request.FILES.get("archive")
@@ -75,7 +78,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
             # A worker renders and imports it; the run's page shows the progress.
             try:
                 options = with_failure_rule(
-                    upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    upload_options(
+                        options_json=form["options"], slug=form["slug"], title=form["title"],
+                        media=form["media"], neutralize=form["neutralize"],
+                    ),
                     form["render_failures"],
                     where="render_failures",
                 )
@@ -105,7 +111,10 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     reference=form["reference"],
                     match=form["match"] or None,
                     options=with_failure_rule(
-                        upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                        upload_options(
+                            options_json=form["options"], slug=form["slug"], title=form["title"],
+                            media=form["media"], neutralize=form["neutralize"],
+                        ),
                         form["render_failures"],
                         where="render_failures",
                     ),

@@ -198,6 +198,11 @@ MEDIA_URL = "/media-not-served/"
 # "/protected-media/"); the image view then answers with X-Accel-Redirect and nginx sends the file.
 # Empty: the application sends it.
 ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
+# Server-Timing (queries, database and render time) on rater responses: for a load benchmark's own
+# server only (benchmarks/bench_raters.py). A rater's browser could read it, and a query count tells
+# a hidden repeat's answer from another's (issue 46), so it is off, and the production settings
+# refuse it; the same figures are always in /metrics (annotation.middleware.ServerTimingMiddleware).
+ARBITER_SERVER_TIMING = env_bool("ARBITER_SERVER_TIMING", False)
 
 # Where stored images live (annotation/media.py): "local" (MEDIA_ROOT) or "s3" (an S3-compatible bucket
 # through django-storages, configured by its own AWS_* settings below). Keys are content hashes either way.

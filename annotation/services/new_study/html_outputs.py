@@ -8,9 +8,11 @@ import json
 import shutil
 import tempfile
 import weakref
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from annotation.progress import progress_step
 from annotation.services.new_study.options import (
@@ -19,7 +21,12 @@ from annotation.services.new_study.options import (
     study_render_from_options,
 )
 from annotation.services.new_study.plan import NewStudyPlan, Source, item_id
-from annotation.services.new_study.sources import is_html
+from annotation.services.new_study.sources import is_html, probe_source
+
+if TYPE_CHECKING:
+    from annotation.render.settings import RenderSettings
+
+VIEWPORT_MIN, VIEWPORT_MAX = 100, 8192  # annotation.render.settings.parse_viewport's range
 
 
 def render_html_sources(plan: NewStudyPlan) -> None:
@@ -37,26 +44,43 @@ def render_html_sources(plan: NewStudyPlan) -> None:
         plan.render = study_render_from_options(plan.options)
     if not keys:
         return
+    widths = _at_the_references_widths(plan, keys, settings_used)
+    if widths:  # the study's viewport: the references' most common width
+        settings_used = replace(settings_used, viewport_width=Counter(widths.values()).most_common(1)[0][0])
+    assert plan.render is not None
+    plan.render = {**plan.render, "viewport": settings_used.viewport}
     if any(source.path is None for _, _, source in keys):
         first = next(source for _, _, source in keys if source.path is None)
         plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
         return
+    from annotation.render.page_blocks import render_blocks
     from annotation.render.pages import render_folder
 
     plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
     weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
     records: dict[tuple[str, str], dict[str, Any]] = {}
-    outs: dict[Path, Path] = {}
-    for _, _, source in keys:
-        assert source.path is not None
-        outs.setdefault(source.path.parent, plan.work_dir / f"{len(outs):04d}")
-    for i, (folder, out) in enumerate(outs.items(), 1):
-        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
-        progress_step(stage)
-        render_folder(src=folder, out=out, settings=settings_used, resume=False, progress=_pages_rendered(stage))
+    # One run per folder and viewport width (one width per folder unless the references differ).
+    width_of = {(page, system): widths.get(page, settings_used.viewport_width) for page, system, _ in keys}
+    outs: dict[tuple[Path, int], Path] = {}
+    stems: dict[tuple[Path, int], set[str]] = {}
     for page, system, source in keys:
         assert source.path is not None
-        out = outs[source.path.parent]
+        run = (source.path.parent, width_of[page, system])
+        outs.setdefault(run, plan.work_dir / f"{len(outs):04d}")
+        stems.setdefault(run, set()).add(source.path.stem)
+    for i, ((folder, width), out) in enumerate(outs.items(), 1):
+        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
+        progress_step(stage)
+        render_folder(
+            src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=False,
+            progress=_pages_rendered(stage), stems=stems[folder, width],
+        )
+    for page in plan.pages:  # recorded with the page: rendered at another width than the study's
+        if page in widths and widths[page] != settings_used.viewport_width:
+            plan.page_viewports[page] = f"{widths[page]}x{settings_used.viewport_height}"
+    for page, system, source in keys:
+        assert source.path is not None
+        out = outs[source.path.parent, width_of[page, system]]
         record = _read_render(out / f"{source.path.stem}.json")
         if system is not None:
             records[page, system] = record
@@ -67,8 +91,11 @@ def render_html_sources(plan: NewStudyPlan) -> None:
             plan.render_refused[source.label] = [str(url) for url in record["refused_requests"]]
         if record.get("status") == "ok" and png.is_file():
             counts[0] += 1
+            plan.rendered.add(source.label)
             rendered = Source(label=source.label, path=png, suffix=".png")
             plan.render_media[source.label] = [m for m in record.get("media") or [] if isinstance(m, dict)]
+            plan.render_blocks[source.label] = render_blocks(record)
+            plan.media_known.add(source.label)
             if system is None:
                 plan.references[page] = rendered
             else:
@@ -85,6 +112,31 @@ def render_html_sources(plan: NewStudyPlan) -> None:
     if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
         failed = {item_id(p, s) for p, s in plan.render_failed}
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
+
+
+def _at_the_references_widths(
+    plan: NewStudyPlan, keys: list[tuple[str, str | None, Source]], settings: RenderSettings
+) -> dict[str, int]:
+    """Page → the viewport width its HTML is rendered at: its image reference's pixel width (over
+    the device scale), when the ``render`` option names no viewport; then each page is shown at
+    one CSS-pixel scale beside its reference (docs/rendering.md "One scale per trial"). Empty when
+    the researcher gave a viewport (kept; the dry run reports a width it leaves unequal:
+    :meth:`NewStudyPlan.width_mismatches`) or no page has an image reference."""
+    raw = plan.options.get(RENDER_KEY, {})
+    if isinstance(raw, dict) and "viewport" in raw:
+        return {}
+    html_pages = {page for page, _, _ in keys}
+    widths: dict[str, int] = {}
+    for page, source in plan.references.items():
+        if page not in html_pages or is_html(source) or source.url is not None:
+            continue
+        probe = plan.probes.setdefault(source.label, probe_source(source))
+        width = round(probe.size[0] / settings.scale) if probe.size else 0
+        if VIEWPORT_MIN <= width <= VIEWPORT_MAX:
+            widths[page] = width
+    if widths:
+        plan.viewport_from_references = True
+    return widths
 
 
 def _pages_rendered(stage: str) -> Callable[[int, int], None]:

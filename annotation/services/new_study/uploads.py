@@ -18,7 +18,12 @@ from django.utils.text import slugify
 from annotation.errors import ValidationFailed, excerpt
 from annotation.services.bundles.reference_format import bundle_path_problem
 from annotation.services.new_study.create import new_study_create, new_study_plan
-from annotation.services.new_study.options import merged_options, options_from_json
+from annotation.services.new_study.options import (
+    MEDIA_KEY,
+    merged_options,
+    options_from_json,
+    with_media_choice,
+)
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
 
 if TYPE_CHECKING:
@@ -97,6 +102,7 @@ def upload_input(
         if reference_path is not None and not reference_path.is_dir():
             reference_path = upload_path(folder, reference, field="reference")
     shown = (folder, name)
+    options = _with_media_file(folder, options, name=name)
     if manifest_path is not None:
         return NewStudyInput(kind=kind, manifest=manifest_path, options=options, shown_root=shown, comparisons=comparisons)
     folders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX")))
@@ -110,6 +116,28 @@ def upload_input(
         shown_root=shown,
         comparisons=comparisons,
     )
+
+
+MEDIA_FILES = ("media.csv", "media.jsonl")  # a media table at the top of an upload
+
+
+def _with_media_file(folder: Path, options: dict[str, Any], *, name: str) -> dict[str, Any]:
+    """The options with the upload's own media table (``media.csv`` or ``media.jsonl`` beside its
+    folders or manifest: docs/new-study.md "Media regions of PNG pages") as the ``media`` option;
+    a table given both there and in the media field is refused."""
+    for file_name in MEDIA_FILES:
+        path = folder / file_name
+        if not path.is_file() or path.is_symlink():
+            continue
+        where = f"{name}/{file_name}"
+        if MEDIA_KEY in options:
+            raise ValidationFailed("the media regions are given twice: in this file and in the media field", where=where)
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ValidationFailed(f"not UTF-8 text (byte {exc.start})", where=where) from None
+        return with_media_choice(options, media=text, where=where)
+    return options
 
 
 def upload_path(folder: Path, value: str, *, field: str) -> Path:
@@ -132,10 +160,14 @@ def upload_path(folder: Path, value: str, *, field: str) -> Path:
     return root / path.relative_to(root)
 
 
-def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dict[str, Any]:
+def upload_options(
+    *, options_json: str, slug: str = "", title: str = "", media: str = "", neutralize: str = ""
+) -> dict[str, Any]:
     """The study.json keys of an upload (the page's and the API's fields): the options JSON, plus
     the slug and title fields. An empty slug is made from the title (``slugify``), unless the
-    JSON gives one; a key given in both the JSON and a field is refused."""
+    JSON gives one; a key given in both the JSON and a field is refused. ``media`` (typed rows of
+    media regions) and ``neutralize`` (``no``) are the choice for image pages without media
+    regions (:func:`~annotation.services.new_study.options.with_media_choice`)."""
     options = options_from_json(options_json, where="options")
     fields: dict[str, Any] = {}
     if title.strip():
@@ -144,7 +176,8 @@ def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dic
         fields["slug"] = slug.strip()
     elif "slug" not in options and fields.get("title"):
         fields["slug"] = slug_from_title(fields["title"])
-    return merged_options([("options", options), ("the slug and title fields", fields)])
+    merged = merged_options([("options", options), ("the slug and title fields", fields)])
+    return with_media_choice(merged, neutralize=neutralize, media=media, where="media")
 
 
 def slug_from_title(title: str) -> str:
