@@ -116,6 +116,7 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
         "n_refused_requests": result.n_refused_requests,
         "ms": result.ms,
         "memory_mb": result.memory_mb,
+        "nondeterministic": result.nondeterministic,
         "source_sha256": source_sha256,
         "manifest": {**manifest, "dom_sha256": result.dom_sha256},
     }

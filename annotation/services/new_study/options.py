@@ -9,6 +9,7 @@ from typing import Any
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.services.bundles.reference_format import load_json
+from annotation.services.new_study.tables import table_rows_of_text
 
 RENDER_KEY = "render"  # the option holding the study's render settings (docs/rendering.md)
 RENDER_FLAG_KEYS = {
@@ -138,8 +139,6 @@ def with_media_choice(options: dict[str, Any], *, neutralize: str = "", media: s
 def media_rows_from_table(text: str, *, where: str) -> list[dict[str, Any]]:
     """The rows of a media table (JSONL when every line is a JSON object, else CSV) as ``media``
     option rows, each region checked as the bundle checks it (an error names the line)."""
-    from annotation.services.new_study.inputs import table_rows_of_text
-
     lines = [line for line in text.splitlines() if line.strip()]
     jsonl = bool(lines) and all(line.lstrip().startswith("{") for line in lines)
     headless = bool(lines) and not jsonl and lines[0].split(",")[0].strip().lower() != "page"
