@@ -50,7 +50,7 @@ from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.defaults import ALLOCATIONS, PLAN_KINDS
 from stats.errors import StatisticsError
-from stats.gold_rule import CLICKERS, gold_trials_for_power
+from stats.gold_rule import CLICKERS, HONEST_ACCURACIES, gold_plan, gold_trials_for_power
 from stats.study_simulation import (
     SimulatedTruth,
     StudyAssumptions,
@@ -278,6 +278,8 @@ class StudyPlan:
             "judge_calls": self.judge_calls,
             "curve": [asdict(p) for p in self.points],
             "gold_trials_for_90pct_clickers": self.gold_suggestion(),
+            # The rule calibrated at each stated accuracy on gold (docs/protocol.md "Gold trials: the exclusion test").
+            "gold_plans": [gold_plan(a).to_dict() for a in HONEST_ACCURACIES],
             "mean_half_width_votes_needed": None
             if self.mean_votes_needed is None
             else _ceil_or_none(self.mean_votes_needed),

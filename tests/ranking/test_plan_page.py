@@ -57,7 +57,11 @@ def test_a_quick_plan_runs_on_the_queue_and_shows_table_figure_and_downloads(
     assert run.status == StudyPlanRun.Status.DONE and run.progress == 1.0 and run.created_by == researcher
     page = client.get(response["Location"]).content.decode()
     assert f'id="votes-needed">{run.result["votes_needed"]}<' in page
-    assert page.count("<tr>") == len(run.result["curve"]) + 1  # header + one row per point of the curve
+    curve = page.split('aria-label="Target against votes"')[1].split("</table>")[0]
+    assert curve.count("<tr>") == len(run.result["curve"]) + 1  # header + one row per point of the curve
+    # The gold suggestion by honest raters' accuracy on gold (docs/protocol.md "Gold trials: the exclusion test").
+    gold = page.split('aria-label="Gold trials per rater"')[1].split("</table>")[0]
+    assert gold.count("<tr>") == 1 + 4 and "93% (default)</td><td class=\"num\">14</td>" in gold
     assert reverse("ranking:plan-download", args=[run.pk, "svg"]) in page and "hx-trigger" not in page
     svg = client.get(reverse("ranking:plan-download", args=[run.pk, "svg"]))
     assert svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content

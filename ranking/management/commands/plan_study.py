@@ -23,6 +23,8 @@ from ranking.planning import (
     study_plan_write,
 )
 from stats.defaults import PLAN_KINDS
+from stats.errors import StatisticsError
+from stats.gold_rule import DEFAULT_GOLD_ACCURACY, gold_plan
 
 
 class Command(ArbiterCommand):
@@ -117,11 +119,20 @@ class Command(ArbiterCommand):
             "--csv", type=Path, help="write the curve (votes, statistic, interval) as CSV here"
         )
         parser.add_argument("--plot", type=Path, help="write the figure here (.svg or .png)")
+        parser.add_argument(
+            "--gold-accuracy", type=float, default=DEFAULT_GOLD_ACCURACY, metavar="P",
+            help="honest raters' share of gold trials right, for the gold suggestion (default 0.93; "
+            "docs/protocol.md \"Gold trials: the exclusion test\")",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         json_path = output_path_check(options["json"], option="--json")
         csv_path = output_path_check(options["csv"], option="--csv")
         plot_path = output_path_check(options["plot"], option="--plot")
+        try:
+            gold = gold_plan(float(options["gold_accuracy"]))
+        except StatisticsError as exc:
+            raise ValidationFailed(str(exc), field="gold-accuracy") from None
         if plot_path is not None and plot_path.suffix.lower() not in (".svg", ".png"):
             raise ValidationFailed(f"--plot {plot_path}: the figure is written as .svg or .png")
         parameters = study_plan_parameters({name: options[name] for name in PLAN_PARAMETERS})
@@ -175,11 +186,9 @@ class Command(ArbiterCommand):
         if check is not None:
             verdict = "meets the target" if check.meets(target) else "MISSES the target"
             self.stdout.write(f"{check.describe()}: {verdict} (within one standard error)")
-        gold = plan.gold_suggestion()
         self.stdout.write(
-            f"gold trials per rater to catch 90% of random clickers: {gold['A/B']} (A/B clickers), "
-            f"{gold['A/B/TIE']} (A/B/TIE clickers), at 5% honest error and 1% false exclusion "
-            "(docs/protocol.md \"Gold trials: the exclusion test\"; schedule_blocks --gold N)"
+            f"gold: {gold.describe()} (docs/protocol.md \"Gold trials: the exclusion test\"; "
+            f"schedule_blocks --gold {gold.gold_trials})"
         )
 
 
