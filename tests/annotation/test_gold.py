@@ -532,3 +532,37 @@ def test_bad_gold_entries_are_refused_in_one_line_and_nothing_is_written(
         study_import_bundle(path=bundle)
     assert "\n" not in str(caught.value)
     assert not Study.objects.exists() and not StoredImage.objects.exists()
+
+
+@pytest.mark.parametrize("gold", [2, 3, 4, 5])
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_a_rater_who_always_clicks_one_side_is_caught_with_any_number_of_gold_trials(gold: int, side: str) -> None:
+    """docs/protocol.md "Gold trials: the exclusion test": each rater's gold trials put the identical
+    side left and right in turn (within one of half), so an always-left (always-right) rater fails
+    about half of them, which the gold rule cannot tell from an honest rater's bad luck with 2 or 4
+    gold trials; the straight-lining rule, on by default, flags them whatever the number. Two
+    raters (both slot parities) answer every trial with the same displayed side."""
+    import secrets as token_secrets
+
+    from annotation.services.answers import trial_next, vote_submit
+    from annotation.services.participants import participant_claim, participant_rater_get_or_create
+    from stats.gold_rule import gold_critical_failures
+
+    study = make_rater_study(slug=f"one-side-{gold}-{side}", pages=6).study
+    blocks_schedule(study=study, blocks=1, block_size=10, repeats=1, min_gap=2, raters=[2], seed=9, gold=gold)
+    for r in range(2):
+        rater = participant_rater_get_or_create(study=study, external_id=f"{side}-{r}")
+        assignment = participant_claim(study=study, rater=rater)
+        while (view := trial_next(assignment=assignment, study=study)) is not None:
+            vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict=side, confidence=3,
+                        axes={a["id"]: 0 for a in view.axes}, rationale="", idempotency_key=token_secrets.token_urlsafe(12))
+    c = gold_critical_failures(gold)
+    for q in rater_quality(study):
+        trials = Trial.objects.filter(assignment=q.assignment, attention_expected=GOLD_EXPECTED)
+        # The identical candidate is canonical A (the match image): left when not swapped.
+        left = sum(1 for t in trials if not t.swapped)
+        assert len(trials) == gold and abs(2 * left - gold) <= 1  # balanced per rater
+        failed = gold - left if side == "A" else left
+        assert q.gold_trials - q.gold_passed == failed
+        assert any(f.startswith("straight-lining") for f in q.flags), q.flags
+        assert any(f.startswith("failed gold") for f in q.flags) == (c is not None and failed >= c), q.flags
