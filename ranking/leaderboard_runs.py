@@ -245,7 +245,8 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
 
     with transaction.atomic():
         leaderboard = (
-            Leaderboard.objects.select_for_update()
+            # of=self: the coefficient set is an outer join (null for human votes), which PostgreSQL cannot lock.
+            Leaderboard.objects.select_for_update(of=("self",))
             .select_related("coefficient_set")
             .filter(pk=leaderboard_id)
             .first()

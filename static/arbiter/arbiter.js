@@ -47,6 +47,18 @@
     });
     if (title.hasAttribute("data-slug-from")) title.dataset.edited = title.value ? "1" : "";
   });
+  // A form whose request takes seconds (data-busy: "Create the schedule", about 10 s): on submit its
+  // button is disabled (no second submission) and its status line shows with an indeterminate bar.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!form.hasAttribute || !form.hasAttribute("data-busy") || event.defaultPrevented) return;
+    const status = form.querySelector("[data-busy-status]");
+    if (status) status.hidden = false;
+    form.setAttribute("aria-busy", "true");
+    form.querySelectorAll("button[type=submit]").forEach(function (button) {
+      window.setTimeout(function () { button.disabled = true; }, 0);  // after the form's data is taken
+    });
+  });
   document.addEventListener("DOMContentLoaded", function () { armRedirects(document); });
   document.addEventListener("htmx:afterSettle", function (event) { armRedirects(event.target); });
 })();

@@ -32,6 +32,7 @@ def kept_votes(study_slug: str, raters: list[str] | None = None) -> list[tuple[s
     rows = Vote.objects.filter(
         trial__assignment__block__study__slug=study_slug,
         trial__is_repeat=False,
+        trial__attention_expected="",  # attention checks and gold trials are never data
         label__in=["A", "TIE", "B"],
     ).exclude(trial__assignment__state="voided")
     if raters is not None:
@@ -310,3 +311,21 @@ def test_an_adaptive_study_keeps_its_debiased_scores_on_the_same_page(tmp_path: 
     assert sum(row["rank1_share"] for row in report["systems"]) == pytest.approx(1.0)
     with pytest.raises(CommandError, match="debiased Bradley–Terry fit"):
         run_human("human-adaptive", tmp_path, "--model", "davidson", name="dav.json")
+
+
+def test_a_pairwise_study_without_reference_is_ranked_from_its_votes(tmp_path: Path) -> None:
+    """The ``pairwise`` kind (briefs, no reference): the same leaderboard, pages being its briefs."""
+    from tests.annotation.test_adaptive_allocation import SYSTEMS, THETA, _run_raters, _study
+
+    study = _study("human-pairwise", "pairwise", tmp_path, n_pages=12, raters=2)
+    _run_raters(study, 2, THETA)
+    report = run_human("human-pairwise", tmp_path, "--bootstrap", "100")
+    excluded = {r["participant"] for r in (report.get("exclusions") or {}).get("excluded_raters", [])}
+    raters = set(Vote.objects.filter(trial__assignment__block__study=study)
+                 .values_list("trial__assignment__rater__external_id", flat=True))
+    votes = kept_votes("human-pairwise", raters=sorted(raters - excluded))
+    assert report["n_votes"] == len(votes) > 0 and report["n_pages"] == len({v[0] for v in votes})
+    want = choix_scores(votes, list(SYSTEMS))
+    for row in report["systems"]:
+        assert row["score"] == pytest.approx(want[row["system"]], abs=1e-3)
+    assert report["systems"][0]["system"] == "s0"
