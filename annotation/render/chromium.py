@@ -60,7 +60,13 @@ STABLE_FLAGS = (
     "--disable-breakpad",
     "--disable-domain-reliability",
     "--no-pings",
-    "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,AutofillServerCommunication",
+    # IsolateSandboxedIframes: a sandboxed frame in the page's own process, where the determinism script reaches it.
+    "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,AutofillServerCommunication,"
+    "IsolateSandboxedIframes",
+    # Animated GIF, APNG and WebP images stand at their first frame (imageAnimationPolicy=2: no
+    # animation); Playwright's own settings repeated (the last --blink-settings wins).
+    "--blink-settings=primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,availablePointerTypes=4,"
+    "imageAnimationPolicy=2",
     f"--js-flags=--max-old-space-size={JS_HEAP_MB}",
 )
 ISOLATION_FLAGS = (

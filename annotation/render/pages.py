@@ -116,6 +116,7 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
         "n_refused_requests": result.n_refused_requests,
         "ms": result.ms,
         "memory_mb": result.memory_mb,
+        "nondeterministic": result.nondeterministic,
         "source_sha256": source_sha256,
         "manifest": {**manifest, "dom_sha256": result.dom_sha256},
     }
@@ -208,19 +209,33 @@ def render_folder(
     finished = 0
     running = n_workers
     error: BaseException | None = None
-    if progress:
-        progress(run.kept, run.pages)
-    while running:
-        item = done.get()
-        if item is stopped:
-            running -= 1
-        elif isinstance(item, BaseException):
-            error = error or item
-        elif isinstance(item, tuple):
-            finished += 1
-            _count(run, *item)
-            if progress:
-                progress(run.kept + finished, run.pages)
+    try:
+        if progress:
+            progress(run.kept, run.pages)
+        while running:
+            item = done.get()
+            if item is stopped:
+                running -= 1
+            elif isinstance(item, BaseException):
+                error = error or item
+            elif isinstance(item, tuple):
+                finished += 1
+                _count(run, *item)
+                if progress:
+                    progress(run.kept + finished, run.pages)
+    except BaseException:
+        # The caller stopped the run (its progress raised: a cancelled upload): the workers take no
+        # further page, finish the one they render, and close their browsers before this raises.
+        while True:
+            try:
+                todo.get_nowait()
+            except queue.Empty:
+                break
+        for _ in threads:
+            todo.put(None)
+        for thread in threads:
+            thread.join()
+        raise
     for thread in threads:
         thread.join()
     if error is not None:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from annotation.render import chromium
 from annotation.render.media_regions import media_regions
@@ -35,10 +36,13 @@ from annotation.render.page_scripts import (
     CONSOLE_CHARS,
     CONSOLE_KEPT,
     DETERMINISM_JS,
-    DROPPED_CONSOLE_JS,
     MEASURE_JS,
+    PAINTED_JS,
     READY_JS,
+    REPORT_JS,
     RUN_CLOCK_JS,
+    WORKER_JS,
+    WORKER_MARK,
 )
 from annotation.render.sandbox import DOCUMENT_PATH, ORIGIN, content_type, folder_asset, is_page_origin
 from annotation.render.settings import RenderSettings
@@ -70,6 +74,7 @@ class PageRender:
     n_refused_requests: int = 0
     ms: int = 0
     memory_mb: int = 0  # the browser's peak while this page rendered (annotation.render.memory)
+    nondeterministic: list[str] = field(default_factory=list)  # what the page used that is not pinned
     dom_sha256: str | None = None
     dom: dict[str, Any] | None = None  # the DOM export of the checks (annotation.render.page_checks)
 
@@ -91,6 +96,7 @@ class _Visit:
         self.navigation_away: str | None = None
         self.crashed = False
         self.over_memory = False  # the memory limit killed the browser (annotation.render.memory)
+        self.unpinned: set[str] = set()
         self.console_errors: list[str] = []
         self.n_console_errors = 0
         self.refused: list[str] = []
@@ -240,7 +246,10 @@ class PageRenderer:
             except OSError:
                 body = None
             if body is not None:
-                route.fulfill(status=200, body=body, headers={"content-type": content_type(asset), **NO_STORE})
+                headers = {"content-type": content_type(asset), **NO_STORE}
+                if WORKER_MARK in urlsplit(url).query:  # a worker's script: the determinism script first (page_scripts)
+                    body, headers["content-type"] = WORKER_JS.encode() + b"\n" + body, "text/javascript"
+                route.fulfill(status=200, body=body, headers=headers)
                 return
         if is_page_origin(url) and not _climbs_out(visit.folder, url):
             route.fulfill(status=404, body=b"", headers=NO_STORE)  # a missing file of the page's own folder
@@ -311,6 +320,7 @@ class PageRenderer:
             self._close_context()
         result.console_errors, result.n_console_errors = visit.console_errors, visit.n_console_errors
         result.refused_requests, result.n_refused_requests = visit.refused, visit.n_refused
+        result.nondeterministic = sorted(visit.unpinned)
         limit = self.settings.max_console_errors
         if result.status == "ok" and limit is not None and visit.n_console_errors > limit:
             result = _failed_copy(result, f"{visit.n_console_errors} console errors, more than the {limit} allowed")
@@ -380,7 +390,10 @@ class PageRenderer:
             self._wait_ready(left_ms)
             self._each_frame(visit, RUN_CLOCK_JS, s.settle_ms)
             self._wait_ready(left_ms)
-            visit.n_console_errors += sum(int(n or 0) for n in self._each_frame(visit, DROPPED_CONSOLE_JS))
+            for report in self._each_frame(visit, REPORT_JS):
+                visit.n_console_errors += int(report.get("dropped") or 0)
+                visit.unpinned.update(str(u) for u in report.get("unpinned") or [])
+            page.evaluate(PAINTED_JS)
         measured = page.evaluate(MEASURE_JS, s.mode == "canvas")
         if visit.crashed:
             raise _Failed("the page crashed the renderer")

@@ -18,6 +18,9 @@ FAILURE_RULES = ("ambihtmlbench", "aescode")
 DEFAULT_FAILURE_RULE = "ambihtmlbench"
 FAILURE_RULE_KEY = "failure_rule"
 FAILURE_RULE_NAMES = {"ambihtmlbench": "AmbiHTMLBench", "aescode": "AesCode"}
+# A page's render time is capped: a looping page holds a browser (and a researcher's run) for at
+# most this long (issue 50: 600 s let one upload hold the queue for an hour).
+MAX_TIMEOUT_S = 60.0
 _VIEWPORT = re.compile(r"^\s*(\d{1,5})\s*[xX×]\s*(\d{1,5})\s*$")
 
 
@@ -65,8 +68,8 @@ class RenderSettings:
             raise ArbiterError(
                 f"--max-height: expected {self.viewport_height} (the viewport's height) to 100000 pixels, got {self.max_height}"
             )
-        if not 0.5 <= self.timeout_s <= 600:
-            raise ArbiterError(f"--timeout: expected 0.5 to 600 seconds, got {self.timeout_s}")
+        if not 0.5 <= self.timeout_s <= MAX_TIMEOUT_S:
+            raise ArbiterError(f"--timeout: expected 0.5 to {MAX_TIMEOUT_S:g} seconds, got {self.timeout_s}")
         # At most 4 GB a browser: a study's render settings come from a researcher, and a page needs far less.
         if not isinstance(self.memory_mb, int) or not 256 <= self.memory_mb <= 4096:
             raise ArbiterError(f"--memory-mb: expected 256 to 4096 MB, got {str(self.memory_mb)[:20]}")

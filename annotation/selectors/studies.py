@@ -127,6 +127,25 @@ def render_failure_rates(*, study: Study) -> list[RenderFailureRate]:
     ]
 
 
+@dataclass(frozen=True)
+class FailedRender:
+    """One candidate that failed to render, and why (the renderer's one line; empty from a bundle without it)."""
+
+    system: str
+    page: str
+    reason: str
+
+
+def study_failed_renders(*, study: Study, limit: int = 100) -> list[FailedRender]:
+    """The study's failed renders with their reasons, in page and system order (at most ``limit``)."""
+    rows = (
+        Candidate.objects.filter(page__study=study, rendered=False)
+        .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+        .values_list("system__external_id", "page__external_id", "render_reason")[:limit]
+    )
+    return [FailedRender(system=system, page=page, reason=reason) for system, page, reason in rows]
+
+
 def study_systems(*, study: Study) -> QuerySet[System]:
     return System.objects.filter(study=study).annotate(
         n_candidates=Count("candidates"),

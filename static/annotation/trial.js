@@ -321,21 +321,29 @@
     var sb = s0.getBoundingClientRect(), cb = c0.getBoundingClientRect();
     if (!cb.width) { return; }
     var ox = Math.min(Math.max(at.x - sb.left, 0), sb.width), oy = Math.min(Math.max(at.y - sb.top, 0), sb.height);
-    // The page point under it, across the page's width (0..1) and down it in page widths.
-    var fx = (at.x - cb.left) / cb.width, fy = (at.y - cb.top) / cb.width;
+    // The page point under it, across the page's width (0..1), and down it in the hub's page (0..1),
+    // so every pane's loupe shows the same part of its own page (aligned as the panes scroll).
+    var fx = (at.x - cb.left) / cb.width;
+    var panes = alignment(r);
+    var source = panes.filter(function (p) { return p.scroller === s0; })[0];
+    var shownH = source && source.img ? source.img.getBoundingClientRect().height : cb.height;
+    var hubU = through(source ? source.points : [[0, 0], [1, 1]], Math.min(Math.max((at.y - cb.top) / (shownH || 1), 0), 1), 0);
     loupeAt = at;
-    visibleScrollers(r).forEach(function (s) {
-      var pane = s.closest(".pane");
+    panes.forEach(function (pane) {
+      var s = pane.scroller;
+      if (s.offsetParent === null || !s.clientWidth) { return; }
+      var section = s.closest(".pane");
       var c = s.querySelector("[data-canvas]");
       var src = c && shownImage(c);
-      if (!pane || !src) { return; }
+      if (!section || !src) { return; }
       var n = naturalSize(src);
       if (!n) { return; }
-      var box = loupeBox(pane);
+      var fy = through(pane.points, hubU, 1) * n.h / n.w; // down its page, in page widths
+      var box = loupeBox(section);
       var img = box.querySelector("img");
       if (img.getAttribute("src") !== src.getAttribute("src")) { img.src = src.getAttribute("src"); }
       box.hidden = false;
-      var pb = pane.getBoundingClientRect(), b = s.getBoundingClientRect();
+      var pb = section.getBoundingClientRect(), b = s.getBoundingClientRect();
       var bw = box.offsetWidth, bh = box.offsetHeight;
       // The same place in every pane (they are the same size and scroll together), kept inside it.
       var left = Math.min(Math.max(b.left - pb.left + ox - bw / 2, b.left - pb.left), b.right - pb.left - bw);
@@ -669,6 +677,8 @@
     return u;
   }
 
+  var matched = new WeakMap(); // page image -> {hub: the hub's image, points: its anchors to it}
+
   // Every pane of the trial: its scroller, the page it shows, and its anchors to the hub.
   function alignment(r) {
     var panes = Array.prototype.slice.call(r.querySelectorAll("[data-scroller]")).map(function (s) {
@@ -678,7 +688,10 @@
     });
     var hub = panes.filter(function (p) { return p.blocks; })[0] || null;
     panes.forEach(function (p) {
-      p.points = hub && p.blocks && p !== hub ? anchors(p.blocks, hub.blocks) : [[0, 0], [1, 1]];
+      if (!hub || !p.blocks || p === hub) { p.points = [[0, 0], [1, 1]]; return; }
+      var mine = matched.get(p.img); // matched once per pair of pages, not on every scroll
+      if (!mine || mine.hub !== hub.img) { mine = { hub: hub.img, points: anchors(p.blocks, hub.blocks) }; matched.set(p.img, mine); }
+      p.points = mine.points;
     });
     return panes;
   }

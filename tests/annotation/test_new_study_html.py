@@ -80,7 +80,9 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
     assert "rendered html: 2 pages rendered, 0 failed\n" in report
     assert "rendered bad: 1 pages rendered, 1 failed\n" in report
     assert "failed renders (HTML): 1\n  bad: p1: " in report
-    assert "not images: 0\n" in report and "stray files: 1\n" in report  # html/a.svg is not a page
+    # html/a.svg is p0's asset (issue 45): served to its page, not a stray file.
+    assert "not images: 0\n" in report and "stray files: 0\n" in report
+    assert "assets beside the HTML pages (served to them when they render): 1\n" in report
     # The PNG reference p0 has no media regions beside a rendered photo: the dry run asks.
     assert "pages shown unequally (media neutralized on some panes only): 1\n  p0: media regions in html; " in report
     assert "a real run would stop: 1 page would show real media beside neutralized media" in report
@@ -139,7 +141,11 @@ def test_a_study_with_html_stops_with_one_line_without_a_browser(html_folders: P
     # A render setting out of range is one line naming the option, before any browser is looked for.
     with pytest.raises(CommandError) as caught:
         run("rating", "--system", f"html={html_folders / 'html'}", "--slug", "h2", "--option", 'render={"viewport": "big"}')
-    assert str(caught.value).startswith("option render: --viewport: expected WIDTHxHEIGHT")
+    assert str(caught.value).startswith("option render.viewport: expected WIDTHxHEIGHT")
+    # A page's time limit is capped at 60 s (issue 50): a looping page holds a browser a minute at most.
+    with pytest.raises(CommandError) as caught:
+        run("rating", "--system", f"html={html_folders / 'html'}", "--slug", "h3", "--option", 'render={"timeout_s": 600}')
+    assert str(caught.value) == "option render.timeout_s: expected 0.5 to 60 seconds, got 600"
 
 
 # Reads outside its folder (the reference beside it, /etc/passwd) would paint the page red; its own

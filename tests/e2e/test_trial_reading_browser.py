@@ -5,7 +5,8 @@ near it, one with the sections at other places and one three times as tall, each
 (a title and a text block per section, as the renderer's DOM export gives them). At 1440x900 and
 1280x800: the title bars (15 CSS px tall) are at least 10 px on screen in all three panes at the
 default view; the keys pan the three panes together with the trial focused (nothing tabbed into),
-and after PageDown, End or Space the same section of each page is at the panes' focus point;
+and after PageDown, End or Space the same section of each page is at the panes' focus point (and
+under the loupe);
 ``r`` opens "Report a problem" and Esc closes it; the key strip lists those keys.
 """
 
@@ -93,10 +94,12 @@ def loaded(page: Any) -> None:
     page.wait_for_timeout(150)
 
 
-def section_at(pane: dict[str, Any]) -> float:
-    """Where the pane's focus point is, in sections: k + the share of section k above it. The focus
-    point is the view's top edge at the top, its bottom edge at the end (static/annotation/trial.js)."""
-    u = 1000 * (pane["top"] / pane["range"] if pane["range"] > 0 else 0)
+def section_at(pane: dict[str, Any], u: float | None = None) -> float:
+    """Where the pane's focus point (or the point ``u``, thousandths of its page's height) is, in
+    sections: k + the share of section k above it. The focus point is the view's top edge at the
+    top, its bottom edge at the end (static/annotation/trial.js)."""
+    if u is None:
+        u = 1000 * (pane["top"] / pane["range"] if pane["range"] > 0 else 0)
     tops = [b[1] for b in pane["blocks"] if b[0] == "title"]
     edges = [0.0, *tops, 1000.0]
     for k in range(len(edges) - 1):
@@ -169,6 +172,22 @@ def test_fifteen_px_text_is_ten_px_and_the_keys_pan_three_aligned_panes(size, ap
     for mark, p in zip(marks, panes, strict=True):
         assert abs(mark - p["top"] / (p["range"] + p["paneH"])) < 0.01, (marks, panes)
 
+    # The loupe (hold l over the reference) shows the same part of each page: the same section.
+    box = page.locator("#pane-ref [data-scroller]").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.3)
+    canvas = page.locator("#pane-ref [data-canvas]").bounding_box()
+    below_top = (box["y"] + box["height"] * 0.3 - canvas["y"]) / canvas["width"] * WIDTH  # natural px
+    page.keyboard.down("l")
+    page.wait_for_timeout(100)
+    loupes = page.evaluate("""() => [...document.querySelectorAll('[data-loupe]')].filter(b => !b.hidden).map(b => {
+        const r = b.getBoundingClientRect(), i = b.querySelector('img').getBoundingClientRect();
+        return {pane: b.closest('.pane').id, y0: r.top + b.clientTop - i.top}; })""")
+    page.keyboard.up("l")
+    assert [lp["pane"] for lp in loupes] == ["pane-ref", "pane-a", "pane-b"]
+    offset = below_top - loupes[0]["y0"]  # where the point is in every loupe box
+    places = [section_at(p, 1000 * (lp["y0"] + offset) / p["naturalH"]) for p, lp in zip(panes, loupes, strict=True)]
+    assert max(places) - min(places) < 0.08, places
+
     # The key strip says so, and r opens the problem report (Esc closes it, the trial keeps the keys).
     strip = page.get_by_role("note", name="Keyboard shortcuts")
     assert "scroll the three pages together" in strip.inner_text() and "report a problem" in strip.inner_text()
@@ -206,5 +225,39 @@ def test_a_reference_without_blocks_scrolls_proportionally_and_the_candidates_by
     assert abs(shares[0] - shares[1]) < 0.01, shares
     blocks = json.loads(page.locator("#pane-a .cand-img").get_attribute("data-blocks"))
     assert {b[0] for b in blocks} == {"title", "text"}
+    context.close()
+    connections.close_all()
+
+
+def test_a_pairwise_trial_scrolls_its_two_images_together_by_their_blocks(app_url, browser, researcher) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The other kind with two images (docs/study-kinds.md "The rater pages"): the same keys, the
+    same alignment, and r for the problem report."""
+    from tests.annotation.test_kind_rater_pages import kind_study
+    from tests.e2e.test_kind_rater_browser import pass_comprehension
+
+    study = kind_study("pairwise", researcher)
+    with staged_images() as staging, transaction.atomic():
+        for candidate in Candidate.objects.filter(page__study=study).select_related("system"):
+            png, blocks = sectioned_page(*CANDIDATES[candidate.system.position % len(CANDIDATES)])
+            candidate.image = stored_image_get_or_create(staging=staging, image=clean_image(png, where="c.png"))
+            candidate.blocks = blocks
+            candidate.save(update_fields=["image", "blocks"])
+        staging.publish()
+    context, page = open_trial(browser, app_url, study, "reader-pairwise", {"width": 1280, "height": 800})
+    pass_comprehension(page, study)
+    page.wait_for_selector("[data-trial][data-ready]")
+    loaded(page)
+    panes = page.evaluate(PANES)
+    assert len(panes) == 2 and all(p["scale"] >= 2 / 3 and p["blocks"] for p in panes), panes
+    page.locator("[data-trial]").focus()
+    for _ in range(3):
+        page.keyboard.press("PageDown")
+    panes = page.evaluate(PANES)
+    assert all(p["top"] > 0 for p in panes), panes
+    assert_aligned(panes)
+    page.keyboard.press("End")
+    assert all(abs(p["top"] - p["range"]) <= 1 for p in page.evaluate(PANES))
+    page.keyboard.press("r")
+    assert page.get_by_role("button", name="Report a problem").get_attribute("aria-expanded") == "true"
     context.close()
     connections.close_all()

@@ -141,6 +141,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             blocks=blocks(c.blocks),
             version_date=_iso(dated[c.pk].date) if c.pk in dated else None,
             version_note=dated[c.pk].note if c.pk in dated else "",
+            render_reason="" if c.rendered else c.render_reason,
         )
         for c in candidates
     )

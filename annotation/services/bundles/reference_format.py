@@ -71,6 +71,7 @@ MAX_AXIS_TITLE = 200
 MAX_NAME = 200
 MAX_ROLE = 200
 MAX_NOTE = 2000
+MAX_RENDER_REASON = 300  # a failed render's reason (the renderer's one line)
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
 TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd", "gold", "render")
@@ -152,6 +153,7 @@ class CandidateSpec:
     version_date: str | None = None  # ISO date, YYYY-MM-DD
     version_note: str = ""
     blocks: tuple[BlockRegion, ...] = ()
+    render_reason: str = ""  # a failed render's reason (optional; rendered: false only)
 
 
 @dataclass(frozen=True)
@@ -582,7 +584,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
         where = f"$.candidates[{i}]"
         raw = r.obj(item, where, ("page", "system", "image", "rendered"),
-                    ("media", "version_date", "version_note", "blocks"))
+                    ("media", "version_date", "version_note", "blocks", "render_reason"))
         page_id = r.string(raw["page"], f"{where}.page", empty=False)
         if page_id not in page_ids:
             r.fail(f"{where}.page", f"unknown page {page_id!r}")
@@ -607,9 +609,12 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", version_date) or not _is_date(version_date):
                 r.fail(f"{where}.version_date", f"{version_date!r} is not a date (YYYY-MM-DD)")
         version_note = r.string(raw.get("version_note", ""), f"{where}.version_note", max_length=MAX_NOTE)
+        render_reason = r.string(raw.get("render_reason", ""), f"{where}.render_reason", max_length=MAX_RENDER_REASON)
+        if rendered and render_reason:
+            r.fail(f"{where}.render_reason", "only a failed render (rendered: false) has a reason")
         spec = CandidateSpec(
             page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where,
-            version_date=version_date, version_note=version_note,
+            version_date=version_date, version_note=version_note, render_reason=render_reason,
             blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
         )
         candidate_at[key] = spec
@@ -716,6 +721,8 @@ def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
         document["version_note"] = c.version_note
     if c.blocks:
         document["blocks"] = [b.to_json() for b in c.blocks]
+    if c.render_reason:
+        document["render_reason"] = c.render_reason
     return document
 
 

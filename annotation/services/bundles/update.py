@@ -289,10 +289,13 @@ def _write_update(
         candidate.original_image_id = original
         candidate.neutralized_image_id = neutral_info
         candidate.rendered = c.rendered
+        candidate.render_reason = c.render_reason
         candidate.media = [m.to_json() for m in c.media]
         candidate.blocks = [b.to_json() for b in c.blocks]
         candidate.save(
-            update_fields=["version", "image", "original_image", "neutralized_image", "rendered", "media", "blocks"]
+            update_fields=[
+                "version", "image", "original_image", "neutralized_image", "rendered", "render_reason", "media", "blocks",
+            ]
         )
         versions.append(
             CandidateVersion(

@@ -68,7 +68,7 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
         read_folders(data, plan)
     read_briefs(data, plan)
     read_predicates(data, plan)
-    render_html_sources(plan)
+    render_html_sources(plan, cache=data.render_cache)
     read_media_option(media, plan)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]
     for i, source in enumerate(sources, 1):

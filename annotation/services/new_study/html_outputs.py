@@ -4,6 +4,7 @@ they are read as images; the checks a predicate asks of a render are answered fr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -11,10 +12,10 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from annotation.progress import progress_step
+from annotation.progress import progress_detail, progress_step
 from annotation.services.new_study.options import (
     RENDER_KEY,
     render_settings_from_options,
@@ -29,12 +30,17 @@ if TYPE_CHECKING:
 VIEWPORT_MIN, VIEWPORT_MAX = 100, 8192  # annotation.render.settings.parse_viewport's range
 
 
-def render_html_sources(plan: NewStudyPlan) -> None:
+def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> None:
     """Render every HTML source (references and system outputs) with the study's render settings
     (annotation.render: each page served only from its own folder, every other request refused),
     then read the PNGs as images. A system's page that failed to render is its failed render; a
     reference that failed is an error. Stops with one line naming the package when there is no
-    browser; a study without HTML never starts one."""
+    browser; a study without HTML never starts one.
+
+    ``cache`` keeps the renders in a folder of the caller's (a new study run's, so the real run
+    started from a dry run renders again only a page whose bytes or settings changed); without it
+    they go to a temporary folder removed with the plan. Progress: the pages rendered of all, and
+    per group (each system, the references) the pages rendered and failed with the reasons."""
     keys: list[tuple[str, str | None, Source]] = [(p, None, s) for p, s in plan.references.items() if is_html(s)]
     keys += [(p, system, s) for (p, system), s in plan.images.items() if is_html(s)]
     # HTML files that no page uses are left out unrendered (not probed as images).
@@ -56,25 +62,49 @@ def render_html_sources(plan: NewStudyPlan) -> None:
     from annotation.render.page_blocks import render_blocks
     from annotation.render.pages import render_folder
 
-    plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
-    weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
+    if cache is None:
+        plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
+        weakref.finalize(plan, shutil.rmtree, plan.work_dir, True)
+        root = plan.work_dir
+    else:
+        root = cache
+        root.mkdir(parents=True, exist_ok=True)
     records: dict[tuple[str, str], dict[str, Any]] = {}
-    # One run per folder and viewport width (one width per folder unless the references differ).
+    # One run per folder and viewport width (one width per folder unless the references differ),
+    # each in a folder named after the folder as uploaded and the width, so a later run finds it.
     width_of = {(page, system): widths.get(page, settings_used.viewport_width) for page, system, _ in keys}
     outs: dict[tuple[Path, int], Path] = {}
     stems: dict[tuple[Path, int], set[str]] = {}
+    groups: dict[tuple[Path, int], tuple[str, PurePosixPath]] = {}  # run → (its group, its folder as uploaded)
     for page, system, source in keys:
         assert source.path is not None
         run = (source.path.parent, width_of[page, system])
-        outs.setdefault(run, plan.work_dir / f"{len(outs):04d}")
+        shown = PurePosixPath(source.label).parent
+        outs.setdefault(run, root / hashlib.sha256(f"{shown}@{run[1]}".encode()).hexdigest()[:16])
         stems.setdefault(run, set()).add(source.path.stem)
+        groups.setdefault(run, (system if system is not None else "reference", shown))
+    detail: dict[str, Any] = {
+        "total": sum(len(s) for s in stems.values()), "rendered": 0, "kept": 0, "groups": {}, "failures": []
+    }
+    finished = 0
     for i, ((folder, width), out) in enumerate(outs.items(), 1):
-        stage = f"rendering HTML pages (folder {i} of {len(outs)})"
-        progress_step(stage)
-        render_folder(
-            src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=False,
-            progress=_pages_rendered(stage), stems=stems[folder, width],
+        group, shown = groups[folder, width]
+        several = len(outs) > len({g for g, _ in groups.values()})
+        stage = f"rendering HTML pages: {group}" + (f" (folder {i} of {len(outs)})" if several else "")
+        progress_step(stage, finished, detail["total"])
+        done = render_folder(
+            src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=cache is not None,
+            progress=_pages_rendered(stage, finished, detail["total"]), stems=stems[folder, width],
         )
+        finished += done.pages
+        counts = detail["groups"].setdefault(group, {"rendered": 0, "failed": 0})
+        counts["rendered"] += done.rendered
+        counts["failed"] += done.failed
+        detail["rendered"] += done.pages - done.kept
+        detail["kept"] += done.kept
+        detail["failures"] += [[str(shown / name), " ".join(reason.split())[:200]] for name, reason in done.failures]
+        del detail["failures"][50:]
+        progress_detail(detail)
     for page in plan.pages:  # recorded with the page: rendered at another width than the study's
         if page in widths and widths[page] != settings_used.viewport_width:
             plan.page_viewports[page] = f"{widths[page]}x{settings_used.viewport_height}"
@@ -139,11 +169,12 @@ def _at_the_references_widths(
     return widths
 
 
-def _pages_rendered(stage: str) -> Callable[[int, int], None]:
-    """``render_folder``'s progress (pages rendered of the folder's) as a progress step of ``stage``."""
+def _pages_rendered(stage: str, before: int, total: int) -> Callable[[int, int], None]:
+    """``render_folder``'s progress (pages rendered of the folder's) as a progress step of
+    ``stage``: the pages of the folders ``before`` it plus its own, of all ``total``."""
 
-    def report(done: int, total: int) -> None:
-        progress_step(stage, done, total)
+    def report(done: int, _folder_total: int) -> None:
+        progress_step(stage, before + done, total)
 
     return report
 

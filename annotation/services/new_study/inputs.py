@@ -113,8 +113,15 @@ def _index_folder(
 ) -> dict[str, Source]:
     """Page id → the folder's file for it; strays and duplicate stems go to the plan."""
     found: dict[str, Source] = {}
-    for path in _folder_files(folder, data, what):
+    files = list(_folder_files(folder, data, what))
+    # Beside HTML pages, the other files are their assets (photos, fonts, scripts): served to the
+    # pages of this folder when they render, neither study files nor strays.
+    holds_html = any(path.suffix.lower() in HTML_SUFFIXES for path in files)
+    for path in files:
         label = shown_path(path, data)
+        if holds_html and path.suffix.lower() not in HTML_SUFFIXES:
+            plan.assets.append(label)
+            continue
         if len(path.name) > NAME_MAX_CHARS:
             plan.stray.append(f"{excerpt(label, limit=80)} (a file name over {NAME_MAX_CHARS} characters)")
             continue

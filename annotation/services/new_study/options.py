@@ -12,6 +12,10 @@ from annotation.services.bundles.reference_format import load_json
 from annotation.services.new_study.tables import table_rows_of_text
 
 RENDER_KEY = "render"  # the option holding the study's render settings (docs/rendering.md)
+RENDER_FLAG_KEYS = {
+    "--viewport": "viewport", "--mode": "mode", "--scale": "scale", "--max-height": "max_height",
+    "--timeout": "timeout_s", "--max-console-errors": "max_console_errors",
+}  # fmt: skip
 # The option holding the media regions of image pages (docs/new-study.md "Media regions of PNG
 # pages"): new_study reads it and leaves it out of study.json (each region goes to its page or
 # candidate). Rows ``{"page", "system", "kind", "bbox_1000"}``, ``system`` "" for the reference;
@@ -32,6 +36,10 @@ def render_settings_from_options(options: dict[str, Any]) -> Any:
     try:
         return RenderSettings.from_json({k: v for k, v in raw.items() if k != FAILURE_RULE_KEY})
     except (TypeError, ArbiterError) as exc:
+        # The settings' errors name render_pages' flags; here the option's own key is named.
+        flag, _, rest = str(exc).partition(": ")
+        if flag in RENDER_FLAG_KEYS:
+            raise ValidationFailed(rest, where=f"option {RENDER_KEY}.{RENDER_FLAG_KEYS[flag]}") from None
         raise ValidationFailed(str(exc), where=f"option {RENDER_KEY}") from None
 
 

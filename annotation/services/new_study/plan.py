@@ -43,6 +43,9 @@ class NewStudyInput:
     comparisons: str = "all"  # pairwise_reference: "all" pairs of rendered systems per page, or "none"
     # How errors name a path (an upload's temporary folder is shown as the archive's name).
     shown_root: tuple[Path, str] | None = None
+    # Where HTML pages' renders are kept and found again (a new study run's folder); None: a
+    # temporary folder removed with the plan.
+    render_cache: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class NewStudyPlan:
     # Files of the folders that no page uses: still checked to be images (every file in a folder
     # is an image or is left out by --match).
     stray_sources: list[Source] = field(default_factory=list)
+    assets: list[str] = field(default_factory=list)  # labels of the files beside HTML pages (their assets)
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (label, what it duplicates)
     # (page, system) of a failed render → a hint: a stray file of that system with the page's
     # digits under another separator, and the --match pattern that would pair them.
@@ -295,6 +299,8 @@ class NewStudyPlan:
             lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
             for group, (ok, failed) in self.render_counts.items():
                 lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
+        if self.assets:
+            lines.append(f"assets beside the HTML pages (served to them when they render): {len(self.assets):,}")
         if self.design.has_reference:
             with_regions = sum(1 for p in self.pages if p in self.references and self.render_media.get(self.references[p].label))
             lines.append(
@@ -389,6 +395,7 @@ class NewStudyPlan:
                     "image": by_source[self.images[(p, s)].label] if (p, s) in self.images else None,
                     "rendered": (p, s) in self.images,
                     **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
+                    **({"render_reason": self.render_failed[(p, s)][:300]} if (p, s) in self.render_failed else {}),
                 }
                 for p in self.pages
                 for s in self.systems

@@ -19,6 +19,7 @@ from ranking.planning import (
     PLAN_PARAMETERS,
     study_plan_for_parameters,
     study_plan_parameters,
+    study_plan_verify,
     study_plan_write,
 )
 from stats.defaults import PLAN_KINDS
@@ -84,7 +85,7 @@ class Command(ArbiterCommand):
             help="brier: outputs per comparison and judge (default 4: 2 orders x 2 repeats)",
         )
         parser.add_argument(
-            "--studies", type=int, help="simulated studies (default 100 ranking, 40 kappa/alpha/brier)"
+            "--studies", type=int, help="simulated studies (default 1000 ranking, 40 kappa/alpha/brier)"
         )
         parser.add_argument(
             "--assurance",
@@ -109,7 +110,8 @@ class Command(ArbiterCommand):
             const=200,
             default=0,
             metavar="N",
-            help="check the plan on N fresh simulated studies of its size (default 200)",
+            help="check the plan on N fresh simulated studies of its size (N default 200; the planner page "
+            "always checks on 200)",
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--json", type=Path, help="write the plan as JSON here")
@@ -141,8 +143,9 @@ class Command(ArbiterCommand):
                 raise NotFound(f"no study with slug '{parameters['pilot']}'")
         plan, summary = study_plan_for_parameters(parameters, pilot=pilot)
         target = plan.target
+        check = study_plan_verify(plan, parameters["verify"])
         study_plan_write(
-            plan=plan, pilot=summary, json_path=json_path, csv_path=csv_path, plot_path=plot_path
+            plan=plan, pilot=summary, check=check, json_path=json_path, csv_path=csv_path, plot_path=plot_path
         )
         statistic = "P(met)" if target.is_ranking or target.uses_assurance else "half-width"
         self.stdout.write(
@@ -163,7 +166,13 @@ class Command(ArbiterCommand):
         self.stdout.write(
             f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = "
             f"{_count(plan.trials_needed, 'trial')}, {_count(plan.raters_needed, 'rater')}, "
-            f"{_count(plan.blocks_needed, 'block')}, {_count(plan.judge_calls, 'judge call')}"
+            f"{_count(plan.blocks_needed, 'block')}"
+            + (
+                f" (the last with {plan.last_block_raters} of its {plan.design.raters_per_block} raters)"
+                if target.is_ranking and plan.last_block_raters < plan.design.raters_per_block
+                else ""
+            )
+            + f", {_count(plan.judge_calls, 'judge call')}"
             + (f", {_count(plan.comparisons_needed, 'comparison')}" if plan.comparisons_needed is not None else "")
             + (f" (pilot '{summary['study']}': {summary['valid_main_votes']} valid votes)" if summary else "")
         )
@@ -174,14 +183,9 @@ class Command(ArbiterCommand):
                 f"(the mean half-width reaches {target.half_width:g} at {math.ceil(plan.mean_votes_needed)} votes; "
                 f"{target.assurance:.0%} of studies reach it at the {math.ceil(plan.votes_needed)} above)"
             )
-        if options["verify"]:
-            from stats.planning import verify_plan
-
-            try:
-                check = verify_plan(plan, n_studies=int(options["verify"]))
-            except StatisticsError as exc:
-                raise ValidationFailed(str(exc)) from None
-            self.stdout.write(check.describe())
+        if check is not None:
+            verdict = "meets the target" if check.meets(target) else "MISSES the target"
+            self.stdout.write(f"{check.describe()}: {verdict} (within one standard error)")
         self.stdout.write(
             f"gold: {gold.describe()} (docs/protocol.md \"Gold trials: the exclusion test\"; "
             f"schedule_blocks --gold {gold.gold_trials})"

@@ -99,7 +99,7 @@ def test_one_line_errors(tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(CommandError, match=r"^--viewport: expected WIDTHxHEIGHT such as 1280x720, got '1280'$"):
         render(src, tmp_path / "o", "--viewport", "1280")
     monkeypatch.setattr(chromium, "CHROMIUM", "/nonexistent/chromium")
-    with pytest.raises(CommandError, match=r"^rendering needs Debian's Chromium at /nonexistent/chromium: sudo apt-get install chromium "):
+    with pytest.raises(CommandError, match=r"^rendering needs Debian's Chromium at /nonexistent/chromium: sudo apt-get install chromium"):
         render(src, tmp_path / "o")
     assert not (tmp_path / "o").exists()
 
