@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -49,16 +50,33 @@ REPORT_PAGES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def demo_built(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Path]:  # type: ignore[no-untyped-def]
+    """The demo, built once for the module (issue 46 item 8) inside a transaction that is rolled
+    back after the module's last test; each test's own transaction nests in it and is rolled back
+    as usual, so every test starts from the same demo. Returns its media folder."""
+    from django.conf import settings as django_settings
+    from django.db import transaction
+    from django.test.utils import override_settings
+
+    media = tmp_path_factory.mktemp("demo-media")
+    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=media), transaction.atomic():
+        quiet = io.StringIO()
+        call_command("make_demo_study", "--slug", "demo", "--seed", "1", "--pages", DEMO_PAGES, stdout=quiet)
+        call_command(
+            "calibrate", "demo", "--json", str(media / "calibration.json"), "--bootstrap", "50",
+            "--freeze", "demo-v1", stdout=quiet,
+        )  # fmt: skip
+        for kind, sizes in KIND_SIZES.items():
+            call_command("make_demo_study", "--kind", kind, "--seed", "1", *sizes, stdout=quiet)
+        assert media == django_settings.MEDIA_ROOT
+        yield media
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def demo(researcher, tmp_path: Path) -> Client:  # type: ignore[no-untyped-def]
-    quiet = io.StringIO()
-    call_command("make_demo_study", "--slug", "demo", "--seed", "1", "--pages", DEMO_PAGES, stdout=quiet)
-    call_command(
-        "calibrate", "demo", "--json", str(tmp_path / "calibration.json"), "--bootstrap", "50",
-        "--freeze", "demo-v1", stdout=quiet,
-    )  # fmt: skip
-    for kind, sizes in KIND_SIZES.items():
-        call_command("make_demo_study", "--kind", kind, "--seed", "1", *sizes, stdout=quiet)
+def demo(demo_built: Path, researcher, settings) -> Client:  # type: ignore[no-untyped-def]
+    settings.MEDIA_ROOT = demo_built  # the demo's files, written when it was built
     for study in Study.objects.all():
         study.researchers.add(researcher)
     client = Client()
