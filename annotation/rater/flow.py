@@ -2,7 +2,8 @@
 
 ``show_trial`` (the study link: the current trial, the end page, or what stands before them),
 ``join`` (``?participant=``: the session speaks for that participant), ``answer_trial`` (a vote),
-``revise_trial`` and ``undo_trial`` (answering an earlier trial again), ``report_problem``.
+``revise_trial`` and ``undo_trial`` (answering an earlier trial again), ``report_problem``,
+``continue_break`` (leaving the break screen).
 Each looks the study's kind up once (``design_of``) and hands the design down to the services it
 calls; the views and the rater API only parse, call one of these, and render the Screen.
 
@@ -13,6 +14,7 @@ row lock, so the answer's screen reads it by its key).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -112,7 +114,7 @@ def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") 
         design = design_of(study)
         rater_id = session_rater_id(visitor, study.pk)
         if respond == "json":
-            return _api_trial(study, design, rater_id)
+            return _state(study, design, _api_assignment(study, rater_id), visitor)
         rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
         user = visitor.user
         if rater is None and user.is_authenticated:
@@ -146,9 +148,10 @@ def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") 
 def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
     """A vote: stored once (``vote_store``), then the next trial, the end page or the break.
 
-    ``fragment`` (htmx): the next trial's state, its response clock started in the vote's
-    transaction; ``page`` (no JavaScript): back to the study link; ``json``: what was recorded,
-    and a refused answer raises (the rater API answers it with its error body).
+    ``fragment`` (htmx) and ``json``: the next trial's state (or the break, or the end), its
+    response clock started in the vote's transaction; ``page`` (no JavaScript): back to the study
+    link. ``json`` carries what was recorded too, and a refused answer raises (the rater API
+    answers it with its error body).
     """
     with rater_transaction():
         screen, stored = _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
@@ -170,7 +173,7 @@ def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
             design = design_of(study)
             result = vote_revise(trial_token=trial_token, rater_id=session_rater_id(visitor, study.pk),
                                  **_answer_fields(answer, design), trial=trial)
-            return _recorded(study, trial_token, result)
+            return _recorded(_state(study, design, trial.assignment, visitor), trial_token, result)
         trial, study, rater_id = _own_trial(trial_token, visitor)
         design = design_of(study)
         if rater_id is None or trial.assignment.rater_id != rater_id:
@@ -211,6 +214,27 @@ def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
         except ArbiterError as exc:
             return notice(study, "Not available", str(exc), status=exc.status_code)
         return _undo_state(study, design, undo, visitor)
+
+
+def continue_break(*, link_token: str, visitor: Visitor, respond: Respond) -> Screen:
+    """Leave the break screen: this session will not show the same break again (``session_break``).
+
+    ``page``: back to the study link; ``json``: the current trial at once.
+    """
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        assignment = rater_assignment(rater_id) if rater_id is not None else None
+        if assignment is None:
+            if respond == "json":
+                raise Forbidden("open the study link you were given first")
+            return _to_link(study)
+        answered, _total = assignment_counts(assignment)
+        continued = (assignment.pk, answered)
+        if respond != "json":
+            return replace(_to_link(study), session_break=continued)
+        visitor = replace(visitor, breaks={**visitor.breaks, str(assignment.pk): answered})
+        return replace(_state(study, design_of(study), assignment, visitor), session_break=continued)
 
 
 def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, respond: Respond) -> Screen:
@@ -356,8 +380,10 @@ def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: 
         if answer.refused is not None:
             raise answer.refused
         result = vote_store(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
-                            design=design)
-        return _recorded(study, trial_token, result), not result.replayed
+                            show_next=True, design=design)
+        fresh = not result.replayed and not result.finished
+        screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
+        return _recorded(screen, trial_token, result), not result.replayed
     if rater_id is None or trial.assignment.rater_id != rater_id:
         return notice(study, *NOT_YOURS, status=403), False
     posted = answer.posted(design.rationale_field)
@@ -390,9 +416,10 @@ def _answer_fields(answer: AnswerForm, design: StudyDesign) -> dict[str, Any]:
             "idempotency_key": answer.idempotency_key}
 
 
-def _recorded(study: Study, trial_token: str, result: Any) -> Screen:
-    return Screen(kind="recorded", study=study, vote=result, completion_code=result.completion_code,
-                  location=reverse("rater:api-trial", args=[study.link_token]), context={"trial": trial_token})
+def _recorded(next_screen: Screen, trial_token: str, result: Any) -> Screen:
+    """An API answer stored: what was recorded (``vote``, ``recorded_trial``), with the screen that
+    follows it (the next trial, the break or the end), so a client needs no second request."""
+    return replace(next_screen, vote=result, recorded_trial=trial_token)
 
 
 def _to_link(study: Study) -> Screen:
@@ -553,26 +580,11 @@ def _image_pass(trial: Trial, study: Study, design: StudyDesign) -> ImagePass | 
     return ImagePass(trial_token=trial.token, files=files)
 
 
-def _api_trial(study: Study, design: StudyDesign, rater_id: int | None) -> Screen:
-    """The rater API's current trial: claims a block when the rater has none."""
+def _api_assignment(study: Study, rater_id: int | None) -> Assignment:
+    """The rater API's assignment: the session's, claiming a block when the rater has none."""
     if rater_id is None:
         raise Forbidden("open the study link you were given first")
     assignment = rater_assignment(rater_id)
     if assignment is None:
         assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
-    view = (next_trial(assignment=assignment, study=study, design=design)
-            if assignment.state == AssignmentState.ACTIVE else None)
-    if view is None:
-        assignment.refresh_from_db()
-        answered, total = assignment_counts(assignment)
-        return Screen(kind="end", study=study, answered=answered, total=total,
-                      completion_code=assignment.completion_code,
-                      completion_url=completion_redirect_url(study=study, code=assignment.completion_code))
-    token = view.trial.token
-    context: dict[str, Any] = {
-        "images": {s: url("rater:image", token, s) for s in design.image_slots},
-        "vote_url": url("rater:api-vote", token),
-        "has_reference": design.has_reference,
-    }
-    return Screen(kind="trial", study=study, trial=view, answered=view.answered, total=view.total, context=context,
-                  images=_image_pass(view.trial, study, design))
+    return assignment

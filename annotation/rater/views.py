@@ -136,15 +136,8 @@ def pause(request: HttpRequest, link_token: str) -> HttpResponse:
 @require_POST
 def break_continue(request: HttpRequest, link_token: str) -> HttpResponse:
     """Leave the break screen: this session will not show the same break again."""
-    study = get_object_or_404(Study, link_token=link_token)
-    rater = _session_rater(request, study)
-    assignment = rater_assignment(rater) if rater else None
-    if assignment is not None:
-        answered, _total = assignment_counts(assignment)
-        breaks = dict(request.session.get(forms.SESSION_BREAKS, {}))
-        breaks[str(assignment.pk)] = answered
-        request.session[forms.SESSION_BREAKS] = breaks
-    return redirect(reverse("rater:link", args=[link_token]))
+    return screen_response(request, flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request),
+                                                        respond="page"))
 
 
 @require_POST

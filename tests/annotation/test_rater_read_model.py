@@ -122,3 +122,47 @@ def test_the_page_and_the_api_show_one_trial_state_alike() -> None:
         right = b"".join(client.get(api["images"]["right"]).streaming_content)
         assert left != right
         html = answer(client, html).content.decode()
+
+
+def _break_facts(html: str) -> dict[str, Any]:
+    shown = re.search(r"You have answered (\d+) of (\d+) trials", html)
+    assert shown and "<h1>Take a break</h1>" in html, html[:2000]
+    return {"break_due": True, "answered": int(shown[1]), "total": int(shown[2])}
+
+
+def test_a_json_client_makes_one_request_per_vote_and_sees_the_breaks_the_page_shows() -> None:
+    """Each vote's answer holds the next trial (or the break, or the end); the break stands where
+    the page's does, and the API's Continue answers with the trial after it."""
+    from annotation.services.studies import study_settings_update
+
+    rs = scheduled()
+    study_settings_update(study=rs.study, break_every=4)
+    page_client, api_client = Client(), Client()
+    html = join(page_client, rs.study, "page").content.decode()
+    join(api_client, rs.study, "api")
+    shown = api_client.get(f"/api/rater/{rs.study.link_token}/trial/").json()
+    votes = breaks = 0
+    while not shown["finished"]:
+        if shown.get("break_due"):
+            breaks += 1
+            page = page_client.get(f"/s/{rs.study.link_token}/").content.decode()
+            assert _break_facts(page) == {k: shown[k] for k in ("break_due", "answered", "total")}
+            page_client.post(f"/s/{rs.study.link_token}/break/")
+            html = page_client.get(f"/s/{rs.study.link_token}/").content.decode()
+            shown = api_client.post(shown["continue_url"], HTTP_X_CSRFTOKEN=api_client.cookies["csrftoken"].value).json()
+            assert not shown.get("break_due")
+            continue
+        # Both raters hold blocks of the same plan shape: the same progress and the same axes.
+        facts, page = json_facts(shown), html_facts(html)
+        assert {k: facts[k] for k in ("number", "total", "answered")} == {k: page[k] for k in ("number", "total", "answered")}
+        assert set(facts["images"]) == set(page["images"]) == {"ref", "left", "right"}
+        response = _api_vote(api_client, shown)
+        assert response.status_code == 200 and response.json()["trial"] == shown["trial"]
+        votes += 1
+        shown = response.json()["next_trial"]
+        html_response = answer(page_client, html)
+        if html_response.get("HX-Redirect"):
+            continue
+        html = html_response.content.decode()
+    assert votes == shown["answered"] == shown["total"] == 10 and breaks == 2
+    assert shown["completion_code"] and Vote.objects.filter(trial__assignment__rater__external_id="api").count() == 10
