@@ -228,8 +228,22 @@ def test_the_slice_has_its_public_entry_points() -> None:
         assert f"{SLICE}.{name}" in modules, name
     flow = _functions(f"{SLICE}.flow")
     assert set(SLICE_FLOW_ACTIONS) <= set(flow), sorted(set(SLICE_FLOW_ACTIONS) - set(flow))
-    assert "next_trial" in flow  # the one place the next trial is chosen
+    assert "next_trial" not in flow  # no alias: the next trial is chosen in one place (below)
     assert "trial_image_view" in _functions(f"{SLICE}.images")
+
+
+def test_one_function_chooses_the_next_trial() -> None:
+    """Issue 47: uniform or serve-time, every path asks ``next_trial_choose``; only it calls ``serve_next``
+    (which fills a serve-time trial), and the vote and the trial read ask it rather than picking a trial."""
+    callers = {}
+    for module in project_modules():
+        for name, function in _functions(module).items():
+            if "serve_next" in _called(function):
+                callers[f"{module}.{name}"] = function
+    assert set(callers) == {"annotation.services.answers.next_trial_choose"}, sorted(callers)
+    answers = _functions("annotation.services.answers")
+    for asker in ("vote_store", "_trial_current"):
+        assert "next_trial_choose" in _called(answers[asker]), asker
 
 
 def test_an_action_view_parses_calls_one_flow_function_and_renders() -> None:

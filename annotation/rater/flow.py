@@ -7,9 +7,10 @@
 Each looks the study's kind up once (``design_of``) and hands the design down to the services it
 calls; the views and the rater API only parse, call one of these, and render the Screen.
 
-The next trial a participant sees is chosen in one place: ``next_trial`` (the first unanswered
-trial of the assignment; ``vote_store`` notes which one that is while it holds the assignment's
-row lock, so the answer's screen reads it by its key).
+The next trial a participant sees is chosen in one place, uniform or serve-time:
+``annotation.services.answers.next_trial_choose``. A vote asks it while it holds the assignment's
+row lock, so the answer's screen reads that trial by its key (``trial_next`` with the vote's
+``Progress``); every other screen asks it through ``trial_next``.
 """
 
 from __future__ import annotations
@@ -268,14 +269,6 @@ def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, 
         return Screen(kind="problem", study=study, status=status, context=context, htmx=True)
 
 
-def next_trial(
-    *, assignment: Assignment, study: Study, design: StudyDesign, progress: Progress | None = None
-) -> TrialView | None:
-    """The trial the participant sees next, marked shown (its response clock starts): the first
-    unanswered trial of the assignment (``progress``: the one the caller's vote found next)."""
-    return trial_next(assignment=assignment, study=study, progress=progress, design=design)
-
-
 # --- screens --------------------------------------------------------------------------------------
 
 
@@ -452,7 +445,7 @@ def _state(
     if not fresh:
         assignment.refresh_from_db()
         progress = None
-    view = (next_trial(assignment=assignment, study=study, design=design, progress=progress)
+    view = (trial_next(assignment=assignment, study=study, design=design, progress=progress)
             if assignment.state == AssignmentState.ACTIVE else None)
     if fresh and view is None:
         assignment.refresh_from_db()

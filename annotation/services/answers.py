@@ -151,53 +151,45 @@ def _counts_query(assignment_id: int) -> Any:
 def trial_current(
     assignment: Assignment, study: Study, *, trial_id: int | None = None, design: StudyDesign | None = None
 ) -> Trial | None:
-    """The first unanswered trial, with its unit, its candidate versions and its slots' files.
+    """The assignment's current trial (``next_trial_choose``), with its unit, its candidate versions
+    and its slots' files.
 
     The files (``trial_shown_files``) come in the same query, so giving the trial's image pass
-    costs no query of its own. ``trial_id``: the trial the caller's vote found next
-    (``Progress.next_trial_id``), read by its key while it is still unanswered, else the first
-    unanswered trial is looked up. Either way the joins run for the one trial only: the first
-    unanswered trial's id is picked in a subquery, not by sorting every joined row.
-    ``design``: the study's design when the caller looked it up (the kind is looked up once).
+    costs no query of its own. ``trial_id``: the trial the caller's vote chose
+    (``Progress.next_trial_id``), read by its key while it is still unanswered; else (or when
+    another tab answered it meanwhile) the trial is chosen again. ``design``: the study's design
+    when the caller looked it up (the kind is looked up once).
     """
-    design = design or design_of(study)
+    return _trial_current(assignment, study, design or design_of(study), trial_id)[0]
+
+
+def _trial_current(
+    assignment: Assignment, study: Study, design: StudyDesign, trial_id: int | None
+) -> tuple[Trial | None, Progress | None]:
+    """The current trial, and the progress when it had to be chosen here (None: ``trial_id`` was it)."""
     related, item = design.trial_unit_related, not design.pairwise
 
-    def shown(trials: Any) -> Any:
+    def by_id(pk: int) -> Trial | None:
         # What a trial page needs of its unit (joining only those keeps the hot query small).
-        return trials.select_related(*related).annotate(**VERSION_ANNOTATIONS, **_file_annotations(item))
+        trials = Trial.objects.filter(pk=pk, vote__isnull=True).select_related(*related)
+        found = list(trials.annotate(**VERSION_ANNOTATIONS, **_file_annotations(item)).order_by()[:1])
+        return found[0] if found else None
 
-    def by_id(pk: int) -> Any:
-        return shown(Trial.objects.filter(pk=pk, vote__isnull=True)).order_by()[:1]
-
-    def first(assignment_id: int) -> Any:
-        pk = Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("pk")[:1]
-        return shown(Trial.objects.filter(pk=Subquery(pk))).order_by()[:1]
-
-    found = list(by_id(trial_id)) if trial_id is not None else []
-    if not found:
-        found = list(first(assignment.pk))
-    if found and design.pairwise and found[0].comparison_id is None:
-        # A serve-time trial reached before a vote chose it (the assignment's first): choose now.
-        from annotation.services.serve_time import serve_next, slot_of
-
-        rows = list(Trial.objects.filter(assignment_id=assignment.pk).order_by("position")
-                    .values("pk", "vote__id", *SLOT_FIELDS))
-        served, _shown = serve_next(study=study, assignment_id=assignment.pk,
-                                    trial_ids=[r["pk"] for r in rows if r["vote__id"] is None],
-                                    slots={r["pk"]: slot_of(r) for r in rows})
-        found = list(by_id(served)) if served is not None else []
-    return found[0] if found else None
+    trial = by_id(trial_id) if trial_id is not None else None
+    if trial is not None:
+        return trial, None
+    progress = next_trial_choose(study=study, assignment_id=assignment.pk, pairwise=design.pairwise)
+    return (by_id(progress.next_trial_id) if progress.next_trial_id is not None else None), progress
 
 
 def trial_next(
     *, assignment: Assignment, study: Study | None = None, progress: Progress | None = None,
     design: StudyDesign | None = None,
 ) -> TrialView | None:
-    """The assignment's first unanswered trial, marked shown (response time starts now).
+    """The assignment's current trial, marked shown (response time starts now).
 
     ``study`` is the assignment's study when the caller already has it (saves two queries);
-    ``progress``: what the caller's vote counted under the assignment's row lock
+    ``progress``: what the caller's vote counted and chose under the assignment's row lock
     (``VoteResult.progress``): the counts and the next trial are not looked up again.
     """
     if assignment.state not in LIVE_STATES:
@@ -205,8 +197,11 @@ def trial_next(
     if study is None:
         study = assignment.block.study
     design = design or design_of(study)
-    trial = trial_current(assignment, study, trial_id=progress.next_trial_id if progress else None, design=design)
-    if trial is None:
+    if progress is not None and progress.next_trial_id is None:
+        return None  # the caller's vote finished the block
+    trial, chosen = _trial_current(assignment, study, design, progress.next_trial_id if progress else None)
+    progress = chosen or progress
+    if trial is None or progress is None:
         return None
     now = timezone.now()
     if trial.shown_at is None:
@@ -220,7 +215,7 @@ def trial_next(
     if assignment.started_at is None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
-    answered, total = (progress.answered, progress.total) if progress else assignment_counts(assignment)
+    answered, total = progress.answered, progress.total
     return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total, design=design)
 
 
@@ -249,12 +244,14 @@ def trial_view_of(
 
 @dataclass(frozen=True)
 class Progress:
-    """An assignment's progress right after a new vote, counted under the assignment's row lock."""
+    """An assignment's progress and the trial chosen next (``next_trial_choose``); after a new
+    vote, counted under the assignment's row lock."""
 
     answered: int
     total: int
     response_times: tuple[int, ...]  # every stored response time of the assignment, ms (the pace estimate)
-    next_trial_id: int | None  # the first trial still unanswered
+    next_trial_id: int | None  # the trial shown next (None: every trial is answered)
+    next_shown: bool = False  # the choice itself marked that trial shown (a serve-time fill)
 
 
 @dataclass(frozen=True)
@@ -296,6 +293,39 @@ def _progress_query(assignment_id: int) -> Any:
     return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values("id", *SLOT_FIELDS).annotate(
         vote_ms=Subquery(vote)
     )
+
+
+def next_trial_choose(
+    *, study: Study, assignment_id: int, pairwise: bool, rows: Sequence[Mapping[str, Any]] | None = None,
+    answering: int | None = None, response_ms: int | None = None, shown_at: datetime | None = None,
+) -> Progress:
+    """The one place an assignment's next trial is chosen, uniform or serve-time; the vote under the
+    assignment's row lock, the trial page, the rater API and Undo all ask it.
+
+    The next trial is the first unanswered one in position order; in a serve-time block a data trial
+    with no comparison yet gets one now (``serve_next``, docs/protocol.md "Serve-time choice"), or
+    is removed when nothing is left for it. ``rows``: the assignment's ``_progress_query`` rows when
+    the caller read them (a vote, under its lock); ``answering``: the trial that vote answers, counted
+    as answered with its ``response_ms``; ``shown_at``: the chosen trial is shown now (a serve-time
+    fill marks it shown in its own statement: ``Progress.next_shown``).
+    """
+    if rows is None:
+        rows = list(_progress_query(assignment_id))
+    unanswered = [r["id"] for r in rows if r["vote_ms"] is None and r["id"] != answering]
+    times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
+    if answering is not None and response_ms is not None:
+        times.append(response_ms)
+    next_id, shown, total = (unanswered[0] if unanswered else None), False, len(rows)
+    first = next((r for r in rows if r["id"] == next_id), None)
+    if first is not None and pairwise and first["comparison_id"] is None and not first["attention_expected"]:
+        from annotation.services.serve_time import serve_next, slot_of
+
+        next_id, shown = serve_next(study=study, assignment_id=assignment_id, trial_ids=unanswered,
+                                    slots={r["id"]: slot_of(r) for r in rows}, shown_at=shown_at)
+        if next_id != unanswered[0]:  # open trials were removed (nothing left for them)
+            total = Trial.objects.filter(assignment_id=assignment_id).count()
+    return Progress(answered=len(rows) - len(unanswered), total=total, response_times=tuple(times),
+                    next_trial_id=next_id, next_shown=shown)
 
 
 def _vote_trial_query(trial_token: str) -> Any:
@@ -433,6 +463,7 @@ def vote_store(
         trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
         rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial, design=design,
     )
+    design = design or design_of(trial.assignment.block.study)
     digest = answer.request_hash()
     locked = list(_assignment_locked_query(trial.assignment_id))
     if not locked:
@@ -479,30 +510,16 @@ def vote_store(
     )
     if trial.version_a is None:  # answered without having been shown through trial_next
         trials_record_versions(trial_ids=[trial.pk])
-    next_id, total = (unanswered[1] if len(unanswered) > 1 else None), len(rows)
-    marked_shown = False
-    if next_id is not None and trial.assignment.block.serve_time:
-        # A serve-time block: the next trial's comparison is chosen now, under the row lock (and,
-        # when it is shown now, marked shown in the same statement).
-        from annotation.services.serve_time import serve_next, slot_of
-
-        next_id, marked_shown = serve_next(
-            study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:],
-            slots={r["id"]: slot_of(r) for r in rows}, shown_at=timezone.now() if show_next else None,
-        )
-        total = Trial.objects.filter(assignment_id=assignment.pk).count() if next_id != unanswered[1] else total
-    finished = next_id is None
-    code = _finish(assignment) if finished else ""
-    if show_next and next_id is not None and not marked_shown:
-        # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-        shown, values = _shown_now_update(next_id, timezone.now())
-        shown.update(**values)
-    times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
-    progress = Progress(
-        answered=len(rows) - len(unanswered) + 1, total=total,  # this vote included
-        response_times=(*times, *([response_ms] if response_ms is not None else [])),
-        next_trial_id=next_id,
+    progress = next_trial_choose(
+        study=trial.assignment.block.study, assignment_id=assignment.pk, pairwise=design.pairwise, rows=rows,
+        answering=trial.pk, response_ms=response_ms, shown_at=timezone.now() if show_next else None,
     )
+    finished = progress.next_trial_id is None
+    code = _finish(assignment) if finished else ""
+    if show_next and progress.next_trial_id is not None and not progress.next_shown:
+        # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
+        shown, values = _shown_now_update(progress.next_trial_id, timezone.now())
+        shown.update(**values)
     return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, progress=progress)
 
 
