@@ -28,7 +28,6 @@ from django.urls import reverse
 
 from annotation.errors import ArbiterError, Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import StudyDesign, design_of
-from annotation.metrics import VOTES_STORED
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -47,11 +46,12 @@ from annotation.selectors.pace import break_due, minutes_left
 from annotation.services.answers import (
     Progress,
     TrialView,
+    VoteInput,
     assignment_counts,
     trial_images,
     trial_next,
     trial_shown_files,
-    vote_store,
+    vote_submit,
     vote_trial,
 )
 from annotation.services.comprehension import (
@@ -147,7 +147,7 @@ def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") 
 
 
 def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
-    """A vote: stored once (``vote_store``), then the next trial, the end page or the break.
+    """A vote: stored once (``vote_submit``), then the next trial, the end page or the break.
 
     ``fragment`` (htmx) and ``json``: the next trial's state (or the break, or the end), its
     response clock started in the vote's transaction; ``page`` (no JavaScript): back to the study
@@ -155,10 +155,7 @@ def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
     answers it with its error body).
     """
     with rater_transaction():
-        screen, stored = _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
-    if stored:
-        VOTES_STORED.inc()
-    return screen
+        return _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
 
 
 def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
@@ -172,8 +169,8 @@ def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
                 raise answer.refused
             study = trial.assignment.block.study
             design = design_of(study)
-            result = vote_revise(trial_token=trial_token, rater_id=session_rater_id(visitor, study.pk),
-                                 **_answer_fields(answer, design), trial=trial)
+            result = vote_revise(_vote_input(trial_token, session_rater_id(visitor, study.pk), answer, design),
+                                 trial=trial)
             return _recorded(_state(study, design, trial.assignment, visitor), trial_token, result)
         trial, study, rater_id = _own_trial(trial_token, visitor)
         design = design_of(study)
@@ -181,8 +178,7 @@ def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
             return notice(study, *NOT_YOURS, status=403)
         posted = answer.posted(design.rationale_field)
         try:
-            vote_revise(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design),
-                        axes_defaulted=answer.axes_defaulted)
+            vote_revise(_vote_input(trial_token, rater_id, answer, design))
         except ValidationFailed as exc:
             try:
                 undo = vote_revision_view(trial_token=trial_token, rater_id=rater_id)
@@ -360,7 +356,7 @@ def session_rater_id(visitor: Visitor, study_id: int) -> int | None:
 # --- how the actions are built ------------------------------------------------------------------
 
 
-def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> tuple[Screen, bool]:
+def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
     trial = vote_trial(trial_token)  # with its study, its axes and its unit's page: read once
     if trial is None:
         if respond == "json":
@@ -372,41 +368,40 @@ def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: 
     if respond == "json":
         if answer.refused is not None:
             raise answer.refused
-        result = vote_store(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
-                            show_next=True, design=design)
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
+                             show_next=True)
         fresh = not result.replayed and not result.finished
         screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
-        return _recorded(screen, trial_token, result), not result.replayed
+        return _recorded(screen, trial_token, result)
     if rater_id is None or trial.assignment.rater_id != rater_id:
-        return notice(study, *NOT_YOURS, status=403), False
+        return notice(study, *NOT_YOURS, status=403)
     posted = answer.posted(design.rationale_field)
     try:
-        result = vote_store(
-            trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
-            show_next=respond == "fragment", axes_defaulted=answer.axes_defaulted, design=design,
-        )
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
+                             show_next=respond == "fragment")
     except ValidationFailed as exc:
-        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted), False
+        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted)
     except Conflict as exc:
         return _state(study, design, trial.assignment, visitor, status=409,
-                      notice=f"{exc}. Here is your current trial."), False
+                      notice=f"{exc}. Here is your current trial.")
     except ArbiterError as exc:
-        return notice(study, "Not available", str(exc), status=exc.status_code), False
+        return notice(study, "Not available", str(exc), status=exc.status_code)
     if respond != "fragment":
-        return _to_link(study), not result.replayed
+        return _to_link(study)
     # A new vote that did not finish the block found the assignment ACTIVE under its row lock and
     # left a trial to answer; otherwise read it again (the end page shows the completion code).
     fresh = not result.replayed and not result.finished
-    screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
-    return screen, not result.replayed
+    return _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
 
 
-def _answer_fields(answer: AnswerForm, design: StudyDesign) -> dict[str, Any]:
-    """The service's answer arguments: the kind's free-text field, its ratings (if it rates)."""
+def _vote_input(trial_token: str, rater_id: int | None, answer: AnswerForm, design: StudyDesign) -> VoteInput:
+    """The answer as the vote write takes it: the kind's free-text field, its ratings (if it rates)."""
     ratings = answer.ratings if answer.from_json or design.has_ratings else None
-    return {"verdict": answer.verdict, "confidence": answer.confidence, "axes": answer.axes,
-            "rationale": answer.rationale_for(design.rationale_field), "ratings": ratings,
-            "idempotency_key": answer.idempotency_key}
+    return VoteInput(
+        trial_token=trial_token, rater_id=rater_id, verdict=answer.verdict, confidence=answer.confidence,
+        axes=answer.axes, rationale=answer.rationale_for(design.rationale_field), ratings=ratings,
+        idempotency_key=answer.idempotency_key, axes_defaulted=answer.axes_defaulted,
+    )
 
 
 def _recorded(next_screen: Screen, trial_token: str, result: Any) -> Screen:

@@ -15,7 +15,7 @@ from PIL import Image
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, AuditEvent, Label, Rater, Trial, Vote
-from annotation.services.answers import vote_submit
+from annotation.services.answers import VoteInput, vote_submit
 from annotation.services.participants import (
     StudyFull,
     assignment_void,
@@ -278,10 +278,10 @@ def test_stale_and_foreign_trials_are_refused() -> None:
     # A later trial of Alice's own assignment is not the current one.
     later = Trial.objects.filter(assignment__rater__external_id="alice").order_by("-position").first()
     with pytest.raises(Conflict, match="not the current trial"):
-        vote_submit(trial_token=later.token, rater_id=Rater.objects.get(external_id="alice").pk, verdict="A",
+        vote_submit(VoteInput(trial_token=later.token, rater_id=Rater.objects.get(external_id="alice").pk, verdict="A",
                     confidence=3, axes={a: 0 for a in f["axes"]} if not later.comparison.page.targets else
                     {"GLOBAL_LAYOUT_FIDELITY": 0, "TEXT_VISUAL_PRESENTATION": 0, "TABLE": 0},
-                    rationale="", idempotency_key="k" * 12)
+                    rationale="", idempotency_key="k" * 12))
     # Answer, then replay the same form with a new key (e.g. from a second tab) → 409, current trial shown.
     answer(alice, a_html)
     r = answer(alice, a_html.replace(f["key"], "fresh-key-000"))
