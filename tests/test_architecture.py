@@ -256,6 +256,18 @@ def test_an_action_view_parses_calls_one_flow_function_and_renders() -> None:
         assert any(c.startswith("forms.") for c in called) and "screen_response" in called, name
 
 
+def test_the_pages_around_the_trials_go_through_the_flow_too() -> None:
+    """Issue 47: the instructions, the pause page, the comprehension question, the break and the end
+    comment call one flow function each and render its Screen, like the trial views."""
+    views = _functions(f"{SLICE}.views")
+    for name in ("instructions", "pause", "comprehension", "break_continue", "end_comment"):
+        called = _called(views[name])
+        stray = [c for c in called if c not in {*SLICE_VIEW_CALLS, "serving_origin"}
+                 and not c.startswith(("forms.", "flow."))]
+        assert not stray, f"{name} calls {stray}"
+        assert sum(c.startswith("flow.") for c in called) == 1 and "screen_response" in called, name
+
+
 def test_the_rater_api_calls_the_same_flow_functions() -> None:
     tree = ast.parse(project_modules()[f"{SLICE}.api"].read_text(encoding="utf-8"))
     methods = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]

@@ -3,7 +3,8 @@
 ``show_trial`` (the study link: the current trial, the end page, or what stands before them),
 ``join`` (``?participant=``: the session speaks for that participant), ``answer_trial`` (a vote),
 ``revise_trial`` and ``undo_trial`` (answering an earlier trial again), ``report_problem``,
-``continue_break`` (leaving the break screen).
+``continue_break`` (leaving the break screen), and the pages around them: ``instructions_page``,
+``pause_page``, ``answer_comprehension``, ``send_end_comment``.
 Each looks the study's kind up once (``design_of``) and hands the design down to the services it
 calls; the views and the rater API only parse, call one of these, and render the Screen.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 import markdown
 import nh3
@@ -59,8 +61,14 @@ from annotation.services.comprehension import (
     ComprehensionRequired,
     comprehension_question,
     comprehension_state,
+    comprehension_submit,
 )
-from annotation.services.crowd import REDIRECT_SECONDS, completion_redirect_url, screened_out_for
+from annotation.services.crowd import (
+    REDIRECT_SECONDS,
+    completion_redirect_url,
+    end_comment_submit,
+    screened_out_for,
+)
 from annotation.services.participants import (
     ParticipationEnded,
     StudyClosed,
@@ -69,6 +77,7 @@ from annotation.services.participants import (
     participant_claim,
     participant_rater_get_or_create,
     rater_assignment,
+    study_link_url,
 )
 from annotation.services.vote_revisions import (
     UndoView,
@@ -232,6 +241,67 @@ def continue_break(*, link_token: str, visitor: Visitor, respond: Respond) -> Sc
             return replace(_to_link(study), session_break=continued)
         visitor = replace(visitor, breaks={**visitor.breaks, str(assignment.pk): answered})
         return replace(_state(study, design_of(study), assignment, visitor), session_break=continued)
+
+
+def instructions_page(*, link_token: str) -> Screen:
+    """The study's instructions and the trial's keys, on a page of their own."""
+    study = get_object_or_404(Study, link_token=link_token)
+    return Screen(kind="page", study=study, template="annotation/rater/instructions.html",
+                  context={"study": study, "instructions_html": instructions_html(study)})
+
+
+def pause_page(*, link_token: str, visitor: Visitor, origin: str) -> Screen:
+    """Progress is saved with every vote; this page says how to come back (``origin``: the serving
+    origin, for the resume link when the study sets no public URL)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        assignment = rater_assignment(rater) if rater else None
+        answered, total = assignment_counts(assignment) if assignment else (0, 0)
+        resume_url = study_link_url(study=study, origin=origin)
+        if rater is not None and rater.source == Rater.Source.LINK:
+            resume_url = f"{resume_url}?{urlencode({'participant': rater.external_id})}"
+        return Screen(kind="page", study=study, template="annotation/rater/pause.html", context={
+            "study": study, "answered": answered, "total": total,
+            "resume": reverse("rater:link", args=[study.link_token]), "resume_url": resume_url,
+        })
+
+
+def answer_comprehension(*, link_token: str, visitor: Visitor, answer: str) -> Screen:
+    """One attempt at the comprehension question; passed → the first trial (the study link)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        if rater is None:
+            return _to_link(study)
+        try:
+            result = comprehension_submit(rater=rater, answer=answer)
+        except ValidationFailed as exc:
+            return comprehension_screen(study, rater, error=plain_sentence(exc), status=400)
+        if result == "retry":
+            return comprehension_screen(
+                study, rater, status=400,
+                error="That is not the right answer. Read the instructions again; you have one more attempt.",
+            )
+        return _to_link(study)
+
+
+def send_end_comment(*, link_token: str, visitor: Visitor, text: str) -> Screen:
+    """The optional end-of-study comment; then on to the completion URL (or back to the end page)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        assignment = rater_assignment(rater_id) if rater_id is not None else None
+        if assignment is None or assignment.block.study_id != study.pk:
+            return _to_link(study)
+        try:
+            saved = end_comment_submit(assignment_id=assignment.pk, rater_id=rater_id, text=text)
+        except ArbiterError as exc:
+            return notice(study, "Comment not saved", str(exc), status=exc.status_code)
+        target = completion_redirect_url(study=study, code=saved.completion_code)
+        return Screen(kind="redirect", study=study, location=target or reverse("rater:link", args=[link_token]))
 
 
 def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, respond: Respond) -> Screen:
