@@ -38,8 +38,12 @@ FROM python:3.13-slim-bookworm AS runtime
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     DJANGO_SETTINGS_MODULE=config.settings.production STATIC_ROOT=/app/staticfiles \
     MEDIA_ROOT=/var/lib/arbiter/media
+# arbiter-render: the browser's own user when a render runs as root (docs/rendering.md "Isolation").
 RUN groupadd --system --gid 10001 arbiter \
     && useradd --system --uid 10001 --gid arbiter --home-dir /app --shell /usr/sbin/nologin arbiter \
+    && groupadd --system --gid 10002 arbiter-render \
+    && useradd --system --uid 10002 --gid arbiter-render --home-dir /nonexistent --no-create-home \
+       --shell /usr/sbin/nologin arbiter-render \
     && mkdir -p /var/lib/arbiter/media && chown arbiter:arbiter /var/lib/arbiter/media
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build --chown=arbiter:arbiter /app /app

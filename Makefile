@@ -38,6 +38,8 @@ help:
 # `make run` installs what the app needs (RUN_STAMP); `make test` and `make lint` add the dev tools
 # (STAMP) on top, so nothing is installed twice. pip keeps its downloads in its cache (~/.cache/pip),
 # so a second clone installs from disk; the venv's own pip is used as it is (no upgrade each time).
+# The app's set includes the render extra (Playwright for Python), so an upload of HTML outputs
+# renders on `make run`; the browser is Debian's chromium (target `chromium`), never a download.
 RUN_STAMP := $(VENV)/.installed-run
 STEP = @printf '==> %s\n'
 TIMED = bash -c 'start=$$SECONDS; "$$@" || exit; echo "    ($$((SECONDS - start)) s)" >&2' timed
@@ -49,8 +51,8 @@ $(VENV)/bin/python:
 
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; exit 0; fi; \
-	  printf '==> %s\n' "Python packages the app needs (pip; the longest step of a first run)"; \
-	  $(TIMED) $(PY) -m pip install --quiet -e . && touch $@
+	  printf '==> %s\n' "Python packages the app needs, rendering included (pip; the longest step of a first run)"; \
+	  $(TIMED) $(PY) -m pip install --quiet -e '.[render]' && touch $@
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(STEP) "Python packages for tests and lint (pytest, Playwright, mypy, ...)"
@@ -67,7 +69,7 @@ node_modules/.installed: package.json package-lock.json
 setup: $(STAMP) node_modules/.installed
 	@mkdir -p var/static
 
-setup-run: $(RUN_STAMP) node_modules/.installed
+setup-run: $(RUN_STAMP) node_modules/.installed chromium
 	@mkdir -p var/static
 
 migrate: setup-run
@@ -110,11 +112,22 @@ run: demo
 	@$(MAKE) --no-print-directory demo-login
 	DJANGO_SETTINGS_MODULE=config.settings.local $(VENV)/bin/gunicorn config.wsgi:application $(RUN_SERVER_ARGS) -b $(HOST):$(PORT)
 
-# Debian's Chromium for the browser tests (Playwright drives it; no browser download).
+# Debian's Chromium: the renderer of HTML uploads (`make run`) and of the browser tests (`make test`);
+# Playwright drives it, no browser download. As root it is installed with apt-get; otherwise, or if
+# that fails, one line says what to run, and everything but rendering HTML still works.
+CHROMIUM_HINT := HTML uploads will not render until it is installed: sudo apt-get install chromium
 chromium:
-	@if [ ! -x /usr/bin/chromium ]; then \
-	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium"; \
-	  else echo "warning: /usr/bin/chromium missing; install Debian's chromium package for the browser tests"; fi; \
+	@if [ ! -x /usr/bin/chromium ] && [ -z "$$ARBITER_CHROMIUM" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    printf '==> %s\n' "Debian's chromium (apt-get), the renderer of HTML outputs"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "warning: could not install Debian's chromium; $(CHROMIUM_HINT)" >&2; \
+	  else echo "warning: /usr/bin/chromium is missing; $(CHROMIUM_HINT)" >&2; fi; \
+	fi
+	@# As root the renderer runs the browser as this unprivileged system user (docs/rendering.md "Isolation").
+	@if [ "$$(id -u)" = 0 ] && ! getent passwd arbiter-render >/dev/null; then \
+	  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin arbiter-render \
+	  || echo "warning: could not create the user arbiter-render; the browser runs as nobody"; \
 	fi
 
 test: setup chromium

@@ -22,6 +22,16 @@ RATER_REQUEST_SECONDS = Histogram(
     "arbiter_rater_request_seconds", "Time to answer a rater request, by view.",
     ["view"], buckets=RATER_LATENCY_BUCKETS,
 )
+# Database queries and database time of a rater request (annotation.middleware.ServerTimingMiddleware):
+# kept off the rater's responses, where a count would tell a trial's role (issue 46).
+RATER_REQUEST_QUERIES = Histogram(
+    "arbiter_rater_request_queries", "Database queries of a rater request, by view.",
+    ["view"], buckets=(0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 30, 50),
+)
+RATER_DB_SECONDS = Histogram(
+    "arbiter_rater_db_seconds", "Database time of a rater request, by view.",
+    ["view"], buckets=RATER_LATENCY_BUCKETS,
+)
 RATER_RESPONSES = Counter("arbiter_rater_responses", "Rater responses by view and status code.", ["view", "status"])
 VOTES_STORED = Counter("arbiter_votes_stored", "Votes stored (an idempotent replay is not counted again).")
 JUDGE_CALLS = Counter(

@@ -1,5 +1,6 @@
 """Refuse oversized uploads from their Content-Length, before the body is read (SECURITY.md row 4),
-and NUL characters in form fields (row 19); time rater requests (``Server-Timing``)."""
+and NUL characters in form fields (row 19); time rater requests (the ``arbiter_rater_request_queries``
+and ``arbiter_rater_db_seconds`` metrics; ``Server-Timing`` only in a load benchmark's server)."""
 
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from django.conf import settings
 from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
+from annotation.metrics import RATER_DB_SECONDS, RATER_REQUEST_QUERIES
 from annotation.views.errors import _answer
 
 # Room for the multipart envelope around a file of exactly the limit.
@@ -62,7 +64,7 @@ class NulFieldMiddleware:
         return self.get_response(request)
 
 
-# --- Server-Timing on rater responses ------------------------------------------------------------
+# --- rater request timing: metrics; Server-Timing only when a benchmark asks --------------------
 
 RATER_PATH_PREFIXES = ("/s/", "/t/", "/api/rater/")
 
@@ -112,10 +114,17 @@ def server_timing(*, db: float, queries: int, render: float, app: float) -> str:
 
 
 class ServerTimingMiddleware:
-    """``Server-Timing: db;dur=…;desc="N queries", render;dur=…, app;dur=…`` on rater paths.
+    """Database queries, database time and render time of each rater request.
 
     Only rater URLs are measured (the hot path of a study: trial pages, images, answers and the
-    rater API); durations are milliseconds inside the application, the session included.
+    rater API). The figures go to the ``arbiter_rater_request_queries`` and
+    ``arbiter_rater_db_seconds`` histograms (``/metrics``: staff and allowed addresses). They are
+    not sent to the rater: an answer that fills a hidden repeat or a serve-time trial takes a
+    different number of queries than another, and a header a browser can read would tell a trial's
+    role (SECURITY.md, docs/decisions/0067-no-diagnostics-in-rater-responses.md). A load benchmark's
+    own server (``ARBITER_SERVER_TIMING=1``, refused by the production settings) adds
+    ``Server-Timing: db;dur=…;desc="N queries", render;dur=…, app;dur=…`` (milliseconds inside the
+    application, the session included) to read them per request.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -132,9 +141,14 @@ class ServerTimingMiddleware:
             for alias in dict.fromkeys(("default", getattr(settings, "ARBITER_RATER_DATABASE", "default") or "default")):
                 stack.enter_context(connections[alias].execute_wrapper(timing.db_wrapper))
             response = self.get_response(request)
-        response["Server-Timing"] = server_timing(
-            db=timing.db, queries=timing.queries, render=timing.render, app=time.perf_counter() - start
-        )
+        match = request.resolver_match
+        view = match.view_name if match is not None else ""
+        RATER_REQUEST_QUERIES.labels(view=view).observe(timing.queries)
+        RATER_DB_SECONDS.labels(view=view).observe(timing.db)
+        if settings.ARBITER_SERVER_TIMING:
+            response["Server-Timing"] = server_timing(
+                db=timing.db, queries=timing.queries, render=timing.render, app=time.perf_counter() - start
+            )
         return response
 
     def process_template_response(self, request: HttpRequest, response: Any) -> Any:

@@ -180,6 +180,9 @@ class Page(models.Model):
     targets = models.JSONField(default=list, blank=True)
     # [{kind: photo|chart, bbox_1000}]
     media = models.JSONField(default=list, blank=True)
+    # [{type: title|text|list|table|formula|figure, bbox_1000}]: the page's blocks, from its render's DOM
+    # (docs/rendering.md "The JSON of a render"); the trial page aligns the panes' scrolling by them.
+    blocks = models.JSONField(default=list, blank=True)
     meta = models.JSONField(default=dict, blank=True)
     position = models.PositiveIntegerField(default=0)
 
@@ -213,7 +216,10 @@ class Candidate(models.Model):
         StoredImage, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     rendered = models.BooleanField(default=True)
+    # Why a failed render failed (a timeout, a blank page, ...: the renderer's one line); empty otherwise.
+    render_reason = models.CharField(max_length=300, blank=True)
     media = models.JSONField(default=list, blank=True)
+    blocks = models.JSONField(default=list, blank=True)  # as Page.blocks, from this render's DOM
     # Imported metric scores for score–preference analyses (docs/study-kinds.md "The kind report"): {metric:
     # score}.
     metrics = models.JSONField(default=dict, blank=True)
@@ -295,6 +301,10 @@ class Comparison(models.Model):
     # Its pair of systems' column (stats.allocation.pair_column over the study's systems by
     # position), set with the quota: serving reads pairs without joining candidates.
     serve_pair = models.PositiveIntegerField(null=True, blank=True)
+    # Its display parity in serve-time blocks (docs/protocol.md "Serve-time choice"): the n-th serve
+    # (from 0) shows canonical B on the left when ``(n + serve_side) % 2 == 1``. Set with the pair:
+    # the pair's comparisons alternate which system their first serve puts on the left.
+    serve_side = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -767,16 +777,19 @@ class ServeWeights(models.Model):
 
 
 class NewStudyRun(models.Model):
-    """A study made from an upload by a Celery worker (docs/new-study.md "Upload page and API"):
-    with a broker configured, the upload page stores the ``.zip`` in the media storage and a worker
+    """A study (or a dry run's report) made from an upload in the background (docs/new-study.md
+    "Upload page and API"): the upload page stores the ``.zip`` in the media storage and a Celery
+    worker, or without a broker the web process's background queue (``annotation.task_queue``),
     renders its HTML pages and imports the study, reporting its progress here; the run's page
-    polls it. Without a broker (``CELERY_TASK_ALWAYS_EAGER``) the request does it all and no row is made."""
+    polls it. A dry run keeps its upload and its renders, so the real run started from its result
+    uploads and renders nothing again."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
 
     token = models.CharField(max_length=40, unique=True, default=new_token)
     # The upload in the media storage (removed when the run ends) and its name as uploaded.
@@ -790,6 +803,12 @@ class NewStudyRun(models.Model):
     total = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     report = models.TextField(blank=True)  # what the dry run (or the real run) reports
+    # Per group (each system, the references) pages rendered and failed, the failures' reasons, and
+    # how many pages were rendered by this run and how many kept from its dry run.
+    progress = models.JSONField(default=dict, blank=True)
+    # The folder holding the run's renders (under ARBITER_NEW_STUDY_RENDERS), kept after a dry run
+    # for the real run, removed when the real run ends.
+    renders = models.CharField(max_length=300, blank=True)
     study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

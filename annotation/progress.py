@@ -15,11 +15,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 Reporter = Callable[[str, int | None, int | None], None]
 _reporter: contextvars.ContextVar[Reporter | None] = contextvars.ContextVar("arbiter_progress", default=None)
 REFRESH_SECONDS = 0.25
+
+
+Detail = dict[str, Any]
+_detail: contextvars.ContextVar[Callable[[Detail], None] | None] = contextvars.ContextVar(
+    "arbiter_progress_detail", default=None
+)
+
+
+def progress_detail(detail: Detail) -> None:
+    """Say more than a stage and a count (per system, pages rendered and failed, and why): a run's
+    page shows it; a terminal does not (no-op without a detail reporter)."""
+    reporter = _detail.get()
+    if reporter is not None:
+        reporter(detail)
 
 
 def progress_step(stage: str, done: int | None = None, total: int | None = None) -> None:
@@ -105,11 +119,14 @@ def terminal_progress(label: str, stream: TextIO | None = None) -> Iterator[bool
 
 
 @contextmanager
-def progress_reported(reporter: Reporter) -> Iterator[None]:
-    """Send every :func:`progress_step` to ``reporter`` while the block runs (the terminal line
-    above; ``benchmarks/bench_new_study.py`` times each stage with it)."""
+def progress_reported(reporter: Reporter, detail: Callable[[Detail], None] | None = None) -> Iterator[None]:
+    """Send every :func:`progress_step` to ``reporter`` (and every :func:`progress_detail` to
+    ``detail``) while the block runs (the terminal line above; a new study run's row;
+    ``benchmarks/bench_new_study.py`` times each stage with it)."""
     token = _reporter.set(reporter)
+    detail_token = _detail.set(detail)
     try:
         yield
     finally:
+        _detail.reset(detail_token)
         _reporter.reset(token)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from threading import BoundedSemaphore, Thread
+from threading import BoundedSemaphore, Thread, Timer
 from typing import Any
 
 from django.conf import settings
@@ -61,3 +61,11 @@ def task_queue(task: Any, *args: Any) -> Thread | None:
 def task_queue_on_commit(task: Any, *args: Any) -> None:
     """``task_queue`` once the current transaction commits (at once outside one)."""
     transaction.on_commit(lambda: task_queue(task, *args), robust=True)
+
+
+def task_queue_later(task: Any, seconds: float, *args: Any) -> None:
+    """``task_queue(task, *args)`` in ``seconds`` (a run waiting its turn asks again without
+    holding the background slot meanwhile)."""
+    timer = Timer(seconds, task_queue, args=(task, *args))
+    timer.daemon = True
+    timer.start()

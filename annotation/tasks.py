@@ -17,23 +17,35 @@ from django.db import transaction
 from annotation.models import NewStudyRun
 from annotation.services.new_study_runs import (
     HELD,
+    WAITING,
     held_seconds,
     new_study_run_create,
     new_study_run_execute,
+    new_study_run_from_dry_run,
     new_study_runs_sweep,
 )
+from annotation.task_queue import task_queue, task_queue_later, task_runs_in_background
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+WAITING_RETRY_S = 1.0  # a run waiting for its researcher's share asks again this often
 
 
 @shared_task(name="annotation.new_study_run", bind=True, acks_late=True, reject_on_worker_lost=True,
              ignore_result=True)
 def new_study_run_task(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     status = new_study_run_execute(run_id=int(run_id))
-    if status == HELD and not (self.request.is_eager or self.app.conf.task_always_eager):
-        # Another worker holds the run: if it died, its lease runs out and this delivery takes over.
-        new_study_run_task.apply_async((run_id,), countdown=held_seconds(int(run_id)) + 1.0)
+    if status not in (HELD, WAITING):
+        return status
+    # Another worker holds the run (if it died, its lease runs out and this delivery takes over),
+    # or the researcher's share of runs is in use: try again later, leaving the slot to others.
+    delay = held_seconds(int(run_id)) + 1.0 if status == HELD else WAITING_RETRY_S
+    if not (self.request.is_eager or self.app.conf.task_always_eager):
+        new_study_run_task.apply_async((run_id,), countdown=delay)
+    elif task_runs_in_background(new_study_run_task):
+        task_queue_later(new_study_run_task, delay, run_id)
     return status
 
 
@@ -68,11 +80,31 @@ def sweep_new_study_runs() -> int:
 def new_study_run_start(
     *, upload: Any, parameters: dict[str, Any], user: AbstractBaseUser | AnonymousUser | None = None
 ) -> NewStudyRun:
-    """Store the upload, create its run and queue the task once the row is committed."""
+    """Store the upload, create its run and queue it (:func:`new_study_run_queue`)."""
     with transaction.atomic():
         run = new_study_run_create(upload=upload, parameters=parameters, user=user)
-        transaction.on_commit(lambda: new_study_run_task.delay(run.pk))
+    new_study_run_queue(run)
+    run.refresh_from_db()
     return run
+
+
+def new_study_run_start_from_dry_run(*, dry_run: NewStudyRun) -> NewStudyRun:
+    """The real run of a finished dry run (its upload and renders taken over), queued."""
+    run = new_study_run_from_dry_run(dry_run=dry_run)
+    new_study_run_queue(run)
+    run.refresh_from_db()
+    return run
+
+
+def new_study_run_queue(run: NewStudyRun) -> None:
+    """Queue a run once its row is committed: on the broker, or without one in the web process's
+    background queue. Only with ``ARBITER_TASKS_IN_BACKGROUND=0`` and no broker (the tests' eager
+    mode) does it run at once, in the caller's thread."""
+    if new_study_run_task.app.conf.task_always_eager and not task_runs_in_background(new_study_run_task):
+        new_study_run_task.apply(args=[run.pk])
+        return
+    run_id = run.pk
+    transaction.on_commit(lambda: task_queue(new_study_run_task, run_id), robust=True)
 
 
 @shared_task(name="annotation.refit_serve_weights", ignore_result=True)

@@ -152,11 +152,18 @@ def report_oracle(sizes: tuple[int, ...], seeds: list[int], quick: bool) -> None
             )
 
 
-def report_debias(n: int, rounds: tuple[int, ...], first_seed: int = 3000, m: int = 10) -> None:
+def report_debias(
+    n: int,
+    rounds: tuple[int, ...],
+    first_seed: int = 3000,
+    m: int = 10,
+    start_votes: int | None = None,
+    clickers: float = 0.0,
+) -> None:
     """Issue 39: bias and coverage of the adaptive leaderboard when the study adapts at serve time.
 
-    Held-out seeds (``first_seed``.., never used to choose the estimator). The study starts with 2
-    votes per pair of the fixed design, then chooses its next votes by posterior sampling (25 %
+    Held-out seeds (``first_seed``.., never used to choose the estimator). The study starts with
+    ``start_votes`` of the fixed design (default 2 votes per pair), then chooses its next votes by posterior sampling (25 %
     floor) in rounds of ``rounds`` votes (a round of 20 is close to choosing each comparison when a
     rater asks). Uniform is played in rounds of 300 (its allocation does not depend on them).
     Votes to top-3 at P >= 0.9 read the allocation's own fit (what the stopping rule reads).
@@ -170,13 +177,15 @@ def report_debias(n: int, rounds: tuple[int, ...], first_seed: int = 3000, m: in
     from stats.study_simulation import run_rounds
 
     seeds = [first_seed + i for i in range(n)]
-    truth = simulated_truth(StudyAssumptions(n_systems=m), seeds)
+    truth = simulated_truth(StudyAssumptions(n_systems=m, clicker_share=clickers), seeds)
     limit = bradley_terry_limit(truth)
     limit = limit - limit.mean(axis=1, keepdims=True)
     order = np.argsort(-truth.elo, axis=1, kind="stable")[:, :4]
     rows = np.arange(n)[:, None]
     target = Target(kind="top_k", k=TOP_K)
-    total = 60 * m * (m - 1) // 2
+    k_pairs = m * (m - 1) // 2
+    start = 2 * k_pairs if start_votes is None else start_votes
+    total = max(60 * k_pairs, start + 30 * k_pairs)
 
     def figures(theta: np.ndarray, se: np.ndarray) -> str:
         theta = theta - theta.mean(axis=1, keepdims=True)
@@ -187,15 +196,15 @@ def report_debias(n: int, rounds: tuple[int, ...], first_seed: int = 3000, m: in
         return f"bias top-3 [{ranks}] mean {bias.mean():+5.1f}; coverage top-4 {cover:.3f}"
 
     started = time.perf_counter()
-    uniform = run_rounds(truth, "uniform", target, start_votes=m * (m - 1), round_votes=300,
+    uniform = run_rounds(truth, "uniform", target, start_votes=start, round_votes=300,
                          total_votes=total, seed=m)
     needed_u = votes_to_share(uniform.votes, uniform.top_correct, LEVEL)
     print(
         f"\n== debiased leaderboard at serve-time granularity: M = {m}, {n} held-out seeds "
-        f"({seeds[0]}..{seeds[-1]}); uniform needs {needed_u:.0f} votes for P(top-{TOP_K}) >= {LEVEL} =="
+        f"({seeds[0]}..{seeds[-1]}); {clickers:.0%} random clickers; uniform start {start} votes ({start / k_pairs:.1f} per pair); uniform needs {needed_u:.0f} votes for P(top-{TOP_K}) >= {LEVEL} =="
     )
     for size in rounds:
-        run = run_rounds(truth, ADAPTIVE_RULE_BY_TARGET["top_k"], target, start_votes=m * (m - 1),
+        run = run_rounds(truth, ADAPTIVE_RULE_BY_TARGET["top_k"], target, start_votes=start,
                          round_votes=size, total_votes=total, seed=m)
         needed = votes_to_share(run.votes, run.top_correct, LEVEL)
         t = min(int(np.searchsorted(run.votes, needed)), len(run.votes) - 1)
@@ -209,6 +218,15 @@ def report_debias(n: int, rounds: tuple[int, ...], first_seed: int = 3000, m: in
         fitted = np.sort(np.argsort(-corrected.theta, axis=1, kind="stable")[:, :TOP_K], axis=1)
         debiased_top = float(np.all(fitted == truth.top(TOP_K), axis=1).mean())
         needed_ipw = votes_to_share(run.votes, run.ipw_top_correct, LEVEL)
+        levels = []
+        for level in (0.7, 0.75, 0.8, 0.85, 0.9):
+            a_votes = votes_to_share(run.votes, run.top_correct, level)
+            u_votes = votes_to_share(uniform.votes, uniform.top_correct, level)
+            ratio = f"{a_votes / u_votes:.2f} x" if math.isfinite(a_votes) and math.isfinite(u_votes) else "-"
+            levels.append(
+                f"P >= {level}: {_fmt(a_votes).strip()} / {_fmt(u_votes).strip()} = {ratio}"
+            )
+        print(f"  rounds of {size:3d} votes, adaptive / uniform votes (inf: not by {total}): " + "; ".join(levels))
         print(
             f"  rounds of {size:3d} votes: top-{TOP_K} at P >= {LEVEL} in {needed:.0f} votes = "
             f"{needed / needed_u:.2f} x uniform (the allocation's fit); weighted fit's own order: "
@@ -244,9 +262,27 @@ def main() -> int:
         default="20,300",
         help="with --debias-only: votes per re-allocation round, comma-separated (1: every trial at serve time)",
     )
+    parser.add_argument(
+        "--start-votes",
+        type=int,
+        default=None,
+        help="with --debias-only: votes of the uniform start (default 2 per pair; a block at the "
+        "defaults holds 1,170)",
+    )
+    parser.add_argument(
+        "--clickers",
+        type=float,
+        default=0.0,
+        help="with --debias-only: share of votes from random A/B clickers (default 0)",
+    )
     args = parser.parse_args()
     if args.debias_only:
-        report_debias(args.seeds, tuple(int(r) for r in args.debias_rounds.split(",")))
+        report_debias(
+            args.seeds,
+            tuple(int(r) for r in args.debias_rounds.split(",")),
+            start_votes=args.start_votes,
+            clickers=args.clickers,
+        )
         return 0
     n = 25 if args.quick else args.seeds
     sizes = (10,) if args.quick else (10, 30)

@@ -519,7 +519,7 @@ def arbiter_server(*, database_url: str, raters_per_block: int, workers: int, th
     media = _media_root()
     env = dict(os.environ, DATABASE_URL=database_url, MEDIA_ROOT=str(media),
                DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_DEBUG="0", DATABASE_CONN_MAX_AGE="600",
-               LOG_LEVEL="ERROR")
+               LOG_LEVEL="ERROR", ARBITER_SERVER_TIMING="1")  # queries per request (never on a study's server)
     os.environ.update(env)
     print(f"database {database_url} (recreated), media {media}")
     recreate_database(database_url)

@@ -16,6 +16,9 @@ browser, its renderers and Playwright's driver included). Prints pages/s and CPU
 each, the load average, and Arbiter's ratio to the plain loop (target: ≥ 1.5 × the pages/s, CPU
 per page no higher).
 
+For Arbiter it also prints the peak memory of the render process tree (PSS, sampled twice a
+second) and the highest per-page browser peak its JSONs record (what the memory limit measures).
+
 Run: .venv/bin/python benchmarks/bench_render.py [--pages 1000] [--workers 2] [--renderers arbiter,playwright,html2image] [--keep]
 """
 
@@ -85,14 +88,55 @@ g.fillStyle = '#222'; g.font = '12px sans-serif'; g.fillText('{text(2)}', 40, 21
         (folder / f"p{p:04d}.html").write_text(html, encoding="utf-8")
 
 
+def tree_pss_mb() -> float:
+    """The proportional set size of this process and every process under it (Playwright's driver,
+    the browsers): shared pages split between their users, so the sum is the tree's real share."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    parents[int(entry.name)] = int(f.read().rpartition(")")[2].split()[1])
+            except OSError:
+                continue
+    tree, grew = {os.getpid()}, True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            continue
+    return total / 1024
+
+
 def run_arbiter(src: Path, out: Path, workers: int) -> None:
+    import threading
+
     sys.path.insert(0, str(ROOT))
     from annotation.render.pages import render_folder
     from annotation.render.settings import RenderSettings
 
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:  # twice a second: the render process tree's memory
+        while not done.wait(0.5):
+            peak[0] = max(peak[0], tree_pss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     result = render_folder(src=src, out=out, settings=RenderSettings(viewport_width=WIDTH, viewport_height=HEIGHT),
                            workers=workers, resume=False)
-    print(json.dumps({"rendered": result.rendered, "failed": result.failed}))
+    done.set()
+    sampler.join()
+    browser = [json.loads(p.read_text()).get("memory_mb") or 0 for p in out.glob("*.json")]
+    print(json.dumps({"rendered": result.rendered, "failed": result.failed, "peak_pss_mb": peak[0],
+                      "browser_peak_mb": max(browser, default=0)}))
 
 
 def run_playwright(src: Path, out: Path) -> None:
@@ -187,6 +231,10 @@ def main() -> None:
             print(f"{name:>10}: {m['rendered']:.0f} rendered, {m['failed']:.0f} failed; {m['wall']:.1f} s wall, "
                   f"{args.pages / m['wall']:.2f} pages/s, {1000 * m['cpu'] / args.pages:.0f} ms CPU per page; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
+            if "peak_pss_mb" in m:
+                print(f"{name:>10}: memory: the whole render process tree (Python, Playwright's driver, "
+                      f"{args.workers} browsers) peaked at {m['peak_pss_mb']:.0f} MB PSS; one browser at "
+                      f"{m['browser_peak_mb']:.0f} MB by the limit's measure (anonymous + shared resident)", flush=True)
         if "arbiter" in results and "playwright" in results:
             a, p = results["arbiter"], results["playwright"]
             speed = p["wall"] / a["wall"]

@@ -106,6 +106,10 @@ class ProgressSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField(allow_null=True)
     cost_usd = serializers.FloatField(allow_null=True)
     cost_per_comparison_usd = serializers.FloatField(allow_null=True)
+    reasons = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="failed and invalid calls grouped by reason: [{status, reason, calls}], most calls first",
+    )
 
 
 class StudyJudgeRunsApi(APIView):

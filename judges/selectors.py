@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from annotation.models import ComparisonSet, Study
 from annotation.selectors.candidate_versions import (
@@ -107,6 +107,8 @@ class JudgeProgress:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     cost_usd: float | None = None
+    # Why calls failed or came back invalid, grouped: (status, reason, calls), most calls first.
+    reasons: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def cost_per_comparison(self) -> float | None:
@@ -136,6 +138,7 @@ class JudgeProgress:
             "cached_tokens": self.cached_tokens,
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
             "cost_per_comparison_usd": None if self.cost_per_comparison is None else round(self.cost_per_comparison, 6),
+            "reasons": [{"status": st, "reason": reason, "calls": n} for st, reason, n in self.reasons],
         }
 
 
@@ -184,6 +187,7 @@ def judge_progress(
     )
     rows_by_judge: list[dict[str, Any]] = [dict(r) for r in counts]
     judges = Judge.objects.in_bulk([r["judge_id"] for r in rows_by_judge])
+    reasons = _failure_reasons(rows)
     return [
         JudgeProgress(
             judge_id=r["judge_id"],
@@ -200,9 +204,26 @@ def judge_progress(
             output_tokens=r["sum_output"],
             cached_tokens=r["sum_cached"],
             cost_usd=_usage_cost(judges.get(r["judge_id"]), r),
+            reasons=tuple(reasons.get(r["judge_id"], ())),
         )
         for r in rows_by_judge
     ]
+
+
+def _failure_reasons(rows: QuerySet[JudgeOutput]) -> dict[int, list[tuple[str, str, int]]]:
+    """Per judge: its failed and invalid calls grouped by their stored reason (one query), most
+    calls first; a call stored without a reason is counted as such."""
+    grouped: dict[int, list[tuple[str, str, int]]] = {}
+    found = (
+        rows.filter(status__in=[OutputStatus.FAILED, OutputStatus.INVALID])
+        .values("judge_id", "status", "error")
+        .annotate(n=Count("pk"))
+        .order_by("judge_id", "-n", "status", "error")
+    )
+    for row in found:
+        reason = " ".join(str(row["error"] or "").split()) or "no reason was stored"
+        grouped.setdefault(row["judge_id"], []).append((str(row["status"]), reason, int(row["n"])))
+    return grouped
 
 
 def judges_callable() -> list[Judge]:

@@ -1,7 +1,8 @@
 """REST endpoints for leaderboards (docs/protocol.md "Deployment leaderboard", "Report keys").
 
 - ``GET/POST /api/studies/<slug>/leaderboards/``: a study's leaderboards / start one (202; the
-  computation is a Celery task). Researchers and admins, scoped by ``studies_for``: another
+  computation is a Celery task): from judges (``coefficients``) or from the human votes
+  (``human: true``, docs/protocol.md "Human leaderboard"). Researchers and admins, scoped by ``studies_for``: another
   study's slug is a 404.
 - ``GET /api/studies/<slug>/leaderboards/<id>/``: status, progress and (when done) the result.
 - ``GET /api/leaderboards/<public_token>/``: the docs/protocol.md "Report keys" JSON of a published
@@ -30,7 +31,8 @@ from ranking.tasks import leaderboard_start
 
 class LeaderboardOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
-    coefficients = serializers.CharField(source="coefficient_set.name")
+    coefficients = serializers.SerializerMethodField(help_text="the coefficient set's name; null for human votes")
+    outcomes = serializers.SerializerMethodField(help_text='"judge proxy" or "human votes"')
     resamples = serializers.IntegerField()
     seed = serializers.IntegerField()
     use_human_labels = serializers.BooleanField()
@@ -43,13 +45,25 @@ class LeaderboardOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 
+    def get_coefficients(self, leaderboard: Leaderboard) -> str | None:
+        return None if leaderboard.coefficient_set is None else leaderboard.coefficient_set.name
+
+    def get_outcomes(self, leaderboard: Leaderboard) -> str:
+        return "human votes" if leaderboard.from_human_votes else "judge proxy"
+
 
 class LeaderboardDetailSerializer(LeaderboardOutputSerializer):
     result = serializers.JSONField()
 
 
 class LeaderboardStartSerializer(serializers.Serializer):
-    coefficients = serializers.CharField(help_text="name of a frozen coefficient set of the study")
+    coefficients = serializers.CharField(
+        required=False, help_text="name of a frozen coefficient set of the study (or human: true)"
+    )
+    human = serializers.BooleanField(
+        default=False,
+        help_text='rank the study\'s human votes, no coefficient set (docs/protocol.md "Human leaderboard")',
+    )
     bootstrap = serializers.IntegerField(default=DEFAULT_RESAMPLES, help_text="bootstrap resamples")
     seed = serializers.IntegerField(default=DEFAULT_SEED, help_text="bootstrap seed")
     use_human_labels = serializers.BooleanField(default=False)
@@ -61,6 +75,11 @@ class LeaderboardStartSerializer(serializers.Serializer):
     objective = serializers.DictField(
         child=serializers.FloatField(), required=False, help_text="objective leaderboard {system: score}"
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("human") == bool(attrs.get("coefficients")):
+            raise serializers.ValidationError("give either coefficients (a frozen set's name) or human: true")
+        return attrs
 
 
 class LeaderboardListApi(APIView):
@@ -85,7 +104,7 @@ class LeaderboardListApi(APIView):
         values: dict[str, Any] = data.validated_data
         leaderboard = leaderboard_start(
             study=study,
-            coefficient_set=values["coefficients"],
+            coefficient_set=None if values["human"] else values["coefficients"],
             resamples=values["bootstrap"],
             seed=values["seed"],
             use_human_labels=values["use_human_labels"],

@@ -74,6 +74,23 @@ def check_objective(*, study: Study, objective: Mapping[str, Any] | None) -> dic
     return out
 
 
+def leaderboard_source(
+    *, study: Study, coefficient_set: CoefficientSet | str | None, compare_to: Any = None
+) -> CoefficientSet | None:
+    """The frozen set a leaderboard scores judges with, or None for the human votes
+    (docs/protocol.md "Human leaderboard"), checked."""
+    if coefficient_set is None:
+        check_human_study(study)
+        if compare_to not in (None, ""):
+            raise ValidationFailed(
+                "compare_to compares judge leaderboards (their outputs' versions); a leaderboard of "
+                "human votes has none",
+                field="compare_to",
+            )
+        return None
+    return coefficient_set_for(study=study, coefficient_set=coefficient_set)
+
+
 def coefficient_set_for(*, study: Study, coefficient_set: CoefficientSet | str) -> CoefficientSet:
     """The study's frozen set (given or by name); one-line NotFound naming the known sets."""
     if isinstance(coefficient_set, CoefficientSet):
@@ -94,11 +111,27 @@ def coefficient_set_for(*, study: Study, coefficient_set: CoefficientSet | str) 
 # --------------------------------------------------------------------------- the leaderboard maths
 
 
+HUMAN_KINDS = ("pairwise_reference", "pairwise")
+
+
+def check_human_study(study: Study) -> None:
+    """A human leaderboard ranks pairwise votes (docs/protocol.md "Human leaderboard")."""
+    if study.kind not in HUMAN_KINDS:
+        raise ValidationFailed(
+            f"study {study.slug} is of kind {study.kind}: a leaderboard of human votes ranks the pairwise "
+            f"kinds ({', '.join(HUMAN_KINDS)}); `kind_report {study.slug}` reports this kind",
+            field="coefficients",
+        )
+
+
 def leaderboard_prepare(
-    *, study: Study, coefficient_set: CoefficientSet, use_human_labels: bool = False
+    *, study: Study, coefficient_set: CoefficientSet | None, use_human_labels: bool = False
 ) -> LeaderboardInputs:
-    """The scored comparisons (docs/protocol.md "Deployment leaderboard"); refuses when fewer than two systems
-    can be ranked."""
+    """The scored comparisons (docs/protocol.md "Deployment leaderboard"), or with no coefficient set
+    the study's human votes (docs/protocol.md "Human leaderboard"); refuses when fewer than two
+    systems can be ranked."""
+    if coefficient_set is None:
+        return _human_prepare(study=study)
     inputs = leaderboard_inputs(
         study=study, coefficient_set=coefficient_set, use_human_labels=use_human_labels
     )
@@ -110,6 +143,38 @@ def leaderboard_prepare(
         )
     if len(inputs.systems) < 2:
         raise ArbiterError(f"study {study.slug}: the scored comparisons involve fewer than two systems")
+    return inputs
+
+
+def _human_prepare(*, study: Study) -> LeaderboardInputs:
+    from dataclasses import replace
+
+    from annotation.selectors.allocation import (
+        BLOCK_ADAPTATION_ESTIMATOR,
+        serves_at_request,
+        study_allocation,
+    )
+    from ranking.selectors import human_leaderboard_inputs
+
+    check_human_study(study)
+    debiased = serves_at_request(study)
+    inputs = human_leaderboard_inputs(study=study, debiased=debiased)
+    if study_allocation(study) == "adaptive" and not debiased:
+        inputs = replace(inputs, estimator=BLOCK_ADAPTATION_ESTIMATOR)
+    if not inputs.from_human.any():
+        kept = ""
+        if inputs.exclusions is not None and inputs.exclusions.get("n_votes"):
+            ex = inputs.exclusions
+            kept = (
+                f" (the study's saved exclusion rules kept {ex['n_kept_votes']} of {ex['n_votes']} votes, "
+                f"{ex['n_kept_raters']} of {ex['n_raters']} raters: see its quality page)"
+            )
+        raise ArbiterError(
+            f"study {study.slug} has no valid main vote (A, B or TIE, no hidden repeat, on a rendered "
+            f"comparison) to rank{kept}"
+        )
+    if len(inputs.systems) < 2:
+        raise ArbiterError(f"study {study.slug}: the votes involve fewer than two systems")
     return inputs
 
 
@@ -134,6 +199,12 @@ def inputs_snapshot(inputs: LeaderboardInputs) -> dict[str, Any]:
             if inputs.from_render_failure is not None and inputs.from_render_failure.any()
             else {}
         ),
+        **(
+            {"propensity": inputs.propensity.tolist(), "debias_seed": inputs.debias_seed}
+            if inputs.propensity is not None
+            else {}
+        ),
+        **({"estimator": inputs.estimator} if inputs.estimator else {}),
     }
 
 
@@ -157,6 +228,9 @@ def inputs_from_snapshot(data: Mapping[str, Any]) -> LeaderboardInputs:
         from_render_failure=np.asarray(data["from_render_failure"], dtype=bool)
         if "from_render_failure" in data
         else None,
+        propensity=np.asarray(data["propensity"], dtype=np.float64) if "propensity" in data else None,
+        debias_seed=int(data.get("debias_seed", 0)),
+        estimator=str(data.get("estimator", "")),
     )
 
 
@@ -211,9 +285,16 @@ def davidson_bootstrap_chunk(
 
 
 def check_davidson_identified(inputs: LeaderboardInputs) -> None:
-    """The Davidson tie parameter needs both tie and win mass among the scored outcomes."""
+    """The Davidson tie parameter needs both tie and win mass among the scored outcomes; an adaptive
+    study's scores are the debiased Bradley–Terry fit (docs/protocol.md "Scores of an adaptive
+    study"), which has no Davidson form."""
     from stats.davidson import fit_davidson_outcomes
 
+    if inputs.propensity is not None:
+        raise ArbiterError(
+            "Davidson model: an adaptive study's scores are its debiased Bradley–Terry fit "
+            '(docs/protocol.md "Scores of an adaptive study"); compute the leaderboard with bradley_terry'
+        )
     try:
         fit_davidson_outcomes(inputs.a, inputs.b, inputs.p, len(inputs.systems))
     except ValueError as exc:
@@ -322,7 +403,7 @@ def coefficient_set_exclusions(cset: CoefficientSet) -> dict[str, Any] | None:
 def leaderboard_report(
     *,
     inputs: LeaderboardInputs,
-    coefficient_set_name: str,
+    coefficient_set_name: str | None,
     boot: BootstrapResult | DavidsonBootstrap,
     use_human_labels: bool = False,
     objective: Mapping[str, float] | None = None,
@@ -336,8 +417,16 @@ def leaderboard_report(
 
     With a ``DavidsonBootstrap`` the scores, ranks and intervals are the Davidson model's, and the
     report adds its ``tie_parameter`` and a ``model_comparison`` with Bradley–Terry.
+
+    With no coefficient set the outcomes are the study's human votes (docs/protocol.md "Human
+    leaderboard"): ``coefficients`` is null, ``outcomes`` says ``human votes`` and ``n_votes``
+    counts them. When the inputs carry allocation probabilities (a serve-time adaptive study) the
+    scores and intervals are the debiased fit's (docs/protocol.md "Scores of an adaptive study")
+    and its rank intervals come from draws of that fit, not from the bootstrap. ``estimator`` names
+    what the scores are, always. Every report flags the systems whose score the penalty sets
+    (``penalty``) and names the pairs with no outcome (docs/protocol.md "Scores set by the penalty").
     """
-    from stats.bradley_terry import appearances, fit_bradley_terry, soft_preference
+    from stats.bradley_terry import appearances, fit_bradley_terry, pairs_without_outcomes, soft_preference
     from stats.davidson import DavidsonBootstrap, fit_davidson_outcomes
 
     m = len(inputs.systems)
@@ -367,9 +456,15 @@ def leaderboard_report(
                 "rank1_share": float(result.rank1_share[k]),
             }
         )
+    estimator = _human_estimator(inputs, rows, seed=int(result.seed), resamples=int(result.resamples))
+    if estimator is None:
+        estimator = inputs.estimator or ("Davidson" if davidson else "Bradley–Terry")
+    penalty_rows(inputs, rows)
     rows.sort(key=lambda row: row["rank"])
     report: dict[str, Any] = {
         "coefficients": coefficient_set_name,
+        "outcomes": "human votes" if coefficient_set_name is None else "judge proxy",
+        "estimator": estimator,
         "judges": dict(zip(inputs.judges, inputs.coefficients, strict=True)),
         "n_comparisons": inputs.n_comparisons,
         "n_skipped": inputs.n_skipped,
@@ -384,7 +479,19 @@ def leaderboard_report(
         },
         "model": RankingModel.DAVIDSON.value if davidson else RankingModel.BRADLEY_TERRY.value,
         "systems": rows,
+        "pairs_without_outcomes": [
+            [inputs.systems[i], inputs.systems[j]] for i, j in pairs_without_outcomes(inputs.a, inputs.b, m)
+        ],
     }
+    if coefficient_set_name is None:
+        report["n_votes"] = int(inputs.from_human.sum())
+        if inputs.propensity is not None:
+            report["bootstrap"] = {
+                "resamples": int(result.resamples),
+                "seed": int(result.seed),
+                "units": "normal draws of the debiased fit (rank intervals and rank-1 shares only)",
+                "strata": 1,
+            }
     if tie_boot is not None:
         report["tie_parameter"] = {
             "value": dv.tie_parameter,
@@ -404,10 +511,56 @@ def leaderboard_report(
     return report
 
 
+def _human_estimator(
+    inputs: LeaderboardInputs, rows: list[dict[str, Any]], *, seed: int, resamples: int
+) -> str | None:
+    """A serve-time adaptive study's human leaderboard: its rows' scores, ranks and intervals from
+    the debiased fit (docs/protocol.md "Scores of an adaptive study"), rank intervals and rank-1
+    shares from ``resamples`` seeded draws of it; returns the estimator's name (None: not such a
+    study, the rows are left as they are)."""
+    if inputs.propensity is None:
+        return None
+    from stats.adaptive_estimation import debiased_bradley_terry, rank_draws
+    from stats.bradley_terry import ranks_from_theta
+
+    m = len(inputs.systems)
+    fit = debiased_bradley_terry(inputs.a, inputs.b, inputs.p, inputs.propensity, m, seed=inputs.debias_seed)
+    low, high = fit.intervals()
+    ranks = ranks_from_theta(fit.theta[0])
+    rank_ci95, rank1 = rank_draws(fit, draws=resamples, seed=seed)
+    for k, row in enumerate(rows):
+        row["rank"] = int(ranks[k])
+        row["score"] = float(fit.scores[0, k])
+        row["ci95"] = [float(low[0, k]), float(high[0, k])]
+        row["rank_ci95"] = [int(rank_ci95[k, 0]), int(rank_ci95[k, 1])]
+        row["rank1_share"] = float(rank1[k])
+    return fit.estimator
+
+
+def penalty_rows(inputs: LeaderboardInputs, rows: list[dict[str, Any]]) -> None:
+    """Each row's ``penalty``: ``"score set by the penalty: no win"`` (or ``no loss``) when no outcome
+    gives the system a point (takes one from it), with ``ci95_note`` on the interval; null otherwise
+    (docs/protocol.md "Scores set by the penalty"). ``rows`` are in the inputs' system order."""
+    from stats.bradley_terry import penalty_set
+
+    flags = penalty_set(inputs.a, inputs.b, inputs.p, len(inputs.systems))
+    for row, flag in zip(rows, flags, strict=True):
+        row["penalty"] = None if flag is None else f"score set by the penalty: {flag}"
+        row["ci95_note"] = (
+            None
+            if flag is None
+            else (
+                "the interval's lower end is the penalty's, not the data's: no vote bounds it"
+                if flag == "no win"
+                else "the interval's upper end is the penalty's, not the data's: no vote bounds it"
+            )
+        )
+
+
 def leaderboard_compute(
     *,
     study: Study,
-    coefficient_set: CoefficientSet | str,
+    coefficient_set: CoefficientSet | str | None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     use_human_labels: bool = False,
@@ -430,13 +583,17 @@ def leaderboard_compute(
     (paper B.5, ``ranking.versions``). With a ``record`` list, the result is also stored as a
     finished Leaderboard (appended to it) that a later run can be compared to; the JSON itself
     holds no id, so the same inputs and seed give the same file.
+
+    ``coefficient_set=None``: the leaderboard of the study's human votes (docs/protocol.md "Human
+    leaderboard"; no ``judge_outputs``, no ``compare_to``).
     """
     from stats.bootstrap import bootstrap_page_blocks, bootstrap_units
     from stats.bradley_terry import merge_bootstrap_results
 
     resamples, seed = check_leaderboard_options(resamples, seed)
     model = check_ranking_model(model)
-    cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
+    cset = leaderboard_source(study=study, coefficient_set=coefficient_set, compare_to=compare_to)
+    use_human_labels = bool(use_human_labels) and cset is not None
     objective = check_objective(study=study, objective=objective)
     earlier = leaderboard_earlier(study=study, leaderboard=compare_to) if compare_to is not None else None
     started_at = timezone.now()
@@ -460,15 +617,16 @@ def leaderboard_compute(
         boot = merge_bootstrap_results(parts)
     report = leaderboard_report(
         inputs=inputs,
-        coefficient_set_name=cset.name,
+        coefficient_set_name=cset.name if cset is not None else None,
         boot=boot,
         use_human_labels=use_human_labels,
         objective=objective,
-        coefficient_exclusions=coefficient_set_exclusions(cset),
+        coefficient_exclusions=coefficient_set_exclusions(cset) if cset is not None else None,
     )
     snapshot = inputs_snapshot(inputs)
-    report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)
-    add_judge_allocation(report, study=study, judges=snapshot.get("judges"))
+    if cset is not None:
+        report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)
+        add_judge_allocation(report, study=study, judges=snapshot.get("judges"))
     if earlier is not None:
         report["version_sensitivity"] = version_sensitivity(
             study=study, earlier=earlier, inputs=snapshot, result=report

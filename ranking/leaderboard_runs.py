@@ -37,12 +37,12 @@ from ranking.leaderboard import (
     check_ranking_model,
     chunk_bounds,
     coefficient_set_exclusions,
-    coefficient_set_for,
     davidson_bootstrap_chunk,
     inputs_from_snapshot,
     inputs_snapshot,
     leaderboard_prepare,
     leaderboard_report,
+    leaderboard_source,
 )
 from ranking.models import Leaderboard, LeaderboardChunk, RankingModel
 from ranking.versions import scoring_provenance
@@ -62,7 +62,7 @@ def _chunk_resamples() -> int:
 def leaderboard_create(
     *,
     study: Study,
-    coefficient_set: CoefficientSet | str,
+    coefficient_set: CoefficientSet | str | None,
     resamples: Any = DEFAULT_RESAMPLES,
     seed: Any = DEFAULT_SEED,
     use_human_labels: bool = False,
@@ -70,10 +70,13 @@ def leaderboard_create(
     user: Any = None,
     model: Any = RankingModel.BRADLEY_TERRY,
 ) -> Leaderboard:
-    """Create a queued Leaderboard (audited); ``ranking.tasks.leaderboard_start`` queues its run on commit."""
+    """Create a queued Leaderboard (audited); ``ranking.tasks.leaderboard_start`` queues its run on commit.
+    ``coefficient_set=None``: a leaderboard of the study's human votes (docs/protocol.md "Human
+    leaderboard")."""
     resamples, seed = check_leaderboard_options(resamples, seed)
     model = check_ranking_model(model)
-    cset = coefficient_set_for(study=study, coefficient_set=coefficient_set)
+    cset = leaderboard_source(study=study, coefficient_set=coefficient_set)
+    use_human_labels = bool(use_human_labels) and cset is not None
     checked = check_objective(study=study, objective=objective)
     leaderboard = Leaderboard.objects.create(
         study=study,
@@ -90,7 +93,7 @@ def leaderboard_create(
         user=user,
         study=study,
         target=f"leaderboard {leaderboard.pk}",
-        coefficients=cset.name,
+        coefficients=leaderboard.source_name,
         resamples=resamples,
         seed=seed,
         use_human_labels=bool(use_human_labels),
@@ -148,7 +151,8 @@ def leaderboard_run(*, leaderboard_id: int, queue_chunk: Callable[[int, int], No
             for k, (lo, hi) in enumerate(bounds)
         )
         snapshot = inputs_snapshot(inputs)
-        snapshot["judge_outputs"] = scoring_provenance(study=leaderboard.study, inputs=snapshot)
+        if leaderboard.coefficient_set is not None:
+            snapshot["judge_outputs"] = scoring_provenance(study=leaderboard.study, inputs=snapshot)
         Leaderboard.objects.filter(pk=leaderboard_id).update(
             inputs=snapshot, chunks_total=len(bounds), progress=PROGRESS_PREPARED
         )
@@ -275,15 +279,18 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
                 )
             report = leaderboard_report(
                 inputs=inputs,
-                coefficient_set_name=leaderboard.coefficient_set.name,
+                coefficient_set_name=leaderboard.coefficient_set.name if leaderboard.coefficient_set else None,
                 boot=boot,
                 use_human_labels=leaderboard.use_human_labels,
                 objective=leaderboard.objective or None,
-                coefficient_exclusions=coefficient_set_exclusions(leaderboard.coefficient_set),
+                coefficient_exclusions=coefficient_set_exclusions(leaderboard.coefficient_set)
+                if leaderboard.coefficient_set
+                else None,
             )
             if "judge_outputs" in leaderboard.inputs:
                 report["judge_outputs"] = leaderboard.inputs["judge_outputs"]
-            add_judge_allocation(report, study=leaderboard.study, judges=leaderboard.inputs.get("judges"))
+            if leaderboard.coefficient_set is not None:
+                add_judge_allocation(report, study=leaderboard.study, judges=leaderboard.inputs.get("judges"))
         except (ArbiterError, ValueError, KeyError) as exc:
             leaderboard.status = Leaderboard.Status.FAILED
             leaderboard.error = f"merging the bootstrap: {' '.join(str(exc).split())}"
@@ -316,7 +323,7 @@ def leaderboard_publish(*, leaderboard: Leaderboard, published: bool, user: Any 
                 user=user,
                 study=leaderboard.study,
                 target=f"leaderboard {leaderboard.pk}",
-                coefficients=leaderboard.coefficient_set.name,
+                coefficients=leaderboard.source_name,
                 public_token=leaderboard.public_token,
             )
     leaderboard.refresh_from_db(fields=["published", "published_at"])

@@ -34,7 +34,10 @@ class Leaderboard(models.Model):
         FAILED = "failed", "Failed"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="leaderboards")
-    coefficient_set = models.ForeignKey(CoefficientSet, on_delete=models.PROTECT, related_name="leaderboards")
+    # None: a leaderboard of the human votes themselves (docs/protocol.md "Human leaderboard").
+    coefficient_set = models.ForeignKey(
+        CoefficientSet, null=True, blank=True, on_delete=models.PROTECT, related_name="leaderboards"
+    )
     resamples = models.PositiveIntegerField(default=2000)
     seed = models.BigIntegerField(default=20260831)
     use_human_labels = models.BooleanField(default=False)
@@ -62,11 +65,22 @@ class Leaderboard(models.Model):
         ordering = ["study", "-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.study_id}:{self.coefficient_set_id}:{self.created_at:%Y-%m-%d}"
+        return f"{self.study_id}:{self.coefficient_set_id or 'human'}:{self.created_at:%Y-%m-%d}"
 
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def from_human_votes(self) -> bool:
+        """A leaderboard of the study's human votes (no coefficient set, docs/protocol.md "Human
+        leaderboard")."""
+        return self.coefficient_set_id is None
+
+    @property
+    def source_name(self) -> str:
+        """What the outcomes come from: the coefficient set's name, or ``human votes``."""
+        return "human votes" if self.coefficient_set is None else self.coefficient_set.name
 
 
 class LeaderboardChunk(models.Model):

@@ -116,6 +116,12 @@ class PlanStartSerializer(serializers.Serializer):
         allow_null=True,
         help_text="adaptive: votes per re-allocation round (default: the serve-time refit, 50 serves)",
     )
+    verify = serializers.IntegerField(
+        min_value=PLAN_BOUNDS["verify"][0],
+        max_value=PLAN_BOUNDS["verify"][1],
+        required=False,
+        help_text="fresh simulated studies that check the plan (default 200; 0: no check)",
+    )
 
 
 assert set(PlanStartSerializer().fields) == set(PLAN_PARAMETERS)  # the API takes the command's inputs

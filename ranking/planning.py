@@ -34,7 +34,7 @@ from stats.errors import StatisticsError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from stats.planning import JudgeAssumptions, PlanTarget, Progress, StudyDesign, StudyPlan
+    from stats.planning import JudgeAssumptions, PlanCheck, PlanTarget, Progress, StudyDesign, StudyPlan
     from stats.study_simulation import StudyAssumptions
 
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
@@ -63,6 +63,8 @@ PLAN_PARAMETERS: dict[str, Any] = {
     "assurance": 0.8,
     "start_blocks": 1,
     "round_votes": None,
+    #: Fresh simulated studies that check the plan (``stats.planning.verify_plan``; 0: no check).
+    "verify": 200,
 }
 _INTEGERS = (
     "k",
@@ -76,6 +78,7 @@ _INTEGERS = (
     "seed",
     "start_blocks",
     "round_votes",
+    "verify",
 )
 _FLOATS = ("probability", "width", "half_width", "elo_sd", "tie_rate", "rater_noise", "assurance")
 #: Bounds of the whole-number inputs, so that one plan stays a bounded simulation (the ranges of
@@ -92,6 +95,7 @@ PLAN_BOUNDS: dict[str, tuple[int, int]] = {
     "seed": (0, 2**31 - 1),
     "start_blocks": (1, 100),
     "round_votes": (1, 1_000_000),
+    "verify": (0, 2000),
 }
 
 
@@ -324,8 +328,27 @@ def study_plan_compute(
     return plan, summary
 
 
-def study_plan_report(plan: StudyPlan, pilot: dict[str, Any] | None) -> dict[str, Any]:
-    return {**plan.to_dict(), "pilot": pilot, "writes_to_study": False}
+def study_plan_verify(plan: StudyPlan, n_studies: int) -> PlanCheck | None:
+    """The plan checked on ``n_studies`` fresh simulated studies of its size (None for 0)."""
+    from stats.planning import verify_plan
+
+    if not n_studies:
+        return None
+    try:
+        return verify_plan(plan, n_studies=n_studies)
+    except StatisticsError as exc:
+        raise ValidationFailed(str(exc)) from None
+
+
+def study_plan_report(
+    plan: StudyPlan, pilot: dict[str, Any] | None, check: PlanCheck | None = None
+) -> dict[str, Any]:
+    return {
+        **plan.to_dict(),
+        "pilot": pilot,
+        "verification": None if check is None else check.to_dict(plan.target),
+        "writes_to_study": False,
+    }
 
 
 def study_plan_csv(plan: StudyPlan) -> str:
@@ -401,13 +424,14 @@ def study_plan_write(
     *,
     plan: StudyPlan,
     pilot: dict[str, Any] | None,
+    check: PlanCheck | None = None,
     json_path: Path | None,
     csv_path: Path | None,
     plot_path: Path | None,
 ) -> None:
     if json_path is not None:
         write_text_atomic(
-            json_path, json.dumps(study_plan_report(plan, pilot), indent=2, allow_nan=False) + "\n"
+            json_path, json.dumps(study_plan_report(plan, pilot, check), indent=2, allow_nan=False) + "\n"
         )
     if csv_path is not None:
         write_text_atomic(csv_path, study_plan_csv(plan))
@@ -485,13 +509,15 @@ def study_plan_run_execute(*, run_id: int) -> str:
 
     try:
         plan, summary = study_plan_for_parameters(run.parameters, pilot=run.pilot, progress=progress)
+        # The page checks every plan on fresh studies by default (``verify``: 200).
+        check = study_plan_verify(plan, int(run.parameters.get("verify", PLAN_PARAMETERS["verify"])))
     except (ArbiterError, ValueError) as exc:
         study_plan_run_fail(run_id, str(exc))
         return "failed"
     StudyPlanRun.objects.filter(pk=run_id).update(
         status=StudyPlanRun.Status.DONE,
         progress=1.0,
-        result=json.loads(json.dumps(study_plan_report(plan, summary), allow_nan=False)),
+        result=json.loads(json.dumps(study_plan_report(plan, summary, check), allow_nan=False)),
         csv=study_plan_csv(plan),
         svg=study_plan_figure_bytes(plan, "svg").decode("utf-8"),
         finished_at=timezone.now(),

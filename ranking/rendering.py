@@ -31,6 +31,7 @@ CSV_COLUMNS = (
     "soft_preference",
     "appearances",
     "rank1_share",
+    "penalty",  # docs/protocol.md "Scores set by the penalty": empty unless the penalty sets the score
 )
 
 
@@ -53,6 +54,7 @@ def leaderboard_csv(report: Mapping[str, Any]) -> str:
                 repr(row["soft_preference"]),
                 row["appearances"],
                 repr(row["rank1_share"]),
+                row.get("penalty") or "",
             ]
         )
     return buffer.getvalue()

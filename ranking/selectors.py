@@ -62,6 +62,13 @@ class LeaderboardInputs:
     #: render's loss added by the ``aescode`` rule, not a judged comparison.
     render_failures: dict[str, Any] | None = None
     from_render_failure: np.ndarray | None = None
+    #: A serve-time adaptive study's human votes: each outcome's allocation probability, for the
+    #: debiased fit of docs/protocol.md "Scores of an adaptive study" (None: every other leaderboard).
+    propensity: np.ndarray | None = None
+    #: The seed of the debiased fit's parametric bootstrap (the study's seed, as on its page).
+    debias_seed: int = 0
+    #: The estimator's name when it is not the model's own (an adaptive study of whole blocks).
+    estimator: str = ""
 
     @property
     def n_comparisons(self) -> int:
@@ -86,6 +93,28 @@ def coefficient_judges(coefficient_set: CoefficientSet) -> tuple[list[str], np.n
     return names, beta
 
 
+def kept_main_votes(*, study: Study) -> tuple[Any, dict[str, Any] | None]:
+    """The valid main votes (A, TIE, B; no hidden repeat, voided assignment, gold or attention
+    trial) the study's saved exclusion rules keep, as a ``votes_frame``, and the ``exclusions``
+    object of those rules (None when none apply; issue 30: by default,
+    ``calibration.services.exclusion_rules.effective_rules``)."""
+    # Imported here: pandas and the votes frame are needed only when human votes are read.
+    from annotation.selectors.votes import votes_frame
+    from calibration.services.agreement import reference_votes_filtered
+    from calibration.services.exclusion_rules import effective_rules
+
+    votes = votes_frame(study=study, include_voided=False)
+    exclusions = None
+    rules, by_default = effective_rules(study, None)
+    if rules is not None:
+        votes, exclusions = reference_votes_filtered(study=study, votes=votes, rules=rules)
+        exclusions["applied_by_default"] = by_default
+    if votes.empty:
+        return votes, exclusions
+    votes = votes[~votes["is_repeat"].to_numpy(dtype=bool)]
+    return votes[votes["label"].isin(VALID_HUMAN_LABELS)], exclusions
+
+
 def human_references(*, study: Study) -> tuple[dict[str, float], dict[str, Any] | None]:
     """``{comparison id: h_i}`` over comparisons with ≥ 1 valid main vote
     (docs/protocol.md "Human reference and agreement"), and the ``exclusions`` object of the rules that chose
@@ -95,29 +124,43 @@ def human_references(*, study: Study) -> tuple[dict[str, float], dict[str, Any] 
     The study's saved exclusion rules apply as in the agreement and calibration reports (issue 30:
     by default, ``calibration.services.exclusion_rules.effective_rules``).
     """
-    # Imported here: pandas and the votes frame are needed only with --use-human-labels.
     import numpy as np
 
-    from annotation.selectors.votes import votes_frame
-    from calibration.services.agreement import reference_votes_filtered
-    from calibration.services.exclusion_rules import effective_rules
     from stats.preference import human_preferences
 
-    votes = votes_frame(study=study, include_voided=False)
-    exclusions = None
-    rules, by_default = effective_rules(study, None)
-    if rules is not None:
-        votes, exclusions = reference_votes_filtered(study=study, votes=votes, rules=rules)
-        exclusions["applied_by_default"] = by_default
-    if votes.empty:
-        return {}, exclusions
-    main = votes[~votes["is_repeat"].to_numpy(dtype=bool)]
-    main = main[main["label"].isin(VALID_HUMAN_LABELS)]
+    main, exclusions = kept_main_votes(study=study)
     if main.empty:
         return {}, exclusions
     ids = sorted(set(main["comparison"].astype(str)))
     _, h = human_preferences(main["label"].to_numpy(), main["comparison"].astype(str).to_numpy(), ids)
     return {cid: float(value) for cid, value in zip(ids, h, strict=True) if np.isfinite(value)}, exclusions
+
+
+def _comparison_rows(*, study: Study) -> list[tuple[Any, ...]]:
+    """The study's comparisons (both sets): id, external id, page, system ids of A and B, and
+    whether each candidate rendered. One query."""
+    return list(
+        Comparison.objects.filter(study=study)
+        .order_by("id")
+        .values_list(
+            "id",
+            "external_id",
+            "page__external_id",
+            "candidate_a__system_id",
+            "candidate_b__system_id",
+            "candidate_a__rendered",
+            "candidate_b__rendered",
+        )
+    )
+
+
+def _failed_side(rows: list[tuple[Any, ...]]) -> np.ndarray:
+    """docs/protocol.md "Failed renders in the leaderboard": a comparison where either candidate
+    failed to render (a candidate replaced by a failed render after it was scheduled) is never
+    scored from its votes, under either rule."""
+    import numpy as np
+
+    return np.fromiter((not (row[5] and row[6]) for row in rows), dtype=bool, count=len(rows))
 
 
 def leaderboard_inputs(
@@ -137,19 +180,7 @@ def leaderboard_inputs(
     from stats.proxy import proxy_outcomes
 
     judges, beta = coefficient_judges(coefficient_set)
-    rows = list(
-        Comparison.objects.filter(study=study)
-        .order_by("id")
-        .values_list(
-            "id",
-            "external_id",
-            "page__external_id",
-            "candidate_a__system_id",
-            "candidate_b__system_id",
-            "candidate_a__rendered",
-            "candidate_b__rendered",
-        )
-    )
+    rows = _comparison_rows(study=study)
     position = {row[0]: k for k, row in enumerate(rows)}
     judge_column = {
         judge_id: judges.index(name)
@@ -181,51 +212,150 @@ def leaderboard_inputs(
             if value is not None:
                 p[k] = value
                 from_human[k] = True
-    # docs/protocol.md "Failed renders in the leaderboard": a comparison where either candidate
-    # failed to render (a candidate replaced by a failed render after it was scheduled) is never
-    # scored from its votes, under either rule.
-    failed_side = np.fromiter((not (row[5] and row[6]) for row in rows), dtype=bool, count=len(rows))
-    judged = np.isfinite(p) & ~failed_side
-    scored = np.flatnonzero(judged)
+    failed_side = _failed_side(rows)
+    scored = np.flatnonzero(np.isfinite(p) & ~failed_side)
+    return _assemble_inputs(
+        study=study,
+        rows=rows,
+        outcome_rows=scored,
+        p=p[scored],
+        from_human=from_human[scored],
+        n_skipped=int((~np.isfinite(p) & ~failed_side).sum()),
+        judges=tuple(judges),
+        coefficients=tuple(float(x) for x in beta),
+        exclusions=exclusions,
+    )
+
+
+def human_leaderboard_inputs(*, study: Study, debiased: bool = False) -> LeaderboardInputs:
+    """The study's valid main votes as outcomes (docs/protocol.md "Human leaderboard"): one per
+    vote, 1 / ½ / 0 for canonical A's A / TIE / B, on its comparison's page.
+
+    The study's saved exclusion rules choose the votes as in the agreement and calibration
+    reports (``exclusions`` says whom they left out); hidden repeats, ``CANNOT_JUDGE``, gold and
+    attention trials and voided assignments are never outcomes; a comparison with a failed render
+    is never scored, and the ``aescode`` rule's losses of failed outputs each weigh as many votes
+    as a voted comparison has on average. ``n_skipped`` counts the comparisons without a kept vote.
+    With ``debiased`` (a serve-time adaptive study), ``propensity`` holds each vote's allocation
+    probability (1 / K for a vote not chosen at serve time, and for a failure's loss).
+    """
+    import numpy as np
+
+    from stats.preference import VOTE_VALUE
+
+    rows = _comparison_rows(study=study)
+    position = {row[1]: k for k, row in enumerate(rows)}
+    votes, exclusions = kept_main_votes(study=study)
+    if not votes.empty:
+        votes = votes[votes["comparison"].isin(list(position))]
+    labels = votes["label"].tolist() if not votes.empty else []
+    vote_rows = np.fromiter(
+        (position[c] for c in (votes["comparison"].tolist() if labels else [])), dtype=np.int64, count=len(labels)
+    )
+    points = np.array([VOTE_VALUE[label] for label in labels], dtype=np.float64)
+    failed_side = _failed_side(rows)
+    keep = ~failed_side[vote_rows]
+    voted = np.zeros(len(rows), dtype=bool)
+    voted[vote_rows[keep]] = True
+    n_voted = int(voted.sum())
+    propensity = None
+    if debiased:
+        raw = votes["allocation_probability"].to_numpy(dtype=float) if labels else np.zeros(0)
+        propensity = raw[keep]
+    return _assemble_inputs(
+        study=study,
+        rows=rows,
+        outcome_rows=vote_rows[keep],
+        p=points[keep],
+        from_human=np.ones(int(keep.sum()), dtype=bool),
+        n_skipped=int((~voted & ~failed_side).sum()),
+        judges=(),
+        coefficients=(),
+        exclusions=exclusions,
+        failure_repeat=max(1, round(int(keep.sum()) / n_voted)) if n_voted else 1,
+        propensity=propensity,
+        debias_seed=int(study.seed or 0),
+    )
+
+
+def _assemble_inputs(
+    *,
+    study: Study,
+    rows: list[tuple[Any, ...]],
+    outcome_rows: np.ndarray,
+    p: np.ndarray,
+    from_human: np.ndarray,
+    n_skipped: int,
+    judges: tuple[str, ...],
+    coefficients: tuple[float, ...],
+    exclusions: dict[str, Any] | None,
+    failure_repeat: int = 1,
+    propensity: np.ndarray | None = None,
+    debias_seed: int = 0,
+) -> LeaderboardInputs:
+    """The inputs from scored outcomes (``outcome_rows``: each outcome's index in ``rows``, none
+    with a failed render) plus the failure rule's outcomes, each ``failure_repeat`` times
+    (docs/protocol.md "Failed renders in the leaderboard")."""
+    import numpy as np
+
+    scored = np.asarray(outcome_rows, dtype=np.int64)
     system_rows = list(
         System.objects.filter(study=study)
         .order_by("position", "external_id")
         .values_list("id", "external_id", "name")
     )
-    summary, extra = _render_failures(study=study, system_rows=system_rows, n_left_out=int(failed_side.sum()))
-    used = {rows[k][3] for k in scored} | {rows[k][4] for k in scored}
-    used |= {system_rows[m][0] for m in (*extra.a.tolist(), *extra.b.tolist())}
+    summary, extra = _render_failures(
+        study=study, system_rows=system_rows, n_left_out=int(_failed_side(rows).sum())
+    )
+    extra_pages = tuple(page for page in extra.pages for _ in range(failure_repeat))
+    extra_a = np.repeat(extra.a, failure_repeat).tolist()
+    extra_b = np.repeat(extra.b, failure_repeat).tolist()
+    extra_p = np.repeat(extra.p, failure_repeat)
+    used = {rows[k][3] for k in scored.tolist()} | {rows[k][4] for k in scored.tolist()}
+    used |= {system_rows[m][0] for m in (*extra_a, *extra_b)}
     kept = [row for row in system_rows if row[0] in used]
     index = {row[0]: m for m, row in enumerate(kept)}
     by_position = [index.get(row[0], -1) for row in system_rows]
+    if summary is not None and failure_repeat > 1:
+        summary["votes_per_failure_outcome"] = failure_repeat
+    k_pairs = len(kept) * (len(kept) - 1) // 2
     return LeaderboardInputs(
         systems=tuple(row[1] for row in kept),
         names=tuple(row[2] for row in kept),
-        comparisons=tuple(rows[k][1] for k in scored)
-        + tuple(f"render failure {page}" for page in extra.pages),
-        pages=tuple(rows[k][2] for k in scored) + extra.pages,
+        comparisons=tuple(rows[k][1] for k in scored.tolist())
+        + tuple(f"render failure {page}" for page in extra_pages),
+        pages=tuple(rows[k][2] for k in scored.tolist()) + extra_pages,
         a=np.concatenate(
             [
-                np.fromiter((index[rows[k][3]] for k in scored), dtype=np.int64, count=len(scored)),
-                np.asarray([by_position[m] for m in extra.a.tolist()], dtype=np.int64),
+                np.fromiter((index[rows[k][3]] for k in scored.tolist()), dtype=np.int64, count=len(scored)),
+                np.asarray([by_position[m] for m in extra_a], dtype=np.int64),
             ]
         ),
         b=np.concatenate(
             [
-                np.fromiter((index[rows[k][4]] for k in scored), dtype=np.int64, count=len(scored)),
-                np.asarray([by_position[m] for m in extra.b.tolist()], dtype=np.int64),
+                np.fromiter((index[rows[k][4]] for k in scored.tolist()), dtype=np.int64, count=len(scored)),
+                np.asarray([by_position[m] for m in extra_b], dtype=np.int64),
             ]
         ),
-        p=np.concatenate([p[scored], extra.p]),
-        from_human=np.concatenate([from_human[scored], np.zeros(len(extra.pages), dtype=bool)]),
-        n_skipped=int(len(rows) - len(scored) - failed_side.sum()),
-        judges=tuple(judges),
-        coefficients=tuple(float(x) for x in beta),
+        p=np.concatenate([np.asarray(p, dtype=np.float64), extra_p]),
+        from_human=np.concatenate([np.asarray(from_human, dtype=bool), np.zeros(len(extra_pages), dtype=bool)]),
+        n_skipped=n_skipped,
+        judges=judges,
+        coefficients=coefficients,
         exclusions=exclusions,
         render_failures=summary,
         from_render_failure=np.concatenate(
-            [np.zeros(len(scored), dtype=bool), np.ones(len(extra.pages), dtype=bool)]
+            [np.zeros(len(scored), dtype=bool), np.ones(len(extra_pages), dtype=bool)]
         ),
+        propensity=None
+        if propensity is None
+        else np.concatenate(
+            [
+                np.where(np.isfinite(propensity), propensity, 1.0 / max(1, k_pairs)),
+                np.full(len(extra_pages), 1.0 / max(1, k_pairs)),
+            ]
+        ),
+        debias_seed=debias_seed,
     )
 
 

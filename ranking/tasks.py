@@ -60,7 +60,7 @@ def leaderboard_chunk_task(leaderboard_id: int, index: int) -> str:
 def leaderboard_start(
     *,
     study: Study,
-    coefficient_set: CoefficientSet | str,
+    coefficient_set: CoefficientSet | str | None,
     resamples: Any = DEFAULT_RESAMPLES,
     seed: Any = DEFAULT_SEED,
     use_human_labels: bool = False,

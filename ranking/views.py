@@ -24,7 +24,7 @@ from annotation.models import Study
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.studies import researcher_required
 from calibration.models import CoefficientSet
-from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES
+from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED, HUMAN_KINDS, MAX_RESAMPLES
 from ranking.leaderboard_runs import leaderboard_publish
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_parse_csv
@@ -77,12 +77,14 @@ def leaderboards_page(request: HttpRequest, slug: str) -> HttpResponse:
         "seed": request.POST.get("seed", DEFAULT_SEED),
         "use_human_labels": request.POST.get("use_human_labels") == "1",
         "model": request.POST.get("model", "bradley_terry"),
+        "human": request.POST.get("human") == "1",
     }
     if request.method == "POST":
         try:
             leaderboard = leaderboard_start(
                 study=study,
-                coefficient_set=str(form["coefficients"]),
+                # docs/protocol.md "Human leaderboard": the human votes themselves, no coefficient set.
+                coefficient_set=None if form["human"] else str(form["coefficients"]),
                 resamples=form["bootstrap"],
                 seed=form["seed"],
                 use_human_labels=bool(form["use_human_labels"]),
@@ -102,6 +104,7 @@ def leaderboards_page(request: HttpRequest, slug: str) -> HttpResponse:
         "form": form,
         "error": error,
         "max_resamples": MAX_RESAMPLES,
+        "human_kinds": HUMAN_KINDS,
     }
     return render(request, "ranking/leaderboards.html", context, status=400 if error else 200)
 
@@ -130,11 +133,18 @@ def leaderboard_detail(request: HttpRequest, slug: str, pk: int) -> HttpResponse
     if leaderboard.status == Leaderboard.Status.DONE:
         context.update(leaderboard_context(study=study, report=leaderboard.result))
         # Paper B.5: the version-sensitivity report against an earlier leaderboard of the study.
-        context["earlier_leaderboards"] = [
-            lb
-            for lb in leaderboards_for_study(study=study).filter(status=Leaderboard.Status.DONE)
-            if lb.pk != leaderboard.pk and leaderboard_moment(lb) < leaderboard_moment(leaderboard)
-        ]
+        # Judge leaderboards only: a leaderboard of human votes has no judge outputs to compare.
+        context["earlier_leaderboards"] = (
+            []
+            if leaderboard.from_human_votes
+            else [
+                lb
+                for lb in leaderboards_for_study(study=study).filter(
+                    status=Leaderboard.Status.DONE, coefficient_set__isnull=False
+                )
+                if lb.pk != leaderboard.pk and leaderboard_moment(lb) < leaderboard_moment(leaderboard)
+            ]
+        )
         compare_to = request.GET.get("compare_to", "").strip()
         if compare_to:
             try:

@@ -267,6 +267,23 @@ def debiased_bradley_terry(
     return corrected
 
 
+def rank_draws(fit: WeightedFit, *, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank intervals and rank-1 shares of a one-study fit (R = 1): ``draws`` seeded draws of θ from
+    the normal law of the estimator (its θ and covariance), ranked as the page-block bootstrap's
+    resamples are (docs/protocol.md "Human leaderboard"). Returns ((M, 2) integer 95 % rank
+    intervals, (M,) share of draws in which each system ranks first)."""
+    from stats.bradley_terry import ranks_from_theta
+
+    if fit.theta.shape[0] != 1:
+        raise StatisticsError("rank_draws takes the fit of one study (R = 1)")
+    rng = np.random.default_rng([46, seed])
+    theta = rng.multivariate_normal(fit.theta[0], fit.covariance[0], size=int(draws), method="eigh")
+    ranks = ranks_from_theta(theta)
+    low = np.percentile(ranks, 2.5, axis=0, method="lower")
+    high = np.percentile(ranks, 97.5, axis=0, method="higher")
+    return np.stack([low, high], axis=1).astype(np.int64), (ranks == 1).mean(axis=0)
+
+
 __all__ = [
     "IPW_ESTIMATOR",
     "WeightedFit",
@@ -275,4 +292,5 @@ __all__ = [
     "debiased_bradley_terry",
     "fit_weighted_totals",
     "ipw_bradley_terry",
+    "rank_draws",
 ]

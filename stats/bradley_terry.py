@@ -418,6 +418,35 @@ def soft_preference(a: np.ndarray, b: np.ndarray, p: np.ndarray, n_systems: int)
 # --------------------------------------------------------------------------- bootstrap
 
 
+def penalty_set(a: np.ndarray, b: np.ndarray, p: np.ndarray, n_systems: int) -> list[str | None]:
+    """Per system: ``"no win"`` when no outcome gives it a point (p̂ = 0 whenever it is A, 1
+    whenever it is B), ``"no loss"`` when none takes one from it, else None.
+
+    Such a system's maximum-likelihood θ is infinite; the 10⁻³ penalty of docs/protocol.md
+    "Deployment leaderboard" alone makes it finite, so its score (and the side of its interval the
+    data cannot bound) says how strong the penalty is, not how far the system is from the others
+    (docs/protocol.md "Scores set by the penalty")."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    p = np.asarray(p, dtype=np.float64)
+    won = np.bincount(a, weights=p, minlength=n_systems) + np.bincount(b, weights=1.0 - p, minlength=n_systems)
+    lost = np.bincount(a, weights=1.0 - p, minlength=n_systems) + np.bincount(b, weights=p, minlength=n_systems)
+    seen = appearances(a, b, n_systems) > 0
+    return [
+        ("no win" if won[k] <= 0 else "no loss" if lost[k] <= 0 else None) if seen[k] else None
+        for k in range(n_systems)
+    ]
+
+
+def pairs_without_outcomes(a: np.ndarray, b: np.ndarray, n_systems: int) -> list[tuple[int, int]]:
+    """The system pairs (i < j) that no outcome compares: their order comes only from the
+    other pairs (docs/protocol.md "Scores set by the penalty")."""
+    low = np.minimum(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+    high = np.maximum(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+    seen = set(zip(low.tolist(), high.tolist(), strict=True))
+    return [(i, j) for i in range(n_systems) for j in range(i + 1, n_systems) if (i, j) not in seen]
+
+
 def _pair_column(first: np.ndarray, second: np.ndarray, m: int) -> np.ndarray:
     """Column of the ordered pair (first, second) in the pair form [upper | lower] of length 2K."""
     low = np.minimum(first, second)

@@ -25,7 +25,7 @@ A/B clicker's expected share, so it caught at most half of them however many tri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -134,6 +134,70 @@ def gold_trials_for_power(
     return answer
 
 
+#: The accuracies on gold for which docs/protocol.md "Gold trials: the exclusion test" gives the rule's
+#: false-exclusion rate, and the planner's default (an honest rater's share of gold trials right).
+HONEST_ACCURACIES = (0.90, 0.93, 0.95, 0.97)
+DEFAULT_GOLD_ACCURACY = 0.93
+
+
+def _check_accuracy(accuracy: float) -> None:
+    if not 0.5 < accuracy < 1.0:
+        raise StatisticsError(f"the accuracy on gold must lie strictly between 0.5 and 1, got {accuracy!r}")
+
+
+def honest_exclusion_rate(
+    served: int, accuracy: float, *, honest_error: float = GOLD_HONEST_ERROR,
+    false_exclusion: float = GOLD_FALSE_EXCLUSION,
+) -> float:
+    """Exactly the share of honest raters the rule (calibrated at ``honest_error``) excludes when
+    they get each of ``served`` gold trials right with probability ``accuracy``, independently:
+    ``P(X ≥ c(n) | n, 1 − accuracy)``. Above ``false_exclusion`` when ``1 − accuracy`` exceeds
+    the rule's honest error rate (the audit of issue 46: 2.6 % at 90 % accuracy, 12 gold trials)."""
+    _check_accuracy(accuracy)
+    c = gold_critical_failures(served, honest_error=honest_error, false_exclusion=false_exclusion)
+    return 0.0 if c is None else float(binom.sf(c - 1, served, 1.0 - accuracy))
+
+
+@dataclass(frozen=True)
+class GoldPlan:
+    """The planner's gold suggestion for raters of a stated accuracy on gold: the rule calibrated
+    at that accuracy (``honest_error = 1 − accuracy``, the exclusion rules' ``gold_honest_error``),
+    the fewest gold trials per rater from which it catches ``power`` of A/B clickers at every larger
+    number, and at that number its critical count, its exact false-exclusion rate at that accuracy
+    and its power against each clicker of ``CLICKERS``."""
+
+    accuracy: float
+    honest_error: float
+    gold_trials: int
+    critical_failures: int
+    false_exclusion: float
+    power: dict[str, float]
+
+    def to_dict(self) -> dict[str, object]:
+        """Its fields, and the A/B clickers caught under a key a template can name."""
+        return {**asdict(self), "ab_clickers_caught": self.power["A/B"]}
+
+    def describe(self) -> str:
+        return (
+            f"{self.gold_trials} gold trials per rater for raters {self.accuracy:.0%} right on gold "
+            f"(gold_honest_error {self.honest_error:.2f}): excluded from {self.critical_failures} failures, "
+            f"{self.false_exclusion:.2%} of such honest raters excluded, "
+            f"{self.power['A/B']:.1%} of A/B and {self.power['A/B/TIE']:.1%} of A/B/TIE clickers caught"
+        )
+
+
+def gold_plan(
+    accuracy: float = DEFAULT_GOLD_ACCURACY, *, power: float = 0.9, false_exclusion: float = GOLD_FALSE_EXCLUSION
+) -> GoldPlan:
+    """The gold trials to plan for raters ``accuracy`` right on gold (``GoldPlan``)."""
+    _check_accuracy(accuracy)
+    honest = round(1.0 - accuracy, 10)
+    n = gold_trials_for_power(power, honest_error=honest, false_exclusion=false_exclusion)
+    row = gold_rule_row(n, honest_error=honest, false_exclusion=false_exclusion)
+    assert row.critical_failures is not None  # the power is reached, so some count excludes
+    return GoldPlan(accuracy, honest, n, row.critical_failures, row.false_exclusion, row.power)
+
+
 def describe_gold_rule(
     *, honest_error: float = GOLD_HONEST_ERROR, false_exclusion: float = GOLD_FALSE_EXCLUSION
 ) -> str:
@@ -147,12 +211,17 @@ def describe_gold_rule(
 
 __all__ = [
     "CLICKERS",
+    "DEFAULT_GOLD_ACCURACY",
     "GOLD_FALSE_EXCLUSION",
     "GOLD_HONEST_ERROR",
+    "HONEST_ACCURACIES",
+    "GoldPlan",
     "GoldRuleRow",
     "describe_gold_rule",
     "gold_critical_failures",
     "gold_excludes",
+    "gold_plan",
     "gold_rule_row",
     "gold_trials_for_power",
+    "honest_exclusion_rate",
 ]

@@ -29,8 +29,10 @@ docs/protocol.md "Human reference and agreement" Fleiss κ or
   κ / α.
 
 The votes needed is the smallest size after which the curve stays at the target (log-linear
-interpolation; whole blocks for adaptive ranking plans, which simulate the study's own blocks), with
-a percentile interval over a bootstrap of the simulated studies: the simulation's own uncertainty.
+interpolation), with a percentile interval over a bootstrap of the simulated studies: the
+simulation's own uncertainty. A ranking plan reads its curve one standard error low
+(``assured_share``), so that fresh studies of its size meet the target, and answers in the votes its
+raters hold (uniform) or its blocks hold (adaptive, which simulates the study's own blocks).
 κ / α plans read, by default, the share of studies reaching the half-width (``assurance``).
 """
 
@@ -48,7 +50,7 @@ from stats.allocation import Target, adaptive_rule, pair_indices
 from stats.bootstrap import bootstrap_page_blocks, bootstrap_units, percentile_interval
 from stats.defaults import ALLOCATIONS, PLAN_KINDS
 from stats.errors import StatisticsError
-from stats.gold_rule import CLICKERS, gold_trials_for_power
+from stats.gold_rule import CLICKERS, HONEST_ACCURACIES, gold_plan, gold_trials_for_power
 from stats.study_simulation import (
     SimulatedTruth,
     StudyAssumptions,
@@ -237,6 +239,12 @@ class StudyPlan:
         return max(1, math.ceil(self.raters_needed / self.design.raters_per_block))
 
     @property
+    def last_block_raters(self) -> int:
+        """Raters of the plan's last block (fewer than ``raters_per_block`` when a uniform plan's
+        votes end part-way through a block)."""
+        return self.raters_needed - (self.blocks_needed - 1) * self.design.raters_per_block
+
+    @property
     def judge_calls(self) -> int:
         if self.judges is not None and self.comparisons_needed is not None:
             # Calibration: every judge's outputs (orders × repeats) on every human-labelled comparison.
@@ -270,6 +278,8 @@ class StudyPlan:
             "judge_calls": self.judge_calls,
             "curve": [asdict(p) for p in self.points],
             "gold_trials_for_90pct_clickers": self.gold_suggestion(),
+            # The rule calibrated at each stated accuracy on gold (docs/protocol.md "Gold trials: the exclusion test").
+            "gold_plans": [gold_plan(a).to_dict() for a in HONEST_ACCURACIES],
             "mean_half_width_votes_needed": None
             if self.mean_votes_needed is None
             else _ceil_or_none(self.mean_votes_needed),
@@ -285,17 +295,64 @@ def _ceil_or_none(x: float) -> int | None:
 
 def ranking_looks(m: int, allocation: str, design: StudyDesign, max_votes_per_pair: float) -> np.ndarray:
     """The sizes a ranking plan reads. Uniform: a fine geometric grid (its allocation does not
-    depend on when the fit is read). Adaptive: the study's own granularity — its uniform start
-    blocks as one fixed-design look, then one adaptive round per block (or per ``round_votes``)."""
+    depend on when the fit is read). Adaptive: the study's own granularity (``study_looks``)."""
     if allocation != "adaptive":
         return look_grid(m, start_per_pair=1.0, stop_per_pair=max_votes_per_pair, ratio=1.15)
-    stop = max_votes_per_pair * m * (m - 1) / 2
+    return study_looks(design, math.ceil(max_votes_per_pair * m * (m - 1) / 2))
+
+
+def study_looks(design: StudyDesign, stop: int, *, max_looks: int = 2000) -> np.ndarray:
+    """An adaptive study's looks up to ``stop`` votes: its uniform start blocks as one fixed-design
+    look, then one re-allocation per round (``round_votes``, or a block), and every block's end
+    (a round that spans a block's end is read there too: a plan answers in whole blocks)."""
     start = design.start_blocks * design.block_votes
     step = design.round_votes or design.block_votes
-    looks = [start]
-    while looks[-1] < stop and len(looks) < 400:
-        looks.append(looks[-1] + step)
-    return np.array(looks, dtype=np.int64)
+    looks = {start}
+    votes = start
+    while votes < stop and len(looks) < max_looks:
+        votes = min(votes + step, stop)
+        looks.add(votes)
+    blocks = start
+    while blocks < votes:
+        blocks += design.block_votes
+        looks.add(blocks)
+    return np.array(sorted(looks), dtype=np.int64)
+
+
+def block_ends(design: StudyDesign, looks: np.ndarray) -> np.ndarray:
+    """Which of an adaptive study's ``looks`` end a block (the sizes a study is scheduled in)."""
+    start = design.start_blocks * design.block_votes
+    return (looks >= start) & ((looks - start) % design.block_votes == 0)
+
+
+#: One-sided margin of a ranking plan, in standard errors of its own simulated share: the plan is
+#: the smallest size at which the share *less one standard error* stays at the target, so that a
+#: fresh simulation of that size (``verify_plan``) reaches the target (issue 46: a plan read where
+#: its own 100 studies' share crossed 0.9 verified at 0.855 ± 0.025).
+PLAN_MARGIN_SE = 1.0
+#: The smallest uniform start (votes per system pair) at which the debiased scores of an adaptive
+#: study were measured within the protocol's bias and coverage
+#: (docs/protocol.md "Scores of an adaptive study"): an adaptive plan with a smaller start is refused.
+MIN_START_VOTES_PER_PAIR = 2
+#: Simulated studies of a ranking plan by default (one run of 10 systems takes seconds).
+RANKING_STUDIES = 1000
+
+
+def assured_share(reached: np.ndarray, *, margin_se: float = PLAN_MARGIN_SE) -> np.ndarray:
+    """The share of simulated studies meeting the target at each look, ``reached`` (looks, studies),
+    made non-decreasing in the votes (isotonic regression, scikit-learn: it pools the noise of
+    neighbouring looks) and lowered to its Wilson bound ``margin_se`` standard errors below."""
+    from sklearn.isotonic import IsotonicRegression
+
+    n = reached.shape[1]
+    share = IsotonicRegression(increasing=True, y_min=0.0, y_max=1.0).fit_transform(
+        np.arange(reached.shape[0]), np.asarray(reached, dtype=np.float64).mean(axis=1)
+    )
+    z = margin_se
+    den = 1 + z * z / n
+    centre = (share + z * z / (2 * n)) / den
+    half = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / den
+    return np.clip(centre - half, 0.0, 1.0)
 
 
 def _ranking_reached(
@@ -309,12 +366,34 @@ def _ranking_reached(
     return run.top_correct if target.kind == "top_k" else run.max_adjacent_width <= target.width_elo
 
 
+def _adaptive_reached(
+    truth: SimulatedTruth, target: PlanTarget, design: StudyDesign, seed: int, max_votes_per_pair: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """An adaptive plan's block ends and whether each study meets the target there. The study is
+    played to one block past its start, then to twice as many blocks, … until the last block end's
+    assured share meets the target (or ``max_votes_per_pair``): a study played further repeats the
+    same draws up to where the shorter one stopped, so the answer does not depend on the windows."""
+    m = truth.n_systems
+    start = design.start_blocks * design.block_votes
+    most = max(start, math.ceil(max_votes_per_pair * m * (m - 1) / 2))
+    blocks = 1
+    while True:
+        stop = min(most, start + blocks * design.block_votes)
+        looks = study_looks(design, stop)
+        reached = _ranking_reached(truth, target, "adaptive", looks, seed)
+        keep = block_ends(design, looks)
+        looks, reached = looks[keep], reached[keep]
+        if assured_share(reached)[-1] >= target.probability - 1e-12 or stop >= most or len(looks) < 2:
+            return looks, reached
+        blocks *= 2
+
+
 def _bootstrap_crossing(
     votes: np.ndarray, reached: np.ndarray, level: float, rng: np.random.Generator, *, interpolate: bool = True
 ) -> tuple[float, float]:
     n = reached.shape[1]
     draws = [
-        votes_staying(votes, reached[:, rng.integers(0, n, n)].mean(axis=1), level, interpolate=interpolate)
+        votes_staying(votes, assured_share(reached[:, rng.integers(0, n, n)]), level, interpolate=interpolate)
         for _ in range(PLAN_BOOTSTRAP)
     ]
     arr = np.array(draws)
@@ -329,11 +408,16 @@ def plan_ranking(
     *,
     allocation: str = "uniform",
     design: StudyDesign | None = None,
-    n_studies: int = 100,
+    n_studies: int = RANKING_STUDIES,
     seed: int = 0,
     max_votes_per_pair: float = 400.0,
 ) -> StudyPlan:
-    """Votes needed for a ranking target, by playing ``n_studies`` simulated studies forward."""
+    """Votes needed for a ranking target, by playing ``n_studies`` simulated studies forward.
+
+    The answer is the smallest size from which the share of studies meeting the target, less one
+    standard error (``assured_share``), stays at the target probability; in whole raters for a
+    uniform plan (the votes its raters hold), in whole blocks for an adaptive one (the votes its
+    blocks hold: a serve-time study builds blocks of the start's size)."""
     if not target.is_ranking:
         raise StatisticsError(f"target {target.kind} is not a ranking target")
     if allocation not in ALLOCATIONS:
@@ -346,28 +430,52 @@ def plan_ranking(
         raise StatisticsError(
             f"target top-{target.k} is impossible with {m} systems (k must be below the system count)"
         )
+    k_pairs = m * (m - 1) // 2
+    start = design.start_blocks * design.block_votes
+    if allocation == "adaptive" and start < MIN_START_VOTES_PER_PAIR * k_pairs:
+        raise StatisticsError(
+            f"the uniform start ({design.start_blocks} block(s), {start} votes) holds "
+            f"{start / k_pairs:.1f} votes per system pair; the scores of an adaptive study are measured "
+            f"unbiased from {MIN_START_VOTES_PER_PAIR} per pair ({MIN_START_VOTES_PER_PAIR * k_pairs} votes for "
+            f"{m} systems): give more start blocks, or larger ones"
+        )
     truth = simulated_truth(assumptions, [seed * 100_003 + i for i in range(n_studies)])
-    looks = ranking_looks(m, allocation, design, max_votes_per_pair)
-    reached = _ranking_reached(truth, target, allocation, looks, seed)
+    whole = allocation == "adaptive"
+    if whole:
+        looks, reached = _adaptive_reached(truth, target, design, seed, max_votes_per_pair)
+    else:
+        looks = ranking_looks(m, allocation, design, max_votes_per_pair)
+        reached = _ranking_reached(truth, target, allocation, looks, seed)
     points = []
     for t, votes in enumerate(looks):
         hits = int(reached[t].sum())
         low, high = wilson_interval(hits, n_studies)
         points.append(PlanPoint(int(votes), hits / n_studies, low, high))
-    # Adaptive plans read whole blocks (or rounds): the answer is a size the study really reaches.
-    whole = allocation == "adaptive"
-    needed = votes_staying(looks, reached.mean(axis=1), target.probability, interpolate=not whole)
-    if not math.isfinite(needed):
+    crossing = votes_staying(looks, assured_share(reached), target.probability, interpolate=not whole)
+    if not math.isfinite(crossing):
         raise StatisticsError(
             f"target {target.describe()} not reached within {int(looks[-1])} votes "
-            f"({max_votes_per_pair:g} per pair); lower the target"
+            f"({max_votes_per_pair:g} per pair, {n_studies} simulated studies, less one standard error); "
+            "lower the target"
         )
     interval = _bootstrap_crossing(
         looks, reached, target.probability, np.random.default_rng([seed, 31]), interpolate=not whole
     )
+    if not whole:
+        # Uniform: the whole raters that hold the votes (a study's last block may be part-filled).
+        crossing = _whole_raters(crossing, design)
+        interval = (_whole_raters(interval[0], design), _whole_raters(interval[1], design))
+    needed = crossing
     return StudyPlan(
         target, allocation, assumptions, design, n_studies, seed, tuple(points), needed, interval
     )
+
+
+def _whole_raters(votes: float, design: StudyDesign) -> float:
+    """The votes of the fewest whole raters holding ``votes`` (inf stays inf)."""
+    if not math.isfinite(votes):
+        return votes
+    return float(math.ceil(votes / design.main_per_rater - 1e-9) * design.main_per_rater)
 
 
 def _agreement_half_widths(
@@ -648,7 +756,8 @@ def plan_study(
     """The plan for any target (ranking targets by sequential simulation, κ / α / Brier by bootstrap)."""
     if target.is_ranking:
         plan = plan_ranking(
-            assumptions, target, allocation=allocation, design=design, n_studies=n_studies or 100, seed=seed
+            assumptions, target, allocation=allocation, design=design, n_studies=n_studies or RANKING_STUDIES,
+            seed=seed,
         )
         if progress is not None:
             progress(1.0)
@@ -682,6 +791,16 @@ class PlanCheck:
     n_studies: int
     seed: int
 
+    def meets(self, target: PlanTarget) -> bool:
+        """The target is reached within one Monte Carlo standard error."""
+        if self.statistic == "mean half-width":
+            return self.achieved <= target.half_width + self.mc_error
+        level = target.probability if target.is_ranking else float(target.assurance or 0.0)
+        return self.achieved >= level - self.mc_error
+
+    def to_dict(self, target: PlanTarget) -> dict:
+        return {**asdict(self), "meets_target": self.meets(target), "description": self.describe()}
+
     def describe(self) -> str:
         return (
             f"verified on {self.n_studies} fresh simulated studies of {self.votes} votes (seed {self.seed}): "
@@ -695,8 +814,9 @@ def verify_plan(
     """Simulate ``n_studies`` new studies (seeds the plan did not use) of the planned size from the
     plan's own assumptions and read what the target asks: P(met) for ranking targets, the share of
     studies whose half-width reaches the target for κ / α with an assurance, else the mean half-width.
-    The planned size: adaptive ranking plans, the whole-block size they answered; uniform ranking
-    plans, the votes needed rounded up; κ / α / Brier, the comparisons needed."""
+    The planned size: adaptive ranking plans, the whole blocks they answered; uniform ranking
+    plans, the whole raters they answered; κ / α / Brier, the comparisons needed. Adaptive studies
+    are played through the plan's own rounds and blocks (``study_looks``)."""
     if n_studies < 10:
         raise StatisticsError(f"at least 10 simulated studies are needed, got {n_studies}")
     check_seed = plan.seed + 7_919 if seed is None else seed
@@ -706,7 +826,8 @@ def verify_plan(
     if target.is_ranking:
         votes = math.ceil(plan.votes_needed)
         if plan.allocation == "adaptive":
-            looks = _looks_to(plan.design, votes)
+            looks = study_looks(plan.design, votes)
+            looks = looks[looks <= votes]
         else:
             looks = np.array([votes], dtype=np.int64)
         reached = _ranking_reached(truth, target, plan.allocation, looks, check_seed)[-1]
@@ -737,14 +858,6 @@ def verify_plan(
                          math.sqrt(p * (1 - p) / n_studies), n_studies, check_seed)
     return PlanCheck(votes, "mean half-width", float(widths.mean()),
                      float(widths.std(ddof=1) / math.sqrt(n_studies)), n_studies, check_seed)
-
-
-def _looks_to(design: StudyDesign, votes: int) -> np.ndarray:
-    """The adaptive study's looks (uniform start, then its rounds) up to ``votes``."""
-    start = design.start_blocks * design.block_votes
-    step = design.round_votes or design.block_votes
-    looks = list(range(start, max(start, votes) + 1, step))
-    return np.array(looks, dtype=np.int64)
 
 
 def pilot_assumptions(

@@ -61,6 +61,9 @@ class StudyAssumptions:
     position_bias_sd: float = 0.25
     n_raters: int = 20
     elo: tuple[float, ...] | None = None  # true scores (e.g. a pilot's fit) instead of the quantiles
+    #: Share of votes from random clickers, who answer left or right at random whatever is shown
+    #: (with counterbalanced sides: either system with probability ½, never TIE).
+    clicker_share: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.n_systems, bool) or not isinstance(self.n_systems, int) or self.n_systems < 2:
@@ -75,6 +78,8 @@ class StudyAssumptions:
             raise StatisticsError(f"sloppy_share must lie in [0, 1], got {self.sloppy_share!r}")
         if not 0.0 <= self.position_bias_sd <= 3.0:
             raise StatisticsError(f"position_bias_sd must lie in [0, 3], got {self.position_bias_sd!r}")
+        if not 0.0 <= self.clicker_share < 1.0:
+            raise StatisticsError(f"clicker_share must lie in [0, 1), got {self.clicker_share!r}")
         if self.n_raters < 1:
             raise StatisticsError(f"n_raters must be at least 1, got {self.n_raters!r}")
         if self.elo is not None and (
@@ -153,6 +158,9 @@ def simulated_truth(assumptions: StudyAssumptions, seeds: Sequence[int]) -> Simu
     tau = 0.5 * (low + high)
     probabilities = np.clip(rater_mixture_probabilities(diff, noise, bias, tau), 0.0, 1.0)
     probabilities /= probabilities.sum(axis=-1, keepdims=True)
+    if assumptions.clicker_share:
+        c = assumptions.clicker_share
+        probabilities = (1.0 - c) * probabilities + c * np.array([0.5, 0.0, 0.5])
     return SimulatedTruth(tuple(int(s) for s in seeds), elo, probabilities, tau)
 
 

@@ -108,6 +108,7 @@ def _media_root(tmp_path: Path, settings: object) -> Iterator[Path]:
     media.mkdir()
     settings.MEDIA_ROOT = media  # type: ignore[attr-defined]
     settings.ARBITER_BUNDLE_ARCHIVE = tmp_path / "bundles"  # type: ignore[attr-defined]  # new_study's kept bundles
+    settings.ARBITER_NEW_STUDY_RENDERS = tmp_path / "new-study-renders"  # type: ignore[attr-defined]
     yield media
 
 

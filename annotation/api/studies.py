@@ -39,10 +39,9 @@ from annotation.services.bundles.upload import study_import_upload
 from annotation.services.crowd_settings import CROWD_SETTINGS
 from annotation.services.new_study.options import with_failure_rule
 from annotation.services.new_study.plan import KINDS
-from annotation.services.new_study.uploads import new_study_from_upload, upload_options
-from annotation.services.new_study_runs import runs_on_workers
+from annotation.services.new_study.uploads import upload_fields_check, upload_options
 from annotation.services.studies import study_settings_update
-from annotation.tasks import new_study_run_start
+from annotation.tasks import new_study_run_start, new_study_run_start_from_dry_run
 
 ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 
@@ -258,14 +257,19 @@ class NewStudyRunApi(ResearcherApi):
             ref_name = "NewStudyRun"
 
         run = serializers.CharField(help_text="the run's token")
-        status = serializers.ChoiceField(choices=("queued", "running", "done", "failed"))
+        status = serializers.ChoiceField(choices=("queued", "running", "done", "failed", "cancelled"))
         stage = serializers.CharField(help_text="what the worker is doing")
         done = serializers.IntegerField(allow_null=True)
         total = serializers.IntegerField(allow_null=True)
         error = serializers.CharField(help_text="one line, when failed")
         slug = serializers.CharField(allow_null=True, help_text="the new study, when done (null on a dry run)")
         report = serializers.CharField(help_text="what new_study --dry-run prints, when done")
-        url = serializers.CharField(help_text="this run's address")
+        progress = serializers.DictField(
+            help_text="per group (each system, 'reference') pages rendered and failed; failures [file as uploaded, "
+            "reason]; pages rendered by this run and kept from its dry run; the counts, when done"
+        )
+        dry_run = serializers.BooleanField()
+        url = serializers.CharField(help_text="this run's address; POST to it makes a finished dry run into the study")
 
     @staticmethod
     def output(run: NewStudyRun) -> dict[str, object]:
@@ -278,6 +282,8 @@ class NewStudyRunApi(ResearcherApi):
             "error": run.error,
             "slug": run.study.slug if run.study is not None else None,
             "report": run.report,
+            "progress": run.progress,
+            "dry_run": bool(run.parameters.get("dry_run")),
             "url": reverse("studies:api-new-run", kwargs={"token": run.token}),
         }
 
@@ -285,6 +291,18 @@ class NewStudyRunApi(ResearcherApi):
     def get(self, request: Request, token: str) -> Response:
         run = new_study_run_for_user(user=request.user, token=token)
         return Response(self.OutputSerializer(self.output(run)).data)
+
+    @extend_schema(
+        operation_id="studies_new_run_create",
+        request=None,
+        responses={202: OutputSerializer, 404: ERROR, 409: ERROR},
+        description="Make a finished dry run into the study: its upload and renders are taken over, so nothing is "
+        "uploaded or rendered again (202 with the new run). 409 when the dry run is not finished or was used.",
+    )
+    def post(self, request: Request, token: str) -> Response:
+        dry_run = new_study_run_for_user(user=request.user, token=token)
+        run = new_study_run_start_from_dry_run(dry_run=dry_run)
+        return Response(self.OutputSerializer(self.output(run)).data, status=status.HTTP_202_ACCEPTED)
 
 
 class StudyNewApi(ResearcherApi):
@@ -330,6 +348,15 @@ class StudyNewApi(ResearcherApi):
             "outputs, aescode counts a failed output as losing to a rendered one "
             "(docs/protocol.md \"Failed renders in the leaderboard\"). Kept as the render option's failure_rule.",
         )
+        media = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="CSV rows (or JSONL) of page, system, kind, x0, y0, x1, y1: the media regions of image pages "
+            "(system empty: the reference; kind none: no media) (docs/new-study.md \"Media regions of PNG pages\").",
+        )
+        neutralize = serializers.ChoiceField(
+            choices=("yes", "no"), required=False, allow_blank=True, default="",
+            help_text="no: show every image's media as it is (settings.neutralize_media false).",
+        )
         dry_run = serializers.BooleanField(required=False, default=False)
 
     class OutputSerializer(serializers.Serializer):
@@ -345,9 +372,12 @@ class StudyNewApi(ResearcherApi):
         request={"multipart/form-data": InputSerializer},
         responses={201: OutputSerializer, 200: OutputSerializer, 202: NewStudyRunApi.OutputSerializer, 400: ERROR},
         description="Make a study from a .zip of folders or a manifest, as `manage.py new_study` does, and import it "
-        "all or nothing (201). With dry_run=true nothing is written: the counts and the dry-run report (200). An error "
-        "answers 400 with one line naming the file. With a broker configured, a worker does it: 202 with the run, "
-        "whose progress and result `GET /api/studies/new/runs/<run>/` gives.",
+        "all or nothing. The upload is stored and made into a study in the background (a Celery worker, or without a "
+        "broker the server's background queue): 202 with the run, whose progress and result "
+        "`GET /api/studies/new/runs/<run>/` gives; `POST` there makes a finished dry run (dry_run=true: nothing "
+        "written) into the study from the same upload and renders. A field error answers 400 with one line naming "
+        "the field. Only when the server computes before answering (ARBITER_TASKS_IN_BACKGROUND=0, no broker) does "
+        "this answer with the result: 201 (the study), 200 (a dry run's counts and report) or 400 (the error).",
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -356,38 +386,33 @@ class StudyNewApi(ResearcherApi):
             return Response({"detail": f"{field}: {errors[0]}"}, status=status.HTTP_400_BAD_REQUEST)
         values = serializer.validated_data
         options = with_failure_rule(
-            upload_options(options_json=values["options"], slug=values["slug"], title=values["title"]),
+            upload_options(
+                options_json=values["options"], slug=values["slug"], title=values["title"],
+                media=values["media"], neutralize=values["neutralize"],
+            ),
             values["render_failures"],
             where="render_failures",
         )
-        if runs_on_workers():
-            run = new_study_run_start(
-                upload=values["file"],
-                parameters={
-                    "kind": values["kind"],
-                    "manifest": values["manifest"],
-                    "reference": values["reference"],
-                    "match": values["match"],
-                    "options": options,
-                    "comparisons": values["comparisons"],
-                    "dry_run": values["dry_run"],
-                },
-                user=request.user,
-            )
-            return Response(NewStudyRunApi.output(run), status=status.HTTP_202_ACCEPTED)
-        plan, study = new_study_from_upload(
+        upload_fields_check(kind=values["kind"], manifest=values["manifest"], reference=values["reference"], options=options)
+        run = new_study_run_start(
             upload=values["file"],
-            kind=values["kind"],
-            manifest=values["manifest"],
-            reference=values["reference"],
-            match=values["match"] or None,
-            options=options,
-            comparisons=values["comparisons"],
-            dry_run=values["dry_run"],
+            parameters={
+                "kind": values["kind"],
+                "manifest": values["manifest"],
+                "reference": values["reference"],
+                "match": values["match"],
+                "options": options,
+                "comparisons": values["comparisons"],
+                "dry_run": values["dry_run"],
+            },
             user=request.user,
         )
-        data = {"slug": study.slug if study else None, "counts": plan.counts(), "report": plan.report()}
-        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED if study else status.HTTP_200_OK)
+        if run.status == run.Status.FAILED:  # made at once (ARBITER_TASKS_IN_BACKGROUND=0, no broker)
+            return Response({"detail": run.error}, status=status.HTTP_400_BAD_REQUEST)
+        if run.status == run.Status.DONE:
+            data = {"slug": run.study.slug if run.study else None, "counts": run.progress.get("counts", {}), "report": run.report}
+            return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED if run.study else status.HTTP_200_OK)
+        return Response(NewStudyRunApi.output(run), status=status.HTTP_202_ACCEPTED)
 
 
 class StudyExportApi(ResearcherApi):

@@ -16,6 +16,7 @@ row lock, so the answer's screen reads that trial by its key (``trial_next`` wit
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
@@ -50,6 +51,7 @@ from annotation.services.answers import (
     TrialView,
     VoteInput,
     assignment_counts,
+    trial_blocks,
     trial_images,
     trial_next,
     trial_shown_files,
@@ -602,6 +604,7 @@ def _state_context(
              "bboxes": [",".join(f"{v:g}" for v in t["bbox_1000"]) for t in axis["targets"]]}
             for i, axis in enumerate(view.axes)
         ]
+        context["blocks"] = {slot: blocks_attribute(b) for slot, b in trial_blocks(view.trial).items()}
         ref = view.trial.comparison.page.image if view.trial.comparison else None  # type: ignore[union-attr]
         context["ref_size"] = (ref.width, ref.height) if ref else None
         context["boxes"] = [",".join(f"{v:g}" for v in box) for box in view.boxes if len(box) == 4]
@@ -610,6 +613,24 @@ def _state_context(
             for i, d in enumerate(view.dimensions)
         ]
     return context
+
+
+BLOCK_TYPES = frozenset({"title", "text", "list", "table", "formula", "figure"})
+
+
+def blocks_attribute(blocks: Any) -> str:
+    """A page's blocks as the trial page reads them (``data-blocks``, static/annotation/trial.js):
+    ``[[type, y0, y1], ...]`` in thousandths of the page's height, geometry only (never a block's
+    text); empty when the page has none."""
+    out = []
+    for block in blocks if isinstance(blocks, list) else []:
+        box = block.get("bbox_1000") if isinstance(block, dict) else None
+        if block.get("type") in BLOCK_TYPES and isinstance(box, list) and len(box) == 4:
+            try:
+                out.append([block["type"], round(float(box[1]), 1), round(float(box[3]), 1)])
+            except (TypeError, ValueError):
+                continue
+    return json.dumps(out, separators=(",", ":")) if out else ""
 
 
 def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:

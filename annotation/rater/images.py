@@ -14,7 +14,7 @@ The rater cannot read the file names (they would tell a hidden repeat from its o
 forge or move the cookie to another session, because it does not decrypt without the session key.
 
 Image requests go through Django's middleware like every other request: the security headers,
-the request log and the Server-Timing header are Django's. The session is never loaded on the
+the request log and the timing metrics are Django's. The session is never loaded on the
 pass's path (the session key is read from its cookie), so a granted image costs no query.
 """
 

@@ -10,6 +10,7 @@ DOM") come from the rendered DOM.
 - :mod:`annotation.render.settings`: the settings of a render and their parsing.
 - :mod:`annotation.render.sandbox`: which file a request may read.
 - :mod:`annotation.render.media_regions`: the DOM's media boxes in 0–1000 page coordinates.
+- :mod:`annotation.render.page_blocks`: the DOM's blocks (title, text, list, table, formula, figure).
 - :mod:`annotation.render.chromium`: the browser's flags, launch and manifest.
 - :mod:`annotation.render.renderer`: one worker rendering pages one after another.
 - :mod:`annotation.render.pages`: a folder of pages to PNG + JSON, several workers at once.

@@ -4,17 +4,25 @@ Never a browser download: Playwright's sync API drives ``/usr/bin/chromium`` (De
 ``chromium``). The flags make raster output stable (software raster, sRGB, no hinting, no LCD
 text, no scrollbars) and put the second layer of isolation in place: a proxy that refuses
 everything, loopback included, so a request the in-page interception misses still goes nowhere.
+As root, the browser runs as an unprivileged user with its own sandbox on, and its environment
+is never the server's (:func:`launch`).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import pwd
 import re
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import uuid
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,8 @@ CHROMIUM_PACKAGE = "chromium"
 # Port 9 (discard) on loopback: nothing listens there, so every proxied request is refused.
 REFUSING_PROXY = "http://127.0.0.1:9"
 JS_HEAP_MB = 512
+DEFAULT_BROWSER_USERS = ("arbiter-render", "nobody")
+BROWSER_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 STABLE_FLAGS = (
     "--disable-gpu",
@@ -50,7 +60,13 @@ STABLE_FLAGS = (
     "--disable-breakpad",
     "--disable-domain-reliability",
     "--no-pings",
-    "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,AutofillServerCommunication",
+    # IsolateSandboxedIframes: a sandboxed frame in the page's own process, where the determinism script reaches it.
+    "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions,AutofillServerCommunication,"
+    "IsolateSandboxedIframes",
+    # Animated GIF, APNG and WebP images stand at their first frame (imageAnimationPolicy=2: no
+    # animation); Playwright's own settings repeated (the last --blink-settings wins).
+    "--blink-settings=primaryHoverType=2,availableHoverTypes=2,primaryPointerType=4,availablePointerTypes=4,"
+    "imageAnimationPolicy=2",
     f"--js-flags=--max-old-space-size={JS_HEAP_MB}",
 )
 ISOLATION_FLAGS = (
@@ -67,30 +83,89 @@ def check_available() -> None:
     """Raise :class:`RenderUnavailable` (one line naming what to install) unless both are there."""
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         raise RenderUnavailable(
-            f"rendering needs Debian's Chromium at {CHROMIUM}: install the Debian package "
-            f"'{CHROMIUM_PACKAGE}' (apt-get install {CHROMIUM_PACKAGE})"
+            f"rendering needs Debian's Chromium at {CHROMIUM}: sudo apt-get install {CHROMIUM_PACKAGE} "
+            "(or set ARBITER_CHROMIUM to its path)"
         )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         raise RenderUnavailable(
-            "rendering needs Playwright for Python: pip install 'arbiter[render]' (the browser is Debian's "
+            "rendering needs Playwright for Python: run `make run` in the checkout, or "
+            "`.venv/bin/pip install -e '.[render]'` there (the browser is Debian's "
             f"'{CHROMIUM_PACKAGE}' package, never a download)"
         ) from None
 
 
 def sandboxed() -> bool:
-    """Chromium's own process sandbox: on, unless running as root (it cannot start as root, as in
-    this project's containers) or ``ARBITER_RENDER_NO_SANDBOX=1`` says the machine cannot host it."""
-    return os.geteuid() != 0 and os.environ.get("ARBITER_RENDER_NO_SANDBOX") != "1"
+    """Chromium's own process sandbox: on (as root too: the browser then runs as
+    :func:`browser_user`), unless ``ARBITER_RENDER_NO_SANDBOX=1`` says the machine cannot host it."""
+    return os.environ.get("ARBITER_RENDER_NO_SANDBOX") != "1"
+
+
+@dataclass(frozen=True)
+class BrowserUser:
+    """The unprivileged user the browser runs as when the renderer runs as root."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+def browser_user() -> BrowserUser | None:
+    """Who the browser runs as: None (the renderer's own user) unless the renderer runs as root;
+    then ``ARBITER_RENDER_USER``, by default the system user ``arbiter-render`` (``make chromium``
+    and the container image create it), else ``nobody``. One line when that user does not exist."""
+    if os.geteuid() != 0:
+        return None
+    names = [os.environ["ARBITER_RENDER_USER"]] if os.environ.get("ARBITER_RENDER_USER") else list(DEFAULT_BROWSER_USERS)
+    for name in names:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        if entry.pw_uid == 0 or entry.pw_gid == 0:
+            raise RenderUnavailable(f"ARBITER_RENDER_USER: {name!r} is root or in group root; name an unprivileged user")
+        return BrowserUser(name, entry.pw_uid, entry.pw_gid)
+    raise RenderUnavailable(
+        f"rendering as root needs an unprivileged user for the browser: {names[0]!r} does not exist "
+        "(make chromium creates 'arbiter-render'; or set ARBITER_RENDER_USER)"
+    )
+
+
+def browser_environment() -> dict[str, str]:
+    """All the browser's environment: a fixed ``PATH``, ``HOME``, the locale and time zone, and
+    fontconfig's own variables when set. Never the server's: no secret key, database URL or API key."""
+    env = {"PATH": BROWSER_PATH, "HOME": os.environ.get("HOME") or "/nonexistent", "LANG": "C.UTF-8", "TZ": "UTC"}
+    for name in ("FONTCONFIG_FILE", "FONTCONFIG_PATH"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+@cache
+def _user_shim(user: BrowserUser) -> str:
+    """An executable that starts :data:`CHROMIUM` as ``user`` (Playwright takes one path, with no
+    argument of ours): ``annotation/render/browser_user.py`` under this Python, in a folder only
+    root can read, removed at exit."""
+    folder = tempfile.mkdtemp(prefix="arbiter-browser-")
+    atexit.register(shutil.rmtree, folder, True)
+    shim = Path(folder) / "chromium"
+    helper = Path(__file__).with_name("browser_user.py")
+    words = [sys.executable, "-I", "-S", str(helper), str(user.uid), str(user.gid), CHROMIUM]
+    shim.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in words) + ' "$@"\n')
+    shim.chmod(0o700)
+    return str(shim)
 
 
 def launch(playwright: Any, marker: str) -> Any:
-    """Start Chromium for one render worker. ``marker`` (an ignored switch) finds its processes."""
+    """Start Chromium for one render worker. ``marker`` (an ignored switch) finds its processes.
+    As root, the browser runs as :func:`browser_user`; its environment is :func:`browser_environment`."""
+    user = browser_user()
     try:
         return playwright.chromium.launch(
-            executable_path=CHROMIUM,
+            executable_path=_user_shim(user) if user is not None else CHROMIUM,
             args=[*FLAGS, f"--arbiter-render={marker}"],
+            env=browser_environment(),
             chromium_sandbox=sandboxed(),
             handle_sigint=False,
             handle_sigterm=False,
@@ -127,27 +202,35 @@ def _cmdlines() -> dict[int, tuple[int, str]]:
     return table
 
 
+def browser_processes(marker: str) -> dict[int, str]:
+    """pid → command line of the browser started with ``marker`` and of every process under it
+    (found by its marker switch: only this worker's browser)."""
+    table = _cmdlines()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, str] = {}
+    stack = [pid for pid, (_, cmd) in table.items() if f"--arbiter-render={marker}" in cmd and "--type=" not in cmd]
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found[pid] = table[pid][1]
+            stack.extend(children.get(pid, []))
+    return found
+
+
 def kill_renderers(marker: str) -> int:
     """Kill the renderer processes of the browser started with ``marker`` (a page that hangs the
     renderer: a loop in a timer, a blocking call). The browser sees a crash and carries on. Only
     this worker's browser is touched, found by its marker switch; returns how many were killed."""
-    table = _cmdlines()
-    roots = {pid for pid, (_, cmd) in table.items() if f"--arbiter-render={marker}" in cmd and "--type=" not in cmd}
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
     killed = 0
-    stack = list(roots)
-    while stack:
-        pid = stack.pop()
-        for child in children.get(pid, []):
-            stack.append(child)
-            if "--type=renderer" in table[child][1]:
-                try:
-                    os.kill(child, signal.SIGKILL)
-                    killed += 1
-                except OSError:
-                    pass
+    for pid, cmd in browser_processes(marker).items():
+        if "--type=renderer" in cmd:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
     return killed
 
 

@@ -32,14 +32,10 @@ MAX_NODES = 50_000
 MAX_LISTED = 20
 MAX_TEXT = 200_000  # characters of visible text kept in the export
 
-DOM_EXPORT_JS = (
-    r"""
-(canvasMode) => {
-  const MAX_NODES = __MAX_NODES__, MAX_LISTED = __MAX_LISTED__, MAX_TEXT = __MAX_TEXT__;
-  const root = document.documentElement, body = document.body;
-  const W = window.innerWidth;
-  const H = canvasMode ? window.innerHeight
-    : Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0, window.innerHeight);
+# Shared with the blocks' script (annotation.render.page_blocks), after ``root`` and ``body``: whether
+# an element is shown (not display: none, no opacity 0 on it or an ancestor) and the box that clips
+# its content (its ancestors' overflow and clip-path boxes, intersected).
+DOM_HELPERS_JS = r"""
   const shownCache = new Map();
   const shown = (el) => {
     if (shownCache.has(el)) return shownCache.get(el);
@@ -67,7 +63,17 @@ DOM_EXPORT_JS = (
     clipCache.set(el, box);
     return box;
   };
-  const cut = (r, clip) => [Math.max(r.left, clip[0]), Math.max(r.top, clip[1]),
+"""
+
+DOM_EXPORT_JS = (
+    r"""
+(canvasMode) => {
+  const MAX_NODES = __MAX_NODES__, MAX_LISTED = __MAX_LISTED__, MAX_TEXT = __MAX_TEXT__;
+  const root = document.documentElement, body = document.body;
+  const W = window.innerWidth;
+  const H = canvasMode ? window.innerHeight
+    : Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0, window.innerHeight);
+__DOM_HELPERS__  const cut = (r, clip) => [Math.max(r.left, clip[0]), Math.max(r.top, clip[1]),
                             Math.min(r.right, clip[2]), Math.min(r.bottom, clip[3])];
   const outside = [];
   let nOutside = 0, nodes = 0, truncated = false;
@@ -106,7 +112,8 @@ DOM_EXPORT_JS = (
   return {visible_text: texts.join(' ').slice(0, MAX_TEXT), outside_canvas: outside, n_outside_canvas: nOutside,
           canvas: [W, H], truncated};
 }
-""".replace("__MAX_NODES__", str(MAX_NODES))
+""".replace("__DOM_HELPERS__", DOM_HELPERS_JS.strip("\n") + "\n")
+    .replace("__MAX_NODES__", str(MAX_NODES))
     .replace("__MAX_LISTED__", str(MAX_LISTED))
     .replace("__MAX_TEXT__", str(MAX_TEXT))
 )

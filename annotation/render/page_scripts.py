@@ -5,22 +5,36 @@ It makes what a page could read the same on every run: a clock of the document's
 ``performance.now``, timers and animation frames; it stands still until the renderer runs it,
 then fires what is due in order, one task apart), seeded ``Math.random`` and
 ``crypto.getRandomValues``, a fresh tab's storage, name and history length, no WebRTC (a way
-around the proxy), lazy images loaded eagerly, and no animation, transition or caret. Playwright's
-own clock is not used: it replays every earlier advance in each new document of a tab, so a
-reused tab would start each page later than the last.
+around the proxy), lazy images loaded eagerly, and no animation, transition or caret. Every other
+clock a page can read is the same one (``Intl``, ``performance.*``, ``event.timeStamp``), messages
+it sends itself tick on it, SMIL and ``<marquee>`` stand still, and workers get :data:`WORKER_JS`
+first. What cannot be pinned (a blob URL's UUID) is noted and reported (``nondeterministic``).
+Playwright's own clock is not used: it replays every earlier advance in each new document of a
+tab, so a reused tab would start each page later than the last.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from annotation.render.media_regions import COLLECT_JS
+from annotation.render.page_blocks import BLOCKS_JS
 from annotation.render.page_checks import DOM_EXPORT_JS
 
 CLOCK_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+CONSOLE_KEPT = 50  # console errors a document passes on, each cut to CONSOLE_CHARS characters
+CONSOLE_CHARS = 300
 
-DETERMINISM_JS = r"""
-(() => {
+# What every document and worker gets first: seeded chance, the clock's values (they stand still
+# in a worker: it has no renderer to run them), pinned performance figures, the console cap,
+# and a list of what a page used that cannot be pinned (``nondeterministic`` in the render's JSON).
+_COMMON_JS = r"""
+  const unpinned = new Set();
+  const note = (what) => { unpinned.add(what); };
+  const pin = (object, name, get) => {
+    try { Object.defineProperty(object, name, { configurable: true, get }); } catch (e) {}
+  };
   let seed = 0x9E3779B9;
   const random = () => {
     seed ^= seed << 13; seed >>>= 0; seed ^= seed >>> 17; seed ^= seed << 5; seed >>>= 0;
@@ -43,7 +57,6 @@ DETERMINISM_JS = r"""
   // A clock of this document's own: time starts at START_MS and moves only when the renderer
   // runs it (runFor), firing the due timers and animation frames in order, one task apart.
   const START = __START_MS__;
-  const LIMIT = 10000;
   const RealDate = Date;
   let now = 0;
   function FakeDate(...args) {
@@ -55,7 +68,68 @@ DETERMINISM_JS = r"""
   FakeDate.parse = RealDate.parse;
   FakeDate.UTC = RealDate.UTC;
   globalThis.Date = FakeDate;
+  // new (new Date().constructor)(): a date's constructor is the clock's too.
+  Object.defineProperty(RealDate.prototype, 'constructor', { value: FakeDate, writable: true, configurable: true });
+  // Intl formats "now" when given no date.
+  const DTF = Intl.DateTimeFormat.prototype;
+  const format = Object.getOwnPropertyDescriptor(DTF, 'format').get;
+  pin(DTF, 'format', function () { const f = format.call(this); return (date) => f(date === undefined ? START + now : date); });
+  const formatToParts = DTF.formatToParts;
+  DTF.formatToParts = function (date) { return formatToParts.call(this, date === undefined ? START + now : date); };
+  if (globalThis.Temporal) { try { delete globalThis.Temporal; } catch (e) { note('Temporal'); } }
   performance.now = () => now;
+  const perf = Object.getPrototypeOf(performance);
+  pin(perf, 'timeOrigin', () => START);
+  pin(Event.prototype, 'timeStamp', () => now);
+  const memory = Object.freeze({ jsHeapSizeLimit: 4294705152, totalJSHeapSize: 10000000, usedJSHeapSize: 10000000 });
+  pin(perf, 'memory', () => memory);
+  if (globalThis.PerformanceTiming) {
+    const timing = {};
+    for (const key in PerformanceTiming.prototype) if (key !== 'toJSON') timing[key] = key === 'secureConnectionStart' ? 0 : START;
+    const frozen = Object.freeze({ ...timing, toJSON: () => ({ ...timing }) });
+    pin(perf, 'timing', () => frozen);
+  }
+  for (const name of ['getEntries', 'getEntriesByType', 'getEntriesByName']) perf[name] = () => [];
+  const mark = perf.mark;
+  perf.mark = function (name, options) { return mark.call(this, name, { startTime: now, ...(options || {}) }); };
+  if (globalThis.PerformanceObserver) {
+    const Observer = PerformanceObserver;
+    globalThis.PerformanceObserver = function (callback) { note('PerformanceObserver'); return new Observer(callback); };
+    globalThis.PerformanceObserver.prototype = Observer.prototype;
+  }
+  if (globalThis.AnimationTimeline) pin(AnimationTimeline.prototype, 'currentTime', () => now);
+  const nav = (globalThis.Navigator || globalThis.WorkerNavigator).prototype;
+  pin(nav, 'hardwareConcurrency', () => 4);
+  if ('deviceMemory' in nav) pin(nav, 'deviceMemory', () => 8);
+  // A blob: URL's UUID is the browser's, and a page may show it: noted, not pinned.
+  const createObjectURL = URL.createObjectURL;
+  URL.createObjectURL = function (object) { note('blob URL'); return createObjectURL.call(URL, object); };
+  // The console: the first MAX_KEPT errors of this document reach the renderer, each one line
+  // of at most MAX_CHARS characters; later ones are only counted (__arbiterConsole), and the
+  // other levels, never recorded, are dropped. A flood never crosses to the browser's driver.
+  const consoleError = console.error;
+  let consoleErrors = 0;
+  const line = (value) => {
+    try {
+      return (value instanceof Error ? String(value.stack || value) : String(value)).slice(0, __MAX_CHARS__);
+    } catch (e) { return '?'; }
+  };
+  for (const name of Object.keys(console)) {
+    if (typeof console[name] !== 'function') continue;
+    console[name] = name !== 'error' ? () => {} : (...args) => {
+      consoleErrors++;
+      if (consoleErrors <= __MAX_KEPT__) consoleError.call(console, args.map(line).join(' ').slice(0, __MAX_CHARS__));
+    };
+  }
+  Object.defineProperty(globalThis, '__arbiterReport', {
+    value: () => ({ dropped: Math.max(0, consoleErrors - __MAX_KEPT__), unpinned: [...unpinned] }), enumerable: false,
+  });
+"""
+
+DETERMINISM_JS = r"""
+(() => {
+""" + _COMMON_JS + r"""
+  const LIMIT = 10000;
   const timers = new Map();
   let nextId = 1;
   const add = (type, fn, delay, args) => {
@@ -66,6 +140,14 @@ DETERMINISM_JS = r"""
     return id;
   };
   const clear = (id) => { timers.delete(id); };
+  // Two of the browser's own frames (at most 1 s): what a frame painted late (a sandboxed
+  // one) is painted before the capture.
+  const browserFrame = window.requestAnimationFrame.bind(window), browserTimeout = window.setTimeout.bind(window);
+  const painted = () => new Promise((resolve) => {
+    browserTimeout(resolve, 1000);
+    browserFrame(() => browserFrame(() => resolve()));
+  });
+  Object.defineProperty(window, '__arbiterPainted', { value: painted, enumerable: false });
   globalThis.setTimeout = (fn, delay, ...args) => add('timeout', fn, delay, args);
   globalThis.setInterval = (fn, delay, ...args) => add('interval', fn, delay, args);
   globalThis.clearTimeout = clear;
@@ -79,6 +161,62 @@ DETERMINISM_JS = r"""
   channel.port1.onmessage = () => { const resolve = waiting.shift(); if (resolve) resolve(); };
   const nextTask = () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
   const report = (error) => { queueMicrotask(() => { throw error; }); };
+  // Messages a page sends itself tick on its own clock: each is delivered when the clock runs (a
+  // transfer goes at once: its objects must move now). Our own channel above keeps the browser's.
+  const portPost = MessagePort.prototype.postMessage;
+  MessagePort.prototype.postMessage = function (...args) {
+    if (this === channel.port2 || (args[1] && (args[1].length || args[1].transfer))) return portPost.apply(this, args);
+    add('timeout', () => portPost.apply(this, args), 0, []);
+  };
+  const windowPost = window.postMessage;
+  window.postMessage = function (...args) {
+    if (args[2] && args[2].length) return windowPost.apply(this, args);
+    add('timeout', () => windowPost.apply(this, args), 0, []);
+  };
+  if (globalThis.Scheduler && Scheduler.prototype.postTask) {
+    Scheduler.prototype.postTask = function (callback, options) {
+      return new Promise((resolve, reject) => add('timeout', () => {
+        try { resolve(callback()); } catch (e) { reject(e); }
+      }, (options && options.delay) || 0, []));
+    };
+    if (Scheduler.prototype.yield) Scheduler.prototype.yield = () => new Promise((resolve) => add('timeout', resolve, 0, []));
+  }
+  // Every worker starts with WORKER_JS: a blob: or data: worker's script gets it in front here, a
+  // file's from the renderer (the mark in its URL's query). One that cannot be reached (a blob of
+  // another document) is noted; a shared worker is refused.
+  try { delete globalThis.SharedWorker; } catch (e) {}
+  const blobs = new Map();
+  const objectURL = URL.createObjectURL;
+  URL.createObjectURL = function (object) {
+    const url = objectURL.call(URL, object);
+    if (object instanceof Blob) blobs.set(url, object);
+    return url;
+  };
+  const RealWorker = globalThis.Worker;
+  if (RealWorker) {
+    const prelude = __WORKER_JS__ + '\n';
+    const withPrelude = (body) => createObjectURL.call(URL, new Blob([prelude, body], { type: 'text/javascript' }));
+    globalThis.Worker = function Worker(url, options) {
+      if (!new.target) throw new TypeError("Failed to construct 'Worker': Please use the 'new' operator");
+      let href = String(url);
+      try {
+        const absolute = new URL(href, document.baseURI);
+        if (absolute.protocol === 'blob:' && blobs.has(absolute.href)) href = withPrelude(blobs.get(absolute.href));
+        else if (absolute.protocol === 'data:') {
+          const comma = href.indexOf(','), body = href.slice(comma + 1);
+          href = withPrelude(href.slice(0, comma).endsWith(';base64')
+            ? Uint8Array.from(atob(body), (c) => c.charCodeAt(0)) : decodeURIComponent(body));
+        } else if (absolute.protocol === 'http:') { absolute.searchParams.set('__WORKER_MARK__', '1'); href = absolute.href; }
+        else note('worker');
+      } catch (e) { note('worker'); }
+      return new RealWorker(href, options);
+    };
+    globalThis.Worker.prototype = RealWorker.prototype;
+  }
+  if (globalThis.CSS && CSS.paintWorklet) {
+    const addModule = CSS.paintWorklet.addModule;
+    CSS.paintWorklet.addModule = function (...args) { note('paint worklet'); return addModule.apply(this, args); };
+  }
   const runFor = async (ms) => {
     const end = now + ms;
     for (let count = 0; count < LIMIT; count++) {
@@ -116,7 +254,24 @@ DETERMINISM_JS = r"""
       }
     } catch (e) {}
   }
+  // SMIL animations paused at time 0 and marquees stopped, as soon as they are in the document.
+  const freeze = (root) => {
+    for (const svg of root.querySelectorAll ? root.querySelectorAll('svg') : []) {
+      try { svg.pauseAnimations(); svg.setCurrentTime(0); } catch (e) {}
+    }
+    for (const marquee of root.querySelectorAll ? root.querySelectorAll('marquee') : []) {
+      try { marquee.stop(); } catch (e) {}
+    }
+  };
+  Object.defineProperty(globalThis, '__arbiterFreeze', { value: () => freeze(document), enumerable: false });
+  new MutationObserver((records) => {
+    for (const record of records) for (const node of record.addedNodes) {
+      if (node.nodeType !== 1) continue;
+      if (node.localName === 'svg' || node.localName === 'marquee') freeze(node.parentNode || node); else freeze(node);
+    }
+  }).observe(document, { childList: true, subtree: true });
   const still = () => {
+    freeze(document);
     for (const el of document.querySelectorAll('img[loading="lazy"], iframe[loading="lazy"]')) el.loading = 'eager';
     if (!document.getElementById('__arbiter_still')) {
       const style = document.createElement('style');
@@ -128,10 +283,30 @@ DETERMINISM_JS = r"""
   };
   document.addEventListener('DOMContentLoaded', still, { once: true });
 })();
-""".replace("__START_MS__", str(int(CLOCK_START.timestamp() * 1000)))
+"""
+
+
+def _filled(script: str) -> str:
+    return (script.replace("__START_MS__", str(int(CLOCK_START.timestamp() * 1000)))
+            .replace("__MAX_KEPT__", str(CONSOLE_KEPT)).replace("__MAX_CHARS__", str(CONSOLE_CHARS)))
+
+
+# A worker's: the shared part (its clock stands still: it has no renderer to run it), and no
+# worker of its own (refused: nothing would put this script in front of it).
+WORKER_JS = _filled("(() => {" + _COMMON_JS + """
+  for (const name of ['Worker', 'SharedWorker']) { try { delete globalThis[name]; } catch (e) {} }
+})();""")
+WORKER_MARK = "__arbiter_worker"  # in a worker script's query: the renderer puts WORKER_JS in front
+DETERMINISM_JS = _filled(DETERMINISM_JS).replace("__WORKER_JS__", json.dumps(WORKER_JS)).replace("__WORKER_MARK__", WORKER_MARK)
 
 # Run every frame's clock (the renderer calls it on each frame after the page settled).
 RUN_CLOCK_JS = "(ms) => window.__arbiterClock ? window.__arbiterClock.runFor(ms) : 0"
+# Before the capture, in the main frame, after REPORT_JS: two of the browser's frames painted.
+PAINTED_JS = "() => window.__arbiterPainted ? window.__arbiterPainted() : null"
+# Before the capture, in each frame: SMIL and marquees frozen again, then the frame's console
+# errors past the CONSOLE_KEPT it passed on (counted, never sent) and what it used unpinned.
+REPORT_JS = ("() => { if (window.__arbiterFreeze) window.__arbiterFreeze();"
+             " return window.__arbiterReport ? window.__arbiterReport() : { dropped: 0, unpinned: [] }; }")
 
 # Settled: parsed and loaded, web fonts loaded, every image decoded or failed; lazy images
 # switched to eager on the way (images a timer added after DOMContentLoaded too).
@@ -146,7 +321,7 @@ READY_JS = r"""
 
 # Animations stopped, scrolled to the top (both modes capture from the page's top left); the page's size in CSS
 # pixels, its media boxes, its DOM export for the checks (annotation.render.page_checks; the argument: canvas
-# mode) and its DOM (for the digest), in one round trip.
+# mode) with its blocks (annotation.render.page_blocks) and its DOM (for the digest), in one round trip.
 MEASURE_JS = (
     "(canvasMode) => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
     # Animations a script started (element.animate) stand at their start; CSS ones are off already.
@@ -155,6 +330,9 @@ MEASURE_JS = (
     " return { height: Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0),"
     # A page that breaks the export (it replaced getComputedStyle, say) renders with no export: its checks UNCLEAR.
     " boxes: (" + COLLECT_JS.strip() + ")(),"
-    " dom: (() => { try { return (" + DOM_EXPORT_JS.strip() + ")(canvasMode); } catch (e) { return null; } })(),"
+    " dom: (() => { try { const dom = (" + DOM_EXPORT_JS.strip() + ")(canvasMode);"
+    # The blocks (annotation.render.page_blocks) in the same export; a page that breaks them keeps the rest.
+    " try { const b = (" + BLOCKS_JS.strip() + ")(canvasMode); dom.blocks = b.blocks; dom.blocks_truncated = b.truncated; }"
+    " catch (e) { dom.blocks = null; } return dom; } catch (e) { return null; } })(),"
     " html: root ? root.outerHTML : '' }; }"
 )

@@ -15,7 +15,7 @@ import json
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,11 @@ class RenderRun:
 
 
 def html_pages(src: Path) -> list[Path]:
-    """The HTML files directly in ``src``, sorted; one-line errors naming the folder or file."""
+    """The HTML files directly in ``src``, sorted; one-line errors naming the folder or file (a
+    link anywhere in the folder included: :func:`refuse_links`)."""
     if not src.is_dir():
         raise ArbiterError(f"{src}: no such folder")
+    refuse_links(src)
     pages: dict[str, Path] = {}
     for path in sorted(src.iterdir()):
         if path.name.startswith(".") or path.suffix.lower() not in HTML_SUFFIXES or not path.is_file():
@@ -54,6 +56,23 @@ def html_pages(src: Path) -> list[Path]:
     if not pages:
         raise ArbiterError(f"{src}: no HTML files (*.html) in this folder")
     return list(pages.values())
+
+
+def refuse_links(src: Path) -> None:
+    """A one-line error naming the first link (to a file or a folder) in ``src`` or below it.
+
+    Links are never followed: a page or an asset that is a link (``p.html -> /proc/self/environ``,
+    a tarball of model output extracted with its links) would have the renderer read whatever it
+    points at. Hidden names are skipped, as they are never served. The renderer refuses a link at
+    request time too (:func:`~annotation.render.sandbox.folder_asset`), so a link made after this
+    check is not read either.
+    """
+    for folder, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted([*dirs, *files]):
+            path = Path(folder) / name
+            if not name.startswith(".") and path.is_symlink():
+                raise ArbiterError(f"{path}: a link; pages and their files are never read through a link (copy the file in)")
 
 
 def render_manifest(settings: RenderSettings, chromium_version: str) -> dict[str, Any]:
@@ -96,6 +115,8 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
         "refused_requests": result.refused_requests,
         "n_refused_requests": result.n_refused_requests,
         "ms": result.ms,
+        "memory_mb": result.memory_mb,
+        "nondeterministic": result.nondeterministic,
         "source_sha256": source_sha256,
         "manifest": {**manifest, "dom_sha256": result.dom_sha256},
     }
@@ -109,10 +130,14 @@ def render_folder(
     workers: int = 1,
     resume: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    stems: Collection[str] | None = None,
 ) -> RenderRun:
-    """Render every page of ``src`` into ``out``. Failed renders are data: each gets its JSON
-    (``status: failed`` and the reason) and no PNG. Raises only for bad input or no browser."""
+    """Render every page of ``src`` (or those whose stem ``stems`` names) into ``out``. Failed
+    renders are data: each gets its JSON (``status: failed`` and the reason) and no PNG. Raises
+    only for bad input or no browser."""
     pages = html_pages(src)
+    if stems is not None:
+        pages = [path for path in pages if path.stem in stems]
     if workers < 1 or workers > 16:
         raise ArbiterError(f"--workers: expected 1 to 16, got {workers}")
     chromium.check_available()
@@ -184,19 +209,33 @@ def render_folder(
     finished = 0
     running = n_workers
     error: BaseException | None = None
-    if progress:
-        progress(run.kept, run.pages)
-    while running:
-        item = done.get()
-        if item is stopped:
-            running -= 1
-        elif isinstance(item, BaseException):
-            error = error or item
-        elif isinstance(item, tuple):
-            finished += 1
-            _count(run, *item)
-            if progress:
-                progress(run.kept + finished, run.pages)
+    try:
+        if progress:
+            progress(run.kept, run.pages)
+        while running:
+            item = done.get()
+            if item is stopped:
+                running -= 1
+            elif isinstance(item, BaseException):
+                error = error or item
+            elif isinstance(item, tuple):
+                finished += 1
+                _count(run, *item)
+                if progress:
+                    progress(run.kept + finished, run.pages)
+    except BaseException:
+        # The caller stopped the run (its progress raised: a cancelled upload): the workers take no
+        # further page, finish the one they render, and close their browsers before this raises.
+        while True:
+            try:
+                todo.get_nowait()
+            except queue.Empty:
+                break
+        for _ in threads:
+            todo.put(None)
+        for thread in threads:
+            thread.join()
+        raise
     for thread in threads:
         thread.join()
     if error is not None:

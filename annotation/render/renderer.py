@@ -17,17 +17,33 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
+import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from annotation.render import chromium
 from annotation.render.media_regions import media_regions
-from annotation.render.page_scripts import DETERMINISM_JS, MEASURE_JS, READY_JS, RUN_CLOCK_JS
+from annotation.render.memory import MemoryLimit
+from annotation.render.page_scripts import (
+    CONSOLE_CHARS,
+    CONSOLE_KEPT,
+    DETERMINISM_JS,
+    MEASURE_JS,
+    PAINTED_JS,
+    READY_JS,
+    REPORT_JS,
+    RUN_CLOCK_JS,
+    WORKER_JS,
+    WORKER_MARK,
+)
 from annotation.render.sandbox import DOCUMENT_PATH, ORIGIN, content_type, folder_asset, is_page_origin
 from annotation.render.settings import RenderSettings
 
@@ -35,8 +51,8 @@ CONTEXT_PAGES = 100
 BROWSER_PAGES = 500
 READY_CAP_MS = 5000  # fonts and images: waited for this long at most, then the page is captured as it is
 WATCHDOG_GRACE_S = 2.0
-MAX_LISTED = 50  # console errors and refused requests kept per page (the counts are exact)
-MAX_TEXT = 300
+MAX_LISTED = CONSOLE_KEPT  # console errors and refused requests kept per page (the counts are exact)
+MAX_TEXT = CONSOLE_CHARS
 MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
 _LOCAL_RESOURCE = re.compile(r"Not allowed to load local resource: (\S+)")
 NO_STORE = {"cache-control": "no-store"}
@@ -57,6 +73,8 @@ class PageRender:
     refused_requests: list[str] = field(default_factory=list)
     n_refused_requests: int = 0
     ms: int = 0
+    memory_mb: int = 0  # the browser's peak while this page rendered (annotation.render.memory)
+    nondeterministic: list[str] = field(default_factory=list)  # what the page used that is not pinned
     dom_sha256: str | None = None
     dom: dict[str, Any] | None = None  # the DOM export of the checks (annotation.render.page_checks)
 
@@ -77,6 +95,8 @@ class _Visit:
         self.served = False
         self.navigation_away: str | None = None
         self.crashed = False
+        self.over_memory = False  # the memory limit killed the browser (annotation.render.memory)
+        self.unpinned: set[str] = set()
         self.console_errors: list[str] = []
         self.n_console_errors = 0
         self.refused: list[str] = []
@@ -113,6 +133,7 @@ class PageRenderer:
         self._cdp: Any = None
         self._visit: _Visit | None = None
         self._marker = chromium.new_marker()
+        self._memory: MemoryLimit | None = None
         self._context_pages = 0
         self._browser_pages = 0
         self.chromium_version = ""
@@ -133,6 +154,9 @@ class PageRenderer:
 
     def close(self) -> None:
         self._close_browser()
+        if self._memory is not None:
+            self._memory.stop()
+            self._memory = None
         if self._manager is not None:
             try:
                 self._manager.__exit__(None, None, None)
@@ -141,6 +165,8 @@ class PageRenderer:
 
     def _start_browser(self) -> None:
         self._browser = chromium.launch(self._playwright, self._marker)
+        if self._memory is None:
+            self._memory = MemoryLimit(self._marker, self.settings.memory_mb)
         self.chromium_version = self._browser.version
         self._browser_pages = 0
 
@@ -220,7 +246,10 @@ class PageRenderer:
             except OSError:
                 body = None
             if body is not None:
-                route.fulfill(status=200, body=body, headers={"content-type": content_type(asset), **NO_STORE})
+                headers = {"content-type": content_type(asset), **NO_STORE}
+                if WORKER_MARK in urlsplit(url).query:  # a worker's script: the determinism script first (page_scripts)
+                    body, headers["content-type"] = WORKER_JS.encode() + b"\n" + body, "text/javascript"
+                route.fulfill(status=200, body=body, headers=headers)
                 return
         if is_page_origin(url) and not _climbs_out(visit.folder, url):
             route.fulfill(status=404, body=b"", headers=NO_STORE)  # a missing file of the page's own folder
@@ -276,30 +305,31 @@ class PageRenderer:
         own faults: those are a failed render with its reason."""
         started = time.monotonic()
         try:
-            size = html_path.stat().st_size
-            if size > MAX_DOCUMENT_BYTES:
-                return PageRender("failed", f"the HTML file is {size:,} bytes, over {MAX_DOCUMENT_BYTES:,}")
-            document = html_path.read_bytes()
-        except OSError as exc:
-            return PageRender("failed", f"the HTML file cannot be read ({exc.strerror or exc})")
+            document = _read_page(html_path)
+        except _Failed as failure:
+            return PageRender("failed", failure.reason)
         for attempt in (1, 2):
             if self._page is None:
                 self._open_context()
             visit = _Visit(html_path.parent.resolve(), document)
             result, renew = self._attempt(visit, time.monotonic())  # the limit starts once the tab is ready
-            if visit.served or attempt == 2 or result.status == "ok" or result.reason == self._timeout_reason:
+            if visit.served or visit.over_memory or attempt == 2 or result.status == "ok" or result.reason == self._timeout_reason:
                 break
             # Not even loaded: what the tab's last page left behind may be the cause; a new context.
             self._visit = None
             self._close_context()
         result.console_errors, result.n_console_errors = visit.console_errors, visit.n_console_errors
         result.refused_requests, result.n_refused_requests = visit.refused, visit.n_refused
+        result.nondeterministic = sorted(visit.unpinned)
         limit = self.settings.max_console_errors
         if result.status == "ok" and limit is not None and visit.n_console_errors > limit:
             result = _failed_copy(result, f"{visit.n_console_errors} console errors, more than the {limit} allowed")
         if visit.navigation_away is not None:  # whatever else went wrong, this is why
             result = _failed_copy(result, f"the page tried to navigate away (to {visit.navigation_away[:120]}); refused")
             renew = True
+        if visit.over_memory:
+            self._visit = None
+            self._close_browser()  # killed: the next page starts a new one
         self._finish(renew or visit.crashed or visit.navigation_away is not None)
         result.ms = round(1000 * (time.monotonic() - started))
         return result
@@ -313,14 +343,20 @@ class PageRenderer:
         watchdog = threading.Timer(self.settings.timeout_s + WATCHDOG_GRACE_S, chromium.kill_renderers, [self._marker])
         watchdog.daemon = True
         watchdog.start()
+        assert self._memory is not None
+        self._memory.arm()
         try:
-            return self._capture(visit, begun + self.settings.timeout_s), False
+            result, renew = self._capture(visit, begun + self.settings.timeout_s), False
         except _Failed as failure:
-            return PageRender("failed", failure.reason), failure.renew
+            result, renew = PageRender("failed", failure.reason), failure.renew
         except Exception as exc:
-            return PageRender("failed", _reason(exc, visit, self.settings)), True
+            result, renew = PageRender("failed", _reason(exc, visit, self.settings)), True
         finally:
             watchdog.cancel()
+            result.memory_mb, visit.over_memory = self._memory.disarm()
+        if visit.over_memory:  # whatever the call it broke said, this is why
+            result = _failed_copy(result, f"over the memory limit of {self.settings.memory_mb} MB")
+        return result, renew
 
     def _finish(self, renew: bool) -> None:
         self._visit = None
@@ -352,16 +388,12 @@ class PageRenderer:
             raise _Failed(f"the page tried to navigate away (to {visit.navigation_away[:120]}); refused")
         if s.javascript:
             self._wait_ready(left_ms)
-            # Frames of the page's own origin (a blocked frame, file:// say, never gets a document to run in).
-            for frame in page.frames:
-                if not (frame == page.main_frame or is_page_origin(frame.url) or frame.url == "about:srcdoc"):
-                    continue
-                try:
-                    frame.evaluate(RUN_CLOCK_JS, s.settle_ms)
-                except Exception:
-                    if frame == page.main_frame or visit.crashed:
-                        raise
+            self._each_frame(visit, RUN_CLOCK_JS, s.settle_ms)
             self._wait_ready(left_ms)
+            for report in self._each_frame(visit, REPORT_JS):
+                visit.n_console_errors += int(report.get("dropped") or 0)
+                visit.unpinned.update(str(u) for u in report.get("unpinned") or [])
+            page.evaluate(PAINTED_JS)
         measured = page.evaluate(MEASURE_JS, s.mode == "canvas")
         if visit.crashed:
             raise _Failed("the page crashed the renderer")
@@ -383,6 +415,21 @@ class PageRenderer:
             dom_sha256=hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest(),
             dom=measured.get("dom") if isinstance(measured.get("dom"), dict) else None,
         )
+
+    def _each_frame(self, visit: _Visit, script: str, arg: Any = None) -> list[Any]:
+        """``script`` evaluated in each frame of the page's own origin (a blocked frame, file://
+        say, never gets a document to run in); a frame that went away meanwhile is skipped."""
+        page = self._page
+        answers = []
+        for frame in page.frames:
+            if not (frame == page.main_frame or is_page_origin(frame.url) or frame.url == "about:srcdoc"):
+                continue
+            try:
+                answers.append(frame.evaluate(script, arg))
+            except Exception:
+                if frame == page.main_frame or visit.crashed:
+                    raise
+        return answers
 
     def _screenshot(self, width: int, height: int, *, beyond_viewport: bool) -> bytes:
         """The page's top ``width`` × ``height`` CSS pixels as PNG, at the context's device scale.
@@ -407,6 +454,25 @@ class PageRenderer:
             self._page.wait_for_function(READY_JS, timeout=cap, polling=50).dispose()
         except PlaywrightTimeout:
             left_ms()  # over the page's own time limit: a timeout; else capture it as it is
+
+
+def _read_page(html_path: Path) -> bytes:
+    """The HTML file's bytes, never through a link (``O_NOFOLLOW``: a page that is a link, made
+    after :func:`~annotation.render.pages.refuse_links` looked, is refused too)."""
+    try:
+        fd = os.open(html_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # NONBLOCK: a FIFO never holds it
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Failed("the HTML file is a link; links are never followed") from None
+        raise _Failed(f"the HTML file cannot be read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _Failed("the HTML file is not a regular file")
+        size = info.st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise _Failed(f"the HTML file is {size:,} bytes, over {MAX_DOCUMENT_BYTES:,}")
+        return f.read(MAX_DOCUMENT_BYTES + 1)[:MAX_DOCUMENT_BYTES]
 
 
 def _climbs_out(folder: Path, url: str) -> bool:

@@ -3,7 +3,8 @@
 The page is served from a fixed fake origin (:data:`ORIGIN`); a request's path is looked up under
 the folder of the page's HTML file. A path that climbs out (``..``, an encoded ``%2e%2e`` or
 ``%2f``), a link leading out of the folder, a hidden file and anything that is not a regular file
-is refused. The browser never reads the disk itself: ``file://`` pages are not used.
+is refused, and so is a path through a link, even one to a file of the folder: links are never
+followed. The browser never reads the disk itself: ``file://`` pages are not used.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def is_page_origin(url: str) -> bool:
 def folder_asset(folder: Path, url: str) -> Path | None:
     """The file under ``folder`` (already resolved) that ``url`` names, or None when refused.
 
-    None for a URL of another origin, a path that climbs out of the folder or through a link out
-    of it, a hidden path component, a missing file and anything but a regular file.
+    None for a URL of another origin, a path that climbs out of the folder or goes through a link
+    (wherever it leads), a hidden path component, a missing file and anything but a regular file.
     """
     if not is_page_origin(url):
         return None
@@ -59,7 +60,7 @@ def folder_asset(folder: Path, url: str) -> Path | None:
         real = Path(os.path.realpath(candidate))
     except (OSError, ValueError):
         return None
-    if real == folder or folder not in real.parents:
+    if real != candidate or folder not in real.parents:
         return None
     try:
         if not real.is_file() or real.stat().st_size > MAX_ASSET_BYTES:

@@ -18,6 +18,9 @@ FAILURE_RULES = ("ambihtmlbench", "aescode")
 DEFAULT_FAILURE_RULE = "ambihtmlbench"
 FAILURE_RULE_KEY = "failure_rule"
 FAILURE_RULE_NAMES = {"ambihtmlbench": "AmbiHTMLBench", "aescode": "AesCode"}
+# A page's render time is capped: a looping page holds a browser (and a researcher's run) for at
+# most this long (issue 50: 600 s let one upload hold the queue for an hour).
+MAX_TIMEOUT_S = 60.0
 _VIEWPORT = re.compile(r"^\s*(\d{1,5})\s*[xX×]\s*(\d{1,5})\s*$")
 
 
@@ -41,7 +44,8 @@ class RenderSettings:
     """What a render depends on besides the file; stored in every render's JSON (``settings``).
 
     ``max_height`` caps a ``full`` page (CSS pixels): a taller page is a failed render, as a page
-    that keeps growing would be. ``max_console_errors`` ``None`` allows any number.
+    that keeps growing would be. ``max_console_errors`` ``None`` allows any number. ``memory_mb``
+    bounds the browser's whole memory while a page renders (annotation.render.memory).
     """
 
     viewport_width: int = 1280
@@ -53,6 +57,7 @@ class RenderSettings:
     javascript: bool = True
     max_console_errors: int | None = None
     settle_ms: int = 1000
+    memory_mb: int = 1024
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -63,8 +68,11 @@ class RenderSettings:
             raise ArbiterError(
                 f"--max-height: expected {self.viewport_height} (the viewport's height) to 100000 pixels, got {self.max_height}"
             )
-        if not 0.5 <= self.timeout_s <= 600:
-            raise ArbiterError(f"--timeout: expected 0.5 to 600 seconds, got {self.timeout_s}")
+        if not 0.5 <= self.timeout_s <= MAX_TIMEOUT_S:
+            raise ArbiterError(f"--timeout: expected 0.5 to {MAX_TIMEOUT_S:g} seconds, got {self.timeout_s}")
+        # At most 4 GB a browser: a study's render settings come from a researcher, and a page needs far less.
+        if not isinstance(self.memory_mb, int) or not 256 <= self.memory_mb <= 4096:
+            raise ArbiterError(f"--memory-mb: expected 256 to 4096 MB, got {str(self.memory_mb)[:20]}")
         if self.max_console_errors is not None and self.max_console_errors < 0:
             raise ArbiterError(f"--max-console-errors: expected 0 or more, got {self.max_console_errors}")
 

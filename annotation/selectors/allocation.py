@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from stats.allocation import PairFit, Target
 
 ALLOCATIONS = ("uniform", "adaptive")
+#: The estimator an adaptive study of whole blocks reports (no per-trial probability to weight by).
+BLOCK_ADAPTATION_ESTIMATOR = (
+    "Bradley–Terry, not debiased (block adaptation stores no per-trial allocation probability)"
+)
 _VALUE = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
 
@@ -269,7 +273,7 @@ def adaptive_scores(study: Study) -> dict[str, Any] | None:
         estimator = fit.estimator
     else:
         fit = ipw_bradley_terry(first, second, points, propensity, m)
-        estimator = "Bradley–Terry, not debiased (block adaptation stores no per-trial allocation probability)"
+        estimator = BLOCK_ADAPTATION_ESTIMATOR
     low, high = fit.intervals()
     scores = fit.scores[0]
     order = sorted(range(m), key=lambda i: -scores[i])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from annotation.models import (
@@ -60,11 +60,15 @@ class StudyOverview:
     pages_with_targets: int
     axes: list[Axis]
     predicates: int = 0
+    candidates_with_media: int = 0
+    # Pages whose reference has no media regions while a candidate has some, in a study that
+    # neutralizes: their reference shows real media beside boxes (decision 0060).
+    pages_media_unequal: int = 0
 
 
 def study_overview(*, study: Study) -> StudyOverview:
     candidates = Candidate.objects.filter(page__study=study).aggregate(
-        total=Count("id"), failed=Count("id", filter=Q(rendered=False))
+        total=Count("id"), failed=Count("id", filter=Q(rendered=False)), with_media=Count("id", filter=~Q(media=[]))
     )
     by_set = dict(
         Comparison.objects.filter(study=study).values_list("set").annotate(n=Count("id")).values_list("set", "n")
@@ -78,6 +82,14 @@ def study_overview(*, study: Study) -> StudyOverview:
         comparisons=sum(by_set.values()),
         comparisons_by_set={s.value: by_set.get(s.value, 0) for s in ComparisonSet},
         pages_with_media=pages.exclude(media=[]).count(),
+        candidates_with_media=candidates["with_media"],
+        pages_media_unequal=(
+            pages.filter(media=[])
+            .filter(Exists(Candidate.objects.filter(page=OuterRef("pk")).exclude(media=[])))
+            .count()
+            if study.neutralize_media and candidates["with_media"]
+            else 0
+        ),
         pages_with_targets=pages.exclude(targets=[]).count(),
         axes=list(study.axes.order_by("position")),
         predicates=Predicate.objects.filter(study=study).count(),
@@ -113,6 +125,25 @@ def render_failure_rates(*, study: Study) -> list[RenderFailureRate]:
         )
         for row in study_systems(study=study)
     ]
+
+
+@dataclass(frozen=True)
+class FailedRender:
+    """One candidate that failed to render, and why (the renderer's one line; empty from a bundle without it)."""
+
+    system: str
+    page: str
+    reason: str
+
+
+def study_failed_renders(*, study: Study, limit: int = 100) -> list[FailedRender]:
+    """The study's failed renders with their reasons, in page and system order (at most ``limit``)."""
+    rows = (
+        Candidate.objects.filter(page__study=study, rendered=False)
+        .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+        .values_list("system__external_id", "page__external_id", "render_reason")[:limit]
+    )
+    return [FailedRender(system=system, page=page, reason=reason) for system, page, reason in rows]
 
 
 def study_systems(*, study: Study) -> QuerySet[System]:

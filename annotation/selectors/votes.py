@@ -25,7 +25,8 @@ def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
     Columns: ``comparison, page, block, rater, system_a, system_b`` (external ids / block name,
     ``str``), ``position`` (int), ``swapped``, ``is_repeat`` (bool), ``label`` (A|B|TIE|CANNOT_JUDGE),
     ``confidence`` (float, NaN when absent), ``response_ms`` (float, NaN when absent),
-    ``rationale`` (str), ``voided`` (bool; always False unless ``include_voided``), then one float
+    ``rationale`` (str), ``voided`` (bool; always False unless ``include_voided``),
+    ``allocation_probability`` (float, NaN unless the trial was chosen at serve time), then one float
     ``axis:<ID>`` column per study axis in axis order (NaN when the axis was not scored: inactive
     on the page, or a CANNOT_JUDGE vote). This is the input of ``stats.agreement``.
     """
@@ -53,6 +54,11 @@ def votes_frame(*, study: Study, include_voided: bool = False) -> pd.DataFrame:
         ),
         "rationale": pd.Series([r.rationale for r in rows], dtype=str),
         "voided": np.array([r.voided for r in rows], dtype=bool),
+        # A serve-time trial's probability of its pair when it was chosen (NaN for the others).
+        "allocation_probability": np.array(
+            [np.nan if r.allocation_probability is None else float(r.allocation_probability) for r in rows],
+            dtype=float,
+        ),
     }
     for axis_id in axis_ids:
         data[AXIS_PREFIX + axis_id] = np.array(

@@ -22,7 +22,7 @@ can be closed).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
@@ -43,6 +43,7 @@ from annotation.services.scheduling import (
     DEFAULT_CHECKS,
     blocks_schedule,
     counterbalanced_block_create,
+    display_sides,
     gold_sources,
     schedule_units,
     shuffled_block_create,
@@ -189,6 +190,11 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
             gold_images, supplied = (
                 gold_sources(study=locked, comparisons=comparisons) if gold else (None, None)  # type: ignore[arg-type]
             )
+            # Each pair's display sides continue from its comparisons in the blocks before.
+            ranks: Counter[tuple[int, int]] = Counter()
+            display_sides(study=locked, comparison_ids=list(
+                BlockItem.objects.filter(block__study=locked).order_by("block__position", "position")
+                .values_list("comparison_id", flat=True)), ranks=ranks)
             block = shuffled_block_create(
                 study=locked,
                 position=position,
@@ -197,6 +203,7 @@ def adaptive_block_extend(*, study: Study) -> Block | None:
                 seed=seed,
                 repeats=locked.hidden_repeats,
                 min_gap=locked.min_gap,
+                ranks=ranks,
                 gold=gold,
                 gold_images=gold_images,
                 supplied=supplied,

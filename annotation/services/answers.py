@@ -31,6 +31,7 @@ from annotation.models import (
     Assignment,
     AssignmentState,
     Axis,
+    Candidate,
     Study,
     Trial,
     Vote,
@@ -586,10 +587,30 @@ def _file_alias(holder: str, variant: str) -> str:
 
 
 def _file_annotations(item: bool) -> dict[str, F]:
-    """The stored file names of every image a trial of this shape may show (``trial_current``)."""
+    """The stored file names of every image a trial of this shape may show (``trial_current``), and
+    a pair's candidates' blocks (``trial_blocks``)."""
     holders = _ITEM_HOLDERS if item else _PAIR_HOLDERS
     gold = {} if item else {_GOLD_ALIAS: F("gold_image__file"), _GOLD_MATCH_ALIAS: F("gold_match_image__file")}
-    return {**{_file_alias(h, v): F(f"{h}__{v}__file") for h in holders for v in _VARIANTS}, **gold}
+    blocks = {} if item else {f"slot_blocks_{side}": F(f"comparison__candidate_{side}__blocks") for side in "ab"}
+    return {**{_file_alias(h, v): F(f"{h}__{v}__file") for h in holders for v in _VARIANTS}, **gold, **blocks}
+
+
+def trial_blocks(trial: Trial) -> dict[str, list[Any]]:
+    """slot → the blocks of the page it shows (``ref`` / ``left`` / ``right``; docs/rendering.md "The
+    JSON of a render"), for the trial page's aligned scrolling. A gold trial's two sides carry its
+    comparison's candidates' blocks, as a data trial of that pair would: its markup is the same.
+    Read with the trial by ``trial_current``, else in one query."""
+    comparison = trial.comparison
+    if comparison is None:
+        return {}
+    if hasattr(trial, "slot_blocks_a"):
+        a, b = trial.slot_blocks_a, trial.slot_blocks_b  # type: ignore[attr-defined]
+    else:
+        found = dict(Candidate.objects.filter(pk__in=[comparison.candidate_a_id, comparison.candidate_b_id])
+                     .values_list("pk", "blocks"))
+        a, b = found.get(comparison.candidate_a_id), found.get(comparison.candidate_b_id)
+    left, right = (b, a) if trial.swapped else (a, b)
+    return {"ref": comparison.page.blocks or [], "left": left or [], "right": right or []}
 
 
 def _slot_files(

@@ -3,13 +3,14 @@
 A gold trial shows a page's reference, a copy of the reference as one candidate and a visibly
 degraded copy of it as the other; the known answer is the identical side. Both candidates are
 made here from the page's shown reference (the media-neutralized one when the study neutralizes
-media, as the reference slot shows), as 8-bit RGB PNGs stored under their content hash like every
+media, as the reference slot shows; decision 0060), as 8-bit RGB PNGs stored under their content hash like every
 other shown image (through ``annotation.images.staged_images`` and the media storage, as
 ``display_images`` stores the display variants).
 
 Size blinding (SECURITY.md): real candidates of a page differ in height (renders of different
 systems), so two candidates of exactly the reference's size would mark a gold trial. Each gold
-candidate takes instead the pixel size of a real shown candidate of the same page: two distinct
+candidate takes instead the pixel size of a real shown candidate of the same page (its
+neutralized variant when the study neutralizes, as the candidate slots show): two distinct
 candidates drawn with the page's seed (one when the page has a single rendered candidate), the
 reference copy fitted to the first and the degraded copy to the second (``fitted``: scaled to the
 width, then cropped or padded with white at the bottom, as a taller or shorter render would be).
@@ -187,12 +188,19 @@ def study_gold_images(*, study: Study, page_ids: set[int]) -> dict[int, tuple[St
     pages = list(
         Page.objects.filter(study=study, pk__in=page_ids).select_related("image", "neutralized_image")
     )
+    # The candidates as shown: their neutralized variant when the study neutralizes and they have one.
     sizes: dict[int, list[tuple[int, int, int]]] = {}
-    for page_id, width, height, size_bytes in (
+    for page_id, *plain, neutral_width, neutral_height, neutral_bytes in (
         Candidate.objects.filter(page__study=study, page_id__in=page_ids, rendered=True, image__isnull=False)
         .order_by("page_id", "system__position", "system_id")
-        .values_list("page_id", "image__width", "image__height", "image__size_bytes")
+        .values_list(
+            "page_id", "image__width", "image__height", "image__size_bytes",
+            "neutralized_image__width", "neutralized_image__height", "neutralized_image__size_bytes",
+        )
     ):
+        width, height, size_bytes = (
+            (neutral_width, neutral_height, neutral_bytes) if study.neutralize_media and neutral_width else plain
+        )
         sizes.setdefault(page_id, []).append((int(width), int(height), int(size_bytes)))
     out: dict[int, tuple[StoredImage, StoredImage]] = {}
     with staged_images() as stage:

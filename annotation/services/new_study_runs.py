@@ -1,14 +1,24 @@
-"""Uploads made into studies by a Celery worker (docs/new-study.md "Upload page and API").
+"""Uploads made into studies in the background (docs/new-study.md "Upload page and API").
 
-Rendering an upload's HTML pages takes seconds per page: too long for a web request once a study
-has hundreds of them. With a broker configured the upload page and ``POST /api/studies/new/`` call
-:func:`new_study_run_create`: the ``.zip`` goes to the media storage (the bucket on a cluster, so
-any worker can read it) and a :class:`~annotation.models.NewStudyRun` row is queued. The task
-(``annotation.tasks.new_study_run_task``) calls :func:`new_study_run_execute`: it claims the row
-with a conditional update, makes the study with the same
-:func:`~annotation.services.new_study.uploads.new_study_from_upload` as the request would, and writes its
-progress (the stage, pages rendered of all) to the row, which the run's page polls. Without a
-broker (``CELERY_TASK_ALWAYS_EAGER``) the request does it all, as before.
+Rendering an upload's HTML pages takes seconds per page: never inside a web request. The upload
+page and ``POST /api/studies/new/`` call :func:`new_study_run_create`: the ``.zip`` goes to the
+media storage (the bucket on a cluster, so any worker can read it) and a
+:class:`~annotation.models.NewStudyRun` row is queued. With a broker a Celery worker runs the task
+(``annotation.tasks.new_study_run_task``); without one, the web process's background queue
+(``annotation.task_queue``: a thread, one task computing at a time per process). The task calls
+:func:`new_study_run_execute`: it claims the row with a conditional update, makes the study with
+the same :func:`~annotation.services.new_study.uploads.new_study_from_upload` as the command's
+service, and writes its progress to the row (the stage, pages rendered of all, per system the
+pages rendered and failed and why), which the run's page polls. Each researcher has at most
+``ARBITER_NEW_STUDY_RUNS_PER_RESEARCHER`` runs rendering at once; the others wait, queued.
+
+A dry run keeps its upload and its renders (``ARBITER_NEW_STUDY_RENDERS/<token>``); the real run
+started from its result (:func:`new_study_run_from_dry_run`) takes both over, so nothing is
+uploaded again and a page is rendered again only if its bytes or settings changed (none are:
+``render_folder`` keeps a render made from the same bytes, settings and browser). What a dry run
+kept and no real run took is removed after ``ARBITER_NEW_STUDY_KEEP_HOURS``. A run is cancelled
+from its page (:func:`new_study_run_cancel`): a queued one at once, a running one at its next
+progress write (after the page being rendered).
 
 A worker that dies mid-run (SIGKILL, out of memory, its node lost) must not leave the run
 ``running`` for ever, and a second delivery must not make a second study. So the claim is a lease,
@@ -26,21 +36,23 @@ worker's message (Redis returns it only after its visibility timeout), the perio
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from annotation.errors import ArbiterError, ValidationFailed
+from annotation.errors import ArbiterError, Conflict, ValidationFailed
 from annotation.models import NewStudyRun, new_token
-from annotation.progress import progress_reported
+from annotation.progress import Detail, progress_reported
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -48,6 +60,12 @@ if TYPE_CHECKING:
 PROGRESS_EVERY_S = 0.5  # at most this often a running upload writes its progress
 MAX_ATTEMPTS = 3  # claims of one run (the first and two take-overs after a dead worker)
 HELD = "held"
+WAITING = "waiting"  # the researcher's other runs use their share: queued until one ends
+ACTIVE = (NewStudyRun.Status.QUEUED, NewStudyRun.Status.RUNNING)
+
+
+class RunStopped(Exception):
+    """The run was cancelled, or taken over by another worker, while this holder worked."""
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +85,7 @@ def new_study_run_create(
         raise ValidationFailed(
             f"the upload is {upload.size:,} bytes, over the {limit:,}-byte limit", where=name
         )
+    new_study_runs_expire()
     token = new_token()
     stored = default_storage.save(f"new-study/{token}.zip", upload)
     return NewStudyRun.objects.create(
@@ -76,6 +95,43 @@ def new_study_run_create(
         parameters=parameters,
         created_by=user if getattr(user, "is_authenticated", False) else None,  # type: ignore[misc]
     )
+
+
+def new_study_run_from_dry_run(*, dry_run: NewStudyRun) -> NewStudyRun:
+    """The real run of a finished dry run: its upload, its parameters and its renders, taken over
+    (the dry run keeps its report). Once only: a second click finds them taken."""
+    if dry_run.status != NewStudyRun.Status.DONE or not dry_run.parameters.get("dry_run") or dry_run.study_id:
+        raise Conflict("only a finished dry run can be made into the study")
+    with transaction.atomic():
+        taken = NewStudyRun.objects.filter(pk=dry_run.pk).exclude(archive="").update(archive="", renders="")
+        if not taken:
+            raise Conflict(
+                "this dry run's upload was already made into a study, or removed after "
+                f"{float(settings.ARBITER_NEW_STUDY_KEEP_HOURS):g} hours; upload it again"
+            )
+        return NewStudyRun.objects.create(
+            archive=dry_run.archive,
+            archive_name=dry_run.archive_name,
+            parameters={**dry_run.parameters, "dry_run": False, "from_dry_run": dry_run.token},
+            renders=dry_run.renders,
+            created_by=dry_run.created_by,
+        )
+
+
+def new_study_run_cancel(*, run: NewStudyRun) -> bool:
+    """Cancel a queued or running run; whether it was. A queued run's files go at once; a running
+    one stops at its holder's next progress write, and the holder removes them."""
+    cancelled = NewStudyRun.objects.filter(pk=run.pk, status__in=ACTIVE).update(
+        status=NewStudyRun.Status.CANCELLED, error="cancelled", finished_at=timezone.now(), lease_until=None
+    )
+    if cancelled and run.status == NewStudyRun.Status.QUEUED:
+        _drop_upload(run.pk)
+    return bool(cancelled)
+
+
+def renders_folder(run: NewStudyRun) -> Path | None:
+    """Where the run keeps its renders (None before it renders)."""
+    return Path(settings.ARBITER_NEW_STUDY_RENDERS) / run.renders if run.renders else None
 
 
 def new_study_run_fail(run_id: int, message: str, *, claim: str | None = None) -> bool:
@@ -97,6 +153,21 @@ def new_study_run_fail(run_id: int, message: str, *, claim: str | None = None) -
 
 def lease_seconds() -> float:
     return float(getattr(settings, "ARBITER_NEW_STUDY_LEASE_SECONDS", 60.0))
+
+
+def share_used(run_id: int) -> bool:
+    """Whether the run's researcher already has as many runs rendering (a live lease) as
+    ``ARBITER_NEW_STUDY_RUNS_PER_RESEARCHER`` allows. Checked before the claim: two workers
+    claiming at the same instant may both pass (the limit is a fair share, not a lock)."""
+    user_id = NewStudyRun.objects.filter(pk=run_id).values_list("created_by_id", flat=True).first()
+    if user_id is None:
+        return False
+    running = (
+        NewStudyRun.objects.filter(created_by_id=user_id, status=NewStudyRun.Status.RUNNING, lease_until__gte=timezone.now())
+        .exclude(pk=run_id)
+        .count()
+    )
+    return running >= max(1, int(settings.ARBITER_NEW_STUDY_RUNS_PER_RESEARCHER))
 
 
 def new_study_run_claim(*, run_id: int) -> str | None:
@@ -170,11 +241,14 @@ class _Lease:
 def new_study_run_execute(*, run_id: int) -> str:
     """Claim a run and make its study (or its dry-run report), writing progress as it goes.
 
-    ``"done"``, ``"failed"``, ``"held"`` (another worker's lease is live: try again after
-    :func:`held_seconds`) or ``"not queued"`` (ended already, or gone).
+    ``"done"``, ``"failed"``, ``"cancelled"``, ``"held"`` (another worker's lease is live: try
+    again after :func:`held_seconds`), ``"waiting"`` (the researcher's share of runs is in use: try
+    again shortly) or ``"not queued"`` (ended already, or gone).
     """
     from annotation.services.new_study.uploads import new_study_from_upload
 
+    if share_used(run_id) and NewStudyRun.objects.filter(pk=run_id, status=NewStudyRun.Status.QUEUED).exists():
+        return WAITING
     claim = new_study_run_claim(run_id=run_id)
     if claim is None:
         if held_seconds(run_id) > 0:
@@ -182,8 +256,15 @@ def new_study_run_execute(*, run_id: int) -> str:
         _fail_if_exhausted(run_id)
         return "not queued"
     run = NewStudyRun.objects.select_related("created_by").get(pk=run_id)
+    if not run.renders:
+        run.renders = run.token
+        NewStudyRun.objects.filter(pk=run_id).update(renders=run.renders)
     values = run.parameters
+    dry_run = bool(values.get("dry_run"))
     last = 0.0
+
+    def holder() -> Any:
+        return NewStudyRun.objects.filter(pk=run_id, claim=claim, status=NewStudyRun.Status.RUNNING)
 
     def report(stage: str, done: int | None, total: int | None) -> None:
         nonlocal last
@@ -191,12 +272,15 @@ def new_study_run_execute(*, run_id: int) -> str:
         if now - last < PROGRESS_EVERY_S and not (total and done == total):
             return
         last = now
-        NewStudyRun.objects.filter(pk=run_id, claim=claim, status=NewStudyRun.Status.RUNNING).update(
-            stage=stage[:200], done=done, total=total
-        )
+        if not holder().update(stage=stage[:200], done=done, total=total):
+            raise RunStopped
+
+    def detail(progress: Detail) -> None:
+        if not holder().update(progress=progress):
+            raise RunStopped
 
     try:
-        with _Lease(run_id, claim), default_storage.open(run.archive, "rb") as handle, progress_reported(report):
+        with _Lease(run_id, claim), default_storage.open(run.archive, "rb") as handle, progress_reported(report, detail):
             plan, study = new_study_from_upload(
                 upload=File(handle, name=run.archive_name),
                 kind=str(values.get("kind") or "pairwise_reference"),
@@ -205,9 +289,15 @@ def new_study_run_execute(*, run_id: int) -> str:
                 match=values.get("match") or None,
                 options=dict(values.get("options") or {}),
                 comparisons=str(values.get("comparisons") or "all"),
-                dry_run=bool(values.get("dry_run")),
+                dry_run=dry_run,
                 user=run.created_by,
+                render_cache=renders_folder(run),
             )
+    except RunStopped:
+        if NewStudyRun.objects.filter(pk=run_id, status=NewStudyRun.Status.CANCELLED).exists():
+            _drop_upload(run_id)
+            return "cancelled"
+        return "not queued"  # another worker took the run over
     except ArbiterError as exc:
         new_study_run_fail(run_id, str(exc), claim=claim)
         return "failed"
@@ -215,14 +305,19 @@ def new_study_run_execute(*, run_id: int) -> str:
         new_study_run_fail(run_id, f"internal error ({exc.__class__.__name__})", claim=claim)
         raise
     # Whoever made the study records it, holder or not: the slug is unique, so no one else made one.
-    NewStudyRun.objects.filter(pk=run_id).exclude(status=NewStudyRun.Status.DONE).update(
+    # A dry run cancelled at its last moment stays cancelled.
+    ended = [NewStudyRun.Status.DONE] if study is not None else [NewStudyRun.Status.DONE, NewStudyRun.Status.CANCELLED]
+    progress = NewStudyRun.objects.filter(pk=run_id).values_list("progress", flat=True).first() or {}
+    NewStudyRun.objects.filter(pk=run_id).exclude(status__in=ended).update(
         status=NewStudyRun.Status.DONE,
         study=study,
+        progress={**progress, "counts": plan.counts()},
         report=plan.report(),
         finished_at=timezone.now(),
         lease_until=None,
     )
-    _drop_upload(run_id)
+    if study is not None or not NewStudyRun.objects.filter(pk=run_id, status=NewStudyRun.Status.DONE).exists():
+        _drop_upload(run_id)  # a dry run keeps its upload and renders for the real run
     return "done"
 
 
@@ -262,7 +357,29 @@ def new_study_runs_sweep(*, queue_empty: bool) -> list[int]:
     return ids
 
 
+def new_study_runs_expire() -> int:
+    """Remove what finished dry runs kept for a real run that never came, after
+    ``ARBITER_NEW_STUDY_KEEP_HOURS``; how many runs' files were removed."""
+    before = timezone.now() - timedelta(hours=float(settings.ARBITER_NEW_STUDY_KEEP_HOURS))
+    ids = list(
+        NewStudyRun.objects.filter(finished_at__lt=before)
+        .exclude(status__in=ACTIVE)
+        .filter(~Q(archive="") | ~Q(renders=""))
+        .values_list("pk", flat=True)[:100]
+    )
+    for run_id in ids:
+        _drop_upload(run_id)
+    return len(ids)
+
+
 def _drop_upload(run_id: int) -> None:
-    archive = NewStudyRun.objects.filter(pk=run_id).values_list("archive", flat=True).first()
+    """Remove a run's upload and renders (once: the fields are cleared)."""
+    row = NewStudyRun.objects.filter(pk=run_id).values_list("archive", "renders").first()
+    if row is None:
+        return
+    archive, renders = row
+    NewStudyRun.objects.filter(pk=run_id).update(archive="", renders="")
     if archive:
         default_storage.delete(archive)
+    if renders:
+        shutil.rmtree(Path(settings.ARBITER_NEW_STUDY_RENDERS) / renders, ignore_errors=True)

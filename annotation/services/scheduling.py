@@ -15,8 +15,13 @@ Decisions (written down here because the protocol is silent):
 - A page's comparisons stay in one block whenever they fit (first fit over shuffled pages), so the
   page-block bootstrap of docs/protocol.md "Human reference and agreement" resamples whole pages within a
   block.
-- Display order: ``swapped = (slot + index of the comparison in its block) % 2`` — across a block's
-  slots each comparison's sides alternate, so each side is shown first to half the raters (±1).
+- Display order: ``swapped = (slot + side of the comparison) % 2``, where the side
+  (``display_sides``) is the comparison's rank among the comparisons of its pair of systems in the
+  schedule (running over the blocks), plus one when its canonical A is the pair's second system
+  (systems by position). Across a block's slots each comparison's sides alternate (±1); in each
+  assignment the pair's comparisons alternate which system is on the left, and over the slots so
+  does the one extra of an odd rater target, so each pair of systems is shown each way equally
+  often (±1) even when the bundle lists every pair in the same A/B order.
 - Trial order: an independent permutation per assignment from ``default_rng(assignment.seed)``,
   where ``assignment.seed`` is derived from (study seed, block position, slot) and exported.
 - Hidden repeats: per assignment, ``repeats`` comparisons drawn at random among those whose
@@ -67,7 +72,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -87,6 +92,7 @@ from annotation.models import (
     StoredImage,
     Study,
     SuppliedGold,
+    System,
     Trial,
 )
 from annotation.services.audit import audit_record
@@ -327,9 +333,35 @@ def split_blocks(
     ]
 
 
-def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int) -> list[PlannedTrial]:
+def display_sides(
+    *, study: Study, comparison_ids: Sequence[int], ranks: MutableMapping[tuple[int, int], int] | None = None
+) -> dict[int, int]:
+    """Each comparison's display parity (module docstring, "Display order"; docs/protocol.md
+    "Serve-time choice"): its rank among the comparisons of its pair of systems, in the order given
+    (continuing ``ranks``, which it advances, when given), plus one when its canonical A is the
+    pair's second system, mod 2. Shown with ``swapped = (turn + side) % 2 == 1`` for its successive
+    turns, the pair's first system is on the left for the pair's comparisons in alternation."""
+    index = {pk: i for i, pk in enumerate(
+        System.objects.filter(study=study).order_by("position", "external_id").values_list("pk", flat=True))}
+    systems = {pk: (a, b) for pk, a, b in Comparison.objects.filter(pk__in=comparison_ids).values_list(
+        "pk", "candidate_a__system_id", "candidate_b__system_id")}
+    counted: MutableMapping[tuple[int, int], int] = Counter() if ranks is None else ranks
+    sides: dict[int, int] = {}
+    for pk in comparison_ids:
+        a, b = index[systems[pk][0]], index[systems[pk][1]]
+        pair = (min(a, b), max(a, b))
+        rank = counted.get(pair, 0)
+        counted[pair] = rank + 1
+        sides[pk] = (rank + (0 if a < b else 1)) % 2
+    return sides
+
+
+def plan_assignment(
+    *, n: int, repeats: int, min_gap: int, slot: int, seed: int, sides: Sequence[int] | None = None
+) -> list[PlannedTrial]:
     """Trial order, orientation and hidden repeats of one assignment
-    (docs/protocol.md "Planning the human study")."""
+    (docs/protocol.md "Planning the human study"). ``sides``: each block index's display parity
+    (``display_sides``; default the index itself)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -360,7 +392,7 @@ def plan_assignment(*, n: int, repeats: int, min_gap: int, slot: int, seed: int)
             PlannedTrial(
                 position=pos + 1,
                 index=index,
-                swapped=(slot + index) % 2 == 1,
+                swapped=(slot + (index if sides is None else sides[index])) % 2 == 1,
                 repeat_of_position=None if repeat_of is None else repeat_of + 1,
             )
         )
@@ -488,20 +520,23 @@ def gold_sources(
 def shuffled_block_create(
     *, study: Study, position: int, comparisons: Sequence[Comparison], target_raters: int, seed: int, repeats: int,
     min_gap: int, gold: int = 0, gold_images: dict[int, tuple[StoredImage, StoredImage]] | None = None,
-    supplied: dict[int, list[SuppliedGold]] | None = None,
+    supplied: dict[int, list[SuppliedGold]] | None = None, ranks: MutableMapping[tuple[int, int], int] | None = None,
 ) -> Block:
     """One ``pairwise_reference`` block (docs/protocol.md "Planning the human study") and its planned open
-    assignments: a seeded trial order per assignment, display sides alternating over the slots, hidden
-    repeats, gold trials."""
+    assignments: a seeded trial order per assignment, display sides alternating over the slots and over
+    each pair's comparisons (``display_sides``; ``ranks``: the pairs' counts in the blocks before it),
+    hidden repeats, gold trials."""
     block = Block.objects.create(
         study=study, name=f"block-{position}", position=position, target_raters=target_raters, seed=seed
     )
     BlockItem.objects.bulk_create([BlockItem(block=block, position=i, comparison=c) for i, c in enumerate(comparisons)])
     items = list(block.items.order_by("position"))
+    by_item = display_sides(study=study, comparison_ids=[int(item.comparison_id or 0) for item in items], ranks=ranks)
+    sides = [by_item[int(item.comparison_id or 0)] for item in items]
     for slot in range(target_raters):
         a_seed = assignment_seed(seed, position, slot)
         assignment = Assignment.objects.create(block=block, slot=slot, seed=a_seed)
-        plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed)
+        plan = plan_assignment(n=len(items), repeats=repeats, min_gap=min_gap, slot=slot, seed=a_seed, sides=sides)
         # Supplied gold (the bundle's ``gold`` entries) is drawn only for the items of its pages.
         allowed = [i for i, item in enumerate(items) if gold and supplied and item.comparison_id in supplied]
         plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed, allowed=allowed)
@@ -631,10 +666,11 @@ def blocks_schedule(
             gold_by_comparison, supplied = gold_sources(
                 study=study, comparisons=[c for group in groups for c in group]
             )
+        ranks: Counter[tuple[int, int]] = Counter()  # each pair's comparisons in the blocks so far
         for b, (group, target) in enumerate(zip(groups, raters, strict=True)):
             created.append(shuffled_block_create(
                 study=study, position=b + 1, comparisons=group, target_raters=target, seed=seed, repeats=repeats,
-                min_gap=min_gap, gold=gold, gold_images=gold_by_comparison, supplied=supplied,
+                min_gap=min_gap, gold=gold, gold_images=gold_by_comparison, supplied=supplied, ranks=ranks,
             ))
         update: dict[str, object] = {"seed": seed, "hidden_repeats": repeats, "min_gap": min_gap}
         if gold:

@@ -16,7 +16,12 @@ so far:
   being served (``SKIP LOCKED``: no rater waits for another), taken from its quota (``serve_quota``:
   the blocks' rater target) by an UPDATE conditional on the count read, so no comparison is served
   past it whatever the concurrency, and never twice to a rater (the trial's unique constraint backs it);
-- its display side alternates with the comparison's serve count (counterbalanced per comparison);
+- its display side is counterbalanced by construction: the n-th serve of a comparison (from 0) shows
+  canonical B on the left when ``(n + serve_side) % 2 == 1``, its side alternating with each serve;
+  ``serve_side`` (``scheduling.display_sides`` over the pool) alternates over each pair's comparisons
+  which system their first serve puts on the left, and a pair's least-served comparisons are taken
+  in id order, so each round of a pair's serves alternates the pair's first system left and right
+  (each pair and each comparison within one of half, whatever the bundle's A/B order);
 - a hidden repeat shows its original's comparison on the same side.
 
 The pool is the study's human comparisons that no scheduled block holds. The weights are refitted
@@ -39,7 +44,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, router, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 
 from annotation.models import (
     Assignment,
@@ -138,17 +143,22 @@ def serve_block_create(
 
 
 def _pairs_mark(study: Study, comparison_ids: list[int]) -> None:
-    """Write each comparison's pair column (the systems in ``ServeWeights``' order: by position)."""
+    """Write each comparison's pair column (the systems in ``ServeWeights``' order: by position) and
+    its display parity (``serve_side``: ``display_sides`` over the pool in id order, the order in
+    which a pair's least-served comparisons are taken)."""
+    from annotation.services.scheduling import display_sides
+
+    sides = display_sides(study=study, comparison_ids=sorted(comparison_ids))
     index = {pk: i for i, pk in enumerate(
         System.objects.filter(study=study).order_by("position", "external_id").values_list("pk", flat=True))}
     m = len(index)
-    by_column: dict[int, list[int]] = defaultdict(list)
+    by_column: dict[tuple[int, int], list[int]] = defaultdict(list)
     for pk, a, b in Comparison.objects.filter(pk__in=comparison_ids, serve_pair__isnull=True).values_list(
         "pk", "candidate_a__system_id", "candidate_b__system_id"
     ):
-        by_column[pair_column_of(index[a], index[b], m)].append(pk)
-    for column, pks in by_column.items():
-        Comparison.objects.filter(pk__in=pks).update(serve_pair=column)
+        by_column[pair_column_of(index[a], index[b], m), sides[pk]].append(pk)
+    for (column, side), pks in by_column.items():
+        Comparison.objects.filter(pk__in=pks).update(serve_pair=column, serve_side=side)
 
 
 # --- the weights --------------------------------------------------------------------------------
@@ -215,10 +225,14 @@ def _fill(
         if original is None or original.comparison_id is None:
             Trial.objects.filter(pk=trial_id).delete()
             return None
-        Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
-            comparison_id=original.comparison_id, swapped=original.swapped
+        # Shown now: marked shown with its candidates' versions in the same UPDATE, as the one
+        # statement does for a data trial, so the answer that shows a hidden repeat makes the same
+        # queries as another (docs/decisions/0067-no-diagnostics-in-rater-responses.md).
+        shown = {} if shown_at is None else {"shown_at": shown_at, **_versions_of(int(original.comparison_id))}
+        filled = Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
+            comparison_id=original.comparison_id, swapped=original.swapped, **shown
         )
-        return False
+        return bool(filled) and shown_at is not None
     seen = {s.comparison_id for s in slots.values() if s.comparison_id is not None and not s.is_repeat
             and not s.attention}
     chosen = _choose(study=study, trial_id=trial_id, seen=seen, shown_at=shown_at)
@@ -226,6 +240,15 @@ def _fill(
         Trial.objects.filter(pk=trial_id).delete()  # its hidden repeats go with it (CASCADE)
         return None
     return chosen[1]
+
+
+def _versions_of(comparison_id: int) -> dict[str, Subquery]:
+    """The comparison's candidates' current versions, read inside the UPDATE that sets them (as
+    ``annotation.services.candidate_versions.versions_now``, for a trial whose comparison the same
+    UPDATE sets)."""
+    comparison = Comparison.objects.filter(pk=comparison_id).order_by()
+    return {"version_a": Subquery(comparison.values("candidate_a__version")[:1]),
+            "version_b": Subquery(comparison.values("candidate_b__version")[:1])}
 
 
 def _choose(
@@ -280,11 +303,11 @@ def _choose(
         # over what the stored probability says). NO KEY UPDATE: a trial filled with the comparison
         # elsewhere (a hidden repeat) checks its foreign key with a key-share lock, which this one
         # does not block.
-        locked: list[tuple[int, int]] = []
+        locked: list[tuple[int, int, int]] = []
         for _wait in range(BUSY_WAITS):
             locked = list(
                 open_places.filter(orders).select_for_update(skip_locked=True, no_key=True, of=("self",))
-                .order_by("served").values_list("pk", "served")[:1]
+                .order_by("served", "pk").values_list("pk", "served", "serve_side")[:1]
             )
             if locked or not open_places.filter(orders).exists():
                 break
@@ -292,13 +315,13 @@ def _choose(
         if not locked:
             open_columns.discard(column)  # the pair has no place left for this rater: draw again without it
             continue
-        pk, served = locked[0]
-        # Conditional on the count read, for backends without row locks (SQLite): the new count is
-        # exact, so the display side alternates with it, and the quota is never passed.
+        pk, served, side = locked[0]
+        # Conditional on the count read, for backends without row locks (SQLite): the count is
+        # exact, so the display side follows it (module docstring), and the quota is never passed.
         if not Comparison.objects.filter(pk=pk, served=served, served__lt=F("serve_quota")).update(served=served + 1):
             continue
         filled = Trial.objects.filter(pk=trial_id, comparison__isnull=True).update(
-            comparison_id=pk, swapped=(served + 1) % 2 == 0, allocation_probability=probability
+            comparison_id=pk, swapped=(served + side) % 2 == 1, allocation_probability=probability
         )
         _served(study_id=study.pk, rng=rng, comparison_id=pk, filled=bool(filled))
         return pk, False
@@ -331,8 +354,8 @@ class OneStatement:
 # seen), each one's probability by the protocol's formula from the stored weights (as
 # ``stats.serving.served_pair_probabilities``), the pair whose cumulative probability first passes
 # ``u`` (the last one when rounding leaves none), its least-served comparison no other rater is
-# serving (SKIP LOCKED; NO KEY UPDATE, as in ``_choose``), that place taken and the trial filled with it, the side alternating with
-# the new count, and (``shown_at``) the trial marked shown with its candidates' versions, as
+# serving (SKIP LOCKED; NO KEY UPDATE, as in ``_choose``; ties in id order), that place taken and the
+# trial filled with it, the side from the count before and the comparison's parity (module docstring), and (``shown_at``) the trial marked shown with its candidates' versions, as
 # ``annotation.services.candidate_versions.versions_now`` records them. Data-modifying CTEs run
 # once, whether or not the final SELECT reads them.
 _ONE_STATEMENT = """
@@ -358,14 +381,14 @@ WITH weights AS (
     SELECT c.id FROM {comparison} c, chosen
     WHERE c.study_id = %(study)s AND c.serve_pair = chosen.k AND c.served < c.serve_quota
       AND c.id <> ALL(%(seen)s::bigint[])
-    ORDER BY c.served LIMIT 1
+    ORDER BY c.served, c.id LIMIT 1
     FOR NO KEY UPDATE OF c SKIP LOCKED
 ), taken AS (
     UPDATE {comparison} c SET served = c.served + 1 FROM place
     WHERE c.id = place.id AND c.served < c.serve_quota
-    RETURNING c.id, c.served, c.candidate_a_id, c.candidate_b_id
+    RETURNING c.id, c.served, c.serve_side, c.candidate_a_id, c.candidate_b_id
 ), filled AS (
-    UPDATE {trial} t SET comparison_id = taken.id, swapped = mod(taken.served, 2) = 0,
+    UPDATE {trial} t SET comparison_id = taken.id, swapped = mod(taken.served + taken.serve_side, 2) = 0,
         allocation_probability = (SELECT p FROM chosen),
         shown_at = COALESCE(t.shown_at, %(shown_at)s::timestamptz),
         version_a = CASE WHEN t.shown_at IS NULL AND %(shown_at)s::timestamptz IS NOT NULL

@@ -66,3 +66,26 @@ def study_settings_update(*, study: Study, user: Any = None, **changes: Any) -> 
         )
     return study
 
+
+
+def study_failure_rule_update(*, study: Study, user: Any = None, rule: str) -> bool:
+    """Change how failed renders count in the study's leaderboards (docs/protocol.md "Failed renders in
+    the leaderboard"): ``ambihtmlbench`` or ``aescode``, kept as the ``render`` option's
+    ``failure_rule``; recorded in the audit log. Leaderboards computed before keep the rule they
+    used. Whether it changed."""
+    from annotation.errors import ArbiterError
+    from annotation.render.settings import FAILURE_RULE_KEY, failure_rule_of, parse_failure_rule
+
+    try:
+        chosen = parse_failure_rule(rule, where="failure_rule")
+    except ArbiterError as exc:
+        raise ValidationFailed(str(exc)) from None
+    if chosen == failure_rule_of(study.options):
+        return False
+    with transaction.atomic():
+        render = (study.options or {}).get("render")
+        study.options = {**(study.options or {}), "render": {**(render if isinstance(render, dict) else {}), FAILURE_RULE_KEY: chosen}}
+        study.save(update_fields=["options"])
+        audit_record(action="study.update", user=user, study=study, target=study.slug, fields=["render.failure_rule"],
+                     failure_rule=chosen)
+    return True

@@ -16,6 +16,7 @@ from annotation.selectors.problems import study_problem_reports
 from annotation.selectors.studies import (
     new_study_run_for_user,
     render_failure_rates,
+    study_failed_renders,
     study_get_for_user,
     study_original_images,
     study_overview,
@@ -25,10 +26,11 @@ from annotation.services.bundles.update import study_update_upload
 from annotation.services.bundles.upload import study_import_upload
 from annotation.services.new_study.options import with_failure_rule
 from annotation.services.new_study.plan import KINDS
-from annotation.services.new_study.uploads import new_study_from_upload, upload_options
-from annotation.services.new_study_runs import runs_on_workers
+from annotation.services.new_study.uploads import upload_fields_check, upload_options
+from annotation.services.new_study_runs import new_study_run_cancel, runs_on_workers
+from annotation.services.studies import study_failure_rule_update as failure_rule_update
 from annotation.services.studies import study_settings_update
-from annotation.tasks import new_study_run_start
+from annotation.tasks import new_study_run_start, new_study_run_start_from_dry_run
 from annotation.views.decorators import researcher_required
 
 
@@ -60,24 +62,35 @@ def study_import(request: HttpRequest) -> HttpResponse:
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def study_new(request: HttpRequest) -> HttpResponse:
-    """new_study from the browser: a .zip of folders (or with a manifest inside), a dry run first."""
+    """new_study from the browser: a .zip of folders (or with a manifest inside), a dry run first.
+
+    The upload is stored and made into a study in the background (a worker, or without a broker
+    the server's background queue); the run's page shows its progress. Nothing is rendered here."""
     error = ""
-    report = ""
     form = {
         key: request.POST.get(key, "")
-        for key in ("kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures")
+        for key in (
+            "kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures",
+            "media", "neutralize",
+        )
     }
     if request.method == "POST":
         upload = request.FILES.get("archive")
         if upload is None:
             error = "Choose a .zip of folders (or of a manifest and its files) to upload."
-        elif runs_on_workers():
-            # A worker renders and imports it; the run's page shows the progress.
+        else:
             try:
                 options = with_failure_rule(
-                    upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
+                    upload_options(
+                        options_json=form["options"], slug=form["slug"], title=form["title"],
+                        media=form["media"], neutralize=form["neutralize"],
+                    ),
                     form["render_failures"],
                     where="render_failures",
+                )
+                upload_fields_check(
+                    kind=form["kind"] or "pairwise_reference", manifest=form["manifest"], reference=form["reference"],
+                    options=options,
                 )
                 run = new_study_run_start(
                     upload=upload,
@@ -95,50 +108,57 @@ def study_new(request: HttpRequest) -> HttpResponse:
             except ArbiterError as exc:
                 error = str(exc)
             else:
-                return redirect("studies:new-run", token=run.token)
-        else:
-            try:
-                plan, study = new_study_from_upload(
-                    upload=upload,
-                    kind=form["kind"] or "pairwise_reference",
-                    manifest=form["manifest"],
-                    reference=form["reference"],
-                    match=form["match"] or None,
-                    options=with_failure_rule(
-                        upload_options(options_json=form["options"], slug=form["slug"], title=form["title"]),
-                        form["render_failures"],
-                        where="render_failures",
-                    ),
-                    comparisons=form["comparisons"] or "all",
-                    dry_run=bool(request.POST.get("dry_run")),
-                    user=request.user,
-                )
-            except ArbiterError as exc:
-                error = str(exc)
-            else:
-                if study is not None:
-                    messages.success(request, f"Created {study.title} ({study.slug}). Next: schedule blocks on its raters page.")
-                    return redirect("studies:detail", slug=study.slug)
-                report = plan.report()
+                if run.status == run.Status.FAILED:  # made at once (ARBITER_TASKS_IN_BACKGROUND=0): shown here
+                    error = run.error
+                elif run.status == run.Status.DONE and run.study is not None:
+                    messages.success(request, f"Created {run.study.title} ({run.study.slug}). Next: schedule blocks on its raters page.")
+                    return redirect("studies:detail", slug=run.study.slug)
+                else:
+                    return redirect("studies:new-run", token=run.token)
     status = 400 if error else 200
     return render(
-        request, "annotation/study_new.html", {"error": error, "report": report, "form": form, "kinds": KINDS, "failure_rules": FAILURE_RULE_NAMES}, status=status
+        request, "annotation/study_new.html", {"error": error, "form": form, "kinds": KINDS, "failure_rules": FAILURE_RULE_NAMES}, status=status
     )
 
 
 @researcher_required
 @require_GET
 def study_new_run(request: HttpRequest, token: str) -> HttpResponse:
-    """An upload a worker makes into a study: its progress, polled by htmx while it runs; then the
-    dry-run report, the error, or the way to the new study."""
+    """An upload being made into a study: its progress, polled by htmx while it runs; then the
+    dry-run report with the button that makes the study, the error, or the way to the new study."""
     run = new_study_run_for_user(user=request.user, token=token)
     template = "annotation/study_new_run.html#run-progress" if request.headers.get("HX-Request") else "annotation/study_new_run.html"
-    response = render(request, template, {"run": run})
+    response = render(request, template, {"run": run, "on_workers": runs_on_workers()})
     if request.headers.get("HX-Request") and run.status == run.Status.DONE and run.study is not None:
         response["HX-Redirect"] = reverse("studies:detail", kwargs={"slug": run.study.slug})
     response["Cache-Control"] = "no-store"
     response["Vary"] = "HX-Request"
     return response
+
+
+@researcher_required
+@require_POST
+def study_new_run_create(request: HttpRequest, token: str) -> HttpResponse:
+    """The real run of a finished dry run: its upload and renders, not uploaded or rendered again."""
+    dry_run = new_study_run_for_user(user=request.user, token=token)
+    try:
+        run = new_study_run_start_from_dry_run(dry_run=dry_run)
+    except ArbiterError as exc:
+        messages.error(request, str(exc))
+        return redirect("studies:new-run", token=dry_run.token)
+    if run.status == run.Status.DONE and run.study is not None:
+        messages.success(request, f"Created {run.study.title} ({run.study.slug}). Next: schedule blocks on its raters page.")
+        return redirect("studies:detail", slug=run.study.slug)
+    return redirect("studies:new-run", token=run.token)
+
+
+@researcher_required
+@require_POST
+def study_new_run_cancel(request: HttpRequest, token: str) -> HttpResponse:
+    run = new_study_run_for_user(user=request.user, token=token)
+    if new_study_run_cancel(run=run):
+        messages.success(request, "Cancelled: nothing was written.")
+    return redirect("studies:new-run", token=run.token)
 
 
 @researcher_required
@@ -158,6 +178,8 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "overview": overview,
             "render_failures": render_failure_rates(study=study) if shows_failures else [],
             "failure_rule": FAILURE_RULE_NAMES[failure_rule_of(study.options)],
+            "failure_rules": FAILURE_RULE_NAMES,
+            "failed_renders": study_failed_renders(study=study) if shows_failures else [],
             "originals": study_original_images(study=study),
             "problems": problems,
             "problems_total": problems_total,
@@ -191,4 +213,22 @@ def study_texts_update(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, "Saved. Judge calls queued from now on use this prompt.")
+    return redirect("studies:detail", slug=study.slug)
+
+
+@researcher_required
+@require_POST
+def study_failure_rule_update(request: HttpRequest, slug: str) -> HttpResponse:
+    """Change the failure rule of the study's leaderboards (docs/protocol.md "Failed renders in the leaderboard")."""
+    study = study_get_for_user(user=request.user, slug=slug)
+    try:
+        changed = failure_rule_update(study=study, user=request.user, rule=request.POST.get("failure_rule", ""))
+    except ArbiterError as exc:
+        messages.error(request, str(exc))
+    else:
+        if changed:
+            messages.success(
+                request, f"Failed renders now follow the {FAILURE_RULE_NAMES[failure_rule_of(study.options)]} rule in "
+                "leaderboards computed from now on."
+            )
     return redirect("studies:detail", slug=study.slug)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 
 from annotation.errors import NotFound
@@ -40,3 +42,31 @@ def calibration_report_get(*, study: Study, report_id: int) -> CalibrationReport
     if found is None:
         raise NotFound(f"study {study.slug} has no calibration report {report_id}")
     return found
+
+
+@dataclass(frozen=True)
+class ReportStaleness:
+    """What changed since a stored calibration report was computed: the votes and the judge outputs
+    stored (or finished) after it, which the report does not include."""
+
+    newer_votes: int
+    newer_outputs: int
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.newer_votes or self.newer_outputs)
+
+
+def calibration_report_staleness(*, study: Study, stored: CalibrationReport) -> ReportStaleness:
+    """Votes and judge outputs newer than ``stored`` (two counting queries)."""
+    from annotation.models import Vote
+    from judges.models import JudgeOutput
+
+    return ReportStaleness(
+        newer_votes=Vote.objects.filter(
+            trial__assignment__block__study=study, created_at__gt=stored.created_at
+        ).count(),
+        newer_outputs=JudgeOutput.objects.filter(
+            comparison__study=study, finished_at__gt=stored.created_at
+        ).count(),
+    )

@@ -27,6 +27,7 @@ from calibration.models import CalibrationReport
 from calibration.selectors.coefficients import (
     calibration_report_get,
     calibration_report_latest,
+    calibration_report_staleness,
     coefficient_sets_for_study,
 )
 from calibration.services.calibration import calibration_run, coefficient_set_freeze
@@ -69,6 +70,7 @@ def _render(
         "default_seed": CALIBRATION_SEED,
     }
     if stored is not None:
+        context["staleness"] = calibration_report_staleness(study=study, stored=stored)
         figures = {
             name: reverse("calibration:figure", args=[study.slug, stored.pk, name]) for name in CALIBRATION_FIGURES
         }

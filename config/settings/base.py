@@ -198,6 +198,11 @@ MEDIA_URL = "/media-not-served/"
 # "/protected-media/"); the image view then answers with X-Accel-Redirect and nginx sends the file.
 # Empty: the application sends it.
 ARBITER_IMAGE_ACCEL_REDIRECT = env_str("ARBITER_IMAGE_ACCEL_REDIRECT")
+# Server-Timing (queries, database and render time) on rater responses: for a load benchmark's own
+# server only (benchmarks/bench_raters.py). A rater's browser could read it, and a query count tells
+# a hidden repeat's answer from another's (issue 46), so it is off, and the production settings
+# refuse it; the same figures are always in /metrics (annotation.middleware.ServerTimingMiddleware).
+ARBITER_SERVER_TIMING = env_bool("ARBITER_SERVER_TIMING", False)
 
 # Where stored images live (annotation/media.py): "local" (MEDIA_ROOT) or "s3" (an S3-compatible bucket
 # through django-storages, configured by its own AWS_* settings below). Keys are content hashes either way.
@@ -311,6 +316,12 @@ ARBITER_JUDGE_SWEEP_SECONDS = float(env_str("ARBITER_JUDGE_SWEEP_SECONDS", "60")
 # it; a run whose worker died is taken over once it runs out (annotation.services.new_study_runs),
 # and Celery beat's sweep re-queues such runs this often.
 ARBITER_NEW_STUDY_LEASE_SECONDS = float(env_str("ARBITER_NEW_STUDY_LEASE_SECONDS", "60"))
+# Uploads made into studies: how many runs of one researcher render at once (the others wait,
+# queued); where a run keeps its renders (a dry run's, for the real run started from it); how long
+# a dry run's upload and renders are kept for that real run.
+ARBITER_NEW_STUDY_RUNS_PER_RESEARCHER = env_int("ARBITER_NEW_STUDY_RUNS_PER_RESEARCHER", 1)
+ARBITER_NEW_STUDY_RENDERS = Path(env_str("ARBITER_NEW_STUDY_RENDERS", str(VAR_DIR / "new-study-renders")))
+ARBITER_NEW_STUDY_KEEP_HOURS = float(env_str("ARBITER_NEW_STUDY_KEEP_HOURS", "24"))
 # An adaptive study's serve-time pair weights are refitted once every this many served trials on
 # average (annotation.services.serve_time).
 ARBITER_SERVE_REFIT_VOTES = env_int("ARBITER_SERVE_REFIT_VOTES", 50)

@@ -7,7 +7,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import ARBITER_LOGIN_COUNTERS, CACHES, env_bool, env_int
+from .base import ARBITER_LOGIN_COUNTERS, ARBITER_SERVER_TIMING, CACHES, env_bool, env_int
 
 if not os.environ.get("DJANGO_SECRET_KEY"):
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set for config.settings.production")
@@ -18,6 +18,11 @@ if ARBITER_LOGIN_COUNTERS == "cache" and CACHES["default"]["BACKEND"] not in _SH
     raise ImproperlyConfigured(
         "ARBITER_LOGIN_COUNTERS=cache needs a cache shared by every web process (CACHE_URL=redis://...), "
         f"not {CACHES['default']['BACKEND']}; leave ARBITER_LOGIN_COUNTERS unset to count in the database"
+    )
+if ARBITER_SERVER_TIMING:
+    raise ImproperlyConfigured(
+        "ARBITER_SERVER_TIMING=1 is for a load benchmark's own server: it would send raters a query count "
+        "that tells a hidden repeat's answer from another's; read arbiter_rater_request_queries in /metrics"
     )
 DEBUG = False
 

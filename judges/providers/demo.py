@@ -10,16 +10,21 @@ hash (stored images are named by it), and answers from the demo's recorded groun
 of higher latent quality wins, a small difference is a tie. The reply follows
 docs/protocol.md "Judges and calibration" and goes through the same validation as any other judge's.
 
-A candidate it does not know (a study that is not a demo, a resized image) is refused for good
-(``ProviderRefused``), so the call is stored as failed with that reason, not retried.
+On any other study (a candidate the ground truth does not know) it is a real, free baseline: it
+compares each candidate with the reference by structural similarity (``stats.image_similarity``,
+docs/protocol.md "The built-in local judge") on greyscale copies scaled to one width, and the
+candidate more like the reference wins; a difference under ``SSIM_TIE_BAND`` is a tie. Calibration
+then weighs it like any judge. A request it cannot read or without three images is refused for
+good (``ProviderRefused``) with its reason, so the call is stored as failed, not retried.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
 
@@ -27,8 +32,16 @@ from annotation.models import Candidate
 from judges.providers.base import Endpoint, ProviderRefused, Reply
 from judges.providers.openai_chat import OpenAIChat
 
+if TYPE_CHECKING:
+    import numpy as np
+
 TIE_BAND = 0.15  # |quality difference| below this is a tie
 STRONG = 0.6  # above this an axis scores ±2
+# The image-similarity answer (docs/protocol.md "The built-in local judge").
+SSIM_WIDTH = 160  # every image scaled to this width (aspect kept) before comparing
+SSIM_MAX_HEIGHT = 2400  # rows compared at most (a tall page's top 15 widths)
+SSIM_TIE_BAND = 0.005  # |SSIM(ref, A) − SSIM(ref, B)| below this is a tie
+SSIM_STRONG = 0.05  # above this an axis scores ±2
 
 
 def demo_reply(body: bytes) -> str:
@@ -44,7 +57,7 @@ def demo_reply(body: bytes) -> str:
         raise ProviderRefused("the demo judge expects three images (reference, A, B)")
     quality_a, quality_b = (_quality(url) for url in images[1:])
     if quality_a is None or quality_b is None:
-        raise ProviderRefused("the demo judge only knows the candidates of a demo study (make_demo_study)")
+        return similarity_reply(images, prompt)
     diff = quality_a - quality_b
     winner = "TIE" if abs(diff) < TIE_BAND else ("A" if diff > 0 else "B")
     sign = 0 if winner == "TIE" else (1 if diff > 0 else -1)
@@ -57,6 +70,62 @@ def demo_reply(body: bytes) -> str:
         "axes": [{"id": axis["id"], "score": score} for axis in _active_axes(prompt)],
     }
     return json.dumps(reply)
+
+
+def similarity_reply(images: list[str], prompt: str) -> str:
+    """The answer by image similarity: the candidate whose SSIM with the reference is higher wins
+    (docs/protocol.md "The built-in local judge")."""
+    from stats.errors import StatisticsError
+    from stats.image_similarity import structural_similarity
+
+    reference, first, second = (_greyscale(url) for url in images)
+    try:
+        ssim_a = structural_similarity(*_same_height(reference, first))
+        ssim_b = structural_similarity(*_same_height(reference, second))
+    except StatisticsError as exc:
+        raise ProviderRefused(f"the local judge cannot compare these images: {exc}") from None
+    diff = ssim_a - ssim_b
+    winner = "TIE" if abs(diff) < SSIM_TIE_BAND else ("A" if diff > 0 else "B")
+    sign = 0 if winner == "TIE" else (1 if diff > 0 else -1)
+    score = sign * (2 if abs(diff) >= SSIM_STRONG else 1)
+    return json.dumps(
+        {
+            "winner": winner,
+            "confidence": min(5, 1 + int(abs(diff) / 0.02)),
+            "reason": f"Structural similarity with the reference: A {ssim_a:.3f}, B {ssim_b:.3f}.",
+            "axes": [{"id": axis["id"], "score": score} for axis in _active_axes(prompt)],
+        }
+    )
+
+
+def _greyscale(data_url: str) -> np.ndarray:
+    """An image of the request as greyscale 0–255, scaled to ``SSIM_WIDTH`` wide, at most
+    ``SSIM_MAX_HEIGHT`` rows (the top of a taller page)."""
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        data = base64.b64decode(data_url.split(",", 1)[1], validate=True)
+        with Image.open(io.BytesIO(data)) as image:
+            grey = image.convert("L")
+    except (IndexError, ValueError, OSError, UnidentifiedImageError, Image.DecompressionBombError):
+        raise ProviderRefused("the local judge got an image it cannot decode") from None
+    height = max(1, round(grey.height * SSIM_WIDTH / max(1, grey.width)))
+    scaled = grey.resize((SSIM_WIDTH, height), Image.Resampling.BILINEAR)
+    return np.asarray(scaled, dtype=np.float64)[:SSIM_MAX_HEIGHT]
+
+
+def _same_height(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both images as tall as the taller one, the shorter extended with white (a page's background):
+    a candidate much taller or shorter than the reference is less like it."""
+    import numpy as np
+
+    rows = max(reference.shape[0], candidate.shape[0])
+
+    def padded(image: np.ndarray) -> np.ndarray:
+        return np.pad(image, ((0, rows - image.shape[0]), (0, 0)), constant_values=255.0)
+
+    return padded(reference), padded(candidate)
 
 
 def _quality(data_url: str) -> float | None:

@@ -23,8 +23,9 @@
   var view = "auto";
   var scale = 1; // the scale shown now
   var flicker = false;
-  var syncing = false;
-  var LEGIBLE = 0.6; // the default view never shows a page below 60 % of its pixels
+  // The default view never shows a page below 2/3 of its pixels (issue 45): body text of 15 CSS px is
+  // then 10 px or more on screen (decision 0062).
+  var LEGIBLE = 2 / 3;
   var STEPS = [0.25, 0.33, 0.5, 0.6, 0.67, 0.75, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6];
 
   function stored(storage, key) {
@@ -117,6 +118,7 @@
     if (!f) { return; }
     scale = scaleOf(view, f);
     var w = Math.max(Math.round(scale * f.unit.w), 1);
+    if (scale >= LEGIBLE && w < LEGIBLE * f.unit.w) { w = Math.ceil(LEGIBLE * f.unit.w); } // never rounded below it
     r.querySelectorAll("[data-canvas]").forEach(function (c) { c.style.width = w + "px"; });
     var shown = w / f.unit.w; // the true scale, after rounding to whole pixels
     r.querySelectorAll("[data-zoom-level]").forEach(function (o) {
@@ -206,7 +208,7 @@
     });
   }
 
-  // Thumbnails as wide as lets the tallest page fit the strip's height, between 32 and 56 px.
+  // Thumbnails as wide as lets the tallest page fit the strip's height, between 24 and 44 px.
   function sizeMinimap(r) {
     var strip = r.querySelector("[data-minimap]");
     if (!strip || !strip.clientHeight) { return; }
@@ -216,7 +218,7 @@
     });
     var label = strip.querySelector(".minimap-label");
     var room = strip.clientHeight - (label ? label.offsetHeight : 0) - 4;
-    var w = aspect ? Math.min(Math.max(Math.floor(room / aspect), 32), 56) : 44;
+    var w = aspect ? Math.min(Math.max(Math.floor(room / aspect), 24), 44) : 36; // narrow: the panes need the width (issue 45)
     if (strip.getAttribute("data-thumb-width") === String(w)) { return; }
     strip.setAttribute("data-thumb-width", String(w));
     strip.querySelectorAll(".minimap-page").forEach(function (m) { m.style.width = w + "px"; });
@@ -319,21 +321,29 @@
     var sb = s0.getBoundingClientRect(), cb = c0.getBoundingClientRect();
     if (!cb.width) { return; }
     var ox = Math.min(Math.max(at.x - sb.left, 0), sb.width), oy = Math.min(Math.max(at.y - sb.top, 0), sb.height);
-    // The page point under it, across the page's width (0..1) and down it in page widths.
-    var fx = (at.x - cb.left) / cb.width, fy = (at.y - cb.top) / cb.width;
+    // The page point under it, across the page's width (0..1), and down it in the hub's page (0..1),
+    // so every pane's loupe shows the same part of its own page (aligned as the panes scroll).
+    var fx = (at.x - cb.left) / cb.width;
+    var panes = alignment(r);
+    var source = panes.filter(function (p) { return p.scroller === s0; })[0];
+    var shownH = source && source.img ? source.img.getBoundingClientRect().height : cb.height;
+    var hubU = through(source ? source.points : [[0, 0], [1, 1]], Math.min(Math.max((at.y - cb.top) / (shownH || 1), 0), 1), 0);
     loupeAt = at;
-    visibleScrollers(r).forEach(function (s) {
-      var pane = s.closest(".pane");
+    panes.forEach(function (pane) {
+      var s = pane.scroller;
+      if (s.offsetParent === null || !s.clientWidth) { return; }
+      var section = s.closest(".pane");
       var c = s.querySelector("[data-canvas]");
       var src = c && shownImage(c);
-      if (!pane || !src) { return; }
+      if (!section || !src) { return; }
       var n = naturalSize(src);
       if (!n) { return; }
-      var box = loupeBox(pane);
+      var fy = through(pane.points, hubU, 1) * n.h / n.w; // down its page, in page widths
+      var box = loupeBox(section);
       var img = box.querySelector("img");
       if (img.getAttribute("src") !== src.getAttribute("src")) { img.src = src.getAttribute("src"); }
       box.hidden = false;
-      var pb = pane.getBoundingClientRect(), b = s.getBoundingClientRect();
+      var pb = section.getBoundingClientRect(), b = s.getBoundingClientRect();
       var bw = box.offsetWidth, bh = box.offsetHeight;
       // The same place in every pane (they are the same size and scroll together), kept inside it.
       var left = Math.min(Math.max(b.left - pb.left + ox - bw / 2, b.left - pb.left), b.right - pb.left - bw);
@@ -509,10 +519,11 @@
     var tabs = Array.prototype.slice.call(viewer.querySelectorAll("[role=tab]"));
     if (!tabs.length) { return; }
     var before = visibleScroller();
-    var left = before ? before.scrollLeft : 0, top = before ? before.scrollTop : 0;
+    var panes = alignment(viewer);
+    var place = before ? hubPlace(panes, before) : null, left = before ? before.scrollLeft : 0;
     viewer.setAttribute("data-tab", name);
     var after = visibleScroller();
-    if (after && after !== before) { after.scrollLeft = left; after.scrollTop = top; } // same place in every image
+    if (after && after !== before) { placeAll(panes, place, left, null); } // the same part of every page
     tabs.forEach(function (t) {
       var on = t.getAttribute("data-tab-for") === name;
       t.setAttribute("aria-selected", on ? "true" : "false");
@@ -590,24 +601,222 @@
     if (button) { button.setAttribute("aria-pressed", flicker ? "true" : "false"); }
   }
 
+  // --- Scrolling together, aligned by content (issue 45). A pane's page may carry its blocks
+  // (data-blocks on its image: [type, y0, y1] per heading, paragraph, list, table, formula or
+  // figure, y in thousandths of the page's height, from the render's DOM; never any text). The
+  // panes' blocks are matched in reading order by type (a weighted longest common subsequence,
+  // headings, tables and figures weighing most, far-apart places less), and the matched blocks'
+  // tops are the anchors of a piecewise-linear map between the pages; without blocks a page
+  // scrolls proportionally. A pane's position is its focus point: the share of its scroll range
+  // times its page's height (the top edge of the view at the top, its bottom edge at the end), so
+  // Home and End bring every page to its top and its end. The map's hub is the reference when it
+  // has blocks, else the first page that has them.
+  var TYPES = { title: 4, table: 4, figure: 3, formula: 3, list: 2, text: 1 };
+  var MAX_BLOCKS = 400;
+
+  function pageBlocks(img) {
+    if (!img) { return null; }
+    if (img.__blocks !== undefined) { return img.__blocks; }
+    var raw = img.getAttribute("data-blocks"), out = null;
+    if (raw) {
+      try {
+        out = JSON.parse(raw).filter(function (b) {
+          return Array.isArray(b) && TYPES[b[0]] && isFinite(b[1]) && isFinite(b[2]);
+        }).map(function (b) { return { t: b[0], u: Math.min(Math.max(b[1] / 1000, 0), 1) }; });
+        out.sort(function (a, b) { return a.u - b.u; });
+        out = out.slice(0, MAX_BLOCKS);
+      } catch (err) { out = null; }
+    }
+    img.__blocks = out && out.length ? out : null;
+    return img.__blocks;
+  }
+
+  // Anchors [[u in a, u in b], ...] from 0 to 1, strictly increasing on both sides.
+  function anchors(a, b) {
+    var n = a.length, m = b.length, i, j;
+    var score = [], cell;
+    for (i = 0; i <= n; i++) { score.push(new Float64Array(m + 1)); }
+    for (i = 1; i <= n; i++) {
+      for (j = 1; j <= m; j++) {
+        cell = Math.max(score[i - 1][j], score[i][j - 1]);
+        if (a[i - 1].t === b[j - 1].t) {
+          var gain = TYPES[a[i - 1].t] * (1 - Math.min(Math.abs(a[i - 1].u - b[j - 1].u) * 2, 0.9));
+          cell = Math.max(cell, score[i - 1][j - 1] + gain);
+        }
+        score[i][j] = cell;
+      }
+    }
+    var pairs = [];
+    i = n; j = m;
+    while (i > 0 && j > 0) {
+      if (score[i][j] === score[i - 1][j]) { i--; }
+      else if (score[i][j] === score[i][j - 1]) { j--; }
+      else { pairs.push([a[i - 1].u, b[j - 1].u]); i--; j--; }
+    }
+    pairs.reverse();
+    var out = [[0, 0]];
+    pairs.forEach(function (p) {
+      var last = out[out.length - 1];
+      if (p[0] > last[0] && p[1] > last[1] && p[0] < 1 && p[1] < 1) { out.push(p); }
+    });
+    out.push([1, 1]);
+    return out;
+  }
+
+  // The piecewise-linear map through anchors, from side `from` (0 or 1) to the other side.
+  function through(points, u, from) {
+    var to = 1 - from;
+    for (var k = 1; k < points.length; k++) {
+      if (u <= points[k][from] || k === points.length - 1) {
+        var p = points[k - 1], q = points[k];
+        var span = q[from] - p[from];
+        var t = span > 0 ? Math.min(Math.max((u - p[from]) / span, 0), 1) : 0;
+        return p[to] + t * (q[to] - p[to]);
+      }
+    }
+    return u;
+  }
+
+  var matched = new WeakMap(); // page image -> {hub: the hub's image, points: its anchors to it}
+
+  // Every pane of the trial: its scroller, the page it shows, and its anchors to the hub.
+  function alignment(r) {
+    var panes = Array.prototype.slice.call(r.querySelectorAll("[data-scroller]")).map(function (s) {
+      var c = s.querySelector("[data-canvas]");
+      var img = c ? shownImage(c) : null;
+      return { scroller: s, img: img, blocks: pageBlocks(img) };
+    });
+    var hub = panes.filter(function (p) { return p.blocks; })[0] || null;
+    panes.forEach(function (p) {
+      if (!hub || !p.blocks || p === hub) { p.points = [[0, 0], [1, 1]]; return; }
+      var mine = matched.get(p.img); // matched once per pair of pages, not on every scroll
+      if (!mine || mine.hub !== hub.img) { mine = { hub: hub.img, points: anchors(p.blocks, hub.blocks) }; matched.set(p.img, mine); }
+      p.points = mine.points;
+    });
+    return panes;
+  }
+
+  // A pane's focus point, as a share of its page's height (0..1), or null when it cannot scroll.
+  function focusOf(s) {
+    var range = s.scrollHeight - s.clientHeight;
+    return range > 0 ? s.scrollTop / range : null;
+  }
+
+  function paneSize(pane) {
+    var img = pane.img, c = pane.scroller.querySelector("[data-canvas]");
+    var h = img && img.offsetHeight ? img.offsetHeight : (c ? c.offsetHeight : 0);
+    var full = c ? c.offsetHeight : h;
+    return { h: h, full: full || h };
+  }
+
+  var expected = new WeakMap(); // a follower's scroll position set here: its own echo, not a move
+
+  // Where pane `s` is, in the hub's page (0..1), or null when it cannot scroll.
+  function hubPlace(panes, s) {
+    var src = panes.filter(function (p) { return p.scroller === s; })[0];
+    var share = src ? focusOf(s) : null;
+    if (share === null) { return null; }
+    var size = paneSize(src);
+    return through(src.points, Math.min(share * size.full / (size.h || size.full), 1), 0);
+  }
+
+  // Every shown pane but `except` to the place `hubU` of the hub's page, `left` across.
+  function placeAll(panes, hubU, left, except) {
+    panes.forEach(function (p) {
+      var o = p.scroller;
+      if (o === except || o.offsetParent === null) { return; }
+      o.scrollLeft = left;
+      if (hubU !== null) {
+        var range = o.scrollHeight - o.clientHeight;
+        var sz = paneSize(p);
+        var v = through(p.points, hubU, 1) * (sz.h || sz.full) / (sz.full || 1);
+        o.scrollTop = Math.round(Math.min(Math.max(v, 0), 1) * Math.max(range, 0));
+      }
+      expected.set(o, { top: o.scrollTop, left: o.scrollLeft });
+    });
+    updateMinimap();
+    if (loupeAt) { showLoupe(loupeAt); }
+  }
+
+  // Every other pane to the place of `s` (aligned by content); then the overview and the loupe.
+  function follow(s) {
+    var r = root();
+    if (!r) { return; }
+    var panes = alignment(r);
+    placeAll(panes, hubPlace(panes, s), s.scrollLeft, s);
+  }
+
   function syncScroll(scope) {
-    var scrollers = Array.prototype.slice.call(scope.querySelectorAll("[data-scroller]"));
-    scrollers.forEach(function (s) {
+    scope.querySelectorAll("[data-scroller]").forEach(function (s) {
       s.addEventListener("scroll", function () {
-        if (syncing) { return; }
-        syncing = true;
-        scrollers.forEach(function (o) {
-          if (o !== s) { o.scrollTop = s.scrollTop; o.scrollLeft = s.scrollLeft; }
-        });
-        window.requestAnimationFrame(function () { syncing = false; });
-        updateMinimap();
-        if (loupeAt) { showLoupe(loupeAt); }
+        var was = expected.get(s);
+        if (was && Math.abs(was.top - s.scrollTop) <= 1 && Math.abs(was.left - s.scrollLeft) <= 1) {
+          updateMinimap();
+          return; // the echo of a position this script set
+        }
+        expected.delete(s);
+        follow(s);
       }, { passive: true });
       s.addEventListener("pointermove", function (e) {
         pointer = { scroller: s, x: e.clientX, y: e.clientY };
         if (loupeAt) { showLoupe(pointer); }
       });
     });
+  }
+
+  // The keys that pan every pane at once (issue 45): arrows, Space / Shift+Space, PageUp /
+  // PageDown, Home / End. The pane the keyboard is in leads, else the reference (the first shown).
+  var PAN_STEP = 48;
+  function panKey(e) {
+    var key = e.key;
+    var down = key === "ArrowDown" ? 1 : key === "ArrowUp" ? -1 : 0;
+    var across = key === "ArrowRight" ? 1 : key === "ArrowLeft" ? -1 : 0;
+    var pageStep = key === "PageDown" || (key === " " && !e.shiftKey) ? 1
+      : key === "PageUp" || (key === " " && e.shiftKey) ? -1 : 0;
+    var end = key === "End" ? 1 : key === "Home" ? -1 : 0;
+    if (!down && !across && !pageStep && !end) { return false; }
+    var t = e.target;
+    var lead = t && t.closest ? t.closest("[data-scroller]") : null;
+    if (!lead || lead.offsetParent === null) { lead = visibleScroller(); }
+    if (!lead) { return false; }
+    if (end) { lead.scrollTop = end > 0 ? lead.scrollHeight : 0; }
+    else if (pageStep) { lead.scrollTop += pageStep * Math.max(lead.clientHeight * 0.85, PAN_STEP); }
+    else if (down) { lead.scrollTop += down * PAN_STEP; }
+    else { lead.scrollLeft += across * PAN_STEP; }
+    expected.set(lead, { top: lead.scrollTop, left: lead.scrollLeft });
+    follow(lead);
+    return true;
+  }
+
+  // Whether a key pressed on `t` is the page's to take (not a control's own: a radio's arrows,
+  // a button's Space, a scrolling instructions box, the problem report).
+  function pansHere(t) {
+    if (!t || !t.closest || t === document.body || t === document.documentElement) { return true; }
+    if (t.closest("[data-problem], .instructions > .markdown, summary, select, textarea, [contenteditable]")) { return false; }
+    if (t.closest("[data-scroller]") || t.matches("[data-trial]")) { return true; }
+    return !t.closest("input, button, a, [role=tab], [role=radio]");
+  }
+
+  // "Report a problem" (key r, issue 45): open (true), closed (false) or the other way (null). Opened
+  // from the keyboard, its first choice takes the focus; closed, the trial takes it back.
+  function toggleProblem(open, fromKeyboard) {
+    var toggle = document.querySelector("[data-problem-toggle]");
+    if (!toggle) { return; }
+    var panel = document.getElementById(toggle.getAttribute("aria-controls"));
+    var wasOpen = toggle.getAttribute("aria-expanded") === "true";
+    var now = open === null ? !wasOpen : open;
+    toggle.setAttribute("aria-expanded", now ? "true" : "false");
+    if (panel) { panel.hidden = !now; }
+    if (now && open !== null && panel) {
+      var first = panel.querySelector("input:not([type=hidden]), textarea, button");
+      if (first) { first.focus(); }
+    } else if (now && fromKeyboard && panel) {
+      var choice = panel.querySelector("input:not([type=hidden])");
+      if (choice) { choice.focus(); }
+    } else if (!now && wasOpen && open === false) {
+      var trial = document.querySelector("[data-trial]");
+      if (trial) { trial.focus({ preventScroll: true }); }
+    }
   }
 
   function form() { return document.querySelector("[data-answer-form]"); }
@@ -794,12 +1003,8 @@
     if (!e.target.closest(".axis-desc")) {
       document.querySelectorAll(".desc-open").forEach(function (o) { o.classList.remove("desc-open"); });
     }
-    var toggle = e.target.closest("[data-problem-toggle]");
-    if (toggle) {
-      var panel = document.getElementById(toggle.getAttribute("aria-controls"));
-      var open = toggle.getAttribute("aria-expanded") !== "true";
-      toggle.setAttribute("aria-expanded", open ? "true" : "false");
-      if (panel) { panel.hidden = !open; }
+    if (e.target.closest("[data-problem-toggle]")) {
+      toggleProblem(null, e.detail === 0);
       return;
     }
     var button = e.target.closest("[data-action]");
@@ -842,8 +1047,16 @@
       e.preventDefault();
       return;
     }
+    var inProblem = !!(t && t.closest && t.closest("[data-problem]"));
+    if (key === "Escape" && inProblem) { toggleProblem(false); e.preventDefault(); return; }
+    if (pansHere(t) && panKey(e)) { e.preventDefault(); return; }
     if (key.length === 1 && !shortcutsOn()) { return; } // WCAG 2.1.4: single-character keys are off
-    if (key === "Enter" && t && t.closest && t.closest("[data-problem]")) { return; }
+    if (inProblem) { return; } // the report's own radios and button take their keys
+    if ((key === "r" || key === "R") && document.querySelector("[data-problem-toggle]")) {
+      toggleProblem(true);
+      e.preventDefault();
+      return;
+    }
     var letter = /^[a-z]$/i.test(key) ? key.toLowerCase() : ""; // safe inside a selector
     var keyed = !!f.querySelector("[data-key]");
     var focusTarget = letter ? f.querySelector("[data-focus-key='" + letter + "']") : null;

@@ -184,8 +184,11 @@ def _adaptive(study: Study, k: int) -> None:
     ("kind", "raters"), [("pairwise_reference", RATERS), ("pairwise", RATERS), ("pairwise", 3)]
 )
 def test_the_served_trials_of_an_adaptive_study_keep_every_protocol_guarantee(
-    kind: str, raters: int, tmp_path: Path
+    kind: str, raters: int, tmp_path: Path, researcher, other_researcher, rater_user  # type: ignore[no-untyped-def]
 ) -> None:
+    """One simulated study per kind (issue 46 item 8): the same served study is also checked by
+    ``_the_allocator_favours_the_undecided_boundary`` and
+    ``_the_study_pages_show_the_allocation_to_researchers_only`` (the default rater target)."""
     study = _study(f"adaptive-served-{kind}-{raters}", kind, tmp_path, raters=raters)
     _adaptive(study, 2)
     design = design_of(study)
@@ -296,13 +299,14 @@ def test_the_served_trials_of_an_adaptive_study_keep_every_protocol_guarantee(
                 positions.append(t.position)
                 ranks.append((TRUE_RANK[a] + TRUE_RANK[b]) / 2)
     assert abs(spearmanr(positions, ranks).statistic) < 0.15
+    if raters == RATERS:
+        _the_allocator_favours_the_undecided_boundary(study)
+        _the_study_pages_show_the_allocation_to_researchers_only(
+            study, kind, researcher, other_researcher, rater_user, tmp_path)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_allocator_favours_the_undecided_boundary(kind: str, tmp_path: Path) -> None:
-    study = _study(f"adaptive-favours-{kind}", kind, tmp_path)
-    _adaptive(study, 2)
-    _run_raters(study, 4 * RATERS, THETA)
+def _the_allocator_favours_the_undecided_boundary(study: Study) -> None:
+    """Of a study served by ``_run_raters(study, 4 * RATERS, THETA)`` after ``_adaptive(study, 2)``."""
     adaptive_items = Comparison.objects.filter(
         block_items__block__study=study, block_items__block__position__gt=1
     )
@@ -358,13 +362,18 @@ def test_a_uniform_study_is_unchanged_when_full(kind: str, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_no_block_is_built_once_the_stopping_rule_declares_the_top_k(kind: str, tmp_path: Path) -> None:
+def test_no_block_is_built_once_the_stopping_rule_declares_the_top_k_and_the_report_says_so(
+    kind: str, tmp_path: Path
+) -> None:
+    """One simulated study per kind (issue 46 item 8): the study that stops is also the one whose
+    report is read (``_the_report_says_the_study_was_adaptive_and_stopped_early``)."""
     study = _study(f"adaptive-stops-{kind}", kind, tmp_path)
     _adaptive(study, 1)
     served = _run_raters(study, 3 * RATERS, LOPSIDED)
     state = allocation_state(study=study)
     assert state is not None and state.declared and state.top == ("s0",) and state.votes_needed == 0
     assert served.n_raters < 3 * RATERS  # the study filled up instead of growing
+    _the_report_says_the_study_was_adaptive_and_stopped_early(study, kind, tmp_path)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -392,21 +401,14 @@ def test_schedule_blocks_refuses_adaptive_for_the_other_kinds_in_one_line(kind: 
     assert "allocation" not in (study.options or {})
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_study_pages_show_the_allocation_to_researchers_only(
-    kind: str,
-    researcher,
-    other_researcher,  # type: ignore[no-untyped-def]
-    rater_user,
-    tmp_path: Path,
+def _the_study_pages_show_the_allocation_to_researchers_only(
+    study: Study, kind: str, researcher, other_researcher, rater_user, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
+    """Of an adaptive study with votes, not yet stopped (``_adaptive(study, 2)``)."""
     from django.test import Client
     from django.urls import reverse
 
-    study = _study(f"adaptive-pages-{kind}", kind, tmp_path)
     study.researchers.add(researcher)
-    _adaptive(study, 2)
-    _run_raters(study, RATERS, THETA)
     client = Client()
     client.force_login(researcher)
     schedule = client.get(reverse("research:study", args=[study.slug]))
@@ -440,11 +442,8 @@ def _report(study: Study) -> dict[str, Any]:
     return agreement_report_for_study(study=study, resamples=20, seed=1)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_report_says_the_study_was_adaptive_and_stopped_early(kind: str, tmp_path: Path) -> None:
-    study = _study(f"adaptive-report-{kind}", kind, tmp_path)
-    _adaptive(study, 1)
-    _run_raters(study, 3 * RATERS, LOPSIDED)
+def _the_report_says_the_study_was_adaptive_and_stopped_early(study: Study, kind: str, tmp_path: Path) -> None:
+    """Of a study that stopped on the rule (``_adaptive(study, 1)``, ``LOPSIDED``)."""
     section = _report(study)["allocation"]
     assert (
         section["allocation"] == "adaptive"

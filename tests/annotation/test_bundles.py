@@ -211,6 +211,28 @@ def test_judge_prompt_is_imported_and_exported(tmp_path: Path, examples_dir: Pat
     assert read_doc(out)["judge_prompt"] == "Compare {A} {B}"
 
 
+@pytest.mark.django_db
+def test_blocks_are_imported_and_exported(tmp_path: Path, examples_dir: Path) -> None:
+    """Pages' and candidates' blocks (docs/protocol.md "Blocks from the DOM"): type and box, kept
+    as given and written back; an entry without them has none and its export has no key."""
+    title = {"type": "title", "bbox_1000": [50, 20.5, 600, 40]}
+    table = {"type": "table", "bbox_1000": [50, 450, 950, 650]}
+
+    def add(doc: dict[str, Any]) -> None:
+        doc["pages"][0]["blocks"] = [title, table]
+        doc["candidates"][0]["blocks"] = [table]
+
+    study = study_import_bundle(path=edit_doc(copy_bundle(examples_dir, tmp_path / "b"), add))
+    doc = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
+    assert doc["pages"][0]["blocks"] == [title, table] and doc["candidates"][0]["blocks"] == [table]
+    assert "blocks" not in doc["pages"][1] and "blocks" not in doc["candidates"][1]
+    page = Page.objects.get(study=study, external_id=doc["pages"][0]["id"])
+    assert page.blocks == [title, table]
+    first = doc["candidates"][0]
+    assert Candidate.objects.get(page__study=study, page__external_id=first["page"],
+                                 system__external_id=first["system"]).blocks == [table]
+
+
 def test_settings_defaults_are_the_study_model_defaults() -> None:
     from annotation.services.bundles.reference_format import SETTINGS_DEFAULTS
 

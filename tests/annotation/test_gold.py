@@ -16,7 +16,17 @@ from django.core.management import call_command
 from django.test import Client
 from PIL import Image
 
-from annotation.models import GOLD_EXPECTED, Assignment, AssignmentState, StoredImage, Study, Trial, Vote
+from annotation.models import (
+    GOLD_EXPECTED,
+    Assignment,
+    AssignmentState,
+    Candidate,
+    Page,
+    StoredImage,
+    Study,
+    Trial,
+    Vote,
+)
 from annotation.selectors.progress import rater_quality
 from annotation.selectors.votes import gold_votes_frame, votes_frame
 from annotation.services.gold import degraded_pixels
@@ -126,7 +136,8 @@ def test_gold_byte_sizes_cannot_be_told_from_real_pairs() -> None:
     rs = make_rater_study(pages=30, failed_render=False, image_size=(240, 480))
     blocks_schedule(study=rs.study, blocks=2, block_size=40, repeats=0, min_gap=2, raters=[3, 3], seed=11, gold=10)
     trials = Trial.objects.filter(assignment__block__study=rs.study).select_related(
-        "comparison__candidate_a__image", "comparison__candidate_b__image", "gold_image", "gold_match_image")
+        "comparison__candidate_a__neutralized_image", "comparison__candidate_b__neutralized_image", "gold_image",
+        "gold_match_image")
     real: list[float] = []
     gold: dict[int, float] = {}
     for t in trials:
@@ -135,11 +146,40 @@ def test_gold_byte_sizes_cannot_be_told_from_real_pairs() -> None:
             gold[t.comparison.page_id] = max(a, b) / min(a, b)
             assert t.gold_image.file.open("rb").read()[12:16] == b"IHDR"  # no padding chunk in front
         else:
-            a, b = t.comparison.candidate_a.image.size_bytes, t.comparison.candidate_b.image.size_bytes
+            # The candidates as shown: the study neutralizes media.
+            a = t.comparison.candidate_a.neutralized_image.size_bytes
+            b = t.comparison.candidate_b.neutralized_image.size_bytes
             real.append(max(a, b) / min(a, b))
     assert len(gold) >= 10 and len(real) > 100
     assert max(gold.values()) <= max(real) * 1.05, (sorted(gold.values()), max(real))
     assert mannwhitneyu(list(gold.values()), real).pvalue > 0.001
+
+
+def test_gold_panes_are_made_from_the_panes_as_shown() -> None:
+    """Issue 45: in a study that neutralizes media, a gold trial's copy shows the reference's media
+    as a grey box (as the reference pane does), and its byte ratio is that of two real candidates
+    as shown, their neutralized variants (not of the images under them)."""
+    from annotation.images import NEUTRAL_FILL
+
+    rs = make_rater_study(pages=4, failed_render=False, image_size=(240, 480))
+    blocks_schedule(study=rs.study, blocks=1, block_size=12, repeats=0, min_gap=2, raters=[2], seed=3, gold=4)
+    gold = Trial.objects.filter(assignment__block__study=rs.study, attention_expected=GOLD_EXPECTED).select_related(
+        "gold_image", "gold_match_image", "comparison__page")
+    assert gold.count() >= 4
+    for t in gold:
+        copy = _png(t.gold_match_image)
+        # The photo region [600, 725, 934, 950] of the page, at the copy's width: the grey box.
+        x = round(0.75 * copy.width)
+        y = round(0.80 * 480 * copy.width / 240)
+        assert copy.getpixel((x, y)) == NEUTRAL_FILL
+        shown = [
+            (c.neutralized_image.width, c.neutralized_image.height, c.neutralized_image.size_bytes)
+            for c in t.comparison.page.candidates.select_related("neutralized_image")
+        ]
+        ratio = t.gold_image.size_bytes / t.gold_match_image.size_bytes
+        sizes = {(t.gold_match_image.width, t.gold_match_image.height), (t.gold_image.width, t.gold_image.height)}
+        pairs = [b[2] / a[2] for a in shown for b in shown if a is not b and {a[:2], b[:2]} == sizes]
+        assert any(abs(ratio - r) <= 0.03 * r for r in pairs), (ratio, pairs)
 
 
 def test_the_degraded_copy_reaches_a_byte_size_and_stays_degraded() -> None:
@@ -190,6 +230,14 @@ def test_gold_out_of_range_is_refused_naming_the_field() -> None:
 
 def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() -> None:
     rs = make_rater_study(pages=6)
+    # Every page and candidate with blocks of its own (issue 45): a gold trial's panes carry its
+    # comparison's blocks, as a data trial of that pair does.
+    for n, page in enumerate(Page.objects.filter(study=rs.study)):
+        page.blocks = [{"type": "title", "bbox_1000": [0, 10 + n, 500, 20 + n]}]
+        page.save(update_fields=["blocks"])
+    for n, candidate in enumerate(Candidate.objects.filter(page__study=rs.study)):
+        candidate.blocks = [{"type": "title", "bbox_1000": [0, 30 + n, 500, 40 + n]}, {"type": "text", "bbox_1000": [0, 50, 900, 90]}]
+        candidate.save(update_fields=["blocks"])
     blocks_schedule(study=rs.study, blocks=2, block_size=8, repeats=3, min_gap=2, raters=[1, 1], seed=5, gold=2)
     secrets = _secrets(rs)
     client = Client()
@@ -235,6 +283,7 @@ def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() ->
             (r'name="csrfmiddlewaretoken" value="[^"]+"', ""), (r'"X-CSRFToken": "[^"]+"', ""),
             (r'nonce="[^"]+"', ""), (r"\d+ of \d+", "N of M"), (r'value="\d+"></progress>', 'value="N"></progress>'),
             (r'\s*<span class="time-left[^<]*</span>', ""), (r'<details class="instructions" data-instructions( open)?>', ""),
+            (r'data-blocks="[^"]*"', "data-blocks"),  # compared below, whichever side shows them
         ):
             text = re.sub(pattern, repl, text)
         return text
@@ -242,6 +291,8 @@ def test_a_gold_trial_is_indistinguishable_from_a_data_trial_and_never_data() ->
     for g in gold:
         main = Trial.objects.get(assignment=g.assignment, comparison=g.comparison, is_repeat=False, attention_expected="")
         assert masked(g) == masked(main)  # same page, same markup: only the opaque tokens differ
+        shown_blocks = [sorted(re.findall(r'data-blocks="([^"]*)"', pages[t.token])) for t in (g, main)]
+        assert shown_blocks[0] == shown_blocks[1] and len(shown_blocks[0]) == 5  # ref (and its flicker copies), A, B
         ref, left, right = (sizes[g.token][s] for s in ("ref", "left", "right"))
         # Same format and content type as the reference; each candidate has a real candidate's size.
         assert left[2:] == right[2:] == ref[2:] == ("PNG", "image/png")
@@ -481,3 +532,37 @@ def test_bad_gold_entries_are_refused_in_one_line_and_nothing_is_written(
         study_import_bundle(path=bundle)
     assert "\n" not in str(caught.value)
     assert not Study.objects.exists() and not StoredImage.objects.exists()
+
+
+@pytest.mark.parametrize("gold", [2, 3, 4, 5])
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_a_rater_who_always_clicks_one_side_is_caught_with_any_number_of_gold_trials(gold: int, side: str) -> None:
+    """docs/protocol.md "Gold trials: the exclusion test": each rater's gold trials put the identical
+    side left and right in turn (within one of half), so an always-left (always-right) rater fails
+    about half of them, which the gold rule cannot tell from an honest rater's bad luck with 2 or 4
+    gold trials; the straight-lining rule, on by default, flags them whatever the number. Two
+    raters (both slot parities) answer every trial with the same displayed side."""
+    import secrets as token_secrets
+
+    from annotation.services.answers import trial_next, vote_submit
+    from annotation.services.participants import participant_claim, participant_rater_get_or_create
+    from stats.gold_rule import gold_critical_failures
+
+    study = make_rater_study(slug=f"one-side-{gold}-{side}", pages=6).study
+    blocks_schedule(study=study, blocks=1, block_size=10, repeats=1, min_gap=2, raters=[2], seed=9, gold=gold)
+    for r in range(2):
+        rater = participant_rater_get_or_create(study=study, external_id=f"{side}-{r}")
+        assignment = participant_claim(study=study, rater=rater)
+        while (view := trial_next(assignment=assignment, study=study)) is not None:
+            vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict=side, confidence=3,
+                        axes={a["id"]: 0 for a in view.axes}, rationale="", idempotency_key=token_secrets.token_urlsafe(12))
+    c = gold_critical_failures(gold)
+    for q in rater_quality(study):
+        trials = Trial.objects.filter(assignment=q.assignment, attention_expected=GOLD_EXPECTED)
+        # The identical candidate is canonical A (the match image): left when not swapped.
+        left = sum(1 for t in trials if not t.swapped)
+        assert len(trials) == gold and abs(2 * left - gold) <= 1  # balanced per rater
+        failed = gold - left if side == "A" else left
+        assert q.gold_trials - q.gold_passed == failed
+        assert any(f.startswith("straight-lining") for f in q.flags), q.flags
+        assert any(f.startswith("failed gold") for f in q.flags) == (c is not None and failed >= c), q.flags

@@ -386,12 +386,17 @@ def test_upload_page_dry_run_and_create(folders: Path, researcher: Any) -> None:
     assert client.get("/studies/new/").status_code == 200
     form = {"kind": "rating", "options": json.dumps({"slug": "page-study", "title": "From the page"})}
     dry = client.post("/studies/new/", {**form, "archive": zipped(folders, names=("out/gpt", "out/claude")), "dry_run": "1"})
-    assert dry.status_code == 200 and b"system gpt: 4 images" in dry.content
+    assert dry.status_code == 302 and "/studies/new/runs/" in dry["Location"]
+    result = client.get(dry["Location"])
+    assert b"system gpt: 4 images" in result.content and b'id="new-study-create"' in result.content
     nothing_written()
     bad = client.post("/studies/new/", {**form, "options": "[1]", "archive": zipped(folders, names=("out/gpt",))})
     assert bad.status_code == 400 and b"options: expected a JSON object of study.json keys" in bad.content
-    made = client.post("/studies/new/", {**form, "archive": zipped(folders, names=("out/gpt", "out/claude"))})
+    # The dry run's result makes the study from the same upload: nothing is uploaded again.
+    made = client.post(dry["Location"] + "create/")
     assert made.status_code == 302 and made["Location"].endswith("/studies/page-study/")
+    again = client.post(dry["Location"] + "create/")  # its upload is taken: not made twice
+    assert again.status_code == 302 and b"upload it again" in client.get(again["Location"]).content
     assert Candidate.objects.filter(page__study__slug="page-study").count() == 8
 
 
@@ -403,10 +408,10 @@ def test_upload_page_takes_a_title_and_suggests_the_slug_from_it(folders: Path, 
     page = client.get("/studies/new/").content.decode()
     assert 'name="title"' in page and 'name="slug"' in page and 'data-slug-from="id_title"' in page
     archive = ("out/gpt", "out/claude")
-    nameless = client.post("/studies/new/", {"kind": "rating", "archive": zipped(folders, names=archive), "dry_run": "1"})
+    nameless = client.post("/studies/new/", {"kind": "rating", "archive": zipped(folders, names=archive), "dry_run": "1"}, follow=True)
     assert b"a real run would stop: slug: required: give the study a slug (or a title to make one from)" in nameless.content
     form = {"kind": "rating", "title": "Table fidelity, March run"}
-    dry = client.post("/studies/new/", {**form, "archive": zipped(folders, names=archive), "dry_run": "1"})
+    dry = client.post("/studies/new/", {**form, "archive": zipped(folders, names=archive), "dry_run": "1"}, follow=True)
     assert dry.status_code == 200 and b"a real run would import this" in dry.content
     made = client.post("/studies/new/", {**form, "archive": zipped(folders, names=archive)})
     assert made.status_code == 302 and made["Location"].endswith("/studies/table-fidelity-march-run/")

@@ -72,20 +72,28 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
 ) -> None:
     browser_available()
     dry = io.StringIO()
-    call_command("new_study", *args(html_folders, "--slug", "h", "--dry-run"), stdout=dry, stderr=io.StringIO())
+    with pytest.raises(CommandError) as asked:
+        call_command("new_study", *args(html_folders, "--slug", "h", "--dry-run"), stdout=dry, stderr=io.StringIO())
+    assert "\n" not in str(asked.value) and "--media FILE" in str(asked.value) and "--no-neutralize" in str(asked.value)
     report = dry.getvalue()
     assert "HTML rendered with: viewport 400x300, scale 1.0, mode canvas," in report
     assert "rendered html: 2 pages rendered, 0 failed\n" in report
     assert "rendered bad: 1 pages rendered, 1 failed\n" in report
     assert "failed renders (HTML): 1\n  bad: p1: " in report
-    assert "not images: 0\n" in report and "stray files: 1\n" in report  # html/a.svg is not a page
-    assert "a real run would import this" in report
+    # html/a.svg is p0's asset (issue 45): served to its page, not a stray file.
+    assert "not images: 0\n" in report and "stray files: 0\n" in report
+    assert "assets beside the HTML pages (served to them when they render): 1\n" in report
+    # The PNG reference p0 has no media regions beside a rendered photo: the dry run asks.
+    assert "pages shown unequally (media neutralized on some panes only): 1\n  p0: media regions in html; " in report
+    assert "a real run would stop: 1 page would show real media beside neutralized media" in report
     assert not Study.objects.exists()
 
+    media = tmp_path / "media.csv"
+    media.write_text("page,system,kind,x0,y0,x1,y1\np0,,photo,250,250,750,750\np1,,none,,,,\n")
     err = io.StringIO()
     call_command(
         "new_study", *args(html_folders, "--slug", "h", "--keep-bundle", str(tmp_path / "kept"), "--researcher", researcher.username),
-        stdout=io.StringIO(), stderr=err,
+        "--media", str(media), stdout=io.StringIO(), stderr=err,
     )
     assert "1 HTML page failed to render, kept as failed renders" in err.getvalue()
     study = Study.objects.get(slug="h")
@@ -96,12 +104,21 @@ def test_html_outputs_render_into_a_study_with_failed_renders_and_media(
     assert [m["kind"] for m in photo.media] == ["photo"]
     assert [round(v) for v in photo.media[0]["bbox_1000"]] == [250, 250, 750, 750]
     assert candidates["p1", "html"].media == []
+    # Their blocks (docs/protocol.md "Blocks from the DOM"), type and box only: a figure where the
+    # photo is, then the paragraph; a heading and a paragraph on the text page; none on a failed render.
+    assert (photo.blocks[0]["type"], [round(v) for v in photo.blocks[0]["bbox_1000"]]) == ("figure", [250, 250, 750, 750])
+    assert [b["type"] for b in photo.blocks] == ["figure", "text"]
+    assert [b["type"] for b in candidates["p1", "html"].blocks] == ["title", "text"]
+    assert all(set(b) == {"type", "bbox_1000"} for c in candidates.values() for b in c.blocks)
+    assert candidates["p1", "bad"].blocks == [] and study.pages.get(external_id="p0").blocks == []  # a PNG reference
     # The render settings are stored with the study, exported in its bundle and shown on its page.
     assert study.options["render"]["viewport"] == "400x300" and study.options["render"]["mode"] == "canvas"
     kept = next((tmp_path / "kept").iterdir())
     assert json.loads((kept / "study.json").read_text())["render"]["viewport"] == "400x300"
     exported = json.loads(zipfile.ZipFile(study_export_to_temporary_zip(study=study)).read("study.json"))
     assert exported["render"] == study.options["render"]
+    assert next(c for c in exported["candidates"] if c["page"] == "p1" and c["system"] == "html")["blocks"] == \
+        candidates["p1", "html"].blocks
     client = Client()
     client.force_login(researcher)
     page = client.get(f"/studies/{study.slug}/").content.decode()
@@ -124,7 +141,11 @@ def test_a_study_with_html_stops_with_one_line_without_a_browser(html_folders: P
     # A render setting out of range is one line naming the option, before any browser is looked for.
     with pytest.raises(CommandError) as caught:
         run("rating", "--system", f"html={html_folders / 'html'}", "--slug", "h2", "--option", 'render={"viewport": "big"}')
-    assert str(caught.value).startswith("option render: --viewport: expected WIDTHxHEIGHT")
+    assert str(caught.value).startswith("option render.viewport: expected WIDTHxHEIGHT")
+    # A page's time limit is capped at 60 s (issue 50): a looping page holds a browser a minute at most.
+    with pytest.raises(CommandError) as caught:
+        run("rating", "--system", f"html={html_folders / 'html'}", "--slug", "h3", "--option", 'render={"timeout_s": 600}')
+    assert str(caught.value) == "option render.timeout_s: expected 0.5 to 60 seconds, got 600"
 
 
 # Reads outside its folder (the reference beside it, /etc/passwd) would paint the page red; its own
@@ -165,7 +186,8 @@ def test_an_uploaded_html_page_renders_with_requests_outside_its_folder_refused(
     assert (255, 0, 0) not in colours and (0, 100, 200) not in colours  # nothing outside sys/ was
     client = APIClient()
     client.force_authenticate(researcher)
-    form = {"kind": "pairwise_reference", "reference": "refs", "options": json.dumps(options)}
+    # Its refused images are media regions, the PNG references have none: no neutralization, chosen.
+    form = {"kind": "pairwise_reference", "reference": "refs", "options": json.dumps(options), "neutralize": "no"}
     made = client.post("/api/studies/new/", {**form, "file": upload()}, format="multipart")
     assert made.status_code == 201, made.content
     candidates = Candidate.objects.filter(page__study__slug="up")
@@ -185,10 +207,13 @@ def test_manifest_rows_of_html_references_and_outputs(html_folders: Path) -> Non
         "p0,refs_html/p0.html,html,html/p1.html\n"
         "p0,,png,refs/p1.png\n"
     )
-    run("pairwise_reference", "--manifest", str(manifest), "--slug", "m", "--option", f"render={RENDER}")
+    (html_folders / "media.csv").write_text("p0,png,none\n")  # the PNG candidate has no media
+    run("pairwise_reference", "--manifest", str(manifest), "--slug", "m", "--option", f"render={RENDER}",
+        "--media", str(html_folders / "media.csv"))
     study = Study.objects.get(slug="m")
     page = study.pages.get()
     assert page.image_id is not None and [m["kind"] for m in page.media] == ["photo"]  # a rendered reference
+    assert [b["type"] for b in page.blocks] == ["figure", "text"]  # ... with its blocks
     assert sorted(c.rendered for c in Candidate.objects.filter(page=page)) == [True, True]
 
 

@@ -74,7 +74,7 @@ def test_the_page_queues_a_run_and_the_worker_makes_the_study(
     assert default_storage.exists(run.archive) and run.archive_name == "folders.zip"
     assert run.parameters["options"]["render"]["failure_rule"] == "aescode"
     page = client.get(f"/studies/new/runs/{run.token}/").content.decode()
-    assert "Queued: waiting for a worker." in page and f'hx-get="/studies/new/runs/{run.token}/"' in page
+    assert "Queued: waiting for a worker" in page and f'hx-get="/studies/new/runs/{run.token}/"' in page
     # Another researcher does not see the run.
     other = Client()
     other.force_login(other_researcher)
@@ -84,19 +84,20 @@ def test_the_page_queues_a_run_and_the_worker_makes_the_study(
     seen: list[tuple[str, int | None, int | None]] = []
     original = new_study_runs.progress_reported
 
-    def spying(report: Any) -> Any:
+    def spying(report: Any, detail: Any = None) -> Any:
         def both(stage: str, done: int | None, total: int | None) -> None:
             report(stage, done, total)
             row = NewStudyRun.objects.get(pk=run.pk)
             seen.append((row.stage, row.done, row.total))
 
-        return original(both)
+        return original(both, detail)
 
     monkeypatch.setattr(new_study_runs, "PROGRESS_EVERY_S", 0.0)
     monkeypatch.setattr(new_study_runs, "progress_reported", spying)
     assert new_study_run_task(run.pk) == "done"
-    assert ("rendering HTML pages (folder 1 of 1)", 2, 2) in seen
-    assert ("rendering HTML pages (folder 1 of 1)", 1, 2) in seen
+    assert ("rendering HTML pages: claude", 2, 2) in seen
+    assert ("rendering HTML pages: claude", 1, 2) in seen
+    archive = run.archive
     run.refresh_from_db()
     assert run.status == "done" and run.study is not None and run.study.slug == "by-worker"
     assert run.study.options["render"]["failure_rule"] == "aescode"
@@ -104,7 +105,8 @@ def test_the_page_queues_a_run_and_the_worker_makes_the_study(
         Candidate.objects.filter(page__study=run.study, system__external_id="claude", rendered=True).count()
         == 2
     )
-    assert not default_storage.exists(run.archive)  # the upload is dropped once made
+    assert run.progress["groups"] == {"claude": {"rendered": 2, "failed": 0}} and run.progress["rendered"] == 2
+    assert not default_storage.exists(archive) and run.archive == ""  # the upload is dropped once made
     polled = client.get(f"/studies/new/runs/{run.token}/", HTTP_HX_REQUEST="true")
     assert polled["HX-Redirect"] == "/studies/by-worker/" and "hx-get" not in polled.content.decode()
     assert new_study_run_task(run.pk) == "not queued"  # a second delivery does nothing
@@ -128,17 +130,22 @@ def test_a_running_run_shows_its_progress_and_a_failed_one_its_error(
     assert (
         '<span id="new-study-run-count">3 of 8</span>' in polled and '<progress max="8" value="3">' in polled
     )
-    assert 'hx-trigger="every 2s"' in polled and "<h1>" not in polled  # the partial only
+    assert 'hx-trigger="every 1s"' in polled and "<h1>" not in polled  # the partial only
+    assert 'id="new-study-cancel"' in polled
+    archive = run.archive
     NewStudyRun.objects.filter(pk=run.pk).update(status="queued")
     assert new_study_run_task(run.pk) == "failed"  # no reference folder "nowhere" in the upload
     run.refresh_from_db()
     assert run.status == "failed" and "nowhere" in run.error and "\n" not in run.error
     page = client.get(f"/studies/new/runs/{run.token}/").content.decode()
     assert 'id="new-study-error"' in page and "hx-get" not in page
-    assert not Study.objects.exists() and not default_storage.exists(run.archive)
+    assert not Study.objects.exists() and archive and not default_storage.exists(archive)
 
 
-def test_without_a_broker_the_request_makes_the_study_itself(folders: Path, researcher: Any) -> None:
+def test_computed_before_the_answer_the_page_goes_to_the_study(folders: Path, researcher: Any) -> None:
+    """With ARBITER_TASKS_IN_BACKGROUND=0 and no broker (the tests' setting) the run is made before the
+    page answers, and the page goes to the study (tests/annotation/test_new_study_background.py: in
+    the background, as `make run` does)."""
     client = Client()
     client.force_login(researcher)
     png(folders / "out" / "claude" / "p0.png", size=(400, 300))  # no HTML: no browser needed
@@ -150,7 +157,8 @@ def test_without_a_broker_the_request_makes_the_study_itself(folders: Path, rese
         {"kind": "pairwise_reference", "reference": "refs", "slug": "in-request", "archive": zipped(folders)},
     )
     assert response.status_code == 302 and response["Location"] == "/studies/in-request/"
-    assert not NewStudyRun.objects.exists() and Study.objects.filter(slug="in-request").exists()
+    run = NewStudyRun.objects.get()
+    assert run.status == "done" and Study.objects.filter(slug="in-request").exists() and run.archive == ""
 
 
 def test_the_api_answers_202_with_the_run_and_then_its_result(
@@ -284,9 +292,10 @@ def test_a_holder_that_lost_the_run_cannot_fail_it(
     assert not new_study_runs.new_study_run_fail(run.pk, "stale", claim="someone-else")
     assert NewStudyRun.objects.get(pk=run.pk).status == "running" and default_storage.exists(run.archive)
     assert new_study_runs.new_study_run_fail(run.pk, "the reference\nfolder is missing", claim=claim)
+    archive = run.archive
     run.refresh_from_db()
     assert run.status == "failed" and run.error == "the reference folder is missing" and run.lease_until is None
-    assert not default_storage.exists(run.archive)
+    assert not default_storage.exists(archive) and run.archive == ""
 
 
 def test_the_sweep_queues_runs_whose_worker_died_and_fails_those_out_of_attempts(
@@ -318,7 +327,7 @@ def test_the_sweep_queues_runs_whose_worker_died_and_fails_those_out_of_attempts
     assert new_study_runs.new_study_runs_sweep(queue_empty=False) == [runs["expired"].pk]
     exhausted = NewStudyRun.objects.get(pk=runs["exhausted"].pk)
     assert exhausted.status == "failed" and f"{new_study_runs.MAX_ATTEMPTS} times" in exhausted.error
-    assert not default_storage.exists(exhausted.archive)
+    assert exhausted.archive == "" and not default_storage.exists(runs["exhausted"].archive)
     monkeypatch.setattr(tasks, "broker_queue_empty", lambda queue=None: True)
     assert tasks.sweep_new_study_runs() == 2
     assert queued == [runs["expired"].pk, runs["waiting"].pk]
@@ -343,3 +352,34 @@ def test_the_holder_renews_its_lease_while_it_works(folders: Path, settings: Any
             lease.stopped.wait(0.1)
         assert renewed is not None and first is not None and renewed > first
     assert not lease.thread.is_alive()
+
+
+def test_the_api_makes_a_finished_dry_run_into_the_study_once(
+    folders: Path, researcher: Any, other_researcher: Any, queued: list[int], django_capture_on_commit_callbacks: Any
+) -> None:
+    from rest_framework.test import APIClient
+
+    images_only(folders)
+    api = APIClient()
+    api.force_authenticate(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        dry = api.post(
+            "/api/studies/new/",
+            {"kind": "pairwise_reference", "reference": "refs", "slug": "api-dry", "file": zipped(folders), "dry_run": "true"},
+            format="multipart",
+        )
+    assert dry.status_code == 202 and dry.json()["dry_run"] is True
+    url = dry.json()["url"]
+    assert api.post(url).status_code == 409  # not finished yet
+    assert new_study_run_task(queued[-1]) == "done"
+    stranger = APIClient()
+    stranger.force_authenticate(other_researcher)
+    assert stranger.post(url).status_code == 404
+    with django_capture_on_commit_callbacks(execute=True):
+        made = api.post(url)
+    assert made.status_code == 202 and made.json()["dry_run"] is False and made.json()["status"] == "queued"
+    assert new_study_run_task(queued[-1]) == "done"
+    done = api.get(made.json()["url"]).json()
+    assert done["status"] == "done" and done["slug"] == "api-dry" and done["progress"]["counts"]["candidates"] == 4
+    assert api.post(url).status_code == 409  # its upload was taken: not made twice
+    assert Study.objects.filter(slug="api-dry").count() == 1

@@ -109,10 +109,29 @@ def test_behind_a_proxy_the_image_is_an_internal_redirect(settings) -> None:  # 
     assert Client().get(f"/t/{trial.token}/ref.png").status_code == 404
 
 
-def test_rater_responses_carry_server_timing(researcher) -> None:  # type: ignore[no-untyped-def]
+def _sample(name: str, view: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, {"view": view}) or 0.0
+
+
+def test_rater_timing_goes_to_the_metrics_and_to_a_benchmarks_server_timing_only(researcher, settings) -> None:  # type: ignore[no-untyped-def]
+    """docs/decisions/0067-no-diagnostics-in-rater-responses.md: a rater's responses carry no
+    Server-Timing; the queries and database time of each rater request are in /metrics; a load
+    benchmark's server (ARBITER_SERVER_TIMING) adds the header to read them per request."""
+    assert settings.ARBITER_SERVER_TIMING is False  # the default
     rs = scheduled()
     client = Client()
+    before = _sample("arbiter_rater_request_queries_count", "rater:link")
+    queries_before = _sample("arbiter_rater_request_queries_sum", "rater:link")
     page = join(client, rs.study)
+    assert "Server-Timing" not in page
+    assert _sample("arbiter_rater_request_queries_count", "rater:link") >= before + 1
+    assert _sample("arbiter_rater_request_queries_sum", "rater:link") > queries_before
+    assert "Server-Timing" not in answer(client, page.content.decode())
+
+    settings.ARBITER_SERVER_TIMING = True
+    page = join(Client(), rs.study, "P2")
     timing = re.fullmatch(
         r'db;dur=([\d.]+);desc="(\d+) queries", render;dur=([\d.]+), app;dur=([\d.]+)', page["Server-Timing"]
     )
@@ -128,6 +147,17 @@ def test_rater_responses_carry_server_timing(researcher) -> None:  # type: ignor
     staff = Client()
     staff.force_login(researcher)
     assert "Server-Timing" not in staff.get("/")
+
+
+def test_the_production_settings_refuse_server_timing() -> None:
+    import subprocess
+    import sys
+
+    env = {"DJANGO_SETTINGS_MODULE": "config.settings.production", "DJANGO_SECRET_KEY": "x" * 50,
+           "ARBITER_SERVER_TIMING": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
+                          text=True, cwd=django_settings.BASE_DIR)
+    assert done.returncode != 0 and "ARBITER_SERVER_TIMING=1 is for a load benchmark" in done.stderr
 
 
 def test_an_htmx_answer_starts_the_next_trials_clock_in_its_own_transaction() -> None:

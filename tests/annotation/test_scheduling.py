@@ -14,7 +14,16 @@ from django.core.management import CommandError, call_command
 
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.kinds.pairwise_reference import eligible_comparisons
-from annotation.models import Assignment, AssignmentState, AuditEvent, Block, BlockItem, ComparisonSet, Trial
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    AuditEvent,
+    Block,
+    BlockItem,
+    ComparisonSet,
+    System,
+    Trial,
+)
 from annotation.services.scheduling import (
     SCHEDULE_CSV_COLUMNS,
     blocks_schedule,
@@ -60,18 +69,37 @@ def test_blocks_are_disjoint_full_and_planned_before_anyone_starts(rs) -> None: 
     assert event.details["seed"] == 11 and event.details["raters"] == [5, 2]
 
 
-def test_display_sides_alternate_across_a_blocks_raters(rs) -> None:  # type: ignore[no-untyped-def]
+def test_display_sides_alternate_across_a_blocks_raters_and_a_pairs_comparisons(rs) -> None:  # type: ignore[no-untyped-def]
+    """Module docstring of annotation.services.scheduling, "Display order": recomputed here from the
+    blocks' items (each pair's rank over the blocks in order, plus one when canonical A is the pair's
+    second system); each comparison's sides alternate over the slots, and each pair of systems is
+    shown each way equally often (±1) over the schedule, an odd rater target (5) included."""
     blocks_schedule(study=rs.study, **ARGS)
-    for block in Block.objects.filter(study=rs.study):
-        index = {i.comparison_id: i.position for i in block.items.all()}
+    ranks: Counter[tuple[int, int]] = Counter()
+    pair_left: dict[tuple[int, int], Counter[bool]] = defaultdict(Counter)
+    for block in Block.objects.filter(study=rs.study).order_by("position"):
+        side: dict[int, int] = {}
+        pair_of: dict[int, tuple[int, int]] = {}
+        a_first: dict[int, bool] = {}
+        for item in block.items.order_by("position").select_related(
+                "comparison__candidate_a__system", "comparison__candidate_b__system"):
+            a = item.comparison.candidate_a.system.position
+            b = item.comparison.candidate_b.system.position
+            pair_of[item.comparison_id] = (min(a, b), max(a, b))
+            a_first[item.comparison_id] = a < b
+            side[item.comparison_id] = (ranks[pair_of[item.comparison_id]] + (0 if a < b else 1)) % 2
+            ranks[pair_of[item.comparison_id]] += 1
         swapped_count: Counter[int] = Counter()
         for t in Trial.objects.filter(assignment__block=block, is_repeat=False).select_related("assignment"):
-            assert t.swapped == ((t.assignment.slot + index[t.comparison_id]) % 2 == 1)
+            assert t.swapped == ((t.assignment.slot + side[t.comparison_id]) % 2 == 1)
             swapped_count[t.comparison_id] += t.swapped
+            pair_left[pair_of[t.comparison_id]][a_first[t.comparison_id] != t.swapped] += 1
         k = block.target_raters
-        for comparison_id in index:
+        for comparison_id in side:
             # each side first for half the raters, ±1
             assert abs(2 * swapped_count[comparison_id] - k) <= 1
+    assert len(pair_left) > 1
+    assert all(abs(c[True] - c[False]) <= 1 for c in pair_left.values()), dict(pair_left)
 
 
 def test_hidden_repeats_respect_min_gap_and_orientation(rs) -> None:  # type: ignore[no-untyped-def]
@@ -184,10 +212,21 @@ def test_command_and_export_csv(rs, tmp_path: Path) -> None:  # type: ignore[no-
     assert tuple(rows[0].keys()) == SCHEDULE_CSV_COLUMNS
     assert len(rows) == 3 * 10
     assert {r["block_seed"] for r in rows} == {"5"}
-    # The export alone reproduces each assignment's plan.
-    for (_block_position, slot), group in _group(rows).items():
+    # The export (and the systems' order in the bundle) reproduces each assignment's plan.
+    position = dict(System.objects.filter(study=rs.study).values_list("external_id", "position"))
+    ranks: Counter[tuple[int, int]] = Counter()
+    sides: dict[str, list[int]] = {}
+    for block_position in sorted({r["block_position"] for r in rows}, key=int):
+        systems = {int(r["block_index"]): (position[r["system_a"]], position[r["system_b"]])
+                   for r in rows if r["block_position"] == block_position}
+        sides[block_position] = []
+        for index in range(len(systems)):
+            a, b = systems[index]
+            sides[block_position].append((ranks[min(a, b), max(a, b)] + (0 if a < b else 1)) % 2)
+            ranks[min(a, b), max(a, b)] += 1
+    for (block_position, slot), group in _group(rows).items():
         seed = int(group[0]["assignment_seed"])
-        plan = plan_assignment(n=8, repeats=2, min_gap=3, slot=int(slot), seed=seed)
+        plan = plan_assignment(n=8, repeats=2, min_gap=3, slot=int(slot), seed=seed, sides=sides[block_position])
         assert [(p.index, p.swapped, p.repeat_of_position) for p in plan] == [
             (int(r["block_index"]), r["swapped"] == "1",
              int(r["repeat_of_position"]) if r["repeat_of_position"] else None)

@@ -101,6 +101,52 @@ def test_served_trials_keep_every_guarantee_of_a_scheduled_block(tmp_path: Path,
     assert weights.votes > BLOCK * RATERS
 
 
+def _first_system_left(trial: Trial) -> bool:
+    """Whether the pair's first system (``SYSTEMS``' order, the systems' positions) is on the left."""
+    c = trial.comparison
+    a_first = c.candidate_a.system.position < c.candidate_b.system.position
+    return a_first != trial.swapped
+
+
+@override_settings(ARBITER_SERVE_REFIT_VOTES=20)
+def test_display_sides_are_balanced_per_pair_and_per_comparison(tmp_path: Path, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    """docs/protocol.md "Serve-time choice": the bundle lists every pair in the same A/B order
+    (``combinations``), and raters go through the served path (one statement on PostgreSQL, the
+    steps on SQLite). Per pair of systems, the served data trials show its first system on the left
+    and on the right equally often (±1), in the uniform start and in the serve-time blocks, the
+    floor's serves included; so does every comparison served more than once; a single-serve
+    comparison's side comes from its pair's alternation. Hidden repeats keep their original's side."""
+    study = _study("serve-sides", "pairwise_reference", tmp_path)
+    _serving(study)
+    with django_capture_on_commit_callbacks(execute=True):
+        _run_raters(study, 4 * RATERS, THETA)
+    trials = list(Trial.objects.filter(assignment__block__study=study).select_related(
+        "assignment__block", "repeat_of", "comparison__candidate_a__system", "comparison__candidate_b__system"))
+    served = [t for t in trials if not t.is_repeat and not t.attention_expected and t.comparison_id is not None]
+    assert {t.assignment.block.serve_time for t in served} == {False, True}
+    for serve_time in (False, True):
+        per_pair: dict[tuple[str, str], Counter[bool]] = defaultdict(Counter)
+        per_comparison: dict[int, Counter[bool]] = defaultdict(Counter)
+        for t in served:
+            if t.assignment.block.serve_time is serve_time:
+                per_pair[_systems(t)][_first_system_left(t)] += 1
+                per_comparison[int(t.comparison_id or 0)][_first_system_left(t)] += 1
+        assert len(per_pair) == 10
+        assert max(abs(c[True] - c[False]) for c in per_pair.values()) <= 1, dict(per_pair)
+        assert all(abs(c[True] - c[False]) <= 1 for c in per_comparison.values())
+        if serve_time:  # the favoured pairs were served many times, most comparisons more than once
+            assert sum(1 for c in per_comparison.values() if c.total() > 1) > 20
+            assert max(c.total() for c in per_pair.values()) > 60
+    # The whole study: each pair within one of half in each part, so within two over both.
+    whole: dict[tuple[str, str], Counter[bool]] = defaultdict(Counter)
+    for t in served:
+        whole[_systems(t)][_first_system_left(t)] += 1
+    assert all(abs(c[True] - c[False]) <= 2 for c in whole.values())
+    for t in trials:
+        if t.is_repeat:
+            assert (t.comparison_id, t.swapped) == (t.repeat_of.comparison_id, t.repeat_of.swapped)
+
+
 def test_served_probabilities_match_the_statistics_module(tmp_path: Path) -> None:
     """An independent computation: ``stats.allocation.serve_time_choice`` on the same fit gives the
     same probability for every pair available."""

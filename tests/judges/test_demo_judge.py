@@ -56,14 +56,21 @@ def test_run_judges_button_on_the_demo(demo, admin_user, django_capture_on_commi
     assert not JudgeOutput.objects.filter(judge=judge).exclude(status=OutputStatus.VALID).exists()
 
 
-def test_demo_judge_refuses_a_study_that_is_not_a_demo(django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_on_a_study_that_is_not_a_demo_it_answers_by_image_similarity(django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    """docs/protocol.md "The built-in local judge": no ground truth, so each candidate is compared with
+    the reference (SSIM); every call answers (issue 45: it used to fail them all with no reason shown)."""
     from demo.service import demo_judge_ensure
     from tests.judges.factories import make_example_study
 
     study = make_example_study()
     judge = demo_judge_ensure()
     with django_capture_on_commit_callbacks(execute=True):
-        judge_run_start(study=study, judge=judge, orders=["primary"])
+        judge_run_start(study=study, judge=judge, orders=["primary", "swapped"])
     outputs = list(JudgeOutput.objects.filter(judge=judge))
-    assert outputs and all(o.status == OutputStatus.FAILED for o in outputs)
-    assert "only knows the candidates of a demo study" in outputs[0].error
+    assert outputs and all(o.status == OutputStatus.VALID for o in outputs), [o.error for o in outputs]
+    assert all("Structural similarity with the reference" in o.raw for o in outputs)
+    # Canonical answers: both orders of a comparison agree.
+    by_comparison: dict[int, set[str]] = {}
+    for o in outputs:
+        by_comparison.setdefault(o.comparison_id, set()).add(o.winner)
+    assert all(len(winners) == 1 for winners in by_comparison.values())

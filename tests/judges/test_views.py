@@ -94,7 +94,8 @@ def test_api_progress_and_run(study, researcher, provider: FakeProvider, django_
     progress = client.get("/api/studies/example/judge-runs/").json()
     assert progress == [{"judge": "judge-x", "family": "acme", "provider": "openai", "total": 3, "done": 3,
                          "valid": 3, "invalid": 0, "failed": 0, "pending": 0, "input_tokens": 3600,
-                         "output_tokens": 120, "cached_tokens": 0, "cost_usd": None, "cost_per_comparison_usd": None}]
+                         "output_tokens": 120, "cached_tokens": 0, "cost_usd": None, "cost_per_comparison_usd": None,
+                         "reasons": []}]
     Judge.objects.filter(name="judge-x").update(price_input_per_mtok=2.5, price_output_per_mtok=10.0)
     priced = client.get("/api/studies/example/judge-runs/").json()[0]
     # 3,600 × $2.50 + 120 × $10 per million tokens, over 3 comparisons.

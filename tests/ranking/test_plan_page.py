@@ -26,6 +26,7 @@ QUICK = {
     "systems": "4",
     "studies": "10",
     "seed": "2",
+    "verify": "20",
 }
 
 
@@ -56,7 +57,11 @@ def test_a_quick_plan_runs_on_the_queue_and_shows_table_figure_and_downloads(
     assert run.status == StudyPlanRun.Status.DONE and run.progress == 1.0 and run.created_by == researcher
     page = client.get(response["Location"]).content.decode()
     assert f'id="votes-needed">{run.result["votes_needed"]}<' in page
-    assert page.count("<tr>") == len(run.result["curve"]) + 1  # header + one row per point of the curve
+    curve = page.split('aria-label="Target against votes"')[1].split("</table>")[0]
+    assert curve.count("<tr>") == len(run.result["curve"]) + 1  # header + one row per point of the curve
+    # The gold suggestion by honest raters' accuracy on gold (docs/protocol.md "Gold trials: the exclusion test").
+    gold = page.split('aria-label="Gold trials per rater"')[1].split("</table>")[0]
+    assert gold.count("<tr>") == 1 + 4 and "93% (default)</td><td class=\"num\">14</td>" in gold
     assert reverse("ranking:plan-download", args=[run.pk, "svg"]) in page and "hx-trigger" not in page
     svg = client.get(reverse("ranking:plan-download", args=[run.pk, "svg"]))
     assert svg["Content-Type"] == "image/svg+xml" and b"<svg" in svg.content
@@ -207,3 +212,27 @@ def test_the_pilot_picked_on_the_planner_page_is_the_one_planned_from(
     run = StudyPlanRun.objects.get()
     assert response.status_code == 302 and run.status == StudyPlanRun.Status.DONE, run.error
     assert run.pilot == Study.objects.get(slug="picked-pilot") and run.parameters["systems"] is None
+
+
+def test_the_planner_page_checks_every_plan_on_fresh_studies_by_default(
+    researcher, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue 46: ``--verify`` runs by default on the page: the form offers 200 fresh studies, and a
+    plan started without the field is checked on 200, the verdict on the page and in the JSON."""
+    client = login(researcher)
+    form = client.get(reverse("ranking:plan")).content.decode()
+    assert 'name="verify"' in form and 'value="200"' in form
+    fields = {"source": "stated", "target": "top_k", "k": "1", "systems": "3", "studies": "40", "seed": "1"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(reverse("ranking:plan"), fields)
+    run = StudyPlanRun.objects.get()
+    check = run.result["verification"]
+    assert run.status == StudyPlanRun.Status.DONE and check["n_studies"] == 200
+    assert check["votes"] == run.result["votes_needed"] and check["statistic"] == "P(target met)"
+    assert check["meets_target"] == (check["achieved"] >= 0.9 - check["mc_error"])
+    page = client.get(response["Location"]).content.decode()
+    assert 'id="plan-verification"' in page and "200 fresh simulated studies" in page
+    # 0 turns the check off.
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("ranking:plan"), {**fields, "verify": "0"})
+    assert StudyPlanRun.objects.order_by("-pk").first().result["verification"] is None

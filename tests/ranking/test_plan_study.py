@@ -56,7 +56,10 @@ def test_stated_assumptions_give_a_table_json_csv_and_figure(tmp_path) -> None: 
     raters = report["raters_needed"]
     assert f"{raters} rater{'' if raters == 1 else 's'}," in out
     assert report["gold_trials_for_90pct_clickers"] == {"A/B": 12, "A/B/TIE": 7}
-    assert "gold trials per rater to catch 90% of random clickers: 12 (A/B clickers), 7" in out
+    # The gold suggestion at the default accuracy on gold (93 %), and the four accuracies in the JSON.
+    assert "gold: 14 gold trials per rater for raters 93% right on gold (gold_honest_error 0.07)" in out
+    assert [(g["accuracy"], g["gold_trials"]) for g in report["gold_plans"]] == [(0.9, 17), (0.93, 14), (0.95, 12), (0.97, 9)]
+    assert all(g["false_exclusion"] <= 0.01 and g["ab_clickers_caught"] >= 0.9 for g in report["gold_plans"])
     # Seeded: the same command gives the same plan.
     again = _run("--target", "top_k", "--k", "2", "--systems", "5", "--studies", "30", "--seed", "3")
     assert f"needed: {report['votes_needed']} main votes" in again
@@ -134,6 +137,7 @@ def test_a_pilot_is_read_after_its_saved_exclusion_rules(tmp_path) -> None:  # t
         ),
         (["--target", "brier", "--systems", "4", "--judge-accuracy", "0.7,x"], "one per judge"),
         (["--target", "top_k", "--pilot", "a", "--systems", "4"], "not both"),
+        (["--target", "top_k", "--systems", "4", "--gold-accuracy", "1.2"], "accuracy on gold must lie strictly"),
     ],
 )
 def test_bad_input_is_one_line(args, message) -> None:  # type: ignore[no-untyped-def]

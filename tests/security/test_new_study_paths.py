@@ -178,7 +178,25 @@ WAYS = ("api", "form")
 
 
 def _send(server: Server, way: str, archive: bytes, **fields: str) -> httpx.Response:
-    return server.api(archive, **fields) if way == "api" else server.form(archive, **fields)
+    """The upload, then what the researcher sees once its run ends (the run's JSON, or its page):
+    400 when it failed, 200 otherwise. The run is made in the server's background queue."""
+    answer = server.api(archive, **fields) if way == "api" else server.form(archive, **fields)
+    if way == "api" and answer.status_code == 202:
+        url, headers = answer.json()["url"], {"Authorization": f"Token {server.token}"}
+        get = lambda: httpx.get(f"{server.url}{url}", headers=headers, timeout=30)  # noqa: E731
+    elif way == "form" and answer.status_code == 302 and "/studies/new/runs/" in answer.headers["Location"]:
+        url = answer.headers["Location"]
+        get = lambda: server.browser.get(url)  # noqa: E731
+    else:
+        return answer
+    deadline = time.monotonic() + 60
+    while True:
+        seen = get()
+        status = seen.json()["status"] if way == "api" else re.search(r'data-status="(\w+)"', seen.text)[1]
+        if status not in ("queued", "running") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    return httpx.Response(400 if status == "failed" else 200, text=seen.text)
 
 
 @pytest.mark.parametrize("way", WAYS)

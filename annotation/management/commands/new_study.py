@@ -18,7 +18,12 @@ from annotation.errors import ValidationFailed
 from annotation.management.base import ArbiterCommand, researcher_option
 from annotation.render.settings import FAILURE_RULES
 from annotation.services.new_study.create import new_study_create, new_study_plan
-from annotation.services.new_study.options import merged_options, options_from_json, with_failure_rule
+from annotation.services.new_study.options import (
+    merged_options,
+    options_from_json,
+    with_failure_rule,
+    with_media_choice,
+)
 from annotation.services.new_study.plan import KINDS, NewStudyInput
 
 
@@ -68,6 +73,15 @@ class Command(ArbiterCommand):
             help="how failed renders count in the leaderboards: ambihtmlbench (default) scores only rendered outputs, "
             "aescode counts a failed output as losing to a rendered one (docs/protocol.md \"Failed renders in the leaderboard\")",
         )
+        parser.add_argument(
+            "--media", type=Path, metavar="FILE",
+            help="CSV/JSONL of page, system, kind, x0, y0, x1, y1: the media regions of image pages (system empty: the "
+            "reference; kind none: no media), so that neutralization treats every pane alike",
+        )
+        parser.add_argument(
+            "--no-neutralize", action="store_true",
+            help="show every image's media as it is (settings.neutralize_media false) instead of hiding it as boxes",
+        )
         parser.add_argument("--keep-bundle", type=Path, help="folder to keep the bundle in (default ARBITER_BUNDLE_ARCHIVE)")
         parser.add_argument("--dry-run", action="store_true", help="print what would be created; write nothing")
         parser.add_argument(
@@ -97,6 +111,16 @@ class Command(ArbiterCommand):
             flags[key] = parsed
         sources.append(("the command line", flags))
         options_given = with_failure_rule(merged_options(sources), options["render_failures"], where="--render-failures")
+        media_text = ""
+        if options["media"] is not None:
+            media_path: Path = options["media"]
+            if not media_path.is_file():
+                raise ValidationFailed("no such file", where=str(media_path))
+            media_text = media_path.read_text(encoding="utf-8-sig")
+        options_given = with_media_choice(
+            options_given, neutralize="no" if options["no_neutralize"] else "", media=media_text,
+            where=str(options["media"]) if options["media"] is not None else "--no-neutralize",
+        )
         if not options_given.get("slug"):
             raise ValidationFailed(
                 'required: the new study\'s slug, as in --slug my-study (or "slug" in --options)', where="--slug"

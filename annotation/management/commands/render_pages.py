@@ -40,6 +40,8 @@ class Command(ArbiterCommand):
         parser.add_argument("--no-js", action="store_true", help="render with JavaScript off")
         parser.add_argument("--max-console-errors", type=int, default=None,
                             help="a page with more console errors is a failed render (default: any number)")
+        parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
+                            help=f"a page that takes its browser past this much memory is a failed render (default {defaults.memory_mb})")
         parser.add_argument("--workers", type=int, default=2, help="browsers rendering at once (default 2)")
         parser.add_argument("--again", action="store_true",
                             help="render every page again, even those an earlier run finished with these settings")
@@ -49,7 +51,7 @@ class Command(ArbiterCommand):
         settings = RenderSettings(
             viewport_width=width, viewport_height=height, scale=options["scale"], mode=options["mode"],
             max_height=options["max_height"], timeout_s=options["timeout"], javascript=not options["no_js"],
-            max_console_errors=options["max_console_errors"],
+            max_console_errors=options["max_console_errors"], memory_mb=options["memory_mb"],
         )
         result = render_folder(
             src=options["src"], out=options["out"], settings=settings, workers=options["workers"],

@@ -44,6 +44,7 @@ from annotation.services.bundles.reference_format import (
     SETTINGS_DEFAULTS,
     STUDY_JSON,
     AxisSpec,
+    BlockRegion,
     CandidateSpec,
     ComparisonSpec,
     GoldSpec,
@@ -97,6 +98,9 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
     def regions(media: list[dict[str, Any]]) -> tuple[MediaRegion, ...]:
         return tuple(MediaRegion(kind=m["kind"], bbox_1000=tuple(m["bbox_1000"])) for m in media)  # type: ignore[arg-type]
 
+    def blocks(found: list[dict[str, Any]]) -> tuple[BlockRegion, ...]:
+        return tuple(BlockRegion(type=b["type"], bbox_1000=tuple(b["bbox_1000"])) for b in found)  # type: ignore[arg-type]
+
     pages = list(study.pages.select_related("image", "original_image").order_by("position", "external_id"))
     page_specs = tuple(
         PageSpec(
@@ -113,6 +117,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             ),
             media=regions(p.media),
             meta=p.meta,
+            blocks=blocks(p.blocks),
         )
         for p in pages
     )
@@ -133,8 +138,10 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             image=ref(original_of(c), f"candidate {c.page.external_id}/{c.system.external_id}") if c.rendered else None,
             rendered=c.rendered,
             media=regions(c.media),
+            blocks=blocks(c.blocks),
             version_date=_iso(dated[c.pk].date) if c.pk in dated else None,
             version_note=dated[c.pk].note if c.pk in dated else "",
+            render_reason="" if c.rendered else c.render_reason,
         )
         for c in candidates
     )

@@ -268,6 +268,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
                 neutralized_image_id=pk(images.variant(p.image, p.id, p.media)) if p.media else None,
                 targets=[t.to_json() for t in p.targets],
                 media=[m.to_json() for m in p.media],
+                blocks=[b.to_json() for b in p.blocks],
                 meta=p.meta,
                 position=i,
             )
@@ -280,7 +281,8 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     # Plain rows (10,000 candidates of 1,000 pages × 10 systems), their ids read back by page and system.
     rows_insert(
         Candidate,
-        ("page_id", "system_id", "image_id", "original_image_id", "neutralized_image_id", "rendered", "media"),
+        ("page_id", "system_id", "image_id", "original_image_id", "neutralized_image_id", "rendered", "render_reason",
+         "media", "blocks"),
         [
             (
                 page_by_id[c.page].pk,
@@ -289,7 +291,9 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
                 pk(images.original(c.image)),
                 pk(images.variant(c.image, c.page, c.media)) if c.media else None,
                 c.rendered,
+                c.render_reason,
                 [m.to_json() for m in c.media] if c.media else no_media,
+                [b.to_json() for b in c.blocks] if c.blocks else no_media,
             )
             for c in spec.candidates
         ],

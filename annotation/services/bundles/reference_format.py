@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from annotation.errors import ArbiterError, ValidationFailed
+from annotation.render.page_blocks import BLOCK_TYPES
 from annotation.safe_json import refuse_constant
 from annotation.services.crowd_settings import CROWD_KEYS, crowd_settings_clean, crowd_settings_to_json
 
@@ -51,6 +52,7 @@ KINDS_SUPPORTED = ("pairwise_reference",)
 KINDS_KNOWN = ("pairwise_reference", "pairwise", "checklist", "rating")
 AXIS_SCOPES = ("fixed", "conditional")
 MEDIA_KINDS = ("photo", "chart")
+MAX_BLOCKS = 2_000  # a page's blocks (annotation.render.page_blocks keeps at most as many)
 COMPARISON_SETS = ("human", "deployment")
 # Slugs that would collide with fixed URL segments (studies/import/, api/studies/import/).
 RESERVED_SLUGS = frozenset({"import", "new", "api"})
@@ -69,6 +71,7 @@ MAX_AXIS_TITLE = 200
 MAX_NAME = 200
 MAX_ROLE = 200
 MAX_NOTE = 2000
+MAX_RENDER_REASON = 300  # a failed render's reason (the renderer's one line)
 
 TOP_REQUIRED = ("slug", "title", "kind", "instructions_md", "axes", "systems", "pages", "candidates")
 TOP_OPTIONAL = ("comparisons", "judge_prompt", "settings", "crowd", "gold", "render")
@@ -116,6 +119,17 @@ class MediaRegion:
 
 
 @dataclass(frozen=True)
+class BlockRegion:
+    """A block of a rendered page (docs/protocol.md "Blocks from the DOM"): its type and box only."""
+
+    type: str
+    bbox_1000: tuple[float, float, float, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "bbox_1000": list(self.bbox_1000)}
+
+
+@dataclass(frozen=True)
 class PageSpec:
     id: str
     image: str
@@ -124,6 +138,7 @@ class PageSpec:
     meta: dict[str, Any]
     # JSON path of this entry, for image errors found later (``$.pages[3]``).
     where: str = ""
+    blocks: tuple[BlockRegion, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,8 @@ class CandidateSpec:
     # Optional (paper B.5 candidate versions): when this version was produced, and why.
     version_date: str | None = None  # ISO date, YYYY-MM-DD
     version_note: str = ""
+    blocks: tuple[BlockRegion, ...] = ()
+    render_reason: str = ""  # a failed render's reason (optional; rendered: false only)
 
 
 @dataclass(frozen=True)
@@ -293,6 +310,20 @@ class _Reader:
                 )
             )
         return tuple(regions)
+
+    def blocks(self, value: Any, path: str) -> tuple[BlockRegion, ...]:
+        if value is not None and not isinstance(value, list):
+            self.array(value, path)  # the error names the path
+        if len(value or []) > MAX_BLOCKS:
+            self.fail(path, f"at most {MAX_BLOCKS:,} blocks, got {len(value):,}")
+        return tuple(
+            BlockRegion(
+                type=self.choice(raw["type"], f"{path}[{i}].type", BLOCK_TYPES),
+                bbox_1000=self.bbox(raw["bbox_1000"], f"{path}[{i}].bbox_1000"),
+            )
+            for i, item in enumerate(self.array(value or [], path))
+            for raw in (self.obj(item, f"{path}[{i}]", ("type", "bbox_1000")),)
+        )
 
 
 @functools.cache
@@ -517,7 +548,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     page_ids: dict[str, str] = {}
     for i, item in enumerate(r.array(root["pages"], "$.pages")):
         where = f"$.pages[{i}]"
-        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta"))
+        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks"))
         page_id = r.identifier(raw["id"], f"{where}.id")
         if page_id in page_ids:
             r.fail(f"{where}.id", f"duplicate page id {page_id!r} (first at {page_ids[page_id]})")
@@ -542,7 +573,8 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         meta = raw.get("meta", {})
         if not isinstance(meta, dict):
             r.fail(f"{where}.meta", f"expected an object, got {_type_name(meta)}")
-        pages.append(PageSpec(id=page_id, image=image, targets=tuple(targets), media=media, meta=meta, where=where))
+        pages.append(PageSpec(id=page_id, image=image, targets=tuple(targets), media=media, meta=meta, where=where,
+                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks")))
     if not pages:
         r.fail("$.pages", "a study needs at least one page")
 
@@ -551,7 +583,8 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     candidate_where: dict[tuple[str, str], str] = {}
     for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
         where = f"$.candidates[{i}]"
-        raw = r.obj(item, where, ("page", "system", "image", "rendered"), ("media", "version_date", "version_note"))
+        raw = r.obj(item, where, ("page", "system", "image", "rendered"),
+                    ("media", "version_date", "version_note", "blocks", "render_reason"))
         page_id = r.string(raw["page"], f"{where}.page", empty=False)
         if page_id not in page_ids:
             r.fail(f"{where}.page", f"unknown page {page_id!r}")
@@ -576,9 +609,13 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", version_date) or not _is_date(version_date):
                 r.fail(f"{where}.version_date", f"{version_date!r} is not a date (YYYY-MM-DD)")
         version_note = r.string(raw.get("version_note", ""), f"{where}.version_note", max_length=MAX_NOTE)
+        render_reason = r.string(raw.get("render_reason", ""), f"{where}.render_reason", max_length=MAX_RENDER_REASON)
+        if rendered and render_reason:
+            r.fail(f"{where}.render_reason", "only a failed render (rendered: false) has a reason")
         spec = CandidateSpec(
             page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where,
-            version_date=version_date, version_note=version_note,
+            version_date=version_date, version_note=version_note, render_reason=render_reason,
+            blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
         )
         candidate_at[key] = spec
         candidate_where[key] = where
@@ -682,6 +719,10 @@ def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
         document["version_date"] = c.version_date
     if c.version_note:
         document["version_note"] = c.version_note
+    if c.blocks:
+        document["blocks"] = [b.to_json() for b in c.blocks]
+    if c.render_reason:
+        document["render_reason"] = c.render_reason
     return document
 
 
@@ -705,6 +746,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
                 "targets": [t.to_json() for t in p.targets],
                 "media": [m.to_json() for m in p.media],
                 "meta": p.meta,
+                **({"blocks": [b.to_json() for b in p.blocks]} if p.blocks else {}),
             }
             for p in spec.pages
         ],

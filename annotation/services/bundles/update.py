@@ -139,6 +139,7 @@ def _check_pages(spec: StudySpec, study: Study) -> None:
         for name, old_value, new_value in (
             ("targets", page.targets, [t.to_json() for t in new_page.targets]),
             ("media", page.media, [m.to_json() for m in new_page.media]),
+            ("blocks", page.blocks, [b.to_json() for b in new_page.blocks]),
             ("meta", page.meta, new_page.meta),
         ):
             if old_value != new_value:
@@ -288,9 +289,13 @@ def _write_update(
         candidate.original_image_id = original
         candidate.neutralized_image_id = neutral_info
         candidate.rendered = c.rendered
+        candidate.render_reason = c.render_reason
         candidate.media = [m.to_json() for m in c.media]
+        candidate.blocks = [b.to_json() for b in c.blocks]
         candidate.save(
-            update_fields=["version", "image", "original_image", "neutralized_image", "rendered", "media"]
+            update_fields=[
+                "version", "image", "original_image", "neutralized_image", "rendered", "render_reason", "media", "blocks",
+            ]
         )
         versions.append(
             CandidateVersion(

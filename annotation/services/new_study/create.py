@@ -19,7 +19,14 @@ from annotation.progress import progress_step
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.bundles.reference_format import STUDY_JSON
 from annotation.services.new_study.html_outputs import render_html_sources
-from annotation.services.new_study.inputs import read_briefs, read_folders, read_manifest, read_predicates
+from annotation.services.new_study.inputs import (
+    read_briefs,
+    read_folders,
+    read_manifest,
+    read_media_option,
+    read_predicates,
+)
+from annotation.services.new_study.options import MEDIA_KEY
 from annotation.services.new_study.plan import KINDS, NewStudyInput, NewStudyPlan, Source
 from annotation.services.new_study.sources import place_source, probe_source
 
@@ -43,8 +50,12 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
         raise ValidationFailed("give a manifest or folders (--reference, --system), not both", where=str(data.manifest))
     if not design.has_reference and data.reference is not None:
         raise ValidationFailed(f"a {data.kind} study has no reference images", where="--reference")
+    options = dict(data.options)
+    media = options.pop(MEDIA_KEY, None)  # the regions of image pages go to them, not into study.json
+    if media is not None and not design.has_reference:
+        raise ValidationFailed(f"a {data.kind} study shows no media regions", where=f"option {MEDIA_KEY}")
     plan = NewStudyPlan(
-        kind=data.kind, options=dict(data.options), pages=[], systems=[], references={}, images={},
+        kind=data.kind, options=options, pages=[], systems=[], references={}, images={},
         comparisons=data.comparisons,
     )
     if data.manifest is not None:
@@ -57,7 +68,8 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
         read_folders(data, plan)
     read_briefs(data, plan)
     read_predicates(data, plan)
-    render_html_sources(plan)
+    render_html_sources(plan, cache=data.render_cache)
+    read_media_option(media, plan)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]
     for i, source in enumerate(sources, 1):
         if source.url is None or not plan.errors:

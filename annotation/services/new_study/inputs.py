@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import re
 import time
@@ -16,7 +14,8 @@ from typing import Any
 import regex
 
 from annotation.errors import ValidationFailed, excerpt, excerpt_path
-from annotation.services.bundles.reference_format import bundle_path_problem, load_json
+from annotation.services.bundles.reference_format import bundle_path_problem
+from annotation.services.new_study.options import MEDIA_KEY, media_row_checked
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan, Source, item_id
 from annotation.services.new_study.sources import (
     HTML_SUFFIXES,
@@ -25,17 +24,9 @@ from annotation.services.new_study.sources import (
     is_html,
     s3_problem,
 )
+from annotation.services.new_study.tables import table_rows_of_text
 
 MANIFEST_COLUMNS = ("page", "reference", "system", "image", "text")
-# Other names a researcher's own table may use for a column, read as that column. A header is
-# matched case-insensitively, with spaces and dashes read as underscores.
-COLUMN_ALIASES = {
-    "page_id": "page", "id": "page", "page_name": "page", "stem": "page",
-    "reference_path": "reference", "reference_image": "reference", "ref": "reference", "ref_path": "reference",
-    "system_id": "system", "system_name": "system", "model": "system",
-    "image_path": "image", "path": "image", "file": "image", "output": "image", "candidate": "image",
-    "brief": "text", "prompt": "text",
-}
 PREDICATE_COLUMNS = ("page", "system", "question", "type", "automatic", "id", "check", "text")
 
 
@@ -122,8 +113,15 @@ def _index_folder(
 ) -> dict[str, Source]:
     """Page id → the folder's file for it; strays and duplicate stems go to the plan."""
     found: dict[str, Source] = {}
-    for path in _folder_files(folder, data, what):
+    files = list(_folder_files(folder, data, what))
+    # Beside HTML pages, the other files are their assets (photos, fonts, scripts): served to the
+    # pages of this folder when they render, neither study files nor strays.
+    holds_html = any(path.suffix.lower() in HTML_SUFFIXES for path in files)
+    for path in files:
         label = shown_path(path, data)
+        if holds_html and path.suffix.lower() not in HTML_SUFFIXES:
+            plan.assets.append(label)
+            continue
         if len(path.name) > NAME_MAX_CHARS:
             plan.stray.append(f"{excerpt(label, limit=80)} (a file name over {NAME_MAX_CHARS} characters)")
             continue
@@ -200,55 +198,7 @@ def _table_rows(path: Path, data: NewStudyInput, columns: tuple[str, ...]) -> It
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValidationFailed(f"not UTF-8 text (byte {exc.start})", where=shown) from None
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            where = f"{shown}:{number}"
-            row = load_json(line.encode(), filename=where)
-            if not isinstance(row, dict):
-                raise ValidationFailed("expected a JSON object per line", where=where)
-            yield where, _row(row, where, columns)
-        return
-    reader = csv.DictReader(io.StringIO(text))
-    try:
-        seen: dict[str, str] = {}
-        for key in reader.fieldnames or ():
-            name = _column(key, columns, where=f"{shown}:1")
-            if name in seen:
-                raise ValidationFailed(f"columns {excerpt(seen[name])} and {excerpt(key)} both give {name!r}", where=f"{shown}:1")
-            seen[name] = key
-        for row in reader:
-            yield f"{shown}:{reader.line_num}", _row(row, f"{shown}:{reader.line_num}", columns)
-    except csv.Error as exc:
-        raise ValidationFailed(f"not a readable CSV file ({exc})", where=f"{shown}:{reader.line_num}") from None
-
-
-def _column(key: Any, columns: tuple[str, ...], *, where: str) -> str:
-    """The column a header names: itself, or what COLUMN_ALIASES reads it as (``page_id`` → page)."""
-    if key in columns:
-        return str(key)
-    folded = re.sub(r"[\s-]+", "_", str(key).strip().lower()) if isinstance(key, str) else ""
-    name = folded if folded in columns else COLUMN_ALIASES.get(folded, "")
-    if name not in columns:
-        raise ValidationFailed(f"unknown column {excerpt(key)} (expected: {', '.join(columns)})", where=where)
-    return name
-
-
-def _row(row: dict[str, Any], where: str, columns: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for raw_key, value in row.items():
-        key = _column(raw_key, columns, where=where)
-        if key in out:
-            raise ValidationFailed(f"two columns give {key!r}", where=where)
-        if value is None:
-            continue
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)  # a JSONL page id written as a number: 7 is page "7"
-        if not isinstance(value, str):
-            raise ValidationFailed(f"column {key!r}: expected text, got {type(value).__name__}", where=where)
-        out[key] = value.strip()
-    return out
+    yield from table_rows_of_text(text, shown=shown, columns=columns, jsonl=path.suffix.lower() in (".jsonl", ".ndjson"))
 
 
 def _manifest_source(value: str, manifest: Path, where: str, data: NewStudyInput, plan: NewStudyPlan) -> Source:
@@ -320,6 +270,31 @@ def read_manifest(data: NewStudyInput, plan: NewStudyPlan) -> None:
         for page in plan.pages:
             if page not in plan.references:
                 raise ValidationFailed(f"page {excerpt(page)} has no reference image in any row", where=shown_path(manifest, data))
+
+
+def read_media_option(media: Any, plan: NewStudyPlan) -> None:
+    """The ``media`` option's regions (docs/new-study.md "Media regions of PNG pages") given to
+    the plan's image pages: a reference (``system`` empty) or a system's image, never a rendered
+    HTML page (its regions come from its DOM, docs/protocol.md "Media regions from the DOM")."""
+    if media is None:
+        return
+    if not isinstance(media, list):
+        raise ValidationFailed("expected a list of rows {page, system, kind, bbox_1000}", where=f"option {MEDIA_KEY}")
+    given: set[str] = set()
+    for i, row in enumerate(media):
+        where = f"option {MEDIA_KEY}[{i}]"
+        page, system, regions = media_row_checked(row, where=where)
+        source = plan.images.get((page, system)) if system else plan.references.get(page)
+        if source is None:
+            what = f"system {excerpt(system)}'s image" if system else "a reference image"
+            raise ValidationFailed(f"page {excerpt(page)} has no {what}", where=where)
+        if source.label in plan.media_known and source.label not in given:
+            raise ValidationFailed(
+                f"{source.label} is rendered from HTML: its media regions come from its DOM", where=where
+            )
+        given.add(source.label)
+        plan.media_known.add(source.label)
+        plan.render_media.setdefault(source.label, []).extend(r.to_json() for r in regions)
 
 
 def read_briefs(data: NewStudyInput, plan: NewStudyPlan) -> None:

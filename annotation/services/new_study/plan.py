@@ -20,7 +20,7 @@ from annotation.kinds import DESIGNS, StudyDesign, design_of
 from annotation.services.bundles.questionnaire_format import KINDS as QUESTIONNAIRE_KINDS
 from annotation.services.bundles.questionnaire_format import questionnaire_spec_from_document
 from annotation.services.bundles.reference_format import STUDY_JSON, document_kind, study_spec_from_document
-from annotation.services.new_study.options import RENDER_KEY
+from annotation.services.new_study.options import RENDER_KEY, neutralizes
 
 KINDS = tuple(DESIGNS)
 LISTED = 10  # examples shown per problem in the dry-run report
@@ -43,6 +43,9 @@ class NewStudyInput:
     comparisons: str = "all"  # pairwise_reference: "all" pairs of rendered systems per page, or "none"
     # How errors name a path (an upload's temporary folder is shown as the archive's name).
     shown_root: tuple[Path, str] | None = None
+    # Where HTML pages' renders are kept and found again (a new study run's folder); None: a
+    # temporary folder removed with the plan.
+    render_cache: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class NewStudyPlan:
     # Files of the folders that no page uses: still checked to be images (every file in a folder
     # is an image or is left out by --match).
     stray_sources: list[Source] = field(default_factory=list)
+    assets: list[str] = field(default_factory=list)  # labels of the files beside HTML pages (their assets)
     duplicates: list[tuple[str, str]] = field(default_factory=list)  # (label, what it duplicates)
     # (page, system) of a failed render → a hint: a stray file of that system with the page's
     # digits under another separator, and the --match pattern that would pair them.
@@ -92,6 +96,17 @@ class NewStudyPlan:
     # failed to render (→ its reason), and per system the pages rendered / failed.
     render: dict[str, Any] | None = None
     render_media: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # A rendered page's blocks (their type and box only; docs/protocol.md "Blocks from the DOM").
+    render_blocks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The labels of the images whose media regions are known: rendered pages (from their DOM) and
+    # image pages the ``media`` option gave (docs/new-study.md "Media regions of PNG pages").
+    media_known: set[str] = field(default_factory=set)
+    rendered: set[str] = field(default_factory=set)  # labels of the HTML sources that rendered
+    # The viewport's width was taken from the image references' (no viewport in the render option).
+    viewport_from_references: bool = False
+    # Pages whose HTML was rendered at their reference's width, another than the study's viewport
+    # (page → "WxH"), kept in the page's ``meta`` as ``render_viewport``.
+    page_viewports: dict[str, str] = field(default_factory=dict)
     render_failed: dict[tuple[str, str], str] = field(default_factory=dict)
     render_counts: dict[str, list[int]] = field(default_factory=dict)
     # The slug of the study this plan made (``new_study_create``): the report then says so instead
@@ -150,6 +165,56 @@ class NewStudyPlan:
                     modes.append(f"{label} {probe.mode} (most of {group}: {common_mode})")
         return sizes, modes
 
+    def unequal_pages(self) -> list[str]:
+        """The pages whose panes a study that neutralizes media would not treat alike
+        (docs/protocol.md "Media regions from the DOM"): one image of the page has media regions
+        (hidden as boxes) and another, an image file given without regions, would show its media
+        as it is. One line per page, naming which is which."""
+        if not self.design.has_reference or not neutralizes(self.options):
+            return []
+        unequal = []
+        for page in self.pages:
+            panes = [("the reference", self.references.get(page))] + [(s, self.images.get((page, s))) for s in self.systems]
+            boxed = [name for name, source in panes if source is not None and self.render_media.get(source.label)]
+            unknown = [name for name, source in panes if source is not None and source.label not in self.media_known]
+            if boxed and unknown:
+                unequal.append(
+                    f"{page}: media regions in {', '.join(boxed)}; none known for {', '.join(unknown)} (an image file)"
+                )
+        return unequal
+
+    def width_mismatches(self) -> list[str]:
+        """The pages whose renders are not as wide as their image reference (docs/rendering.md
+        "One scale per trial"): shown at the reference's width, their text would be scaled by
+        the ratio. One line per page, with the viewport that renders them at the reference's width."""
+        if self.render is None:
+            return []
+        height = str(self.render.get("viewport", "1280x720")).split("x")[-1]
+        scale = float(self.render.get("scale") or 1)
+        out = []
+        for page in self.pages:
+            reference = self.references.get(page)
+            if reference is None or reference.label in self.rendered:
+                continue
+            ref_size = self.probes[reference.label].size if reference.label in self.probes else None
+            widths = {
+                size[0]
+                for s in self.systems
+                if (source := self.images.get((page, s))) is not None and source.label in self.rendered
+                and (size := self.probes[source.label].size if source.label in self.probes else None)
+            }
+            if ref_size is None or not widths or widths == {ref_size[0]}:
+                continue
+            shown = ", ".join(f"{w:,} px (text shown at ×{ref_size[0] / w:.2f})" for w in sorted(widths))
+            # With the viewports taken from the references, only a width no viewport takes is left.
+            remedy = (
+                "its width over the scale is outside a viewport's 100 to 8192 px"
+                if self.viewport_from_references
+                else f"render viewport {round(ref_size[0] / scale)}x{height} removes it (or none: each page at its reference's width)"
+            )
+            out.append(f"{page}: reference {ref_size[0]:,} px wide, renders {shown}; {remedy}")
+        return out
+
     def first_error(self) -> str | None:
         """What makes a real run refuse the plan (one line naming the file), or None."""
         if self.errors:
@@ -158,6 +223,12 @@ class NewStudyPlan:
             return f"{label}: {what}"
         for label, problem in self.not_images():
             return f"{label}: {problem}"
+        if unequal := self.unequal_pages():
+            return (
+                f"{len(unequal):,} page{'s' if len(unequal) != 1 else ''} would show real media beside neutralized media "
+                f"(first, {unequal[0]}); choose: the media regions of those images (a media table: new_study --media FILE, "
+                "or the upload's media field) or no media neutralization (--no-neutralize, or the upload's choice)"
+            )
         if not self.pages:
             return "no pages: no image file matched (check the folders, the manifest or --match)"
         return self.document_error()
@@ -222,9 +293,20 @@ class NewStudyPlan:
                 f"{k} {v}" for k, v in self.render.items() if v is not None and k != "failure_rule"
             )
             lines.append(f"HTML rendered with: {settings_line}")
+            if self.viewport_from_references:
+                other = f", {len(self.page_viewports):,} at another than the study's" if self.page_viewports else ""
+                lines.append(f"render viewport: each page's reference's width (one scale per trial{other})")
             lines.append(f"Render failures: {self.render.get('failure_rule')} rule (in the leaderboards)")
             for group, (ok, failed) in self.render_counts.items():
                 lines.append(f"rendered {group}: {ok:,} pages rendered, {failed:,} failed")
+        if self.assets:
+            lines.append(f"assets beside the HTML pages (served to them when they render): {len(self.assets):,}")
+        if self.design.has_reference:
+            with_regions = sum(1 for p in self.pages if p in self.references and self.render_media.get(self.references[p].label))
+            lines.append(
+                f"media neutralization: {'on' if neutralizes(self.options) else 'off'} "
+                f"({with_regions:,} of {len(self.references):,} references with media regions)"
+            )
         if self.check_answers:
             answers = ", ".join(f"{key} {n:,}" for key, n in sorted(self.check_answers.items()))
             lines.append(f"checks answered from the render: {answers}")
@@ -239,6 +321,8 @@ class NewStudyPlan:
                 ],
             ),
             ("failed renders (HTML)", [f"{s}: {p}: {why}" for (p, s), why in self.render_failed.items()]),
+            ("pages shown unequally (media neutralized on some panes only)", self.unequal_pages()),
+            ("width mismatches (renders and their reference at two scales)", self.width_mismatches()),
             ("stray files", self.stray),
             ("duplicate stems", [f"{label}: {what}" for label, what in self.duplicates]),
             ("not images", [f"{label}: {problem}" for label, problem in self.not_images()]),
@@ -298,7 +382,10 @@ class NewStudyPlan:
         if self.design.has_reference:
             doc.setdefault("axes", [])
             doc["pages"] = [
-                {"id": p, "image": by_source[self.references[p].label], **self._media(self.references[p])}
+                {
+                    "id": p, "image": by_source[self.references[p].label], **self._media(self.references[p]),
+                    **({"meta": {"render_viewport": self.page_viewports[p]}} if p in self.page_viewports else {}),
+                }
                 for p in self.pages
             ]
             doc["candidates"] = [
@@ -308,6 +395,7 @@ class NewStudyPlan:
                     "image": by_source[self.images[(p, s)].label] if (p, s) in self.images else None,
                     "rendered": (p, s) in self.images,
                     **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
+                    **({"render_reason": self.render_failed[(p, s)][:300]} if (p, s) in self.render_failed else {}),
                 }
                 for p in self.pages
                 for s in self.systems
@@ -330,9 +418,13 @@ class NewStudyPlan:
 
 
     def _media(self, source: Source) -> dict[str, Any]:
-        """``{"media": [...]}`` for a rendered HTML page that has media regions, else ``{}``."""
+        """``{"media": [...], "blocks": [...]}`` for a rendered HTML page, each key when it has any."""
         regions = self.render_media.get(source.label)
-        return {"media": [{"kind": m["kind"], "bbox_1000": m["bbox_1000"]} for m in regions]} if regions else {}
+        blocks = self.render_blocks.get(source.label)
+        return {
+            **({"media": [{"kind": m["kind"], "bbox_1000": m["bbox_1000"]} for m in regions]} if regions else {}),
+            **({"blocks": blocks} if blocks else {}),
+        }
 
 
 def item_id(page: str, system: str) -> str:

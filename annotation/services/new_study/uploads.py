@@ -15,10 +15,17 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils.text import slugify
 
-from annotation.errors import ValidationFailed, excerpt
+from annotation.errors import ArbiterError, ValidationFailed, excerpt
 from annotation.services.bundles.reference_format import bundle_path_problem
 from annotation.services.new_study.create import new_study_create, new_study_plan
-from annotation.services.new_study.options import merged_options, options_from_json
+from annotation.services.new_study.options import (
+    MEDIA_KEY,
+    RENDER_KEY,
+    merged_options,
+    options_from_json,
+    study_render_from_options,
+    with_media_choice,
+)
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
 
 if TYPE_CHECKING:
@@ -79,6 +86,7 @@ def upload_input(
     match: str | None = None,
     options: dict[str, Any],
     comparisons: str = "all",
+    render_cache: Path | None = None,
 ) -> NewStudyInput:
     """The input of an unpacked upload: its manifest (a path in the archive), or its top-level
     folders — ``reference`` names the references' folder, every other folder is a system.
@@ -86,6 +94,7 @@ def upload_input(
     ``manifest`` and ``reference`` come from the request: each must name a path inside the upload
     (:func:`upload_path`), never a file of the server.
     """
+    upload_fields_check(kind=kind, manifest=manifest, reference=reference)
     folder = folder.resolve()
     manifest_path = upload_path(folder, manifest, field="manifest") if manifest else None
     reference_path = upload_path(folder, reference, field="reference") if reference else None
@@ -97,10 +106,20 @@ def upload_input(
         if reference_path is not None and not reference_path.is_dir():
             reference_path = upload_path(folder, reference, field="reference")
     shown = (folder, name)
+    options = _with_media_file(folder, options, name=name)
     if manifest_path is not None:
-        return NewStudyInput(kind=kind, manifest=manifest_path, options=options, shown_root=shown, comparisons=comparisons)
+        return NewStudyInput(
+            kind=kind, manifest=manifest_path, options=options, shown_root=shown, comparisons=comparisons,
+            render_cache=render_cache,
+        )
     folders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX")))
     systems = tuple((p.name, p) for p in folders if p != reference_path)
+    if not systems:
+        raise ValidationFailed(
+            "no system folder in the .zip (one folder per system"
+            + (", beside the references' folder)" if reference_path is not None else ")"),
+            where=name,
+        )
     return NewStudyInput(
         kind=kind,
         reference=reference_path,
@@ -109,7 +128,54 @@ def upload_input(
         options=options,
         shown_root=shown,
         comparisons=comparisons,
+        render_cache=render_cache,
     )
+
+
+def upload_fields_check(*, kind: str, manifest: str, reference: str, options: dict[str, Any] | None = None) -> None:
+    """The upload's fields, before anything is stored or read: a kind with references needs the
+    references' folder named (or a manifest), and the render settings must hold (a page's time
+    limit at most 60 s, ...); errors name the form's field or the option, not a command's flag."""
+    from annotation.kinds import design_of
+    from annotation.services.new_study.plan import KINDS
+
+    if kind not in KINDS:
+        raise ValidationFailed(f"unknown kind {excerpt(kind)} (expected one of: {', '.join(KINDS)})", where="kind")
+    has_reference = design_of(kind).has_reference
+    if manifest.strip():
+        if reference.strip():
+            raise ValidationFailed("give a manifest or the references' folder, not both", where="reference")
+    elif has_reference and not reference.strip():
+        raise ValidationFailed(
+            f"a {kind} study needs its references: name their folder in the .zip (or give a manifest)",
+            where="reference",
+        )
+    elif not has_reference and reference.strip():
+        raise ValidationFailed(f"a {kind} study has no references; leave the field empty", where="reference")
+    if options and RENDER_KEY in options:
+        study_render_from_options(options)
+
+
+MEDIA_FILES = ("media.csv", "media.jsonl")  # a media table at the top of an upload
+
+
+def _with_media_file(folder: Path, options: dict[str, Any], *, name: str) -> dict[str, Any]:
+    """The options with the upload's own media table (``media.csv`` or ``media.jsonl`` beside its
+    folders or manifest: docs/new-study.md "Media regions of PNG pages") as the ``media`` option;
+    a table given both there and in the media field is refused."""
+    for file_name in MEDIA_FILES:
+        path = folder / file_name
+        if not path.is_file() or path.is_symlink():
+            continue
+        where = f"{name}/{file_name}"
+        if MEDIA_KEY in options:
+            raise ValidationFailed("the media regions are given twice: in this file and in the media field", where=where)
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ValidationFailed(f"not UTF-8 text (byte {exc.start})", where=where) from None
+        return with_media_choice(options, media=text, where=where)
+    return options
 
 
 def upload_path(folder: Path, value: str, *, field: str) -> Path:
@@ -132,10 +198,14 @@ def upload_path(folder: Path, value: str, *, field: str) -> Path:
     return root / path.relative_to(root)
 
 
-def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dict[str, Any]:
+def upload_options(
+    *, options_json: str, slug: str = "", title: str = "", media: str = "", neutralize: str = ""
+) -> dict[str, Any]:
     """The study.json keys of an upload (the page's and the API's fields): the options JSON, plus
     the slug and title fields. An empty slug is made from the title (``slugify``), unless the
-    JSON gives one; a key given in both the JSON and a field is refused."""
+    JSON gives one; a key given in both the JSON and a field is refused. ``media`` (typed rows of
+    media regions) and ``neutralize`` (``no``) are the choice for image pages without media
+    regions (:func:`~annotation.services.new_study.options.with_media_choice`)."""
     options = options_from_json(options_json, where="options")
     fields: dict[str, Any] = {}
     if title.strip():
@@ -144,7 +214,8 @@ def upload_options(*, options_json: str, slug: str = "", title: str = "") -> dic
         fields["slug"] = slug.strip()
     elif "slug" not in options and fields.get("title"):
         fields["slug"] = slug_from_title(fields["title"])
-    return merged_options([("options", options), ("the slug and title fields", fields)])
+    merged = merged_options([("options", options), ("the slug and title fields", fields)])
+    return with_media_choice(merged, neutralize=neutralize, media=media, where="media")
 
 
 def slug_from_title(title: str) -> str:
@@ -164,22 +235,52 @@ def new_study_from_upload(
     comparisons: str = "all",
     dry_run: bool = False,
     user: AbstractBaseUser | AnonymousUser | None = None,
+    render_cache: Path | None = None,
 ) -> tuple[NewStudyPlan, Study | None]:
     """The upload page and the API: a ZIP of folders (or with a manifest inside) through the same
-    plan and import as the command. Returns the plan and the study (None on a dry run)."""
+    plan and import as the command. Returns the plan and the study (None on a dry run).
+
+    An error names the files as uploaded (``upload.zip/gpt/p1.html``), never the server's
+    temporary folders (issue 50): the unpacked folder and ``render_cache`` are replaced by the
+    upload's name and ``renders`` wherever a message would show them."""
     from annotation.services.bundles.upload import with_uploaded_bundle
 
     def run(path: Path, name: str) -> tuple[NewStudyPlan, Study | None]:
         with unpacked_upload(path, name=name) as folder:
-            data = upload_input(
-                folder, name=name, kind=kind, manifest=manifest, reference=reference, match=match,
-                options=options, comparisons=comparisons,
-            )
-            plan = new_study_plan(data=data)
-            if dry_run:
-                return plan, None
-            study, _ = new_study_create(data=data, plan=plan, user=user)
-            return plan, study
+            shown = {folder: name, path: name}
+            if render_cache is not None:
+                shown[render_cache] = "renders"
+            try:
+                data = upload_input(
+                    folder, name=name, kind=kind, manifest=manifest, reference=reference, match=match,
+                    options=options, comparisons=comparisons, render_cache=render_cache,
+                )
+                plan = new_study_plan(data=data)
+                if dry_run:
+                    return plan, None
+                study, _ = new_study_create(data=data, plan=plan, user=user)
+                return plan, study
+            except ArbiterError as exc:
+                message = str(exc)
+                shown_message = without_server_paths(message, shown)
+                if shown_message == message:
+                    raise
+                try:
+                    shown_error = type(exc)(shown_message)
+                except TypeError:  # a subclass whose constructor takes more
+                    shown_error = ArbiterError(shown_message)
+                raise shown_error from None
 
     return with_uploaded_bundle(upload, run)
 
+
+def without_server_paths(text: str, shown: dict[Path, str]) -> str:
+    """``text`` with each folder of ``shown`` (as given and resolved, longest first) replaced by the
+    name the researcher knows it by."""
+    names: dict[str, str] = {}
+    for folder, name in shown.items():
+        names[str(folder)] = name
+        names[str(Path(folder).resolve())] = name
+    for path in sorted(names, key=len, reverse=True):
+        text = text.replace(path, names[path])
+    return text

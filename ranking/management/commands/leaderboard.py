@@ -1,5 +1,6 @@
 """``leaderboard SLUG --coefficients NAME --json PATH [...]``: the docs/protocol.md "Deployment leaderboard"
-leaderboard (docs/protocol.md "Commands", "Report keys")."""
+leaderboard (docs/protocol.md "Commands", "Report keys"); ``leaderboard SLUG --human --json PATH``: the
+leaderboard of the study's human votes (docs/protocol.md "Human leaderboard")."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from ranking.leaderboard import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     check_leaderboard_options,
-    coefficient_set_for,
     leaderboard_compute,
+    leaderboard_source,
 )
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_read_csv
@@ -38,8 +39,12 @@ class Command(ArbiterCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
-        parser.add_argument(
-            "--coefficients", required=True, help="name of a frozen coefficient set of the study"
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--coefficients", help="name of a frozen coefficient set of the study")
+        source.add_argument(
+            "--human",
+            action="store_true",
+            help='rank the study\'s human votes instead of judges (docs/protocol.md "Human leaderboard")',
         )
         parser.add_argument("--json", required=True, type=Path, help='write the JSON report here (docs/protocol.md "Report keys")')
         parser.add_argument("--html", type=Path, help="also write a self-contained HTML page")
@@ -77,7 +82,11 @@ class Command(ArbiterCommand):
         json_path = output_path_check(options["json"], option="--json")
         html_path = output_path_check(options["html"], option="--html")
         csv_path = output_path_check(options["csv"], option="--csv")
-        coefficient_set = coefficient_set_for(study=study, coefficient_set=options["coefficients"])
+        coefficient_set = leaderboard_source(
+            study=study,
+            coefficient_set=None if options["human"] else options["coefficients"],
+            compare_to=options["compare_to"],
+        )
         objective = (
             objective_read_csv(study=study, path=options["objective"]) if options["objective"] else None
         )
@@ -101,8 +110,11 @@ class Command(ArbiterCommand):
             study=study, report=report, json_path=json_path, html_path=html_path, csv_path=csv_path
         )
         top = report["systems"][0]
+        outcomes = (
+            f"{report['n_votes']} human votes" if report["outcomes"] == "human votes" else f"{report['n_comparisons']} comparisons"
+        )
         self.stdout.write(
-            f"{len(report['systems'])} systems ranked from {report['n_comparisons']} comparisons on "
+            f"{len(report['systems'])} systems ranked ({report['estimator']}) from {outcomes} on "
             f"{report['n_pages']} pages ({report['n_skipped']} skipped); {resamples} resamples, seed {seed}; "
             f"rank 1: {top['system']} ({top['rank1_share']:.0%} of resamples)"
             + (
@@ -116,17 +128,22 @@ class Command(ArbiterCommand):
         if "render_failures" in report:
             self.stdout.write(render_failures_line(report["render_failures"]))
         if "exclusions" in report:
-            self.stdout.write(f"human labels: {excluded_line(report['exclusions'])}")
+            self.stdout.write(f"human {'votes' if report['outcomes'] == 'human votes' else 'labels'}: {excluded_line(report['exclusions'])}")
+        for line in edge_case_lines(report):
+            self.stdout.write(line)
         if "coefficient_set_exclusions" in report:
             self.stdout.write(
                 f"coefficient set {report['coefficients']} calibrated on a human reference "
                 f"{excluded_line(report['coefficient_set_exclusions'])}"
             )
-        outputs = report["judge_outputs"]
-        self.stdout.write(
-            f"leaderboard {recorded[0].pk}: {outputs['scoring_outputs']} judge outputs scored, "
-            f"{outputs['reused']} reused, {outputs['new']} new"
-        )
+        outputs = report.get("judge_outputs")
+        if outputs is None:
+            self.stdout.write(f"leaderboard {recorded[0].pk}: human votes")
+        else:
+            self.stdout.write(
+                f"leaderboard {recorded[0].pk}: {outputs['scoring_outputs']} judge outputs scored, "
+                f"{outputs['reused']} reused, {outputs['new']} new"
+            )
         if "version_sensitivity" in report:
             vs = report["version_sensitivity"]
             moved = [f"{r['system']} {r['rank_change']:+d}" for r in vs["systems"] if r["rank_change"]]
@@ -148,6 +165,16 @@ def excluded_line(exclusions: dict[str, Any]) -> str:
         + (": " + ", ".join(f"{r['participant']} ({', '.join(r.get('rules') or [r['rule']])})" for r in out)
            if out else "")
     )
+
+
+def edge_case_lines(report: dict[str, Any]) -> list[str]:
+    """The systems whose score the penalty sets and the pairs with no outcome (docs/protocol.md
+    "Scores set by the penalty")."""
+    lines = [f"{row['system']}: {row['penalty']}" for row in report["systems"] if row.get("penalty")]
+    pairs = report.get("pairs_without_outcomes") or []
+    if pairs:
+        lines.append("pairs with no vote or outcome: " + ", ".join(f"{a} vs {b}" for a, b in pairs))
+    return lines
 
 
 def render_failures_line(failures: dict[str, Any]) -> str:

@@ -19,9 +19,12 @@ from ranking.planning import (
     PLAN_PARAMETERS,
     study_plan_for_parameters,
     study_plan_parameters,
+    study_plan_verify,
     study_plan_write,
 )
 from stats.defaults import PLAN_KINDS
+from stats.errors import StatisticsError
+from stats.gold_rule import DEFAULT_GOLD_ACCURACY, gold_plan
 
 
 class Command(ArbiterCommand):
@@ -107,7 +110,8 @@ class Command(ArbiterCommand):
             const=200,
             default=0,
             metavar="N",
-            help="check the plan on N fresh simulated studies of its size (default 200)",
+            help="check the plan on N fresh simulated studies of its size (N default 200; the planner page "
+            "always checks on 200)",
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--json", type=Path, help="write the plan as JSON here")
@@ -115,11 +119,20 @@ class Command(ArbiterCommand):
             "--csv", type=Path, help="write the curve (votes, statistic, interval) as CSV here"
         )
         parser.add_argument("--plot", type=Path, help="write the figure here (.svg or .png)")
+        parser.add_argument(
+            "--gold-accuracy", type=float, default=DEFAULT_GOLD_ACCURACY, metavar="P",
+            help="honest raters' share of gold trials right, for the gold suggestion (default 0.93; "
+            "docs/protocol.md \"Gold trials: the exclusion test\")",
+        )
 
     def run(self, *args: Any, **options: Any) -> None:
         json_path = output_path_check(options["json"], option="--json")
         csv_path = output_path_check(options["csv"], option="--csv")
         plot_path = output_path_check(options["plot"], option="--plot")
+        try:
+            gold = gold_plan(float(options["gold_accuracy"]))
+        except StatisticsError as exc:
+            raise ValidationFailed(str(exc), field="gold-accuracy") from None
         if plot_path is not None and plot_path.suffix.lower() not in (".svg", ".png"):
             raise ValidationFailed(f"--plot {plot_path}: the figure is written as .svg or .png")
         parameters = study_plan_parameters({name: options[name] for name in PLAN_PARAMETERS})
@@ -130,8 +143,9 @@ class Command(ArbiterCommand):
                 raise NotFound(f"no study with slug '{parameters['pilot']}'")
         plan, summary = study_plan_for_parameters(parameters, pilot=pilot)
         target = plan.target
+        check = study_plan_verify(plan, parameters["verify"])
         study_plan_write(
-            plan=plan, pilot=summary, json_path=json_path, csv_path=csv_path, plot_path=plot_path
+            plan=plan, pilot=summary, check=check, json_path=json_path, csv_path=csv_path, plot_path=plot_path
         )
         statistic = "P(met)" if target.is_ranking or target.uses_assurance else "half-width"
         self.stdout.write(
@@ -152,7 +166,13 @@ class Command(ArbiterCommand):
         self.stdout.write(
             f"needed: {math.ceil(plan.votes_needed)} main votes [{low:.0f}, {high_text}] = "
             f"{_count(plan.trials_needed, 'trial')}, {_count(plan.raters_needed, 'rater')}, "
-            f"{_count(plan.blocks_needed, 'block')}, {_count(plan.judge_calls, 'judge call')}"
+            f"{_count(plan.blocks_needed, 'block')}"
+            + (
+                f" (the last with {plan.last_block_raters} of its {plan.design.raters_per_block} raters)"
+                if target.is_ranking and plan.last_block_raters < plan.design.raters_per_block
+                else ""
+            )
+            + f", {_count(plan.judge_calls, 'judge call')}"
             + (f", {_count(plan.comparisons_needed, 'comparison')}" if plan.comparisons_needed is not None else "")
             + (f" (pilot '{summary['study']}': {summary['valid_main_votes']} valid votes)" if summary else "")
         )
@@ -163,20 +183,12 @@ class Command(ArbiterCommand):
                 f"(the mean half-width reaches {target.half_width:g} at {math.ceil(plan.mean_votes_needed)} votes; "
                 f"{target.assurance:.0%} of studies reach it at the {math.ceil(plan.votes_needed)} above)"
             )
-        if options["verify"]:
-            from stats.errors import StatisticsError
-            from stats.planning import verify_plan
-
-            try:
-                check = verify_plan(plan, n_studies=int(options["verify"]))
-            except StatisticsError as exc:
-                raise ValidationFailed(str(exc)) from None
-            self.stdout.write(check.describe())
-        gold = plan.gold_suggestion()
+        if check is not None:
+            verdict = "meets the target" if check.meets(target) else "MISSES the target"
+            self.stdout.write(f"{check.describe()}: {verdict} (within one standard error)")
         self.stdout.write(
-            f"gold trials per rater to catch 90% of random clickers: {gold['A/B']} (A/B clickers), "
-            f"{gold['A/B/TIE']} (A/B/TIE clickers), at 5% honest error and 1% false exclusion "
-            "(docs/protocol.md \"Gold trials: the exclusion test\"; schedule_blocks --gold N)"
+            f"gold: {gold.describe()} (docs/protocol.md \"Gold trials: the exclusion test\"; "
+            f"schedule_blocks --gold {gold.gold_trials})"
         )
 
 

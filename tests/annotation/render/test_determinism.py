@@ -5,6 +5,7 @@ below the fold renders identically in a fresh browser and in a tab that rendered
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -105,3 +106,95 @@ def test_text_is_read_in_its_encoding(renderer, tmp_path: Path) -> None:
         result = renderer.render(page)
         assert result.status == "ok", result.reason
         assert result.console_errors == [], page.name
+
+
+# Issue 50 item 3: what pages really do. Each page writes what it read into its own text, so a
+# value that differs between two runs differs in the pixels.
+OUT = ("<body style='margin:0;font:13px monospace'><pre id=o></pre><script>"
+       "const out = (...a) => { document.getElementById('o').textContent += a.join(' ') + '\\n'; };")
+WORKER_BODY = ("const u = new Uint32Array(2); crypto.getRandomValues(u);"
+               " postMessage([Math.random(), Date.now(), u[0], performance.now(), new Date().toISOString()].join(' '));")
+FRAME_BODY = "<script>document.write([Math.random(), Date.now(), performance.now(), new Date().getSeconds()].join(' '))</script>"
+ANIMATED = [(255, 0, 0), (0, 0, 255), (0, 255, 0), (0, 0, 255)]
+CASES = {
+    "srcdoc": "</script><iframe sandbox='allow-scripts' width=700 height=40 srcdoc=\"" + FRAME_BODY + "\"></iframe>"
+              "<iframe width=700 height=40 srcdoc=\"" + FRAME_BODY + "\"></iframe>",
+    "about-blank-and-blob-frames": "const f = document.createElement('iframe'); document.body.appendChild(f);"
+              " const w = f.contentWindow; out(w.Math.random(), w.Date.now(), w.performance.now(), new w.Date().toISOString());"
+              " const g = document.createElement('iframe'); g.width = 700; g.height = 40;"
+              " g.src = URL.createObjectURL(new Blob([" + repr(FRAME_BODY).replace("/script", "\\/script") + "], {type: 'text/html'}));"
+              " document.body.appendChild(g);</script>",
+    "date-constructor": "out(new (new Date().constructor)().toISOString(), Object.getPrototypeOf(new Date()).constructor.now(),"
+              " new Date().constructor === Date);</script>",
+    "intl": "out(Intl.DateTimeFormat().format(), new Intl.DateTimeFormat('en', {timeStyle: 'medium'}).format(),"
+            " JSON.stringify(new Intl.DateTimeFormat('en', {second: 'numeric'}).formatToParts()));</script>",
+    # Each worker writes its own line: the order in which several workers answer is the browser's.
+    "workers": "const show = (name) => { const line = document.createElement('div'); document.body.appendChild(line);"
+               " return (e) => { line.textContent = name + ' ' + e.data; }; };"
+               " new Worker(URL.createObjectURL(new Blob([" + repr(WORKER_BODY) + "]))).onmessage = show('blob');"
+               " new Worker('w.js').onmessage = show('file');"
+               " new Worker('data:text/javascript,' + encodeURIComponent(" + repr(WORKER_BODY) + ")).onmessage = show('data');"
+               " out(typeof SharedWorker);</script>",
+    "performance": "const e = new Event('x'); out(performance.timeOrigin, e.timeStamp, JSON.stringify(performance.timing),"
+                   " performance.memory.usedJSHeapSize, document.timeline.currentTime, performance.getEntries().length,"
+                   " performance.mark('m').startTime, navigator.hardwareConcurrency);"
+                   " addEventListener('load', (ev) => out('load at', ev.timeStamp));</script>",
+    "message-channel-ticks": "let n = 0; const c = new MessageChannel(); c.port1.onmessage = () => { n++; c.port2.postMessage(0); };"
+                             " c.port2.postMessage(0); let m = 0; addEventListener('message', () => { m++; postMessage(0, '*'); });"
+                             " postMessage(0, '*'); addEventListener('load', () => out('ticks until load', n, m));</script>",
+    # A timer keeps the main thread busy for a while of real time: an animated image would move on.
+    "animated-images": "setTimeout(() => { let x = 0; for (let i = 0; i < 2e8; i++) x += i; out(x > 0); }, 10);"
+                       "</script><img src=anim.gif><img src=anim.png><img src=anim.webp>",
+    "smil": "</script><svg width=700 height=60><rect y=0 width=50 height=50 fill='#f00'>"
+            "<animate attributeName='x' from='0' to='600' dur='1s' repeatCount='indefinite'/></rect></svg>",
+    "marquee": "</script><marquee style='width:700px;font:30px sans-serif'>MOVING TEXT</marquee>",
+}
+
+
+def _animated(fmt: str) -> bytes:
+    import io
+
+    from PIL import Image
+
+    frames = [Image.new("RGB", (60, 60), colour) for colour in ANIMATED]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, fmt, save_all=True, append_images=frames[1:], duration=100, loop=0,
+                   **({"lossless": True} if fmt == "WEBP" else {}))
+    return buffer.getvalue()
+
+
+@pytest.mark.slow
+def test_what_pages_really_do_renders_the_same_pixels_twice(site) -> None:
+    assets = {"w.js": WORKER_BODY, "anim.gif": _animated("GIF"), "anim.png": _animated("PNG"), "anim.webp": _animated("WEBP")}
+    pages = [site(f"{name}.html", OUT + body + "</body>", **assets) for name, body in CASES.items()]
+    # Two browsers of their own, one after the other.
+    first = render_in_thread(TEST_SETTINGS, *pages)
+    second = render_in_thread(TEST_SETTINGS, *pages)
+    texts = {}
+    for name, a, b in zip(CASES, first, second, strict=True):
+        assert a.status == b.status == "ok", (name, a.reason, b.reason)
+        assert np.array_equal(np.asarray(pixels(a)), np.asarray(pixels(b))), (name, a.dom["visible_text"], b.dom["visible_text"])
+        texts[name] = a.dom["visible_text"]
+    assert texts["date-constructor"].startswith("2026-01-01T12:00:00.000Z 1767268800000 true")
+    assert "1/1/2026, 12:00:00 PM" in texts["intl"] or "1/1/2026 12:00:00 PM" in texts["intl"]
+    assert "ticks until load 0 0" in texts["message-channel-ticks"]
+    assert texts["performance"].startswith("1767268800000 0 ")
+    worker_lines = re.findall(r"(blob|file|data) (\S+ \S+ \S+ \S+ \S+)", texts["workers"])
+    assert len(worker_lines) == 3 and all(" 1767268800000 " in v and v.endswith(" 0 2026-01-01T12:00:00.000Z") for _, v in worker_lines)
+    assert len({v for _, v in worker_lines}) == 1  # each worker seeded the same way
+    assert "undefined" in texts["workers"]  # no SharedWorker: nothing could seed it
+    images = dict(zip(CASES, first, strict=True))["animated-images"]
+    assert colour_pixels(images, (255, 0, 0)) == 3 * 60 * 60  # GIF, APNG and WebP at their first frame
+    smil = np.asarray(pixels(dict(zip(CASES, first, strict=True))["smil"]))
+    red = np.argwhere(np.all(smil == (255, 0, 0), axis=-1))
+    assert red[:, 1].min() == 0 and red[:, 1].max() == 49  # the animation stands at time 0
+    assert dict(zip(CASES, first, strict=True))["srcdoc"].nondeterministic == []
+
+
+def test_a_blob_url_is_recorded_as_nondeterministic(renderer, site) -> None:
+    """A blob: URL's name is the browser's random UUID: it cannot be pinned, so it is recorded."""
+    result = renderer.render(site("blob.html", OUT + "out(URL.createObjectURL(new Blob(['x'])));</script></body>"))
+    assert result.status == "ok", result.reason
+    assert result.nondeterministic == ["blob URL"]
+    plain = renderer.render(site("plain.html", OUT + "out(Math.random());</script></body>"))
+    assert plain.nondeterministic == []

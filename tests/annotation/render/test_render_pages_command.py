@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.render import chromium
+from annotation.render import chromium, pages
 from tests.annotation.render.conftest import browser_available
 
 KEYS = {"status", "reason", "settings", "media", "console_errors", "refused_requests", "ms", "manifest", "image"}
@@ -98,6 +99,52 @@ def test_one_line_errors(tmp_path: Path, src: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(CommandError, match=r"^--viewport: expected WIDTHxHEIGHT such as 1280x720, got '1280'$"):
         render(src, tmp_path / "o", "--viewport", "1280")
     monkeypatch.setattr(chromium, "CHROMIUM", "/nonexistent/chromium")
-    with pytest.raises(CommandError, match=r"^rendering needs Debian's Chromium at /nonexistent/chromium: install the Debian package 'chromium'"):
+    with pytest.raises(CommandError, match=r"^rendering needs Debian's Chromium at /nonexistent/chromium: sudo apt-get install chromium"):
         render(src, tmp_path / "o")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("link", ["p.html", "style.css", "img/a.png", "img"])
+def test_a_page_or_an_asset_that_is_a_link_is_refused_in_one_line(tmp_path: Path, link: str) -> None:
+    """Issue 50 item 4: ``p.html -> /proc/self/environ`` (or an asset link, or a folder link) stops
+    the command with one line naming the link, before a browser starts or anything is written."""
+    src = tmp_path / "outputs"
+    (src / "img").mkdir(parents=True)
+    (src / "good.html").write_text("<body><link rel=stylesheet href=style.css><img src=img/a.png>x</body>")
+    target = Path("/proc/self/environ") if link != "img" else Path("/etc")
+    path = src / link
+    if path.exists():
+        path.rmdir()
+    os.symlink(target, path)
+    out = tmp_path / "renders"
+    with pytest.raises(CommandError) as raised:
+        render(src, out)
+    message = str(raised.value)
+    assert message == f"{path}: a link; pages and their files are never read through a link (copy the file in)"
+    assert "\n" not in message and not out.exists()
+
+
+@pytest.mark.browser
+def test_a_page_that_becomes_a_link_after_the_check_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The renderer opens a page with ``O_NOFOLLOW``: a link made after the folder was checked is
+    a failed render, and the environment it points at (a marker in it) is in no output."""
+    browser_available()
+    marker = "arbiter-marker-" + os.urandom(6).hex()
+    monkeypatch.setenv("ARBITER_TEST_MARKER", marker)
+    src = tmp_path / "outputs"
+    src.mkdir()
+    (src / "p.html").write_text("<body>x</body>")
+    refuse_links = pages.refuse_links
+
+    def check_then_link(folder: Path) -> None:
+        refuse_links(folder)
+        (src / "p.html").unlink()
+        os.symlink("/proc/self/environ", src / "p.html")
+
+    monkeypatch.setattr(pages, "refuse_links", check_then_link)
+    out = tmp_path / "renders"
+    stdout, _ = render(src, out, "--workers", "1")
+    record = json.loads((out / "p.json").read_text())
+    assert record["status"] == "failed" and record["reason"] == "the HTML file is a link; links are never followed"
+    assert not (out / "p.png").exists()
+    assert marker not in stdout and marker not in (out / "p.json").read_text()
