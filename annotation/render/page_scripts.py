@@ -114,7 +114,9 @@ _COMMON_JS = r"""
       return (value instanceof Error ? String(value.stack || value) : String(value)).slice(0, __MAX_CHARS__);
     } catch (e) { return '?'; }
   };
-  for (const name of Object.keys(console)) {
+  // The methods that print (not createTask and the like, whose results a page uses).
+  for (const name of ['log', 'info', 'warn', 'error', 'debug', 'trace', 'dir', 'dirxml', 'table', 'group',
+    'groupCollapsed', 'groupEnd', 'assert', 'count', 'countReset', 'time', 'timeLog', 'timeEnd', 'timeStamp']) {
     if (typeof console[name] !== 'function') continue;
     console[name] = name !== 'error' ? () => {} : (...args) => {
       consoleErrors++;
@@ -140,8 +142,8 @@ DETERMINISM_JS = r"""
     return id;
   };
   const clear = (id) => { timers.delete(id); };
-  // Two of the browser's own frames (at most 1 s): what a frame painted late (a sandboxed
-  // one) is painted before the capture.
+  // Two of the browser's own frames (at most 1 s): what a frame painted late is painted before
+  // the capture.
   const browserFrame = window.requestAnimationFrame.bind(window), browserTimeout = window.setTimeout.bind(window);
   const painted = () => new Promise((resolve) => {
     browserTimeout(resolve, 1000);

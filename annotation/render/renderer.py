@@ -404,7 +404,9 @@ class PageRenderer:
                 raise _Failed(f"the page is {height:,} px tall, over the height cap of {s.max_height:,} px (--max-height)")
         else:
             height = s.viewport_height
-        png = self._screenshot(width, height, beyond_viewport=s.mode == "full")
+        # Beyond the viewport only when the page is taller: that capture lays the page out again, and a
+        # sandboxed frame may miss it (blank in one run of a few).
+        png = self._screenshot(width, height, beyond_viewport=s.mode == "full" and height > s.viewport_height)
         left_ms()
         if _one_colour(png):
             raise _Failed("blank page (one colour)", renew=False)

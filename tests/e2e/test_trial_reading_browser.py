@@ -227,3 +227,37 @@ def test_a_reference_without_blocks_scrolls_proportionally_and_the_candidates_by
     assert {b[0] for b in blocks} == {"title", "text"}
     context.close()
     connections.close_all()
+
+
+def test_a_pairwise_trial_scrolls_its_two_images_together_by_their_blocks(app_url, browser, researcher) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The other kind with two images (docs/study-kinds.md "The rater pages"): the same keys, the
+    same alignment, and r for the problem report."""
+    from tests.annotation.test_kind_rater_pages import kind_study
+    from tests.e2e.test_kind_rater_browser import pass_comprehension
+
+    study = kind_study("pairwise", researcher)
+    with staged_images() as staging, transaction.atomic():
+        for candidate in Candidate.objects.filter(page__study=study).select_related("system"):
+            png, blocks = sectioned_page(*CANDIDATES[candidate.system.position % len(CANDIDATES)])
+            candidate.image = stored_image_get_or_create(staging=staging, image=clean_image(png, where="c.png"))
+            candidate.blocks = blocks
+            candidate.save(update_fields=["image", "blocks"])
+        staging.publish()
+    context, page = open_trial(browser, app_url, study, "reader-pairwise", {"width": 1280, "height": 800})
+    pass_comprehension(page, study)
+    page.wait_for_selector("[data-trial][data-ready]")
+    loaded(page)
+    panes = page.evaluate(PANES)
+    assert len(panes) == 2 and all(p["scale"] >= 2 / 3 and p["blocks"] for p in panes), panes
+    page.locator("[data-trial]").focus()
+    for _ in range(3):
+        page.keyboard.press("PageDown")
+    panes = page.evaluate(PANES)
+    assert all(p["top"] > 0 for p in panes), panes
+    assert_aligned(panes)
+    page.keyboard.press("End")
+    assert all(abs(p["top"] - p["range"]) <= 1 for p in page.evaluate(PANES))
+    page.keyboard.press("r")
+    assert page.get_by_role("button", name="Report a problem").get_attribute("aria-expanded") == "true"
+    context.close()
+    connections.close_all()

@@ -85,7 +85,7 @@ class Command(ArbiterCommand):
             help="brier: outputs per comparison and judge (default 4: 2 orders x 2 repeats)",
         )
         parser.add_argument(
-            "--studies", type=int, help="simulated studies (default 100 ranking, 40 kappa/alpha/brier)"
+            "--studies", type=int, help="simulated studies (default 1000 ranking, 40 kappa/alpha/brier)"
         )
         parser.add_argument(
             "--assurance",

@@ -87,6 +87,7 @@ def test_a_console_flood_is_capped_in_the_page_and_counted(site) -> None:
       const big = 'x'.repeat(1024 * 1024);
       for (let i = 0; i < 400; i++) console.error(i + ' ' + big);
       for (let i = 0; i < 400; i++) console.log(big);
+      if (console.createTask) console.createTask('kept').run(() => {});  // not a printing method: still the browser's
       const frame = document.createElement('iframe'); frame.srcdoc = '<script>for (let i = 0; i < 100; i++) console.error("f" + i)<\\/script>';
       document.body.appendChild(frame);
     </script></body>""")
