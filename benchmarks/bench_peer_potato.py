@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -70,8 +71,37 @@ def potato_install(venv: Path, version: str) -> Path:
     return executable
 
 
-def potato_task(folder: Path, items: int, port: int) -> Path:
-    """A pairwise task of ``items`` text pairs, every participant allowed (no consent pages)."""
+@dataclass(frozen=True)
+class PotatoSetting:
+    """How Potato hands out items: ``per_item`` annotators per item (``num_annotators_per_item``;
+    None: unlimited, its default) and ``per_user`` items per participant (``max_annotations_per_user``;
+    None: its default, every item; -1: no cap)."""
+
+    per_item: int | None = None
+    per_user: int | None = None
+
+
+def potato_setting(system: str, *, raters_per_comparison: int, block: int) -> PotatoSetting:
+    """``potato-json`` / ``potato-html``: the configuration this benchmark always used (Potato's
+    defaults); ``-docs``: as its docs suggest for a pairwise study with a rater target (the study's
+    raters per comparison per item, one block per participant); ``-fastest``: one annotator per
+    item and no per-user cap."""
+    if system.endswith("-docs"):
+        return PotatoSetting(per_item=raters_per_comparison, per_user=block)
+    if system.endswith("-fastest"):
+        return PotatoSetting(per_item=1, per_user=-1)
+    return PotatoSetting()
+
+
+def potato_task(folder: Path, items: int, port: int, setting: PotatoSetting = PotatoSetting()) -> Path:
+    """A pairwise task of ``items`` text pairs, every participant allowed (no consent pages).
+
+    With Potato's defaults (no per-item count, no per-user cap) each participant's cap is the
+    item count, and its fixed-order strategy hands a participant all of it at once: every user
+    state holds ``items`` assigned ids, copied once per candidate while they are handed out
+    (``get_assigned_instance_ids`` returns a copy) and written to disk, indented and fsynced,
+    with every label. That is why Potato stored a third of its best in this configuration.
+    """
     if folder.exists():
         import shutil
 
@@ -92,6 +122,10 @@ def potato_task(folder: Path, items: int, port: int) -> Path:
         }],
         "site_dir": "default",
     }
+    if setting.per_item is not None:
+        config["num_annotators_per_item"] = setting.per_item
+    if setting.per_user is not None:
+        config["max_annotations_per_user"] = setting.per_user
     path = folder / "config.yaml"
     path.write_text(json.dumps(config, indent=1))  # JSON is YAML
     return path
@@ -142,12 +176,13 @@ async def potato_sign_up(base: str, participants: list[str]) -> dict[str, dict[s
 
 
 def potato_flow(kind: str, sessions: dict[str, dict[str, str]]) -> br.Flow:
-    """A signed-up participant labels the current item and moves on (JSON or HTML navigation)."""
+    """A signed-up participant labels the current item and moves on (JSON or HTML navigation); a
+    participant at the per-user cap (no item left, or the same item again) makes way for the next."""
 
     async def session(client: br.LoadClient, participant: str, deadline: float, think: float,
                       stats: br.Stats, rng: random.Random) -> bool:
         if participant not in sessions:
-            return False  # one participant per rater: Potato has an item for each for the whole run
+            return False  # every participant signed up for this rater has reached the cap
         client.set_cookies(sessions[participant])
         stats.joins += 1
         current: str | None = None
@@ -161,10 +196,14 @@ def potato_flow(kind: str, sessions: dict[str, dict[str, str]]) -> br.Flow:
         while time.perf_counter() < deadline:
             if kind == "json":
                 r = await br.timed(stats, "trial", client.get("/api/current_instance"))
+                if r is not None and r.status_code == 404 and stats.acknowledged:  # its cap reached
+                    return True
                 if r is None or r.status_code != 200:
                     stats.errors[f"trial: HTTP {getattr(r, 'status_code', '-')}"] += 1
                     return False
                 current = str(r.json()["instance_id"])
+                if f"{participant}/{current}" in stats.acknowledged:  # no next item: its cap reached
+                    return True
             value = rng.choice(["A", "B", "tie"])
             body = {"instance_id": current, "type": "label", "schema": "preference",
                     "state": [{"name": "preference", "value": value}]}
@@ -174,9 +213,15 @@ def potato_flow(kind: str, sessions: dict[str, dict[str, str]]) -> br.Flow:
                 return False
             stats.acknowledged[f"{participant}/{current}"] = value
             if kind == "json":
-                n = await br.timed(stats, "next", client.post("/annotate", json={"action": "next_instance"}))
-                if n is None or n.status_code != 200:
+                for _attempt in range(3):
+                    n = await br.timed(stats, "next", client.post("/annotate", json={"action": "next_instance"}))
+                    if n is not None and n.status_code == 200:
+                        break
+                    # Counted, then asked again: with a per-item count, Potato 2.12.1 at times
+                    # answers 500 here ("deque mutated during iteration": its page counts the shared
+                    # queue while another request retires an item), the label already stored.
                     stats.errors[f"next: HTTP {getattr(n, 'status_code', '-')}"] += 1
+                else:
                     return False
             else:
                 n = await br.timed(stats, "page", client.post("/annotate", data={"action": "next_instance"}))
@@ -187,7 +232,7 @@ def potato_flow(kind: str, sessions: dict[str, dict[str, str]]) -> br.Flow:
                 current = found.group(1)  # the next page names its item, as the page's script reads it
             if think > 0:
                 await asyncio.sleep(rng.expovariate(1 / think))
-        return False  # one participant per rater for the run: Potato has 10,000 items for each
+        return False  # the run is over
 
     return session
 
@@ -218,6 +263,9 @@ def summary(system: str, level: br.Level) -> dict[str, object]:
         "db_cpu_ms": level.per_request_ms(level.database_cpu) if level.database_cpu else None,
         "cpu_per_vote_ms": 1000 * (level.server_cpu + level.database_cpu) / max(len(s.acknowledged), 1),
         "requests": level.requests, "acknowledged": len(s.acknowledged),
+        # Arbiter's SQL statements per stored vote, every request of the flow counted (Server-Timing).
+        "sql_per_vote": (sum(sum(q) for q in s.queries.values()) / max(len(s.acknowledged), 1)
+                         if s.queries else None),
     }
 
 
@@ -250,14 +298,17 @@ def print_rounds(rows: list[dict[str, object]]) -> None:
 
 def print_table(rows: list[dict[str, object]]) -> None:
     print("\n| system | N | fetch p95 ms | submit p95 ms | stored votes/s | errors | server CPU per request "
-          "| server + database CPU per stored vote |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| server + database CPU per stored vote | SQL statements per stored vote |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cpu = f"{r['cpu_ms']:.2f} ms" + (f" + PostgreSQL {r['db_cpu_ms']:.2f} ms" if r["db_cpu_ms"] else "")
+        sql = f"{r['sql_per_vote']:.1f}" if r.get("sql_per_vote") is not None else "-"
         print(f"| {r['system']} | {r['n']} | {r['fetch_p95']:.0f} | {r['submit_p95']:.0f} | "
-              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms |")
+              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms | {sql} |")
     by = {(r["system"], r["n"]): r for r in rows}
     pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json"),
+             ("arbiter-api", "potato-json-docs"), ("arbiter-html", "potato-json-docs"),
+             ("arbiter-api", "potato-json-fastest"), ("arbiter-html", "potato-json-fastest"),
              ("arbiter-api-adaptive", "potato-json"), ("arbiter-html-adaptive", "potato-json"),
              ("arbiter-html-adaptive", "potato-html"), ("arbiter-api-adaptive", "arbiter-api"),
              ("arbiter-html-adaptive", "arbiter-html")]
@@ -277,6 +328,17 @@ def print_table(rows: list[dict[str, object]]) -> None:
         print("\n".join(lines))
 
 
+ARBITER_BLOCK = 62  # the benchmark study's assignment: 60 comparisons and 2 hidden repeats (bench_raters.py)
+
+
+def arbiter_slots(seconds: float, levels: list[int], systems: int) -> int:
+    """The benchmark study's raters per block, hence per comparison. No rater may find the study
+    full: every rater's first assignment, and one more per 60 answers at up to 250 answers/s, for
+    each Arbiter system measured on the study."""
+    answers = 250 * seconds * len(levels) * systems
+    return max(40, (sum(levels) * systems + int(answers / 60)) // 4 + 10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30.0, help="per level and system")
@@ -284,7 +346,8 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.0, help="mean pause between items, seconds (0: closed loop)")
     parser.add_argument("--ramp", type=float, default=1.0)
     parser.add_argument("--items", type=int, default=10_000, help="Potato's pairwise items")
-    parser.add_argument("--systems", default="potato-json,potato-html,arbiter-api,arbiter-html")
+    parser.add_argument("--systems", default="potato-json,potato-json-docs,potato-json-fastest,potato-html,"
+                                              "arbiter-api,arbiter-html")
     parser.add_argument("--potato-version", default="2.12.1")
     parser.add_argument("--venv", type=Path, default=ROOT / "var" / "peer" / "potato")
     parser.add_argument("--port", type=int, default=9210, help="loopback port (Potato; Arbiter takes port + 1)")
@@ -303,15 +366,26 @@ def main() -> None:
     problems: list[str] = []
 
     potato_systems = [s for s in systems if s.startswith("potato")]
+    arbiter_count = max(len([s for s in systems if s.startswith("arbiter") and s.endswith("-adaptive")]),
+                        len([s for s in systems if s.startswith("arbiter") and not s.endswith("-adaptive")]), 1)
+    raters_per_comparison = arbiter_slots(args.seconds, levels, arbiter_count)
     if potato_systems:
         executable = potato_install(args.venv, args.potato_version)
         for system in potato_systems:
-            task = potato_task(args.venv.parent / f"task-{system}", args.items, args.port)
+            setting = potato_setting(system, raters_per_comparison=raters_per_comparison, block=ARBITER_BLOCK)
+            print(f"  {system}: num_annotators_per_item {setting.per_item or 'unset'}, "
+                  f"max_annotations_per_user {setting.per_user or 'unset'}")
+            task = potato_task(args.venv.parent / f"task-{system}", args.items, args.port, setting)
+            # A capped participant makes way for a new one: enough of them signed up for the run
+            # (up to 10 labels a second per rater).
+            per_rater = 1 if not setting.per_user or setting.per_user < 0 else 1 + int(10 * args.seconds / setting.per_user)
             with potato_server(executable, task, args.port) as (base, process):
                 levels_stats = []
                 for n in levels:
                     label = f"{system}-n{n}"
-                    sessions = asyncio.run(potato_sign_up(base, [f"{label}-r{i}-1" for i in range(n)]))
+                    sessions = asyncio.run(potato_sign_up(
+                        base, [f"{label}-r{i}-{j}" for i in range(n) for j in range(1, per_rater + 1)]
+                    ))
                     level = br.measure_level(base, potato_flow(system.split("-")[1], sessions), n, seconds=args.seconds,
                                              think=args.think, ramp=args.ramp, label=label,
                                              server_pid=process.pid)
@@ -336,10 +410,7 @@ def main() -> None:
     for allocation, arbiter_systems in (group for order in rounds for group in order):
         if not arbiter_systems:
             continue
-        # No rater may find the study full: every rater's first assignment, and one more per 60
-        # answers at up to 250 answers/s (an assignment is 62 trials), for each Arbiter system.
-        answers = 250 * args.seconds * len(levels) * len(arbiter_systems)
-        slots = max(40, (sum(levels) * len(arbiter_systems) + int(answers / 60)) // 4 + 10)
+        slots = arbiter_slots(args.seconds, levels, len(arbiter_systems))
         with br.arbiter_server(database_url=args.database_url, raters_per_block=slots, workers=args.workers,
                                threads=args.threads, port=args.port + 1, allocation=allocation) as (base, link, process):
             all_stats = []

@@ -292,21 +292,28 @@ async def html_trials(client, html: str, csrf: str, deadline: float, think: floa
 
 async def api_trials(client, link: str, csrf: str, deadline: float, think: float, stats: Stats,  # type: ignore[no-untyped-def]
                      rng: random.Random) -> None:
-    """The JSON API: fetch the current trial, its images, submit."""
+    """The JSON API: the current trial once, then each vote's answer brings the next one (one request
+    per vote), its images, the break's Continue when one stands before it."""
+    headers = {"X-CSRFToken": csrf, "Referer": str(client.base_url) + "/"}
+    data: dict[str, Any] | None = None
     while time.perf_counter() < deadline:
-        r = await timed(stats, "trial", client.get(f"/api/rater/{link}/trial/"))
-        if r is None or r.status_code != 200:
-            stats.errors[f"trial: HTTP {getattr(r, 'status_code', '-')}"] += 1
-            await asyncio.sleep(0.5)
+        if data is None:
+            r = await timed(stats, "trial", client.get(f"/api/rater/{link}/trial/"))
+            if r is None or r.status_code != 200:
+                stats.errors[f"trial: HTTP {getattr(r, 'status_code', '-')}"] += 1
+                await asyncio.sleep(0.5)
+                continue
+            data = r.json()
+        if data.get("break_due"):
+            r = await timed(stats, "trial", client.post(data["continue_url"], headers=headers))
+            data = r.json() if r is not None and r.status_code == 200 else None
             continue
-        data = r.json()
         if data["finished"]:
             return
         await fetch_images(client, list(data["images"].values()), stats)
         verdict, confidence, axes = random_answer(rng, [a["id"] for a in data["axes"]])
         body = {"verdict": verdict, "confidence": confidence, "axes": axes, "rationale": "",
                 "idempotency_key": data["idempotency_key"]}
-        headers = {"X-CSRFToken": csrf, "Referer": str(client.base_url) + "/"}
         answers = []
         for _ in range(2 if rng.random() < 0.05 else 1):
             v = await timed(stats, "vote", client.post(data["vote_url"], json=body, headers=headers))
@@ -315,8 +322,11 @@ async def api_trials(client, link: str, csrf: str, deadline: float, think: float
                 continue
             answers.append(v.json())
             stats.acknowledged[data["trial"]] = body["idempotency_key"]
-        if len(answers) == 2 and answers[0] != answers[1]:
+        # A resent vote answers the same, but its next trial comes with a fresh key of its own.
+        recorded = [{k: v for k, v in a.items() if k != "next_trial"} for a in answers]
+        if len(recorded) == 2 and recorded[0] != recorded[1]:
             stats.replay_mismatch += 1
+        data = answers[-1]["next_trial"] if answers else None
         if think > 0:
             await asyncio.sleep(rng.expovariate(1 / think))
 

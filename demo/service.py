@@ -38,7 +38,7 @@ from annotation.errors import ArbiterError, Conflict
 from annotation.models import Comparison, Study, Trial
 from annotation.progress import progress_step
 from annotation.roles import ADMIN, RESEARCHER, ensure_groups
-from annotation.services.answers import trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_next, vote_submit
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.participants import (
     participant_claim,
@@ -158,14 +158,14 @@ def demo_schedule_and_vote(
             answers[trial.pk] = answer
             # Simulated time: the trial was shown response_ms ago (the server measures from shown_at).
             Trial.objects.filter(pk=trial.pk).update(shown_at=timezone.now() - timedelta(milliseconds=answer.response_ms))
-            vote_submit(
+            vote_submit(VoteInput(
                 trial_token=trial.token,
                 rater_id=rater.pk,
                 verdict=answer.verdict,
                 confidence=answer.confidence,
                 axes=answer.axes,
                 rationale=answer.rationale,
-                idempotency_key=view.idempotency_key,
+                idempotency_key=view.idempotency_key),
             )
             counts["votes"] += 1
         counts["raters"] += 1

@@ -228,8 +228,22 @@ def test_the_slice_has_its_public_entry_points() -> None:
         assert f"{SLICE}.{name}" in modules, name
     flow = _functions(f"{SLICE}.flow")
     assert set(SLICE_FLOW_ACTIONS) <= set(flow), sorted(set(SLICE_FLOW_ACTIONS) - set(flow))
-    assert "next_trial" in flow  # the one place the next trial is chosen
+    assert "next_trial" not in flow  # no alias: the next trial is chosen in one place (below)
     assert "trial_image_view" in _functions(f"{SLICE}.images")
+
+
+def test_one_function_chooses_the_next_trial() -> None:
+    """Issue 47: uniform or serve-time, every path asks ``next_trial_choose``; only it calls ``serve_next``
+    (which fills a serve-time trial), and the vote and the trial read ask it rather than picking a trial."""
+    callers = {}
+    for module in project_modules():
+        for name, function in _functions(module).items():
+            if "serve_next" in _called(function):
+                callers[f"{module}.{name}"] = function
+    assert set(callers) == {"annotation.services.answers.next_trial_choose"}, sorted(callers)
+    answers = _functions("annotation.services.answers")
+    for asker in ("_vote_locked_steps", "_trial_current"):
+        assert "next_trial_choose" in _called(answers[asker]), asker
 
 
 def test_an_action_view_parses_calls_one_flow_function_and_renders() -> None:
@@ -240,6 +254,18 @@ def test_an_action_view_parses_calls_one_flow_function_and_renders() -> None:
         assert not stray, f"{name} calls {stray}"
         assert sum(c.startswith("flow.") for c in called) <= (2 if name == "study_link" else 1), name  # join or show
         assert any(c.startswith("forms.") for c in called) and "screen_response" in called, name
+
+
+def test_the_pages_around_the_trials_go_through_the_flow_too() -> None:
+    """Issue 47: the instructions, the pause page, the comprehension question, the break and the end
+    comment call one flow function each and render its Screen, like the trial views."""
+    views = _functions(f"{SLICE}.views")
+    for name in ("instructions", "pause", "comprehension", "break_continue", "end_comment"):
+        called = _called(views[name])
+        stray = [c for c in called if c not in {*SLICE_VIEW_CALLS, "serving_origin"}
+                 and not c.startswith(("forms.", "flow."))]
+        assert not stray, f"{name} calls {stray}"
+        assert sum(c.startswith("flow.") for c in called) == 1 and "screen_response" in called, name
 
 
 def test_the_rater_api_calls_the_same_flow_functions() -> None:

@@ -37,13 +37,14 @@ def test_metrics_answer_staff_and_allowed_addresses_only(settings, admin_user, r
     assert Client(REMOTE_ADDR="10.2.0.1", HTTP_X_FORWARDED_FOR="10.1.2.3").get("/metrics").status_code == 404
 
 
-def test_a_stored_vote_and_the_rater_requests_move_their_counters(admin_user) -> None:  # type: ignore[no-untyped-def]
+def test_a_stored_vote_and_the_rater_requests_move_their_counters(admin_user, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
     rs = scheduled()
     client = Client()
     html = join(client, rs.study).content.decode()
     votes = _value("arbiter_votes_stored_total")
     trial_pages = _value("arbiter_rater_request_seconds_count", view="rater:link")
-    response = answer(client, html)
+    with django_capture_on_commit_callbacks(execute=True):  # a vote counts once its transaction commits
+        response = answer(client, html)
     assert response.status_code == 200
     assert _value("arbiter_votes_stored_total") == votes + 1
     client.get(f"/s/{rs.study.link_token}/")

@@ -14,6 +14,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -30,13 +31,14 @@ from annotation.errors import Forbidden
 from annotation.models import ProblemKind, Rater, Study
 from annotation.rater import flow, forms
 from annotation.rater.images import image_pass_grant
-from annotation.rater.screens import Screen
+from annotation.rater.screens import Screen, session_write
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
     comprehension_question,
     comprehension_state,
     comprehension_submit,
 )
+from annotation.views.links import url
 
 
 class _Csrf(CsrfViewMiddleware):
@@ -88,6 +90,12 @@ class TrialNextApi(APIView):
 
     class RaterTrial(serializers.Serializer):
         finished = serializers.BooleanField()
+        break_due = serializers.BooleanField(
+            required=False,
+            help_text="a break screen stands before the next trial: POST continue_url to go on (the page's break)",
+        )
+        continue_url = serializers.CharField(required=False)
+        minutes_left = serializers.IntegerField(required=False, help_text="at the rater's pace so far (break screens)")
         number = serializers.IntegerField(required=False)
         total = serializers.IntegerField()
         answered = serializers.IntegerField()
@@ -110,24 +118,52 @@ class TrialNextApi(APIView):
     @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
     def get(self, request: Request, link_token: str) -> Response:
         screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request), respond="json")
-        response = Response(self.RaterTrial(trial_json(screen)).data)
-        response["Cache-Control"] = "no-store"
-        image_pass_grant(request._request, response, screen)
-        return response
+        return screen_json(request, self.RaterTrial(trial_json(screen)).data, screen)
+
+
+class BreakContinueApi(APIView):
+    """Leave the break screen (as the page's Continue button does), answered with the current trial."""
+
+    authentication_classes = [ParticipantSessionAuthentication]
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=None, responses=TrialNextApi.RaterTrial, summary="Continue after a break")
+    def post(self, request: Request, link_token: str) -> Response:
+        screen = flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request._request),
+                                     respond="json")
+        return screen_json(request, TrialNextApi.RaterTrial(trial_json(screen)).data, screen)
+
+
+def screen_json(request: Request, data: Any, screen: Screen) -> Response:
+    """A Screen rendered as JSON: no caching, the session told what the Screen asks, the trial's image pass."""
+    session_write(request._request, screen)
+    response = Response(data)
+    response["Cache-Control"] = "no-store"
+    image_pass_grant(request._request, response, screen)
+    return response
 
 
 def trial_json(screen: Screen) -> dict[str, Any]:
-    """The rater API's view of a trial Screen (or of the end of the block)."""
+    """The rater API's view of a trial Screen (or of the break before it, or of the end of the block)."""
+    if screen.kind == "break":
+        paused: dict[str, Any] = {
+            "finished": False, "break_due": True, "total": screen.total, "answered": screen.answered,
+            "continue_url": reverse("rater:api-break", args=[screen.study.link_token]) if screen.study else "",
+        }
+        if screen.context.get("minutes_left"):
+            paused["minutes_left"] = screen.context["minutes_left"]
+        return paused
     if screen.trial is None:
         return {"finished": True, "total": screen.total, "answered": screen.answered,
                 "completion_code": screen.completion_code, "completion_url": screen.completion_url}
     view = screen.trial
+    images = dict(screen.context["images"])
     data: dict[str, Any] = {
         "finished": False, "number": view.number, "total": view.total, "answered": view.answered,
-        "trial": view.trial.token, "images": screen.context["images"],
-        "axes": view.axes, "idempotency_key": view.idempotency_key, "vote_url": screen.context["vote_url"],
+        "trial": view.trial.token, "images": images, "axes": view.axes, "idempotency_key": view.idempotency_key,
+        "vote_url": url("rater:api-vote", view.trial.token),
     }
-    if not screen.context["has_reference"]:  # the other kinds (docs/study-kinds.md): the question and its answer form
+    if "ref" not in images:  # the other kinds (docs/study-kinds.md): the question and its answer form
         data.update({
             "kind": view.kind, "brief": view.brief, "question": view.question,
             "boxes": [list(b) for b in view.boxes], "dimensions": list(view.dimensions),
@@ -137,10 +173,12 @@ def trial_json(screen: Screen) -> dict[str, Any]:
 
 
 def recorded_json(screen: Screen) -> dict[str, Any]:
+    """A stored answer and the screen that follows it (``next_trial``: the trial, the break or the end)."""
     vote = screen.vote
-    assert vote is not None
-    return {"recorded": True, "trial": screen.context["trial"], "finished": vote.finished,
-            "completion_code": vote.completion_code, "next": screen.location}
+    assert vote is not None and screen.study is not None
+    return {"recorded": True, "trial": screen.recorded_trial, "finished": vote.finished,
+            "completion_code": vote.completion_code, "next": reverse("rater:api-trial", args=[screen.study.link_token]),
+            "next_trial": trial_json(screen)}
 
 
 class VoteSubmitApi(APIView):
@@ -166,14 +204,16 @@ class VoteSubmitApi(APIView):
         trial = serializers.CharField()
         finished = serializers.BooleanField()
         completion_code = serializers.CharField(allow_blank=True)
-        next = serializers.CharField()
+        next = serializers.CharField(help_text="the current trial's address (what next_trial already holds)")
+        next_trial = TrialNextApi.RaterTrial(help_text="what follows the answer: the next trial, the break or the end")
 
-    @extend_schema(request=RaterVoteInput, responses=RaterVoteResult, summary="Answer a trial (idempotent per key)")
+    @extend_schema(request=RaterVoteInput, responses=RaterVoteResult,
+                   summary="Answer a trial (idempotent per key); the answer brings the next trial")
     def post(self, request: Request, trial_token: str) -> Response:
         answer = self.parsed(request)
         screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
                                    respond="json")
-        return Response(self.RaterVoteResult(recorded_json(screen)).data, status=status.HTTP_200_OK)
+        return screen_json(request, self.RaterVoteResult(recorded_json(screen)).data, screen)
 
     def parsed(self, request: Request) -> forms.AnswerForm:
         """The body as an answer; a refused body is raised by the flow once the trial is found."""
@@ -195,7 +235,7 @@ class VoteReviseApi(VoteSubmitApi):
         answer = self.parsed(request)
         screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
                                    respond="json")
-        return Response(self.RaterVoteResult(recorded_json(screen)).data, status=status.HTTP_200_OK)
+        return screen_json(request, self.RaterVoteResult(recorded_json(screen)).data, screen)
 
 
 class TrialProblemApi(APIView):

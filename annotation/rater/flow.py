@@ -2,20 +2,25 @@
 
 ``show_trial`` (the study link: the current trial, the end page, or what stands before them),
 ``join`` (``?participant=``: the session speaks for that participant), ``answer_trial`` (a vote),
-``revise_trial`` and ``undo_trial`` (answering an earlier trial again), ``report_problem``.
+``revise_trial`` and ``undo_trial`` (answering an earlier trial again), ``report_problem``,
+``continue_break`` (leaving the break screen), and the pages around them: ``instructions_page``,
+``pause_page``, ``answer_comprehension``, ``send_end_comment``.
 Each looks the study's kind up once (``design_of``) and hands the design down to the services it
 calls; the views and the rater API only parse, call one of these, and render the Screen.
 
-The next trial a participant sees is chosen in one place: ``next_trial`` (the first unanswered
-trial of the assignment; ``vote_store`` notes which one that is while it holds the assignment's
-row lock, so the answer's screen reads it by its key).
+The next trial a participant sees is chosen in one place, uniform or serve-time:
+``annotation.services.answers.next_trial_choose``. A vote asks it while it holds the assignment's
+row lock, so the answer's screen reads that trial by its key (``trial_next`` with the vote's
+``Progress``); every other screen asks it through ``trial_next``.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 import markdown
 import nh3
@@ -26,7 +31,6 @@ from django.urls import reverse
 
 from annotation.errors import ArbiterError, Conflict, Forbidden, NotFound, ValidationFailed
 from annotation.kinds import StudyDesign, design_of
-from annotation.metrics import VOTES_STORED
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -45,12 +49,13 @@ from annotation.selectors.pace import break_due, minutes_left
 from annotation.services.answers import (
     Progress,
     TrialView,
+    VoteInput,
     assignment_counts,
     trial_blocks,
     trial_images,
     trial_next,
     trial_shown_files,
-    vote_store,
+    vote_submit,
     vote_trial,
 )
 from annotation.services.comprehension import (
@@ -58,8 +63,14 @@ from annotation.services.comprehension import (
     ComprehensionRequired,
     comprehension_question,
     comprehension_state,
+    comprehension_submit,
 )
-from annotation.services.crowd import REDIRECT_SECONDS, completion_redirect_url, screened_out_for
+from annotation.services.crowd import (
+    REDIRECT_SECONDS,
+    completion_redirect_url,
+    end_comment_submit,
+    screened_out_for,
+)
 from annotation.services.participants import (
     ParticipationEnded,
     StudyClosed,
@@ -68,6 +79,7 @@ from annotation.services.participants import (
     participant_claim,
     participant_rater_get_or_create,
     rater_assignment,
+    study_link_url,
 )
 from annotation.services.vote_revisions import (
     UndoView,
@@ -114,7 +126,7 @@ def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") 
         design = design_of(study)
         rater_id = session_rater_id(visitor, study.pk)
         if respond == "json":
-            return _api_trial(study, design, rater_id)
+            return _state(study, design, _api_assignment(study, rater_id), visitor)
         rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
         user = visitor.user
         if rater is None and user.is_authenticated:
@@ -146,17 +158,15 @@ def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") 
 
 
 def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
-    """A vote: stored once (``vote_store``), then the next trial, the end page or the break.
+    """A vote: stored once (``vote_submit``), then the next trial, the end page or the break.
 
-    ``fragment`` (htmx): the next trial's state, its response clock started in the vote's
-    transaction; ``page`` (no JavaScript): back to the study link; ``json``: what was recorded,
-    and a refused answer raises (the rater API answers it with its error body).
+    ``fragment`` (htmx) and ``json``: the next trial's state (or the break, or the end), its
+    response clock started in the vote's transaction; ``page`` (no JavaScript): back to the study
+    link. ``json`` carries what was recorded too, and a refused answer raises (the rater API
+    answers it with its error body).
     """
     with rater_transaction():
-        screen, stored = _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
-    if stored:
-        VOTES_STORED.inc()
-    return screen
+        return _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
 
 
 def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
@@ -170,17 +180,16 @@ def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
                 raise answer.refused
             study = trial.assignment.block.study
             design = design_of(study)
-            result = vote_revise(trial_token=trial_token, rater_id=session_rater_id(visitor, study.pk),
-                                 **_answer_fields(answer, design), trial=trial)
-            return _recorded(study, trial_token, result)
+            result = vote_revise(_vote_input(trial_token, session_rater_id(visitor, study.pk), answer, design),
+                                 trial=trial)
+            return _recorded(_state(study, design, trial.assignment, visitor), trial_token, result)
         trial, study, rater_id = _own_trial(trial_token, visitor)
         design = design_of(study)
         if rater_id is None or trial.assignment.rater_id != rater_id:
             return notice(study, *NOT_YOURS, status=403)
         posted = answer.posted(design.rationale_field)
         try:
-            vote_revise(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design),
-                        axes_defaulted=answer.axes_defaulted)
+            vote_revise(_vote_input(trial_token, rater_id, answer, design))
         except ValidationFailed as exc:
             try:
                 undo = vote_revision_view(trial_token=trial_token, rater_id=rater_id)
@@ -215,6 +224,88 @@ def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
         return _undo_state(study, design, undo, visitor)
 
 
+def continue_break(*, link_token: str, visitor: Visitor, respond: Respond) -> Screen:
+    """Leave the break screen: this session will not show the same break again (``session_break``).
+
+    ``page``: back to the study link; ``json``: the current trial at once.
+    """
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        assignment = rater_assignment(rater_id) if rater_id is not None else None
+        if assignment is None:
+            if respond == "json":
+                raise Forbidden("open the study link you were given first")
+            return _to_link(study)
+        answered, _total = assignment_counts(assignment)
+        continued = (assignment.pk, answered)
+        if respond != "json":
+            return replace(_to_link(study), session_break=continued)
+        visitor = replace(visitor, breaks={**visitor.breaks, str(assignment.pk): answered})
+        return replace(_state(study, design_of(study), assignment, visitor), session_break=continued)
+
+
+def instructions_page(*, link_token: str) -> Screen:
+    """The study's instructions and the trial's keys, on a page of their own."""
+    study = get_object_or_404(Study, link_token=link_token)
+    return Screen(kind="page", study=study, template="annotation/rater/instructions.html",
+                  context={"study": study, "instructions_html": instructions_html(study)})
+
+
+def pause_page(*, link_token: str, visitor: Visitor, origin: str) -> Screen:
+    """Progress is saved with every vote; this page says how to come back (``origin``: the serving
+    origin, for the resume link when the study sets no public URL)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        assignment = rater_assignment(rater) if rater else None
+        answered, total = assignment_counts(assignment) if assignment else (0, 0)
+        resume_url = study_link_url(study=study, origin=origin)
+        if rater is not None and rater.source == Rater.Source.LINK:
+            resume_url = f"{resume_url}?{urlencode({'participant': rater.external_id})}"
+        return Screen(kind="page", study=study, template="annotation/rater/pause.html", context={
+            "study": study, "answered": answered, "total": total,
+            "resume": reverse("rater:link", args=[study.link_token]), "resume_url": resume_url,
+        })
+
+
+def answer_comprehension(*, link_token: str, visitor: Visitor, answer: str) -> Screen:
+    """One attempt at the comprehension question; passed → the first trial (the study link)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        if rater is None:
+            return _to_link(study)
+        try:
+            result = comprehension_submit(rater=rater, answer=answer)
+        except ValidationFailed as exc:
+            return comprehension_screen(study, rater, error=plain_sentence(exc), status=400)
+        if result == "retry":
+            return comprehension_screen(
+                study, rater, status=400,
+                error="That is not the right answer. Read the instructions again; you have one more attempt.",
+            )
+        return _to_link(study)
+
+
+def send_end_comment(*, link_token: str, visitor: Visitor, text: str) -> Screen:
+    """The optional end-of-study comment; then on to the completion URL (or back to the end page)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater_id = session_rater_id(visitor, study.pk)
+        assignment = rater_assignment(rater_id) if rater_id is not None else None
+        if assignment is None or assignment.block.study_id != study.pk:
+            return _to_link(study)
+        try:
+            saved = end_comment_submit(assignment_id=assignment.pk, rater_id=rater_id, text=text)
+        except ArbiterError as exc:
+            return notice(study, "Comment not saved", str(exc), status=exc.status_code)
+        target = completion_redirect_url(study=study, code=saved.completion_code)
+        return Screen(kind="redirect", study=study, location=target or reverse("rater:link", args=[link_token]))
+
+
 def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, respond: Respond) -> Screen:
     """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer."""
     with rater_transaction():
@@ -244,14 +335,6 @@ def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, 
         if respond != "fragment":
             return _to_link(study)
         return Screen(kind="problem", study=study, status=status, context=context, htmx=True)
-
-
-def next_trial(
-    *, assignment: Assignment, study: Study, design: StudyDesign, progress: Progress | None = None
-) -> TrialView | None:
-    """The trial the participant sees next, marked shown (its response clock starts): the first
-    unanswered trial of the assignment (``progress``: the one the caller's vote found next)."""
-    return trial_next(assignment=assignment, study=study, progress=progress, design=design)
 
 
 # --- screens --------------------------------------------------------------------------------------
@@ -345,7 +428,7 @@ def session_rater_id(visitor: Visitor, study_id: int) -> int | None:
 # --- how the actions are built ------------------------------------------------------------------
 
 
-def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> tuple[Screen, bool]:
+def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
     trial = vote_trial(trial_token)  # with its study, its axes and its unit's page: read once
     if trial is None:
         if respond == "json":
@@ -357,44 +440,46 @@ def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: 
     if respond == "json":
         if answer.refused is not None:
             raise answer.refused
-        result = vote_store(trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
-                            design=design)
-        return _recorded(study, trial_token, result), not result.replayed
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
+                             show_next=True)
+        fresh = not result.replayed and not result.finished
+        screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
+        return _recorded(screen, trial_token, result)
     if rater_id is None or trial.assignment.rater_id != rater_id:
-        return notice(study, *NOT_YOURS, status=403), False
+        return notice(study, *NOT_YOURS, status=403)
     posted = answer.posted(design.rationale_field)
     try:
-        result = vote_store(
-            trial_token=trial_token, rater_id=rater_id, **_answer_fields(answer, design), trial=trial,
-            show_next=respond == "fragment", axes_defaulted=answer.axes_defaulted, design=design,
-        )
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
+                             show_next=respond == "fragment")
     except ValidationFailed as exc:
-        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted), False
+        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted)
     except Conflict as exc:
         return _state(study, design, trial.assignment, visitor, status=409,
-                      notice=f"{exc}. Here is your current trial."), False
+                      notice=f"{exc}. Here is your current trial.")
     except ArbiterError as exc:
-        return notice(study, "Not available", str(exc), status=exc.status_code), False
+        return notice(study, "Not available", str(exc), status=exc.status_code)
     if respond != "fragment":
-        return _to_link(study), not result.replayed
+        return _to_link(study)
     # A new vote that did not finish the block found the assignment ACTIVE under its row lock and
     # left a trial to answer; otherwise read it again (the end page shows the completion code).
     fresh = not result.replayed and not result.finished
-    screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
-    return screen, not result.replayed
+    return _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
 
 
-def _answer_fields(answer: AnswerForm, design: StudyDesign) -> dict[str, Any]:
-    """The service's answer arguments: the kind's free-text field, its ratings (if it rates)."""
+def _vote_input(trial_token: str, rater_id: int | None, answer: AnswerForm, design: StudyDesign) -> VoteInput:
+    """The answer as the vote write takes it: the kind's free-text field, its ratings (if it rates)."""
     ratings = answer.ratings if answer.from_json or design.has_ratings else None
-    return {"verdict": answer.verdict, "confidence": answer.confidence, "axes": answer.axes,
-            "rationale": answer.rationale_for(design.rationale_field), "ratings": ratings,
-            "idempotency_key": answer.idempotency_key}
+    return VoteInput(
+        trial_token=trial_token, rater_id=rater_id, verdict=answer.verdict, confidence=answer.confidence,
+        axes=answer.axes, rationale=answer.rationale_for(design.rationale_field), ratings=ratings,
+        idempotency_key=answer.idempotency_key, axes_defaulted=answer.axes_defaulted,
+    )
 
 
-def _recorded(study: Study, trial_token: str, result: Any) -> Screen:
-    return Screen(kind="recorded", study=study, vote=result, completion_code=result.completion_code,
-                  location=reverse("rater:api-trial", args=[study.link_token]), context={"trial": trial_token})
+def _recorded(next_screen: Screen, trial_token: str, result: Any) -> Screen:
+    """An API answer stored: what was recorded (``vote``, ``recorded_trial``), with the screen that
+    follows it (the next trial, the break or the end), so a client needs no second request."""
+    return replace(next_screen, vote=result, recorded_trial=trial_token)
 
 
 def _to_link(study: Study) -> Screen:
@@ -427,7 +512,7 @@ def _state(
     if not fresh:
         assignment.refresh_from_db()
         progress = None
-    view = (next_trial(assignment=assignment, study=study, design=design, progress=progress)
+    view = (trial_next(assignment=assignment, study=study, design=design, progress=progress)
             if assignment.state == AssignmentState.ACTIVE else None)
     if fresh and view is None:
         assignment.refresh_from_db()
@@ -574,26 +659,11 @@ def _image_pass(trial: Trial, study: Study, design: StudyDesign) -> ImagePass | 
     return ImagePass(trial_token=trial.token, files=files)
 
 
-def _api_trial(study: Study, design: StudyDesign, rater_id: int | None) -> Screen:
-    """The rater API's current trial: claims a block when the rater has none."""
+def _api_assignment(study: Study, rater_id: int | None) -> Assignment:
+    """The rater API's assignment: the session's, claiming a block when the rater has none."""
     if rater_id is None:
         raise Forbidden("open the study link you were given first")
     assignment = rater_assignment(rater_id)
     if assignment is None:
         assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
-    view = (next_trial(assignment=assignment, study=study, design=design)
-            if assignment.state == AssignmentState.ACTIVE else None)
-    if view is None:
-        assignment.refresh_from_db()
-        answered, total = assignment_counts(assignment)
-        return Screen(kind="end", study=study, answered=answered, total=total,
-                      completion_code=assignment.completion_code,
-                      completion_url=completion_redirect_url(study=study, code=assignment.completion_code))
-    token = view.trial.token
-    context: dict[str, Any] = {
-        "images": {s: url("rater:image", token, s) for s in design.image_slots},
-        "vote_url": url("rater:api-vote", token),
-        "has_reference": design.has_reference,
-    }
-    return Screen(kind="trial", study=study, trial=view, answered=view.answered, total=view.total, context=context,
-                  images=_image_pass(view.trial, study, design))
+    return assignment

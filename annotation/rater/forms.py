@@ -46,6 +46,11 @@ def visitor_of(request: HttpRequest) -> Visitor:
                    user=request.user, htmx=is_htmx(request))
 
 
+def posted_text(request: HttpRequest, name: str) -> str:
+    """One posted text field of a small form (the comprehension answer, the end comment)."""
+    return str(request.POST.get(name, ""))
+
+
 @dataclass(frozen=True)
 class AnswerForm:
     """An answer as posted: the trial form's fields (``from_json``: the rater API's body)."""

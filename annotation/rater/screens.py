@@ -20,7 +20,7 @@ from django.utils.safestring import mark_safe
 
 from annotation.middleware import render_timed
 from annotation.models import Study
-from annotation.rater.forms import SESSION_RATERS
+from annotation.rater.forms import SESSION_BREAKS, SESSION_RATERS
 from annotation.services.answers import Progress, TrialView, VoteResult
 
 TRIAL_PAGE = "annotation/rater/trial_base.html"  # the page around the state
@@ -45,10 +45,12 @@ class Screen:
     ``kind``: ``trial`` (a trial in ``#trial-root``, ``trial`` its view), ``end`` (the end page,
     also in ``#trial-root``), ``break`` (the break screen), ``page`` (a whole page: a notice, the
     join page, the comprehension question; ``template``), ``problem`` (the problem report alone),
-    ``redirect`` (go to ``location``), ``recorded`` (an API answer stored: ``vote``).
+    ``redirect`` (go to ``location``), ``recorded`` (the problem report stored through the API).
+    ``vote``: an API answer stored (to ``recorded_trial``), then the screen that follows it.
     ``context`` is the template's, complete. ``notice`` and ``error`` are what the trial state
     says above the trial; ``progress`` what the answer counted; ``images`` the image pass that goes
-    with the response; ``session_rater``: (study id, rater id) the session speaks for from now on.
+    with the response; ``session_rater``: (study id, rater id) the session speaks for from now on;
+    ``session_break``: (assignment id, answered) the break the session has continued from.
     """
 
     kind: ScreenKind
@@ -68,13 +70,14 @@ class Screen:
     htmx: bool = False
     images: ImagePass | None = None
     vote: VoteResult | None = None
+    recorded_trial: str = ""
     session_rater: tuple[int, int] | None = None
+    session_break: tuple[int, int] | None = None
 
 
 def screen_response(request: HttpRequest, screen: Screen) -> HttpResponse:
     """The Screen as an HTTP response: a page, the htmx fragment, or a redirect."""
-    if screen.session_rater is not None:
-        _session_rater_set(request, *screen.session_rater)
+    session_write(request, screen)
     if screen.kind == "redirect":
         return redirect(screen.location, permanent=False)
     if screen.kind == "break" and screen.htmx:
@@ -104,6 +107,17 @@ def screen_response(request: HttpRequest, screen: Screen) -> HttpResponse:
     if screen.kind == "break":
         response["Cache-Control"] = "no-store"
     return response
+
+
+def session_write(request: HttpRequest, screen: Screen) -> None:
+    """What the Screen asks the session to remember (the HTML views and the rater API alike)."""
+    if screen.session_rater is not None:
+        _session_rater_set(request, *screen.session_rater)
+    if screen.session_break is not None:
+        assignment_id, answered = screen.session_break
+        breaks = dict(request.session.get(SESSION_BREAKS, {}))
+        breaks[str(assignment_id)] = answered
+        request.session[SESSION_BREAKS] = breaks
 
 
 def _session_rater_set(request: HttpRequest, study_id: int, rater_id: int) -> None:

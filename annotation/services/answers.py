@@ -1,8 +1,8 @@
 """A rater's trials and answers: the next trial to show, and the central vote write
 (docs/protocol.md "Canonical answers", "Planning the human study").
 
-``trial_next`` shows an assignment's first unanswered trial (its response clock starts then);
-``vote_submit`` stores an answer canonically, once. Votes are idempotent: the assignment row is
+``trial_next`` shows an assignment's current trial (its response clock starts then), chosen by
+``next_trial_choose``; ``vote_submit`` stores an answer canonically, once, in steps. Votes are idempotent: the assignment row is
 locked, the ``Vote.trial`` one-to-one guarantees one row, and a retry with the same key and body
 answers the same; the same key with another body is a conflict. What differs between the kinds
 (the fields a trial shows, how an answer is cleaned) is the kind's design (``annotation.kinds``).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -152,53 +153,45 @@ def _counts_query(assignment_id: int) -> Any:
 def trial_current(
     assignment: Assignment, study: Study, *, trial_id: int | None = None, design: StudyDesign | None = None
 ) -> Trial | None:
-    """The first unanswered trial, with its unit, its candidate versions and its slots' files.
+    """The assignment's current trial (``next_trial_choose``), with its unit, its candidate versions
+    and its slots' files.
 
     The files (``trial_shown_files``) come in the same query, so giving the trial's image pass
-    costs no query of its own. ``trial_id``: the trial the caller's vote found next
-    (``Progress.next_trial_id``), read by its key while it is still unanswered, else the first
-    unanswered trial is looked up. Either way the joins run for the one trial only: the first
-    unanswered trial's id is picked in a subquery, not by sorting every joined row.
-    ``design``: the study's design when the caller looked it up (the kind is looked up once).
+    costs no query of its own. ``trial_id``: the trial the caller's vote chose
+    (``Progress.next_trial_id``), read by its key while it is still unanswered; else (or when
+    another tab answered it meanwhile) the trial is chosen again. ``design``: the study's design
+    when the caller looked it up (the kind is looked up once).
     """
-    design = design or design_of(study)
+    return _trial_current(assignment, study, design or design_of(study), trial_id)[0]
+
+
+def _trial_current(
+    assignment: Assignment, study: Study, design: StudyDesign, trial_id: int | None
+) -> tuple[Trial | None, Progress | None]:
+    """The current trial, and the progress when it had to be chosen here (None: ``trial_id`` was it)."""
     related, item = design.trial_unit_related, not design.pairwise
 
-    def shown(trials: Any) -> Any:
+    def by_id(pk: int) -> Trial | None:
         # What a trial page needs of its unit (joining only those keeps the hot query small).
-        return trials.select_related(*related).annotate(**VERSION_ANNOTATIONS, **_file_annotations(item))
+        trials = Trial.objects.filter(pk=pk, vote__isnull=True).select_related(*related)
+        found = list(trials.annotate(**VERSION_ANNOTATIONS, **_file_annotations(item)).order_by()[:1])
+        return found[0] if found else None
 
-    def by_id(pk: int) -> Any:
-        return shown(Trial.objects.filter(pk=pk, vote__isnull=True)).order_by()[:1]
-
-    def first(assignment_id: int) -> Any:
-        pk = Trial.objects.filter(assignment_id=assignment_id, vote__isnull=True).order_by("position").values("pk")[:1]
-        return shown(Trial.objects.filter(pk=Subquery(pk))).order_by()[:1]
-
-    found = list(by_id(trial_id)) if trial_id is not None else []
-    if not found:
-        found = list(first(assignment.pk))
-    if found and design.pairwise and found[0].comparison_id is None:
-        # A serve-time trial reached before a vote chose it (the assignment's first): choose now.
-        from annotation.services.serve_time import serve_next, slot_of
-
-        rows = list(Trial.objects.filter(assignment_id=assignment.pk).order_by("position")
-                    .values("pk", "vote__id", *SLOT_FIELDS))
-        served, _shown = serve_next(study=study, assignment_id=assignment.pk,
-                                    trial_ids=[r["pk"] for r in rows if r["vote__id"] is None],
-                                    slots={r["pk"]: slot_of(r) for r in rows})
-        found = list(by_id(served)) if served is not None else []
-    return found[0] if found else None
+    trial = by_id(trial_id) if trial_id is not None else None
+    if trial is not None:
+        return trial, None
+    progress = next_trial_choose(study=study, assignment_id=assignment.pk, pairwise=design.pairwise)
+    return (by_id(progress.next_trial_id) if progress.next_trial_id is not None else None), progress
 
 
 def trial_next(
     *, assignment: Assignment, study: Study | None = None, progress: Progress | None = None,
     design: StudyDesign | None = None,
 ) -> TrialView | None:
-    """The assignment's first unanswered trial, marked shown (response time starts now).
+    """The assignment's current trial, marked shown (response time starts now).
 
     ``study`` is the assignment's study when the caller already has it (saves two queries);
-    ``progress``: what the caller's vote counted under the assignment's row lock
+    ``progress``: what the caller's vote counted and chose under the assignment's row lock
     (``VoteResult.progress``): the counts and the next trial are not looked up again.
     """
     if assignment.state not in LIVE_STATES:
@@ -206,8 +199,11 @@ def trial_next(
     if study is None:
         study = assignment.block.study
     design = design or design_of(study)
-    trial = trial_current(assignment, study, trial_id=progress.next_trial_id if progress else None, design=design)
-    if trial is None:
+    if progress is not None and progress.next_trial_id is None:
+        return None  # the caller's vote finished the block
+    trial, chosen = _trial_current(assignment, study, design, progress.next_trial_id if progress else None)
+    progress = chosen or progress
+    if trial is None or progress is None:
         return None
     now = timezone.now()
     if trial.shown_at is None:
@@ -221,7 +217,7 @@ def trial_next(
     if assignment.started_at is None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
         assignment.started_at = now
-    answered, total = (progress.answered, progress.total) if progress else assignment_counts(assignment)
+    answered, total = progress.answered, progress.total
     return trial_view_of(trial, study=study, number=answered + 1, answered=answered, total=total, design=design)
 
 
@@ -250,12 +246,14 @@ def trial_view_of(
 
 @dataclass(frozen=True)
 class Progress:
-    """An assignment's progress right after a new vote, counted under the assignment's row lock."""
+    """An assignment's progress and the trial chosen next (``next_trial_choose``); after a new
+    vote, counted under the assignment's row lock."""
 
     answered: int
     total: int
     response_times: tuple[int, ...]  # every stored response time of the assignment, ms (the pace estimate)
-    next_trial_id: int | None  # the first trial still unanswered
+    next_trial_id: int | None  # the trial shown next (None: every trial is answered)
+    next_shown: bool = False  # the choice itself marked that trial shown (a serve-time fill)
 
 
 @dataclass(frozen=True)
@@ -299,6 +297,39 @@ def _progress_query(assignment_id: int) -> Any:
     )
 
 
+def next_trial_choose(
+    *, study: Study, assignment_id: int, pairwise: bool, rows: Sequence[Mapping[str, Any]] | None = None,
+    answering: int | None = None, response_ms: int | None = None, shown_at: datetime | None = None,
+) -> Progress:
+    """The one place an assignment's next trial is chosen, uniform or serve-time; the vote under the
+    assignment's row lock, the trial page, the rater API and Undo all ask it.
+
+    The next trial is the first unanswered one in position order; in a serve-time block a data trial
+    with no comparison yet gets one now (``serve_next``, docs/protocol.md "Serve-time choice"), or
+    is removed when nothing is left for it. ``rows``: the assignment's ``_progress_query`` rows when
+    the caller read them (a vote, under its lock); ``answering``: the trial that vote answers, counted
+    as answered with its ``response_ms``; ``shown_at``: the chosen trial is shown now (a serve-time
+    fill marks it shown in its own statement: ``Progress.next_shown``).
+    """
+    if rows is None:
+        rows = list(_progress_query(assignment_id))
+    unanswered = [r["id"] for r in rows if r["vote_ms"] is None and r["id"] != answering]
+    times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
+    if answering is not None and response_ms is not None:
+        times.append(response_ms)
+    next_id, shown, total = (unanswered[0] if unanswered else None), False, len(rows)
+    first = next((r for r in rows if r["id"] == next_id), None)
+    if first is not None and pairwise and first["comparison_id"] is None and not first["attention_expected"]:
+        from annotation.services.serve_time import serve_next, slot_of
+
+        next_id, shown = serve_next(study=study, assignment_id=assignment_id, trial_ids=unanswered,
+                                    slots={r["id"]: slot_of(r) for r in rows}, shown_at=shown_at)
+        if next_id != unanswered[0]:  # open trials were removed (nothing left for them)
+            total = Trial.objects.filter(assignment_id=assignment_id).count()
+    return Progress(answered=len(rows) - len(unanswered), total=total, response_times=tuple(times),
+                    next_trial_id=next_id, next_shown=shown)
+
+
 def _vote_trial_query(trial_token: str) -> Any:
     trials = Trial.objects.select_related(
         "assignment__block__study", "comparison__page", "candidate__page", "predicate__candidate__page"
@@ -333,178 +364,189 @@ def vote_answers(
     return out
 
 
-def answer_for_trial(
-    *,
-    trial_token: str,
-    rater_id: int | None,
-    verdict: object,
-    confidence: object,
-    axes: Mapping[str, object],
-    rationale: object,
-    idempotency_key: str,
-    ratings: Mapping[str, object] | None = None,
-    trial: Trial | None = None,
-    design: StudyDesign | None = None,
-) -> tuple[str, Trial, VoteAnswer]:
+@dataclass(frozen=True)
+class VoteInput:
+    """An answer to a trial as posted, before it is checked: the arguments of the vote write
+    (``vote_submit``) and of a revision (``vote_revise``), travelling together."""
+
+    trial_token: str
+    rater_id: int | None
+    verdict: object
+    confidence: object
+    axes: Mapping[str, object]
+    rationale: object
+    idempotency_key: str
+    ratings: Mapping[str, object] | None = None
+    axes_defaulted: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class CheckedVote:
+    """A vote whose key, trial, owner and answer are checked (``answer_for_trial``), before any lock."""
+
+    key: str
+    trial: Trial
+    answer: VoteAnswer
+    digest: str  # the answer's request hash: the same key with another answer is a conflict
+    design: StudyDesign
+
+    @property
+    def study(self) -> Study:
+        return self.trial.assignment.block.study
+
+
+def answer_for_trial(vote: VoteInput, *, trial: Trial | None = None, design: StudyDesign | None = None) -> CheckedVote:
     """The checked key, the rater's own trial and the validated answer (before any lock).
 
     ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
     """
-    key = (idempotency_key or "").strip()
+    key = (vote.idempotency_key or "").strip()
     if not (8 <= len(key) <= 80):
         raise ValidationFailed("missing or malformed idempotency key (reload the page)", field="idempotency_key")
-    if trial is None or trial.token != trial_token:
-        trial = vote_trial(trial_token)
+    if trial is None or trial.token != vote.trial_token:
+        trial = vote_trial(vote.trial_token)
     if trial is None:
         raise NotFound("no such trial")
-    if rater_id is None or trial.assignment.rater_id != rater_id:
+    if vote.rater_id is None or trial.assignment.rater_id != vote.rater_id:
         raise Forbidden("this trial is not yours")
     study = trial.assignment.block.study
     design = design or design_of(study)
     answer = design.answer_clean(
         study=study,
         active_axes=[a["id"] for a in trial_active_axes(trial, study_axes(study))] if design.has_axes else [],
-        verdict=verdict, confidence=confidence, axes=axes, ratings=ratings, rationale=rationale,
+        verdict=vote.verdict, confidence=vote.confidence, axes=vote.axes, ratings=vote.ratings,
+        rationale=vote.rationale,
     )
-    return key, trial, answer
+    return CheckedVote(key=key, trial=trial, answer=answer, digest=answer.request_hash(), design=design)
 
 
 def vote_submit(
-    *,
-    trial_token: str,
-    rater_id: int | None,
-    verdict: object,
-    confidence: object,
-    axes: Mapping[str, object],
-    rationale: object,
-    idempotency_key: str,
-    ratings: Mapping[str, object] | None = None,
-    trial: Trial | None = None,
-    show_next: bool = False,
-    axes_defaulted: Sequence[str] = (),
+    vote: VoteInput, *, trial: Trial | None = None, design: StudyDesign | None = None, show_next: bool = False
 ) -> VoteResult:
-    """Store the answer to a trial canonically, once
-    (docs/protocol.md "Canonical answers", "Planning the human study"), in a transaction of its own.
+    """Store the answer to a trial canonically, once (docs/protocol.md "Canonical answers",
+    "Planning the human study"): Zulip's one ``do_*`` function for the action, in steps.
 
-    ``vote_store`` inside ``transaction.atomic()``; the arguments are ``vote_store``'s.
+    The check before any lock (``answer_for_trial``); under the assignment's row lock: the replay
+    check (``_vote_replayed``), the state checks (``_vote_state_check``), the insert
+    (``_vote_insert``), the candidate versions (``_vote_versions``), the next trial's choice,
+    serve-time included (``next_trial_choose``), and the finishing (``_vote_finish``).
+
+    Runs in the caller's transaction (the rater's flow), or in one of its own. Foreign trial →
+    Forbidden (403); answered with another key, not the current trial, or a finished assignment →
+    Conflict (409); same key and same body → the stored vote again. Submissions to one assignment
+    are serialized by its row lock (only that row: a vote never locks the block or the study, so
+    raters do not wait for each other). A new vote is counted in ``VOTES_STORED`` once the
+    transaction commits.
+
+    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
+    ``show_next``: the caller shows the next trial in its response (the htmx and JSON answers), so
+    that trial's response clock starts in the vote's transaction (one commit instead of two).
+    ``design``: the study's design when the caller looked it up.
     """
-    with transaction.atomic():
-        result = vote_store(
-            trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
-            rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial, show_next=show_next,
-            axes_defaulted=axes_defaulted,
-        )
-    if not result.replayed:
-        VOTES_STORED.inc()
+    checked = answer_for_trial(vote, trial=trial, design=design)
+    alias = router.db_for_write(Vote)
+    # The caller's transaction when it has one: a refused vote (a conflict) leaves it usable for the
+    # screen the caller shows instead.
+    joined = transaction.get_connection(alias).in_atomic_block
+    with nullcontext() if joined else transaction.atomic(using=alias):
+        result = _vote_locked_steps(checked, axes_defaulted=vote.axes_defaulted, show_next=show_next)
+        if not result.replayed:
+            transaction.on_commit(VOTES_STORED.inc, using=alias)
     return result
 
 
-def vote_store(
-    *,
-    trial_token: str,
-    rater_id: int | None,
-    verdict: object,
-    confidence: object,
-    axes: Mapping[str, object],
-    rationale: object,
-    idempotency_key: str,
-    ratings: Mapping[str, object] | None = None,
-    trial: Trial | None = None,
-    show_next: bool = False,
-    axes_defaulted: Sequence[str] = (),
-    design: StudyDesign | None = None,
-) -> VoteResult:
-    """Store the answer to a trial canonically, once
-    (docs/protocol.md "Canonical answers", "Planning the human study"), in the caller's transaction.
-
-    Foreign trial → Forbidden (403); answered with another key, not the current trial, or a
-    finished assignment → Conflict (409); same key and same body → the stored vote again.
-    Submissions to one assignment are serialized by its row lock (only that row: a vote never
-    locks the block or the study, so raters do not wait for each other).
-
-    ``trial``: the caller's ``vote_trial(trial_token)`` when it already read it (saves a query).
-    ``show_next``: the caller shows the next trial in its response (the htmx answer), so that
-    trial's response clock starts in the vote's transaction (one commit instead of two).
-    ``design``: the study's design when the caller looked it up. The caller counts a new vote in
-    ``VOTES_STORED`` once its transaction commits.
-    """
-    if not transaction.get_connection(router.db_for_write(Vote)).in_atomic_block:
-        raise transaction.TransactionManagementError("vote_store runs inside the caller's transaction")
-    key, trial, answer = answer_for_trial(
-        trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
-        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings, trial=trial, design=design,
-    )
-    digest = answer.request_hash()
-    locked = list(_assignment_locked_query(trial.assignment_id))
-    if not locked:
-        raise Assignment.DoesNotExist(f"assignment {trial.assignment_id} is gone")
-    assignment = locked[0]
+def _vote_locked_steps(checked: CheckedVote, *, axes_defaulted: Sequence[str], show_next: bool) -> VoteResult:
+    """What ``vote_submit`` does under the assignment's row lock, step by step."""
+    assignment = _assignment_locked(checked.trial.assignment_id)
     rows = list(_progress_query(assignment.pk))
     unanswered = [r["id"] for r in rows if r["vote_ms"] is None]
     # The current trial has no vote by definition: only another trial needs the vote looked up.
-    current = bool(unanswered) and unanswered[0] == trial.pk
-    existing = None if current else Vote.objects.filter(trial_id=trial.pk).order_by().first()
-    if existing is not None:
-        # A late retry of an answer since revised with Undo is the same submission, not a new one.
-        earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
-        if key in earlier and key != existing.idempotency_key:
-            if earlier[key] != digest:
-                raise Conflict("this submission key was already used with a different answer")
-            return VoteResult(vote=existing, replayed=True,
-                              finished=assignment.state == AssignmentState.FINISHED,
-                              completion_code=assignment.completion_code)
+    current = bool(unanswered) and unanswered[0] == checked.trial.pk
+    replayed = None if current else _vote_replayed(checked, assignment)
+    if replayed is not None:
+        return replayed
+    _vote_state_check(assignment, current=current)
+    stored, response_ms = _vote_insert(checked, axes_defaulted=axes_defaulted)
+    _vote_versions(checked.trial)
+    progress = next_trial_choose(
+        study=checked.study, assignment_id=assignment.pk, pairwise=checked.design.pairwise, rows=rows,
+        answering=checked.trial.pk, response_ms=response_ms, shown_at=timezone.now() if show_next else None,
+    )
+    code = _vote_finish(assignment, progress, show_next=show_next)
+    return VoteResult(vote=stored, replayed=False, finished=progress.next_trial_id is None, completion_code=code,
+                      progress=progress)
+
+
+def _assignment_locked(assignment_id: int) -> Assignment:
+    locked = list(_assignment_locked_query(assignment_id))
+    if not locked:
+        raise Assignment.DoesNotExist(f"assignment {assignment_id} is gone")
+    return locked[0]
+
+
+def _vote_replayed(checked: CheckedVote, assignment: Assignment) -> VoteResult | None:
+    """The stored vote again when this is the same submission (a retry), None when the trial has no
+    vote; a conflict when the key or the answer differs."""
+    existing = Vote.objects.filter(trial_id=checked.trial.pk).order_by().first()
+    if existing is None:
+        return None
+    key, digest = checked.key, checked.digest
+    # A late retry of an answer since revised with Undo is the same submission, not a new one.
+    earlier = {h.get("idempotency_key"): h.get("request_hash") for h in existing.history or []}
+    if key in earlier and key != existing.idempotency_key:
+        if earlier[key] != digest:
+            raise Conflict("this submission key was already used with a different answer")
+    else:
         if existing.idempotency_key != key:
             raise Conflict("this trial was already answered")
         if existing.request_hash != digest:
             raise Conflict("this submission key was already used with a different answer")
-        return VoteResult(
-            vote=existing, replayed=True,
-            finished=assignment.state == AssignmentState.FINISHED,
-            completion_code=assignment.completion_code,
-        )
+    return VoteResult(vote=existing, replayed=True, finished=assignment.state == AssignmentState.FINISHED,
+                      completion_code=assignment.completion_code)
+
+
+def _vote_state_check(assignment: Assignment, *, current: bool) -> None:
+    """A new vote needs an active assignment and the current trial."""
     if assignment.state == AssignmentState.FINISHED:
         raise Conflict("this assignment is finished; it cannot be answered again")
     if assignment.state != AssignmentState.ACTIVE:
         raise Forbidden("this assignment is no longer open")
     if not current:
         raise Conflict("this is not the current trial (reload the page)")
+
+
+def _vote_insert(checked: CheckedVote, *, axes_defaulted: Sequence[str]) -> tuple[Vote, int | None]:
+    """The vote row, canonical (docs/protocol.md "Canonical answers"), with its response time."""
+    trial, answer = checked.trial, checked.answer
     label, scores = answer.canonical(swapped=trial.swapped)
     response_ms = None
     if trial.shown_at is not None:
         response_ms = max(int((timezone.now() - trial.shown_at).total_seconds() * 1000), 0)
     vote = Vote.objects.create(
         trial_id=trial.pk, label=label, confidence=answer.confidence, axis_scores=scores,
-        rationale=answer.rationale, response_ms=response_ms, idempotency_key=key, request_hash=digest,
-        answers=vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
-                             axes_defaulted=axes_defaulted),
+        rationale=answer.rationale, response_ms=response_ms, idempotency_key=checked.key,
+        request_hash=checked.digest,
+        answers=vote_answers(study=checked.study, ratings=answer.ratings, scores=scores, axes_defaulted=axes_defaulted),
     )
-    if trial.version_a is None:  # answered without having been shown through trial_next
-        trials_record_versions(trial_ids=[trial.pk])
-    next_id, total = (unanswered[1] if len(unanswered) > 1 else None), len(rows)
-    marked_shown = False
-    if next_id is not None and trial.assignment.block.serve_time:
-        # A serve-time block: the next trial's comparison is chosen now, under the row lock (and,
-        # when it is shown now, marked shown in the same statement).
-        from annotation.services.serve_time import serve_next, slot_of
+    return vote, response_ms
 
-        next_id, marked_shown = serve_next(
-            study=trial.assignment.block.study, assignment_id=assignment.pk, trial_ids=unanswered[1:],
-            slots={r["id"]: slot_of(r) for r in rows}, shown_at=timezone.now() if show_next else None,
-        )
-        total = Trial.objects.filter(assignment_id=assignment.pk).count() if next_id != unanswered[1] else total
-    finished = next_id is None
-    code = _finish(assignment) if finished else ""
-    if show_next and next_id is not None and not marked_shown:
+
+def _vote_versions(trial: Trial) -> None:
+    """The candidate versions the answered trial displayed, when it was answered without having been
+    shown through ``trial_next`` (docs/candidate-versions.md)."""
+    if trial.version_a is None:
+        trials_record_versions(trial_ids=[trial.pk])
+
+
+def _vote_finish(assignment: Assignment, progress: Progress, *, show_next: bool) -> str:
+    """The block finished (its completion code), or the next trial's clock started when it is shown now."""
+    if progress.next_trial_id is None:
+        return _finish(assignment)
+    if show_next and not progress.next_shown:
         # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-        shown, values = _shown_now_update(next_id, timezone.now())
+        shown, values = _shown_now_update(progress.next_trial_id, timezone.now())
         shown.update(**values)
-    times = [int(r["vote_ms"]) for r in rows if r["vote_ms"] is not None and r["vote_ms"] >= 0]
-    progress = Progress(
-        answered=len(rows) - len(unanswered) + 1, total=total,  # this vote included
-        response_times=(*times, *([response_ms] if response_ms is not None else [])),
-        next_trial_id=next_id,
-    )
-    return VoteResult(vote=vote, replayed=False, finished=finished, completion_code=code, progress=progress)
+    return ""
 
 
 # --- images -----------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ with text) is stored for researchers beside the trial; it is not a vote and answ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +38,7 @@ from annotation.models import (
 )
 from annotation.services.answers import (
     TrialView,
+    VoteInput,
     VoteResult,
     answer_for_trial,
     assignment_counts,
@@ -130,60 +130,44 @@ def _answered_view(assignment: Assignment, study: Study, *, before: int | None =
     return UndoView(view=view, posted=displayed_answer(previous.vote, swapped=previous.swapped))
 
 
-def vote_revise(
-    *,
-    trial_token: str,
-    rater_id: int | None,
-    verdict: object,
-    confidence: object,
-    axes: Mapping[str, object],
-    rationale: object,
-    idempotency_key: str,
-    ratings: Mapping[str, object] | None = None,
-    trial: Trial | None = None,
-    axes_defaulted: Sequence[str] = (),
-) -> VoteResult:
+def vote_revise(vote: VoteInput, *, trial: Trial | None = None) -> VoteResult:
     """Replace the stored answer of an answered trial of the active assignment (Undo, or review
     further back, issue 30), keeping the old one in ``Vote.history``.
 
     Not the last answered trial, or a finished assignment → Conflict (409); the same key and body
     again → the stored vote (``replayed``).
     """
-    key, trial, answer = answer_for_trial(
-        trial_token=trial_token, rater_id=rater_id, verdict=verdict, confidence=confidence, axes=axes,
-        rationale=rationale, idempotency_key=idempotency_key, ratings=ratings,
-        trial=trial,
-    )
-    digest = answer.request_hash()
+    checked = answer_for_trial(vote, trial=trial)
+    key, trial, answer, digest, axes_defaulted = checked.key, checked.trial, checked.answer, checked.digest, vote.axes_defaulted
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
-        vote = Vote.objects.filter(trial_id=trial.pk).order_by().first()
-        if vote is None:
+        stored = Vote.objects.filter(trial_id=trial.pk).order_by().first()
+        if stored is None:
             raise Conflict("this trial has no answer to change yet (reload the page)")
         finished = assignment.state == AssignmentState.FINISHED
-        if vote.idempotency_key == key:
-            if vote.request_hash != digest:
+        if stored.idempotency_key == key:
+            if stored.request_hash != digest:
                 raise Conflict("this submission key was already used with a different answer")
-            return VoteResult(vote=vote, replayed=True, finished=finished,
+            return VoteResult(vote=stored, replayed=True, finished=finished,
                               completion_code=assignment.completion_code)
-        if any(h.get("idempotency_key") == key for h in vote.history or []):
+        if any(h.get("idempotency_key") == key for h in stored.history or []):
             raise Conflict("this submission key was already used")
         if assignment.state != AssignmentState.ACTIVE:
             raise Conflict("this block is finished; its answers can no longer be changed")
         label, scores = answer.canonical(swapped=trial.swapped)
         replaced = {
-            "label": vote.label, "confidence": vote.confidence, "axis_scores": vote.axis_scores,
-            "rationale": vote.rationale, "answers": vote.answers, "idempotency_key": vote.idempotency_key,
-            "request_hash": vote.request_hash, "replaced_at": timezone.now().isoformat(),
+            "label": stored.label, "confidence": stored.confidence, "axis_scores": stored.axis_scores,
+            "rationale": stored.rationale, "answers": stored.answers, "idempotency_key": stored.idempotency_key,
+            "request_hash": stored.request_hash, "replaced_at": timezone.now().isoformat(),
         }
-        vote.label, vote.confidence, vote.axis_scores, vote.rationale = label, answer.confidence, scores, answer.rationale
-        vote.answers = vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
+        stored.label, stored.confidence, stored.axis_scores, stored.rationale = label, answer.confidence, scores, answer.rationale
+        stored.answers = vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
                                     axes_defaulted=axes_defaulted)
-        vote.idempotency_key, vote.request_hash = key, digest
-        vote.history = [*(vote.history or []), replaced]
-        vote.save(update_fields=["label", "confidence", "axis_scores", "rationale", "answers",
+        stored.idempotency_key, stored.request_hash = key, digest
+        stored.history = [*(stored.history or []), replaced]
+        stored.save(update_fields=["label", "confidence", "axis_scores", "rationale", "answers",
                                  "idempotency_key", "request_hash", "history"])
-    return VoteResult(vote=vote, replayed=False, finished=False, completion_code="")
+    return VoteResult(vote=stored, replayed=False, finished=False, completion_code="")
 
 
 def trial_problem_report(*, trial_token: str, rater_id: int | None, kind: str, text: str) -> TrialProblem:

@@ -30,6 +30,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         api.ComprehensionSubmitApi.as_view(),
         name="api-comprehension",
     ),
+    path("api/rater/<str:link_token>/break/", api.BreakContinueApi.as_view(), name="api-break"),
     path("api/rater/trials/<str:trial_token>/vote/", api.VoteSubmitApi.as_view(), name="api-vote"),
     path("api/rater/trials/<str:trial_token>/revise/", api.VoteReviseApi.as_view(), name="api-revise"),
     path("api/rater/trials/<str:trial_token>/problem/", api.TrialProblemApi.as_view(), name="api-problem"),

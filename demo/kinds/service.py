@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from annotation.errors import ArbiterError, Conflict
 from annotation.models import Candidate, Comparison, Predicate, Study, Trial
-from annotation.services.answers import trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_next, vote_submit
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import comprehension_question, comprehension_submit
 from annotation.services.participants import (
@@ -149,7 +149,7 @@ def kind_simulate(
             Trial.objects.filter(pk=trial.pk).update(
                 shown_at=timezone.now() - timedelta(milliseconds=answer.response_ms)
             )
-            vote_submit(
+            vote_submit(VoteInput(
                 trial_token=trial.token,
                 rater_id=rater.pk,
                 verdict=answer.verdict,
@@ -157,7 +157,7 @@ def kind_simulate(
                 axes={},
                 rationale=answer.rationale,
                 idempotency_key=view.idempotency_key,
-                ratings=answer.ratings,
+                ratings=answer.ratings),
             )
             counts["votes"] += 1
         counts["raters"] += 1

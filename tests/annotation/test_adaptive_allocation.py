@@ -28,7 +28,7 @@ from annotation.kinds import design_of
 from annotation.models import AuditEvent, Block, BlockItem, Comparison, ComparisonSet, Study, Trial, Vote
 from annotation.selectors.allocation import allocation_state
 from annotation.services.adaptive_allocation import study_allocation_set
-from annotation.services.answers import trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_next, vote_submit
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import (
     comprehension_question,
@@ -162,14 +162,14 @@ def _run_raters(study: Study, n: int, theta: dict[str, float], seed: int = 2) ->
                 verdict = SWAP.get(canonical, canonical) if trial.swapped else canonical
             shown[trial.pk] = verdict
             order.append(trial.pk)
-            vote_submit(
+            vote_submit(VoteInput(
                 trial_token=trial.token,
                 rater_id=rater.pk,
                 verdict=verdict,
                 confidence=3,
                 axes={},
                 rationale="",
-                idempotency_key=secrets.token_urlsafe(12),
+                idempotency_key=secrets.token_urlsafe(12)),
             )
         served.by_rater[rater.external_id] = order
     return served

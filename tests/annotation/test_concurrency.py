@@ -16,7 +16,7 @@ from django.db.models import Count
 
 from annotation.errors import ArbiterError
 from annotation.models import Assignment, AssignmentState, Block, Rater, Trial, Vote
-from annotation.services.answers import trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_next, vote_submit
 from annotation.services.participants import StudyFull, participant_claim, participant_rater_get_or_create
 from annotation.services.scheduling import blocks_schedule
 from tests.annotation.rater_factories import make_rater_study
@@ -106,8 +106,8 @@ def test_ten_concurrent_submissions_of_one_trial_store_one_vote() -> None:
     def submit(i: int) -> object:
         # half retry the same request (same key), half come from another tab (other keys)
         key = view.idempotency_key if i % 2 == 0 else f"other-tab-key-{i}"
-        return vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=4, axes=axes,
-                           rationale="", idempotency_key=key)
+        return vote_submit(VoteInput(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=4, axes=axes,
+                           rationale="", idempotency_key=key))
 
     results = run_together(10, submit)
     assert Vote.objects.filter(trial=view.trial).count() == 1

@@ -9,7 +9,7 @@ import pytest
 
 from annotation.errors import ValidationFailed
 from annotation.models import Assignment, AssignmentState, Rater, Study, Trial, Vote
-from annotation.services.answers import trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_next, vote_submit
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.comprehension import (
     ComprehensionRequired,
@@ -67,8 +67,8 @@ def _answer_all(study: Study, rater: Rater, answer: dict[str, object]) -> list[T
     assignment = participant_claim(study=study, rater=rater)
     answered = []
     while (view := trial_next(assignment=assignment)) is not None:
-        vote_submit(trial_token=view.trial.token, rater_id=rater.pk, axes={}, idempotency_key=f"key-{view.number:04d}",
-                    **answer)  # type: ignore[arg-type]
+        vote_submit(VoteInput(trial_token=view.trial.token, rater_id=rater.pk, axes={},  # type: ignore[arg-type]
+                              idempotency_key=f"key-{view.number:04d}", **answer))
         answered.append(view.trial)
         assignment.refresh_from_db()
     return answered
@@ -95,11 +95,11 @@ def test_checklist_needs_evidence_and_a_checklist_label() -> None:
     assert view is not None and view.question
     token = view.trial.token
     with pytest.raises(ValidationFailed, match="evidence"):
-        vote_submit(trial_token=token, rater_id=rater.pk, verdict="YES", confidence=None, axes={}, rationale="  ",
-                    idempotency_key="key-00001")
+        vote_submit(VoteInput(trial_token=token, rater_id=rater.pk, verdict="YES", confidence=None, axes={}, rationale="  ",
+                    idempotency_key="key-00001"))
     with pytest.raises(ValidationFailed, match="Yes, No or Unclear"):
-        vote_submit(trial_token=token, rater_id=rater.pk, verdict="A", confidence=3, axes={}, rationale="seen",
-                    idempotency_key="key-00001")
+        vote_submit(VoteInput(trial_token=token, rater_id=rater.pk, verdict="A", confidence=3, axes={}, rationale="seen",
+                    idempotency_key="key-00001"))
     trials = _answer_all(study, rater, {"verdict": "UNCLEAR", "confidence": None, "rationale": "too small to read"})
     votes = Vote.objects.filter(trial__in=trials)
     assert {(v.label, v.rationale, v.confidence) for v in votes} == {("UNCLEAR", "too small to read", None)}
@@ -119,8 +119,8 @@ def test_rating_needs_every_dimension_on_the_scale() -> None:
         ({"aesthetics": True, "brief_fidelity": 2}, "must be an integer"),
     ):
         with pytest.raises(ValidationFailed, match=message):
-            vote_submit(trial_token=token, rater_id=rater.pk, verdict="", confidence=None, axes={}, rationale="",
-                        idempotency_key="key-00001", ratings=ratings)
+            vote_submit(VoteInput(trial_token=token, rater_id=rater.pk, verdict="", confidence=None, axes={}, rationale="",
+                        idempotency_key="key-00001", ratings=ratings))
     assert not Vote.objects.exists()
     trials = _answer_all(study, rater, {"verdict": "", "confidence": None, "rationale": "",
                                         "ratings": {"aesthetics": "4", "brief_fidelity": 2}})
@@ -138,8 +138,8 @@ def test_attention_check_trial_carries_an_instruction_and_replays_are_idempotent
         seen.append((view.trial.attention_expected, view.attention))
         kwargs = {"trial_token": view.trial.token, "rater_id": rater.pk, "verdict": "NO", "confidence": None,
                   "axes": {}, "rationale": "no headline", "idempotency_key": f"key-{view.number:05d}"}
-        first = vote_submit(**kwargs)  # type: ignore[arg-type]
-        again = vote_submit(**kwargs)  # type: ignore[arg-type]
+        first = vote_submit(VoteInput(**kwargs))  # type: ignore[arg-type]
+        again = vote_submit(VoteInput(**kwargs))  # type: ignore[arg-type]
         assert again.replayed and again.vote.pk == first.vote.pk
     checks = [(e, text) for e, text in seen if e]
     assert len(checks) == 3

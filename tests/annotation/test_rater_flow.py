@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 from datetime import timedelta
 
@@ -14,7 +15,7 @@ from PIL import Image
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, AuditEvent, Label, Rater, Trial, Vote
-from annotation.services.answers import vote_submit
+from annotation.services.answers import VoteInput, vote_submit
 from annotation.services.participants import (
     StudyFull,
     assignment_void,
@@ -233,7 +234,15 @@ def test_double_submission_stores_one_vote_and_answers_the_same() -> None:
     first = client.post(api["vote_url"], body, content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
     second = client.post(api["vote_url"], body, content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
     assert first.status_code == second.status_code == 200
-    assert first.json() == second.json()
+
+    def recorded(response):  # type: ignore[no-untyped-def]
+        # The next trial comes with each answer, each time with a fresh key for its own answer.
+        data = json.loads(response.content)
+        nxt = data.pop("next_trial")
+        assert len(nxt.pop("idempotency_key")) >= 8
+        return data, nxt
+
+    assert recorded(first) == recorded(second) and recorded(first)[1]["number"] == 2
     assert Vote.objects.count() == 1
     changed = {**body, "confidence": 1}
     r = client.post(api["vote_url"], changed, content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
@@ -269,10 +278,10 @@ def test_stale_and_foreign_trials_are_refused() -> None:
     # A later trial of Alice's own assignment is not the current one.
     later = Trial.objects.filter(assignment__rater__external_id="alice").order_by("-position").first()
     with pytest.raises(Conflict, match="not the current trial"):
-        vote_submit(trial_token=later.token, rater_id=Rater.objects.get(external_id="alice").pk, verdict="A",
+        vote_submit(VoteInput(trial_token=later.token, rater_id=Rater.objects.get(external_id="alice").pk, verdict="A",
                     confidence=3, axes={a: 0 for a in f["axes"]} if not later.comparison.page.targets else
                     {"GLOBAL_LAYOUT_FIDELITY": 0, "TEXT_VISUAL_PRESENTATION": 0, "TABLE": 0},
-                    rationale="", idempotency_key="k" * 12)
+                    rationale="", idempotency_key="k" * 12))
     # Answer, then replay the same form with a new key (e.g. from a second tab) → 409, current trial shown.
     answer(alice, a_html)
     r = answer(alice, a_html.replace(f["key"], "fresh-key-000"))

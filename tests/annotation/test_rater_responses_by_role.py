@@ -71,7 +71,7 @@ class Recorder:
             self.queries[kind, trial.assignment.block.serve_time][_role(trial)].add(self.last)
         if not response.streaming:
             # The last answer of an assignment ends it (a completion code): its own size.
-            last = kind == "api-vote" and response.json()["finished"]
+            last = kind == "api-vote" and response.json()["next_trial"]["finished"]
             page = -1 if last else trial.comparison.page_id
             self.sizes[kind][page].add((_role(trial), len(_masked(response.content.decode()))))
         return response
@@ -107,15 +107,16 @@ def _html_rater(client: Client, study_link: str, participant: str, seen: Recorde
 
 
 def _api_rater(client: Client, study_link: str, participant: str, seen: Recorder) -> int:
+    """A JSON client: the current trial once, then each vote's answer brings the next trial (kept
+    with the role and page of the trial it shows; the last one, the end, with the answered one's)."""
     client.get(f"/s/{study_link}/", {"participant": participant}, follow=True)  # the session and its CSRF cookie
     csrf = client.cookies["csrftoken"].value
     shown = 0
-    vote_queries: int | None = None  # the last vote's, which filled the trial shown next
-    while not (data := (got := seen.call(lambda: client.get(f"/api/rater/{study_link}/trial/"))).json())["finished"]:
+    response = seen.call(lambda: client.get(f"/api/rater/{study_link}/trial/"))
+    data = response.json()
+    while not data["finished"]:
         trial = _trial(data["trial"])
-        seen.add("api-trial" if shown else "api-first", trial, got)  # the first: already shown by the join
-        if vote_queries is not None:
-            seen.queries["api-vote", trial.assignment.block.serve_time][_role(trial)].add(vote_queries)
+        seen.add("api-vote" if shown else "api-first", trial, response)  # the first: already shown by the join
         shown += 1
         for url in data["images"].values():
             image = seen.add("image", trial, seen.call(lambda url=url: client.get(url)))
@@ -123,11 +124,11 @@ def _api_rater(client: Client, study_link: str, participant: str, seen: Recorder
             b"".join(image.streaming_content)
         body = {"verdict": "B", "confidence": 3, "axes": {a["id"]: 0 for a in data["axes"]},
                 "idempotency_key": data["idempotency_key"]}
-        vote = seen.call(lambda: client.post(data["vote_url"], body, content_type="application/json",  # noqa: B023
-                                             HTTP_X_CSRFTOKEN=csrf))
-        assert vote.status_code == 200
-        seen.add("api-vote", trial, vote, queries=False)
-        vote_queries = seen.last
+        response = seen.call(lambda: client.post(data["vote_url"], body, content_type="application/json",  # noqa: B023
+                                                 HTTP_X_CSRFTOKEN=csrf))
+        assert response.status_code == 200 and response.json()["trial"] == trial.token
+        data = response.json()["next_trial"]
+    seen.add("api-vote", trial, response, queries=False)  # the end of the block (the answered trial's role)
     return shown
 
 
@@ -140,8 +141,8 @@ def test_no_rater_response_tells_a_trials_role() -> None:
     assert _html_rater(Client(), study.link_token, "html-served", seen) == 14
     assert _api_rater(Client(), study.link_token, "api-served", seen) == 14
     assert Block.objects.filter(study=study, serve_time=True).count() == 2
-    assert set(seen.seen) == {"page", "answer", "image", "api-first", "api-trial", "api-vote"}
-    for kind in ("answer", "image", "api-trial", "api-vote"):
+    assert set(seen.seen) == {"page", "answer", "image", "api-first", "api-vote"}
+    for kind in ("answer", "image", "api-vote"):
         assert set(seen.seen[kind]) == {"data", "gold", "repeat"}, kind
     for kind, by_role in seen.seen.items():
         names = {role: {frozenset(h.lower() for h in r.headers) for r in responses} for role, responses in by_role.items()}
@@ -165,13 +166,7 @@ def test_no_rater_response_tells_a_trials_role() -> None:
     # statement and a hidden repeat by one UPDATE (on SQLite the steps of "Serve-time choice" run
     # one by one for a data trial, so its answer makes more queries than a repeat's there).
     for (kind, serve_time), by_role in seen.queries.items():
-        if kind in ("page", "api-first") or (serve_time and connection.vendor != "postgresql" and kind in ("answer", "api-trial", "api-vote")):
-            continue
-        if kind == "api-vote" and serve_time:
-            # Known residual (SECURITY.md): a JSON vote fills the next trial without showing it, and
-            # a gold trial needs no filling: the vote before one makes one query fewer.
-            assert by_role["data"] == by_role["repeat"], dict(by_role)
-            assert {q + 1 for q in by_role["gold"]} == by_role["data"], dict(by_role)
+        if kind in ("page", "api-first") or (serve_time and connection.vendor != "postgresql" and kind in ("answer", "api-vote")):
             continue
         assert len({frozenset(q) for q in by_role.values()}) == 1, (kind, serve_time, dict(by_role))
     # Sizes: a body's masked length depends on the page shown (its conditional axes), never on the

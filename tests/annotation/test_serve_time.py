@@ -20,7 +20,7 @@ from django.test.utils import override_settings
 
 from annotation.models import GOLD_EXPECTED, Block, BlockItem, Comparison, ServeWeights, Study, Trial, Vote
 from annotation.services.adaptive_allocation import study_allocation_set
-from annotation.services.answers import trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_next, vote_submit
 from annotation.services.participants import StudyFull, participant_claim, participant_rater_get_or_create
 from annotation.services.scheduling import blocks_schedule
 from annotation.services.serve_time import _probabilities, serve_block_create
@@ -182,8 +182,8 @@ def _answer_all(study: Study, external_id: str) -> int:
     assignment = participant_claim(study=study, rater=rater)
     answered = 0
     while (view := trial_next(assignment=assignment, study=study)) is not None:
-        vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=3,
-                    axes={a["id"]: 1 for a in view.axes}, rationale="", idempotency_key=secrets.token_urlsafe(12))
+        vote_submit(VoteInput(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=3,
+                    axes={a["id"]: 1 for a in view.axes}, rationale="", idempotency_key=secrets.token_urlsafe(12)))
         answered += 1
     return answered
 
@@ -236,8 +236,8 @@ def test_fifty_raters_at_once_are_never_served_past_a_quota(tmp_path: Path) -> N
         assignment = participant_claim(study=study, rater=rater)
         n = 0
         while (view := trial_next(assignment=assignment, study=study)) is not None:
-            vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict="B", confidence=3, axes={},
-                        rationale="", idempotency_key=secrets.token_urlsafe(12))
+            vote_submit(VoteInput(trial_token=view.trial.token, rater_id=rater.pk, verdict="B", confidence=3, axes={},
+                        rationale="", idempotency_key=secrets.token_urlsafe(12)))
             n += 1
         return n
 
@@ -377,9 +377,9 @@ def test_each_served_probability_is_the_formula_over_the_pairs_open_at_that_mome
                    .values_list("comparison_id", flat=True))
         available = _open_pairs(study, seen, k_pairs)
         expected = _probabilities(weights, available) if available else {}
-        result = vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=3,
+        result = vote_submit(VoteInput(trial_token=view.trial.token, rater_id=rater.pk, verdict="A", confidence=3,
                              axes={a["id"]: 1 for a in view.axes}, rationale="",
-                             idempotency_key=secrets.token_urlsafe(12), show_next=True)
+                             idempotency_key=secrets.token_urlsafe(12)), show_next=True)
         next_id = result.progress.next_trial_id if result.progress else None
         if next_id is None:
             break

@@ -13,6 +13,7 @@ from django.test import Client
 
 from annotation.errors import Conflict, ValidationFailed
 from annotation.models import Assignment, AssignmentState, Axis, Trial, TrialProblem, Vote, axis_title
+from annotation.services.answers import VoteInput
 from annotation.services.bundles.exporting import study_export_bundle
 from annotation.services.bundles.importing import study_import_bundle
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
@@ -122,8 +123,8 @@ def test_any_answer_of_an_active_assignment_can_be_changed() -> None:
     rater_id = trial.assignment.rater_id
     # Review (issue 30): an earlier answer than the last is changed too; the old one is kept.
     before = Vote.objects.get(trial=trial).label
-    vote_revise(trial_token=first, rater_id=rater_id, verdict="B", confidence=3,
-                axes=_axes_of(trial, 0), rationale="", idempotency_key="k" * 20)
+    vote_revise(VoteInput(trial_token=first, rater_id=rater_id, verdict="B", confidence=3,
+                axes=_axes_of(trial, 0), rationale="", idempotency_key="k" * 20))
     vote = Vote.objects.get(trial=trial)
     assert [h["label"] for h in vote.history] == [before] and Vote.objects.count() == 2
     # Stepping back from the first answer: there is none before it.
@@ -143,8 +144,8 @@ def test_any_answer_of_an_active_assignment_can_be_changed() -> None:
     Assignment.objects.filter(pk=trial.assignment_id).update(state=AssignmentState.FINISHED)
     last = Trial.objects.get(token=f["token"])
     with pytest.raises(Conflict, match="finished"):
-        vote_revise(trial_token=last.token, rater_id=rater_id, verdict="B", confidence=3,
-                    axes=_axes_of(last, 0), rationale="", idempotency_key="z" * 20)
+        vote_revise(VoteInput(trial_token=last.token, rater_id=rater_id, verdict="B", confidence=3,
+                    axes=_axes_of(last, 0), rationale="", idempotency_key="z" * 20))
 
 
 def _axes_of(trial: Trial, score: int) -> dict[str, int]:

@@ -34,7 +34,7 @@ from annotation.models import (
     Trial,
     Vote,
 )
-from annotation.services.answers import trial_image, trial_next, vote_submit
+from annotation.services.answers import VoteInput, trial_image, trial_next, vote_submit
 from annotation.services.comprehension import (
     ComprehensionRequired,
     comprehension_question,
@@ -259,13 +259,13 @@ def check_rater_view(study: Study) -> None:
             }
         else:
             answer = {"verdict": expected or "TIE", "confidence": 3, "rationale": "", "ratings": None}
-        vote_submit(
+        vote_submit(VoteInput(
             trial_token=trial.token,
             rater_id=rater.pk,
             axes={},
             idempotency_key=view.idempotency_key,
-            **answer,
-        )
+            **answer,  # type: ignore[arg-type]
+        ))
         n += 1
     assert n == Trial.objects.filter(assignment=assignment).count() > 0
     assert Assignment.objects.get(pk=assignment.pk).state == "finished"
