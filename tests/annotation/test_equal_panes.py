@@ -4,6 +4,7 @@ CSS-pixel scale (HTML rendered at the references' width; the dry run reports a w
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import zipfile
@@ -18,7 +19,7 @@ from PIL import Image, ImageDraw
 
 from annotation.errors import ValidationFailed
 from annotation.images import NEUTRAL_FILL
-from annotation.models import Candidate, Page, StoredImage, Study
+from annotation.models import Candidate, NewStudyRun, Page, StoredImage, Study
 from annotation.services.new_study import NewStudyInput, new_study_plan
 from annotation.services.new_study.options import media_rows_from_table, with_media_choice
 from tests.annotation.render.conftest import browser_available
@@ -196,12 +197,28 @@ def test_png_and_html_references_and_html_candidates_neutralized_alike_at_one_sc
     plan.close()
 
 
+def _uploaded(client: Any, data: dict[str, Any], threads: list[Any], capture: Any) -> NewStudyRun:
+    """Post the upload form, run the background run it queued (as the server's queue would), and
+    return the run: the form never renders or makes a study inside its request."""
+    with capture(execute=True):
+        answer = client.post("/studies/new/", data)
+    run = NewStudyRun.objects.order_by("-pk").first()
+    assert answer.status_code == 302 and run is not None and answer["Location"] == f"/studies/new/runs/{run.token}/"
+    threads[-1].run()
+    run.refresh_from_db()
+    return run
+
+
 @pytest.mark.django_db
-def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pane(tmp_path: Path, researcher: Any) -> None:
+def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pane(
+    tmp_path: Path, researcher: Any, settings: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     from django.test import Client
 
     from tests.annotation.test_new_study import zipped
+    from tests.task_threads import record_task_threads
 
+    threads = record_task_threads(settings, monkeypatch)
     _png_folders(tmp_path)
     client = Client()
     client.force_login(researcher)
@@ -209,20 +226,20 @@ def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pa
     assert 'name="media"' in page and 'name="neutralize"' in page
     names = ("refs", "gpt", "claude")
     form = {"kind": "pairwise_reference", "reference": "refs", "slug": "eq-page", "media": "p0,gpt,photo,100,100,500,500"}
-    asked = client.post("/studies/new/", {**form, "archive": zipped(tmp_path, names=names), "dry_run": "1"})
-    assert asked.status_code == 200
-    assert b"a real run would stop: 1 page would show real media beside neutralized media" in asked.content
+    upload = functools.partial(_uploaded, client, threads=threads, capture=django_capture_on_commit_callbacks)
+    asked = upload({**form, "archive": zipped(tmp_path, names=names), "dry_run": "1"})
+    assert "a real run would stop: 1 page would show real media beside neutralized media" in asked.report, asked.report
     # Typed rows for the other two images: equal, and made.
     form["media"] += "\np0,,none\np0,claude,none\n"
-    made = client.post("/studies/new/", {**form, "archive": zipped(tmp_path, names=names)})
-    assert made.status_code == 302, made.content
+    made = upload({**form, "archive": zipped(tmp_path, names=names)})
+    assert made.status == "done" and made.study is not None and made.study.slug == "eq-page", made.error
     detail = client.get("/studies/eq-page/").content.decode()
     assert "media neutralized on every pane (reference and candidates)" in detail
     assert "0 failed renders, 1 with media regions" in detail
     assert "1 page has media regions on candidates and none on the reference" in detail  # p0: none, as typed
     # Or no neutralization, chosen on the form.
     off = {**form, "slug": "eq-off", "media": "p0,gpt,photo,100,100,500,500", "neutralize": "no"}
-    assert client.post("/studies/new/", {**off, "archive": zipped(tmp_path, names=names)}).status_code == 302
+    assert upload({**off, "archive": zipped(tmp_path, names=names)}).status == "done"
     assert Study.objects.get(slug="eq-off").neutralize_media is False
     assert "media shown as it is" in client.get("/studies/eq-off/").content.decode()
     # A media table inside the .zip, beside its folders, is read as the media field would be.
@@ -232,10 +249,10 @@ def test_the_upload_page_takes_the_choice_typed_and_the_study_page_says_every_pa
             for path in sorted((tmp_path / name).iterdir()):
                 archive.write(path, f"{name}/{path.name}")
         archive.writestr("media.csv", "page,system,kind,x0,y0,x1,y1\np0,gpt,photo,100,100,500,500\np0,,none,,,,\n")
-    upload = SimpleUploadedFile("folders.zip", buffer.getvalue(), content_type="application/zip")
-    inside = client.post("/studies/new/", {"kind": "pairwise_reference", "reference": "refs", "slug": "eq-zip",
-                                           "archive": upload, "dry_run": "1"})
-    assert b"first, p0: media regions in gpt; none known for claude (an image file)" in inside.content
+    zipped_media = SimpleUploadedFile("folders.zip", buffer.getvalue(), content_type="application/zip")
+    inside = upload({"kind": "pairwise_reference", "reference": "refs", "slug": "eq-zip",
+                     "archive": zipped_media, "dry_run": "1"})
+    assert "first, p0: media regions in gpt; none known for claude (an image file)" in inside.report, inside.report
 
 
 def test_a_width_mismatch_is_named_with_its_remedy() -> None:

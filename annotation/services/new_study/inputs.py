@@ -109,18 +109,32 @@ def _compile(match: str | None) -> _Matcher | None:
 
 
 def _index_folder(
-    folder: Path, data: NewStudyInput, what: str, pattern: _Matcher | None, plan: NewStudyPlan
+    folder: Path,
+    data: NewStudyInput,
+    what: str,
+    pattern: _Matcher | None,
+    plan: NewStudyPlan,
+    maybe_pages: dict[str, Source] | None = None,
 ) -> dict[str, Source]:
-    """Page id → the folder's file for it; strays and duplicate stems go to the plan."""
+    """Page id → the folder's file for it; strays and duplicate stems go to the plan.
+
+    Beside HTML pages, the other files are their assets (photos, fonts, scripts): served to the
+    pages of this folder when they render, neither study files nor strays. A references folder
+    may mix PNG and HTML references, so there (``maybe_pages`` given) an image named for a page
+    of its own is put in ``maybe_pages``: the caller takes it as that page's reference when a
+    system has the page, and as an asset otherwise."""
     found: dict[str, Source] = {}
     files = list(_folder_files(folder, data, what))
-    # Beside HTML pages, the other files are their assets (photos, fonts, scripts): served to the
-    # pages of this folder when they render, neither study files nor strays.
     holds_html = any(path.suffix.lower() in HTML_SUFFIXES for path in files)
     for path in files:
         label = shown_path(path, data)
         if holds_html and path.suffix.lower() not in HTML_SUFFIXES:
-            plan.assets.append(label)
+            image = path.suffix.lower() in IMAGE_SUFFIXES and len(path.name) <= NAME_MAX_CHARS
+            page = _page_id(path.name, pattern) if maybe_pages is not None and image else None
+            if maybe_pages is not None and page:
+                maybe_pages[page] = Source(label=label, path=path, suffix=path.suffix.lower())
+            else:
+                plan.assets.append(label)
             continue
         if len(path.name) > NAME_MAX_CHARS:
             plan.stray.append(f"{excerpt(label, limit=80)} (a file name over {NAME_MAX_CHARS} characters)")
@@ -149,9 +163,18 @@ def read_folders(data: NewStudyInput, plan: NewStudyPlan) -> None:
                 where=shown_path(folder, data),
             )
         names[name] = folder
+    maybe_references: dict[str, Source] = {}
     if plan.design.has_reference:
-        plan.references = _index_folder(data.reference, data, "--reference", pattern, plan) if data.reference else {}
+        plan.references = (
+            _index_folder(data.reference, data, "--reference", pattern, plan, maybe_references) if data.reference else {}
+        )
     per_system = {name: _index_folder(folder, data, f"--system {name}", pattern, plan) for name, folder in data.systems}
+    system_pages = {page for files in per_system.values() for page in files}
+    for page, source in maybe_references.items():
+        if page in system_pages and page not in plan.references:
+            plan.references[page] = source  # a PNG reference beside HTML references
+        else:
+            plan.assets.append(source.label)  # a file the HTML references use
     plan.systems = list(per_system)
     if plan.design.has_reference:
         plan.pages = sorted(plan.references)
