@@ -544,7 +544,7 @@ def test_a_rater_who_always_clicks_one_side_is_caught_with_any_number_of_gold_tr
     raters (both slot parities) answer every trial with the same displayed side."""
     import secrets as token_secrets
 
-    from annotation.services.answers import trial_next, vote_submit
+    from annotation.services.answers import VoteInput, trial_next, vote_submit
     from annotation.services.participants import participant_claim, participant_rater_get_or_create
     from stats.gold_rule import gold_critical_failures
 
@@ -554,8 +554,9 @@ def test_a_rater_who_always_clicks_one_side_is_caught_with_any_number_of_gold_tr
         rater = participant_rater_get_or_create(study=study, external_id=f"{side}-{r}")
         assignment = participant_claim(study=study, rater=rater)
         while (view := trial_next(assignment=assignment, study=study)) is not None:
-            vote_submit(trial_token=view.trial.token, rater_id=rater.pk, verdict=side, confidence=3,
-                        axes={a["id"]: 0 for a in view.axes}, rationale="", idempotency_key=token_secrets.token_urlsafe(12))
+            vote_submit(VoteInput(trial_token=view.trial.token, rater_id=rater.pk, verdict=side, confidence=3,
+                                  axes={a["id"]: 0 for a in view.axes}, rationale="",
+                                  idempotency_key=token_secrets.token_urlsafe(12)))
     c = gold_critical_failures(gold)
     for q in rater_quality(study):
         trials = Trial.objects.filter(assignment=q.assignment, attention_expected=GOLD_EXPECTED)
