@@ -55,7 +55,8 @@ def test_a_plan_shows_its_progress_at_once_and_its_result_by_the_poll(
     add_votes(ranked, rng=np.random.default_rng(4), n_raters=3)
     page = logged_in_page(browser, app_url, researcher.username)
     page.goto(f"{app_url}/studies/browser-pilot/plan/")
-    page.get_by_label("Simulated studies").fill("60")
+    page.locator("#studies").fill("60")  # "Simulated studies"; the check on fresh studies is its own field
+    page.locator("#verify").fill("0")
     page.get_by_role("button", name="Plan").click()
     page.wait_for_url("**/plan/*/")
     # The plan's page came back before the plan: its progress bar and the poll, then the result.
