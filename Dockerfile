@@ -4,7 +4,8 @@
 # Not built on the project's CI machines (no image registry there); the loopback cluster
 # (deploy/cluster/) runs the same processes from Debian and PyPI packages.
 
-# 1. htmx from npm (package-lock.json), the only front-end dependency.
+# 1. htmx and ECharts from npm (package-lock.json), the only front-end dependencies (ECharts: served
+#    to rendered pages that load it from a CDN, docs/rendering.md "ECharts from the npm copy").
 FROM node:22-bookworm-slim AS assets
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -28,6 +29,7 @@ COPY demo demo
 RUN pip install .
 COPY . .
 COPY --from=assets /src/node_modules/htmx.org/dist node_modules/htmx.org/dist
+COPY --from=assets /src/node_modules/echarts/dist node_modules/echarts/dist
 # collectstatic at build: the hashed, compressed files WhiteNoise serves (a throwaway key: no
 # secret is baked into the image).
 RUN DJANGO_SETTINGS_MODULE=config.settings.production DJANGO_SECRET_KEY=build-only-collectstatic \

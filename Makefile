@@ -60,8 +60,8 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	@touch $@ $(RUN_STAMP)
 
 node_modules/.installed: package.json package-lock.json
-	@command -v npm >/dev/null || { echo "error: npm is needed to install htmx (apt-get install npm)" >&2; exit 1; }
-	$(STEP) "htmx from the npm registry (npm ci)"
+	@command -v npm >/dev/null || { echo "error: npm is needed to install htmx and ECharts (apt-get install npm)" >&2; exit 1; }
+	$(STEP) "htmx and ECharts from the npm registry (npm ci)"
 	@$(TIMED) npm ci --no-audit --no-fund --silent
 	@touch node_modules/.installed
 

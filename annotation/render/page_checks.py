@@ -14,6 +14,11 @@ round trip as the media regions:
   it, reaches more than one CSS pixel beyond the canvas (the captured image: ``[0, 0, W, H]``,
   ``W`` the viewport's width, ``H`` the viewport's height in ``canvas`` mode and the page's height in
   ``full`` mode); the first :data:`MAX_LISTED` as ``{tag, box}``, and ``n_outside_canvas`` all of them.
+- ``content_boxes``: the boxes of the text runs and media elements (``img``, ``svg``, ``canvas``,
+  ``video``, ``iframe``, ``object``, ``embed``) in page CSS pixels, cut to the ancestors that clip
+  them but not to the image, the first :data:`MAX_CONTENT_BOXES` (``content_truncated`` when there
+  were more): the rule score's Boundary channel measures them against a brief's canvas
+  (docs/protocol.md "AesCode's rule score").
 - ``truncated``: the page has more than :data:`MAX_NODES` elements or text nodes, or more than
   :data:`MAX_TEXT` characters of visible text; what lies beyond was not read, so a check that
   found nothing answers UNCLEAR.
@@ -31,6 +36,7 @@ CHECKS = ("rendered", "text_visible", "inside_canvas")
 MAX_NODES = 50_000
 MAX_LISTED = 20
 MAX_TEXT = 200_000  # characters of visible text kept in the export
+MAX_CONTENT_BOXES = 5_000  # content boxes kept for the rule score's Boundary channel
 
 # Shared with the blocks' script (annotation.render.page_blocks), after ``root`` and ``body``: whether
 # an element is shown (not display: none, no opacity 0 on it or an ancestor) and the box that clips
@@ -68,15 +74,24 @@ DOM_HELPERS_JS = r"""
 DOM_EXPORT_JS = (
     r"""
 (canvasMode) => {
-  const MAX_NODES = __MAX_NODES__, MAX_LISTED = __MAX_LISTED__, MAX_TEXT = __MAX_TEXT__;
+  const MAX_NODES = __MAX_NODES__, MAX_LISTED = __MAX_LISTED__, MAX_TEXT = __MAX_TEXT__, MAX_CONTENT = __MAX_CONTENT__;
   const root = document.documentElement, body = document.body;
   const W = window.innerWidth;
   const H = canvasMode ? window.innerHeight
     : Math.max(root ? root.scrollHeight : 0, body ? body.scrollHeight : 0, window.innerHeight);
 __DOM_HELPERS__  const cut = (r, clip) => [Math.max(r.left, clip[0]), Math.max(r.top, clip[1]),
                             Math.min(r.right, clip[2]), Math.min(r.bottom, clip[3])];
-  const outside = [];
-  let nOutside = 0, nodes = 0, truncated = false;
+  const outside = [], content = [];
+  let nOutside = 0, nodes = 0, truncated = false, contentTruncated = false;
+  // Content boxes (text runs and media elements, cut to what clips them, not to the image): what
+  // AesCode's Boundary channel measures against a brief's canvas (rule_score).
+  const MEDIA = new Set(['img', 'svg', 'canvas', 'video', 'iframe', 'object', 'embed']);
+  const keep = (box) => {
+    if (box[2] - box[0] <= 0 || box[3] - box[1] <= 0) return;
+    if (content.length >= MAX_CONTENT) { contentTruncated = true; return; }
+    content.push([box[0] + window.scrollX, box[1] + window.scrollY, box[2] + window.scrollX, box[3] + window.scrollY]
+      .map((v) => Math.round(v * 100) / 100));
+  };
   const check = (tag, box) => {
     if (box[2] - box[0] <= 0 || box[3] - box[1] <= 0) return;
     if (box[0] < -1 || box[1] < -1 || box[2] > W + 1 || box[3] > H + 1) {
@@ -94,7 +109,9 @@ __DOM_HELPERS__  const cut = (r, clip) => [Math.max(r.left, clip[0]), Math.max(r
       const tag = node.tagName.toLowerCase();
       if (tag === 'script' || tag === 'style' || tag === 'template' || tag === 'noscript') continue;
       if (!shown(node) || getComputedStyle(node).visibility !== 'visible') continue;
-      check(tag, cut(node.getBoundingClientRect(), clipOf(node.parentElement)));
+      const box = cut(node.getBoundingClientRect(), clipOf(node.parentElement));
+      check(tag, box);
+      if (MEDIA.has(tag) && !(node.parentElement && node.parentElement.closest('svg'))) keep(box);
       continue;
     }
     const parent = node.parentElement;
@@ -105,21 +122,23 @@ __DOM_HELPERS__  const cut = (r, clip) => [Math.max(r.left, clip[0]), Math.max(r
     range.selectNodeContents(node);
     const box = cut(range.getBoundingClientRect(), clipOf(parent));
     check('#text', box);
+    keep(box);
     const onImage = Math.min(box[2], W) - Math.max(box[0], 0) >= 1 && Math.min(box[3], H) - Math.max(box[1], 0) >= 1;
     if (onImage && textLength < MAX_TEXT) { texts.push(words); textLength += words.length + 1; }
     else if (onImage) truncated = true;
   }
   return {visible_text: texts.join(' ').slice(0, MAX_TEXT), outside_canvas: outside, n_outside_canvas: nOutside,
-          canvas: [W, H], truncated};
+          canvas: [W, H], truncated, content_boxes: content, content_truncated: contentTruncated};
 }
 """.replace("__DOM_HELPERS__", DOM_HELPERS_JS.strip("\n") + "\n")
     .replace("__MAX_NODES__", str(MAX_NODES))
     .replace("__MAX_LISTED__", str(MAX_LISTED))
     .replace("__MAX_TEXT__", str(MAX_TEXT))
+    .replace("__MAX_CONTENT__", str(MAX_CONTENT_BOXES))
 )
 
 
-def _folded(text: str) -> str:
+def fold_text(text: str) -> str:
     """What text matching compares: NFKC, case-folded, with every whitespace removed (a run broken
     across elements, ``Hel<b>lo</b>``, or across lines still matches)."""
     return "".join(unicodedata.normalize("NFKC", text).casefold().split())
@@ -129,7 +148,7 @@ def check_answer(record: Mapping[str, Any], check: str, *, text: str = "") -> st
     """The automatic answer (YES / NO / UNCLEAR) of one check from a render's JSON record.
 
     ``rendered``: YES when the render's status is ``ok``. ``text_visible``: YES when ``text``
-    (compared as :func:`_folded` says) is part of the visible text. ``inside_canvas``: YES when no
+    (compared as :func:`fold_text` says) is part of the visible text. ``inside_canvas``: YES when no
     shown element or text run reaches beyond the canvas. A failed render answers NO to every
     check (nothing of it is visible); a render without a DOM export (made before it existed)
     answers UNCLEAR, as does a truncated export where nothing was found.
@@ -145,10 +164,10 @@ def check_answer(record: Mapping[str, Any], check: str, *, text: str = "") -> st
         return "UNCLEAR"
     truncated = bool(dom.get("truncated"))
     if check == "text_visible":
-        wanted = _folded(text)
+        wanted = fold_text(text)
         if not wanted:
             raise ValueError("the text_visible check needs the text to look for")
-        if wanted in _folded(str(dom.get("visible_text") or "")):
+        if wanted in fold_text(str(dom.get("visible_text") or "")):
             return "YES"
         return "UNCLEAR" if truncated else "NO"
     if int(dom.get("n_outside_canvas") or 0) > 0:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from annotation.render.media_regions import COLLECT_JS
 from annotation.render.page_blocks import BLOCKS_JS
+from annotation.render.page_charts import CHARTS_JS
 from annotation.render.page_checks import DOM_EXPORT_JS
 
 CLOCK_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -323,7 +324,8 @@ READY_JS = r"""
 
 # Animations stopped, scrolled to the top (both modes capture from the page's top left); the page's size in CSS
 # pixels, its media boxes, its DOM export for the checks (annotation.render.page_checks; the argument: canvas
-# mode) with its blocks (annotation.render.page_blocks) and its DOM (for the digest), in one round trip.
+# mode) with its blocks (annotation.render.page_blocks), its ECharts series (annotation.render.page_charts) and its
+# DOM (for the digest), in one round trip.
 MEASURE_JS = (
     "(canvasMode) => { window.scrollTo(0, 0); const root = document.documentElement, body = document.body;"
     # Animations a script started (element.animate) stand at their start; CSS ones are off already.
@@ -335,6 +337,10 @@ MEASURE_JS = (
     " dom: (() => { try { const dom = (" + DOM_EXPORT_JS.strip() + ")(canvasMode);"
     # The blocks (annotation.render.page_blocks) in the same export; a page that breaks them keeps the rest.
     " try { const b = (" + BLOCKS_JS.strip() + ")(canvasMode); dom.blocks = b.blocks; dom.blocks_truncated = b.truncated; }"
-    " catch (e) { dom.blocks = null; } return dom; } catch (e) { return null; } })(),"
+    " catch (e) { dom.blocks = null; }"
+    # The live ECharts series (annotation.render.page_charts); likewise.
+    " try { const c = (" + CHARTS_JS.strip() + ")(); dom.charts = c.charts; dom.charts_truncated = c.truncated;"
+    " dom.charts_found = c.found; } catch (e) { dom.charts = null; }"
+    " return dom; } catch (e) { return null; } })(),"
     " html: root ? root.outerHTML : '' }; }"
 )

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from annotation.render import chromium
 from annotation.render.media_regions import media_regions
 from annotation.render.memory import MemoryLimit
+from annotation.render.page_charts import echarts_bytes, echarts_local_file
 from annotation.render.page_scripts import (
     CONSOLE_CHARS,
     CONSOLE_KEPT,
@@ -251,6 +252,10 @@ class PageRenderer:
                     body, headers["content-type"] = WORKER_JS.encode() + b"\n" + body, "text/javascript"
                 route.fulfill(status=200, body=body, headers=headers)
                 return
+        echarts = echarts_local_file(url)
+        if echarts is not None:  # ECharts from a CDN: the npm copy (page_charts), never the network
+            route.fulfill(status=200, body=echarts_bytes(echarts), headers={"content-type": "text/javascript", **NO_STORE})
+            return
         if is_page_origin(url) and not _climbs_out(visit.folder, url):
             route.fulfill(status=404, body=b"", headers=NO_STORE)  # a missing file of the page's own folder
             return
