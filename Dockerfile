@@ -20,6 +20,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY config config
 COPY stats stats
+COPY rule_score rule_score
 COPY annotation annotation
 COPY calibration calibration
 COPY judges judges

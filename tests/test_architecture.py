@@ -4,8 +4,9 @@ Every ``import`` in the project's apps is read with ``ast`` (imports inside func
 that is where a hidden cycle lives), resolved to a project module, and checked:
 
 - no import cycle between project modules;
-- no app imports an app above it (stats < annotation < judges < calibration < kind_reports < ranking < demo < config);
-- the pure maths modules (``stats/`` and ``annotation.canonical``) import no Django and no app
+- no app imports an app above it (stats < rule_score < annotation < judges < calibration < kind_reports < ranking <
+  demo < config);
+- the pure maths modules (``stats/``, ``rule_score/`` and ``annotation.canonical``) import no Django and no app
   services, and ``stats`` imports nothing of the project outside ``stats``.
 
 The cycles and upward imports that exist today are listed in ``KNOWN_*`` below: a ratchet. A new
@@ -20,13 +21,14 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("stats", "annotation", "judges", "calibration", "kind_reports", "ranking", "demo", "config")
-#: The Django-free maths: every module of the ``stats`` package, plus docs/protocol.md "Canonical answers"
-#: canonicalization.
+LAYERS = ("stats", "rule_score", "annotation", "judges", "calibration", "kind_reports", "ranking", "demo", "config")
+#: The Django-free maths: every module of the ``stats`` and ``rule_score`` packages (docs/protocol.md
+#: "AesCode's rule score"), plus docs/protocol.md "Canonical answers" canonicalization.
 PURE_MODULES = (
     *sorted(
         ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for path in (ROOT / "stats").rglob("*.py")
+        for package in ("stats", "rule_score")
+        for path in (ROOT / package).rglob("*.py")
     ),
     "annotation.canonical",
 )
