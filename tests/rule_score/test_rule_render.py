@@ -6,8 +6,6 @@ every page once for the module."""
 from __future__ import annotations
 
 import io
-import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,12 @@ from annotation.render.pages import page_record
 from annotation.render.renderer import PageRender, PageRenderer
 from rule_score.requirements import parse_requirements
 from rule_score.verifiers import rule_result
-from tests.annotation.render.conftest import TEST_SETTINGS, browser_available, png_bytes
+from tests.annotation.render.conftest import (
+    TEST_SETTINGS,
+    browser_available,
+    png_bytes,
+    with_renderer_in_thread,
+)
 
 GREEN = (0, 160, 0)
 CDN = "https://cdn.jsdelivr.net/npm/echarts@5.4.3/dist/echarts.min.js"
@@ -62,36 +65,25 @@ def _record(result: PageRender) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def renders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, PageRender]]:
-    """Every page rendered once, in one browser (a thread of its own: Playwright's sync API)."""
+def renders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PageRender]:
+    """Every page rendered once, in one browser; the static page shows the live page's own capture."""
     browser_available()
     folder = tmp_path_factory.mktemp("rule-site")
-    results: dict[str, PageRender] = {}
-    errors: list[BaseException] = []
 
     def write(name: str, html: str) -> Path:
         (folder / name).write_text(html, encoding="utf-8")
         return folder / name
 
-    def run() -> None:
-        try:
-            with PageRenderer(TEST_SETTINGS) as r:
-                results["chart"] = r.render(write("chart.html", CHART))
-                assert results["chart"].png is not None
-                (folder / "chart.png").write_bytes(results["chart"].png)  # the same chart, as a picture
-                results["static"] = r.render(write("static.html", STATIC))
-                (folder / "a.png").write_bytes(png_bytes((40, 40, 200)))
-                results["outside"] = r.render(write("outside.html", OUTSIDE))
-                results["missing"] = r.render(write("missing.html", MISSING))
-        except BaseException as exc:
-            errors.append(exc)
+    def work(r: PageRenderer) -> dict[str, PageRender]:
+        results = {"chart": r.render(write("chart.html", CHART))}
+        (folder / "chart.png").write_bytes(results["chart"].png or b"")  # the same chart, as a picture
+        (folder / "a.png").write_bytes(png_bytes((40, 40, 200)))
+        results["static"] = r.render(write("static.html", STATIC))
+        results["outside"] = r.render(write("outside.html", OUTSIDE))
+        results["missing"] = r.render(write("missing.html", MISSING))
+        return results
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(300)
-    if errors:
-        raise errors[0]
-    yield results
+    return with_renderer_in_thread(TEST_SETTINGS, work)
 
 
 @pytest.mark.browser

@@ -53,16 +53,16 @@ def site(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-def render_in_thread(settings: RenderSettings, *pages: Path) -> list[PageRender] | PageRender:
-    """Render with a renderer of its own, in a thread of its own (Playwright's sync API allows one
-    instance per thread, and the module's renderer holds this one). One page gives one result."""
-    results: list[PageRender] = []
+def with_renderer_in_thread[T](settings: RenderSettings, work: Callable[[PageRenderer], T]) -> T:
+    """``work(renderer)`` with a renderer of its own, in a thread of its own (Playwright's sync API
+    allows one instance per thread, and the module's renderer holds this one)."""
+    results: list[T] = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
             with PageRenderer(settings) as r:
-                results.extend(r.render(page) for page in pages)
+                results.append(work(r))
         except BaseException as exc:
             errors.append(exc)
 
@@ -71,6 +71,12 @@ def render_in_thread(settings: RenderSettings, *pages: Path) -> list[PageRender]
     thread.join(300)
     if errors:
         raise errors[0]
+    return results[0]
+
+
+def render_in_thread(settings: RenderSettings, *pages: Path) -> list[PageRender] | PageRender:
+    """Render ``pages`` with a renderer of its own in a thread of its own; one page gives one result."""
+    results = with_renderer_in_thread(settings, lambda r: [r.render(page) for page in pages])
     return results[0] if len(pages) == 1 else results
 
 
