@@ -184,6 +184,9 @@ class Page(models.Model):
     # (docs/rendering.md "The JSON of a render"); the trial page aligns the panes' scrolling by them.
     blocks = models.JSONField(default=list, blank=True)
     meta = models.JSONField(default=dict, blank=True)
+    # The brief's verifiable requirements {text?, tables?, charts?, canvas?} (docs/protocol.md "AesCode's
+    # rule score"; rule_score.requirements); {} when it has none.
+    requirements = models.JSONField(default=dict, blank=True)
     position = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -223,6 +226,9 @@ class Candidate(models.Model):
     # Imported metric scores for score–preference analyses (docs/study-kinds.md "The kind report"): {metric:
     # score}.
     metrics = models.JSONField(default=dict, blank=True)
+    # The rule score of this render against its brief's requirements {rule, applicable, channels}
+    # (docs/protocol.md "AesCode's rule score"; rule_score.verifiers); {} when not scored.
+    rule = models.JSONField(default=dict, blank=True)
     # Opaque id for exports of other kinds' items; never derived from the system.
     external_id = models.CharField(max_length=120, blank=True)
     # The current version (paper B.5): 1 as imported, +1 per replacement by ``import_study --update``.

@@ -97,6 +97,18 @@ def checklist_predicates_frame(*, study: Study) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["predicate", "brief", "question_type", "automatic"])
 
 
+def rule_output_rows(*, study: Study) -> list[dict[str, Any]]:
+    """Every output scored by the rule verifiers (docs/protocol.md "AesCode's rule score"): its brief,
+    system, item and stored result, in brief then system order."""
+    return [
+        {"brief": brief, "system": system, "item": item, "result": rule}
+        for brief, system, item, rule in Candidate.objects.filter(page__study=study)
+        .exclude(rule={})
+        .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+        .values_list("page__external_id", "system__external_id", "external_id", "rule")
+    ]
+
+
 def system_ids(*, study: Study) -> list[str]:
     """The study's system ids by position."""
     return list(
@@ -110,6 +122,7 @@ __all__ = [
     "TRIAL_FIELDS",
     "answered_trial_rows",
     "checklist_predicates_frame",
+    "rule_output_rows",
     "scores_frame",
     "screened_out_count",
     "system_ids",

@@ -258,6 +258,11 @@ def kind_report_compute(
     report["hygiene"] = hygiene_section(hygiene, frames)
     report["agreement"] = agreement.to_dict()
     report[spec.analysis_key] = analysis
+    from kind_reports.rule import rule_report_section
+
+    rule = rule_report_section(study=study, resamples=resamples, seed=seed)
+    if rule is not None:  # docs/protocol.md "AesCode's rule score"; a study without rule scores is unchanged
+        report["rule"] = rule
     adaptive = allocation_report_section(study)
     if adaptive is not None:  # docs/protocol.md "Adaptive allocation and stopping"; a uniform study's report is unchanged
         report["allocation"] = adaptive

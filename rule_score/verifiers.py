@@ -297,3 +297,51 @@ def _chart(dom: Mapping[str, Any], req: Requirements) -> ChannelResult:
 
 
 _CHANNEL = {"text": _text, "boundary": _boundary, "table": _table, "chart": _chart}
+
+
+def rule_result_from_json(value: object) -> RuleResult:
+    """A stored result (:meth:`RuleResult.to_json`, as a bundle carries it) checked back into a
+    :class:`RuleResult`; :class:`~rule_score.requirements.RequirementsError` names the bad field.
+    ``applicable`` and ``rule`` are checked against the channels (the mask and the mean they give)."""
+    from rule_score.requirements import RequirementsError
+
+    if not isinstance(value, Mapping):
+        raise RequirementsError("", "expected an object {rule, applicable, channels}")
+    unknown = sorted(set(value) - {"rule", "applicable", "channels"})
+    if unknown:
+        raise RequirementsError(f".{unknown[0]}", "unknown key (expected rule, applicable, channels)")
+    raw = value.get("channels")
+    if not isinstance(raw, Mapping) or sorted(raw) != sorted(CHANNELS):
+        raise RequirementsError(".channels", f"expected an object with exactly {', '.join(CHANNELS)}")
+    channels: dict[str, ChannelResult] = {}
+    for name in CHANNELS:
+        entry = raw[name]
+        if not isinstance(entry, Mapping) or entry.get("status") not in (SCORED, NOT_APPLICABLE, ERROR):
+            raise RequirementsError(
+                f".channels.{name}.status", f"expected {SCORED}, {NOT_APPLICABLE} or {ERROR}"
+            )
+        score = entry.get("score")
+        if entry["status"] == SCORED:
+            if not isinstance(score, int | float) or isinstance(score, bool) or not 0 <= score <= 1:
+                raise RequirementsError(f".channels.{name}.score", "a scored channel has a score from 0 to 1")
+        elif score is not None:
+            raise RequirementsError(
+                f".channels.{name}.score", f"a channel {entry['status']} has no score (null)"
+            )
+        detail = {k: v for k, v in entry.items() if k not in ("status", "score")}
+        channels[name] = ChannelResult(entry["status"], None if score is None else float(score), detail)
+    scored = [c.score for c in channels.values() if c.score is not None]
+    result = RuleResult(channels=channels, rule=sum(scored) / len(scored) if scored else None)
+    if "applicable" in value and value["applicable"] != result.applicable:
+        raise RequirementsError(
+            ".applicable", "does not match the channels (applicable: every channel not not_applicable)"
+        )
+    given = value.get("rule")
+    if (given is None) != (result.rule is None) or (
+        result.rule is not None
+        and (not isinstance(given, int | float) or abs(float(given) - result.rule) > 1e-9)
+    ):
+        raise RequirementsError(
+            ".rule", "expected the mean of the scored channels' scores (null when none is scored)"
+        )
+    return result

@@ -17,6 +17,7 @@ from django.core.management.base import CommandError, CommandParser
 from annotation.errors import ValidationFailed
 from annotation.management.base import ArbiterCommand, researcher_option
 from annotation.render.settings import FAILURE_RULES
+from annotation.services.bundles.reference_format import load_json
 from annotation.services.new_study.create import new_study_create, new_study_plan
 from annotation.services.new_study.options import (
     merged_options,
@@ -82,6 +83,10 @@ class Command(ArbiterCommand):
             "--no-neutralize", action="store_true",
             help="show every image's media as it is (settings.neutralize_media false) instead of hiding it as boxes",
         )
+        parser.add_argument(
+            "--requirements", type=Path,
+            help="JSON {page: {text, tables, charts, canvas}}: the briefs' verifiable requirements (rule score)",
+        )
         parser.add_argument("--keep-bundle", type=Path, help="folder to keep the bundle in (default ARBITER_BUNDLE_ARCHIVE)")
         parser.add_argument("--dry-run", action="store_true", help="print what would be created; write nothing")
         parser.add_argument(
@@ -109,6 +114,13 @@ class Command(ArbiterCommand):
             if key in flags:
                 raise ValidationFailed(f"option {key!r} is given twice", where="--option")
             flags[key] = parsed
+        if options["requirements"] is not None:
+            requirements_path: Path = options["requirements"]
+            if not requirements_path.is_file():
+                raise ValidationFailed("no such file", where=str(requirements_path))
+            if "requirements" in flags:
+                raise ValidationFailed("option 'requirements' is given twice (also --requirements)", where="--option")
+            flags["requirements"] = load_json(requirements_path.read_bytes(), filename=str(requirements_path))
         sources.append(("the command line", flags))
         options_given = with_failure_rule(merged_options(sources), options["render_failures"], where="--render-failures")
         media_text = ""

@@ -241,7 +241,10 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
         name = _neutral_name(used, c.external_id)
         sources[name] = str(original_of(c).file.name)  # type: ignore[union-attr]
         items.append(
-            ItemSpec(id=c.external_id, image=name, brief=c.page.external_id, system=c.system.external_id, metrics=c.metrics)
+            ItemSpec(
+                id=c.external_id, image=name, brief=c.page.external_id, system=c.system.external_id,
+                metrics=c.metrics, rule=c.rule or {},
+            )
         )
     predicates = Predicate.objects.filter(study=study).select_related("candidate").order_by("position", "external_id")
     comparisons = (
@@ -255,7 +258,7 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
         kind=study.kind,
         instructions_md=study.instructions_md,
         systems=tuple(SystemSpec(id=s.external_id, name=s.name) for s in study.systems.order_by("position", "external_id")),
-        briefs=tuple(BriefSpec(id=p.external_id, text=p.text) for p in pages),
+        briefs=tuple(BriefSpec(id=p.external_id, text=p.text, requirements=p.requirements or {}) for p in pages),
         items=tuple(items),
         predicates=tuple(
             PredicateSpec(

@@ -393,7 +393,10 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
     )
     system_by_id = {s.external_id: s for s in systems}
     pages = Page.objects.bulk_create(
-        [Page(study=study, external_id=b.id, text=b.text, position=i) for i, b in enumerate(spec.briefs)],
+        [
+            Page(study=study, external_id=b.id, text=b.text, requirements=b.requirements, position=i)
+            for i, b in enumerate(spec.briefs)
+        ],
         batch_size=1000,
     )
     page_by_id = {p.external_id: p for p in pages}
@@ -406,6 +409,7 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
                 original_image_id=stored[images.originals[item.image].sha256],
                 rendered=True,
                 metrics=item.metrics,
+                rule=item.rule,
                 external_id=item.id,
             )
             for item in spec.items

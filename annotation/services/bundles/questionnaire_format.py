@@ -94,6 +94,8 @@ BOX_OPTIONAL = ("role", "label", "description")
 class BriefSpec:
     id: str
     text: str
+    # Verifiable requirements, canonical (docs/protocol.md "AesCode's rule score"); {} for none.
+    requirements: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,8 @@ class ItemSpec:
     metrics: dict[str, float]
     # JSON path of this entry, for image errors found later (``$.items[3]``).
     where: str = ""
+    # The output's rule score against its brief's requirements (docs/protocol.md "AesCode's rule score"); {} for none.
+    rule: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,27 @@ def _automatic(r: _Reader, value: Any, path: str) -> str | None:
     return text.upper()
 
 
+def _requirements(r: _Reader, value: Any, path: str) -> dict[str, Any]:
+    """A brief's requirements (rule_score.requirements), canonical; an error names the field."""
+    from rule_score.requirements import RequirementsError, parse_requirements
+
+    try:
+        return parse_requirements(value).to_json()
+    except RequirementsError as error:
+        r.fail(f"{path}{error.path}", error.reason)
+
+
+def _rule(r: _Reader, value: Any, path: str) -> dict[str, Any]:
+    """An item's rule score (rule_score.verifiers), checked; an error names the field."""
+    from rule_score.requirements import RequirementsError
+    from rule_score.verifiers import rule_result_from_json
+
+    try:
+        return rule_result_from_json(value).to_json()
+    except RequirementsError as error:
+        r.fail(f"{path}{error.path}", error.reason)
+
+
 def _box(r: _Reader, value: Any, path: str) -> Any:
     """``[x0, y0, x1, y1]`` in 0…1000, or docs/protocol.md "The study model"'s ``{bbox_1000: [...], role?,
     label?, description?}``."""
@@ -285,12 +310,14 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
     brief_ids: dict[str, str] = {}
     for i, value in enumerate(r.array(root.get("briefs", []), "$.briefs")):
         where = f"$.briefs[{i}]"
-        raw = r.obj(value, where, ("id", "text"))
+        raw = r.obj(value, where, ("id", "text"), ("requirements",))
         brief_id = r.identifier(raw["id"], f"{where}.id")
         if brief_id in brief_ids:
             r.fail(f"{where}.id", f"duplicate brief id {brief_id!r} (first at {brief_ids[brief_id]})")
         brief_ids[brief_id] = where
-        briefs.append(BriefSpec(id=brief_id, text=r.string(raw["text"], f"{where}.text", empty=not design.pairwise)))
+        text = r.string(raw["text"], f"{where}.text", empty=not design.pairwise)
+        requirements = _requirements(r, raw["requirements"], f"{where}.requirements") if "requirements" in raw else {}
+        briefs.append(BriefSpec(id=brief_id, text=text, requirements=requirements))
     if not briefs and design.pairwise:
         r.fail("$.briefs", "a study needs at least one brief")
 
@@ -301,9 +328,9 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
     for i, value in enumerate(r.array(root["items"], "$.items")):
         where = f"$.items[{i}]"
         if design.pairwise:
-            raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics",))
+            raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics", "rule"))
         else:
-            raw = r.obj(value, where, ("id", "image", "system"), ("brief", "metrics"))
+            raw = r.obj(value, where, ("id", "image", "system"), ("brief", "metrics", "rule"))
         item_id = r.identifier(raw["id"], f"{where}.id")
         if item_id in item_at:
             r.fail(f"{where}.id", f"duplicate item id {item_id!r} (first at {item_at[item_id].where})")
@@ -338,7 +365,10 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
         for name, score in metrics_raw.items():
             r.identifier(name, f"{where}.metrics", max_length=MAX_METRIC)
             metrics[name] = _number(r, score, f"{where}.metrics.{name}")
-        item = ItemSpec(id=item_id, image=image, brief=brief_id, system=system_id, metrics=metrics, where=where)
+        rule = _rule(r, raw["rule"], f"{where}.rule") if raw.get("rule") else {}
+        item = ItemSpec(
+            id=item_id, image=image, brief=brief_id, system=system_id, metrics=metrics, where=where, rule=rule
+        )
         item_at[item_id] = item
         item_of[(brief_id, system_id)] = item
         items.append(item)
@@ -503,9 +533,15 @@ def questionnaire_spec_to_json(spec: QuestionnaireStudySpec) -> dict[str, Any]:
         "kind": spec.kind,
         "instructions_md": spec.instructions_md,
         "systems": [{"id": s.id, "name": s.name} for s in spec.systems],
-        "briefs": [{"id": b.id, "text": b.text} for b in spec.briefs],
+        "briefs": [
+            {"id": b.id, "text": b.text, **({"requirements": b.requirements} if b.requirements else {})}
+            for b in spec.briefs
+        ],
         "items": [
-            {"id": i.id, "image": i.image, "brief": i.brief, "system": i.system, "metrics": dict(i.metrics)}
+            {
+                "id": i.id, "image": i.image, "brief": i.brief, "system": i.system, "metrics": dict(i.metrics),
+                **({"rule": i.rule} if i.rule else {}),
+            }
             for i in spec.items
         ],
     }

@@ -25,8 +25,9 @@ from annotation.services.new_study.inputs import (
     read_manifest,
     read_media_option,
     read_predicates,
+    read_requirements,
 )
-from annotation.services.new_study.options import MEDIA_KEY
+from annotation.services.new_study.options import MEDIA_KEY, REQUIREMENTS_KEY
 from annotation.services.new_study.plan import KINDS, NewStudyInput, NewStudyPlan, Source
 from annotation.services.new_study.sources import place_source, probe_source
 
@@ -54,6 +55,12 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     media = options.pop(MEDIA_KEY, None)  # the regions of image pages go to them, not into study.json
     if media is not None and not design.has_reference:
         raise ValidationFailed(f"a {data.kind} study shows no media regions", where=f"option {MEDIA_KEY}")
+    requirements = options.pop(REQUIREMENTS_KEY, None)  # each brief gets its own (docs/protocol.md "AesCode's rule score")
+    if requirements is not None and design.has_reference:
+        raise ValidationFailed(
+            f"a {data.kind} study does not take requirements yet; give them to a pairwise, checklist or rating study",
+            where=f"option {REQUIREMENTS_KEY}",
+        )
     plan = NewStudyPlan(
         kind=data.kind, options=options, pages=[], systems=[], references={}, images={},
         comparisons=data.comparisons,
@@ -68,6 +75,7 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
         read_folders(data, plan)
     read_briefs(data, plan)
     read_predicates(data, plan)
+    read_requirements(requirements, plan)
     render_html_sources(plan, cache=data.render_cache)
     read_media_option(media, plan)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]

@@ -139,6 +139,7 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
             del plan.images[(page, system)]
             plan.render_failed[(page, system)] = reason
     _answer_checks(plan, records)
+    _rule_scores(plan, records)
     if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
         failed = {item_id(p, s) for p, s in plan.render_failed}
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
@@ -189,6 +190,17 @@ def _answer_checks(plan: NewStudyPlan, records: dict[tuple[str, str], dict[str, 
         plan.predicates[position]["automatic"] = answer
         key = f"{check} {answer}"
         plan.check_answers[key] = plan.check_answers.get(key, 0) + 1
+
+
+def _rule_scores(plan: NewStudyPlan, records: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """Each rendered output of a brief with requirements scored against them (docs/protocol.md
+    "AesCode's rule score"): a failed render scores 0 on each channel its brief asks for."""
+    from rule_score.verifiers import rule_result
+
+    for (page, system), record in records.items():
+        requirements = plan.requirements.get(page)
+        if requirements is not None and not requirements.empty:
+            plan.rule_results[page, system] = rule_result(record, requirements).to_json()
 
 
 def _read_render(path: Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import regex
 
 from annotation.errors import ValidationFailed, excerpt, excerpt_path
 from annotation.services.bundles.reference_format import bundle_path_problem
-from annotation.services.new_study.options import MEDIA_KEY, media_row_checked
+from annotation.services.new_study.options import MEDIA_KEY, REQUIREMENTS_KEY, media_row_checked
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan, Source, item_id
 from annotation.services.new_study.sources import (
     HTML_SUFFIXES,
@@ -318,6 +318,26 @@ def read_media_option(media: Any, plan: NewStudyPlan) -> None:
         given.add(source.label)
         plan.media_known.add(source.label)
         plan.render_media.setdefault(source.label, []).extend(r.to_json() for r in regions)
+
+
+def read_requirements(requirements: Any, plan: NewStudyPlan) -> None:
+    """The ``requirements`` option, ``{page id: requirements}`` (docs/protocol.md "AesCode's rule
+    score"), checked and kept with the plan; each page must be one of the study's."""
+    if requirements is None:
+        return
+    from rule_score.requirements import RequirementsError, parse_requirements
+
+    if not isinstance(requirements, dict):
+        raise ValidationFailed("expected a JSON object {page id: requirements}", where=f"option {REQUIREMENTS_KEY}")
+    pages = set(plan.pages)
+    for page, value in requirements.items():
+        where = f"option {REQUIREMENTS_KEY}.{page}"
+        if page not in pages:
+            raise ValidationFailed(f"no page {excerpt(page)} in the study's files", where=f"option {REQUIREMENTS_KEY}")
+        try:
+            plan.requirements[page] = parse_requirements(value)
+        except RequirementsError as error:
+            raise ValidationFailed(error.reason, where=f"{where}{error.path}") from None
 
 
 def read_briefs(data: NewStudyInput, plan: NewStudyPlan) -> None:

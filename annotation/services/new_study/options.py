@@ -21,6 +21,10 @@ RENDER_FLAG_KEYS = {
 # candidate). Rows ``{"page", "system", "kind", "bbox_1000"}``, ``system`` "" for the reference;
 # kind ``none`` says the image has no media.
 MEDIA_KEY = "media"
+# The option holding the briefs' verifiable requirements, ``{page id: requirements}``
+# (docs/protocol.md "AesCode's rule score"): new_study gives each brief its own and scores each
+# rendered output against them; it is not a study.json key itself.
+REQUIREMENTS_KEY = "requirements"
 MEDIA_COLUMNS = ("page", "system", "kind", "x0", "y0", "x1", "y1")
 NO_MEDIA = "none"
 

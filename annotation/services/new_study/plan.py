@@ -114,6 +114,11 @@ class NewStudyPlan:
     created: str | None = None
     render_refused: dict[str, list[str]] = field(default_factory=dict)  # label → requests refused (first 50)
     work_dir: Path | None = None  # where the pages were rendered (removed with the plan, or by close())
+    # The briefs' verifiable requirements (the ``requirements`` option, rule_score.requirements) and
+    # each rendered output's rule score against them (page, system) → RuleResult.to_json()
+    # (docs/protocol.md "AesCode's rule score"); a failed render's stays here (no item to carry it).
+    requirements: dict[str, Any] = field(default_factory=dict)
+    rule_results: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @cached_property
     def design(self) -> StudyDesign:
@@ -310,6 +315,15 @@ class NewStudyPlan:
         if self.check_answers:
             answers = ", ".join(f"{key} {n:,}" for key, n in sorted(self.check_answers.items()))
             lines.append(f"checks answered from the render: {answers}")
+        if self.requirements:
+            scored = [r for r in self.rule_results.values() if r.get("rule") is not None]
+            failed = sum(1 for key in self.rule_results if key in self.render_failed)
+            mean = sum(float(r["rule"]) for r in scored) / len(scored) if scored else None
+            lines.append(
+                f"rule score: {len(self.requirements):,} briefs with requirements, {len(self.rule_results):,} "
+                f"rendered outputs scored" + (f", mean Rule {mean:.3f}" if mean is not None else "")
+                + (f"; {failed:,} failed renders score 0 and have no item (manage.py rule_score reads the items)" if failed else "")
+            )
         sizes, modes = self.outliers()
         sections: list[tuple[str, list[str]]] = [
             (
@@ -405,9 +419,18 @@ class NewStudyPlan:
                     {"id": cid, "page": p, "a": a, "b": b, "set": "human"} for cid, p, a, b in self._pairs()
                 ]
             return doc
-        doc["briefs"] = [{"id": p, "text": self.texts.get(p, "")} for p in self.pages]
+        doc["briefs"] = [
+            {
+                "id": p, "text": self.texts.get(p, ""),
+                **({"requirements": self.requirements[p].to_json()} if p in self.requirements else {}),
+            }
+            for p in self.pages
+        ]
         doc["items"] = [
-            {"id": item_id(p, s), "image": by_source[self.images[(p, s)].label], "brief": p, "system": s}
+            {
+                "id": item_id(p, s), "image": by_source[self.images[(p, s)].label], "brief": p, "system": s,
+                **({"rule": self.rule_results[(p, s)]} if (p, s) in self.rule_results else {}),
+            }
             for p in self.pages
             for s in self.systems
             if (p, s) in self.images
