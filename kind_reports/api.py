@@ -53,6 +53,36 @@ class KindReportApi(APIView):
         return Response(kind_report_build(study=study, resamples=resamples, seed=seed, systems=systems))
 
 
+class RuleScoreApi(APIView):
+    """AesCode's rule score of a study (docs/protocol.md "AesCode's rule score"): the JSON
+    ``manage.py rule_score --json`` writes."""
+
+    permission_classes = [permissions.IsAuthenticated, IsResearcher]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "bootstrap",
+                int,
+                description=f"resamples (default {DEFAULT_RESAMPLES}, at most {MAX_API_RESAMPLES})",
+            ),
+            OpenApiParameter("seed", int, description="bootstrap seed (default: the study's seed)"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Rule and its channels per system with brief-bootstrap intervals, and every output's result",
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        from kind_reports.rule import rule_score_report
+
+        study = study_for_request(request, slug)
+        resamples, seed = check_bootstrap_options(
+            request.query_params.get("bootstrap") or DEFAULT_RESAMPLES,
+            request.query_params.get("seed") or study.seed,
+            max_resamples=MAX_API_RESAMPLES,
+        )
+        return Response(rule_score_report(study=study, resamples=resamples, seed=seed))
+
+
 class ExclusionRulesApi(APIView):
     """A study's exclusion-rule settings (docs/study-kinds.md "The kind report" hygiene): read, or replace
     them whole."""

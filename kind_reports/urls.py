@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from kind_reports.api import ExclusionRulesApi, KindReportApi
+from kind_reports.api import ExclusionRulesApi, KindReportApi, RuleScoreApi
 from kind_reports.views import (
     exclusion_rules,
     kind_report_download_html,
@@ -28,4 +28,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("research/studies/<slug:slug>/kind-report.html", kind_report_download_html, name="download-html"),
     path("api/studies/<slug:slug>/kind-report/", KindReportApi.as_view(), name="api"),
     path("api/studies/<slug:slug>/exclusion-rules/", ExclusionRulesApi.as_view(), name="api-rules"),
+    path("api/studies/<slug:slug>/rule-score/", RuleScoreApi.as_view(), name="api-rule-score"),
 ]

@@ -211,3 +211,24 @@ def test_new_study_scores_html_outputs_against_a_requirements_file(tmp_path: Pat
     with pytest.raises(CommandError) as error:
         call_command("new_study", *unknown, stdout=io.StringIO(), stderr=io.StringIO())
     assert str(error.value) == "option requirements: no page 'p9' in the study's files"
+
+
+@pytest.mark.django_db
+def test_the_api_gives_the_command_s_report_to_the_study_s_researchers_only(
+    tmp_path: Path, researcher: Any, other_researcher: Any
+) -> None:
+    from rest_framework.test import APIClient
+
+    import_kind_study(
+        "checklist", tmp_path, slug="rules", briefs=4, edit=with_rule, researchers=(researcher,)
+    )
+    client = APIClient()
+    client.force_authenticate(researcher)
+    response = client.get("/api/studies/rules/rule-score/?bootstrap=300&seed=5")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["systems"][0]["rule"]["mean"] == pytest.approx(2.5 / 3) and len(body["pages"]) == 6
+    assert body["bootstrap"] == {"resamples": 300, "seed": 5, "unit": "brief"}
+    assert client.get("/api/studies/rules/rule-score/?bootstrap=0").status_code == 400
+    client.force_authenticate(other_researcher)
+    assert client.get("/api/studies/rules/rule-score/").status_code in (403, 404)
