@@ -232,3 +232,40 @@ def test_the_api_gives_the_command_s_report_to_the_study_s_researchers_only(
     assert client.get("/api/studies/rules/rule-score/?bootstrap=0").status_code == 400
     client.force_authenticate(other_researcher)
     assert client.get("/api/studies/rules/rule-score/").status_code in (403, 404)
+
+
+@pytest.mark.django_db
+def test_a_pairwise_reference_bundle_carries_them_too_with_a_failed_render_at_zero(tmp_path: Path) -> None:
+    import shutil
+
+    from annotation.services.bundles.importing import study_import_bundle
+
+    folder = tmp_path / "ref"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "fixtures" / "examples" / "bundle", folder)
+    doc = json.loads((folder / "study.json").read_text())
+    doc["pages"][0]["requirements"] = REQUIREMENTS
+    failed = rule_result({"status": "failed", "dom": None}, parse_requirements(REQUIREMENTS)).to_json()
+    for candidate in doc["candidates"]:
+        if candidate["page"] == "e00":
+            candidate["rule"] = failed if candidate["system"] == "gamma" else result_with(2, 0.0)
+            if candidate["system"] == "gamma":
+                candidate.update(rendered=False, image=None, media=[])
+    (folder / "study.json").write_text(json.dumps(doc))
+    study = study_import_bundle(path=folder)
+    assert Page.objects.get(study=study, external_id="e00").requirements == REQUIREMENTS
+    report = rule_score_report(study=study, resamples=200)
+    assert [(s["system"], s["rule"]["mean"], s["rule"]["n"]) for s in report["systems"]] == [
+        ("alpha", 1.0, 1),
+        ("beta", 1.0, 1),
+        ("gamma", 0.0, 1),  # the failed render: an explicit 0
+    ]
+    exported = json.loads(
+        (study_export_bundle(study=study, path=tmp_path / "out") / "study.json").read_text()
+    )
+    assert exported["pages"][0]["requirements"] == REQUIREMENTS and "requirements" not in exported["pages"][1]
+    assert [c.get("rule") for c in exported["candidates"][:3]] == [
+        result_with(2, 0.0),
+        result_with(2, 0.0),
+        failed,
+    ]
+    assert "rule" not in exported["candidates"][3]

@@ -118,6 +118,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             media=regions(p.media),
             meta=p.meta,
             blocks=blocks(p.blocks),
+            requirements=p.requirements or {},
         )
         for p in pages
     )
@@ -142,6 +143,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             version_date=_iso(dated[c.pk].date) if c.pk in dated else None,
             version_note=dated[c.pk].note if c.pk in dated else "",
             render_reason="" if c.rendered else c.render_reason,
+            rule=c.rule or {},
         )
         for c in candidates
     )

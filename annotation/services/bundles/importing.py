@@ -270,6 +270,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
                 media=[m.to_json() for m in p.media],
                 blocks=[b.to_json() for b in p.blocks],
                 meta=p.meta,
+                requirements=p.requirements,
                 position=i,
             )
             for i, p in enumerate(spec.pages)
@@ -282,7 +283,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
     rows_insert(
         Candidate,
         ("page_id", "system_id", "image_id", "original_image_id", "neutralized_image_id", "rendered", "render_reason",
-         "media", "blocks"),
+         "media", "blocks", "rule"),
         [
             (
                 page_by_id[c.page].pk,
@@ -294,6 +295,7 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
                 c.render_reason,
                 [m.to_json() for m in c.media] if c.media else no_media,
                 [b.to_json() for b in c.blocks] if c.blocks else no_media,
+                c.rule,
             )
             for c in spec.candidates
         ],

@@ -60,6 +60,8 @@ from annotation.services.bundles.reference_format import (
     STUDY_JSON,
     SystemSpec,
     _Reader,
+    _requirements,
+    _rule,
     _type_name,
     crowd_to_json,
     parse_crowd,
@@ -251,27 +253,6 @@ def _automatic(r: _Reader, value: Any, path: str) -> str | None:
         answers = ", ".join(CHECKLIST_ANSWERS)
         r.fail(path, f"{value!r} is not one of {answers} (any case), true, false or null")
     return text.upper()
-
-
-def _requirements(r: _Reader, value: Any, path: str) -> dict[str, Any]:
-    """A brief's requirements (rule_score.requirements), canonical; an error names the field."""
-    from rule_score.requirements import RequirementsError, parse_requirements
-
-    try:
-        return parse_requirements(value).to_json()
-    except RequirementsError as error:
-        r.fail(f"{path}{error.path}", error.reason)
-
-
-def _rule(r: _Reader, value: Any, path: str) -> dict[str, Any]:
-    """An item's rule score (rule_score.verifiers), checked; an error names the field."""
-    from rule_score.requirements import RequirementsError
-    from rule_score.verifiers import rule_result_from_json
-
-    try:
-        return rule_result_from_json(value).to_json()
-    except RequirementsError as error:
-        r.fail(f"{path}{error.path}", error.reason)
 
 
 def _box(r: _Reader, value: Any, path: str) -> Any:

@@ -139,6 +139,8 @@ class PageSpec:
     # JSON path of this entry, for image errors found later (``$.pages[3]``).
     where: str = ""
     blocks: tuple[BlockRegion, ...] = ()
+    # Verifiable requirements, canonical (docs/protocol.md "AesCode's rule score"); {} for none.
+    requirements: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ class CandidateSpec:
     version_note: str = ""
     blocks: tuple[BlockRegion, ...] = ()
     render_reason: str = ""  # a failed render's reason (optional; rendered: false only)
+    # The render's rule score against its page's requirements (docs/protocol.md "AesCode's rule score"); {} for none.
+    rule: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -548,7 +552,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     page_ids: dict[str, str] = {}
     for i, item in enumerate(r.array(root["pages"], "$.pages")):
         where = f"$.pages[{i}]"
-        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks"))
+        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks", "requirements"))
         page_id = r.identifier(raw["id"], f"{where}.id")
         if page_id in page_ids:
             r.fail(f"{where}.id", f"duplicate page id {page_id!r} (first at {page_ids[page_id]})")
@@ -573,8 +577,9 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         meta = raw.get("meta", {})
         if not isinstance(meta, dict):
             r.fail(f"{where}.meta", f"expected an object, got {_type_name(meta)}")
+        requirements = _requirements(r, raw["requirements"], f"{where}.requirements") if "requirements" in raw else {}
         pages.append(PageSpec(id=page_id, image=image, targets=tuple(targets), media=media, meta=meta, where=where,
-                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks")))
+                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"), requirements=requirements))
     if not pages:
         r.fail("$.pages", "a study needs at least one page")
 
@@ -584,7 +589,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
         where = f"$.candidates[{i}]"
         raw = r.obj(item, where, ("page", "system", "image", "rendered"),
-                    ("media", "version_date", "version_note", "blocks", "render_reason"))
+                    ("media", "version_date", "version_note", "blocks", "render_reason", "rule"))
         page_id = r.string(raw["page"], f"{where}.page", empty=False)
         if page_id not in page_ids:
             r.fail(f"{where}.page", f"unknown page {page_id!r}")
@@ -616,6 +621,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where,
             version_date=version_date, version_note=version_note, render_reason=render_reason,
             blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
+            rule=_rule(r, raw["rule"], f"{where}.rule") if raw.get("rule") else {},
         )
         candidate_at[key] = spec
         candidate_where[key] = where
@@ -707,6 +713,27 @@ def parse_gold(r: _Reader, root: dict[str, Any], page_ids: dict[str, str]) -> tu
     return tuple(out)
 
 
+def _requirements(r: _Reader, value: Any, path: str) -> dict[str, Any]:
+    """A brief's requirements (rule_score.requirements), canonical; an error names the field."""
+    from rule_score.requirements import RequirementsError, parse_requirements
+
+    try:
+        return parse_requirements(value).to_json()
+    except RequirementsError as error:
+        r.fail(f"{path}{error.path}", error.reason)
+
+
+def _rule(r: _Reader, value: Any, path: str) -> dict[str, Any]:
+    """An item's rule score (rule_score.verifiers), checked; an error names the field."""
+    from rule_score.requirements import RequirementsError
+    from rule_score.verifiers import rule_result_from_json
+
+    try:
+        return rule_result_from_json(value).to_json()
+    except RequirementsError as error:
+        r.fail(f"{path}{error.path}", error.reason)
+
+
 def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
     document: dict[str, Any] = {
         "page": c.page,
@@ -723,6 +750,8 @@ def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
         document["blocks"] = [b.to_json() for b in c.blocks]
     if c.render_reason:
         document["render_reason"] = c.render_reason
+    if c.rule:
+        document["rule"] = c.rule
     return document
 
 
@@ -747,6 +776,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
                 "media": [m.to_json() for m in p.media],
                 "meta": p.meta,
                 **({"blocks": [b.to_json() for b in p.blocks]} if p.blocks else {}),
+                **({"requirements": p.requirements} if p.requirements else {}),
             }
             for p in spec.pages
         ],

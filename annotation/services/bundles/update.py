@@ -141,6 +141,7 @@ def _check_pages(spec: StudySpec, study: Study) -> None:
             ("media", page.media, [m.to_json() for m in new_page.media]),
             ("blocks", page.blocks, [b.to_json() for b in new_page.blocks]),
             ("meta", page.meta, new_page.meta),
+            ("requirements", page.requirements, new_page.requirements),
         ):
             if old_value != new_value:
                 raise _refuse(f"$.pages[{i}].{name}", f"page {page.external_id!r}: {name} differ from the study's")
@@ -292,9 +293,11 @@ def _write_update(
         candidate.render_reason = c.render_reason
         candidate.media = [m.to_json() for m in c.media]
         candidate.blocks = [b.to_json() for b in c.blocks]
+        candidate.rule = c.rule  # the new render's rule score (docs/protocol.md "AesCode's rule score")
         candidate.save(
             update_fields=[
                 "version", "image", "original_image", "neutralized_image", "rendered", "render_reason", "media", "blocks",
+                "rule",
             ]
         )
         versions.append(

@@ -55,12 +55,7 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     media = options.pop(MEDIA_KEY, None)  # the regions of image pages go to them, not into study.json
     if media is not None and not design.has_reference:
         raise ValidationFailed(f"a {data.kind} study shows no media regions", where=f"option {MEDIA_KEY}")
-    requirements = options.pop(REQUIREMENTS_KEY, None)  # each brief gets its own (docs/protocol.md "AesCode's rule score")
-    if requirements is not None and design.has_reference:
-        raise ValidationFailed(
-            f"a {data.kind} study does not take requirements yet; give them to a pairwise, checklist or rating study",
-            where=f"option {REQUIREMENTS_KEY}",
-        )
+    requirements = options.pop(REQUIREMENTS_KEY, None)  # each page gets its own (docs/protocol.md "AesCode's rule score")
     plan = NewStudyPlan(
         kind=data.kind, options=options, pages=[], systems=[], references={}, images={},
         comparisons=data.comparisons,

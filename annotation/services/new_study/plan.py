@@ -322,7 +322,10 @@ class NewStudyPlan:
             lines.append(
                 f"rule score: {len(self.requirements):,} briefs with requirements, {len(self.rule_results):,} "
                 f"rendered outputs scored" + (f", mean Rule {mean:.3f}" if mean is not None else "")
-                + (f"; {failed:,} failed renders score 0 and have no item (manage.py rule_score reads the items)" if failed else "")
+                + (
+                    f"; {failed:,} failed renders score 0" + ("" if self.design.has_reference else " and have no item")
+                    if failed else ""
+                )
             )
         sizes, modes = self.outliers()
         sections: list[tuple[str, list[str]]] = [
@@ -399,6 +402,7 @@ class NewStudyPlan:
                 {
                     "id": p, "image": by_source[self.references[p].label], **self._media(self.references[p]),
                     **({"meta": {"render_viewport": self.page_viewports[p]}} if p in self.page_viewports else {}),
+                    **({"requirements": self.requirements[p].to_json()} if p in self.requirements else {}),
                 }
                 for p in self.pages
             ]
@@ -410,6 +414,7 @@ class NewStudyPlan:
                     "rendered": (p, s) in self.images,
                     **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
                     **({"render_reason": self.render_failed[(p, s)][:300]} if (p, s) in self.render_failed else {}),
+                    **({"rule": self.rule_results[(p, s)]} if (p, s) in self.rule_results else {}),
                 }
                 for p in self.pages
                 for s in self.systems
