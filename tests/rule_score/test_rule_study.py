@@ -269,3 +269,23 @@ def test_a_pairwise_reference_bundle_carries_them_too_with_a_failed_render_at_ze
         failed,
     ]
     assert "rule" not in exported["candidates"][3]
+
+
+def test_an_upload_s_requirements_json_is_the_requirements_option(tmp_path: Path) -> None:
+    from annotation.services.new_study.uploads import _with_requirements_file
+
+    (tmp_path / "requirements.json").write_text(json.dumps({"p0": REQUIREMENTS}))
+    assert _with_requirements_file(tmp_path, {"slug": "s"}, name="up.zip") == {
+        "slug": "s",
+        "requirements": {"p0": REQUIREMENTS},
+    }
+    with pytest.raises(ValidationFailed) as error:
+        _with_requirements_file(tmp_path, {"requirements": {}}, name="up.zip")
+    assert (
+        str(error.value)
+        == "up.zip/requirements.json: the requirements are given twice: in this file and in the options"
+    )
+    (tmp_path / "requirements.json").write_text("{")
+    with pytest.raises(ValidationFailed) as error:
+        _with_requirements_file(tmp_path, {}, name="up.zip")
+    assert str(error.value).startswith("up.zip/requirements.json:1:")

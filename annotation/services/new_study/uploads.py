@@ -16,17 +16,20 @@ from django.conf import settings
 from django.utils.text import slugify
 
 from annotation.errors import ArbiterError, ValidationFailed, excerpt
-from annotation.services.bundles.reference_format import bundle_path_problem
+from annotation.services.bundles.reference_format import bundle_path_problem, load_json
 from annotation.services.new_study.create import new_study_create, new_study_plan
 from annotation.services.new_study.options import (
     MEDIA_KEY,
     RENDER_KEY,
+    REQUIREMENTS_KEY,
     merged_options,
     options_from_json,
     study_render_from_options,
     with_media_choice,
 )
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
+
+REQUIREMENTS_FILE = "requirements.json"  # beside an upload's folders: the briefs' requirements
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -107,6 +110,7 @@ def upload_input(
             reference_path = upload_path(folder, reference, field="reference")
     shown = (folder, name)
     options = _with_media_file(folder, options, name=name)
+    options = _with_requirements_file(folder, options, name=name)
     if manifest_path is not None:
         return NewStudyInput(
             kind=kind, manifest=manifest_path, options=options, shown_root=shown, comparisons=comparisons,
@@ -176,6 +180,19 @@ def _with_media_file(folder: Path, options: dict[str, Any], *, name: str) -> dic
             raise ValidationFailed(f"not UTF-8 text (byte {exc.start})", where=where) from None
         return with_media_choice(options, media=text, where=where)
     return options
+
+
+def _with_requirements_file(folder: Path, options: dict[str, Any], *, name: str) -> dict[str, Any]:
+    """The options with the upload's ``requirements.json`` (beside its folders or manifest:
+    ``{page id: requirements}``, docs/protocol.md "AesCode's rule score") as the ``requirements``
+    option; given both there and in the options, it is refused."""
+    path = folder / REQUIREMENTS_FILE
+    if not path.is_file() or path.is_symlink():
+        return options
+    where = f"{name}/{REQUIREMENTS_FILE}"
+    if REQUIREMENTS_KEY in options:
+        raise ValidationFailed("the requirements are given twice: in this file and in the options", where=where)
+    return {**options, REQUIREMENTS_KEY: load_json(path.read_bytes(), filename=where)}
 
 
 def upload_path(folder: Path, value: str, *, field: str) -> Path:
