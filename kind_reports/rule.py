@@ -80,3 +80,88 @@ def rule_score_write(
         text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         write_texts_atomic([(Path(json_path), text)])
     return report
+
+
+RENDER_JSON_MAX_BYTES = 64 * 1024 * 1024  # a render's JSON (render_pages writes far less)
+
+
+def rule_score_folders(
+    *,
+    systems: list[tuple[str, Path]],
+    requirements_path: Path,
+    json_path: Path | None = None,
+    resamples: Any = DEFAULT_RESAMPLES,
+    seed: Any = 0,
+) -> dict[str, Any]:
+    """The same report from ``render_pages`` output folders, with no study: each system's
+    ``<page>.json`` scored against ``requirements_path`` (``{page id: requirements}``). A page
+    without its JSON in a system's folder is that system's failed render (0 on each asked channel).
+    Written whole to ``json_path`` when given."""
+    from annotation.services.bundles.reference_format import load_json
+    from rule_score.requirements import RequirementsError, parse_requirements
+    from rule_score.summary import MEASURES, OutputResult, summarize
+    from rule_score.verifiers import rule_result
+    from stats.serialize import json_safe
+
+    resamples, seed = check_bootstrap_options(resamples, seed, max_resamples=MAX_RESAMPLES)
+    output_path_check(json_path)
+    if not requirements_path.is_file():
+        raise ValidationFailed("no such file", where=str(requirements_path))
+    raw = load_json(requirements_path.read_bytes(), filename=str(requirements_path))
+    if not isinstance(raw, dict) or not raw:
+        raise ValidationFailed(
+            "expected a JSON object {page id: requirements} with at least one page",
+            where=str(requirements_path),
+        )
+    requirements = {}
+    for page, value in raw.items():
+        try:
+            requirements[str(page)] = parse_requirements(value)
+        except RequirementsError as error:
+            raise ValidationFailed(error.reason, where=f"{requirements_path} $.{page}{error.path}") from None
+    names = [name for name, _ in systems]
+    if not systems or len(set(names)) != len(names):
+        raise ValidationFailed("give each system once, as NAME=FOLDER", where="--system")
+    pages, outputs = [], []
+    for name, folder in systems:
+        if not folder.is_dir():
+            raise ValidationFailed(f"no such folder (--system {name})", where=str(folder))
+        for page, wanted in requirements.items():
+            path = folder / f"{page}.json"
+            record: dict[str, Any] = {"status": "failed"}
+            found = path.is_file() and not path.is_symlink()
+            if found:
+                if path.stat().st_size > RENDER_JSON_MAX_BYTES:
+                    raise ValidationFailed(
+                        f"over {RENDER_JSON_MAX_BYTES:,} bytes; not a render's JSON", where=str(path)
+                    )
+                loaded = load_json(path.read_bytes(), filename=str(path))
+                record = loaded if isinstance(loaded, dict) else record
+            result = rule_result(record, wanted).to_json()
+            outputs.append(OutputResult(page, name, result))
+            pages.append(
+                {
+                    "brief": page,
+                    "system": name,
+                    "item": None,
+                    **({} if found else {"missing": True}),
+                    **result,
+                }
+            )
+    summary = summarize(outputs, resamples=resamples, seed=seed)
+    report: dict[str, Any] = json_safe(
+        {
+            "study": None,
+            "measures": list(MEASURES),
+            "bootstrap": {"resamples": resamples, "seed": seed, "unit": "brief"},
+            "n_outputs": len(outputs),
+            "n_briefs": len(requirements),
+            "systems": [s.to_json() for s in summary],
+            "pages": pages,
+        }
+    )
+    if json_path is not None:
+        write_texts_atomic(
+            [(Path(json_path), json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n")]
+        )
+    return report

@@ -289,3 +289,42 @@ def test_an_upload_s_requirements_json_is_the_requirements_option(tmp_path: Path
     with pytest.raises(ValidationFailed) as error:
         _with_requirements_file(tmp_path, {}, name="up.zip")
     assert str(error.value).startswith("up.zip/requirements.json:1:")
+
+
+def test_rule_score_over_render_folders_with_no_study(tmp_path: Path) -> None:
+    """``rule_score --requirements FILE --system NAME=FOLDER``: render_pages' JSONs scored; a page with
+    no JSON in a system's folder is its failed render (0)."""
+    (tmp_path / "req.json").write_text(
+        json.dumps({"p1": {"text": ["hello", "world"]}, "p2": {"text": ["hello"]}})
+    )
+    for system, pages in (("alpha", {"p1": "hello world", "p2": "hello"}), ("beta", {"p1": "hello"})):
+        (tmp_path / system).mkdir()
+        for page, text in pages.items():
+            record = {"status": "ok", "dom": {"visible_text": text, "truncated": False}}
+            (tmp_path / system / f"{page}.json").write_text(json.dumps(record))
+    out = io.StringIO()
+    call_command(
+        "rule_score",
+        "--requirements",
+        str(tmp_path / "req.json"),
+        f"--system=alpha={tmp_path / 'alpha'}",
+        f"--system=beta={tmp_path / 'beta'}",
+        "--json",
+        str(tmp_path / "out.json"),
+        "--bootstrap",
+        "200",
+        stdout=out,
+    )
+    report = json.loads((tmp_path / "out.json").read_text())
+    means = {s["system"]: s["rule"]["mean"] for s in report["systems"]}
+    assert means == {"alpha": 1.0, "beta": pytest.approx(0.25)}  # beta: (0.5 + 0) / 2
+    assert [p.get("missing", False) for p in report["pages"]] == [False, False, False, True]
+    assert "folders: 4 outputs of 2 briefs scored" in out.getvalue()
+    with pytest.raises(CommandError) as error:
+        call_command(
+            "rule_score", "--requirements", str(tmp_path / "req.json"), "--system=alpha", stdout=io.StringIO()
+        )
+    assert "--system" in str(error.value) and "NAME=FOLDER" in str(error.value)
+    with pytest.raises(CommandError) as error:
+        call_command("rule_score", stdout=io.StringIO())
+    assert "give a study's slug, or --requirements FILE" in str(error.value)
