@@ -45,6 +45,9 @@ from scipy.sparse.csgraph import connected_components
 
 from objective.blocks import PageBlocks
 
+#: Changes when a change of the scoring changes its figures: cached scores of another version are
+#: computed again.
+SCORER_VERSION = "1"
 TABLE_WEIGHTS = (0.45, 0.25, 0.20, 0.10)  # TEDS, TEDS-S, s_partial, s_ov
 TABLE_THRESHOLD = 0.40
 TEXT_EDGE = 66.0  # rapidfuzz's partial_ratio is 0..100; the seed's 0.66
