@@ -15,6 +15,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ from objective.aggregate import SystemScore, system_scores
 from objective.blocks import PageBlocks, TruthError, load_page
 from objective.score import SCORER_VERSION, PageScore, score_page
 
-#: A scored page: its name, its truth error or None, and per system (system, cache key, score, note).
-TaskResult = tuple[str, str | None, list[tuple[str, str, dict[str, Any], str | None]]]
+#: A scored page: its name, its truth error or None, per system (system, cache key, score, note),
+#: and the CPU seconds it took.
+TaskResult = tuple[str, str | None, list[tuple[str, str, dict[str, Any], str | None]], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class FolderScores:
     systems: dict[str, SystemScore] = field(default_factory=dict)
     scored: int = 0
     kept: int = 0
+    cpu_s: float = 0.0  # CPU seconds spent scoring, in whichever process scored
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -97,11 +100,12 @@ def _read_cache(path: Path) -> dict[str, dict[str, Any]]:
 
 def score_task(task: PageTask, keys: Mapping[str, str]) -> TaskResult:
     """Score one page against every system asked (in a pool worker): the page, its truth error or
-    None, and per system ``(system, key, score, note)``."""
+    None, per system ``(system, key, score, note)``, and the CPU seconds it took."""
+    started = time.process_time()
     try:
         truth = load_page(task.truth)
     except TruthError as exc:
-        return task.page, str(exc), []
+        return task.page, str(exc), [], time.process_time() - started
     out = []
     for system, path in task.preds:
         note = None
@@ -116,7 +120,7 @@ def score_task(task: PageTask, keys: Mapping[str, str]) -> TaskResult:
             except TruthError as exc:
                 pred, note = PageBlocks(truth.width, truth.height, ()), f"{exc}: scored as an empty page"
         out.append((system, keys[system], score_page(truth, pred).as_dict(), note))
-    return task.page, None, out
+    return task.page, None, out, time.process_time() - started
 
 
 def score_folders(
@@ -155,9 +159,14 @@ def score_folders(
     with cache.open("a", encoding="utf-8") as log:
 
         def finish(
-            page: str, error: str | None, rows: list[tuple[str, str, dict[str, Any], str | None]], n: int
+            page: str,
+            error: str | None,
+            rows: list[tuple[str, str, dict[str, Any], str | None]],
+            cpu_s: float,
+            n: int,
         ) -> None:
             nonlocal done
+            result.cpu_s += cpu_s
             if error is not None:
                 result.errors[page] = error
             for system, key, score, note in rows:
@@ -189,8 +198,8 @@ def score_folders(
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for future in finished:
                         n = pending.pop(future)
-                        page, error, rows = future.result()
-                        finish(page, error, rows, n)
+                        page, error, rows, cpu_s = future.result()
+                        finish(page, error, rows, cpu_s, n)
                         nxt = next(queue, None)
                         if nxt is not None:
                             pending[pool.submit(score_task, *nxt)] = len(nxt[0].preds)

@@ -395,7 +395,11 @@ def _text_groups(gi: list[_Item], pi: list[_Item]) -> list[_Group]:
     m, n = len(gi), len(pi)
     if m and n:
         strength = process.cdist(
-            [i.text for i in gi], [i.text for i in pi], scorer=fuzz.partial_ratio, dtype=np.float64
+            [i.text for i in gi],
+            [i.text for i in pi],
+            scorer=fuzz.partial_ratio,
+            dtype=np.float64,
+            score_cutoff=TEXT_EDGE,
         )
     else:
         strength = np.zeros((m, n))

@@ -153,7 +153,7 @@ class Command(ArbiterCommand):
             f"{len(tasks)} pages x {len(systems)} systems: {result.scored} scored"
             + (f", {result.kept} kept from an earlier run" if result.kept else "")
             + (f"; {missing} missing predictions scored as empty pages" if missing else "")
-            + f"; written to {out}"
+            + f" ({result.cpu_s:.1f} s CPU scoring); written to {out}"
         )
         for system, score in sorted(result.systems.items()):
             teds = "n/a" if score.teds is None else f"{score.teds:.4f}"
