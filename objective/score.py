@@ -53,6 +53,9 @@ TABLE_THRESHOLD = 0.40
 TEXT_EDGE = 66.0  # rapidfuzz's partial_ratio is 0..100; the seed's 0.66
 MAX_SEGMENT = 3
 WILDCARD = "ξ"
+#: A component with more (truth blocks x predicted blocks) than this is one group in its best order,
+#: not segmented (the segmentation's time grows with the product; decision 0073).
+MAX_SEGMENTED = 2_500
 K_NEIGHBOURS = 3
 EDGE_WEIGHTS = (0.4, 0.3, 0.3)  # s_dir, s_len, s_vec
 LAYOUT_WEIGHTS = (0.55, 0.30, 0.15)  # s_edge, s_node, F1(coverage)
@@ -423,8 +426,12 @@ def _text_groups(gi: list[_Item], pi: list[_Item]) -> list[_Group]:
             edit_distance("".join(gi[k].text for k in og), "".join(pi[k].text for k in op))
             for og, op in orders
         ]
-        og, op = orders[int(np.argmin(costs))]
-        groups.extend(_segment(og, op, gi, pi, edges))
+        best = int(np.argmin(costs))
+        og, op = orders[best]
+        if len(og) * len(op) > MAX_SEGMENTED:
+            groups.append(_Group([gi[k] for k in og], [pi[k] for k in op], costs[best]))
+        else:
+            groups.extend(_segment(og, op, gi, pi, edges))
     return groups
 
 

@@ -312,3 +312,12 @@ def test_properties(truth: PageBlocks, pred: PageBlocks, rnd: random.Random) -> 
     assert again.s_layout == pytest.approx(score.s_layout)
     # D_text is symmetric when the sides swap.
     assert score_page(pred, truth).d_text == pytest.approx(score.d_text)
+
+
+def test_a_page_of_many_alike_blocks_is_scored_in_bounded_time() -> None:
+    # 300 blocks of "1" on each side: one component of 90,000 pairs, over the segmentation's
+    # bound, scored as one group (the same text on both sides: D_text 0).
+    many = page(*(text("1", (0, 3 * k, 100, 3 * k + 2)) for k in range(300)))
+    score = score_page(many, many)
+    assert score.d_text == 0.0
+    assert [len(m.truth) for m in score.matches] == [300]
