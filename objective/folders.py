@@ -116,7 +116,7 @@ def score_task(task: PageTask, keys: Mapping[str, str]) -> TaskResult:
             )
         else:
             try:
-                pred = load_page(path)
+                pred = load_page(path, lenient=True)
             except TruthError as exc:
                 pred, note = PageBlocks(truth.width, truth.height, ()), f"{exc}: scored as an empty page"
         out.append((system, keys[system], score_page(truth, pred).as_dict(), note))

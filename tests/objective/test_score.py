@@ -321,3 +321,12 @@ def test_a_page_of_many_alike_blocks_is_scored_in_bounded_time() -> None:
     score = score_page(many, many)
     assert score.d_text == 0.0
     assert [len(m.truth) for m in score.matches] == [300]
+
+
+def test_a_table_without_cells_is_scored_by_its_text() -> None:
+    # A predicted "table" whose HTML has no cells cannot be compared as a table: it joins the text
+    # pool with its text, which finds the truth table's rows "namevalue" and "width1234".
+    pred = page(Block("table", "name value width 1234", (100, 650, 900, 950), html="<p>no cells</p>"))
+    score = score_page(page(table(TABLE)), pred)
+    assert score.teds == 0.0
+    assert score.d_text == 0.0
