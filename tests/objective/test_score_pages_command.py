@@ -44,8 +44,13 @@ def write(path: Path, data: object) -> None:
     path.write_text(json.dumps(data))
 
 
-def run(*args: str) -> tuple[str, str]:
-    stdout, stderr = io.StringIO(), io.StringIO()
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run(*args: str, terminal: bool = False) -> tuple[str, str]:
+    stdout, stderr = io.StringIO(), FakeTerminal() if terminal else io.StringIO()
     call_command("score_pages", *args, stdout=stdout, stderr=stderr)
     return stdout.getvalue(), stderr.getvalue()
 
@@ -101,8 +106,11 @@ def test_folders_are_scored_per_page_and_per_system_and_resumed(
 
     # Run again: everything comes from the cache; a new file alone is scored. Scores are keyed by
     # content, so a file identical to one scored before (the exact system's p2) would be kept.
-    stdout, _ = run("--truth", str(truth_dir), "--pred", str(pred_dir), "--json", str(out))
+    stdout, stderr = run(
+        "--truth", str(truth_dir), "--pred", str(pred_dir), "--json", str(out), terminal=True
+    )
     assert "0 scored, 4 kept from an earlier run" in stdout
+    assert "score_pages: scoring 4/4 (100%)" in stderr and "\r" not in stdout  # progress on the terminal only
     write(
         pred_dir / "typo" / "p2.json",
         truth([{"type": "text", "text": "Only words on this page!", "bbox": [0, 0, 500, 100]}]),
