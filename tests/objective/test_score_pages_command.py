@@ -184,3 +184,12 @@ def test_html_truth_and_predictions_are_rendered_and_scored(tmp_path: Path) -> N
     page = json.loads(out.read_text())["pages"]["q"]["same"]
     assert (page["teds"], page["d_text"], page["s_layout"]) == (1.0, 0.0, 1.0)
     assert (tmp_path / "scores.json.cache" / "renders" / "truth" / "q.json").is_file()
+
+
+def test_a_report_written_into_the_truth_folder_is_no_page(folders: tuple[Path, Path]) -> None:
+    truth_dir, pred_dir = folders
+    out = truth_dir / "scores.json"
+    run("--truth", str(truth_dir), "--pred", str(pred_dir), "--json", str(out), "--workers", "1")
+    stdout, _ = run("--truth", str(truth_dir), "--pred", str(pred_dir), "--json", str(out), "--workers", "1")
+    assert stdout.startswith("2 pages x 2 systems")
+    assert json.loads(out.read_text())["errors"] == {}

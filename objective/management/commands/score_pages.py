@@ -23,13 +23,13 @@ from annotation.render.settings import MODES, RenderSettings, parse_viewport
 from objective.folders import PageTask, score_folders, write_json
 
 
-def page_files(folder: Path) -> tuple[dict[str, Path], dict[str, Path], list[str]]:
+def page_files(folder: Path, skip: Path) -> tuple[dict[str, Path], dict[str, Path], list[str]]:
     """The JSON and HTML pages directly in ``folder`` by page name, and warnings (a page given both
-    ways is read from its JSON)."""
+    ways is read from its JSON); ``skip`` (the report being written) is no page."""
     jsons: dict[str, Path] = {}
     htmls: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or not path.is_file():
+        if path.name.startswith(".") or not path.is_file() or path.resolve() == skip:
             continue
         suffix = path.suffix.lower()
         if suffix == ".json":
@@ -98,7 +98,7 @@ class Command(ArbiterCommand):
         settings = RenderSettings(viewport_width=width, viewport_height=height, mode=options["mode"])
         resume = not options["again"]
 
-        truth_json, truth_html, warnings = page_files(truth_dir)
+        truth_json, truth_html, warnings = page_files(truth_dir, out.resolve())
         truth = {
             **truth_json,
             **self._rendered(
@@ -114,7 +114,7 @@ class Command(ArbiterCommand):
             )
         preds: dict[str, dict[str, Path]] = {}
         for system in systems:
-            jsons, htmls, more = page_files(pred_dir / system)
+            jsons, htmls, more = page_files(pred_dir / system, out.resolve())
             warnings += more
             wanted = {k: v for k, v in htmls.items() if k in truth}
             preds[system] = {
