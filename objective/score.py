@@ -258,7 +258,6 @@ class _Item:
     block: int
     text: str
     box: Box
-    raw_box: Box
 
 
 def _reading_key(item: _Item) -> tuple[float, float, float, float, str]:
@@ -279,7 +278,7 @@ def _text_pool(page: PageBlocks, unmatched_tables: dict[int, Table | None]) -> l
             if table is None or not table.rows:
                 text = normalize_text(block.text)
                 if text:
-                    items.append(_Item(i, text, _unit(block.bbox, page), block.bbox))
+                    items.append(_Item(i, text, _unit(block.bbox, page)))
                 continue
             # Each row a block, its box a band of the table's box (the DOM gives no row boxes).
             x0, y0, x1, y1 = block.bbox
@@ -288,14 +287,14 @@ def _text_pool(page: PageBlocks, unmatched_tables: dict[int, Table | None]) -> l
                 text = "".join(t for t, _ in row)
                 if text:
                     band = (x0, y0 + r * step, x1, y0 + (r + 1) * step)
-                    items.append(_Item(i, text, _unit(band, page), band))
+                    items.append(_Item(i, text, _unit(band, page)))
             continue
         if block.type not in TEXT_TYPES:
             continue
         source = block.latex if block.type == "formula" and block.latex else block.text
         text = normalize_text(source)
         if text:
-            items.append(_Item(i, text, _unit(block.bbox, page), block.bbox))
+            items.append(_Item(i, text, _unit(block.bbox, page)))
     items.sort(key=_reading_key)
     return items
 
