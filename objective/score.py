@@ -220,6 +220,17 @@ def table_scores(truth: Table, pred: Table) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def _may_match(truth: Table, pred: Table) -> bool:
+    """Whether two tables' sizes leave their pair a chance to reach the threshold. The edit
+    distance is at least the difference of their node counts (substitutions keep a count), so
+    TEDS and TEDS-S are at most ``small / large``, and the candidate score at most
+    ``0.70 small / large + 0.30``: under the threshold the pair is unavailable whatever TEDS is,
+    and the row/cell edit is not computed (a table of thousands of rows would take seconds)."""
+    w_teds, w_struct, w_partial, w_ov = TABLE_WEIGHTS
+    ceiling = (w_teds + w_struct) * min(truth.size, pred.size) / max(truth.size, pred.size) + w_partial + w_ov
+    return ceiling >= TABLE_THRESHOLD
+
+
 def _row_indices(rows: Sequence[Sequence[object]]) -> list[list[int]]:
     out, k = [], 0
     for row in rows:
@@ -534,7 +545,7 @@ def score_page(truth: PageBlocks, pred: PageBlocks) -> PageScore:
             gt = g_parsed[gi]
             for b, pj in enumerate(p_tables):
                 pt = p_parsed[pj]
-                teds, teds_s = table_scores(gt, pt) if gt and pt else (0.0, 0.0)
+                teds, teds_s = table_scores(gt, pt) if gt and pt and _may_match(gt, pt) else (0.0, 0.0)
                 g_text = gt.text if gt else normalize_text(truth.blocks[gi].text)
                 p_text = pt.text if pt else normalize_text(pred.blocks[pj].text)
                 partial = fuzz.partial_ratio(g_text, p_text) / 100 if g_text and p_text else 0.0

@@ -330,3 +330,21 @@ def test_a_table_without_cells_is_scored_by_its_text() -> None:
     score = score_page(page(table(TABLE)), pred)
     assert score.teds == 0.0
     assert score.d_text == 0.0
+
+
+def test_a_table_far_larger_than_the_truth_is_no_candidate_and_costs_no_edit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 3 rows of 1 cell (7 nodes) against 100 rows of 1 cell (201 nodes): TEDS <= 7/201, so the
+    # candidate score is at most 0.70 * 7/201 + 0.30 = 0.324 < 0.40 whatever the cells say, and
+    # the row/cell edit is never computed.
+    import objective.score
+
+    def no_edit(*args: object) -> tuple[float, float]:
+        raise AssertionError("the row/cell edit was computed")
+
+    monkeypatch.setattr(objective.score, "table_scores", no_edit)
+    small = table(grid(("a",), ("b",), ("c",)))
+    large = table(grid(*[(str(k),) for k in range(100)]))
+    score = score_page(page(small), page(large))
+    assert score.teds == 0.0 and not [m for m in score.matches if m.kind == "table"]
