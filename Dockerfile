@@ -20,6 +20,7 @@ COPY pyproject.toml README.md ./
 COPY config config
 COPY stats stats
 COPY annotation annotation
+COPY objective objective
 COPY calibration calibration
 COPY judges judges
 COPY kind_reports kind_reports

@@ -4,7 +4,7 @@ Every ``import`` in the project's apps is read with ``ast`` (imports inside func
 that is where a hidden cycle lives), resolved to a project module, and checked:
 
 - no import cycle between project modules;
-- no app imports an app above it (stats < annotation < judges < calibration < kind_reports < ranking < demo < config);
+- no app imports an app above it (stats < annotation < objective < judges < calibration < kind_reports < ranking < demo < config);
 - the pure maths modules (``stats/`` and ``annotation.canonical``) import no Django and no app
   services, and ``stats`` imports nothing of the project outside ``stats``.
 
@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("stats", "annotation", "judges", "calibration", "kind_reports", "ranking", "demo", "config")
+LAYERS = ("stats", "annotation", "objective", "judges", "calibration", "kind_reports", "ranking", "demo", "config")
 #: The Django-free maths: every module of the ``stats`` package, plus docs/protocol.md "Canonical answers"
 #: canonicalization.
 PURE_MODULES = (
@@ -29,6 +29,10 @@ PURE_MODULES = (
         for path in (ROOT / "stats").rglob("*.py")
     ),
     "annotation.canonical",
+    # docs/protocol.md "The objective protocol": any app (a study's services) may use them.
+    "objective.blocks",
+    "objective.score",
+    "objective.aggregate",
 )
 # Pure modules may be used by any app (STYLE: "a pure maths module imports no app").
 PURE_USES_ALLOWED = frozenset(PURE_MODULES)
