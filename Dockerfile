@@ -22,6 +22,7 @@ COPY config config
 COPY stats stats
 COPY rule_score rule_score
 COPY annotation annotation
+COPY objective objective
 COPY calibration calibration
 COPY judges judges
 COPY kind_reports kind_reports

@@ -143,7 +143,7 @@ cluster-stop:
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy stats rule_score annotation calibration judges kind_reports ranking demo config deploy
+	$(VENV)/bin/mypy stats rule_score annotation objective calibration judges kind_reports ranking demo config deploy
 
 clean:
 	rm -rf $(VENV) node_modules var

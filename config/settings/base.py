@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "annotation",
+    "objective",
     "judges",
     "calibration",
     "kind_reports",
