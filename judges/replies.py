@@ -1,7 +1,7 @@
 """The reply forms a judge call can ask for (docs/protocol.md "Judge requests by study kind"; decision 0077).
 
 Pure: imports no Django. A :class:`ReplyContract` is what one call expects back: its form (``verdict``,
-``checklist`` or ``ratings``, as a study kind's ``JudgeRequestPlan.reply`` names it), the ids the reply
+``answers`` or ``ratings``, as a study kind's ``JudgeRequestPlan.reply`` names it), the ids the reply
 answers in order (the active axes, the question ids, the dimensions) and, for ratings, the scale. It
 gives the structured-output schema, the repair turn sent after an invalid reply, and the parsed
 answer, so the call path, batches and the providers never ask which kind a study is.
@@ -22,16 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges.providers.schema import repair_prompt, reply_schema
-from judges.validation import (
-    _REPLY_DECODER,
-    InvalidReply,
-    _is_int,
-    _no_duplicates,
-    _reject_constant,
-    canonical_answer,
-    unwrap_fence,
-)
+from judges.validation import InvalidReply, _is_int, canonical_answer, decode_reply
 
+# The reply forms (annotation.kinds.judging names them; judges never names a study kind).
+REPLY_VERDICT = "verdict"
+REPLY_ANSWERS = "answers"  # a checklist: yes / no / unclear with evidence per question
+REPLY_RATINGS = "ratings"
 CHECKLIST_ANSWERS = {"yes": "YES", "no": "NO", "unclear": "UNCLEAR"}
 CHECKLIST_ITEM_KEYS = ("id", "answer", "evidence")
 EVIDENCE_MAX = 4000
@@ -60,28 +56,6 @@ class ParsedReply:
     checklist: tuple[ChecklistItem, ...] = ()
 
 
-def _decode(raw: Any) -> Any:
-    """The reply's JSON value, with the verdicts' strictness (one fenced block at most, no NUL,
-    no duplicate key, no NaN)."""
-    if not isinstance(raw, str):
-        raise InvalidReply("the reply is not text")
-    text = unwrap_fence(raw)
-    if not text:
-        raise InvalidReply("the reply is empty")
-    if "\x00" in text:
-        raise InvalidReply("the reply contains a NUL character")
-    try:
-        return (
-            json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-            if text.startswith("\ufeff")
-            else _REPLY_DECODER.decode(text)
-        )
-    except json.JSONDecodeError as exc:
-        raise InvalidReply(f"the reply is not strict JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise InvalidReply("the reply is nested too deeply to be an answer") from None
-
-
 def _object_with(data: Any, keys: Sequence[str], where: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidReply(f"{where} is not a JSON object")
@@ -104,7 +78,7 @@ def _ids_in_order(got: list[Any], expected: Sequence[str], where: str) -> None:
 def parse_checklist_reply(raw: Any, question_ids: Sequence[str]) -> tuple[ChecklistItem, ...]:
     """Validate a checklist reply (module docstring); its answers in question order. Raises
     :class:`InvalidReply` with a one-line reason naming the first fault."""
-    data = _object_with(_decode(raw), ("answers",), "the reply")
+    data = _object_with(decode_reply(raw), ("answers",), "the reply")
     answers = data["answers"]
     if not isinstance(answers, list):
         raise InvalidReply("$.answers must be a list")
@@ -113,7 +87,9 @@ def parse_checklist_reply(raw: Any, question_ids: Sequence[str]) -> tuple[Checkl
         entry = _object_with(entry, CHECKLIST_ITEM_KEYS, f"$.answers[{i}]")
         answer = entry["answer"]
         if not isinstance(answer, str) or answer not in CHECKLIST_ANSWERS:
-            raise InvalidReply(f"$.answers[{i}].answer must be one of yes, no, unclear, got {json.dumps(answer)[:40]}")
+            raise InvalidReply(
+                f"$.answers[{i}].answer must be one of yes, no, unclear, got {json.dumps(answer)[:40]}"
+            )
         evidence = entry["evidence"]
         if not isinstance(evidence, str):
             raise InvalidReply(f"$.answers[{i}].evidence must be a string")
@@ -121,15 +97,19 @@ def parse_checklist_reply(raw: Any, question_ids: Sequence[str]) -> tuple[Checkl
             raise InvalidReply(f"$.answers[{i}].evidence contains a NUL character")
         if len(evidence) > EVIDENCE_MAX:
             raise InvalidReply(f"$.answers[{i}].evidence is longer than {EVIDENCE_MAX} characters")
-        items.append(ChecklistItem(id=entry["id"], answer=CHECKLIST_ANSWERS[answer], evidence=evidence.strip()))
+        items.append(
+            ChecklistItem(id=entry["id"], answer=CHECKLIST_ANSWERS[answer], evidence=evidence.strip())
+        )
     _ids_in_order([item.id for item in items], question_ids, "$.answers ids")
     return tuple(items)
 
 
-def parse_ratings_reply(raw: Any, dimensions: Sequence[str], scale: tuple[int, int]) -> tuple[tuple[tuple[str, int], ...], str]:
+def parse_ratings_reply(
+    raw: Any, dimensions: Sequence[str], scale: tuple[int, int]
+) -> tuple[tuple[tuple[str, int], ...], str]:
     """Validate a ratings reply ``{"ratings": [{"id", "score"}], "reason"}``: every dimension once, in
     order, each an integer of the scale. Returns the scores and the reason."""
-    data = _object_with(_decode(raw), ("ratings", "reason"), "the reply")
+    data = _object_with(decode_reply(raw), ("ratings", "reason"), "the reply")
     if not isinstance(data["reason"], str) or "\x00" in data["reason"]:
         raise InvalidReply("$.reason must be a string without NUL")
     ratings = data["ratings"]
@@ -141,7 +121,9 @@ def parse_ratings_reply(raw: Any, dimensions: Sequence[str], scale: tuple[int, i
         entry = _object_with(entry, ("id", "score"), f"$.ratings[{i}]")
         score = entry["score"]
         if not _is_int(score) or not low <= score <= high:
-            raise InvalidReply(f"$.ratings[{i}].score must be an integer {low}..{high}, got {json.dumps(score)[:40]}")
+            raise InvalidReply(
+                f"$.ratings[{i}].score must be an integer {low}..{high}, got {json.dumps(score)[:40]}"
+            )
         pairs.append((entry["id"], score))
     _ids_in_order([p[0] for p in pairs], dimensions, "$.ratings ids")
     return tuple((str(d), s) for d, s in pairs), data["reason"]
@@ -165,7 +147,8 @@ def checklist_schema(question_ids: Sequence[str]) -> dict[str, Any]:
             "answers": {
                 "type": "array",
                 "items": item,
-                "description": "every question id exactly once, in the order given: " + ", ".join(question_ids),
+                "description": "every question id exactly once, in the order given: "
+                + ", ".join(question_ids),
             }
         },
         "required": ["answers"],
@@ -196,49 +179,62 @@ class ReplyContract:
     """What one call expects back (module docstring). ``ids``: the active axes (verdict), the question
     ids (checklist) or the dimensions (ratings), in order."""
 
-    form: str = "verdict"
+    form: str = "verdict"  # REPLY_VERDICT
     ids: tuple[str, ...] = ()
     scale: tuple[int, int] | None = None
 
     def schema(self) -> dict[str, Any]:
-        if self.form == "checklist":
+        if self.form == REPLY_ANSWERS:
             return checklist_schema(self.ids)
-        if self.form == "ratings":
+        if self.form == REPLY_RATINGS:
             return ratings_schema(self.ids, self.scale or (1, 5))
         return reply_schema(self.ids)
 
     def repair(self, error: str) -> str:
         """The user turn that sends a validation error back to the model."""
-        if self.form == "checklist":
+        if self.form == REPLY_ANSWERS:
             return (
                 f"Your answer was not accepted: {error}. Answer again with one JSON object of exactly the "
-                f"requested shape; \"answers\" must list {list(self.ids)} in this order, each exactly once, "
+                f'requested shape; "answers" must list {list(self.ids)} in this order, each exactly once, '
                 "each with an answer (yes, no or unclear) and its evidence."
             )
-        if self.form == "ratings":
+        if self.form == REPLY_RATINGS:
             return (
                 f"Your answer was not accepted: {error}. Answer again with one JSON object of exactly the "
-                f"requested shape; \"ratings\" must list {list(self.ids)} in this order, each exactly once."
+                f'requested shape; "ratings" must list {list(self.ids)} in this order, each exactly once.'
             )
         return repair_prompt(error, self.ids)
 
     def parse(self, raw: Any, order: str) -> ParsedReply:
         """The validated, canonical answer of a raw reply. Raises :class:`InvalidReply`."""
-        if self.form == "checklist":
+        if self.form == REPLY_ANSWERS:
             items = parse_checklist_reply(raw, self.ids)
-            return ParsedReply(fields={"winner": "", "confidence": None, "axis_scores": [], "reason": ""},
-                               checklist=items)
-        if self.form == "ratings":
+            return ParsedReply(
+                fields={"winner": "", "confidence": None, "axis_scores": [], "reason": ""}, checklist=items
+            )
+        if self.form == REPLY_RATINGS:
             scores, reason = parse_ratings_reply(raw, self.ids, self.scale or (1, 5))
-            return ParsedReply(fields={"winner": "", "confidence": None, "reason": reason,
-                                       "axis_scores": [{"id": d, "score": s} for d, s in scores]})
+            return ParsedReply(
+                fields={
+                    "winner": "",
+                    "confidence": None,
+                    "reason": reason,
+                    "axis_scores": [{"id": d, "score": s} for d, s in scores],
+                }
+            )
         answer = canonical_answer(raw, active_axes=self.ids, order=order)
-        return ParsedReply(fields={"winner": answer.winner, "confidence": answer.confidence,
-                                   "axis_scores": answer.axes_list(), "reason": answer.reason})
+        return ParsedReply(
+            fields={
+                "winner": answer.winner,
+                "confidence": answer.confidence,
+                "axis_scores": answer.axes_list(),
+                "reason": answer.reason,
+            }
+        )
 
     def reply_ids(self) -> int:
         """How many entries the reply lists (for the output-token estimate)."""
         return len(self.ids)
 
 
-REPLY_FORMS = ("verdict", "checklist", "ratings")
+REPLY_FORMS = (REPLY_VERDICT, REPLY_ANSWERS, REPLY_RATINGS)

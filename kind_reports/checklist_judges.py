@@ -42,7 +42,10 @@ def with_judge_sources(predicates: pd.DataFrame, answers: pd.DataFrame) -> pd.Da
     """The predicates frame with one ``automatic:<judge>`` column per judge (empty where it has no answer)."""
     out = predicates.copy()
     for judge, rows in answers.groupby("judge", sort=True):
-        mapping = {p: judge_source(a, bool(ok)) for p, a, ok in zip(rows["predicate"], rows["answer"], rows["passed"], strict=True)}
+        mapping = {
+            p: judge_source(a, bool(ok))
+            for p, a, ok in zip(rows["predicate"], rows["answer"], rows["passed"], strict=True)
+        }
         out[SOURCE_PREFIX + str(judge)] = [mapping.get(p) for p in out["predicate"]]
     return out
 
@@ -78,8 +81,14 @@ def preference_votes(study: Study) -> tuple[str, pd.DataFrame, dict[str, tuple[s
 
 
 def checklist_judges_section(
-    *, study: Study, predicates: pd.DataFrame, answers: pd.DataFrame, human: pd.DataFrame, k: int,
-    resamples: int, seed: int,
+    *,
+    study: Study,
+    predicates: pd.DataFrame,
+    answers: pd.DataFrame,
+    human: pd.DataFrame,
+    k: int,
+    resamples: int,
+    seed: int,
 ) -> list[dict[str, Any]]:
     """One entry per judge (module docstring). ``predicates`` and ``human`` are the frames of
     ``stats.checklist.checklist_agreement``; ``answers`` is ``judges.selectors.checklist_judge_answers``."""
@@ -94,8 +103,11 @@ def checklist_judges_section(
     reliability: dict[str, Any] = {}
     if not human.empty:
         agreement = checklist_agreement(
-            human, with_judge_sources(predicates[["predicate", "brief", "question_type"]], answers),
-            resamples=resamples, seed=seed, k=k,
+            human,
+            with_judge_sources(predicates[["predicate", "brief", "question_type"]], answers),
+            resamples=resamples,
+            seed=seed,
+            k=k,
         )
         reliability = {s.source: s.to_dict() for s in agreement.sources}
     linked = preference_votes(study)
@@ -103,8 +115,12 @@ def checklist_judges_section(
     for judge, rows in answers.groupby("judge", sort=True):
         frame = pd.DataFrame(
             {
-                "brief": rows["brief"], "system": rows["system"], "item": rows["item"],
-                "predicate": rows["predicate"], "dimension": rows["question_type"], "passed": rows["passed"],
+                "brief": rows["brief"],
+                "system": rows["system"],
+                "item": rows["item"],
+                "predicate": rows["predicate"],
+                "dimension": rows["question_type"],
+                "passed": rows["passed"],
             }
         )
         scores = checklist_judge_scores(frame, resamples=resamples, seed=seed)
@@ -112,7 +128,9 @@ def checklist_judges_section(
             "judge": str(judge),
             "n_questions": len(rows),
             "n_unclear": int((rows["answer"] == "UNCLEAR").sum()),
-            "n_without_evidence": int(((rows["answer"] != "UNCLEAR") & (rows["evidence"].str.strip() == "")).sum()),
+            "n_without_evidence": int(
+                ((rows["answer"] != "UNCLEAR") & (rows["evidence"].str.strip() == "")).sum()
+            ),
             "n_passed": int(rows["passed"].sum()),
             "input_tokens": int(rows.drop_duplicates("output_id")["input_tokens"].fillna(0).sum()),
             "output_tokens": int(rows.drop_duplicates("output_id")["output_tokens"].fillna(0).sum()),
@@ -133,8 +151,11 @@ def checklist_judges_section(
                 entry["score_preference"] = {"study": slug, "metric": metric, "n_pairs": 0}
             else:
                 result = score_preference(
-                    votes, pd.DataFrame(score_rows, columns=["item", "metric", "score"]),
-                    resamples=resamples, seed=seed, ranges={metric: VISUAL_RANGE},
+                    votes,
+                    pd.DataFrame(score_rows, columns=["item", "metric", "score"]),
+                    resamples=resamples,
+                    seed=seed,
+                    ranges={metric: VISUAL_RANGE},
                 )
                 entry["score_preference"] = {"study": slug, **result.to_dict()}
         out.append(entry)

@@ -109,8 +109,12 @@ class ChecklistJudgeScores:
                 "dimensions": list(self.dimensions),
                 "systems": [s.to_dict() for s in self.systems],
                 "items": [dict(i) for i in self.items],
-                "bootstrap": {"resamples": self.resamples, "seed": self.seed, "clusters": "brief",
-                              "n_clusters": self.n_briefs},
+                "bootstrap": {
+                    "resamples": self.resamples,
+                    "seed": self.seed,
+                    "clusters": "brief",
+                    "n_clusters": self.n_briefs,
+                },
             }
         )
 
@@ -213,9 +217,19 @@ def checklist_judge_scores(answers: pd.DataFrame, *, resamples: int, seed: int) 
         for rec in wide.to_dict(orient="records")
     )
     return ChecklistJudgeScores(
-        dimensions=dimensions, systems=tuple(systems), items=items, n_briefs=len(boot.briefs),
-        resamples=int(resamples), seed=int(seed),
+        dimensions=dimensions,
+        systems=tuple(systems),
+        items=items,
+        n_briefs=len(boot.briefs),
+        resamples=int(resamples),
+        seed=int(seed),
     )
 
 
-__all__ = ["UNTYPED", "ChecklistJudgeScores", "DimensionScore", "SystemChecklistScore", "checklist_judge_scores"]
+__all__ = [
+    "UNTYPED",
+    "ChecklistJudgeScores",
+    "DimensionScore",
+    "SystemChecklistScore",
+    "checklist_judge_scores",
+]

@@ -14,7 +14,7 @@ The vocabularies ``judges`` understands:
   shown as A / as B in this call's order: canonical A first in ``primary``, canonical B first in
   ``swapped``), ``item`` (the candidate itself);
 - reply forms: ``verdict`` (winner, confidence, reason and the active axes' scores, docs/protocol.md
-  "Judges and calibration"), ``checklist`` (yes / no / unclear with evidence per question,
+  "Judges and calibration"), ``answers`` (yes / no / unclear with evidence per question,
   docs/protocol.md "Checklist judges"), ``ratings`` (one score per dimension on the study's scale).
 
 Prompt blocks are written into the template at ``{{NAME}}`` markers, or appended as ``NAME:`` blocks
@@ -31,7 +31,7 @@ UNIT_COMPARISON = "comparison"
 UNIT_CANDIDATE = "candidate"
 SLOT_SOURCES = ("reference", "first", "second", "item")
 REPLY_VERDICT = "verdict"
-REPLY_CHECKLIST = "checklist"
+REPLY_CHECKLIST = "answers"  # yes / no / unclear with evidence per question
 REPLY_RATINGS = "ratings"
 BOTH_ORDERS = ("primary", "swapped")
 ONE_ORDER = ("primary",)
@@ -65,7 +65,11 @@ class JudgeUnitContext:
 
 
 NOT_JUDGED = JudgeRequestPlan(
-    unit="", slots=(), reply="", orders=(), default_prompt="",
+    unit="",
+    slots=(),
+    reply="",
+    orders=(),
+    default_prompt="",
     refusal="this study kind declares no judge request",
 )
 

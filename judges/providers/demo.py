@@ -34,6 +34,7 @@ import base64
 import hashlib
 import io
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
@@ -155,6 +156,14 @@ def _predicate_truths(data_url: str) -> list[str | None]:
 
 def _questions(prompt: str) -> list[dict[str, Any]] | None:
     """The ``QUESTIONS`` array of a checklist prompt (wherever the template put it), or None."""
+    for value in _json_arrays(prompt):
+        if value and all(isinstance(q, dict) and set(q) == {"id", "question"} for q in value):
+            return value
+    return None
+
+
+def _json_arrays(prompt: str) -> Iterator[list[Any]]:
+    """Every JSON array written in the prompt, in order."""
     decoder = json.JSONDecoder()
     start = prompt.find("[")
     while start != -1:
@@ -162,11 +171,9 @@ def _questions(prompt: str) -> list[dict[str, Any]] | None:
             value, _end = decoder.raw_decode(prompt, start)
         except ValueError:
             value = None
-        if (isinstance(value, list) and value
-                and all(isinstance(q, dict) and set(q) == {"id", "question"} for q in value)):
-            return value
+        if isinstance(value, list):
+            yield value
         start = prompt.find("[", start + 1)
-    return None
 
 
 def _greyscale(data_url: str) -> np.ndarray:
@@ -224,16 +231,9 @@ def _quality(data_url: str) -> float | None:
 
 def _active_axes(prompt: str) -> list[dict[str, Any]]:
     """The ``ACTIVE_AXES`` array in the prompt (wherever the template put it)."""
-    decoder = json.JSONDecoder()
-    start = prompt.find("[")
-    while start != -1:
-        try:
-            value, _end = decoder.raw_decode(prompt, start)
-        except ValueError:
-            value = None
-        if isinstance(value, list) and all(isinstance(a, dict) and "id" in a and "scope" in a for a in value):
+    for value in _json_arrays(prompt):
+        if all(isinstance(a, dict) and "id" in a and "scope" in a for a in value):
             return value
-        start = prompt.find("[", start + 1)
     return []
 
 

@@ -176,6 +176,7 @@ def judge_run_budget(
     if plan.unit == UNIT_CANDIDATE:
         return _item_run_budget(study=study, judge=judge, budget=budget, run_round=run_round, set=set,
                                 orders=plan.orders, repeats=repeats, on_round=on_round, user=user)
+    orders = tuple(o for o in orders if o in plan.orders) or plan.orders
     per = len(orders) * repeats
     comparisons = Comparison.objects.filter(study=study)
     if set:

@@ -83,15 +83,17 @@ def judge_plan_of(study: Study) -> JudgeRequestPlan:
 
 
 def run_units(study: Study, plan: JudgeRequestPlan, orders: Sequence[str], set: str | None) -> tuple[str, list[int], tuple[str, ...]]:
-    """The output field of the plan's unit, the units a run calls, and the orders it calls them in:
-    a call about one rendering is made in the plan's one order, whatever ``orders`` asked."""
+    """The output field of the plan's unit, the units a run calls, and the orders it calls them in: the
+    asked ``orders`` the plan has, else the plan's (a call about one rendering is made in its one order,
+    whatever ``orders`` asked)."""
+    orders = tuple(o for o in orders if o in plan.orders) or plan.orders
     if plan.unit == UNIT_CANDIDATE:
         if set:
             raise ArbiterError(f"set: study {study.slug}'s judge calls are about renderings, which have no set")
         ids = design_of(study).judge_unit_ids(study)
         if not ids:
             raise ArbiterError(f"study {study.slug} has no rendering with something to answer to judge")
-        return "candidate_id", ids, plan.orders
+        return "candidate_id", ids, orders
     comparisons = Comparison.objects.filter(study=study)
     if set:
         comparisons = comparisons.filter(set=set)
@@ -392,6 +394,7 @@ def judge_run_estimate(
     if plan.unit == UNIT_CANDIDATE:
         return _item_run_estimate(study=study, judge=judge, plan=plan, repeats=repeats, retry_failed=retry_failed,
                                   batch=batch, set=set)
+    orders = tuple(o for o in orders if o in plan.orders) or plan.orders
     comparisons = Comparison.objects.filter(study=study).select_related(
         "study", "page__image", "page__neutralized_image", "candidate_a__image", "candidate_a__neutralized_image",
         "candidate_b__image", "candidate_b__neutralized_image",

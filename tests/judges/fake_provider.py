@@ -110,19 +110,12 @@ def _classify(data: bytes) -> tuple[str, bool, tuple[int, int]]:
 
 
 def _questions(prompt: str) -> list[dict[str, Any]] | None:
-    marker = prompt.find("QUESTIONS:")
-    if marker < 0:
-        return None
-    start = prompt.find("[", marker)
-    try:
-        value, _ = json.JSONDecoder().raw_decode(prompt[start:])
-    except (ValueError, IndexError):
-        return None
-    return value if isinstance(value, list) else None
+    return _active_axes(prompt, "QUESTIONS:")
 
 
-def _active_axes(prompt: str) -> list[dict[str, Any]] | None:
-    marker = prompt.find("ACTIVE_AXES:")
+def _active_axes(prompt: str, name: str = "ACTIVE_AXES:") -> list[dict[str, Any]] | None:
+    """The JSON array after ``name`` in the prompt (the ACTIVE_AXES block, or a checklist's QUESTIONS)."""
+    marker = prompt.find(name)
     if marker < 0:
         return None
     start = prompt.find("[", marker)
