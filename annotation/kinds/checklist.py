@@ -108,7 +108,7 @@ class ChecklistDesign(StudyDesign):
     abstain_name = "Unclear"
     analysis_summary = "human majority vs automatic answers"
     bundle_required = (*BUNDLE_COMMON_REQUIRED, "predicates")
-    bundle_options = ("k",)
+    bundle_options = ("k", "preference_study")
     bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings", "crowd")
     bundle_option_defaults = {"k": 3}
     takes_predicates = True

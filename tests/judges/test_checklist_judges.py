@@ -22,6 +22,7 @@ from judges.providers.demo import LOCAL_UNCLEAR_EVIDENCE
 from judges.services.batches import judge_batch_submit, judge_batches_poll
 from judges.services.budget import judge_budget_resolve, judge_run_budget
 from judges.services.runs import judge_outputs_run_local, judge_run_estimate, judge_run_start
+from kind_reports.rendering import render_kind_report_html
 from kind_reports.services import kind_report_build
 from tests.judges.factories import make_judge
 from tests.judges.fake_provider import FakeProvider
@@ -375,6 +376,7 @@ PAIR_VOTES = ["A", "B", "TIE", "A", "CANNOT_JUDGE", "B", "A", "A", "B", "TIE", "
 
 
 def _forty_content_questions(doc: dict[str, Any]) -> None:
+    doc["options"] = {"k": 3, "preference_study": "pw"}  # the bundle names the linked pairwise study
     doc["predicates"] = [
         {"id": f"p{m}-{k}", "item": item["id"], "question": f"Check {k} of poster {m}?", "type": "Content"}
         for m, item in enumerate(doc["items"])
@@ -385,8 +387,7 @@ def _forty_content_questions(doc: dict[str, Any]) -> None:
 def test_visual_against_human_pairwise_choices_by_score_gap(tmp_path: Path, provider: FakeProvider) -> None:
     study = checklist_study(tmp_path, slug="clv", briefs=6, edit=_forty_content_questions)
     pairwise = import_kind_study("pairwise", tmp_path, slug="pw", briefs=6)
-    study.options = {**study.options, "preference_study": "pw"}
-    study.save(update_fields=["options"])
+    assert study.options["preference_study"] == "pw"
     poster = {
         f"poster {m}": c
         for m, c in enumerate(
@@ -469,3 +470,8 @@ def test_visual_against_human_pairwise_choices_by_score_gap(tmp_path: Path, prov
     assert metric["equal_score"]["n_votes"] == len(equal)
     assert metric["equal_score"]["n_TIE"] == equal.count("TIE")
     assert not math.isnan(metric["overall"]["ci95"][0])
+
+    # The report page shows the judge's scores, its agreement and this figure.
+    html = render_kind_report_html(study=study, report=report)
+    assert "Checklist judges" in html and f"<code>{judge.name}</code>" in html
+    assert "Visual vs choices in <code>pw</code>" in html and "≥ 15" in html
