@@ -19,6 +19,7 @@ from django.core.management import call_command
 from annotation.models import Candidate, Comparison, Predicate, Study
 from judges.models import Judge, JudgeChecklistAnswer, JudgeOutput
 from judges.providers.demo import LOCAL_UNCLEAR_EVIDENCE
+from judges.selectors import checklist_judge_answers
 from judges.services.batches import judge_batch_submit, judge_batches_poll
 from judges.services.budget import judge_budget_resolve, judge_run_budget
 from judges.services.runs import judge_outputs_run_local, judge_run_estimate, judge_run_start
@@ -126,6 +127,9 @@ def test_unclear_on_a_third_of_the_questions_loses_exactly_those(
     assert {r.answer for r in rows if not r.passed} == {"UNCLEAR"}
     assert {r.answer for r in rows if r.passed} == {"YES"}
     assert {r.output.input_tokens for r in rows} == {1200}  # the call's usage, on every question's call
+    frame = checklist_judge_answers(study=study)
+    assert len(frame) == 36 and set(frame["questions_in_call"]) == {3} and set(frame["input_tokens"]) == {1200}
+    assert set(frame.loc[~frame["passed"], "predicate"]) == {p.external_id for p in preds if p.question in unclear}
 
     # Human answers, three raters a question.
     w = VoteWriter(study)
@@ -475,3 +479,30 @@ def test_visual_against_human_pairwise_choices_by_score_gap(tmp_path: Path, prov
     html = render_kind_report_html(study=study, report=report)
     assert "Checklist judges" in html and f"<code>{judge.name}</code>" in html
     assert "Visual vs choices in <code>pw</code>" in html and "≥ 15" in html
+
+
+def test_the_judges_page_runs_a_checklist_study_and_shows_its_progress(
+    tmp_path: Path, provider: FakeProvider, researcher: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from django.test import Client
+
+    study = import_kind_study(
+        "checklist", tmp_path, slug="clp", briefs=1, edit=_opaque_questions, researchers=(researcher,)
+    )
+    provider.inspect = False
+    judge = make_judge(base_url=provider.url, concurrency=1)
+    client = Client()
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/studies/{study.slug}/judges/run/", {"judge": judge.pk, "repeats": "1"})
+    assert response.status_code == 302
+    assert set(JudgeOutput.objects.values_list("candidate__external_id", "status")) == {
+        ("b1-alpha", "valid"),
+        ("b1-beta", "valid"),
+    }
+    page = client.get(f"/studies/{study.slug}/judges/").content.decode()
+    assert judge.name in page
+    refused = client.post(
+        f"/studies/{study.slug}/judges/run/", {"judge": judge.pk, "set": "human"}, follow=True
+    )
+    assert "renderings, which have no set" in refused.content.decode()
