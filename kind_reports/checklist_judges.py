@@ -57,8 +57,9 @@ def preference_votes(study: Study) -> tuple[str, pd.DataFrame, dict[str, tuple[s
     if not slug:
         return None
     from calibration.services.exclusion_rules import hygiene_rules
+    from kind_reports.frames import kind_frames_of
+    from kind_reports.kinds.pairwise import REPORT as PAIRWISE_REPORT
     from kind_reports.kinds.pairwise import pairwise_votes_frame
-    from kind_reports.services import kind_frames
     from stats.hygiene import apply_hygiene
 
     other = Study.objects.filter(slug=slug).first()
@@ -66,7 +67,7 @@ def preference_votes(study: Study) -> tuple[str, pd.DataFrame, dict[str, tuple[s
         raise ValidationFailed(
             f"options.preference_study: {slug!r} is not a pairwise study", field="preference_study"
         )
-    frames = kind_frames(other)
+    frames = kind_frames_of(other, PAIRWISE_REPORT)
     if frames.hygiene.empty:
         return slug, pairwise_votes_frame(frames.data), {}
     kept = apply_hygiene(frames.hygiene, hygiene_rules(other, None, where="")).kept
