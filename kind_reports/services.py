@@ -128,7 +128,7 @@ def kind_report_compute(
     chosen = spec.systems(study, systems)
     hygiene_settings = hygiene_rules(study, rules, where=rules_where)
     frames = kind_frames(study)
-    if frames.hygiene.empty:
+    if frames.hygiene.empty and not spec.reports_without_votes(study):
         # The command it suggests schedules this study (issue 40: not 8 blocks of 234 for a small one).
         schedule = "" if study.blocks.exists() else f"schedule its blocks ({schedule_command(study)}), "
         raise NoKindVotes(

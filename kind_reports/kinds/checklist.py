@@ -66,6 +66,12 @@ class ChecklistReport(KindReportSpec):
         )
         return analysis, agreement
 
+    def reports_without_votes(self, study: Study) -> bool:
+        """A judge's scores stand without human answers (docs/protocol.md "Checklist judges")."""
+        from judges.models import JudgeChecklistAnswer
+
+        return JudgeChecklistAnswer.objects.filter(output__candidate__page__study=study).exists()
+
     def figure(self, analysis: Mapping[str, Any]) -> str:
         from kind_reports.figures import checklist_plot  # matplotlib: only when a page is drawn
 

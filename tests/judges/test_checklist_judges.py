@@ -127,6 +127,11 @@ def test_unclear_on_a_third_of_the_questions_loses_exactly_those(
     assert {r.answer for r in rows if not r.passed} == {"UNCLEAR"}
     assert {r.answer for r in rows if r.passed} == {"YES"}
     assert {r.output.input_tokens for r in rows} == {1200}  # the call's usage, on every question's call
+    # Before any human answer the report already gives the judge's scores (no reliability yet).
+    early_report = kind_report_build(study=study, resamples=50, seed=SEED)
+    early = early_report["checklist"]["judges"]
+    assert early[0]["n_passed"] == 24 and early[0]["reliability"] is None
+    assert "Checklist judges" in render_kind_report_html(study=study, report=early_report)
     frame = checklist_judge_answers(study=study)
     assert len(frame) == 36 and set(frame["questions_in_call"]) == {3} and set(frame["input_tokens"]) == {1200}
     assert set(frame.loc[~frame["passed"], "predicate"]) == {p.external_id for p in preds if p.question in unclear}
