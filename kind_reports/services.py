@@ -33,7 +33,6 @@ Decisions (docs/study-kinds.md "The kind report" and the docs are silent):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,19 +40,16 @@ from typing import TYPE_CHECKING, Any
 
 from annotation.errors import ValidationFailed
 from annotation.files import output_path_check, write_texts_atomic
-from annotation.kinds import design_of
 from annotation.models import Study
 from annotation.progress import progress_step
 from annotation.selectors.allocation import allocation_report_section
 from annotation.services.scheduling import schedule_command
 from calibration.services.agreement import check_bootstrap_options
 from calibration.services.exclusion_rules import hygiene_rules, read_rules_file
+from kind_reports.frames import KindFrames, kind_frames_of
 from kind_reports.kinds import report_of
-from kind_reports.kinds.base import KindReportSpec, KindSettings
-from kind_reports.selectors import answered_trial_rows, screened_out_count
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from stats.hygiene import HygieneResult
 
@@ -61,113 +57,15 @@ DEFAULT_RESAMPLES = 2000  # the command's default, as agreement_report
 PAGE_RESAMPLES = 1000  # the researcher page computes on request
 MAX_RESAMPLES = 100_000
 
-_HYGIENE_COLUMNS = [
-    "participant",
-    "trial",
-    "trial_id",
-    "is_attention_check",
-    "attention_passed",
-    "response_ms",
-    "answer",
-]
-_COMPREHENSION_COLUMNS = ["comprehension_attempts", "comprehension_passed"]
-_DATA_COLUMNS = ["trial_id", "rater", "unit", "brief", "is_repeat", "label"]
 
 
 class NoKindVotes(ValidationFailed):
     """The study has no answered trial yet: the page shows an empty state instead of an error."""
 
 
-def kind_settings(study: Study, spec: KindReportSpec) -> KindSettings:
-    from stats.checklist import DEFAULT_K
-    from stats.rating import DEFAULT_MARGIN, DEFAULT_SCALE
-
-    options = study.options if isinstance(study.options, dict) else {}
-    scale = options.get("scale") or list(DEFAULT_SCALE)
-    return KindSettings(
-        kind=spec.kind,
-        k=int(options.get("k") or DEFAULT_K),
-        dimensions=tuple(str(d) for d in options.get("dimensions") or ()),
-        scale=(int(scale[0]), int(scale[1])),
-        margin=float(options.get("margin") or DEFAULT_MARGIN),
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Frames
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KindFrames:
-    """The stored votes of a kind study as the pure modules' input frames.
-
-    ``hygiene``: one row per answered trial (attention checks included), the columns of
-    ``stats.hygiene`` plus ``trial_id``. ``data``: one row per answered data trial
-    (not an attention check), with ``trial_id, rater, unit, brief, is_repeat, label`` and the
-    kind's fields (``item_a, item_b``; ``system, ratings``). ``n_screened_out``: decision 2.
-    """
-
-    settings: KindSettings
-    hygiene: pd.DataFrame
-    data: pd.DataFrame
-    n_screened_out: int
-
-
 def kind_frames(study: Study) -> KindFrames:
-    """Read the study's answered trials into the hygiene and data frames (module docstring)."""
-    import pandas as pd
-
-    spec = report_of(study)
-    settings = kind_settings(study, spec)
-    rows = answered_trial_rows(study=study, unit=design_of(study).unit, unit_fields=spec.unit_fields)
-    dimensions = spec.dimensions(settings.dimensions, rows)
-    if dimensions != settings.dimensions:  # a study without declared dimensions: what was answered
-        settings = KindSettings(settings.kind, settings.k, dimensions, settings.scale, settings.margin)
-
-    took_check = any(r["comprehension_attempts"] > 0 for r in rows)
-    hygiene_rows = []
-    data_rows = []
-    sequence: dict[str, int] = {}
-    for r in rows:
-        number = sequence.get(r["rater"], 0)
-        sequence[r["rater"]] = number + 1
-        displayed = spec.displayed_answer(r, dimensions)
-        is_check = bool(str(r["attention_expected"]).strip())
-        h: dict[str, Any] = {
-            "participant": r["rater"],
-            "trial": number,
-            "trial_id": r["trial_id"],
-            "is_attention_check": is_check,
-            "attention_passed": spec.attention_passed(r, displayed, dimensions) if is_check else None,
-            "response_ms": math.nan if r["response_ms"] is None else float(r["response_ms"]),
-            "answer": displayed,
-        }
-        if took_check:  # decision 2
-            attempts = int(r["comprehension_attempts"])
-            h["comprehension_attempts"] = attempts
-            h["comprehension_passed"] = bool(r["comprehension_passed"]) or attempts == 0
-        hygiene_rows.append(h)
-        if not is_check:
-            data_rows.append(
-                {
-                    "trial_id": r["trial_id"],
-                    "rater": r["rater"],
-                    "unit": r["unit"],
-                    "brief": r["brief"],
-                    "is_repeat": bool(r["is_repeat"]),
-                    "label": str(r["label"]),
-                    **spec.data_fields(r),
-                }
-            )
-
-    hygiene_columns = _HYGIENE_COLUMNS + (_COMPREHENSION_COLUMNS if took_check else [])
-    return KindFrames(
-        settings=settings,
-        hygiene=pd.DataFrame(hygiene_rows, columns=hygiene_columns),
-        data=pd.DataFrame(data_rows, columns=[*_DATA_COLUMNS, *spec.data_columns]),
-        n_screened_out=screened_out_count(study=study),
-    )
+    """Read the study's answered trials into the hygiene and data frames (``kind_reports.frames``)."""
+    return kind_frames_of(study, report_of(study))
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +128,7 @@ def kind_report_compute(
     chosen = spec.systems(study, systems)
     hygiene_settings = hygiene_rules(study, rules, where=rules_where)
     frames = kind_frames(study)
-    if frames.hygiene.empty:
+    if frames.hygiene.empty and not spec.reports_without_votes(study):
         # The command it suggests schedules this study (issue 40: not 8 blocks of 234 for a small one).
         schedule = "" if study.blocks.exists() else f"schedule its blocks ({schedule_command(study)}), "
         raise NoKindVotes(

@@ -83,6 +83,10 @@ class KindReportSpec:
         """The kind's own columns of one data answer (``data_columns``)."""
         return {}
 
+    def reports_without_votes(self, study: Study) -> bool:
+        """Whether the report has something to say before any human answer (a checklist's judges)."""
+        return False
+
     def systems(self, study: Study, systems: str | Sequence[str] | None) -> tuple[str, str] | None:
         """The two systems compared; a kind that compares none refuses the argument."""
         if parse_systems(systems) is not None:

@@ -638,3 +638,22 @@ def test_kind_bundles_keep_the_scheduling_settings(kind: str, tmp_path: Path) ->
     again = study_import_bundle(path=out)
     assert (again.seed, again.min_gap) == (5, 4)
     assert read_doc(study_export_bundle(study=again, path=tmp_path / "out2")) == doc | {"slug": f"{kind}-again"}
+
+
+@pytest.mark.django_db
+def test_a_checklist_names_its_preference_study_in_its_options_and_exports_it(tmp_path: Path) -> None:
+    """docs/bundle-kinds.md: ``options.preference_study`` (or top level) links a pairwise study; export writes it back."""
+    checklist = kind_bundle("checklist", tmp_path / "checklist")
+    doc = read_doc(checklist)
+    doc["preference_study"] = "posters-pairwise"
+    write_doc(checklist, doc)
+    study = study_import_bundle(path=checklist)
+    assert study.options == {"k": 3, "preference_study": "posters-pairwise"}
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "out"))
+    assert exported["options"] == {"k": 3, "preference_study": "posters-pairwise"}
+
+    doc["preference_study"] = ["not", "a", "slug"]
+    doc["slug"] = "checklist-bad"
+    write_doc(checklist, doc)
+    with pytest.raises(ValidationFailed, match=r"\$\.preference_study"):
+        study_import_bundle(path=checklist)

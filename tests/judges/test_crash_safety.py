@@ -76,7 +76,7 @@ def test_an_error_in_our_own_code_is_failed_with_its_reason(provider: FakeProvid
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("validator exploded")
 
-    monkeypatch.setattr("judges.services.calls.canonical_answer", explode)
+    monkeypatch.setattr("judges.replies.canonical_answer", explode)  # the verdict contract's validator
     output = run_one(make_example_study(), make_judge(base_url=provider.url))
     assert output.status == "failed"
     assert output.error == "internal error (RuntimeError): validator exploded"

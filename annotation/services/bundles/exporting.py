@@ -252,8 +252,11 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
     comparisons = (
         Comparison.objects.filter(study=study).select_related("page", "candidate_a", "candidate_b").order_by("id")
     )
-    defaults = design_of(study).bundle_option_defaults
+    design = design_of(study)
+    defaults = design.bundle_option_defaults
     options: dict[str, Any] = {key: study.options.get(key, copy.deepcopy(default)) for key, default in defaults.items()}
+    # An option without a default (a checklist's preference_study) is written only when the study has it.
+    options.update({key: study.options[key] for key in design.bundle_options if key not in options and key in study.options})
     spec = QuestionnaireStudySpec(
         slug=study.slug,
         title=study.title,

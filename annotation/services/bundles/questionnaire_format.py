@@ -208,7 +208,13 @@ def _options(r: _Reader, kind: str, root: dict[str, Any]) -> dict[str, Any]:
         k = _integer(r, raw.get("k", DEFAULT_K), path.get("k", "$.options.k"))
         if k < 1:
             r.fail(path["k"], f"raters per predicate must be at least 1, got {k}")
-        return {"k": k}
+        # The pairwise study whose choices the checklist judges' Visual scores are set against
+        # (docs/protocol.md "Judge reliability against people"): its slug.
+        linked = raw.get("preference_study")
+        if linked is None or linked == "":
+            return {"k": k}
+        slug = r.identifier(linked, path.get("preference_study", "$.options.preference_study"), max_length=80)
+        return {"k": k, "preference_study": slug}
     if "scale" not in keys:
         return {}
     where = path.get("scale", "$.options.scale")
