@@ -1,0 +1,72 @@
+"""The disagreement lens page of a study and judge (docs/protocol.md "The disagreement lens")."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from annotation.errors import ArbiterError
+from annotation.selectors.studies import study_get_for_user
+from annotation.views.decorators import researcher_required
+from calibration.lens_plots import agreement_by_gap_figure
+from calibration.services.lens import CONDITIONS, disagreement_report, drilldown_select, lens_judges
+
+CONDITION_TITLES = {
+    "inconsistent": "the judge's two orders differ",
+    "taller": "the judge leans to the taller page, people to the other",
+    "more_text": "the judge leans to the page with more text, people to the other",
+    "more_media": "the judge leans to the page with more media, people to the other",
+    "failed": "a candidate failed to render",
+}
+POSITION_TITLES = {
+    "consistent": "Consistent",
+    "biased_first": "Biased toward the first",
+    "biased_second": "Biased toward the second",
+    "error": "Error (no valid reply in an order)",
+}
+ATTRIBUTE_TITLES = {
+    "height": "the taller page",
+    "text": "the page with more text (area of its text blocks)",
+    "media": "the page with more media area",
+    "failed": "a failed render's opponent",
+}
+
+
+@researcher_required
+@require_GET
+def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get_for_user(user=request.user, slug=slug)
+    judges = lens_judges(study=study)
+    judge = (request.GET.get("judge") or "").strip() or (judges[0] if judges else "")
+    context: dict[str, object] = {"study": study, "judges": judges, "judge": judge}
+    if not judge:  # no judge has a call on the study yet: the page says what to do
+        return render(request, "calibration/lens_page.html", context)
+    try:
+        report = disagreement_report(study=study, judge=judge)
+        chosen = drilldown_select(
+            report,
+            pair=request.GET.get("pair", ""),
+            condition=request.GET.get("condition", ""),
+            page=request.GET.get("page") or 1,
+        )
+    except ArbiterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    base = {"judge": judge, "pair": chosen.pair, "condition": chosen.condition}
+    context |= {
+        "report": report,
+        "position": [
+            (POSITION_TITLES[k], report["position"]["counts"][k], report["position"]["shares"][k])
+            for k in POSITION_TITLES
+        ],
+        "conditioned": [(ATTRIBUTE_TITLES[row["attribute"]], row) for row in report["conditioned"]],
+        "gap_figure": agreement_by_gap_figure(report["agreement_by_gap"]),
+        "drill": chosen,
+        "pairs": sorted({row["pair"] for row in report["drilldown"]}),
+        "conditions": [(c, CONDITION_TITLES[c]) for c in CONDITIONS],
+        "previous_query": urlencode(base | {"page": chosen.page - 1}) if chosen.page > 1 else "",
+        "next_query": urlencode(base | {"page": chosen.page + 1}) if chosen.page < chosen.pages else "",
+    }
+    return render(request, "calibration/lens_page.html", context)
