@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Comparison
+from annotation.models import Candidate, ChecklistAnswer, Comparison, Predicate
 
 
 class Provider(models.TextChoices):
@@ -40,8 +40,12 @@ class Judge(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(default=4096)
     # Which parameters are sent (judges.providers.base.Endpoint): add_judge flags override.
-    api_version = models.CharField(max_length=40, blank=True, help_text="anthropic-version / Azure api-version")
-    token_param = models.CharField(max_length=24, default="auto", help_text="auto, max_tokens or max_completion_tokens")
+    api_version = models.CharField(
+        max_length=40, blank=True, help_text="anthropic-version / Azure api-version"
+    )
+    token_param = models.CharField(
+        max_length=24, default="auto", help_text="auto, max_tokens or max_completion_tokens"
+    )
     send_temperature = models.BooleanField(default=True)
     seed = models.BigIntegerField(null=True, blank=True)
     reasoning_effort = models.CharField(max_length=16, blank=True)
@@ -85,7 +89,12 @@ class CurrentOutputManager(models.Manager["JudgeOutput"]):
 
 
 class JudgeOutput(models.Model):
-    """judge × comparison × order × repeat → raw reply, validation status, canonical answer.
+    """judge × unit × order × repeat → raw reply, validation status, canonical answer.
+
+    The unit is what the study kind's judge request is about (``annotation.kinds.judging``): a
+    ``comparison`` (pairwise kinds: a verdict in ``winner``, ``confidence``, ``axis_scores``) or one
+    ``candidate`` rendering (the checklist kind: one answer per question in ``checklist_answers``;
+    the rating kind: one score per dimension in ``axis_scores``). Exactly one of the two is set.
 
     ``superseded``: a candidate of the comparison was replaced after this output was made
     (``import_study --update``, paper B.5); it is kept, answers no current query
@@ -95,7 +104,12 @@ class JudgeOutput(models.Model):
     # No index of its own: the (judge, status) index below starts with it and serves every lookup
     # by judge (and the PROTECT check), so a third index per row would only slow bulk imports.
     judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="outputs", db_index=False)
-    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="judge_outputs")
+    comparison = models.ForeignKey(
+        Comparison, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_outputs"
+    )
+    candidate = models.ForeignKey(
+        Candidate, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_outputs"
+    )
     order = models.CharField(max_length=8, choices=Order.choices)
     repeat = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=8, choices=OutputStatus.choices, default=OutputStatus.PENDING)
@@ -148,14 +162,59 @@ class JudgeOutput(models.Model):
                 condition=Q(superseded=False),
                 name="judgeoutput_unique_call",
             ),
+            models.UniqueConstraint(
+                fields=["judge", "candidate", "order", "repeat"],
+                condition=Q(superseded=False, candidate__isnull=False),
+                name="judgeoutput_unique_item_call",
+            ),
             models.CheckConstraint(
-                condition=~Q(status="valid") | Q(winner__in=["A", "B", "TIE"]), name="judgeoutput_valid_has_winner"
+                condition=Q(comparison__isnull=False, candidate__isnull=True)
+                | Q(comparison__isnull=True, candidate__isnull=False),
+                name="judgeoutput_one_unit",
+            ),
+            # A valid verdict names a winner; a call about one rendering has none.
+            models.CheckConstraint(
+                condition=~Q(status="valid") | Q(winner__in=["A", "B", "TIE"]) | Q(candidate__isnull=False),
+                name="judgeoutput_valid_has_winner",
             ),
         ]
         indexes = [models.Index(fields=["judge", "status"])]
 
     def __str__(self) -> str:
-        return f"{self.judge_id}:{self.comparison_id}:{self.order}:{self.repeat}"
+        unit = self.comparison_id if self.comparison_id is not None else f"item{self.candidate_id}"
+        return f"{self.judge_id}:{unit}:{self.order}:{self.repeat}"
+
+
+class JudgeChecklistAnswer(models.Model):
+    """One question of a checklist judge call (docs/protocol.md "Checklist judges"): the answer and the
+    visible evidence the judge cited.
+
+    Written with its call's ``valid`` status in one transaction, every question of the call at once
+    (a reply is stored whole or not at all). ``passed`` is the question's score: YES with non-blank
+    evidence; NO, UNCLEAR and a YES without evidence fail (AesCode §E.1). Usage and cost are the
+    call's (``output``): one call asks every question of the rendering (decision 0076).
+    """
+
+    output = models.ForeignKey(JudgeOutput, on_delete=models.CASCADE, related_name="checklist_answers")
+    predicate = models.ForeignKey(Predicate, on_delete=models.CASCADE, related_name="judge_answers")
+    answer = models.CharField(max_length=8, choices=ChecklistAnswer.choices)
+    evidence = models.TextField(blank=True)
+    passed = models.BooleanField()
+
+    class Meta:
+        ordering = ["output", "predicate"]
+        constraints = [
+            models.UniqueConstraint(fields=["output", "predicate"], name="judgechecklistanswer_unique"),
+            models.CheckConstraint(
+                condition=Q(answer__in=["YES", "NO", "UNCLEAR"]), name="judgechecklistanswer_answer"
+            ),
+            models.CheckConstraint(
+                condition=Q(passed=False) | Q(answer="YES"), name="judgechecklistanswer_pass_is_yes"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.output_id}:{self.predicate_id}={self.answer}"
 
 
 class BatchStatus(models.TextChoices):

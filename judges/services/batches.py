@@ -148,7 +148,7 @@ def _store_result(batch: JudgeBatch, result: BatchResult) -> bool:
     if result.reply is None:
         return False  # released with the rest, for a live call
     reply = result.reply
-    comparison = load_comparison(output.comparison_id)
+    comparison = load_comparison(int(output.comparison_id or 0))
     active = comparison.page.active_axis_ids(study_axes(comparison.study_id))
     from judges.prompts import prompt_template_sha256
 

@@ -453,7 +453,7 @@ class _CallState:
 
     @classmethod
     def of(cls, output: JudgeOutput, judge: Judge) -> _CallState:
-        comparison = load_comparison(output.comparison_id)
+        comparison = load_comparison(int(output.comparison_id or 0))
         return cls(
             output=output, judge=judge, comparison=comparison, axes=study_axes(comparison.study_id),
             endpoint=endpoint_of(judge), limits=judge_limits(judge), limiter=limiter_for(),

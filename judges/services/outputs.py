@@ -428,7 +428,8 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
 
 
 def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
-    """The docs/protocol.md "Files" JSONL record of one finished output."""
+    """The docs/protocol.md "Files" JSONL record of one finished output (of a comparison)."""
+    assert output.comparison is not None, "a call about one rendering has no docs/protocol.md Files record"
     record: dict[str, Any] = {
         "comparison": output.comparison.external_id,
         "judge": output.judge.name,
