@@ -6,7 +6,7 @@ from django.urls import URLPattern, URLResolver, path
 
 from annotation.api import studies as api
 from annotation.views import studies as views
-from annotation.views.comparison_images import comparison_image
+from annotation.views.comparison_images import candidate_image, comparison_image
 
 app_name = "studies"
 
@@ -21,6 +21,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path(
         "studies/<slug:slug>/comparisons/<int:pk>/<str:slot>.png", comparison_image, name="comparison-image"
     ),
+    path("studies/<slug:slug>/candidates/<int:pk>.png", candidate_image, name="candidate-image"),
     path("studies/<slug:slug>/texts/", views.study_texts_update, name="texts"),
     path("studies/<slug:slug>/failure-rule/", views.study_failure_rule_update, name="failure-rule"),
     path("api/studies/", api.StudyListApi.as_view(), name="api-list"),

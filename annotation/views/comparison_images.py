@@ -53,6 +53,10 @@ def comparison_image(request: HttpRequest, slug: str, pk: int, slot: str) -> Htt
         else comparison.candidate_b
     )
     image = _shown(owner.image, owner.neutralized_image, study.neutralize_media)
+    return _image_response(image)
+
+
+def _image_response(image: StoredImage | None) -> HttpResponseBase:
     if image is None:  # a failed render, or a pairwise study's page without a reference image
         raise Http404("no image")
     file = image.file.name or ""
@@ -82,3 +86,18 @@ def comparison_image(request: HttpRequest, slug: str, pk: int, slot: str) -> Htt
             return unavailable
     response["Cache-Control"] = "private, max-age=3600"
     return response
+
+
+@researcher_required
+@require_GET
+def candidate_image(request: HttpRequest, slug: str, pk: int) -> HttpResponseBase:
+    """One rendering of the study (a checklist question's item), as raters and judges were shown it."""
+    study = study_get_for_user(user=request.user, slug=slug)
+    candidate = (
+        Candidate.objects.filter(page__study=study, pk=pk)
+        .select_related("image", "neutralized_image")
+        .first()
+    )
+    if candidate is None:
+        raise Http404("no such rendering")
+    return _image_response(_shown(candidate.image, candidate.neutralized_image, study.neutralize_media))

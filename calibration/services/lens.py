@@ -134,9 +134,7 @@ def kept_votes(
 def _judge_for(study: Study, name: str) -> Judge:
     judge = Judge.objects.filter(name=name).first()
     if judge is None:
-        with_outputs = sorted(
-            set(JudgeOutput.objects.filter(comparison__study=study).values_list("judge__name", flat=True))
-        )
+        with_outputs = lens_judges(study=study)
         raise ValidationFailed(
             f"no judge named {name!r} (judges with calls on study {study.slug}: {', '.join(with_outputs) or 'none'})",
             field="judge",
@@ -145,14 +143,14 @@ def _judge_for(study: Study, name: str) -> Judge:
 
 
 def lens_judges(*, study: Study) -> list[str]:
-    """The judges with calls on the study's human set, by name (the page's choice)."""
-    return sorted(
-        set(
-            JudgeOutput.objects.filter(
-                comparison__study=study, comparison__set=ComparisonSet.HUMAN
-            ).values_list("judge__name", flat=True)
-        )
+    """The judges with calls on the study's human set (a checklist study: on its renderings), by name
+    (the page's choice)."""
+    from django.db.models import Q
+
+    calls = JudgeOutput.objects.filter(
+        Q(comparison__study=study, comparison__set=ComparisonSet.HUMAN) | Q(candidate__page__study=study)
     )
+    return sorted(set(calls.values_list("judge__name", flat=True)))
 
 
 def _calibration_residuals(study: Study, votes: pd.DataFrame) -> tuple[dict[str, float], dict[str, Any]]:
@@ -228,12 +226,16 @@ def disagreement_report(
     from judges.selectors import judge_outputs_frame
     from stats import judge_lens as lens
 
+    the_judge = _judge_for(study, judge)
+    if study.kind == StudyKind.CHECKLIST:
+        from calibration.services.lens_checklist import checklist_disagreement_report
+
+        return checklist_disagreement_report(study=study, judge=the_judge)
     if study.kind not in LENS_KINDS:
         raise ValidationFailed(
-            f"study {study.slug} is a {study.kind} study: the pairwise lens needs a pairwise study",
+            f"study {study.slug} is a {study.kind} study: the lens covers the pairwise and checklist kinds",
             field="study",
         )
-    the_judge = _judge_for(study, judge)
     comparisons = lens_comparisons(study=study)
     by_id = {c.external_id: c for c in comparisons}
     votes, exclusions = kept_votes(study=study, rules=rules, raw=raw)
@@ -404,10 +406,11 @@ def drilldown_select(
     page_size: Any = PAGE_SIZE,
 ) -> DrilldownPage:
     """One page of the drill-down, filtered by pair and condition (order kept)."""
-    if condition and condition not in CONDITIONS:
-        raise ValidationFailed(
-            f"expected one of {', '.join(CONDITIONS)}, got {condition!r}", field="condition"
-        )
+    from calibration.services.lens_checklist import CHECKLIST_CONDITIONS
+
+    known = CHECKLIST_CONDITIONS if report.get("kind") == StudyKind.CHECKLIST else CONDITIONS
+    if condition and condition not in known:
+        raise ValidationFailed(f"expected one of {', '.join(known)}, got {condition!r}", field="condition")
     try:
         number, size = int(str(page)), int(str(page_size))
     except ValueError:

@@ -9,10 +9,12 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotation.errors import ArbiterError
+from annotation.models import StudyKind
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
 from calibration.lens_plots import agreement_by_gap_figure
 from calibration.services.lens import CONDITIONS, disagreement_report, drilldown_select, lens_judges
+from calibration.services.lens_checklist import CHECKLIST_CONDITIONS
 
 CONDITION_TITLES = {
     "inconsistent": "the judge's two orders differ",
@@ -20,6 +22,12 @@ CONDITION_TITLES = {
     "more_text": "the judge leans to the page with more text, people to the other",
     "more_media": "the judge leans to the page with more media, people to the other",
     "failed": "a candidate failed to render",
+}
+CHECKLIST_CONDITION_TITLES = {
+    "judge_passes_people_no": "the judge passes it, the people's majority says no",
+    "judge_fails_people_yes": "the judge fails it, the people's majority says yes",
+    "judge_unclear": "the judge answered unclear",
+    "no_evidence": "the judge said yes without evidence",
 }
 POSITION_TITLES = {
     "consistent": "Consistent",
@@ -55,7 +63,19 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
     except ArbiterError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     base = {"judge": judge, "pair": chosen.pair, "condition": chosen.condition}
-    context |= {
+    paging = {
+        "drill": chosen,
+        "pairs": sorted({row["pair"] for row in report["drilldown"]}),
+        "previous_query": urlencode(base | {"page": chosen.page - 1}) if chosen.page > 1 else "",
+        "next_query": urlencode(base | {"page": chosen.page + 1}) if chosen.page < chosen.pages else "",
+    }
+    if report["kind"] == StudyKind.CHECKLIST:
+        context |= paging | {
+            "report": report,
+            "conditions": [(c, CHECKLIST_CONDITION_TITLES[c]) for c in CHECKLIST_CONDITIONS],
+        }
+        return render(request, "calibration/lens_page.html", context)
+    context |= paging | {
         "report": report,
         "position": [
             (POSITION_TITLES[k], report["position"]["counts"][k], report["position"]["shares"][k])
@@ -63,10 +83,6 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         ],
         "conditioned": [(ATTRIBUTE_TITLES[row["attribute"]], row) for row in report["conditioned"]],
         "gap_figure": agreement_by_gap_figure(report["agreement_by_gap"]),
-        "drill": chosen,
-        "pairs": sorted({row["pair"] for row in report["drilldown"]}),
         "conditions": [(c, CONDITION_TITLES[c]) for c in CONDITIONS],
-        "previous_query": urlencode(base | {"page": chosen.page - 1}) if chosen.page > 1 else "",
-        "next_query": urlencode(base | {"page": chosen.page + 1}) if chosen.page < chosen.pages else "",
     }
     return render(request, "calibration/lens_page.html", context)

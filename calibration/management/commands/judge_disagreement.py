@@ -32,6 +32,16 @@ class Command(ArbiterCommand):
         report = disagreement_report_write(
             study=study, judge=options["judge"], json_path=options["json_path"], raw=options["no_rules"]
         )
+        if "position" not in report:  # a checklist judge: per question
+            agreement = report["agreement"]
+            self.stdout.write(
+                f"{study.slug}, judge {report['judge']}: agrees with the human majority on {agreement['agree']} of "
+                f"{agreement['n']} questions; {len(report['drilldown'])} questions in the drill-down; "
+                f"wrote {options['json_path']}"
+            )
+            for step in report["next_steps"]:
+                self.stdout.write(step)
+            return
         position = report["position"]
         agreement = report["agreement"]["judge_vs_majority"]["with_ties"]
         value = agreement["value"]
