@@ -109,7 +109,10 @@ def position_cases(outputs: pd.DataFrame) -> Cases:
         case = "biased_first" if net > 0 else "biased_second"
         flip = pw != "TIE" and sw != "TIE"
         rows.append((*key, pw, sw, case, "TIE", flip))
-    return Cases(pd.DataFrame.from_records(rows, columns=columns), len(one_order), len(unfinished_keys))
+    frame = pd.DataFrame.from_records(rows, columns=columns)
+    for column in ("primary", "swapped", "verdict"):  # no answer is None, not NaN (the JSON has no NaN)
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return Cases(frame, len(one_order), len(unfinished_keys))
 
 
 def position_summary(cases: Cases) -> dict[str, Any]:

@@ -333,7 +333,7 @@ def _drilldown(
                     "order": order,
                     "repeat": int(repeat),
                     "status": status,
-                    "winner": winner,
+                    "winner": None if pd.isna(winner) else winner,
                     "confidence": None if pd.isna(confidence) else int(confidence),
                     "reason": reasons.get((c.pk, str(j), str(order), int(repeat)), ""),
                 }

@@ -44,7 +44,8 @@ POINTS = {"A": 1.0, "TIE": 0.5, "B": 0.0}
 
 class ScriptedJudge(FakeProvider):
     """The emulated provider answering by a rule on what it was shown: ``first`` always names the
-    candidate shown first; ``taller`` names the taller candidate image."""
+    candidate shown first; ``taller`` names the taller candidate image; ``picky`` answers as
+    ``first`` but in prose (an invalid reply) when the image shown first is 400 px tall."""
 
     def __init__(self, rule: str) -> None:
         super().__init__()
@@ -58,7 +59,9 @@ class ScriptedJudge(FakeProvider):
 
     def reply_text(self, behaviour: str, axes: list[str]) -> str:
         got: Received = self._seen.got
-        if self.rule == "first":
+        if self.rule == "picky" and got.sizes[1][1] == _height(0, 0):
+            return "Candidate B looks better to me."  # prose, never valid JSON
+        if self.rule in ("first", "picky"):
             winner = "A"
         else:
             (_, first), (_, second) = got.sizes[1], got.sizes[2]
@@ -161,6 +164,7 @@ def lens_built(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
     servers = {
         "always-first": ScriptedJudge("first").start(),
         "prefers-taller": ScriptedJudge("taller").start(),
+        "picky": ScriptedJudge("picky").start(),
     }
     with (
         pytest.MonkeyPatch.context() as patch,
@@ -171,7 +175,7 @@ def lens_built(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
         patch.setenv("ARBITER_TEST_JUDGE_KEY", "sk-test-secret-0123456789")
         build_study()
         for name, server in servers.items():
-            make_judge(name, base_url=server.url, concurrency=1)
+            make_judge(name, base_url=server.url, concurrency=1, max_invalid_retries=0)
             call_command("run_judges", SLUG, "--judge", name, "--set", "human", stdout=io.StringIO())
         try:
             for server in servers.values():
@@ -256,6 +260,31 @@ def test_always_first_is_biased_toward_the_first_every_time(staff: APIClient) ->
     assert report["position"]["inconsistent"] == n  # both orders name a winner, opposite ones
     # Its verdicts are all TIE (Zheng's swap rule), so with ties dropped nothing is left.
     assert report["agreement"]["judge_vs_majority"]["without_ties"]["n"] == 0
+
+
+@pytest.mark.django_db
+def test_a_call_without_a_valid_reply_in_an_order_is_an_error(staff: APIClient, tmp_path: Path) -> None:
+    report = report_of(staff, "picky")
+    statuses: dict[str, set[str]] = {}
+    for c, status in JudgeOutput.objects.filter(judge__name="picky").values_list(
+        "comparison__external_id", "status"
+    ):
+        statuses.setdefault(c, set()).add(status)
+    errors = sum(1 for s in statuses.values() if s != {"valid"})
+    assert 0 < errors < len(statuses)
+    assert report["position"]["counts"] == {
+        "consistent": 0,
+        "biased_first": len(statuses) - errors,
+        "biased_second": 0,
+        "error": errors,
+    }
+    row = next(r for r in report["drilldown"] if any(c["case"] == "error" for c in r["cases"]))
+    assert any(
+        o["status"] == "invalid" and o["winner"] is None and o["reason"] for o in row["judges"]["picky"]
+    )
+    out = tmp_path / "picky.json"
+    call_command("judge_disagreement", SLUG, "--judge", "picky", "--json", str(out), stdout=io.StringIO())
+    assert json.loads(out.read_text()) == report
 
 
 @pytest.mark.django_db
@@ -398,7 +427,7 @@ def test_drilldown_order_filters_and_pages(staff: APIClient) -> None:
     assert [r["comparison"] for r in report["drilldown"]] == [c for _, _, c in sorted(rows)]
     assert report["drilldown"][0]["disagreement"] == pytest.approx(-sorted(rows)[0][0])
     first = report["drilldown"][0]
-    assert set(first["judges"]) == {"always-first", "prefers-taller"}
+    assert set(first["judges"]) == {"always-first", "prefers-taller", "picky"}
     assert sorted((o["order"], o["winner"] is not None) for o in first["judges"]["always-first"]) == [
         ("primary", True),
         ("swapped", True),
