@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -46,11 +46,16 @@ ATTRIBUTE_TITLES = {
 @researcher_required
 @require_GET
 def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The page answers at once with the judge's choice and "Comparing…"; the tables, the figure and
+    the drill-down come on the page's own htmx request (``?part=body``), which computes them (as
+    the agreement page does)."""
     study = study_get_for_user(user=request.user, slug=slug)
     judges = lens_judges(study=study)
     judge = (request.GET.get("judge") or "").strip() or (judges[0] if judges else "")
     context: dict[str, object] = {"study": study, "judges": judges, "judge": judge}
-    if not judge:  # no judge has a call on the study yet: the page says what to do
+    if request.GET.get("part") != "body":
+        query = {k: request.GET[k] for k in ("pair", "condition", "page") if request.GET.get(k)}
+        context["query"] = urlencode({"judge": judge} | query)
         return render(request, "calibration/lens_page.html", context)
     try:
         report = disagreement_report(study=study, judge=judge)
@@ -60,8 +65,8 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
             condition=request.GET.get("condition", ""),
             page=request.GET.get("page") or 1,
         )
-    except ArbiterError as exc:
-        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    except ArbiterError as exc:  # shown in place of the body (htmx swaps a 200 only)
+        return render(request, "calibration/lens_error.html", {"message": str(exc)})
     base = {"judge": judge, "pair": chosen.pair, "condition": chosen.condition}
     paging = {
         "drill": chosen,
@@ -74,7 +79,7 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
             "report": report,
             "conditions": [(c, CHECKLIST_CONDITION_TITLES[c]) for c in CHECKLIST_CONDITIONS],
         }
-        return render(request, "calibration/lens_page.html", context)
+        return render(request, "calibration/lens_body.html", context)
     context |= paging | {
         "report": report,
         "position": [
@@ -85,4 +90,4 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
         "gap_figure": agreement_by_gap_figure(report["agreement_by_gap"]),
         "conditions": [(c, CONDITION_TITLES[c]) for c in CONDITIONS],
     }
-    return render(request, "calibration/lens_page.html", context)
+    return render(request, "calibration/lens_body.html", context)

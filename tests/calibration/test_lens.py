@@ -469,17 +469,34 @@ def test_page_shows_the_tables_images_and_pages(lens_study: Study, researcher) -
     lens_study.researchers.add(researcher)
     client = Client()
     client.force_login(researcher)
-    response = client.get(f"/studies/{SLUG}/disagreement/", {"judge": "prefers-taller"})
+    shell = client.get(f"/studies/{SLUG}/disagreement/", {"judge": "prefers-taller", "condition": "taller"})
+    assert shell.status_code == 200
+    # The page answers at once; its body comes on its own request, with the same choices.
+    assert 'hx-get="/studies/lens/disagreement/?part=body&amp;judge=prefers-taller&amp;condition=taller"' in (
+        shell.content.decode()
+    )
+    response = client.get(f"/studies/{SLUG}/disagreement/", {"judge": "prefers-taller", "part": "body"})
     assert response.status_code == 200
     html = response.content.decode()
     for anchor in ('id="position"', 'id="agreement"', 'id="gap"', 'id="conditioned"', 'id="drilldown"'):
         assert anchor in html
+    assert html.count('<article class="card"') == 3 * N_PAGES
     assert "Page 1 of" not in html  # 18 rows, 20 a page: one page, no page links
     first = report_of_client(client)["drilldown"][0]
     assert first["images"]["a"] in html
     image = client.get(first["images"]["a"])
     assert image.status_code == 200 and image["Content-Type"] == "image/png"
     assert b"".join(image.streaming_content).startswith(b"\x89PNG")
+    # A filter narrows the list; a bad one is said in place of the body.
+    narrowed = client.get(
+        f"/studies/{SLUG}/disagreement/", {"judge": "prefers-taller", "part": "body", "condition": "taller"}
+    ).content.decode()
+    taller = [r for r in report_of_client(client)["drilldown"] if "taller" in r["conditions"]]
+    assert narrowed.count('<article class="card"') == len(taller) > 0
+    bad = client.get(
+        f"/studies/{SLUG}/disagreement/", {"judge": "prefers-taller", "part": "body", "condition": "x"}
+    )
+    assert "field &#x27;condition&#x27;: expected one of inconsistent" in bad.content.decode()
 
 
 def report_of_client(client: Client) -> dict[str, Any]:
@@ -537,7 +554,9 @@ def test_empty_states_say_what_to_do(researcher) -> None:  # type: ignore[no-unt
     assert report["position"]["counts"]["consistent"] == 1
     assert any(step.startswith("no human votes yet") for step in report["next_steps"])
     assert report["drilldown"] == []
-    html = client.get("/studies/lens-empty/disagreement/", {"judge": "quiet"}).content.decode()
+    html = client.get(
+        "/studies/lens-empty/disagreement/", {"judge": "quiet", "part": "body"}
+    ).content.decode()
     assert "no human votes yet" in html
     unknown = api.get("/api/studies/lens-empty/disagreement/", {"judge": "nobody"})
     assert unknown.status_code == 400 and "quiet" in unknown.json()["detail"]

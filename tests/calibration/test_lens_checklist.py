@@ -142,7 +142,7 @@ def test_checklist_lens_recomputed_from_the_rows(researcher, tmp_path: Path) -> 
     # The page shows the question with its rendering, which a researcher can open.
     client = Client()
     client.force_login(researcher)
-    html = client.get(f"/studies/{SLUG}/disagreement/", {"judge": "checker"}).content.decode()
+    html = client.get(f"/studies/{SLUG}/disagreement/", {"judge": "checker", "part": "body"}).content.decode()
     first = report["drilldown"][0]
     assert first["question"] in html and first["image"] in html
     image = client.get(first["image"])
