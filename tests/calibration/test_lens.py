@@ -513,6 +513,7 @@ def test_raters_and_other_researchers_cannot_reach_the_lens(
         f"/studies/{SLUG}/disagreement/?judge=always-first",
         f"/api/studies/{SLUG}/disagreement/?judge=always-first",
         f"/studies/{SLUG}/comparisons/{comparison.pk}/a.png",
+        f"/studies/{SLUG}/candidates/{comparison.candidate_a_id}.png",
     ]
     for user, statuses in ((rater_user, {403}), (other_researcher, {404})):
         client = Client()
