@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 ACTIVE_AXES_MARKER = "{{ACTIVE_AXES}}"
@@ -79,20 +80,39 @@ def active_axes_payload(axes: Sequence[Any], targets: Sequence[dict[str, Any]], 
     return payload
 
 
-def prompt_template_sha256(template: str) -> str:
-    """The fingerprint of the template a call uses (the study's, or the default when it is blank).
+def prompt_template_sha256(template: str, default: str = "") -> str:
+    """The fingerprint of the template a call uses (the study's, or the kind's default when it is
+    blank; ``default`` empty: the reference protocol's).
 
     Recorded with every reply, so outputs produced before and after a prompt edit can be told
-    apart (the ``ACTIVE_AXES`` block differs per page and is not part of it).
+    apart (the blocks, ``ACTIVE_AXES`` and the others, differ per unit and are not part of it).
     """
-    text = template.strip() or DEFAULT_JUDGE_PROMPT
+    text = template.strip() or default.strip() or DEFAULT_JUDGE_PROMPT
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def render_prompt(template: str, active_axes: list[dict[str, Any]]) -> str:
-    """The prompt text: the template (or the default) with the ``ACTIVE_AXES`` JSON in place."""
-    text = template.strip() or DEFAULT_JUDGE_PROMPT
-    axes_json = json.dumps(active_axes, ensure_ascii=False, indent=1)
-    if ACTIVE_AXES_MARKER in text:
-        return text.replace(ACTIVE_AXES_MARKER, axes_json)
-    return f"{text.rstrip()}\n\nACTIVE_AXES:\n{axes_json}\n"
+def render_blocks(template: str, blocks: Mapping[str, Any], default: str = "") -> str:
+    """The prompt text: the template (or ``default``, or the reference protocol's) with each block in
+    place of its ``{{NAME}}`` marker, in one pass (a block's own text is never searched for markers);
+    a block whose marker the template lacks is appended as ``NAME:`` and its value. A string block
+    is written as it is, any other value as indented JSON."""
+    text = template.strip() or default.strip() or DEFAULT_JUDGE_PROMPT
+    rendered = {
+        name: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+        for name, value in blocks.items()
+    }
+    if rendered:
+        pattern = re.compile("|".join(re.escape("{{" + name + "}}") for name in rendered))
+        present = {m.group(0)[2:-2] for m in pattern.finditer(text)}
+        text = pattern.sub(lambda m: rendered[m.group(0)[2:-2]], text)
+        for name, value in rendered.items():
+            if name not in present:
+                text = f"{text.rstrip()}\n\n{name}:\n{value}\n"
+    return text
+
+
+def render_prompt(template: str, active_axes: list[dict[str, Any]], blocks: Mapping[str, Any] | None = None,
+                  default: str = "") -> str:
+    """The verdict prompt: the template (or the default) with the ``ACTIVE_AXES`` JSON in place, and
+    any other blocks of the study kind (a pairwise study's ``BRIEF``)."""
+    return render_blocks(template, {**(blocks or {}), "ACTIVE_AXES": active_axes}, default)

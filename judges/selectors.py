@@ -159,7 +159,9 @@ def judge_progress(
     judge_names: Sequence[str] | None = None,
 ) -> list[JudgeProgress]:
     """Per judge with outputs in the study: done (valid / invalid / failed) and pending counts, usage, cost."""
-    rows = JudgeOutput.objects.filter(comparison__study=study)
+    from judges.units import study_outputs
+
+    rows = JudgeOutput.objects.filter(study_outputs(study))
     if judge is not None:
         rows = rows.filter(judge=judge)
     if comparisons is not None:
@@ -275,3 +277,44 @@ def judge_outputs_frame_as_labelled(*, study: Study) -> pd.DataFrame:
     combined["confidence"] = combined["confidence"].astype("Int64")
     combined["winner"] = combined["winner"].astype(object)
     return combined
+
+
+CHECKLIST_ANSWER_COLUMNS = (
+    "judge", "predicate", "brief", "system", "item", "question_type", "answer", "evidence", "passed", "output_id",
+    "input_tokens", "output_tokens", "questions_in_call",
+)
+
+
+def checklist_judge_answers(*, study: Study, judges: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every question a checklist judge answered in the study (docs/protocol.md "Checklist judges"): one
+    row per judge and predicate, from the current valid calls of repeat 0, with the call's usage
+    (``input_tokens``, ``output_tokens``, shared by its ``questions_in_call`` questions: decision 0076).
+
+    Columns ``CHECKLIST_ANSWER_COLUMNS``; ``item`` is the rendering's external id, or ``brief/system``
+    when it has none.
+    """
+    import pandas as pd
+
+    from judges.models import JudgeChecklistAnswer
+
+    rows = JudgeChecklistAnswer.objects.filter(
+        output__candidate__page__study=study, output__status=OutputStatus.VALID, output__superseded=False,
+        output__repeat=0,
+    )
+    if judges is not None:
+        rows = rows.filter(output__judge__name__in=list(judges))
+    values = list(
+        rows.annotate(questions_in_call=Count("output__checklist_answers"))
+        .order_by("output__judge__name", "predicate__position", "predicate__external_id")
+        .values_list(
+            "output__judge__name", "predicate__external_id", "output__candidate__page__external_id",
+            "output__candidate__system__external_id", "output__candidate__external_id", "predicate__question_type",
+            "answer", "evidence", "passed", "output_id", "output__input_tokens", "output__output_tokens",
+            "questions_in_call",
+        )
+    )
+    records = [
+        (j, p, b, s, item or f"{b}/{s}", qt or None, a, e, bool(ok), oid, it, ot, n)
+        for j, p, b, s, item, qt, a, e, ok, oid, it, ot, n in values
+    ]
+    return pd.DataFrame.from_records(records, columns=list(CHECKLIST_ANSWER_COLUMNS))

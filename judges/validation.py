@@ -216,8 +216,9 @@ def parse_reply(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
     return _parse_reply_full(raw, active_axes)
 
 
-def _parse_reply_full(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
-    """:func:`parse_reply` for any reply: every check in order, the first failure raised."""
+def decode_reply(raw: Any) -> Any:
+    """The JSON value of a reply, strictly: text, at most one fenced block, no NUL, no duplicate key,
+    no NaN (every reply form, ``judges.replies``). Raises :class:`InvalidReply`."""
     if not isinstance(raw, str):
         raise InvalidReply("the reply is not text")
     text = unwrap_fence(raw)
@@ -235,6 +236,12 @@ def _parse_reply_full(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
         raise InvalidReply(f"the reply is not strict JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except RecursionError:
         raise InvalidReply("the reply is nested too deeply to be an answer") from None
+    return data
+
+
+def _parse_reply_full(raw: str, active_axes: Sequence[str]) -> JudgeAnswer:
+    """:func:`parse_reply` for any reply: every check in order, the first failure raised."""
+    data = decode_reply(raw)
     if not isinstance(data, dict):
         raise InvalidReply("the reply is not a JSON object")
     missing = [k for k in REPLY_KEYS if k not in data]

@@ -31,7 +31,7 @@ annotations) and are left out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,12 +351,16 @@ def _agreement_entry(
 
 
 def _metric_preference(
-    metric: str, valid: pd.DataFrame, comparisons: pd.DataFrame, scores: pd.DataFrame, boot: BriefBootstrap
+    metric: str, valid: pd.DataFrame, comparisons: pd.DataFrame, scores: pd.DataFrame, boot: BriefBootstrap,
+    fixed_range: tuple[float, float] | None = None,
 ) -> MetricPreference:
     ms = scores[scores["metric"] == metric]
     lookup = dict(zip(ms["item"], ms["score"], strict=True))
-    range_min = float(ms["score"].min())
-    range_max = float(ms["score"].max())
+    if fixed_range is not None:  # a metric defined on a known scale (the Visual score's 0–100 points)
+        range_min, range_max = float(fixed_range[0]), float(fixed_range[1])
+    else:
+        range_min = float(ms["score"].min())
+        range_max = float(ms["score"].max())
     width = range_max - range_min
 
     comp = comparisons.copy()
@@ -461,6 +465,7 @@ def score_preference(
     resamples: int,
     seed: int,
     metrics: Sequence[str] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> ScorePreferenceResult:
     """docs/study-kinds.md "The kind report" score–preference agreement of human choices with each imported
     metric.
@@ -468,8 +473,10 @@ def score_preference(
     ``votes``: one row per answered trial, canonical labels: ``comparison, brief, item_a, item_b,
     rater, label`` (A = item_a chosen, B = item_b, TIE, CANNOT_JUDGE) and optional ``is_repeat``
     (hidden repeats are dropped). ``scores``: ``item, metric, score`` for every item of the study
-    (the metric range is taken over all of them, decision 1). ``metrics`` restricts / orders the
-    metrics reported (default: every metric in ``scores``, sorted).
+    (the metric range is taken over all of them, decision 1, unless ``ranges`` gives a metric's
+    scale as ``(min, max)``: a checklist judge's Visual score is on 0–100 points, docs/protocol.md
+    "Judge reliability against people"). ``metrics`` restricts / orders the metrics reported
+    (default: every metric in ``scores``, sorted).
 
     Intervals: percentile 2.5/97.5 of a cluster bootstrap over briefs, one count matrix drawn
     from (briefs, resamples, seed) shared by every metric and bin. Deterministic in its inputs.
@@ -488,7 +495,11 @@ def score_preference(
     valid = main[main["label"] != "CANNOT_JUDGE"].reset_index(drop=True)
     comparisons = main.groupby("comparison", sort=True)[["brief", "item_a", "item_b"]].first().reset_index()
     boot = brief_bootstrap(comparisons["brief"].tolist(), resamples=resamples, seed=seed)
-    results = tuple(_metric_preference(m, valid, comparisons, score_frame, boot) for m in chosen)
+    fixed = dict(ranges or {})
+    for m, (low, high) in fixed.items():
+        if not (math.isfinite(low) and math.isfinite(high) and high > low):
+            raise InvalidKindData(f"ranges: metric {m!r} needs a finite range with max > min, got {(low, high)}")
+    results = tuple(_metric_preference(m, valid, comparisons, score_frame, boot, fixed.get(m)) for m in chosen)
     return ScorePreferenceResult(
         metrics=results,
         n_comparisons=len(comparisons),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from annotation.kinds.answer import PAIRWISE_VERDICTS, VoteAnswer, pairwise_answer_clean
+from annotation.kinds.judging import NOT_JUDGED, JudgeRequestPlan, JudgeUnitContext
 
 if TYPE_CHECKING:
     from django.db.models import Model
@@ -149,6 +150,28 @@ class StudyDesign:
         return pairwise_answer_clean(
             active_axes=active_axes, verdict=verdict, confidence=confidence, axes=axes, rationale=rationale
         )
+
+    # ---- judges (docs/protocol.md "Judge requests by study kind"; annotation.kinds.judging)
+
+    def judge_plan(self, study: Study) -> JudgeRequestPlan:
+        """The judge request this kind builds for ``study`` (its refusal when it builds none)."""
+        return NOT_JUDGED
+
+    def judge_unit_ids(self, study: Study) -> list[int]:
+        """The candidates a ``candidate``-unit plan calls a judge on, in brief then system order
+        (a comparison-unit plan calls one on each of the study's comparisons)."""
+        from annotation.models import Candidate
+
+        return list(
+            Candidate.objects.filter(page__study=study, rendered=True, image__isnull=False)
+            .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+            .values_list("pk", flat=True)
+        )
+
+    def judge_unit_context(self, study: Study, unit: Model) -> JudgeUnitContext:
+        """The prompt blocks of one unit (a comparison or a candidate) and the ids its reply answers,
+        beyond the verdict's ``ACTIVE_AXES`` (which ``judges`` adds)."""
+        return JudgeUnitContext()
 
     # ---- votes CSV (docs/protocol.md "Files", docs/study-kinds.md "Votes CSV";
     # annotation.services.votes_csv)

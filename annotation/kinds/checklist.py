@@ -9,13 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.kinds.answer import VoteAnswer, rationale_clean
 from annotation.kinds.base import BUNDLE_COMMON_REQUIRED, ComprehensionQuestion, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit
-from annotation.models import ChecklistAnswer, Predicate, Study
+from annotation.kinds.judging import (
+    CHECKLIST_PROMPT,
+    ONE_ORDER,
+    REPLY_CHECKLIST,
+    UNIT_CANDIDATE,
+    JudgeRequestPlan,
+    JudgeUnitContext,
+)
+from annotation.models import Candidate, ChecklistAnswer, Predicate, Study
+
+if TYPE_CHECKING:
+    from django.db.models import Model
 
 CHECKLIST_COLUMNS: tuple[str, ...] = (
     "predicate",
@@ -144,6 +155,43 @@ class ChecklistDesign(StudyDesign):
 
     def votes_csv(self, study: Study) -> ChecklistVotesCsv:
         return ChecklistVotesCsv(study)
+
+    def judge_plan(self, study: Study) -> JudgeRequestPlan:
+        """One rendering, its questions, a yes / no / unclear answer with evidence per question
+        (docs/protocol.md "Checklist judges"; AesCode §E.1): one call per rendering (decision 0076)."""
+        return JudgeRequestPlan(
+            unit=UNIT_CANDIDATE,
+            slots=(("IMAGE", "item"),),
+            reply=REPLY_CHECKLIST,
+            orders=ONE_ORDER,
+            default_prompt=CHECKLIST_PROMPT,
+        )
+
+    def judge_unit_ids(self, study: Study) -> list[int]:
+        """The renderings that have questions (a failed render has no image and is not asked)."""
+        return list(
+            Candidate.objects.filter(page__study=study, image__isnull=False, predicates__isnull=False)
+            .distinct()
+            .order_by("page__position", "page__external_id", "system__position", "system__external_id")
+            .values_list("pk", flat=True)
+        )
+
+    def judge_unit_context(self, study: Study, unit: Model) -> JudgeUnitContext:
+        """The rendering's questions in file order, sent as Q1, Q2, … (a predicate's id may name its
+        system; the judge never sees it)."""
+        assert isinstance(unit, Candidate)
+        rows = list(
+            Predicate.objects.filter(candidate=unit).order_by("position", "external_id").values_list("pk", "question")
+        )
+        ids = tuple(f"Q{i}" for i in range(1, len(rows) + 1))
+        return JudgeUnitContext(
+            blocks={
+                "BRIEF": unit.page.text.strip() or "(no brief text)",
+                "QUESTIONS": [{"id": qid, "question": question} for qid, (_, question) in zip(ids, rows, strict=True)],
+            },
+            ids=ids,
+            keys=tuple(pk for pk, _ in rows),
+        )
 
     def owns_votes_column(self, column: str) -> bool:
         return column in CHECKLIST_COLUMNS

@@ -9,11 +9,22 @@ canonical (``A``/``B``/``TIE``/``CANNOT_JUDGE``), confidence 1–5 (may be empty
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from annotation.kinds.base import BUNDLE_COMMON_REQUIRED, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_pairwise_answer
+from annotation.kinds.judging import (
+    BOTH_ORDERS,
+    PAIRWISE_PROMPT,
+    REPLY_VERDICT,
+    UNIT_COMPARISON,
+    JudgeRequestPlan,
+    JudgeUnitContext,
+)
 from annotation.models import Comparison, ComparisonSet, Label, Study
+
+if TYPE_CHECKING:
+    from django.db.models import Model
 
 PAIRWISE_COLUMNS: tuple[str, ...] = (
     "comparison",
@@ -104,6 +115,21 @@ class PairwiseDesign(StudyDesign):
 
     def votes_csv(self, study: Study) -> PairwiseVotesCsv:
         return PairwiseVotesCsv(study)
+
+    def judge_plan(self, study: Study) -> JudgeRequestPlan:
+        """CANDIDATE A and CANDIDATE B, no reference, the brief in the prompt, the verdict in both orders
+        (docs/protocol.md "Judge requests by study kind")."""
+        return JudgeRequestPlan(
+            unit=UNIT_COMPARISON,
+            slots=(("CANDIDATE A", "first"), ("CANDIDATE B", "second")),
+            reply=REPLY_VERDICT,
+            orders=BOTH_ORDERS,
+            default_prompt=PAIRWISE_PROMPT,
+        )
+
+    def judge_unit_context(self, study: Study, unit: Model) -> JudgeUnitContext:
+        assert isinstance(unit, Comparison)
+        return JudgeUnitContext(blocks={"BRIEF": unit.page.text.strip() or "(no brief text)"})
 
     def owns_votes_column(self, column: str) -> bool:
         return column in PAIRWISE_COLUMNS

@@ -35,6 +35,7 @@ from annotation.kinds.csv_rows import (
     parse_unit,
     row_values,
 )
+from annotation.kinds.judging import BOTH_ORDERS, REPLY_VERDICT, UNIT_COMPARISON, JudgeRequestPlan
 from annotation.models import Axis, Comparison, ComparisonSet, Label, Page, Study, Trial, rater_page_options
 from annotation.selectors.vote_rows import (
     AXIS_PREFIX,
@@ -308,6 +309,17 @@ class PairwiseReferenceDesign(StudyDesign):
 
     def votes_csv(self, study: Study) -> ReferenceVotesCsv:
         return ReferenceVotesCsv(study)
+
+    def judge_plan(self, study: Study) -> JudgeRequestPlan:
+        """REFERENCE, CANDIDATE A, CANDIDATE B and the verdict (docs/protocol.md "Judges and calibration");
+        the default prompt is the protocol's (``judges.prompts.DEFAULT_JUDGE_PROMPT``)."""
+        return JudgeRequestPlan(
+            unit=UNIT_COMPARISON,
+            slots=(("REFERENCE", "reference"), ("CANDIDATE A", "first"), ("CANDIDATE B", "second")),
+            reply=REPLY_VERDICT,
+            orders=BOTH_ORDERS,
+            default_prompt="",
+        )
 
     def owns_votes_column(self, column: str) -> bool:
         return column.startswith(AXIS_PREFIX) or column in VOTES_BASE_COLUMNS

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from annotation.errors import ValidationFailed
 from annotation.kinds.answer import VoteAnswer, int_field, rationale_clean
 from annotation.kinds.base import BUNDLE_COMMON_REQUIRED, ComprehensionQuestion, ScheduleUnit, StudyDesign
 from annotation.kinds.csv_rows import AttentionVotesCsv, Problems, Unit, parse_int
+from annotation.kinds.judging import (
+    ONE_ORDER,
+    RATING_PROMPT,
+    REPLY_RATINGS,
+    UNIT_CANDIDATE,
+    JudgeRequestPlan,
+    JudgeUnitContext,
+)
 from annotation.models import Candidate, Study
+
+if TYPE_CHECKING:
+    from django.db.models import Model
 
 RATING_BASE_COLUMNS: tuple[str, ...] = (
     "item",
@@ -179,6 +190,36 @@ class RatingDesign(StudyDesign):
 
     def votes_csv(self, study: Study) -> RatingVotesCsv:
         return RatingVotesCsv(study)
+
+    def judge_plan(self, study: Study) -> JudgeRequestPlan:
+        """One rendering rated on the study's dimensions and scale, where the study has dimensions
+        (docs/protocol.md "Judge requests by study kind")."""
+        plan = JudgeRequestPlan(
+            unit=UNIT_CANDIDATE,
+            slots=(("IMAGE", "item"),),
+            reply=REPLY_RATINGS,
+            orders=ONE_ORDER,
+            default_prompt=RATING_PROMPT,
+        )
+        if not rating_dimensions(study):
+            from dataclasses import replace
+
+            return replace(plan, refusal="the study has no rating dimensions (options.dimensions) for a judge to rate")
+        return plan
+
+    def judge_unit_context(self, study: Study, unit: Model) -> JudgeUnitContext:
+        assert isinstance(unit, Candidate)
+        low, high = rating_scale(study)
+        dimensions = tuple(rating_dimensions(study))
+        return JudgeUnitContext(
+            blocks={
+                "BRIEF": unit.page.text.strip() or "(no brief text)",
+                "DIMENSIONS": list(dimensions),
+                "SCALE": f"integers {low} to {high}",
+            },
+            ids=dimensions,
+            scale=(low, high),
+        )
 
     def owns_votes_column(self, column: str) -> bool:
         return column.startswith(RATING_PREFIX)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from annotation.errors import ValidationFailed
 from judges.providers.anthropic import Anthropic
@@ -57,6 +57,9 @@ from judges.providers.openai_chat import OpenAIChat
 from judges.providers.openai_responses import OpenAIResponses
 from judges.providers.schema import SYSTEM_PROMPT, repair_prompt, reply_schema
 from judges.providers.wire import Adapter
+
+if TYPE_CHECKING:
+    from judges.replies import ReplyContract
 
 __all__ = [
     "ADAPTERS",
@@ -96,18 +99,23 @@ def adapter_for(provider: str) -> Adapter:
 
 
 def build_body(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequence[str] = (),
-               turns: Sequence[Turn] = ()) -> dict[str, Any]:
-    """The JSON body of one attempt (the repair turns of earlier invalid replies included)."""
+               turns: Sequence[Turn] = (), contract: ReplyContract | None = None) -> dict[str, Any]:
+    """The JSON body of one attempt (the repair turns of earlier invalid replies included).
+
+    ``contract`` (``judges.replies``) gives the schema and the repair turns of the reply the call asks
+    for; without it, the verdict of docs/protocol.md "Judges and calibration" for ``active_axes``."""
     adapter = adapter_for(endpoint.provider)
-    schema = reply_schema(active_axes) if endpoint.structured_output else None
-    return adapter.body(
-        endpoint, request, schema=schema, system=SYSTEM_PROMPT,
-        turns=[(turn, repair_prompt(turn.error, active_axes)) for turn in turns],
-    )
+    if contract is not None:
+        schema = contract.schema() if endpoint.structured_output else None
+        repairs = [(turn, contract.repair(turn.error)) for turn in turns]
+    else:
+        schema = reply_schema(active_axes) if endpoint.structured_output else None
+        repairs = [(turn, repair_prompt(turn.error, active_axes)) for turn in turns]
+    return adapter.body(endpoint, request, schema=schema, system=SYSTEM_PROMPT, turns=repairs)
 
 
 def encode_body(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Sequence[str] = (),
-                turns: Sequence[Turn] = ()) -> bytes:
+                turns: Sequence[Turn] = (), contract: ReplyContract | None = None) -> bytes:
     """The body as bytes. The JSON encoder never sees the base64 images (hundreds of KB each):
     the body is encoded with a short placeholder per image, which is then replaced by the base64
     text (its alphabet needs no JSON escaping)."""
@@ -115,7 +123,7 @@ def encode_body(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Seque
     skeleton = JudgeRequest(request.prompt, tuple(
         JudgeImage(image.label, image.mime, b"", mark) for image, mark in zip(request.images, marks, strict=True)
     ))
-    body = build_body(endpoint, skeleton, active_axes=active_axes, turns=turns)
+    body = build_body(endpoint, skeleton, active_axes=active_axes, turns=turns, contract=contract)
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     parts: list[str] = []
     for mark, image in zip(marks, request.images, strict=True):
@@ -127,13 +135,14 @@ def encode_body(endpoint: Endpoint, request: JudgeRequest, *, active_axes: Seque
     return "".join(parts).encode()
 
 
-def request_overhead_bytes(provider: str, request: JudgeRequest, *, model: str, active_axes: Sequence[str] = ()) -> int:
+def request_overhead_bytes(provider: str, request: JudgeRequest, *, model: str, active_axes: Sequence[str] = (),
+                           contract: ReplyContract | None = None) -> int:
     """Body bytes other than the base64 image data (for the request-size budget)."""
     empty = JudgeRequest(request.prompt, tuple(JudgeImage(i.label, i.mime, b"") for i in request.images))
     endpoint = Endpoint(provider=provider, base_url="", model=model, api_key_env="", timeout=1.0, concurrency=1,
                         max_tokens=1, temperature=None)
     # Room for two repair turns on top of the first request.
-    return len(encode_body(endpoint, empty, active_axes=active_axes)) + 4096
+    return len(encode_body(endpoint, empty, active_axes=active_axes, contract=contract)) + 4096
 
 
 def _error_object(body: bytes) -> tuple[Any, str]:

@@ -10,7 +10,17 @@ hash (stored images are named by it), and answers from the demo's recorded groun
 of higher latent quality wins, a small difference is a tie. The reply follows
 docs/protocol.md "Judges and calibration" and goes through the same validation as any other judge's.
 
-On any other study (a candidate the ground truth does not know) it is a real, free baseline: it
+It answers two other requests (docs/protocol.md "The built-in local judge", decision 0077). A checklist
+call (one image and a ``QUESTIONS`` array, docs/protocol.md "Checklist judges") is answered question by
+question from the demo's recorded truth (``study.options["demo"]["predicate_truth"]``, written by
+``make_demo_study --kind checklist``) for the rendering whose image it got, with evidence saying so;
+every question the recorded truth does not settle, which is every question of any other study, is
+``unclear`` (a failure): the local judge reads no text and recognises no element in an image, and
+Arbiter keeps no DOM text of a rendering to answer from, so it never guesses. A call with two images
+(a pairwise study without a reference) is refused with its reason: the local judge's only measure is
+likeness to a reference. A call with one image and no questions (ratings) is refused likewise.
+
+On any other three-image study (a candidate the ground truth does not know) it is a real, free baseline: it
 compares each candidate with the reference by structural similarity (``stats.image_similarity``,
 docs/protocol.md "The built-in local judge") on greyscale copies scaled to one width, and the
 candidate more like the reference wins; a difference under ``SSIM_TIE_BAND`` is a tie. Calibration
@@ -24,6 +34,7 @@ import base64
 import hashlib
 import io
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
@@ -53,6 +64,16 @@ def demo_reply(body: bytes) -> str:
         images = [p["image_url"]["url"] for p in message if p.get("type") == "image_url"]
     except (ValueError, KeyError, IndexError, TypeError, StopIteration):
         raise ProviderRefused("the demo judge got a request it cannot read") from None
+    questions = _questions(prompt)
+    if len(images) == 1 and questions is not None:
+        return checklist_reply(images[0], questions)
+    if len(images) == 2:
+        raise ProviderRefused(
+            "the local judge measures each candidate's likeness to a reference image, and a pairwise study "
+            "without a reference has none: register a model judge (add_judge) for this study"
+        )
+    if len(images) == 1:
+        raise ProviderRefused("the local judge answers checklist questions only; it does not rate an image")
     if len(images) != 3:
         raise ProviderRefused("the demo judge expects three images (reference, A, B)")
     quality_a, quality_b = (_quality(url) for url in images[1:])
@@ -98,6 +119,63 @@ def similarity_reply(images: list[str], prompt: str) -> str:
     )
 
 
+LOCAL_UNCLEAR_EVIDENCE = "the local judge reads no text or elements in an image; it cannot settle this question"
+
+
+def checklist_reply(image_url: str, questions: list[dict[str, Any]]) -> str:
+    """The local judge's checklist answer (module docstring): the demo's recorded truth where it has
+    one for this rendering's question, else ``unclear``."""
+    truths = _predicate_truths(image_url)
+    answers = []
+    for i, question in enumerate(questions):
+        truth = truths[i] if i < len(truths) else None
+        if truth in ("YES", "NO"):
+            answers.append({"id": question["id"], "answer": truth.lower(),
+                            "evidence": "the demo's recorded look of this poster"})
+        else:
+            answers.append({"id": question["id"], "answer": "unclear", "evidence": LOCAL_UNCLEAR_EVIDENCE})
+    return json.dumps({"answers": answers})
+
+
+def _predicate_truths(data_url: str) -> list[str | None]:
+    """The recorded truth of each question of the rendering whose image this is, in the order the
+    checklist design sends them (position, then id); empty when the study recorded none."""
+    from annotation.models import Predicate
+
+    candidate = _candidate_of(data_url)
+    if candidate is None:
+        return []
+    truth = ((candidate.page.study.options or {}).get("demo") or {}).get("predicate_truth") or {}
+    if not isinstance(truth, dict):
+        return []
+    ids = Predicate.objects.filter(candidate=candidate).order_by("position", "external_id").values_list(
+        "external_id", flat=True
+    )
+    return [truth.get(pid) if isinstance(truth.get(pid), str) else None for pid in ids]
+
+
+def _questions(prompt: str) -> list[dict[str, Any]] | None:
+    """The ``QUESTIONS`` array of a checklist prompt (wherever the template put it), or None."""
+    for value in _json_arrays(prompt):
+        if value and all(isinstance(q, dict) and set(q) == {"id", "question"} for q in value):
+            return value
+    return None
+
+
+def _json_arrays(prompt: str) -> Iterator[list[Any]]:
+    """Every JSON array written in the prompt, in order."""
+    decoder = json.JSONDecoder()
+    start = prompt.find("[")
+    while start != -1:
+        try:
+            value, _end = decoder.raw_decode(prompt, start)
+        except ValueError:
+            value = None
+        if isinstance(value, list):
+            yield value
+        start = prompt.find("[", start + 1)
+
+
 def _greyscale(data_url: str) -> np.ndarray:
     """An image of the request as greyscale 0–255, scaled to ``SSIM_WIDTH`` wide, at most
     ``SSIM_MAX_HEIGHT`` rows (the top of a taller page)."""
@@ -128,17 +206,22 @@ def _same_height(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarr
     return padded(reference), padded(candidate)
 
 
-def _quality(data_url: str) -> float | None:
-    """The recorded latent quality of the candidate whose image this is (None: unknown)."""
+def _candidate_of(data_url: str) -> Candidate | None:
+    """The candidate whose stored image (or its neutralized variant) this request image is."""
     try:
         data = base64.b64decode(data_url.split(",", 1)[1], validate=True)
     except (IndexError, ValueError):
         return None
     digest = hashlib.sha256(data).hexdigest()
-    candidate = (
+    return (
         Candidate.objects.filter(Q(image__sha256=digest) | Q(neutralized_image__sha256=digest))
         .select_related("page__study", "system").order_by("pk").first()
     )
+
+
+def _quality(data_url: str) -> float | None:
+    """The recorded latent quality of the candidate whose image this is (None: unknown)."""
+    candidate = _candidate_of(data_url)
     if candidate is None:
         return None
     truth = ((candidate.page.study.options or {}).get("demo") or {}).get("candidate_quality") or {}
@@ -148,16 +231,9 @@ def _quality(data_url: str) -> float | None:
 
 def _active_axes(prompt: str) -> list[dict[str, Any]]:
     """The ``ACTIVE_AXES`` array in the prompt (wherever the template put it)."""
-    decoder = json.JSONDecoder()
-    start = prompt.find("[")
-    while start != -1:
-        try:
-            value, _end = decoder.raw_decode(prompt, start)
-        except ValueError:
-            value = None
-        if isinstance(value, list) and all(isinstance(a, dict) and "id" in a and "scope" in a for a in value):
+    for value in _json_arrays(prompt):
+        if all(isinstance(a, dict) and "id" in a and "scope" in a for a in value):
             return value
-        start = prompt.find("[", start + 1)
     return []
 
 

@@ -38,14 +38,15 @@ from judges.providers import ADAPTERS, ProviderRefused, TransportFailure, build_
 from judges.providers.batch import BATCH_CALLS, BatchApi, BatchResult, batch_api
 from judges.request_building import (
     RequestNotBuildable,
-    build_judge_request,
     endpoint_of,
-    load_comparison,
+    load_unit,
+    request_contract,
     study_axes,
+    unit_study_id,
 )
-from judges.services.calls import _one_line, _Usage
+from judges.services.calls import _one_line, _Usage, build_unit_request, store_valid
 from judges.services.runs import judge_run_start
-from judges.validation import InvalidReply, canonical_answer
+from judges.validation import InvalidReply
 
 logger = logging.getLogger(__name__)
 
@@ -82,27 +83,27 @@ def judge_batch_submit(
         )
         batch.calls = claimed
         batch.save(update_fields=["calls"])
-    rows = list(JudgeOutput.objects.filter(claim_token=batch.claim_token).values_list("pk", "comparison_id", "order"))
+    rows = list(JudgeOutput.objects.filter(claim_token=batch.claim_token).order_by("pk"))
     endpoint = endpoint_of(judge)
     requests: list[tuple[str, dict[str, Any]]] = []
     size = 0
-    for index, (output_id, comparison_id, order) in enumerate(rows):
+    for index, output in enumerate(rows):
+        output_id, order = output.pk, output.order
         if size > MAX_BATCH_BYTES:  # the rest waits for the next batch (run_judges --batch submits it)
-            rest = [r[0] for r in rows[index:]]
+            rest = [r.pk for r in rows[index:]]
             JudgeOutput.objects.filter(pk__in=rest, claim_token=batch.claim_token).update(
                 status=OutputStatus.PENDING, claim_token="", batch_id="", lease_until=None,
                 attempts=F("attempts") - 1, calls=F("calls") - 1,
             )
             JudgeBatch.objects.filter(pk=batch.pk).update(calls=F("calls") - len(rest))
             break
-        comparison = load_comparison(comparison_id)
+        unit = load_unit(output)
         try:
-            built = build_judge_request(judge=judge, comparison=comparison, order=order,
-                                        axes=study_axes(comparison.study_id))
+            built = build_unit_request(judge=judge, unit=unit, order=order, axes=study_axes(unit_study_id(unit)))
         except RequestNotBuildable as exc:
             _store(batch, output_id, status=OutputStatus.FAILED, error=str(exc))
             continue
-        body = build_body(endpoint, built.request, active_axes=built.active_axes)
+        body = build_body(endpoint, built.request, contract=built.contract)
         size += sum(len(i.encoded) for i in built.request.images) + 4096
         requests.append((str(output_id), body))
     try:
@@ -148,21 +149,23 @@ def _store_result(batch: JudgeBatch, result: BatchResult) -> bool:
     if result.reply is None:
         return False  # released with the rest, for a live call
     reply = result.reply
-    comparison = load_comparison(int(output.comparison_id or 0))
-    active = comparison.page.active_axis_ids(study_axes(comparison.study_id))
-    from judges.prompts import prompt_template_sha256
-
-    sha = prompt_template_sha256(comparison.study.judge_prompt)
+    unit = load_unit(output)
     try:
-        answer = canonical_answer(reply.text, active_axes=active, order=output.order)
+        # The contract and the prompt's fingerprint, as the submitted request had them (no image is
+        # read; a unit whose request can no longer be built is released with the rest).
+        asked = request_contract(unit=unit, axes=study_axes(unit_study_id(unit)))
+    except RequestNotBuildable:
+        return False
+    sha = asked.prompt_sha256
+    try:
+        answer = asked.contract.parse(reply.text, output.order)
     except InvalidReply as exc:
         usage.record("invalid", error=str(exc), reply=reply)
         return _store(batch, output.pk, status=OutputStatus.INVALID, raw=reply.text, error=str(exc),
                       invalid_attempts=output.invalid_attempts + 1, prompt_sha256=sha, **usage.fields())
     usage.record("valid", reply=reply)
-    return _store(batch, output.pk, status=OutputStatus.VALID, raw=reply.text, error="", winner=answer.winner,
-                  confidence=answer.confidence, axis_scores=answer.axes_list(), reason=answer.reason,
-                  prompt_sha256=sha, **usage.fields())
+    return store_valid(lambda **fields: _store(batch, output.pk, **fields), output.pk, answer, asked.keys,
+                       status=OutputStatus.VALID, raw=reply.text, error="", prompt_sha256=sha, **usage.fields())
 
 
 def judge_batch_poll(batch: JudgeBatch, *, cancelled: bool = False) -> str:

@@ -27,10 +27,11 @@ import numpy as np
 from django.db import transaction
 
 from annotation.errors import ArbiterError
+from annotation.kinds.judging import UNIT_CANDIDATE
 from annotation.models import AuditEvent, Comparison, Study
 from annotation.services.audit import audit_record
 from judges.models import Judge, JudgeOutput, OutputStatus
-from judges.services.runs import _check_run, judge_run_estimate, judge_stop_reason
+from judges.services.runs import _check_run, judge_plan_of, judge_run_estimate, judge_stop_reason, run_units
 from stats.allocation import (
     UNIFORM_FLOOR,
     Target,
@@ -77,6 +78,9 @@ class JudgeBudgetRun:
     rounds: tuple[JudgeBudgetRound, ...] = ()
     stopped: str | None = None  # the judge's stop reason (bad key, quota), if it stopped the run
     output_ids: tuple[int, ...] = ()
+    # "adaptive" (comparisons, the rounds above) or "brief order" (renderings: one round, whole briefs
+    # first, decision 0076).
+    allocation: str = "adaptive"
 
     @property
     def calls(self) -> int:
@@ -168,6 +172,11 @@ def judge_run_budget(
     """Spend ``budget`` in rounds; ``run_round(output_ids)`` runs a round's calls and returns when
     they are finished (in this process, or queued and waited for)."""
     orders = _check_run(judge, orders, repeats, set)
+    plan = judge_plan_of(study)
+    if plan.unit == UNIT_CANDIDATE:
+        return _item_run_budget(study=study, judge=judge, budget=budget, run_round=run_round, set=set,
+                                orders=plan.orders, repeats=repeats, on_round=on_round, user=user)
+    orders = tuple(o for o in orders if o in plan.orders) or plan.orders
     per = len(orders) * repeats
     comparisons = Comparison.objects.filter(study=study)
     if set:
@@ -296,14 +305,59 @@ def judge_run_budget(
     return result
 
 
+def _item_run_budget(
+    *,
+    study: Study,
+    judge: Judge,
+    budget: JudgeBudget,
+    run_round: Callable[[list[int]], None],
+    set: str | None,
+    orders: Sequence[str],
+    repeats: int,
+    on_round: Callable[[JudgeBudgetRound], None] | None,
+    user: Any,
+) -> JudgeBudgetRun:
+    """A budget for calls about one rendering each (a checklist): the renderings never called, in
+    brief then system order, as many as the budget buys, in one round (decision 0076). Whole briefs
+    come first, so every system's score rests on the same briefs but for the last one reached."""
+    _field, unit_ids, orders = run_units(study, judge_plan_of(study), orders, set)
+    per = len(orders) * repeats
+    called = frozenset(
+        JudgeOutput.objects.filter(
+            judge=judge, candidate_id__in=unit_ids, order__in=orders, repeat__lt=repeats
+        ).values_list("candidate_id", flat=True)
+    )
+    pool = [pk for pk in unit_ids if pk not in called]
+    if not pool:
+        raise ArbiterError(f"{judge.name}: every rendering of {study.slug} has been called; nothing to spend the budget on")
+    if budget.max_calls < per:
+        raise ArbiterError(f"a budget of {budget.max_calls} calls is below one rendering's {per} calls")
+    chosen = pool[: budget.max_calls // per]
+    ids = _outputs_create(judge=judge, comparison_ids=chosen, orders=orders, repeats=repeats, field="candidate_id")
+    run_round(ids)
+    done = JudgeBudgetRound(index=1, comparisons=len(chosen), calls=len(chosen) * per, spent=len(chosen) * per,
+                            widest_adjacent_elo=math.nan)
+    if on_round:
+        on_round(done)
+    result = JudgeBudgetRun(judge=judge.name, budget=budget, per_comparison=per, rounds=(done,),
+                            stopped=judge_stop_reason(judge), output_ids=tuple(ids), allocation="brief order")
+    audit_record(
+        action="judges.run_budget", user=user, study=study, target=judge.name, set="all", orders=list(orders),
+        repeats=repeats, allocation="brief order", max_calls=budget.max_calls, budget_usd=budget.budget_usd,
+        cost_per_call_usd=budget.cost_per_call_usd, calls=result.calls, renderings=len(chosen),
+        stopped=result.stopped,
+    )
+    return result
+
+
 def _outputs_create(
-    *, judge: Judge, comparison_ids: Sequence[int], orders: Sequence[str], repeats: int
+    *, judge: Judge, comparison_ids: Sequence[int], orders: Sequence[str], repeats: int, field: str = "comparison_id"
 ) -> list[int]:
     """The round's pending outputs (new rows: the pool holds only comparisons never called)."""
     with transaction.atomic():
         JudgeOutput.objects.bulk_create(
             [
-                JudgeOutput(judge=judge, comparison_id=cid, order=o, repeat=rep)
+                JudgeOutput(judge=judge, order=o, repeat=rep, **{field: cid})
                 for cid in comparison_ids
                 for o in orders
                 for rep in range(repeats)
@@ -314,8 +368,8 @@ def _outputs_create(
         return list(
             JudgeOutput.objects.filter(
                 judge=judge,
-                comparison_id__in=list(comparison_ids),
                 order__in=orders,
+                **{f"{field}__in": list(comparison_ids)},
                 repeat__lt=repeats,
                 status=OutputStatus.PENDING,
             )

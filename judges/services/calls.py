@@ -46,14 +46,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.media import MediaUnavailable
 from annotation.metrics import JUDGE_ATTEMPTS, JUDGE_CALLS
 from judges.limits import Limiter, Limits, limiter_for
-from judges.models import Judge, JudgeOutput, OutputStatus, Provider
+from judges.models import Judge, JudgeChecklistAnswer, JudgeOutput, OutputStatus, Provider
 from judges.providers import (
     Endpoint,
     JudgeImage,
@@ -70,14 +70,16 @@ from judges.providers import (
     encode_body,
 )
 from judges.providers.base import ADAPTATIONS
+from judges.replies import ParsedReply, ReplyContract
 from judges.request_building import (
     RequestNotBuildable,
     build_judge_request,
     endpoint_of,
-    load_comparison,
+    load_unit,
     study_axes,
+    unit_study_id,
 )
-from judges.validation import InvalidReply, canonical_answer
+from judges.validation import InvalidReply
 
 logger = logging.getLogger(__name__)
 
@@ -398,7 +400,7 @@ def _empty_reason(reply: Reply, exc: InvalidReply) -> str:
     return str(exc)
 
 
-def _without(endpoint: Endpoint, request: JudgeRequest, active_axes: Sequence[str], param: str) -> Endpoint | None:
+def _without(endpoint: Endpoint, request: JudgeRequest, contract: ReplyContract, param: str) -> Endpoint | None:
     """The endpoint that no longer sends ``param`` (``ADAPTATIONS``), or None when that changes nothing sent."""
     adaptation = ADAPTATIONS.get(param)
     if adaptation is None:
@@ -407,7 +409,7 @@ def _without(endpoint: Endpoint, request: JudgeRequest, active_axes: Sequence[st
 
     adapted = replace(endpoint, **adaptation[0])
     bare = JudgeRequest(request.prompt, tuple(JudgeImage(i.label, i.mime, b"") for i in request.images))
-    if build_body(adapted, bare, active_axes=active_axes) == build_body(endpoint, bare, active_axes=active_axes):
+    if build_body(adapted, bare, contract=contract) == build_body(endpoint, bare, contract=contract):
         return None
     return adapted
 
@@ -432,7 +434,7 @@ class _CallState:
 
     output: JudgeOutput
     judge: Judge
-    comparison: Any
+    unit: Any  # the comparison or the rendering the call is about
     axes: Any
     endpoint: Endpoint
     limits: Limits
@@ -453,9 +455,9 @@ class _CallState:
 
     @classmethod
     def of(cls, output: JudgeOutput, judge: Judge) -> _CallState:
-        comparison = load_comparison(int(output.comparison_id or 0))
+        unit = load_unit(output)
         return cls(
-            output=output, judge=judge, comparison=comparison, axes=study_axes(comparison.study_id),
+            output=output, judge=judge, unit=unit, axes=study_axes(unit_study_id(unit)),
             endpoint=endpoint_of(judge), limits=judge_limits(judge), limiter=limiter_for(),
             lease=attempt_seconds(judge), invalid=output.invalid_attempts, transport=output.transport_failures,
             usage=_Usage.of(output),
@@ -489,10 +491,8 @@ def _ready(claim: _Claim, state: _CallState, deadline: float | None) -> str | No
     judge = state.judge
     if state.built is None:
         try:
-            state.built = build_judge_request(
-                judge=judge, comparison=state.comparison, order=state.output.order, axes=state.axes,
-                byte_scale=state.byte_scale,
-            )
+            state.built = build_unit_request(judge=judge, unit=state.unit, order=state.output.order,
+                                             axes=state.axes, byte_scale=state.byte_scale)
         except RequestNotBuildable as exc:
             _finish(claim, status=OutputStatus.FAILED, error=str(exc), **state.usage.fields())
             return OutputStatus.FAILED
@@ -514,7 +514,7 @@ def _send(claim: _Claim, state: _CallState) -> Reply:
     """One request, in a slot of the judge's limiter, counted on the row and covered by the lease."""
     built = state.built
     body = built.body if not state.turns and not state.dropped else encode_body(
-        state.endpoint, built.request, active_axes=built.active_axes, turns=state.turns)
+        state.endpoint, built.request, contract=built.contract, turns=state.turns)
     with state.limiter.slot(state.limits, heartbeat=lambda: claim.renew(state.lease)):
         claim.count_call(state.lease)
         return call(state.endpoint, built.request, body=body)
@@ -535,7 +535,7 @@ def _retry_or_adapt(claim: _Claim, state: _CallState, exc: Exception, deadline: 
         usage.record("refused", error=str(exc), status=exc.status)
         adapted = None
         if judge.adapt_parameters and not exc.required and exc.param not in state.dropped:
-            adapted = _without(state.endpoint, state.built.request, state.built.active_axes, exc.param)
+            adapted = _without(state.endpoint, state.built.request, state.built.contract, exc.param)
         if adapted is None:
             reason = _refusal_stops(judge, exc)
             state.limiter.stop(state.limits, reason)
@@ -613,7 +613,7 @@ def _classify(claim: _Claim, state: _CallState, reply: Reply) -> str | None:
         state.dropped = {}
     text = reply.text
     try:
-        answer = canonical_answer(text, active_axes=built.active_axes, order=state.output.order)
+        answer = built.contract.parse(text, state.output.order)
     except InvalidReply as exc:
         state.invalid += 1
         reason = _empty_reason(reply, exc)
@@ -629,15 +629,11 @@ def _classify(claim: _Claim, state: _CallState, reply: Reply) -> str | None:
             raise LostClaim(claim.output_id) from None
         return None
     usage.record("valid", reply=reply)
-    _finish(
-        claim,
+    store_valid(
+        lambda **fields: _finish(claim, **fields), claim.output_id, answer, built.keys,
         status=OutputStatus.VALID,
         raw=text,
         error="",
-        winner=answer.winner,
-        confidence=answer.confidence,
-        axis_scores=answer.axes_list(),
-        reason=answer.reason,
         invalid_attempts=state.invalid,
         transport_failures=state.transport,
         image_repairs=state.repairs,
@@ -645,6 +641,33 @@ def _classify(claim: _Claim, state: _CallState, reply: Reply) -> str | None:
         **usage.fields(),
     )
     return OutputStatus.VALID
+
+
+def build_unit_request(*, judge: Judge, unit: Any, order: str, axes: Any = None, byte_scale: float = 1.0) -> Any:
+    """``build_judge_request`` for the comparison or the rendering ``unit``."""
+    from annotation.models import Comparison
+
+    if isinstance(unit, Comparison):
+        return build_judge_request(judge=judge, comparison=unit, order=order, axes=axes, byte_scale=byte_scale)
+    return build_judge_request(judge=judge, candidate=unit, order=order, axes=axes, byte_scale=byte_scale)
+
+
+def store_valid(write: Any, output_id: int, answer: ParsedReply, keys: Sequence[int], **fields: Any) -> bool:
+    """Store a valid reply whole: the output's row (``write``, conditional on its claim) and, for a
+    checklist, one row per question, in one transaction; when the claim was lost nothing is kept."""
+    with transaction.atomic():
+        if not write(**fields, **answer.fields):
+            return False
+        if answer.checklist:
+            # Rows of an earlier version of this call (a crash after the commit cannot leave any,
+            # but an operator's reset could): replaced, never mixed.
+            JudgeChecklistAnswer.objects.filter(output_id=output_id).delete()
+            JudgeChecklistAnswer.objects.bulk_create(
+                JudgeChecklistAnswer(output_id=output_id, predicate_id=key, answer=item.answer,
+                                     evidence=item.evidence[:4000], passed=item.passed)
+                for key, item in zip(keys, answer.checklist, strict=True)
+            )
+    return True
 
 
 def _stopped(claim: _Claim, reason: str, **fields: Any) -> str:

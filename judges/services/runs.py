@@ -24,11 +24,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.errors import ArbiterError, NotFound
+from annotation.kinds import design_of
+from annotation.kinds.judging import UNIT_CANDIDATE, JudgeRequestPlan
 from annotation.models import Comparison, ComparisonSet, Study
 from annotation.services.audit import audit_record
 from judges.limits import limiter_for
 from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
 from judges.services.calls import DATABASE_ERRORS, expired_output_ids, judge_limits, judge_output_execute
+from judges.units import study_outputs
 
 MAX_REPEATS = 100
 
@@ -71,6 +74,35 @@ def _unfinished(now: object) -> Q:
     return Q(status=OutputStatus.PENDING) | Q(status=OutputStatus.RUNNING, lease_until__lt=now)
 
 
+def judge_plan_of(study: Study) -> JudgeRequestPlan:
+    """The study kind's judge plan (decision 0077); a one-line error when the kind builds none."""
+    plan = design_of(study).judge_plan(study)
+    if plan.refusal:
+        raise ArbiterError(f"study {study.slug} cannot be judged: {plan.refusal}")
+    return plan
+
+
+def run_units(study: Study, plan: JudgeRequestPlan, orders: Sequence[str], set: str | None) -> tuple[str, list[int], tuple[str, ...]]:
+    """The output field of the plan's unit, the units a run calls, and the orders it calls them in: the
+    asked ``orders`` the plan has, else the plan's (a call about one rendering is made in its one order,
+    whatever ``orders`` asked)."""
+    orders = tuple(o for o in orders if o in plan.orders) or plan.orders
+    if plan.unit == UNIT_CANDIDATE:
+        if set:
+            raise ArbiterError(f"set: study {study.slug}'s judge calls are about renderings, which have no set")
+        ids = design_of(study).judge_unit_ids(study)
+        if not ids:
+            raise ArbiterError(f"study {study.slug} has no rendering with something to answer to judge")
+        return "candidate_id", ids, orders
+    comparisons = Comparison.objects.filter(study=study)
+    if set:
+        comparisons = comparisons.filter(set=set)
+    ids = list(comparisons.values_list("pk", flat=True))
+    if not ids:
+        raise ArbiterError(f"study {study.slug} has no {set + ' ' if set else ''}comparisons to judge")
+    return "comparison_id", ids, tuple(orders)
+
+
 def _check_run(judge: Judge, orders: str | Sequence[str], repeats: int, set: str | None) -> tuple[str, ...]:
     """The run's orders, once the judge is callable and the repeats and set make sense."""
     if judge.provider == Provider.IMPORTED:
@@ -104,22 +136,17 @@ def judge_run_start(
     makes its successor too.
     """
     orders = _check_run(judge, orders, repeats, set)
-    comparisons = Comparison.objects.filter(study=study)
-    if set:
-        comparisons = comparisons.filter(set=set)
-    comparison_ids = list(comparisons.values_list("pk", flat=True))
-    if not comparison_ids:
-        raise ArbiterError(f"study {study.slug} has no {set + ' ' if set else ''}comparisons to judge")
+    field, unit_ids, orders = run_units(study, judge_plan_of(study), orders, set)
     # Starting a run again is how an admin says the key / quota problem that stopped it is fixed.
     limiter_for().clear_stop(judge_limits(judge))
 
     with transaction.atomic():
         if refresh:
-            keys = _refresh_keys(judge=judge, comparisons=comparisons)
+            keys = _refresh_keys(judge=judge, field=field, unit_ids=unit_ids)
         else:
-            keys = [(cid, order, rep) for cid in comparison_ids for order in orders for rep in range(repeats)]
-        rows = [JudgeOutput(judge=judge, comparison_id=cid, order=order, repeat=rep) for cid, order, rep in keys]
-        before = JudgeOutput.objects.filter(judge=judge, comparison__study=study).count()
+            keys = [(uid, order, rep) for uid in unit_ids for order in orders for rep in range(repeats)]
+        rows = [JudgeOutput(judge=judge, order=order, repeat=rep, **{field: uid}) for uid, order, rep in keys]
+        before = JudgeOutput.objects.filter(study_outputs(study), judge=judge).count()
         JudgeOutput.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
         if refresh:
             wanted = frozenset(keys)
@@ -127,16 +154,16 @@ def judge_run_start(
                 pk__in=[
                     pk
                     for pk, *key in JudgeOutput.objects.filter(
-                        judge=judge, comparison_id__in=sorted({cid for cid, _, _ in keys})
-                    ).values_list("pk", "comparison_id", "order", "repeat")
+                        judge=judge, **{f"{field}__in": sorted({uid for uid, _, _ in keys})}
+                    ).values_list("pk", field, "order", "repeat")
                     if tuple(key) in wanted
                 ]
             )
         else:
             plan_rows = JudgeOutput.objects.filter(
-                judge=judge, comparison_id__in=comparison_ids, order__in=orders, repeat__lt=repeats
+                judge=judge, order__in=orders, repeat__lt=repeats, **{f"{field}__in": unit_ids}
             )
-        created = JudgeOutput.objects.filter(judge=judge, comparison__study=study).count() - before
+        created = JudgeOutput.objects.filter(study_outputs(study), judge=judge).count() - before
         if retry_failed:
             plan_rows.filter(status=OutputStatus.FAILED).update(
                 status=OutputStatus.PENDING, attempts=0, transport_failures=0, invalid_attempts=0, error="", finished_at=None
@@ -158,13 +185,13 @@ def judge_run_start(
     )
 
 
-def _refresh_keys(*, judge: Judge, comparisons: Any) -> list[tuple[int, str, int]]:
-    """(comparison, order, repeat) of every superseded output of the judge on these comparisons."""
+def _refresh_keys(*, judge: Judge, field: str, unit_ids: Sequence[int]) -> list[tuple[int, str, int]]:
+    """(unit, order, repeat) of every superseded output of the judge on these units."""
     return sorted(
         set(
-            JudgeOutput.all_versions.filter(judge=judge, comparison__in=comparisons, superseded=True).values_list(
-                "comparison_id", "order", "repeat"
-            )
+            JudgeOutput.all_versions.filter(
+                judge=judge, superseded=True, **{f"{field}__in": list(unit_ids)}
+            ).values_list(field, "order", "repeat")
         )
     )
 
@@ -186,7 +213,7 @@ def judge_outputs_dispatch(*, output_ids: Iterable[int], recovered: bool = False
 
 def judge_outputs_requeue(*, study: Study, judge: Judge | None = None) -> int:
     """Re-queue calls whose worker died (running, lease expired). Returns how many."""
-    rows = JudgeOutput.objects.filter(comparison__study=study, status=OutputStatus.RUNNING, lease_until__lt=timezone.now())
+    rows = JudgeOutput.objects.filter(study_outputs(study), status=OutputStatus.RUNNING, lease_until__lt=timezone.now())
     if judge is not None:
         rows = rows.filter(judge=judge)
     ids = list(rows.values_list("pk", flat=True))
@@ -363,6 +390,11 @@ def judge_run_estimate(
     from judges.providers.schema import SYSTEM_PROMPT, reply_schema
 
     orders = _check_run(judge, orders, repeats, set)
+    plan = judge_plan_of(study)
+    if plan.unit == UNIT_CANDIDATE:
+        return _item_run_estimate(study=study, judge=judge, plan=plan, repeats=repeats, retry_failed=retry_failed,
+                                  batch=batch, set=set)
+    orders = tuple(o for o in orders if o in plan.orders) or plan.orders
     comparisons = Comparison.objects.filter(study=study).select_related(
         "study", "page__image", "page__neutralized_image", "candidate_a__image", "candidate_a__neutralized_image",
         "candidate_b__image", "candidate_b__neutralized_image",
@@ -390,7 +422,8 @@ def judge_run_estimate(
                 (comparison.candidate_b.image, comparison.candidate_b.neutralized_image)]
         sizes = [_sent_size((n or i) if neutral else i, max_edge) for i, n in pick if (n or i) is not None]
         active = page.active_axis_ids(axes)
-        prompt = render_prompt(comparison.study.judge_prompt, active_axes_payload(axes, page.targets, active))
+        prompt = render_prompt(comparison.study.judge_prompt, active_axes_payload(axes, page.targets, active),
+                               default=plan.default_prompt)
         chars = len(prompt) + len(SYSTEM_PROMPT) + 40
         if judge.structured_output:
             chars += len(json.dumps(reply_schema(active)))
@@ -398,6 +431,58 @@ def judge_run_estimate(
         image += todo * sum(image_tokens(judge.provider, w, h) for w, h in sizes)
         text += todo * text_tokens(chars)
         output += todo * reply_tokens(len(active))
+    prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
+    return JudgeRunEstimate(
+        judge=judge.name, calls=calls, done=done, image_tokens=image, text_tokens=text, output_tokens=output,
+        cost_usd=cost_usd(prices, image + text, output, batch=batch), batch=batch,
+    )
+
+
+# A checklist answer's evidence: a few words per question on top of the id and the answer.
+EVIDENCE_TOKENS_PER_QUESTION = 25
+
+
+def _item_run_estimate(
+    *, study: Study, judge: Judge, plan: JudgeRequestPlan, repeats: int, retry_failed: bool, batch: bool,
+    set: str | None,
+) -> JudgeRunEstimate:
+    """``judge_run_estimate`` of a run whose calls are about one rendering each (one image, the kind's
+    prompt and reply)."""
+    from annotation.models import Candidate
+    from judges.costs import Prices, cost_usd, image_tokens, reply_tokens, text_tokens
+    from judges.providers.schema import SYSTEM_PROMPT
+    from judges.request_building import RequestNotBuildable, request_contract
+
+    _field, unit_ids, orders = run_units(study, plan, plan.orders, set)
+    finished = [OutputStatus.VALID, OutputStatus.INVALID] + ([] if retry_failed else [OutputStatus.FAILED])
+    done_keys = Counter(
+        JudgeOutput.objects.filter(judge=judge, candidate_id__in=unit_ids, order__in=orders, repeat__lt=repeats,
+                                   status__in=finished).values_list("candidate_id", flat=True)
+    )
+    per_call = repeats * len(orders)
+    max_edge = judge.max_image_edge or None
+    calls = done = image = text = output = 0
+    candidates = Candidate.objects.filter(pk__in=unit_ids).select_related("page__study", "image", "neutralized_image")
+    for candidate in candidates.iterator(chunk_size=500):
+        already = done_keys.get(candidate.pk, 0)
+        todo = per_call - already
+        done += already
+        if todo <= 0:
+            continue
+        try:
+            asked = request_contract(unit=candidate)
+        except RequestNotBuildable:
+            continue
+        stored = (candidate.neutralized_image or candidate.image) if study.neutralize_media else candidate.image
+        chars = len(asked.prompt) + len(SYSTEM_PROMPT) + 40
+        if judge.structured_output:
+            chars += len(json.dumps(asked.contract.schema()))
+        n = len(asked.contract.ids)
+        calls += todo
+        if stored is not None:
+            image += todo * image_tokens(judge.provider, *_sent_size(stored, max_edge))
+        text += todo * text_tokens(chars)
+        output += todo * (reply_tokens(n) + (EVIDENCE_TOKENS_PER_QUESTION * n if asked.keys else 0))
     prices = Prices(judge.price_input_per_mtok, judge.price_output_per_mtok, judge.batch_discount)
     return JudgeRunEstimate(
         judge=judge.name, calls=calls, done=done, image_tokens=image, text_tokens=text, output_tokens=output,

@@ -48,16 +48,19 @@ class ChecklistReport(KindReportSpec):
         resamples: int,
         seed: int,
     ) -> tuple[dict[str, Any], KindAgreementResult]:
+        from judges.selectors import checklist_judge_answers
+        from kind_reports.checklist_judges import checklist_judges_section
         from stats.checklist import checklist_agreement
         from stats.rater_agreement import kind_agreement, predicate_scale
 
-        analysis = checklist_agreement(
-            checklist_answers_frame(data),
-            checklist_predicates_frame(study=study),
-            resamples=resamples,
-            seed=seed,
-            k=settings.k,
-        ).to_dict()
+        human = checklist_answers_frame(data)
+        predicates = checklist_predicates_frame(study=study)
+        analysis = checklist_agreement(human, predicates, resamples=resamples, seed=seed, k=settings.k).to_dict()
+        # docs/protocol.md "Checklist judges", "Judge reliability against people": one entry per judge.
+        analysis["judges"] = checklist_judges_section(
+            study=study, predicates=predicates, answers=checklist_judge_answers(study=study), human=human,
+            k=settings.k, resamples=resamples, seed=seed,
+        )
         agreement = kind_agreement(
             self.agreement_answers(data), scale=predicate_scale(self.kind), resamples=resamples, seed=seed
         )

@@ -27,6 +27,10 @@ SYSTEM_COLOURS = {"alpha": (220, 30, 30), "beta": (30, 30, 220), "gamma": (30, 1
 REFERENCE_COLOUR = (235, 235, 235)
 COLOURS = {"reference": REFERENCE_COLOUR, **SYSTEM_COLOURS}
 LABELS = ["REFERENCE", "CANDIDATE A", "CANDIDATE B"]
+# What a checklist call (one rendering) and a pairwise call without a reference label their images.
+CHECKLIST_LABELS = ["IMAGE"]
+PAIRWISE_LABELS = ["CANDIDATE A", "CANDIDATE B"]
+ALL_LABELS = {*LABELS, *CHECKLIST_LABELS}
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Received:
     mimes: list[str] = field(default_factory=list)
     sizes: list[tuple[int, int]] = field(default_factory=list)
     active_axes: list[dict[str, Any]] = field(default_factory=list)
+    questions: list[dict[str, Any]] = field(default_factory=list)  # a checklist call's QUESTIONS
     behaviour: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     at: float = 0.0  # time.monotonic() when the request arrived
@@ -104,8 +109,13 @@ def _classify(data: bytes) -> tuple[str, bool, tuple[int, int]]:
     return name, neutral, (w, h)
 
 
-def _active_axes(prompt: str) -> list[dict[str, Any]] | None:
-    marker = prompt.find("ACTIVE_AXES:")
+def _questions(prompt: str) -> list[dict[str, Any]] | None:
+    return _active_axes(prompt, "QUESTIONS:")
+
+
+def _active_axes(prompt: str, name: str = "ACTIVE_AXES:") -> list[dict[str, Any]] | None:
+    """The JSON array after ``name`` in the prompt (the ACTIVE_AXES block, or a checklist's QUESTIONS)."""
+    marker = prompt.find(name)
     if marker < 0:
         return None
     start = prompt.find("[", marker)
@@ -143,6 +153,11 @@ class FakeProvider:
         self.refuse: dict[str, str] = {}
         self.requests: list[Received] = []
         self.problems: list[str] = []
+        # The labels a verdict request's images must carry, in order (a pairwise study without a
+        # reference sends two); a checklist request (a QUESTIONS block) must carry CHECKLIST_LABELS.
+        self.expect_labels: list[str] = list(LABELS)
+        # A checklist judge: question id -> (answer, evidence) for the valid reply; default yes.
+        self.checklist_answer: Any = lambda qid, question: ("yes", f"seen: {question[:30]}")
         self.in_flight = 0  # model requests being answered now, and the most there ever were at once
         self.peak_in_flight = 0
         self.holding = threading.Event()
@@ -206,7 +221,7 @@ class FakeProvider:
         for part in content:
             kind = part.get("type") or ("text" if "text" in part else "inline_data" if "inline_data" in part else None)
             if kind in ("text", "input_text"):
-                if part["text"] in LABELS:
+                if part["text"] in ALL_LABELS:
                     pending_label = part["text"]
                 else:
                     texts.append(part["text"])
@@ -236,10 +251,20 @@ class FakeProvider:
                 got.neutralized.append(neutral)
                 got.sizes.append(size)
         got.prompt = "\n".join(texts)
-        if got.labels != LABELS:
-            self.problems.append(f"images labelled {got.labels}, expected {LABELS}")
-        if self.inspect and got.images and got.images[0] != "reference":
+        questions = _questions(got.prompt)
+        if questions is not None:  # a checklist call: one rendering, its questions, no axes
+            got.questions = questions
+            if got.labels != CHECKLIST_LABELS:
+                self.problems.append(f"images labelled {got.labels}, expected {CHECKLIST_LABELS}")
+            if self.inspect and got.images and got.images[0] == "reference":
+                self.problems.append("a checklist call was sent the reference image")
+            return got
+        if got.labels != self.expect_labels:
+            self.problems.append(f"images labelled {got.labels}, expected {self.expect_labels}")
+        if self.inspect and got.images and self.expect_labels[0] == "REFERENCE" and got.images[0] != "reference":
             self.problems.append(f"first image is {got.images[0]}, not the reference")
+        if self.inspect and "REFERENCE" not in self.expect_labels and "reference" in got.images:
+            self.problems.append("a call without a reference was sent the reference image")
         axes = _active_axes(got.prompt)
         if axes is None:
             self.problems.append("no ACTIVE_AXES JSON array in the prompt")
@@ -262,6 +287,26 @@ class FakeProvider:
             if (name == "image" and b"image_url" in body) or (isinstance(data, dict) and name in data):
                 return name
         return ""
+
+    def checklist_text(self, behaviour: str, questions: list[dict[str, Any]]) -> str:
+        """A checklist reply to ``questions``; the ``cl_*`` behaviours break it in one way each."""
+        answers = []
+        for q in questions:
+            answer, evidence = self.checklist_answer(q["id"], q["question"])
+            answers.append({"id": q["id"], "answer": answer, "evidence": evidence})
+        if behaviour == "cl_malformed":
+            return '{"answers": [{"id": "Q1", "answer": "yes", "evidence": "x"}'
+        if behaviour == "cl_no_evidence":
+            del answers[-1]["evidence"]
+        elif behaviour == "cl_unknown_answer":
+            answers[0]["answer"] = "maybe"
+        elif behaviour == "cl_extra_key":
+            answers[0]["confidence"] = 3
+        elif behaviour == "cl_missing_question":
+            answers = answers[:-1]
+        elif behaviour == "fenced":
+            return "```json\n" + json.dumps({"answers": answers}) + "\n```"
+        return json.dumps({"answers": answers})
 
     def reply_text(self, behaviour: str, axes: list[str]) -> str:
         scores = [{"id": a, "score": 1} for a in axes]
@@ -372,6 +417,8 @@ class FakeProvider:
             return
         if behaviour == "nested":
             text = "[" * 100_000 + "]" * 100_000
+        elif got.questions:
+            text = self.checklist_text(behaviour, got.questions)
         else:
             text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
         envelope = envelope_for(got.path, text, usage=self.usage)
@@ -396,7 +443,10 @@ class FakeProvider:
         with self._lock:
             self.requests.append(got)
         behaviour = self._next()
-        text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
+        if got.questions:
+            text = self.checklist_text(behaviour, got.questions)
+        else:
+            text = self.reply_text(behaviour, [a.get("id") for a in got.active_axes])
         return envelope_for(path, text, usage=self.usage)
 
     def _batch(self, h: BaseHTTPRequestHandler, method: str) -> None:

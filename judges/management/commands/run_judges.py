@@ -41,6 +41,7 @@ from judges.services.runs import (
     judge_stop_reason,
     tasks_run_eagerly,
 )
+from judges.units import study_outputs
 
 BAR_WIDTH = 30
 
@@ -156,7 +157,7 @@ class Command(ArbiterCommand):
         eager = tasks_run_eagerly()
         money = (f" (${budget.budget_usd:g} at an estimated ${budget.cost_per_call_usd:.4f} a call)"
                  if budget.budget_usd is not None else "")
-        self.stdout.write(f"{judge.name}: adaptive allocation, budget {budget.max_calls} calls{money}; "
+        self.stdout.write(f"{judge.name}: budget {budget.max_calls} calls{money}; "
                           f"{'in this process' if eager else 'each round queued and waited for'}")
         learned_before = dict(judge.learned_parameters or {})
 
@@ -168,6 +169,10 @@ class Command(ArbiterCommand):
                 self._wait(study, judge, ids, o["poll"], o["wait_timeout"])
 
         def on_round(r: Any) -> None:
+            if r.widest_adjacent_elo != r.widest_adjacent_elo:  # NaN: renderings in brief order, no fit
+                self.stdout.write(f"{r.comparisons} renderings in brief order, {r.calls} calls, spent "
+                                  f"{r.spent}/{budget.max_calls}")
+                return
             self.stdout.write(f"round {r.index}: {r.comparisons} comparisons, {r.calls} calls, spent "
                               f"{r.spent}/{budget.max_calls}; widest adjacent 95% interval {r.widest_adjacent_elo:.0f} Elo")
 
@@ -177,11 +182,16 @@ class Command(ArbiterCommand):
         ids = list(run.output_ids)
         counts = self._counts(ids)
         unspent = budget.max_calls - run.calls
-        self.stdout.write(
-            f"{judge.name}: adaptive with a budget of {budget.max_calls} calls: {run.calls} spent in {len(run.rounds)} "
-            f"rounds ({unspent} unspent{', every comparison called' if unspent >= run.per_comparison and not run.stopped else ''}); "
-            f"widest adjacent 95% interval {run.widest_adjacent_elo:.0f} Elo (steering width {o['target_width']:g})"
-        )
+        if run.allocation != "adaptive":
+            self.stdout.write(f"{judge.name}: a budget of {budget.max_calls} calls: {run.calls} spent "
+                              f"({run.allocation}, {unspent} unspent)")
+        else:
+            self.stdout.write(
+                f"{judge.name}: adaptive with a budget of {budget.max_calls} calls: {run.calls} spent in "
+                f"{len(run.rounds)} rounds ({unspent} unspent"
+                f"{', every comparison called' if unspent >= run.per_comparison and not run.stopped else ''}); "
+                f"widest adjacent 95% interval {run.widest_adjacent_elo:.0f} Elo (steering width {o['target_width']:g})"
+            )
         self.stdout.write(
             f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, failed {counts.get('failed', 0)}"
         )
@@ -232,7 +242,7 @@ class Command(ArbiterCommand):
                 raise ArbiterError(f"gave up waiting after {o['wait_timeout']:g} s; the batch stays open "
                                    "(poll again with run_judges --batch --wait, or let the beat task do it)")
             time.sleep(max(o["poll"], 0.05))
-        ids = list(JudgeOutput.objects.filter(judge=judge, comparison__study=study).values_list("pk", flat=True))
+        ids = list(JudgeOutput.objects.filter(study_outputs(study), judge=judge).values_list("pk", flat=True))
         counts = self._counts(ids)
         self.stdout.write(f"valid {counts.get('valid', 0)}, invalid {counts.get('invalid', 0)}, "
                           f"failed {counts.get('failed', 0)}, pending {counts.get('pending', 0)}")
