@@ -147,3 +147,73 @@ def test_checklist_lens_recomputed_from_the_rows(researcher, tmp_path: Path) -> 
     assert first["question"] in html and first["image"] in html
     image = client.get(first["image"])
     assert image.status_code == 200 and b"".join(image.streaming_content).startswith(b"\x89PNG")
+
+
+HUMAN_PATTERN = [  # three raters' answers to a question, by question position mod 5
+    ("YES", "YES", "NO"),
+    ("NO", "NO", "UNCLEAR"),
+    ("YES", "UNCLEAR", "UNCLEAR"),
+    ("YES", "NO", "UNCLEAR"),  # no majority: left out
+    ("NO", "YES", "NO"),
+]
+
+
+def test_a_judge_unclear_on_a_third_through_the_emulated_provider(
+    researcher, tmp_path: Path, settings, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The checklist judge answers over HTTP on loopback (issue 49's scripted judge); the lens's
+    per-question figures are recomputed from its stored answers and the votes."""
+    from judges.services.runs import judge_outputs_run_local, judge_run_start
+    from tests.judges.factories import make_judge
+    from tests.judges.fake_provider import FakeProvider
+    from tests.judges.test_checklist_judges import checklist_study
+    from tests.kind_reports.kind_report_factories import VoteWriter
+
+    settings.ARBITER_JUDGE_BACKOFF_BASE = 0.01
+    monkeypatch.setenv("ARBITER_TEST_JUDGE_KEY", "sk-test-secret-0123456789")
+    study = checklist_study(tmp_path, slug="lens-clj")
+    study.researchers.add(researcher)
+    preds = list(Predicate.objects.filter(study=study).order_by("position"))
+    unclear = {p.question for i, p in enumerate(preds) if (i // 3 + i % 3) % 3 == 0}
+    server = FakeProvider().start()
+    try:
+        server.inspect = False
+        server.checklist_answer = lambda qid, q: (
+            ("unclear", "too small") if q in unclear else ("yes", "top left")
+        )
+        judge = make_judge("clj-judge", base_url=server.url)
+        plan = judge_run_start(study=study, judge=judge, dispatch=False)
+        assert judge_outputs_run_local(output_ids=plan.output_ids) == {"valid": 12}
+        assert server.problems == []
+    finally:
+        server.stop()
+    w = VoteWriter(study)
+    assignments = [w.assignment(w.rater(f"h{k}")) for k in range(3)]
+    human: dict[str, list[str]] = {}
+    for i, p in enumerate(preds):
+        human[p.external_id] = list(HUMAN_PATTERN[i % len(HUMAN_PATTERN)])
+        for assignment, label in zip(assignments, human[p.external_id], strict=True):
+            w.trial(assignment, p, label=label, rationale="seen")
+
+    api = APIClient()
+    api.force_authenticate(researcher)
+    report = api.get("/api/studies/lens-clj/disagreement/", {"judge": "clj-judge"}).json()
+    rows = []
+    for p in preds:
+        labels = human[p.external_id]
+        yes, no = labels.count("YES"), labels.count("NO")
+        if yes == no:
+            continue
+        majority = "YES" if yes > no else "NO"
+        passed = p.question not in unclear
+        rows.append((-abs(float(passed) - (majority == "YES")), -(yes + no), p.external_id, majority, passed))
+    agree = sum(("YES" if passed else "NO") == m for *_, m, passed in rows)
+    assert (report["agreement"]["agree"], report["agreement"]["n"]) == (agree, len(rows))
+    assert [r["predicate"] for r in report["drilldown"]] == [r[2] for r in sorted(rows)]
+    marked = api.get(
+        "/api/studies/lens-clj/disagreement/", {"judge": "clj-judge", "condition": "judge_unclear"}
+    ).json()["drilldown"]
+    assert {r["question"] for r in marked} == {
+        p.question for p in preds if p.question in unclear and p.external_id in {r[2] for r in rows}
+    }
+    assert all(a["answer"] == "UNCLEAR" and not a["passed"] for r in marked for a in r["answers"])
