@@ -79,6 +79,7 @@ class LensComparison:
     system_a: str
     system_b: str
     attributes: dict[str, Any]
+    has_reference: bool = True  # a `pairwise` study's page has no reference image
 
 
 def lens_comparisons(*, study: Study) -> list[LensComparison]:
@@ -109,6 +110,7 @@ def lens_comparisons(*, study: Study) -> list[LensComparison]:
                 system_a=c.candidate_a.system.external_id,
                 system_b=c.candidate_b.system.external_id,
                 attributes=attributes,
+                has_reference=c.page.image_id is not None,
             )
         )
     return out
@@ -209,9 +211,11 @@ def _conditions(comparison: LensComparison, cases: pd.DataFrame, x: float, h: fl
     return out
 
 
-def _image_urls(study: Study, pk: int) -> dict[str, str]:
+def _image_urls(study: Study, comparison: LensComparison) -> dict[str, str | None]:
     return {
-        slot: reverse("studies:comparison-image", args=[study.slug, pk, slot])
+        slot: reverse("studies:comparison-image", args=[study.slug, comparison.pk, slot])
+        if slot != "reference" or comparison.has_reference
+        else None
         for slot in ("reference", "a", "b")
     }
 
@@ -316,15 +320,19 @@ def _drilldown(
     raters = {str(c): g[["rater", "label"]].to_dict("records") for c, g in valid_votes.groupby("comparison")}
     reasons = _reasons(study, [c.pk for c in comparisons if c.external_id in means])
     case_frame = cases.frame
+    # One pass each: a comparison's cases and every judge's outputs on it.
+    cases_of = {str(k): g for k, g in case_frame.groupby("comparison", sort=False)}
+    outputs_of = {str(k): g for k, g in all_outputs.groupby("comparison", sort=False)}
+    empty_cases = case_frame.iloc[0:0]
     rows = []
     for c in comparisons:
         x = means.get(c.external_id)
         h = lens.reference(counts.get(c.external_id, {}))
         if x is None or h is None:
             continue
-        mine = case_frame[case_frame["comparison"] == c.external_id]
+        mine = cases_of.get(c.external_id, empty_cases)
         answers: dict[str, list[dict[str, Any]]] = {}
-        theirs = all_outputs[all_outputs["comparison"] == c.external_id]
+        theirs = outputs_of.get(c.external_id, all_outputs.iloc[0:0])
         for j, order, repeat, status, winner, confidence in theirs[
             ["judge", "order", "repeat", "status", "winner", "confidence"]
         ].itertuples(index=False):
@@ -364,7 +372,7 @@ def _drilldown(
                 "residual": residuals.get(c.external_id),
                 "attributes": {k: _finite(v) for k, v in c.attributes.items()},
                 "conditions": _conditions(c, mine, x, h),
-                "images": _image_urls(study, c.pk),
+                "images": _image_urls(study, c),
             }
         )
     return [dict(r) for r in lens.disagreement_order(rows)]

@@ -559,5 +559,21 @@ def test_empty_states_say_what_to_do(researcher) -> None:  # type: ignore[no-unt
         "/studies/lens-empty/disagreement/", {"judge": "quiet", "part": "body"}
     ).content.decode()
     assert "no human votes yet" in html
+    # A `pairwise` study (no reference image) with a vote: the row has no reference to show.
+    study.kind = "pairwise"
+    study.save(update_fields=["kind"])
+    block = Block.objects.create(study=study, name="b", position=0)
+    assignment = Assignment.objects.create(
+        block=block,
+        slot=0,
+        rater=Rater.objects.create(study=study, external_id="r"),
+        state=AssignmentState.FINISHED,
+    )
+    Vote.objects.create(
+        trial=Trial.objects.create(assignment=assignment, position=0, comparison=comparison), label="B"
+    )
+    (row,) = api.get("/api/studies/lens-empty/disagreement/", {"judge": "quiet"}).json()["drilldown"]
+    assert row["images"]["reference"] is None and row["images"]["a"].endswith(f"/{comparison.pk}/a.png")
+    assert (row["judge_mean"], row["h"], row["disagreement"]) == (1.0, 0.0, 1.0)
     unknown = api.get("/api/studies/lens-empty/disagreement/", {"judge": "nobody"})
     assert unknown.status_code == 400 and "quiet" in unknown.json()["detail"]
