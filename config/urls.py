@@ -40,6 +40,7 @@ urlpatterns = [
     path("", include("judges.urls")),
     path("", include("calibration.urls.agreement")),
     path("", include("calibration.urls.calibration")),
+    path("", include("calibration.urls.lens")),
     path("", include("kind_reports.urls")),
     path("", include("ranking.urls")),
 ]

@@ -6,6 +6,7 @@ from django.urls import URLPattern, URLResolver, path
 
 from annotation.api import studies as api
 from annotation.views import studies as views
+from annotation.views.comparison_images import candidate_image, comparison_image
 
 app_name = "studies"
 
@@ -17,6 +18,10 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/new/runs/<str:token>/cancel/", views.study_new_run_cancel, name="new-run-cancel"),
     path("studies/<slug:slug>/", views.study_detail, name="detail"),
     path("studies/<slug:slug>/export/", views.study_export, name="export"),
+    path(
+        "studies/<slug:slug>/comparisons/<int:pk>/<str:slot>.png", comparison_image, name="comparison-image"
+    ),
+    path("studies/<slug:slug>/candidates/<int:pk>.png", candidate_image, name="candidate-image"),
     path("studies/<slug:slug>/texts/", views.study_texts_update, name="texts"),
     path("studies/<slug:slug>/failure-rule/", views.study_failure_rule_update, name="failure-rule"),
     path("api/studies/", api.StudyListApi.as_view(), name="api-list"),
