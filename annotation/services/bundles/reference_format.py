@@ -139,6 +139,8 @@ class PageSpec:
     # JSON path of this entry, for image errors found later (``$.pages[3]``).
     where: str = ""
     blocks: tuple[BlockRegion, ...] = ()
+    # Ground truth (docs/protocol.md "Ground truth"): the checked format's JSON, None without.
+    truth: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ class CandidateSpec:
     version_note: str = ""
     blocks: tuple[BlockRegion, ...] = ()
     render_reason: str = ""  # a failed render's reason (optional; rendered: false only)
+    # Its render's blocks in the ground truth's format (studies with ground truth), None without.
+    dom_blocks: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -324,6 +328,22 @@ class _Reader:
             for i, item in enumerate(self.array(value or [], path))
             for raw in (self.obj(item, f"{path}[{i}]", ("type", "bbox_1000")),)
         )
+
+
+def truth_field(r: _Reader, value: Any, path: str) -> dict[str, Any] | None:
+    """A page's ``truth`` or a candidate's ``dom_blocks`` (docs/protocol.md "Ground truth"), checked
+    by the format's own reader; its error names the field under ``path``."""
+    if value is None:
+        return None
+    from annotation.services.ground_truth import TruthError, truth_checked
+
+    try:
+        return truth_checked(value)
+    except TruthError as exc:
+        field, sep, message = str(exc).partition(": ")
+        if sep and " " not in field:  # "blocks[3].bbox: outside the page …"
+            r.fail(f"{path}.{field}", message)
+        r.fail(path, str(exc))
 
 
 @functools.cache
@@ -548,7 +568,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     page_ids: dict[str, str] = {}
     for i, item in enumerate(r.array(root["pages"], "$.pages")):
         where = f"$.pages[{i}]"
-        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks"))
+        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks", "truth"))
         page_id = r.identifier(raw["id"], f"{where}.id")
         if page_id in page_ids:
             r.fail(f"{where}.id", f"duplicate page id {page_id!r} (first at {page_ids[page_id]})")
@@ -574,7 +594,8 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
         if not isinstance(meta, dict):
             r.fail(f"{where}.meta", f"expected an object, got {_type_name(meta)}")
         pages.append(PageSpec(id=page_id, image=image, targets=tuple(targets), media=media, meta=meta, where=where,
-                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks")))
+                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
+                              truth=truth_field(r, raw.get("truth"), f"{where}.truth")))
     if not pages:
         r.fail("$.pages", "a study needs at least one page")
 
@@ -584,7 +605,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
         where = f"$.candidates[{i}]"
         raw = r.obj(item, where, ("page", "system", "image", "rendered"),
-                    ("media", "version_date", "version_note", "blocks", "render_reason"))
+                    ("media", "version_date", "version_note", "blocks", "render_reason", "dom_blocks"))
         page_id = r.string(raw["page"], f"{where}.page", empty=False)
         if page_id not in page_ids:
             r.fail(f"{where}.page", f"unknown page {page_id!r}")
@@ -616,7 +637,10 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where,
             version_date=version_date, version_note=version_note, render_reason=render_reason,
             blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
+            dom_blocks=truth_field(r, raw.get("dom_blocks"), f"{where}.dom_blocks"),
         )
+        if spec.dom_blocks is not None and not rendered:
+            r.fail(f"{where}.dom_blocks", "a failed render (rendered: false) has no blocks")
         candidate_at[key] = spec
         candidate_where[key] = where
         candidates.append(spec)
@@ -723,6 +747,8 @@ def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
         document["blocks"] = [b.to_json() for b in c.blocks]
     if c.render_reason:
         document["render_reason"] = c.render_reason
+    if c.dom_blocks is not None:
+        document["dom_blocks"] = c.dom_blocks
     return document
 
 
@@ -747,6 +773,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
                 "media": [m.to_json() for m in p.media],
                 "meta": p.meta,
                 **({"blocks": [b.to_json() for b in p.blocks]} if p.blocks else {}),
+                **({"truth": p.truth} if p.truth is not None else {}),
             }
             for p in spec.pages
         ],
