@@ -31,6 +31,8 @@ PURE_MODULES = (
     "annotation.canonical",
     # docs/protocol.md "The objective protocol": any app (a study's services) may use them.
     "objective.blocks",
+    "objective.score",
+    "objective.aggregate",
 )
 # Pure modules may be used by any app (STYLE: "a pure maths module imports no app").
 PURE_USES_ALLOWED = frozenset(PURE_MODULES)
