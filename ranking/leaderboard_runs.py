@@ -287,9 +287,7 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
                 )
             report = leaderboard_report(
                 inputs=inputs,
-                coefficient_set_name=leaderboard.coefficient_set.name
-                if leaderboard.coefficient_set
-                else None,
+                coefficient_set_name=leaderboard.coefficient_set.name if leaderboard.coefficient_set else None,
                 boot=boot,
                 use_human_labels=leaderboard.use_human_labels,
                 objective=leaderboard.objective or None,

@@ -121,7 +121,9 @@ def objective_page_view(
     on_truth: dict[int, tuple[int, str]] = {}
     on_prediction: dict[int, tuple[int, str]] = {}
     matches = []
-    for k, match in enumerate(row.score.get("matches") or []):
+    # A text group with one empty side is a deletion or an insertion: its blocks are unmatched.
+    paired = [m for m in row.score.get("matches") or [] if m.get("truth") and m.get("pred")]
+    for k, match in enumerate(paired):
         colour = _colour(k)
         for i in match.get("truth", []):
             on_truth[int(i)] = (k, colour)

@@ -29,7 +29,6 @@ from annotation.services.ground_truth import blocks_digest
 
 if TYPE_CHECKING:
     from objective.score import PageScore
-
     from stats.objective_intervals import SystemObjective
 
 STAGE = "scoring the renders against the ground truth"
@@ -106,9 +105,8 @@ def objective_targets(*, study: Study) -> tuple[list[ObjectiveTarget], dict[str,
 
 def page_score(target: ObjectiveTarget) -> PageScore:
     """The objective protocol's score of one candidate against its page's truth."""
-    from objective.score import score_page
-
     from objective.blocks import PageBlocks, parse_truth
+    from objective.score import score_page
 
     truth = parse_truth(target.truth)
     if target.blocks is None:
@@ -223,9 +221,9 @@ def objective_page_rows(*, study: Study, systems: Iterable[str] | None = None) -
 
 def objective_combine(teds: float | None, d_text: float, s_layout: float) -> float:
     """S_obj of a system from its three means: the objective protocol's own aggregation."""
-    from objective.aggregate import s_obj
+    from objective.aggregate import objective_score
 
-    return float(s_obj(teds, d_text, s_layout))
+    return float(objective_score(teds, d_text, s_layout))
 
 
 def system_objective_scores(
