@@ -114,7 +114,7 @@ def test_dry_run_reports_each_refused_page_and_the_real_run_keeps_every_other(tr
     assert kept.page.external_id == "p0"
     assert kept.blocks["blocks"][1]["html"] == GOOD["blocks"][1]["html"]
     assert kept.blocks["page"] == {"width": 60, "height": 80}
-    assert "4 pages' ground truth refused" in err
+    assert "ground truth refused for 4 pages, left without it" in err
     # Image outputs have no DOM: nothing to score, said so.
     assert "objective scores: 0 candidates scored" in err
 

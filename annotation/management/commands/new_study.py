@@ -165,7 +165,7 @@ class Command(ArbiterCommand):
         if plan.truth_problems:
             n = len(plan.truth_problems)
             self.stderr.write(
-                f"{n:,} page{'s' if n != 1 else ''}' ground truth refused, those pages left without it "
+                f"ground truth refused for {n:,} page{'s' if n != 1 else ''}, left without it "
                 "(new_study --dry-run lists the reasons)"
             )
         if plan.truth:
