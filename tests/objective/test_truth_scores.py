@@ -338,3 +338,25 @@ def test_per_page_view_draws_matched_boxes_and_is_refused_to_raters(
     other = Client()
     other.force_login(other_researcher)
     assert other.get(url).status_code == 404
+
+
+@pytest.mark.django_db
+def test_objective_page_shows_progress_and_scores_the_missing_on_request(researcher: Any) -> None:
+    ranked = make_ranked_study("obj-refresh", n_pages=3, researchers=[researcher])
+    with_truth(ranked)
+    client = Client()
+    client.force_login(researcher)
+    url = f"/studies/{ranked.study.slug}/objective/"
+    before = client.get(url).content.decode()
+    # Nothing scored yet: the count, a progress bar that polls, the button, and what to do next.
+    assert (
+        "0 of 12" in before and 'hx-trigger="every 2s"' in before and "Score the missing candidates" in before
+    )
+    assert "No candidate is scored yet" in before
+    fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert fragment.lstrip().startswith('<div id="objective-status"') and "<table" not in fragment
+    done = client.post(f"{url}refresh/")
+    assert done.status_code == 302 and done["Location"] == url
+    after = client.get(url).content.decode()
+    assert "12 of 12" in after and 'hx-trigger="every 2s"' not in after
+    assert ObjectiveScore.objects.filter(candidate__page__study=ranked.study).count() == 12

@@ -37,6 +37,7 @@ from annotation.images import staged_images
 from annotation.models import (
     AuditEvent,
     Candidate,
+    CandidateBlocks,
     CandidateVersion,
     Comparison,
     ComparisonSet,
@@ -297,6 +298,11 @@ def _write_update(
                 "version", "image", "original_image", "neutralized_image", "rendered", "render_reason", "media", "blocks",
             ]
         )
+        # The new render's blocks for the objective scores (docs/protocol.md "Ground truth"): its
+        # cached score's digest no longer matches, so the next refresh scores it again.
+        CandidateBlocks.objects.filter(candidate=candidate).delete()
+        if c.dom_blocks is not None:
+            CandidateBlocks.objects.create(candidate=candidate, blocks=c.dom_blocks)
         versions.append(
             CandidateVersion(
                 candidate=candidate,
