@@ -175,23 +175,22 @@ class ObjectiveStatus:
 
 
 def objective_status(*, study: Study) -> ObjectiveStatus:
-    """The counts the study page shows (and polls while a refresh runs); fresh scores only."""
-    targets, unscored = objective_targets(study=study)
-    digests = dict(
-        ObjectiveScore.objects.filter(candidate__page__study=study).values_list("candidate_id", "digest")
-    )
-    current = sum(1 for t in targets if digests.get(t.candidate_id) == t.digest)
+    """The counts the study page shows (and polls every two seconds while a refresh runs): counted
+    in the database, no blocks read. A score is dropped when its candidate is replaced
+    (``import_study --update``), so the kept ones are the current ones."""
+    candidates = Candidate.objects.filter(page__study=study, page__truth__isnull=False)
+    image_outputs = candidates.filter(rendered=True, objective_blocks__isnull=True).count()
     return ObjectiveStatus(
         pages_with_truth=PageTruth.objects.filter(page__study=study).count(),
-        to_score=len(targets),
-        scored=current,
-        unscored=unscored,
+        to_score=candidates.count() - image_outputs,
+        scored=ObjectiveScore.objects.filter(candidate__page__study=study).count(),
+        unscored={NO_BLOCKS: image_outputs} if image_outputs else {},
     )
 
 
 @dataclass(frozen=True)
 class ObjectivePageRow:
-    """One candidate's kept score (its page and system by their bundle ids)."""
+    """One candidate's kept page scores (its page and system by their bundle ids)."""
 
     candidate_id: int
     page: str
@@ -201,21 +200,27 @@ class ObjectivePageRow:
 
 
 def objective_page_rows(*, study: Study, systems: Iterable[str] | None = None) -> list[ObjectivePageRow]:
-    """The kept scores of the study's candidates (in page, then system order)."""
+    """The kept scores of the study's candidates (in page, then system order): the four page scores
+    only, read from the JSON in the database (not the matches)."""
+    from django.db.models import FloatField
+    from django.db.models.fields.json import KT
+    from django.db.models.functions import Cast
+
     rows = ObjectiveScore.objects.filter(candidate__page__study=study)
     if systems is not None:
         rows = rows.filter(candidate__system__external_id__in=list(systems))
-    return [
-        ObjectivePageRow(candidate_id=c, page=p, system=s, rendered=r, score=score)
-        for c, p, s, r, score in rows.order_by(
-            "candidate__page__position", "candidate__page__external_id", "candidate__system__position"
-        ).values_list(
-            "candidate_id",
-            "candidate__page__external_id",
-            "candidate__system__external_id",
-            "candidate__rendered",
-            "score",
+    keys = ("teds", "teds_s", "d_text", "s_layout")
+    found = (
+        rows.order_by("candidate__page__position", "candidate__page__external_id", "candidate__system__position")
+        .annotate(**{f"v_{k}": Cast(KT(f"score__{k}"), FloatField()) for k in keys})
+        .values_list(
+            "candidate_id", "candidate__page__external_id", "candidate__system__external_id", "candidate__rendered",
+            *(f"v_{k}" for k in keys),
         )
+    )
+    return [
+        ObjectivePageRow(candidate_id=c, page=p, system=s, rendered=r, score=dict(zip(keys, values, strict=True)))
+        for c, p, s, r, *values in found
     ]
 
 

@@ -360,3 +360,24 @@ def test_objective_page_shows_progress_and_scores_the_missing_on_request(researc
     after = client.get(url).content.decode()
     assert "12 of 12" in after and 'hx-trigger="every 2s"' not in after
     assert ObjectiveScore.objects.filter(candidate__page__study=ranked.study).count() == 12
+
+
+@pytest.mark.django_db
+def test_a_queued_leaderboard_scores_the_missing_first_and_equals_the_single_computation(
+    settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from ranking.leaderboard import leaderboard_compute
+    from ranking.models import Leaderboard
+    from ranking.tasks import leaderboard_start
+
+    settings.ARBITER_LEADERBOARD_CHUNK_RESAMPLES = 40
+    ranked = make_ranked_study("obj-run", n_pages=8)
+    with_truth(ranked)
+    assert not ObjectiveScore.objects.exists()  # nothing scored before the run
+    with django_capture_on_commit_callbacks(execute=True):
+        leaderboard = leaderboard_start(study=ranked.study, coefficient_set="frozen", resamples=120, seed=4)
+    leaderboard.refresh_from_db()
+    assert leaderboard.status == Leaderboard.Status.DONE, leaderboard.error
+    assert leaderboard.result["objective_scores"]["candidates_scored"] == 32
+    single = leaderboard_compute(study=ranked.study, coefficient_set="frozen", resamples=120, seed=4)
+    assert leaderboard.result["objective_scores"] == single["objective_scores"]

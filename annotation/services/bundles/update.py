@@ -41,6 +41,7 @@ from annotation.models import (
     CandidateVersion,
     Comparison,
     ComparisonSet,
+    ObjectiveScore,
     Study,
 )
 from annotation.roles import studies_for
@@ -298,9 +299,10 @@ def _write_update(
                 "version", "image", "original_image", "neutralized_image", "rendered", "render_reason", "media", "blocks",
             ]
         )
-        # The new render's blocks for the objective scores (docs/protocol.md "Ground truth"): its
-        # cached score's digest no longer matches, so the next refresh scores it again.
+        # The new render's blocks for the objective scores (docs/protocol.md "Ground truth"); its
+        # earlier score goes, and the next refresh scores the new version.
         CandidateBlocks.objects.filter(candidate=candidate).delete()
+        ObjectiveScore.objects.filter(candidate=candidate).delete()
         if c.dom_blocks is not None:
             CandidateBlocks.objects.create(candidate=candidate, blocks=c.dom_blocks)
         versions.append(
