@@ -381,3 +381,30 @@ def test_a_queued_leaderboard_scores_the_missing_first_and_equals_the_single_com
     assert leaderboard.result["objective_scores"]["candidates_scored"] == 32
     single = leaderboard_compute(study=ranked.study, coefficient_set="frozen", resamples=120, seed=4)
     assert leaderboard.result["objective_scores"] == single["objective_scores"]
+
+
+@pytest.mark.django_db
+def test_study_page_fragment_sets_the_scores_beside_the_newest_judge_ranking(researcher: Any) -> None:
+    from ranking.leaderboard import leaderboard_compute
+
+    ranked = make_ranked_study("obj-beside", n_pages=8, researchers=[researcher])
+    with_truth(ranked)
+    objective_scores_refresh(study=ranked.study)
+    record: list[Any] = []
+    report = leaderboard_compute(
+        study=ranked.study, coefficient_set="frozen", resamples=60, seed=2, record=record
+    )
+    client = Client()
+    client.force_login(researcher)
+    fragment = client.get(f"/studies/{ranked.study.slug}/objective-summary/").content.decode()
+    assert "Rank, judges (frozen)" in fragment
+    ranks = {r["system"]: r["rank"] for r in report["systems"]}
+    s_obj = {r["system"]: r["s_obj"] for r in report["objective_scores"]["systems"]}
+    for system in ranked.systems:  # each system's row carries the leaderboard's rank beside its S_obj
+        row = fragment.split(f"<td><code>{system}</code></td>")[1].split("</tr>")[0]
+        assert f'<td class="num">{ranks[system]}</td>' in row
+        assert f"{s_obj[system]:.3f}" in row
+    x = [s_obj[s] for s in ranked.systems]
+    y = [-ranks[s] for s in ranked.systems]
+    rho, tau = stats.spearmanr(x, y).statistic, stats.kendalltau(x, y).statistic
+    assert f"Spearman ρ = {rho:.3f}, Kendall τ = {tau:.3f}" in fragment
