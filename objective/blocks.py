@@ -123,8 +123,13 @@ def _optional_text(block: Mapping[str, object], key: str, where: str) -> str | N
     raise TruthError(f"{where}.{key}: expected a string or null, got {_short(value)}")
 
 
-def parse_truth(data: object) -> PageBlocks:
-    """A ground-truth page from its decoded JSON; :class:`TruthError` names the first bad field."""
+def parse_truth(data: object, *, lenient: bool = False) -> PageBlocks:
+    """A ground-truth page from its decoded JSON; :class:`TruthError` names the first bad field.
+
+    ``lenient`` reads a prediction given in this format: a block that does not follow it is
+    skipped, a box is cut to the page however far it sticks out, and a table's HTML is not
+    checked (a table without cells is scored by its text); only a bad ``page`` or ``blocks`` is
+    an error."""
     if not isinstance(data, Mapping):
         raise TruthError(f"expected an object {{page, blocks}}, got {_short(data)}")
     page = data.get("page")
@@ -138,51 +143,57 @@ def parse_truth(data: object) -> PageBlocks:
         raise TruthError(f"blocks: {len(found)} blocks, more than the {MAX_BLOCKS} accepted")
     blocks: list[Block] = []
     for i, block in enumerate(found):
-        where = f"blocks[{i}]"
-        if not isinstance(block, Mapping):
-            raise TruthError(f"{where}: expected an object {{type, text, bbox}}, got {_short(block)}")
-        kind = block.get("type")
-        if not isinstance(kind, str):
-            raise TruthError(f"{where}.type: expected one of {', '.join(BLOCK_TYPES)}, got {_short(kind)}")
-        if kind not in BLOCK_TYPES:
-            shown = (
-                kind
-                if len(kind) <= 20 and kind.isprintable()
-                else kind[:20].encode("unicode_escape").decode() + "…"
-            )
-            raise TruthError(f"{where}.type: expected one of {', '.join(BLOCK_TYPES)}, got {shown!r}")
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise TruthError(f"{where}.text: expected a string, got {_short(text)}")
-        html = _optional_text(block, "html", where)
-        latex = _optional_text(block, "latex", where)
-        if kind == "table":
-            if not html:
-                raise TruthError(f"{where}.html: a table block needs its HTML (tr/td/th)")
-            if not table_cells_parse(html):
-                raise TruthError(f"{where}.html: the table HTML does not parse into cells (tr/td/th)")
-        box = block.get("bbox")
-        if not isinstance(box, list) or len(box) != 4:
-            raise TruthError(f"{where}.bbox: expected [x0, y0, x1, y1], got {_short(box)}")
-        coords = [_number(v) for v in box]
-        for j, v in enumerate(coords):
-            if v is None:
-                raise TruthError(f"{where}.bbox[{j}]: expected a number, got {_short(box[j])}")
-        x0, y0, x1, y1 = (float(v) for v in coords)  # type: ignore[arg-type]
-        if not (x0 < x1 and y0 < y1):
-            raise TruthError(f"{where}.bbox: expected x0 < x1 and y0 < y1, got an empty box")
-        if (
-            x0 < -BOX_TOLERANCE
-            or y0 < -BOX_TOLERANCE
-            or x1 > width + BOX_TOLERANCE
-            or y1 > height + BOX_TOLERANCE
-        ):
-            raise TruthError(f"{where}.bbox: outside the page 0..{_fmt(width)} x 0..{_fmt(height)}")
-        clipped = (max(x0, 0.0), max(y0, 0.0), min(x1, width), min(y1, height))
-        if not (clipped[0] < clipped[2] and clipped[1] < clipped[3]):
-            raise TruthError(f"{where}.bbox: outside the page 0..{_fmt(width)} x 0..{_fmt(height)}")
-        blocks.append(Block(type=kind, text=text, bbox=clipped, html=html, latex=latex))
+        try:
+            blocks.append(_truth_block(f"blocks[{i}]", block, width, height, lenient))
+        except TruthError:
+            if not lenient:
+                raise
     return PageBlocks(width=width, height=height, blocks=tuple(blocks))
+
+
+def _truth_block(where: str, block: object, width: float, height: float, lenient: bool) -> Block:
+    if not isinstance(block, Mapping):
+        raise TruthError(f"{where}: expected an object {{type, text, bbox}}, got {_short(block)}")
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise TruthError(f"{where}.type: expected one of {', '.join(BLOCK_TYPES)}, got {_short(kind)}")
+    if kind not in BLOCK_TYPES:
+        shown = (
+            kind
+            if len(kind) <= 20 and kind.isprintable()
+            else kind[:20].encode("unicode_escape").decode() + "…"
+        )
+        raise TruthError(f"{where}.type: expected one of {', '.join(BLOCK_TYPES)}, got {shown!r}")
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise TruthError(f"{where}.text: expected a string, got {_short(text)}")
+    html = _optional_text(block, "html", where)
+    latex = _optional_text(block, "latex", where)
+    if kind == "table" and not lenient:
+        if not html:
+            raise TruthError(f"{where}.html: a table block needs its HTML (tr/td/th)")
+        if not table_cells_parse(html):
+            raise TruthError(f"{where}.html: the table HTML does not parse into cells (tr/td/th)")
+    box = block.get("bbox")
+    if not isinstance(box, list) or len(box) != 4:
+        raise TruthError(f"{where}.bbox: expected [x0, y0, x1, y1], got {_short(box)}")
+    coords = [_number(v) for v in box]
+    for j, v in enumerate(coords):
+        if v is None:
+            raise TruthError(f"{where}.bbox[{j}]: expected a number, got {_short(box[j])}")
+    x0, y0, x1, y1 = (float(v) for v in coords)  # type: ignore[arg-type]
+    if not (x0 < x1 and y0 < y1):
+        raise TruthError(f"{where}.bbox: expected x0 < x1 and y0 < y1, got an empty box")
+    outside = (
+        x0 < -BOX_TOLERANCE
+        or y0 < -BOX_TOLERANCE
+        or x1 > width + BOX_TOLERANCE
+        or y1 > height + BOX_TOLERANCE
+    )
+    clipped = (max(x0, 0.0), max(y0, 0.0), min(x1, width), min(y1, height))
+    if (outside and not lenient) or not (clipped[0] < clipped[2] and clipped[1] < clipped[3]):
+        raise TruthError(f"{where}.bbox: outside the page 0..{_fmt(width)} x 0..{_fmt(height)}")
+    return Block(type=kind, text=text, bbox=clipped, html=html, latex=latex)
 
 
 def from_render(render: Mapping[str, object]) -> PageBlocks:
@@ -242,9 +253,10 @@ def is_render(data: object) -> bool:
     return isinstance(data, Mapping) and "status" in data and "dom" in data and "blocks" not in data
 
 
-def load_page(path: str | Path) -> PageBlocks:
-    """A page from a JSON file: ground truth ``{page, blocks}`` or a render's JSON, by shape.
-    Errors name the file (by its name only) and the field."""
+def load_page(path: str | Path, *, lenient: bool = False) -> PageBlocks:
+    """A page from a JSON file: ground truth ``{page, blocks}`` or a render's JSON, by shape
+    (``lenient``: a prediction, read as :func:`parse_truth` says). Errors name the file (by its
+    name only) and the field."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -258,6 +270,6 @@ def load_page(path: str | Path) -> PageBlocks:
     except OSError as exc:
         raise TruthError(f"{path.name}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     try:
-        return from_render(data) if is_render(data) else parse_truth(data)
+        return from_render(data) if is_render(data) else parse_truth(data, lenient=lenient)
     except TruthError as exc:
         raise TruthError(f"{path.name}: {exc}") from None

@@ -29,6 +29,7 @@ Every string distance is rapidfuzz's; no Django, no app code.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -45,11 +46,17 @@ from scipy.sparse.csgraph import connected_components
 
 from objective.blocks import PageBlocks
 
+#: Changes when a change of the scoring changes its figures: cached scores of another version are
+#: computed again.
+SCORER_VERSION = "1"
 TABLE_WEIGHTS = (0.45, 0.25, 0.20, 0.10)  # TEDS, TEDS-S, s_partial, s_ov
 TABLE_THRESHOLD = 0.40
 TEXT_EDGE = 66.0  # rapidfuzz's partial_ratio is 0..100; the seed's 0.66
 MAX_SEGMENT = 3
 WILDCARD = "ξ"
+#: A component with more (truth blocks x predicted blocks) than this is one group in its best order,
+#: not segmented (the segmentation's time grows with the product; decision 0073).
+MAX_SEGMENTED = 2_500
 K_NEIGHBOURS = 3
 EDGE_WEIGHTS = (0.4, 0.3, 0.3)  # s_dir, s_len, s_vec
 LAYOUT_WEIGHTS = (0.55, 0.30, 0.15)  # s_edge, s_node, F1(coverage)
@@ -96,12 +103,11 @@ class PageScore:
 
 # --- text ----------------------------------------------------------------------------------------
 
-_DROP = {ord(c): None for c in "$ \t\n\r\f\v\u00a0\u2002\u2003\u2009\u200b\u3000"}
-
 
 def normalize_text(text: str) -> str:
-    """The seed's conservative normalization: whitespace and ``$`` removed, everything else kept."""
-    return "".join(text.translate(_DROP).split())
+    """The seed's conservative normalization: whitespace (every Unicode space, and the zero-width
+    space) and ``$`` removed, everything else kept."""
+    return "".join(text.split()).replace("$", "").replace("\u200b", "")
 
 
 def edit_distance(truth: str, pred: str) -> int:
@@ -148,6 +154,7 @@ class Table:
     text: str
 
 
+@functools.lru_cache(maxsize=512)
 def parse_table(html: str | None) -> Table | None:
     """The rows (``tr``) and cells (``td``/``th``) of a table's HTML, outer table only; None when it
     holds no cell."""
@@ -251,7 +258,6 @@ class _Item:
     block: int
     text: str
     box: Box
-    raw_box: Box
 
 
 def _reading_key(item: _Item) -> tuple[float, float, float, float, str]:
@@ -272,7 +278,7 @@ def _text_pool(page: PageBlocks, unmatched_tables: dict[int, Table | None]) -> l
             if table is None or not table.rows:
                 text = normalize_text(block.text)
                 if text:
-                    items.append(_Item(i, text, _unit(block.bbox, page), block.bbox))
+                    items.append(_Item(i, text, _unit(block.bbox, page)))
                 continue
             # Each row a block, its box a band of the table's box (the DOM gives no row boxes).
             x0, y0, x1, y1 = block.bbox
@@ -281,14 +287,14 @@ def _text_pool(page: PageBlocks, unmatched_tables: dict[int, Table | None]) -> l
                 text = "".join(t for t, _ in row)
                 if text:
                     band = (x0, y0 + r * step, x1, y0 + (r + 1) * step)
-                    items.append(_Item(i, text, _unit(band, page), band))
+                    items.append(_Item(i, text, _unit(band, page)))
             continue
         if block.type not in TEXT_TYPES:
             continue
         source = block.latex if block.type == "formula" and block.latex else block.text
         text = normalize_text(source)
         if text:
-            items.append(_Item(i, text, _unit(block.bbox, page), block.bbox))
+            items.append(_Item(i, text, _unit(block.bbox, page)))
     items.sort(key=_reading_key)
     return items
 
@@ -392,7 +398,11 @@ def _text_groups(gi: list[_Item], pi: list[_Item]) -> list[_Group]:
     m, n = len(gi), len(pi)
     if m and n:
         strength = process.cdist(
-            [i.text for i in gi], [i.text for i in pi], scorer=fuzz.partial_ratio, dtype=np.float64
+            [i.text for i in gi],
+            [i.text for i in pi],
+            scorer=fuzz.partial_ratio,
+            dtype=np.float64,
+            score_cutoff=TEXT_EDGE,
         )
     else:
         strength = np.zeros((m, n))
@@ -416,8 +426,12 @@ def _text_groups(gi: list[_Item], pi: list[_Item]) -> list[_Group]:
             edit_distance("".join(gi[k].text for k in og), "".join(pi[k].text for k in op))
             for og, op in orders
         ]
-        og, op = orders[int(np.argmin(costs))]
-        groups.extend(_segment(og, op, gi, pi, edges))
+        best = int(np.argmin(costs))
+        og, op = orders[best]
+        if len(og) * len(op) > MAX_SEGMENTED:
+            groups.append(_Group([gi[k] for k in og], [pi[k] for k in op], costs[best]))
+        else:
+            groups.extend(_segment(og, op, gi, pi, edges))
     return groups
 
 

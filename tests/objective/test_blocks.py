@@ -153,3 +153,22 @@ def test_load_page_tells_the_formats_apart_and_names_the_file(tmp_path: Path) ->
         load_page(tmp_path / "bad.json")
     with pytest.raises(TruthError, match=r"^box.json: blocks\[0\].bbox: outside the page"):
         load_page(tmp_path / "box.json")
+
+
+def test_a_prediction_in_the_truth_format_is_read_leniently() -> None:
+    data = {
+        "page": {"width": 1000, "height": 1400},
+        "blocks": [
+            {"type": "text", "text": "kept, cut to the page", "bbox": [-40, 20, 1100, 40]},
+            {"type": "paragraph", "text": "unknown type: skipped", "bbox": [0, 0, 10, 10]},
+            {"type": "table", "text": "cells as words", "html": "no cells", "bbox": [0, 100, 500, 300]},
+            {"type": "text", "text": "entirely off the page: skipped", "bbox": [0, 2000, 10, 2100]},
+        ],
+    }
+    page = parse_truth(data, lenient=True)
+    assert page.blocks == (
+        Block("text", "kept, cut to the page", (0.0, 20.0, 1000.0, 40.0)),
+        Block("table", "cells as words", (0.0, 100.0, 500.0, 300.0), html="no cells"),
+    )
+    with pytest.raises(TruthError, match=r"^page.width"):
+        parse_truth({"page": {"height": 10}, "blocks": []}, lenient=True)

@@ -312,3 +312,21 @@ def test_properties(truth: PageBlocks, pred: PageBlocks, rnd: random.Random) -> 
     assert again.s_layout == pytest.approx(score.s_layout)
     # D_text is symmetric when the sides swap.
     assert score_page(pred, truth).d_text == pytest.approx(score.d_text)
+
+
+def test_a_page_of_many_alike_blocks_is_scored_in_bounded_time() -> None:
+    # 300 blocks of "1" on each side: one component of 90,000 pairs, over the segmentation's
+    # bound, scored as one group (the same text on both sides: D_text 0).
+    many = page(*(text("1", (0, 3 * k, 100, 3 * k + 2)) for k in range(300)))
+    score = score_page(many, many)
+    assert score.d_text == 0.0
+    assert [len(m.truth) for m in score.matches] == [300]
+
+
+def test_a_table_without_cells_is_scored_by_its_text() -> None:
+    # A predicted "table" whose HTML has no cells cannot be compared as a table: it joins the text
+    # pool with its text, which finds the truth table's rows "namevalue" and "width1234".
+    pred = page(Block("table", "name value width 1234", (100, 650, 900, 950), html="<p>no cells</p>"))
+    score = score_page(page(table(TABLE)), pred)
+    assert score.teds == 0.0
+    assert score.d_text == 0.0
