@@ -40,6 +40,13 @@ def truth_checked(data: Any) -> dict[str, Any]:
     return page_blocks_json(parse_truth(data))
 
 
+def blocks_checked(data: Any) -> dict[str, Any]:
+    """A candidate's blocks in the format, read as a prediction (``parse_truth(lenient=True)``): a
+    block that does not follow the format is dropped and a table without cells is kept, to be
+    scored by its text; only a bad ``page`` or ``blocks`` raises :class:`TruthError`."""
+    return page_blocks_json(parse_truth(data, lenient=True))
+
+
 def truth_of_render(record: Mapping[str, Any]) -> dict[str, Any]:
     """A render's ``dom.blocks`` as ground truth (an HTML ground-truth page), checked as a JSON one
     would be: a table whose HTML has no cells is refused. :class:`TruthError` names the field."""

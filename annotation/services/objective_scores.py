@@ -112,7 +112,7 @@ def page_score(target: ObjectiveTarget) -> PageScore:
     if target.blocks is None:
         predicted = PageBlocks(width=truth.width, height=truth.height, blocks=())
     else:
-        predicted = parse_truth(target.blocks)
+        predicted = parse_truth(target.blocks, lenient=True)  # a prediction: a malformed block is dropped
     return score_page(truth, predicted)
 
 

@@ -229,9 +229,19 @@ def test_bundle_round_trip_keeps_truth_and_render_blocks(truth_folders: Path, tm
     command(truth_folders)
     study = Study.objects.get(slug="with-truth")
     candidate = Candidate.objects.get(page__study=study, page__external_id="p0", system__external_id="gpt")
+    # A render's table need not parse into cells (a role=table grid): kept, as the protocol reads
+    # a prediction, where a truth's would be refused.
     render_blocks = {
         "page": {"width": 60.0, "height": 80.0},
-        "blocks": [{"type": "text", "text": "Results", "bbox": [5.0, 5.0, 55.0, 15.0]}],
+        "blocks": [
+            {"type": "text", "text": "Results", "bbox": [5.0, 5.0, 55.0, 15.0]},
+            {
+                "type": "table",
+                "text": "a grid",
+                "html": '<div role="table">a grid</div>',
+                "bbox": [5.0, 20.0, 55.0, 60.0],
+            },
+        ],
     }
     CandidateBlocks.objects.create(candidate=candidate, blocks=render_blocks)
     bundle = study_export_bundle(study=study, path=tmp_path / "bundle")
@@ -245,6 +255,9 @@ def test_bundle_round_trip_keeps_truth_and_render_blocks(truth_folders: Path, tm
     kept = CandidateBlocks.objects.get(candidate__page__study=again)
     assert kept.candidate.page.external_id == "p0" and kept.candidate.system.external_id == "gpt"
     assert kept.blocks == render_blocks
+    from annotation.services.objective_scores import objective_scores_refresh
+
+    assert objective_scores_refresh(study=again).scored == 1  # scored, its table by its text
 
 
 @pytest.mark.django_db

@@ -330,15 +330,16 @@ class _Reader:
         )
 
 
-def truth_field(r: _Reader, value: Any, path: str) -> dict[str, Any] | None:
-    """A page's ``truth`` or a candidate's ``dom_blocks`` (docs/protocol.md "Ground truth"), checked
-    by the format's own reader; its error names the field under ``path``."""
+def truth_field(r: _Reader, value: Any, path: str, *, prediction: bool = False) -> dict[str, Any] | None:
+    """A page's ``truth`` or a candidate's ``dom_blocks`` (``prediction``: read as the objective
+    protocol reads a prediction, a malformed block dropped) (docs/protocol.md "Ground truth"),
+    checked by the format's own reader; its error names the field under ``path``."""
     if value is None:
         return None
-    from annotation.services.ground_truth import TruthError, truth_checked
+    from annotation.services.ground_truth import TruthError, blocks_checked, truth_checked
 
     try:
-        return truth_checked(value)
+        return blocks_checked(value) if prediction else truth_checked(value)
     except TruthError as exc:
         field, sep, message = str(exc).partition(": ")
         if sep and " " not in field:  # "blocks[3].bbox: outside the page …"
@@ -637,7 +638,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             page=page_id, system=system_id, image=candidate_image, rendered=rendered, media=media, where=where,
             version_date=version_date, version_note=version_note, render_reason=render_reason,
             blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
-            dom_blocks=truth_field(r, raw.get("dom_blocks"), f"{where}.dom_blocks"),
+            dom_blocks=truth_field(r, raw.get("dom_blocks"), f"{where}.dom_blocks", prediction=True),
         )
         if spec.dom_blocks is not None and not rendered:
             r.fail(f"{where}.dom_blocks", "a failed render (rendered: false) has no blocks")
