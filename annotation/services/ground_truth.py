@@ -63,6 +63,31 @@ def blocks_of_render(record: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def page_score_json(truth: dict[str, Any], blocks: dict[str, Any] | None) -> dict[str, Any]:
+    """The objective protocol's score of a candidate's blocks (None: a failed render, scored as an
+    empty page of the truth's size) against its page's truth, as JSON keeps it. Django-free, so a
+    process pool's workers can run it (``objective_scores_refresh``)."""
+    from objective.score import score_page
+
+    truth_page = parse_truth(truth)
+    if blocks is None:
+        predicted = PageBlocks(width=truth_page.width, height=truth_page.height, blocks=())
+    else:
+        predicted = parse_truth(blocks, lenient=True)  # a prediction: a malformed block is dropped
+    return _jsonable(score_page(truth_page, predicted).as_dict())
+
+
+def _jsonable(value: Any) -> Any:
+    """A score dict as JSON keeps it (tuples as lists, NaN as null)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
 def blocks_digest(truth: Any, blocks: Any) -> str:
     """The SHA-256 of a truth and a candidate's blocks (canonical JSON): the cache key of a score."""
     text = json.dumps([truth, blocks], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -74,6 +99,7 @@ __all__ = [
     "blocks_digest",
     "blocks_of_render",
     "page_blocks_json",
+    "page_score_json",
     "truth_checked",
     "truth_of_render",
 ]

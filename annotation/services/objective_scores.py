@@ -17,18 +17,22 @@ and ``new_study`` call :func:`objective_scores_refresh`; it reports its progress
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from annotation.models import Candidate, CandidateBlocks, ObjectiveScore, PageTruth, Study
 from annotation.progress import progress_step
-from annotation.services.ground_truth import blocks_digest
+from annotation.services.ground_truth import blocks_digest, page_score_json
 
 if TYPE_CHECKING:
-    from objective.score import PageScore
     from stats.objective_intervals import SystemObjective
 
 STAGE = "scoring the renders against the ground truth"
@@ -103,61 +107,56 @@ def objective_targets(*, study: Study) -> tuple[list[ObjectiveTarget], dict[str,
     return targets, unscored
 
 
-def page_score(target: ObjectiveTarget) -> PageScore:
-    """The objective protocol's score of one candidate against its page's truth."""
-    from objective.blocks import PageBlocks, parse_truth
-    from objective.score import score_page
-
-    truth = parse_truth(target.truth)
-    if target.blocks is None:
-        predicted = PageBlocks(width=truth.width, height=truth.height, blocks=())
-    else:
-        predicted = parse_truth(target.blocks, lenient=True)  # a prediction: a malformed block is dropped
-    return score_page(truth, predicted)
+def objective_workers() -> int:
+    """Processes a refresh scores in (``ARBITER_OBJECTIVE_WORKERS``; default: the machine's cores, at
+    most 4). One scores in this process."""
+    default = min(4, os.cpu_count() or 1)
+    return max(1, int(getattr(settings, "ARBITER_OBJECTIVE_WORKERS", default)))
 
 
 def objective_scores_refresh(
-    *, study: Study, progress: Callable[[int, int], None] | None = None
+    *, study: Study, progress: Callable[[int, int], None] | None = None, workers: int | None = None
 ) -> ObjectiveRefresh:
-    """Score every candidate whose score is missing or stale; keep the others. Idempotent: two
-    refreshes at once write the same rows (one per candidate, the later one wins)."""
+    """Score every candidate whose score is missing or stale; keep the others. With more than one
+    worker the pages are scored in a process pool (the protocol is pure Python and CPU-bound);
+    the rows are written in batches as they come, so the study page's count moves. Idempotent:
+    two refreshes at once write the same rows (one per candidate, the later one wins)."""
     targets, unscored = objective_targets(study=study)
     kept_digests = dict(
         ObjectiveScore.objects.filter(candidate__page__study=study).values_list("candidate_id", "digest")
     )
     todo = [t for t in targets if kept_digests.get(t.candidate_id) != t.digest]
     kept = len(targets) - len(todo)
-    done = 0
-    for start in range(0, len(todo), BATCH):
-        batch = todo[start : start + BATCH]
-        rows = [
-            ObjectiveScore(
-                candidate_id=t.candidate_id, digest=t.digest, score=_jsonable(page_score(t).as_dict())
+    workers = objective_workers() if workers is None else max(1, workers)
+    with ExitStack() as stack:
+        pool = None
+        if workers > 1 and len(todo) > 1:
+            context = multiprocessing.get_context("forkserver")
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=context))
+        done = 0
+        for start in range(0, len(todo), BATCH):
+            batch = todo[start : start + BATCH]
+            truths, blocks = [t.truth for t in batch], [t.blocks for t in batch]
+            scores = (
+                list(pool.map(page_score_json, truths, blocks, chunksize=4))
+                if pool is not None
+                else [page_score_json(truth, found) for truth, found in zip(truths, blocks, strict=True)]
             )
-            for t in batch
-        ]
-        ObjectiveScore.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["candidate"],
-            update_fields=["digest", "score", "computed_at"],
-        )
-        done += len(batch)
-        progress_step(STAGE, kept + done, len(targets))
-        if progress is not None:
-            progress(kept + done, len(targets))
+            rows = [
+                ObjectiveScore(candidate_id=t.candidate_id, digest=t.digest, score=score)
+                for t, score in zip(batch, scores, strict=True)
+            ]
+            ObjectiveScore.objects.bulk_create(
+                rows,
+                update_conflicts=True,
+                unique_fields=["candidate"],
+                update_fields=["digest", "score", "computed_at"],
+            )
+            done += len(batch)
+            progress_step(STAGE, kept + done, len(targets))
+            if progress is not None:
+                progress(kept + done, len(targets))
     return ObjectiveRefresh(scored=len(todo), kept=kept, unscored=unscored)
-
-
-def _jsonable(value: Any) -> Any:
-    """A score dict as JSON keeps it (tuples as lists, NaN as null)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:
-        return None
-    return value
 
 
 @dataclass(frozen=True)
@@ -211,15 +210,22 @@ def objective_page_rows(*, study: Study, systems: Iterable[str] | None = None) -
         rows = rows.filter(candidate__system__external_id__in=list(systems))
     keys = ("teds", "teds_s", "d_text", "s_layout")
     found = (
-        rows.order_by("candidate__page__position", "candidate__page__external_id", "candidate__system__position")
+        rows.order_by(
+            "candidate__page__position", "candidate__page__external_id", "candidate__system__position"
+        )
         .annotate(**{f"v_{k}": Cast(KT(f"score__{k}"), FloatField()) for k in keys})
         .values_list(
-            "candidate_id", "candidate__page__external_id", "candidate__system__external_id", "candidate__rendered",
+            "candidate_id",
+            "candidate__page__external_id",
+            "candidate__system__external_id",
+            "candidate__rendered",
             *(f"v_{k}" for k in keys),
         )
     )
     return [
-        ObjectivePageRow(candidate_id=c, page=p, system=s, rendered=r, score=dict(zip(keys, values, strict=True)))
+        ObjectivePageRow(
+            candidate_id=c, page=p, system=s, rendered=r, score=dict(zip(keys, values, strict=True))
+        )
         for c, p, s, r, *values in found
     ]
 

@@ -170,6 +170,17 @@ def test_scores_are_cached_per_candidate_and_computed_again_when_the_blocks_chan
 
 
 @pytest.mark.django_db
+def test_scores_in_a_process_pool_equal_those_scored_one_by_one() -> None:
+    ranked = make_ranked_study("obj-pool", n_pages=6)
+    with_truth(ranked)
+    assert objective_scores_refresh(study=ranked.study, workers=2).scored == 24
+    pooled = dict(ObjectiveScore.objects.values_list("candidate_id", "score"))
+    ObjectiveScore.objects.all().delete()
+    assert objective_scores_refresh(study=ranked.study, workers=1).scored == 24
+    assert dict(ObjectiveScore.objects.values_list("candidate_id", "score")) == pooled
+
+
+@pytest.mark.django_db
 def test_a_failed_render_is_scored_as_an_empty_page_and_an_image_output_is_not_scored() -> None:
     ranked = make_ranked_study("obj-failed", n_pages=2)
     with_truth(ranked)
