@@ -273,3 +273,35 @@ def test_a_bundle_with_bad_truth_names_the_field(truth_folders: Path, tmp_path: 
     with pytest.raises(ValidationFailed) as caught:
         study_import_bundle(path=bundle)
     assert "$.pages[0].truth.blocks[0].bbox" in str(caught.value) and "outside the page" in str(caught.value)
+
+
+@pytest.mark.django_db
+def test_truth_files_are_named_by_the_same_match_pattern(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    for i in range(2):
+        png(root / "refs" / f"ref-{i}.png")
+        png(root / "gpt" / f"gpt-{i}.png", shade=3)
+    (root / "truth").mkdir()
+    (root / "truth" / "truth-1.json").write_text(json.dumps(GOOD))
+    (root / "truth" / "notes.json").write_text(json.dumps(GOOD))
+    out = io.StringIO()
+    call_command(
+        "new_study",
+        "pairwise_reference",
+        "--reference",
+        str(root / "refs"),
+        "--system",
+        f"gpt={root / 'gpt'}",
+        "--match",
+        r"(?P<page>\d+)",
+        "--truth",
+        str(root / "truth"),
+        "--slug",
+        "matched",
+        "--dry-run",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    report = out.getvalue()
+    assert "ground truth: 1 of 2 pages" in report
+    assert "notes.json (does not match --match)" in report

@@ -25,7 +25,7 @@ from annotation.errors import ValidationFailed, excerpt
 from annotation.progress import progress_step
 from annotation.services.bundles.images import read_capped
 from annotation.services.ground_truth import TruthError, truth_checked, truth_of_render
-from annotation.services.new_study.inputs import shown_path
+from annotation.services.new_study.inputs import _compile, _page_id, shown_path
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
 from annotation.services.new_study.sources import HTML_SUFFIXES
 
@@ -50,6 +50,7 @@ def read_truth(data: NewStudyInput, plan: NewStudyPlan) -> None:
         names = sorted(e.name for e in entries if e.is_file() and not e.name.startswith("."))
     root = folder.resolve()
     pages = set(plan.pages)
+    matcher = _compile(data.match)  # page ids as the outputs' are read (the stem, or --match's group)
     json_files: dict[str, Path] = {}
     html_files: dict[str, Path] = {}
     for name in names:
@@ -61,7 +62,10 @@ def read_truth(data: NewStudyInput, plan: NewStudyPlan) -> None:
         if path.is_symlink() and not path.resolve().is_relative_to(root):
             plan.truth_problems[path.stem] = f"{label}: the path climbs out of its folder"
             continue
-        page = path.stem
+        page = _page_id(name, matcher)
+        if not page:
+            plan.stray.append(f"{label} (does not match --match)")
+            continue
         if page not in pages:
             plan.stray.append(f"{label} (ground truth of no page of the study)")
             continue
