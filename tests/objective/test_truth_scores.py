@@ -251,6 +251,10 @@ def test_leaderboard_json_csv_and_html_carry_the_objective_scores_with_independe
         assert float(csv_row["s_obj"]) == pytest.approx(want["s_obj"], abs=1e-9)
         assert float(csv_row["d_text_ci95_low"]) == pytest.approx(want["d_text_ci95"][0], abs=1e-9)
         assert float(csv_row["teds_ci95_high"]) == pytest.approx(want["teds_ci95"][1], abs=1e-9)
+    from ranking.objective_scores import METRICS as CSV_METRICS
+    from stats.objective_intervals import METRICS
+
+    assert CSV_METRICS == METRICS  # the CSV's columns name every metric the intervals compute
     # alpha copies the truth: the best S_obj, exactly 1.
     assert by_system["alpha"]["s_obj"] == pytest.approx(1.0)
     # The comparison with the ranking, computed from Arbiter's own S_obj, equals scipy's.
