@@ -284,6 +284,47 @@ class CandidateVersion(models.Model):
         return f"{self.candidate_id}v{self.number}"
 
 
+class PageTruth(models.Model):
+    """A page's ground truth for the objective protocol (docs/protocol.md "Ground truth"): its blocks
+    in the documented JSON format, ``{page: {width, height}, blocks: [{type, text, html?, latex?,
+    bbox}]}``, as given or read from an HTML page rendered with the study's settings (the blocks are
+    kept, not the HTML). Researchers only: nothing a rater is served reads it."""
+
+    page = models.OneToOneField(Page, on_delete=models.CASCADE, related_name="truth")
+    blocks = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"truth of {self.page_id}"
+
+
+class CandidateBlocks(models.Model):
+    """A candidate's blocks from its render's DOM (``dom.blocks``), with their text, table HTML and
+    LaTeX, in the ground truth's format (docs/protocol.md "Ground truth"): what the objective protocol
+    scores. Kept only for the studies that have ground truth (``Candidate.blocks`` keeps the
+    geometry every study has)."""
+
+    candidate = models.OneToOneField(Candidate, on_delete=models.CASCADE, related_name="objective_blocks")
+    blocks = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"blocks of {self.candidate_id}"
+
+
+class ObjectiveScore(models.Model):
+    """The cached objective score of one candidate against its page's ground truth (docs/protocol.md
+    "Objective scores beside the rankings"): ``score`` is the protocol's page score as a dict;
+    ``digest`` the SHA-256 of the truth and the blocks it was computed from, so a change of either
+    computes it again."""
+
+    candidate = models.OneToOneField(Candidate, on_delete=models.CASCADE, related_name="objective_score")
+    digest = models.CharField(max_length=64)
+    score = models.JSONField()
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"objective score of {self.candidate_id}"
+
+
 class ComparisonSet(models.TextChoices):
     HUMAN = "human", "Human study"
     DEPLOYMENT = "deployment", "Deployment"

@@ -114,3 +114,14 @@ def refit_serve_weights(study_id: int) -> int:
 
     weights = serve_weights_refit(study_id=int(study_id))
     return weights.votes if weights is not None else 0
+
+
+@shared_task(name="annotation.objective_scores", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def objective_scores_task(study_id: int) -> int:
+    """Score a study's candidates against their pages' ground truth (the missing and stale ones:
+    docs/protocol.md "Objective scores beside the rankings"); the number scored now."""
+    from annotation.models import Study
+    from annotation.services.objective_scores import objective_scores_refresh
+
+    study = Study.objects.filter(pk=int(study_id)).first()
+    return 0 if study is None else objective_scores_refresh(study=study).scored

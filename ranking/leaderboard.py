@@ -349,7 +349,7 @@ def check_objective_coverage(systems: list[str], objective: Mapping[str, float])
         )
 
 
-def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[str, float]) -> dict[str, Any]:
+def objective_correlations(systems: list[dict[str, Any]], objective: Mapping[str, float]) -> dict[str, Any]:
     """docs/protocol.md "Deployment leaderboard" objective vs subjective: Spearman ρ and Kendall τ (scipy) of
     the objective scores against the Bradley–Terry scores, over the ranked systems that have an objective
     score.
@@ -387,6 +387,9 @@ def _objective_correlations(systems: list[dict[str, Any]], objective: Mapping[st
         "n_systems": len(common),
         "systems_without_objective": [row["system"] for row in systems if row["system"] not in objective],
     }
+
+
+_objective_correlations = objective_correlations  # its earlier name (tests/calibration/test_audit_findings.py)
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -507,7 +510,7 @@ def leaderboard_report(
     if coefficient_exclusions is not None:  # the human reference the coefficient set was fitted on
         report["coefficient_set_exclusions"] = coefficient_exclusions
     if objective:
-        report["objective_vs_subjective"] = _objective_correlations(rows, objective)
+        report["objective_vs_subjective"] = objective_correlations(rows, objective)
     return report
 
 
@@ -623,6 +626,13 @@ def leaderboard_compute(
         objective=objective,
         coefficient_exclusions=coefficient_set_exclusions(cset) if cset is not None else None,
     )
+    from ranking.objective_scores import objective_section
+
+    objective_scores = objective_section(
+        study=study, systems=report["systems"], resamples=resamples, seed=seed, correlate=objective_correlations
+    )
+    if objective_scores is not None:  # docs/protocol.md "Objective scores beside the rankings"
+        report["objective_scores"] = objective_scores
     snapshot = inputs_snapshot(inputs)
     if cset is not None:
         report["judge_outputs"] = scoring_provenance(study=study, inputs=snapshot)

@@ -43,6 +43,7 @@ from ranking.leaderboard import (
     leaderboard_prepare,
     leaderboard_report,
     leaderboard_source,
+    objective_correlations,
 )
 from ranking.models import Leaderboard, LeaderboardChunk, RankingModel
 from ranking.versions import scoring_provenance
@@ -140,6 +141,12 @@ def leaderboard_run(*, leaderboard_id: int, queue_chunk: Callable[[int, int], No
             check_objective_coverage(list(inputs.systems), leaderboard.objective)
         if leaderboard.ranking_model == RankingModel.DAVIDSON:
             check_davidson_identified(inputs)
+        # Scores missing from the cache are computed here, in the background (docs/protocol.md
+        # "Objective scores beside the rankings"); the merge reads them.
+        from annotation.services.objective_scores import objective_scores_refresh, study_has_truth
+
+        if study_has_truth(study=leaderboard.study):
+            objective_scores_refresh(study=leaderboard.study)
     except (ArbiterError, ValueError) as exc:
         leaderboard_fail(leaderboard_id, str(exc))
         return "failed"
@@ -288,6 +295,18 @@ def _leaderboard_merge_if_complete(leaderboard_id: int) -> str:
                 if leaderboard.coefficient_set
                 else None,
             )
+            from ranking.objective_scores import objective_section
+
+            objective_scores = objective_section(
+                study=leaderboard.study,
+                systems=report["systems"],
+                resamples=leaderboard.resamples,
+                seed=leaderboard.seed,
+                correlate=objective_correlations,
+                refresh=False,
+            )
+            if objective_scores is not None:
+                report["objective_scores"] = objective_scores
             if "judge_outputs" in leaderboard.inputs:
                 report["judge_outputs"] = leaderboard.inputs["judge_outputs"]
             if leaderboard.coefficient_set is not None:

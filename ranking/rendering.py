@@ -18,6 +18,8 @@ from django.template.loader import render_to_string
 from annotation import csv_cells
 from annotation.files import write_text_atomic
 from annotation.models import Study
+from ranking.objective_scores import CSV_COLUMNS as OBJECTIVE_CSV_COLUMNS
+from ranking.objective_scores import objective_csv_cells
 
 CSV_COLUMNS = (
     "rank",
@@ -39,7 +41,10 @@ def leaderboard_csv(report: Mapping[str, Any]) -> str:
     """The systems table of a leaderboard report as CSV (one row per system, by rank)."""
     buffer = io.StringIO()
     writer = csv_cells.writer(buffer)
-    writer.writerow(CSV_COLUMNS)
+    # With ground truth, the objective scores and their intervals follow (docs/protocol.md
+    # "Objective scores beside the rankings").
+    objective = bool(report.get("objective_scores"))
+    writer.writerow(CSV_COLUMNS + (OBJECTIVE_CSV_COLUMNS if objective else ()))
     for row in report.get("systems", []):
         writer.writerow(
             [
@@ -55,6 +60,7 @@ def leaderboard_csv(report: Mapping[str, Any]) -> str:
                 row["appearances"],
                 repr(row["rank1_share"]),
                 row.get("penalty") or "",
+                *(objective_csv_cells(report, row["system"]) if objective else []),
             ]
         )
     return buffer.getvalue()

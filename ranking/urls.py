@@ -12,6 +12,7 @@ app_name = "ranking"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/<slug:slug>/deployment-schedule/", views.schedule_page, name="schedule"),
     path("studies/<slug:slug>/leaderboards/", views.leaderboards_page, name="leaderboards"),
+    path("studies/<slug:slug>/objective-summary/", views.objective_summary_view, name="objective-summary"),
     path("studies/<slug:slug>/leaderboards/<int:pk>/", views.leaderboard_detail, name="detail"),
     path("studies/<slug:slug>/leaderboards/<int:pk>/row/", views.leaderboard_row, name="row"),
     path(

@@ -24,7 +24,13 @@ from annotation.models import Study
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.studies import researcher_required
 from calibration.models import CoefficientSet
-from ranking.leaderboard import DEFAULT_RESAMPLES, DEFAULT_SEED, HUMAN_KINDS, MAX_RESAMPLES
+from ranking.leaderboard import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    HUMAN_KINDS,
+    MAX_RESAMPLES,
+    objective_correlations,
+)
 from ranking.leaderboard_runs import leaderboard_publish
 from ranking.models import Leaderboard
 from ranking.objective_csv import objective_parse_csv
@@ -253,3 +259,17 @@ def schedule_page(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("ranking:schedule", slug=study.slug)
     context = {"study": study, "state": schedule_state(study=study), "form": form, "error": error}
     return render(request, "ranking/schedule.html", context, status=400 if error else 200)
+
+
+@researcher_required
+@require_GET
+def objective_summary_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """The study page's objective scores beside the human and judge rankings (an htmx fragment,
+    docs/protocol.md "Objective scores beside the rankings")."""
+    from ranking.objective_scores import objective_summary
+
+    study = study_get_for_user(user=request.user, slug=slug)
+    summary = objective_summary(
+        study=study, resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, correlate=objective_correlations
+    )
+    return render(request, "ranking/objective_summary.html", {"study": study, "summary": summary})

@@ -328,6 +328,13 @@ class StudyNewApi(ResearcherApi):
             required=False, default="", allow_blank=True,
             help_text="Name of the references' folder in the .zip (pairwise_reference); every other folder is a system.",
         )
+        truth = serializers.CharField(
+            required=False, default="", allow_blank=True,
+            help_text="Name of the ground truth's folder in the .zip (pairwise_reference; not a system): per page "
+            "<page>.json {page: {width, height}, blocks: [{type, text, html?, latex?, bbox}]} or <page>.html, rendered "
+            "with the study's settings. A page whose truth is refused is listed in the report and left without it "
+            "(docs/protocol.md \"Ground truth\").",
+        )
         match = serializers.CharField(
             required=False, default="", allow_blank=True,
             help_text="Regular expression over file names; its 'page' (or first) group is the page id.",
@@ -393,13 +400,17 @@ class StudyNewApi(ResearcherApi):
             values["render_failures"],
             where="render_failures",
         )
-        upload_fields_check(kind=values["kind"], manifest=values["manifest"], reference=values["reference"], options=options)
+        upload_fields_check(
+            kind=values["kind"], manifest=values["manifest"], reference=values["reference"], options=options,
+            truth=values["truth"],
+        )
         run = new_study_run_start(
             upload=values["file"],
             parameters={
                 "kind": values["kind"],
                 "manifest": values["manifest"],
                 "reference": values["reference"],
+                "truth": values["truth"],
                 "match": values["match"],
                 "options": options,
                 "comparisons": values["comparisons"],
@@ -490,3 +501,50 @@ class ComparisonListApi(ResearcherApi):
                 status=status.HTTP_400_BAD_REQUEST,
             )
         return paginated_response(self, request, study_comparisons(study=study, set=chosen), self.OutputSerializer)
+
+
+class ObjectiveScoresApi(ResearcherApi):
+    """docs/protocol.md "Objective scores beside the rankings": per system the objective scores with
+    their page-bootstrap intervals, and how far the scoring is."""
+
+    @extend_schema(
+        operation_id="studies_objective",
+        parameters=[
+            OpenApiParameter("resamples", int, required=False, description="bootstrap resamples (default 2000)"),
+            OpenApiParameter("seed", int, required=False, description="bootstrap seed (default 20260831)"),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: ERROR, 404: ERROR},
+        description="The study's objective scores against its ground truth (TEDS, TEDS-S, D_text, S_layout, S_obj "
+        "per system, each with its 95 % interval over page resamples). `scored` < `to_score` while scores are being "
+        "computed; POST scores the missing ones in the background (202).",
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        from annotation.services.objective_scores import objective_status, system_objective_scores
+
+        study = study_get_for_user(user=request.user, slug=slug)
+        try:
+            resamples = int(request.query_params.get("resamples", 2000))
+            seed = int(request.query_params.get("seed", 20260831))
+        except ValueError:
+            raise ValidationFailed("expected whole numbers", field="resamples") from None
+        if not 1 <= resamples <= 100_000:
+            raise ValidationFailed("expected 1 to 100000", field="resamples")
+        state = objective_status(study=study)
+        systems = system_objective_scores(study=study, resamples=resamples, seed=seed)
+        return Response({
+            "pages_with_truth": state.pages_with_truth,
+            "to_score": state.to_score,
+            "scored": state.scored,
+            "unscored": state.unscored,
+            "bootstrap": {"resamples": resamples, "seed": seed, "units": "pages"},
+            "systems": [s.to_json() for s in systems],
+        })
+
+    @extend_schema(operation_id="studies_objective_refresh", request=None, responses={202: OpenApiTypes.OBJECT, 404: ERROR})
+    def post(self, request: Request, slug: str) -> Response:
+        from annotation.task_queue import task_queue
+        from annotation.tasks import objective_scores_task
+
+        study = study_get_for_user(user=request.user, slug=slug)
+        task_queue(objective_scores_task, study.pk)
+        return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)

@@ -131,10 +131,15 @@ def render_folder(
     resume: bool = True,
     progress: Callable[[int, int], None] | None = None,
     stems: Collection[str] | None = None,
+    need_blocks: bool = False,
 ) -> RenderRun:
     """Render every page of ``src`` (or those whose stem ``stems`` names) into ``out``. Failed
     renders are data: each gets its JSON (``status: failed`` and the reason) and no PNG. Raises
-    only for bad input or no browser."""
+    only for bad input or no browser.
+
+    ``need_blocks``: an earlier render kept by ``resume`` must have its blocks (``dom.blocks``,
+    docs/protocol.md "Blocks from the DOM"); one made before blocks existed is rendered again (a
+    study with ground truth scores them)."""
     pages = html_pages(src)
     if stems is not None:
         pages = [path for path in pages if path.stem in stems]
@@ -166,6 +171,7 @@ def render_folder(
                 _same_run(record, settings_json, probe)
                 and record.get("source_sha256") == _sha256(path)
                 and (record.get("status") == "failed" or (out / f"{path.stem}.png").is_file())
+                and (not need_blocks or record.get("status") == "failed" or _has_blocks(record))
             )
             if unchanged:
                 run.kept += 1
@@ -269,6 +275,11 @@ def _sha256(path: Path) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return ""
+
+
+def _has_blocks(record: dict[str, Any]) -> bool:
+    dom = record.get("dom")
+    return isinstance(dom, dict) and isinstance(dom.get("blocks"), list)
 
 
 def _read_record(path: Path) -> dict[str, Any] | None:

@@ -286,6 +286,7 @@ def new_study_run_execute(*, run_id: int) -> str:
                 kind=str(values.get("kind") or "pairwise_reference"),
                 manifest=str(values.get("manifest") or ""),
                 reference=str(values.get("reference") or ""),
+                truth=str(values.get("truth") or ""),
                 match=values.get("match") or None,
                 options=dict(values.get("options") or {}),
                 comparisons=str(values.get("comparisons") or "all"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import URLPattern, URLResolver, path
 
 from annotation.api import studies as api
+from annotation.views import objective
 from annotation.views import studies as views
 from annotation.views.comparison_images import candidate_image, comparison_image
 
@@ -24,6 +25,14 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("studies/<slug:slug>/candidates/<int:pk>.png", candidate_image, name="candidate-image"),
     path("studies/<slug:slug>/texts/", views.study_texts_update, name="texts"),
     path("studies/<slug:slug>/failure-rule/", views.study_failure_rule_update, name="failure-rule"),
+    path("studies/<slug:slug>/objective/", objective.objective_pages, name="objective"),
+    path("studies/<slug:slug>/objective/refresh/", objective.objective_refresh, name="objective-refresh"),
+    path("studies/<slug:slug>/objective/<int:candidate>/", objective.objective_page, name="objective-page"),
+    path(
+        "studies/<slug:slug>/objective/<int:candidate>/<str:side>.png", objective.objective_image,
+        name="objective-image",
+    ),
+    path("api/studies/<slug:slug>/objective/", api.ObjectiveScoresApi.as_view(), name="api-objective"),
     path("api/studies/", api.StudyListApi.as_view(), name="api-list"),
     path("api/studies/import/", api.StudyImportApi.as_view(), name="api-import"),
     path("api/studies/new/", api.StudyNewApi.as_view(), name="api-new"),

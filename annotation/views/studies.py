@@ -71,7 +71,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
         key: request.POST.get(key, "")
         for key in (
             "kind", "title", "slug", "manifest", "reference", "match", "options", "comparisons", "render_failures",
-            "media", "neutralize",
+            "media", "neutralize", "truth",
         )
     }
     if request.method == "POST":
@@ -90,7 +90,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 )
                 upload_fields_check(
                     kind=form["kind"] or "pairwise_reference", manifest=form["manifest"], reference=form["reference"],
-                    options=options,
+                    options=options, truth=form["truth"],
                 )
                 run = new_study_run_start(
                     upload=upload,
@@ -98,6 +98,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                         "kind": form["kind"] or "pairwise_reference",
                         "manifest": form["manifest"],
                         "reference": form["reference"],
+                        "truth": form["truth"],
                         "match": form["match"],
                         "options": options,
                         "comparisons": form["comparisons"] or "all",

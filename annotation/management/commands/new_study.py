@@ -87,6 +87,11 @@ class Command(ArbiterCommand):
             "--requirements", type=Path,
             help="JSON {page: {text, tables, charts, canvas}}: the briefs' verifiable requirements (rule score)",
         )
+        parser.add_argument(
+            "--truth", type=Path, metavar="DIR",
+            help="folder of the pages' ground truth: <page>.json ({page: {width, height}, blocks: [...]}) or <page>.html "
+            "rendered with the study's settings; scored against each candidate's render (docs/protocol.md \"Ground truth\")",
+        )
         parser.add_argument("--keep-bundle", type=Path, help="folder to keep the bundle in (default ARBITER_BUNDLE_ARCHIVE)")
         parser.add_argument("--dry-run", action="store_true", help="print what would be created; write nothing")
         parser.add_argument(
@@ -147,6 +152,7 @@ class Command(ArbiterCommand):
             briefs=options["briefs"],
             predicates=options["predicates"],
             comparisons=options["comparisons"],
+            truth=options["truth"],
         )
         plan = new_study_plan(data=data)
         if options["dry_run"]:
@@ -168,6 +174,17 @@ class Command(ArbiterCommand):
             self.stderr.write(
                 f"{n:,} HTML page{'s' if n != 1 else ''} failed to render, kept as failed renders (new_study --dry-run lists the reasons)"
             )
+        if plan.truth_problems:
+            n = len(plan.truth_problems)
+            self.stderr.write(
+                f"ground truth refused for {n:,} page{'s' if n != 1 else ''}, left without it "
+                "(new_study --dry-run lists the reasons)"
+            )
+        if plan.truth:
+            from annotation.services.objective_scores import objective_scores_refresh
+
+            scored = objective_scores_refresh(study=study)
+            self.stderr.write(f"objective scores: {scored.scored:,} candidates scored against their page's ground truth")
         for (page, system), hint in list(plan.near_matches.items())[:3]:
             self.stderr.write(f"failed render {system}: {page}: {hint}")
         self.stdout.write(study.slug)

@@ -22,9 +22,11 @@ from annotation.kinds import design_of
 from annotation.media import copy_media_to, media_exists
 from annotation.models import (
     Candidate,
+    CandidateBlocks,
     CandidateVersion,
     Comparison,
     Page,
+    PageTruth,
     Predicate,
     StoredImage,
     Study,
@@ -102,6 +104,8 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
         return tuple(BlockRegion(type=b["type"], bbox_1000=tuple(b["bbox_1000"])) for b in found)  # type: ignore[arg-type]
 
     pages = list(study.pages.select_related("image", "original_image").order_by("position", "external_id"))
+    truth = dict(PageTruth.objects.filter(page__study=study).values_list("page_id", "blocks"))
+    dom_blocks = dict(CandidateBlocks.objects.filter(candidate__page__study=study).values_list("candidate_id", "blocks"))
     page_specs = tuple(
         PageSpec(
             id=p.external_id,
@@ -119,6 +123,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             meta=p.meta,
             blocks=blocks(p.blocks),
             requirements=p.requirements or {},
+            truth=truth.get(p.pk),
         )
         for p in pages
     )
@@ -144,6 +149,7 @@ def study_spec_from_db(study: Study) -> tuple[StudySpec, dict[str, StoredImage]]
             version_note=dated[c.pk].note if c.pk in dated else "",
             render_reason="" if c.rendered else c.render_reason,
             rule=c.rule or {},
+            dom_blocks=dom_blocks.get(c.pk) if c.rendered else None,
         )
         for c in candidates
     )

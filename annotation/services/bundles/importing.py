@@ -38,10 +38,12 @@ from annotation.models import (
     AuditEvent,
     Axis,
     Candidate,
+    CandidateBlocks,
     CandidateVersion,
     Comparison,
     ComparisonSet,
     Page,
+    PageTruth,
     Predicate,
     StoredImage,
     Study,
@@ -278,6 +280,12 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
         batch_size=1000,
     )
     page_by_id = {p.external_id: p for p in pages}
+    # Ground truth (docs/protocol.md "Ground truth"), as given (a page made from HTML truth keeps
+    # its blocks: the bundle holds the checked format, not the HTML).
+    PageTruth.objects.bulk_create(
+        [PageTruth(page=page_by_id[p.id], blocks=p.truth) for p in spec.pages if p.truth is not None],
+        batch_size=500,
+    )
     no_media = JSONText("[]")
     # Plain rows (10,000 candidates of 1,000 pages × 10 systems), their ids read back by page and system.
     rows_insert(
@@ -308,6 +316,15 @@ def _write_study(spec: StudySpec, images: StagedImages, user: AbstractBaseUser |
             "pk", "page_id", "system_id"
         )
     }
+    CandidateBlocks.objects.bulk_create(
+        [
+            CandidateBlocks(candidate_id=candidate_by_key[(c.page, c.system)], blocks=c.dom_blocks)
+            for c in spec.candidates
+            if c.dom_blocks is not None
+        ],
+        batch_size=500,
+    )
+
     def required(info: ImageInfo | None) -> int:
         image = pk(info)
         assert image is not None, "a gold entry's images are staged with the bundle's"

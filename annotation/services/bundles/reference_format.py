@@ -141,6 +141,8 @@ class PageSpec:
     blocks: tuple[BlockRegion, ...] = ()
     # Verifiable requirements, canonical (docs/protocol.md "AesCode's rule score"); {} for none.
     requirements: dict[str, Any] = field(default_factory=dict)
+    # Ground truth (docs/protocol.md "Ground truth"): the checked format's JSON, None without.
+    truth: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,8 @@ class CandidateSpec:
     render_reason: str = ""  # a failed render's reason (optional; rendered: false only)
     # The render's rule score against its page's requirements (docs/protocol.md "AesCode's rule score"); {} for none.
     rule: dict[str, Any] = field(default_factory=dict)
+    # Its render's blocks in the ground truth's format (studies with ground truth), None without.
+    dom_blocks: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -328,6 +332,23 @@ class _Reader:
             for i, item in enumerate(self.array(value or [], path))
             for raw in (self.obj(item, f"{path}[{i}]", ("type", "bbox_1000")),)
         )
+
+
+def truth_field(r: _Reader, value: Any, path: str, *, prediction: bool = False) -> dict[str, Any] | None:
+    """A page's ``truth`` or a candidate's ``dom_blocks`` (``prediction``: read as the objective
+    protocol reads a prediction, a malformed block dropped) (docs/protocol.md "Ground truth"),
+    checked by the format's own reader; its error names the field under ``path``."""
+    if value is None:
+        return None
+    from annotation.services.ground_truth import TruthError, blocks_checked, truth_checked
+
+    try:
+        return blocks_checked(value) if prediction else truth_checked(value)
+    except TruthError as exc:
+        field, sep, message = str(exc).partition(": ")
+        if sep and " " not in field:  # "blocks[3].bbox: outside the page …"
+            r.fail(f"{path}.{field}", message)
+        r.fail(path, str(exc))
 
 
 @functools.cache
@@ -552,7 +573,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     page_ids: dict[str, str] = {}
     for i, item in enumerate(r.array(root["pages"], "$.pages")):
         where = f"$.pages[{i}]"
-        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks", "requirements"))
+        raw = r.obj(item, where, ("id", "image"), ("targets", "media", "meta", "blocks", "requirements", "truth"))
         page_id = r.identifier(raw["id"], f"{where}.id")
         if page_id in page_ids:
             r.fail(f"{where}.id", f"duplicate page id {page_id!r} (first at {page_ids[page_id]})")
@@ -579,7 +600,8 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             r.fail(f"{where}.meta", f"expected an object, got {_type_name(meta)}")
         requirements = _requirements(r, raw["requirements"], f"{where}.requirements") if "requirements" in raw else {}
         pages.append(PageSpec(id=page_id, image=image, targets=tuple(targets), media=media, meta=meta, where=where,
-                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"), requirements=requirements))
+                              blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"), requirements=requirements,
+                              truth=truth_field(r, raw.get("truth"), f"{where}.truth")))
     if not pages:
         r.fail("$.pages", "a study needs at least one page")
 
@@ -589,7 +611,7 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
     for i, item in enumerate(r.array(root["candidates"], "$.candidates")):
         where = f"$.candidates[{i}]"
         raw = r.obj(item, where, ("page", "system", "image", "rendered"),
-                    ("media", "version_date", "version_note", "blocks", "render_reason", "rule"))
+                    ("media", "version_date", "version_note", "blocks", "render_reason", "rule", "dom_blocks"))
         page_id = r.string(raw["page"], f"{where}.page", empty=False)
         if page_id not in page_ids:
             r.fail(f"{where}.page", f"unknown page {page_id!r}")
@@ -622,7 +644,10 @@ def study_spec_from_document(document: Any, *, filename: str = STUDY_JSON) -> St
             version_date=version_date, version_note=version_note, render_reason=render_reason,
             blocks=r.blocks(raw.get("blocks"), f"{where}.blocks"),
             rule=_rule(r, raw["rule"], f"{where}.rule") if raw.get("rule") else {},
+            dom_blocks=truth_field(r, raw.get("dom_blocks"), f"{where}.dom_blocks", prediction=True),
         )
+        if spec.dom_blocks is not None and not rendered:
+            r.fail(f"{where}.dom_blocks", "a failed render (rendered: false) has no blocks")
         candidate_at[key] = spec
         candidate_where[key] = where
         candidates.append(spec)
@@ -752,6 +777,8 @@ def _candidate_json(c: CandidateSpec) -> dict[str, Any]:
         document["render_reason"] = c.render_reason
     if c.rule:
         document["rule"] = c.rule
+    if c.dom_blocks is not None:
+        document["dom_blocks"] = c.dom_blocks
     return document
 
 
@@ -777,6 +804,7 @@ def study_spec_to_json(spec: StudySpec) -> dict[str, Any]:
                 "meta": p.meta,
                 **({"blocks": [b.to_json() for b in p.blocks]} if p.blocks else {}),
                 **({"requirements": p.requirements} if p.requirements else {}),
+                **({"truth": p.truth} if p.truth is not None else {}),
             }
             for p in spec.pages
         ],

@@ -37,9 +37,11 @@ from annotation.images import staged_images
 from annotation.models import (
     AuditEvent,
     Candidate,
+    CandidateBlocks,
     CandidateVersion,
     Comparison,
     ComparisonSet,
+    ObjectiveScore,
     Study,
 )
 from annotation.roles import studies_for
@@ -300,6 +302,12 @@ def _write_update(
                 "rule",
             ]
         )
+        # The new render's blocks for the objective scores (docs/protocol.md "Ground truth"); its
+        # earlier score goes, and the next refresh scores the new version.
+        CandidateBlocks.objects.filter(candidate=candidate).delete()
+        ObjectiveScore.objects.filter(candidate=candidate).delete()
+        if c.dom_blocks is not None:
+            CandidateBlocks.objects.create(candidate=candidate, blocks=c.dom_blocks)
         versions.append(
             CandidateVersion(
                 candidate=candidate,

@@ -30,6 +30,7 @@ from annotation.services.new_study.inputs import (
 from annotation.services.new_study.options import MEDIA_KEY, REQUIREMENTS_KEY
 from annotation.services.new_study.plan import KINDS, NewStudyInput, NewStudyPlan, Source
 from annotation.services.new_study.sources import place_source, probe_source
+from annotation.services.new_study.truth import read_truth
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -71,7 +72,9 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     read_briefs(data, plan)
     read_predicates(data, plan)
     read_requirements(requirements, plan)
+    plan.wants_truth = data.truth is not None
     render_html_sources(plan, cache=data.render_cache)
+    read_truth(data, plan)
     read_media_option(media, plan)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]
     for i, source in enumerate(sources, 1):

@@ -46,6 +46,9 @@ class NewStudyInput:
     # Where HTML pages' renders are kept and found again (a new study run's folder); None: a
     # temporary folder removed with the plan.
     render_cache: Path | None = None
+    # The ground truth's folder (docs/protocol.md "Ground truth"): per page ``<page>.json`` in the
+    # documented format, or ``<page>.html`` rendered with the study's settings.
+    truth: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,15 @@ class NewStudyPlan:
     # (docs/protocol.md "AesCode's rule score"); a failed render's stays here (no item to carry it).
     requirements: dict[str, Any] = field(default_factory=dict)
     rule_results: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # Ground truth (docs/protocol.md "Ground truth"): whether a truth folder was given, the checked
+    # truth of each page (page → the format's JSON) and where it came from ("json" / "html"), the
+    # pages whose truth was refused (page → one line naming the file and the field), and each
+    # rendered HTML source's full blocks (by label), what the objective protocol scores.
+    wants_truth: bool = False
+    truth: dict[str, dict[str, Any]] = field(default_factory=dict)
+    truth_sources: dict[str, str] = field(default_factory=dict)
+    truth_problems: dict[str, str] = field(default_factory=dict)
+    dom_blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @cached_property
     def design(self) -> StudyDesign:
@@ -270,6 +282,8 @@ class NewStudyPlan:
         rendered = sum(1 for source in self.images.values() if self._is_image(source))
         references = sum(1 for source in self.references.values() if self._is_image(source))
         out = {"pages": len(self.pages), "systems": len(self.systems), "images": rendered + references}
+        if self.wants_truth:
+            out["pages_with_truth"] = len(self.truth)
         if self.design.has_reference:
             out["candidates"] = len(self.pages) * len(self.systems)
             out["failed_renders"] = out["candidates"] - rendered
@@ -312,6 +326,11 @@ class NewStudyPlan:
                 f"media neutralization: {'on' if neutralizes(self.options) else 'off'} "
                 f"({with_regions:,} of {len(self.references):,} references with media regions)"
             )
+        if self.wants_truth:
+            lines.append(
+                f"ground truth: {len(self.truth):,} of {len(self.pages):,} pages "
+                f"({sum(1 for v in self.truth_sources.values() if v == 'html'):,} rendered from HTML)"
+            )
         if self.check_answers:
             answers = ", ".join(f"{key} {n:,}" for key, n in sorted(self.check_answers.items()))
             lines.append(f"checks answered from the render: {answers}")
@@ -338,6 +357,11 @@ class NewStudyPlan:
                 ],
             ),
             ("failed renders (HTML)", [f"{s}: {p}: {why}" for (p, s), why in self.render_failed.items()]),
+            *(
+                [("ground truth refused (those pages are left without truth)",
+                  [f"{p}: {why}" for p, why in self.truth_problems.items()])]
+                if self.wants_truth else []
+            ),
             ("pages shown unequally (media neutralized on some panes only)", self.unequal_pages()),
             ("width mismatches (renders and their reference at two scales)", self.width_mismatches()),
             ("stray files", self.stray),
@@ -401,6 +425,7 @@ class NewStudyPlan:
             doc["pages"] = [
                 {
                     "id": p, "image": by_source[self.references[p].label], **self._media(self.references[p]),
+                    **({"truth": self.truth[p]} if p in self.truth else {}),
                     **({"meta": {"render_viewport": self.page_viewports[p]}} if p in self.page_viewports else {}),
                     **({"requirements": self.requirements[p].to_json()} if p in self.requirements else {}),
                 }
@@ -415,6 +440,11 @@ class NewStudyPlan:
                     **(self._media(self.images[(p, s)]) if (p, s) in self.images else {}),
                     **({"render_reason": self.render_failed[(p, s)][:300]} if (p, s) in self.render_failed else {}),
                     **({"rule": self.rule_results[(p, s)]} if (p, s) in self.rule_results else {}),
+                    **(
+                        {"dom_blocks": self.dom_blocks[self.images[p, s].label]}
+                        if self.truth and (p, s) in self.images and self.images[p, s].label in self.dom_blocks
+                        else {}
+                    ),
                 }
                 for p in self.pages
                 for s in self.systems

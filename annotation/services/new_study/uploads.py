@@ -90,6 +90,7 @@ def upload_input(
     options: dict[str, Any],
     comparisons: str = "all",
     render_cache: Path | None = None,
+    truth: str = "",
 ) -> NewStudyInput:
     """The input of an unpacked upload: its manifest (a path in the archive), or its top-level
     folders — ``reference`` names the references' folder, every other folder is a system.
@@ -101,23 +102,28 @@ def upload_input(
     folder = folder.resolve()
     manifest_path = upload_path(folder, manifest, field="manifest") if manifest else None
     reference_path = upload_path(folder, reference, field="reference") if reference else None
+    truth_path = upload_path(folder, truth, field="truth") if truth else None
     # One top-level folder holding everything (a zipped folder) is looked into; the reference
     # folder may then be named from inside it.
     entries = [p for p in folder.iterdir() if not p.name.startswith((".", "__MACOSX"))]
-    if len(entries) == 1 and entries[0].is_dir() and manifest_path is None and entries[0] != reference_path:
+    if len(entries) == 1 and entries[0].is_dir() and manifest_path is None and entries[0] not in (reference_path, truth_path):
         folder = entries[0]
         if reference_path is not None and not reference_path.is_dir():
             reference_path = upload_path(folder, reference, field="reference")
+        if truth_path is not None and not truth_path.is_dir():
+            truth_path = upload_path(folder, truth, field="truth")
+    if truth_path is not None and not truth_path.is_dir():
+        raise ValidationFailed(f"{excerpt(truth)} names no folder in the .zip", where="truth")
     shown = (folder, name)
     options = _with_media_file(folder, options, name=name)
     options = _with_requirements_file(folder, options, name=name)
     if manifest_path is not None:
         return NewStudyInput(
             kind=kind, manifest=manifest_path, options=options, shown_root=shown, comparisons=comparisons,
-            render_cache=render_cache,
+            render_cache=render_cache, truth=truth_path,
         )
     folders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX")))
-    systems = tuple((p.name, p) for p in folders if p != reference_path)
+    systems = tuple((p.name, p) for p in folders if p not in (reference_path, truth_path))
     if not systems:
         raise ValidationFailed(
             "no system folder in the .zip (one folder per system"
@@ -133,10 +139,13 @@ def upload_input(
         shown_root=shown,
         comparisons=comparisons,
         render_cache=render_cache,
+        truth=truth_path,
     )
 
 
-def upload_fields_check(*, kind: str, manifest: str, reference: str, options: dict[str, Any] | None = None) -> None:
+def upload_fields_check(
+    *, kind: str, manifest: str, reference: str, options: dict[str, Any] | None = None, truth: str = ""
+) -> None:
     """The upload's fields, before anything is stored or read: a kind with references needs the
     references' folder named (or a manifest), and the render settings must hold (a page's time
     limit at most 60 s, ...); errors name the form's field or the option, not a command's flag."""
@@ -156,6 +165,8 @@ def upload_fields_check(*, kind: str, manifest: str, reference: str, options: di
         )
     elif not has_reference and reference.strip():
         raise ValidationFailed(f"a {kind} study has no references; leave the field empty", where="reference")
+    if truth.strip() and not has_reference:
+        raise ValidationFailed(f"ground truth is scored against a page's candidates; a {kind} study has none", where="truth")
     if options and RENDER_KEY in options:
         study_render_from_options(options)
 
@@ -253,6 +264,7 @@ def new_study_from_upload(
     dry_run: bool = False,
     user: AbstractBaseUser | AnonymousUser | None = None,
     render_cache: Path | None = None,
+    truth: str = "",
 ) -> tuple[NewStudyPlan, Study | None]:
     """The upload page and the API: a ZIP of folders (or with a manifest inside) through the same
     plan and import as the command. Returns the plan and the study (None on a dry run).
@@ -270,12 +282,16 @@ def new_study_from_upload(
             try:
                 data = upload_input(
                     folder, name=name, kind=kind, manifest=manifest, reference=reference, match=match,
-                    options=options, comparisons=comparisons, render_cache=render_cache,
+                    options=options, comparisons=comparisons, render_cache=render_cache, truth=truth,
                 )
                 plan = new_study_plan(data=data)
                 if dry_run:
                     return plan, None
                 study, _ = new_study_create(data=data, plan=plan, user=user)
+                if plan.truth:  # the objective scores, while the run's progress is shown
+                    from annotation.services.objective_scores import objective_scores_refresh
+
+                    objective_scores_refresh(study=study)
                 return plan, study
             except ArbiterError as exc:
                 message = str(exc)
