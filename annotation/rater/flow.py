@@ -10,13 +10,13 @@ calls; the views and the rater API only parse, call one of these, and render the
 
 The next trial a participant sees is chosen in one place, uniform or serve-time:
 ``annotation.services.answers.next_trial_choose``. A vote asks it while it holds the assignment's
-row lock, so the answer's screen reads that trial by its key (``trial_next`` with the vote's
-``Progress``); every other screen asks it through ``trial_next``.
+row lock, and the one read it makes of the assignment's trials brings the next trial's stored
+screen (decision 0079), so the answer's screen costs no read of its own (``trial_next`` with the
+vote's ``Progress``); every other screen asks it through ``trial_next``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal
@@ -51,12 +51,9 @@ from annotation.services.answers import (
     TrialView,
     VoteInput,
     assignment_counts,
-    trial_blocks,
-    trial_images,
     trial_next,
-    trial_shown_files,
+    vote_lock,
     vote_submit,
-    vote_trial,
 )
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
@@ -173,15 +170,14 @@ def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, resp
     """A new answer to an earlier trial (after Undo); then the current trial again."""
     with rater_transaction():
         if respond == "json":
-            trial = vote_trial(trial_token)
+            trial = Trial.objects.select_related("assignment__block__study").filter(token=trial_token).order_by().first()
             if trial is None:
                 raise NotFound("no such trial")
             if answer.refused is not None:
                 raise answer.refused
             study = trial.assignment.block.study
             design = design_of(study)
-            result = vote_revise(_vote_input(trial_token, session_rater_id(visitor, study.pk), answer, design),
-                                 trial=trial)
+            result = vote_revise(_vote_input(trial_token, session_rater_id(visitor, study.pk), answer, design))
             return _recorded(_state(study, design, trial.assignment, visitor), trial_token, result)
         trial, study, rater_id = _own_trial(trial_token, visitor)
         design = design_of(study)
@@ -429,32 +425,33 @@ def session_rater_id(visitor: Visitor, study_id: int) -> int | None:
 
 
 def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
-    trial = vote_trial(trial_token)  # with its study, its axes and its unit's page: read once
-    if trial is None:
+    # The vote's lock reads the assignment with its study: all the answer reads before its trials.
+    assignment = vote_lock(trial_token)
+    if assignment is None:
         if respond == "json":
             raise NotFound("no such trial")
         raise Http404
-    study = trial.assignment.block.study
+    study = assignment.block.study
     design = design_of(study)
     rater_id = session_rater_id(visitor, study.pk)
     if respond == "json":
         if answer.refused is not None:
             raise answer.refused
-        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), locked=assignment, design=design,
                              show_next=True)
         fresh = not result.replayed and not result.finished
-        screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
+        screen = _state(study, design, assignment, visitor, fresh=fresh, progress=result.progress)
         return _recorded(screen, trial_token, result)
-    if rater_id is None or trial.assignment.rater_id != rater_id:
+    if rater_id is None or assignment.rater_id != rater_id:
         return notice(study, *NOT_YOURS, status=403)
     posted = answer.posted(design.rationale_field)
     try:
-        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), locked=assignment, design=design,
                              show_next=respond == "fragment")
     except ValidationFailed as exc:
-        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted)
+        return _state(study, design, assignment, visitor, status=400, error=exc, posted=posted)
     except Conflict as exc:
-        return _state(study, design, trial.assignment, visitor, status=409,
+        return _state(study, design, assignment, visitor, status=409,
                       notice=f"{exc}. Here is your current trial.")
     except ArbiterError as exc:
         return notice(study, "Not available", str(exc), status=exc.status_code)
@@ -463,7 +460,7 @@ def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: 
     # A new vote that did not finish the block found the assignment ACTIVE under its row lock and
     # left a trial to answer; otherwise read it again (the end page shows the completion code).
     fresh = not result.replayed and not result.finished
-    return _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
+    return _state(study, design, assignment, visitor, fresh=fresh, progress=result.progress)
 
 
 def _vote_input(trial_token: str, rater_id: int | None, answer: AnswerForm, design: StudyDesign) -> VoteInput:
@@ -559,7 +556,7 @@ def _trial_screen(
     if isinstance(error, ValidationFailed):
         extra["error"] = participant_error(error, view, design)
     context = _state_context(study, design, assignment, view, progress=progress, **extra)
-    images = _image_pass(view.trial, study, design) if view is not None else None
+    images = ImagePass(trial_token=view.token, files=view.files) if view is not None and view.files else None
     return Screen(
         kind="end" if view is None else "trial", study=study, status=status, context=context, trial=view,
         progress=progress, notice=str(extra.get("notice") or ""), error=str(extra.get("error") or ""),
@@ -604,33 +601,14 @@ def _state_context(
              "bboxes": [",".join(f"{v:g}" for v in t["bbox_1000"]) for t in axis["targets"]]}
             for i, axis in enumerate(view.axes)
         ]
-        context["blocks"] = {slot: blocks_attribute(b) for slot, b in trial_blocks(view.trial).items()}
-        ref = view.trial.comparison.page.image if view.trial.comparison else None  # type: ignore[union-attr]
-        context["ref_size"] = (ref.width, ref.height) if ref else None
+        context["blocks"] = dict(view.blocks)
+        context["ref_size"] = view.ref_size
         context["boxes"] = [",".join(f"{v:g}" for v in box) for box in view.boxes if len(box) == 4]
         context["ratings"] = [
             {"name": d, "index": i, "value": str((posted.get("ratings") or {}).get(d, ""))}
             for i, d in enumerate(view.dimensions)
         ]
     return context
-
-
-BLOCK_TYPES = frozenset({"title", "text", "list", "table", "formula", "figure"})
-
-
-def blocks_attribute(blocks: Any) -> str:
-    """A page's blocks as the trial page reads them (``data-blocks``, static/annotation/trial.js):
-    ``[[type, y0, y1], ...]`` in thousandths of the page's height, geometry only (never a block's
-    text); empty when the page has none."""
-    out = []
-    for block in blocks if isinstance(blocks, list) else []:
-        box = block.get("bbox_1000") if isinstance(block, dict) else None
-        if block.get("type") in BLOCK_TYPES and isinstance(box, list) and len(box) == 4:
-            try:
-                out.append([block["type"], round(float(box[1]), 1), round(float(box[3]), 1)])
-            except (TypeError, ValueError):
-                continue
-    return json.dumps(out, separators=(",", ":")) if out else ""
 
 
 def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
@@ -645,18 +623,6 @@ def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
         "comment_sent": bool(study.end_comment and assignment.end_comment),
         "redirect_seconds": REDIRECT_SECONDS,
     }
-
-
-def _image_pass(trial: Trial, study: Study, design: StudyDesign) -> ImagePass | None:
-    """The shown trial's files for its image pass: read with the trial (``trial_current``), or one
-    query reads every slot of the trial."""
-    files = trial_shown_files(trial, study, design)
-    if files is None:
-        found = trial_images(trial_token=trial.token, item=not design.pairwise)
-        if found is None or not found.live:
-            return None
-        files = found.files
-    return ImagePass(trial_token=trial.token, files=files)
 
 
 def _api_assignment(study: Study, rater_id: int | None) -> Assignment:
