@@ -13,7 +13,6 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -28,16 +27,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import Forbidden
-from annotation.models import ProblemKind, Rater, Study
+from annotation.models import ProblemKind
 from annotation.rater import flow, forms
 from annotation.rater.images import image_pass_grant
 from annotation.rater.screens import Screen, session_write
-from annotation.services.comprehension import (
-    MAX_ATTEMPTS,
-    comprehension_question,
-    comprehension_state,
-    comprehension_submit,
-)
 from annotation.views.links import url
 
 
@@ -291,26 +284,16 @@ class ComprehensionSubmitApi(APIView):
         choices = serializers.ListField(child=serializers.DictField())
         attempts_left = serializers.IntegerField()
 
-    def _rater(self, request: Request, study: Study) -> Rater:
-        rater_id = flow.session_rater_id(forms.visitor_of(request._request), study.pk)
-        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
-        if rater is None:
-            raise Forbidden("open the study link you were given first")
-        return rater
-
     @extend_schema(responses=ComprehensionState, summary="The comprehension question and the session's attempts")
     def get(self, request: Request, link_token: str) -> Response:
-        study = get_object_or_404(Study, link_token=link_token)
-        rater = self._rater(request, study)
-        question = comprehension_question(study)
+        screen = flow.comprehension_page(link_token=link_token, visitor=forms.visitor_of(request._request))
+        question = screen.context["question"]
         data = {
-            "state": comprehension_state(rater), "question": question.question,
+            "state": screen.context["state"], "question": question.question,
             "choices": [{"value": v, "label": label} for v, label in question.choices],
-            "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0),
+            "attempts_left": screen.context["attempts_left"],
         }
-        response = Response(self.ComprehensionState(data).data)
-        response["Cache-Control"] = "no-store"
-        return response
+        return screen_json(request, self.ComprehensionState(data).data, screen)
 
     @extend_schema(
         request=ComprehensionInput,
@@ -318,12 +301,13 @@ class ComprehensionSubmitApi(APIView):
         summary="Answer the comprehension question (two attempts)",
     )
     def post(self, request: Request, link_token: str) -> Response:
-        study = get_object_or_404(Study, link_token=link_token)
-        rater = self._rater(request, study)
         body = self.ComprehensionInput(data=request.data)
         body.is_valid(raise_exception=True)
-        result = comprehension_submit(rater=rater, answer=body.validated_data["answer"])
-        left = max(MAX_ATTEMPTS - rater.comprehension_attempts, 0)
-        response = Response(self.ComprehensionResult({"result": result, "attempts_left": left}).data)
-        response["Cache-Control"] = "no-store"
-        return response
+        screen = flow.answer_comprehension(link_token=link_token, visitor=forms.visitor_of(request._request),
+                                           answer=body.validated_data["answer"])
+        if "refused" in screen.context:
+            raise screen.context["refused"]
+        if "result" not in screen.context:
+            raise Forbidden("open the study link you were given first")
+        outcome = {"result": screen.context["result"], "attempts_left": screen.context["attempts_left"]}
+        return screen_json(request, self.ComprehensionResult(outcome).data, screen)

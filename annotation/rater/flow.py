@@ -267,23 +267,53 @@ def pause_page(*, link_token: str, visitor: Visitor, origin: str) -> Screen:
 
 
 def answer_comprehension(*, link_token: str, visitor: Visitor, answer: str) -> Screen:
-    """One attempt at the comprehension question; passed → the first trial (the study link)."""
+    """One attempt at the comprehension question; passed → the first trial (the study link).
+
+    The Screen's context carries the attempt's ``result`` (``passed``, ``retry``, ``failed``) and
+    the ``attempts_left``, which the rater API answers; a session without a rater gets neither.
+    """
     with rater_transaction():
         study = get_object_or_404(Study, link_token=link_token)
-        rater_id = session_rater_id(visitor, study.pk)
-        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        rater = _session_rater(study, visitor)
         if rater is None:
             return _to_link(study)
         try:
             result = comprehension_submit(rater=rater, answer=answer)
-        except ValidationFailed as exc:
-            return comprehension_screen(study, rater, error=plain_sentence(exc), status=400)
+        except ValidationFailed as exc:  # the rater API answers the refusal itself (``refused``)
+            screen = comprehension_screen(study, rater, error=plain_sentence(exc), status=400)
+            return replace(screen, context={**screen.context, "refused": exc})
+        outcome = {"result": result, "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0)}
         if result == "retry":
-            return comprehension_screen(
+            screen = comprehension_screen(
                 study, rater, status=400,
                 error="That is not the right answer. Read the instructions again; you have one more attempt.",
             )
-        return _to_link(study)
+        elif result == "failed":
+            screen = comprehension_screen(study, rater)
+        else:
+            screen = _to_link(study)
+        return replace(screen, context={**screen.context, **outcome})
+
+
+def comprehension_page(*, link_token: str, visitor: Visitor) -> Screen:
+    """The comprehension question and the session's attempts (``state``: open, passed or failed);
+    a session without a rater is refused (``Forbidden``)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater = _session_rater(study, visitor)
+        if rater is None:
+            raise Forbidden("open the study link you were given first")
+        screen = comprehension_screen(study, rater)
+        question = comprehension_question(study)
+        return replace(screen, context={
+            **screen.context, "state": comprehension_state(rater), "question": question,
+            "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0),
+        })
+
+
+def _session_rater(study: Study, visitor: Visitor) -> Rater | None:
+    rater_id = session_rater_id(visitor, study.pk)
+    return Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
 
 
 def send_end_comment(*, link_token: str, visitor: Visitor, text: str) -> Screen:
