@@ -110,7 +110,8 @@ class TrialNextApi(APIView):
 
     @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
     def get(self, request: Request, link_token: str) -> Response:
-        screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request), respond="json")
+        screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, self.RaterTrial(trial_json(screen)).data, screen)
 
 
@@ -122,9 +123,15 @@ class BreakContinueApi(APIView):
 
     @extend_schema(request=None, responses=TrialNextApi.RaterTrial, summary="Continue after a break")
     def post(self, request: Request, link_token: str) -> Response:
-        screen = flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request._request),
-                                     respond="json")
+        screen = flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, TrialNextApi.RaterTrial(trial_json(screen)).data, screen)
+
+
+def refused_raise(screen: Screen) -> None:
+    """A refused answer, report or continue: the API answers with its error (the page shows the Screen)."""
+    if screen.refused is not None:
+        raise screen.refused
 
 
 def screen_json(request: Request, data: Any, screen: Screen) -> Response:
@@ -204,8 +211,8 @@ class VoteSubmitApi(APIView):
                    summary="Answer a trial (idempotent per key); the answer brings the next trial")
     def post(self, request: Request, trial_token: str) -> Response:
         answer = self.parsed(request)
-        screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
-                                   respond="json")
+        screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, self.RaterVoteResult(recorded_json(screen)).data, screen)
 
     def parsed(self, request: Request) -> forms.AnswerForm:
@@ -226,8 +233,8 @@ class VoteReviseApi(VoteSubmitApi):
     )
     def post(self, request: Request, trial_token: str) -> Response:
         answer = self.parsed(request)
-        screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
-                                   respond="json")
+        screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, self.RaterVoteResult(recorded_json(screen)).data, screen)
 
 
@@ -253,8 +260,8 @@ class TrialProblemApi(APIView):
             problem = forms.ProblemForm(kind=body.validated_data["kind"], text=body.validated_data["text"])
         else:  # raised by the flow once the trial is found
             problem = forms.ProblemForm(refused=ValidationError(body.errors))
-        screen = flow.report_problem(trial_token=trial_token, problem=problem, visitor=forms.visitor_of(request._request),
-                                     respond="json")
+        screen = flow.report_problem(trial_token=trial_token, problem=problem, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return Response(self.ProblemResult(dict(screen.context)).data, status=status.HTTP_201_CREATED)
 
 
@@ -302,11 +309,12 @@ class ComprehensionSubmitApi(APIView):
     )
     def post(self, request: Request, link_token: str) -> Response:
         body = self.ComprehensionInput(data=request.data)
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():  # the study and the session first (404, 403), then the body (400)
+            flow.comprehension_page(link_token=link_token, visitor=forms.visitor_of(request._request))
+            raise ValidationError(body.errors)
         screen = flow.answer_comprehension(link_token=link_token, visitor=forms.visitor_of(request._request),
                                            answer=body.validated_data["answer"])
-        if "refused" in screen.context:
-            raise screen.context["refused"]
+        refused_raise(screen)
         if "result" not in screen.context:
             raise Forbidden("open the study link you were given first")
         outcome = {"result": screen.context["result"], "attempts_left": screen.context["attempts_left"]}
