@@ -6,11 +6,12 @@ from django.db import migrations, models
 def fill(apps, schema_editor):
     from annotation.services.trial_screens import trial_screens_fill
 
-    trial_screens_fill(trial_model=apps.get_model("annotation", "Trial"), axis_model=apps.get_model("annotation", "Axis"))
+    trial_screens_fill(
+        trial_model=apps.get_model("annotation", "Trial"), axis_model=apps.get_model("annotation", "Axis")
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("annotation", "0020_upload_new_study_run_progress"),
     ]

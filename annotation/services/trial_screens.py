@@ -37,12 +37,20 @@ FILL_BATCH = 500
 # What building a screen joins of a trial's unit (every shape: a trial has one unit).
 _UNIT_RELATED = (
     "assignment__block__study",
-    "comparison__page__image", "comparison__page__neutralized_image",
-    "comparison__candidate_a__image", "comparison__candidate_a__neutralized_image",
-    "comparison__candidate_b__image", "comparison__candidate_b__neutralized_image",
-    "candidate__page", "candidate__image", "candidate__neutralized_image",
-    "predicate__candidate__page", "predicate__candidate__image", "predicate__candidate__neutralized_image",
-    "gold_image", "gold_match_image",
+    "comparison__page__image",
+    "comparison__page__neutralized_image",
+    "comparison__candidate_a__image",
+    "comparison__candidate_a__neutralized_image",
+    "comparison__candidate_b__image",
+    "comparison__candidate_b__neutralized_image",
+    "candidate__page",
+    "candidate__image",
+    "candidate__neutralized_image",
+    "predicate__candidate__page",
+    "predicate__candidate__image",
+    "predicate__candidate__neutralized_image",
+    "gold_image",
+    "gold_match_image",
 )
 BLOCK_TYPES = frozenset({"title", "text", "list", "table", "formula", "figure"})
 
@@ -104,13 +112,23 @@ def _active_axes(page: Any, axes: list[Axis]) -> list[dict[str, Any]]:
         if axis.scope != AxisScope.FIXED and axis.axis_id not in targeted:
             continue
         targets = [
-            {"role": str(t.get("role", "")), "description": str(t.get("description", "")),
-             "bbox_1000": [float(v) for v in t.get("bbox_1000", [])][:4]}
+            {
+                "role": str(t.get("role", "")),
+                "description": str(t.get("description", "")),
+                "bbox_1000": [float(v) for v in t.get("bbox_1000", [])][:4],
+            }
             for t in page.targets or []
             if t.get("axis") == axis.axis_id and len(t.get("bbox_1000") or []) == 4
         ]
-        out.append({"id": axis.axis_id, "title": axis_title(axis.axis_id, axis.title), "scope": axis.scope,
-                    "description": axis.description, "targets": targets})
+        out.append(
+            {
+                "id": axis.axis_id,
+                "title": axis_title(axis.axis_id, axis.title),
+                "scope": axis.scope,
+                "description": axis.description,
+                "targets": targets,
+            }
+        )
     return out
 
 
@@ -128,8 +146,11 @@ def screen_of(trial: Trial, axes: list[Axis]) -> dict[str, Any]:
     if comparison is not None:
         a, b = comparison.candidate_a.blocks, comparison.candidate_b.blocks
         left, right = (b, a) if trial.swapped else (a, b)
-        blocks = {"ref": blocks_attribute(page.blocks), "left": blocks_attribute(left),
-                  "right": blocks_attribute(right)}
+        blocks = {
+            "ref": blocks_attribute(page.blocks),
+            "left": blocks_attribute(left),
+            "right": blocks_attribute(right),
+        }
         if design.has_reference and page.image is not None:
             ref_size = [page.image.width, page.image.height]
     predicate = trial.predicate
@@ -154,8 +175,12 @@ def _axes_by_study(study_ids: Iterable[int], axis_model: Any = Axis) -> dict[int
 
 
 def trial_screens_fill(
-    trial_ids: Iterable[int] | None = None, *, block_id: int | None = None, study_id: int | None = None,
-    trial_model: Any = Trial, axis_model: Any = Axis,
+    trial_ids: Iterable[int] | None = None,
+    *,
+    block_id: int | None = None,
+    study_id: int | None = None,
+    trial_model: Any = Trial,
+    axis_model: Any = Axis,
 ) -> int:
     """Store the screen of each trial given, or of every trial without one (of a block, of a study,
     or of all): one read of their units per batch, one UPDATE per batch. Returns how many were
@@ -168,13 +193,21 @@ def trial_screens_fill(
             trials = trials.filter(assignment__block_id=block_id)
         if study_id is not None:
             trials = trials.filter(assignment__block__study_id=study_id)
-        ids = list(trials.filter(Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False))
-                   .order_by("pk").values_list("pk", flat=True))
+        ids = list(
+            trials.filter(
+                Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False)
+            )
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
     stored = 0
     for start in range(0, len(ids), FILL_BATCH):
-        batch = list(trial_model.objects.filter(pk__in=ids[start:start + FILL_BATCH])
-                     .filter(Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False))
-                     .select_related(*_UNIT_RELATED).order_by())
+        batch = list(
+            trial_model.objects.filter(pk__in=ids[start : start + FILL_BATCH])
+            .filter(Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False))
+            .select_related(*_UNIT_RELATED)
+            .order_by()
+        )
         axes = _axes_by_study((t.assignment.block.study_id for t in batch), axis_model)
         for trial in batch:
             trial.screen = screen_of(trial, axes[trial.assignment.block.study_id])
@@ -195,9 +228,13 @@ def trial_screen_build(trial_id: int) -> tuple[Trial | None, dict[str, Any] | No
     """Build a trial's screen now and store it (a serve-time trial reached, a forgotten screen): the
     trial as read with its unit (its row as it now stands), and the screen (None without a unit)."""
     trial = Trial.objects.filter(pk=trial_id).select_related(*_UNIT_RELATED).order_by().first()
-    if trial is None or (trial.comparison_id is None and trial.candidate_id is None and trial.predicate_id is None):
+    if trial is None or (
+        trial.comparison_id is None and trial.candidate_id is None and trial.predicate_id is None
+    ):
         return trial, None
-    screen = screen_of(trial, _axes_by_study([trial.assignment.block.study_id])[trial.assignment.block.study_id])
+    screen = screen_of(
+        trial, _axes_by_study([trial.assignment.block.study_id])[trial.assignment.block.study_id]
+    )
     Trial.objects.filter(pk=trial_id).update(screen=screen)
     return trial, screen
 
@@ -205,5 +242,6 @@ def trial_screen_build(trial_id: int) -> tuple[Trial | None, dict[str, Any] | No
 def trial_screens_forget(study_id: int) -> int:
     """Forget the stored screens of a study's trials not shown yet (its images or axes changed):
     each is made again when it is shown. What a rater already saw is kept."""
-    return Trial.objects.filter(assignment__block__study_id=study_id, shown_at__isnull=True,
-                                screen__isnull=False).update(screen=None)
+    return Trial.objects.filter(
+        assignment__block__study_id=study_id, shown_at__isnull=True, screen__isnull=False
+    ).update(screen=None)
