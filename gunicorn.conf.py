@@ -9,9 +9,6 @@ p95 fell with the same throughput. The second thread is what keeps the core busy
 The worker is gunicorn's stock gthread (behind a load balancer it holds the proxy's connections,
 not each browser's keep-alive, so how they spread over the processes is the balancer's business).
 
-Each worker, once the application is loaded, imports what its first requests would and freezes
-that heap out of the garbage collector (``config/heap.py``; ``ARBITER_GC_FREEZE=0`` turns it off).
-
 Override with the usual environment: ``WEB_CONCURRENCY`` (processes), ``GUNICORN_THREADS``, or
 any flag in ``GUNICORN_CMD_ARGS`` or on the command line (a flag wins over this file).
 """
@@ -41,12 +38,6 @@ def on_starting(server: object) -> None:
         problem = pooling_problem()
         if problem:
             raise SystemExit(f"error: {problem}")
-
-
-def post_worker_init(worker: object) -> None:
-    from config.heap import load_and_freeze
-
-    load_and_freeze()
 
 
 def child_exit(server: object, worker: object) -> None:

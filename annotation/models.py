@@ -639,6 +639,11 @@ class Trial(models.Model):
     # A serve-time trial's probability of showing its pair of systems when it was chosen (the
     # allocation's floor included); the adaptive leaderboard weighs its vote by the inverse.
     allocation_probability = models.FloatField(null=True, blank=True)
+    # What the trial's screen reads of its unit (images, active axes, blocks, the kind's question),
+    # stored when the trial is made or first shown (annotation.services.trial_screens; decision
+    # 0079): showing or answering a trial joins nothing. Server-side only: it holds the images'
+    # stored file names, which a rater never receives.
+    screen = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["assignment", "position"]

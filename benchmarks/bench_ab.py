@@ -9,7 +9,7 @@ the same closed-loop load (``--raters`` / 2 each, the HTML flow of ``bench_rater
 the machine does, it does to both. Printed per round: votes stored, server CPU per request,
 answer and image p95 of each, and the ratios B / A; then the rounds' medians.
 
-    .venv/bin/python benchmarks/bench_ab.py --b-env ARBITER_GC_FREEZE=0 [--rounds 3] [--seconds 30]
+    .venv/bin/python benchmarks/bench_ab.py --b-env DATABASE_CONN_MAX_AGE=0 [--rounds 3] [--seconds 30]
     .venv/bin/python benchmarks/bench_ab.py --b-root /tmp/before [--raters 50]
 
 Both servers use one schema: B's code must not need other migrations than A's.

@@ -7,8 +7,8 @@ Each figure is taken in fresh interpreters (the median of ``--repeat`` runs):
 - the URL configuration loaded (``config.urls``, every view module it imports), after set-up;
 - ``manage.py check`` as a subprocess, end to end;
 - a rater web worker's start-up heap: the WSGI application loaded (``config.wsgi``), the URL
-  configuration loaded and the rater's URLs resolved, as ``config.heap.load_and_freeze`` does before
-  freezing; the objects the garbage collector tracks, the bytes tracemalloc counts (in a separate
+  configuration loaded and the rater's URLs resolved, as a worker's first requests do; the
+  objects the garbage collector tracks, the bytes tracemalloc counts (in a separate
   run, as tracing slows imports), the process's peak RSS, and which scientific packages were loaded.
 
 ``--root DIR`` measures another checkout (e.g. ``git worktree add /tmp/base main``, ``--root /tmp/base``)

@@ -102,7 +102,7 @@ def main() -> None:
         **{k: v for k, v in os.environ.items() if k not in ("CACHE_URL", "CELERY_BROKER_URL", "DATABASE_URL")},
         "DJANGO_SETTINGS_MODULE": "config.settings.local", "DATABASE_URL": f"sqlite:///{work}/db.sqlite3",
         "MEDIA_ROOT": str(work / "media"), "ARBITER_BUNDLE_ARCHIVE": str(work / "bundles"),
-        "ARBITER_NEW_STUDY_RENDERS": str(work / "renders"), "ARBITER_GC_FREEZE": "0",
+        "ARBITER_NEW_STUDY_RENDERS": str(work / "renders"),
     }  # fmt: skip
     server = None
     try:

@@ -248,7 +248,7 @@ def test_one_function_chooses_the_next_trial() -> None:
                 callers[f"{module}.{name}"] = function
     assert set(callers) == {"annotation.services.answers.next_trial_choose"}, sorted(callers)
     answers = _functions("annotation.services.answers")
-    for asker in ("_vote_locked_steps", "_trial_current"):
+    for asker in ("_vote_locked_steps", "trial_next"):
         assert "next_trial_choose" in _called(answers[asker]), asker
 
 

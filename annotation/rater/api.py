@@ -13,7 +13,6 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -28,16 +27,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotation.errors import Forbidden
-from annotation.models import ProblemKind, Rater, Study
+from annotation.models import ProblemKind
 from annotation.rater import flow, forms
 from annotation.rater.images import image_pass_grant
 from annotation.rater.screens import Screen, session_write
-from annotation.services.comprehension import (
-    MAX_ATTEMPTS,
-    comprehension_question,
-    comprehension_state,
-    comprehension_submit,
-)
 from annotation.views.links import url
 
 
@@ -117,7 +110,8 @@ class TrialNextApi(APIView):
 
     @extend_schema(responses=RaterTrial, summary="The session's current trial (starts its response clock)")
     def get(self, request: Request, link_token: str) -> Response:
-        screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request), respond="json")
+        screen = flow.show_trial(link_token=link_token, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, self.RaterTrial(trial_json(screen)).data, screen)
 
 
@@ -129,9 +123,15 @@ class BreakContinueApi(APIView):
 
     @extend_schema(request=None, responses=TrialNextApi.RaterTrial, summary="Continue after a break")
     def post(self, request: Request, link_token: str) -> Response:
-        screen = flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request._request),
-                                     respond="json")
+        screen = flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, TrialNextApi.RaterTrial(trial_json(screen)).data, screen)
+
+
+def refused_raise(screen: Screen) -> None:
+    """A refused answer, report or continue: the API answers with its error (the page shows the Screen)."""
+    if screen.refused is not None:
+        raise screen.refused
 
 
 def screen_json(request: Request, data: Any, screen: Screen) -> Response:
@@ -211,8 +211,8 @@ class VoteSubmitApi(APIView):
                    summary="Answer a trial (idempotent per key); the answer brings the next trial")
     def post(self, request: Request, trial_token: str) -> Response:
         answer = self.parsed(request)
-        screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
-                                   respond="json")
+        screen = flow.answer_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, self.RaterVoteResult(recorded_json(screen)).data, screen)
 
     def parsed(self, request: Request) -> forms.AnswerForm:
@@ -233,8 +233,8 @@ class VoteReviseApi(VoteSubmitApi):
     )
     def post(self, request: Request, trial_token: str) -> Response:
         answer = self.parsed(request)
-        screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request),
-                                   respond="json")
+        screen = flow.revise_trial(trial_token=trial_token, answer=answer, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return screen_json(request, self.RaterVoteResult(recorded_json(screen)).data, screen)
 
 
@@ -260,8 +260,8 @@ class TrialProblemApi(APIView):
             problem = forms.ProblemForm(kind=body.validated_data["kind"], text=body.validated_data["text"])
         else:  # raised by the flow once the trial is found
             problem = forms.ProblemForm(refused=ValidationError(body.errors))
-        screen = flow.report_problem(trial_token=trial_token, problem=problem, visitor=forms.visitor_of(request._request),
-                                     respond="json")
+        screen = flow.report_problem(trial_token=trial_token, problem=problem, visitor=forms.visitor_of(request._request))
+        refused_raise(screen)
         return Response(self.ProblemResult(dict(screen.context)).data, status=status.HTTP_201_CREATED)
 
 
@@ -291,26 +291,16 @@ class ComprehensionSubmitApi(APIView):
         choices = serializers.ListField(child=serializers.DictField())
         attempts_left = serializers.IntegerField()
 
-    def _rater(self, request: Request, study: Study) -> Rater:
-        rater_id = flow.session_rater_id(forms.visitor_of(request._request), study.pk)
-        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
-        if rater is None:
-            raise Forbidden("open the study link you were given first")
-        return rater
-
     @extend_schema(responses=ComprehensionState, summary="The comprehension question and the session's attempts")
     def get(self, request: Request, link_token: str) -> Response:
-        study = get_object_or_404(Study, link_token=link_token)
-        rater = self._rater(request, study)
-        question = comprehension_question(study)
+        screen = flow.comprehension_page(link_token=link_token, visitor=forms.visitor_of(request._request))
+        question = screen.context["question"]
         data = {
-            "state": comprehension_state(rater), "question": question.question,
+            "state": screen.context["state"], "question": question.question,
             "choices": [{"value": v, "label": label} for v, label in question.choices],
-            "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0),
+            "attempts_left": screen.context["attempts_left"],
         }
-        response = Response(self.ComprehensionState(data).data)
-        response["Cache-Control"] = "no-store"
-        return response
+        return screen_json(request, self.ComprehensionState(data).data, screen)
 
     @extend_schema(
         request=ComprehensionInput,
@@ -318,12 +308,14 @@ class ComprehensionSubmitApi(APIView):
         summary="Answer the comprehension question (two attempts)",
     )
     def post(self, request: Request, link_token: str) -> Response:
-        study = get_object_or_404(Study, link_token=link_token)
-        rater = self._rater(request, study)
         body = self.ComprehensionInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        result = comprehension_submit(rater=rater, answer=body.validated_data["answer"])
-        left = max(MAX_ATTEMPTS - rater.comprehension_attempts, 0)
-        response = Response(self.ComprehensionResult({"result": result, "attempts_left": left}).data)
-        response["Cache-Control"] = "no-store"
-        return response
+        if not body.is_valid():  # the study and the session first (404, 403), then the body (400)
+            flow.comprehension_page(link_token=link_token, visitor=forms.visitor_of(request._request))
+            raise ValidationError(body.errors)
+        screen = flow.answer_comprehension(link_token=link_token, visitor=forms.visitor_of(request._request),
+                                           answer=body.validated_data["answer"])
+        refused_raise(screen)
+        if "result" not in screen.context:
+            raise Forbidden("open the study link you were given first")
+        outcome = {"result": screen.context["result"], "attempts_left": screen.context["attempts_left"]}
+        return screen_json(request, self.ComprehensionResult(outcome).data, screen)

@@ -1,7 +1,8 @@
 """The database alias the rater's path runs on: PostgreSQL with prepared statements, when configured.
 
-The trial and vote queries join a dozen tables, and PostgreSQL spends far longer planning them
-than running them. Prepared statements keep each connection's plans; psycopg 3 prepares a
+The trial and vote queries joined a dozen tables, and PostgreSQL spent far longer planning them
+than running them (since decision 0079 they join nothing, and this alias has no A/B of its own
+left). Prepared statements keep each connection's plans; psycopg 3 prepares a
 statement once it has run ``prepare_threshold`` times, with server-side binding (Django's
 PostgreSQL notes, ``OPTIONS``). Server-side binding caps a statement at 65,535 parameters, which
 bulk imports may pass, so only the rater's path uses it: a second alias on the same database

@@ -10,16 +10,16 @@ calls; the views and the rater API only parse, call one of these, and render the
 
 The next trial a participant sees is chosen in one place, uniform or serve-time:
 ``annotation.services.answers.next_trial_choose``. A vote asks it while it holds the assignment's
-row lock, so the answer's screen reads that trial by its key (``trial_next`` with the vote's
-``Progress``); every other screen asks it through ``trial_next``.
+row lock, and the one read it makes of the assignment's trials brings the next trial's stored
+screen (decision 0079), so the answer's screen costs no read of its own (``trial_next`` with the
+vote's ``Progress``); every other screen asks it through ``trial_next``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlencode
 
 import markdown
@@ -29,7 +29,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from annotation.errors import ArbiterError, Conflict, Forbidden, NotFound, ValidationFailed
+from annotation.errors import ArbiterError, Conflict, Forbidden, ValidationFailed
 from annotation.kinds import StudyDesign, design_of
 from annotation.models import (
     Assignment,
@@ -51,12 +51,9 @@ from annotation.services.answers import (
     TrialView,
     VoteInput,
     assignment_counts,
-    trial_blocks,
-    trial_images,
     trial_next,
-    trial_shown_files,
+    vote_lock,
     vote_submit,
-    vote_trial,
 )
 from annotation.services.comprehension import (
     MAX_ATTEMPTS,
@@ -90,7 +87,6 @@ from annotation.services.vote_revisions import (
 )
 from annotation.views.links import trial_links, url
 
-Respond = Literal["page", "fragment", "json"]
 # Left to right as the panes read (A is left of B): the side nearer A means "A better". The
 # values are the displayed scores (positive: the displayed A is better); docs/protocol.md
 # "Canonical answers" turns them into canonical ones.
@@ -115,96 +111,90 @@ def join(*, link_token: str, external_id: str, platform: dict[str, str]) -> Scre
                       session_rater=(study.pk, joined.pk))
 
 
-def show_trial(*, link_token: str, visitor: Visitor, respond: Respond = "page") -> Screen:
-    """The study link: the current trial (or the end page), once the session has a rater with a block.
+def show_trial(*, link_token: str, visitor: Visitor) -> Screen:
+    """The study link: the current trial (or the end page), once the session has a rater with a
+    block (claimed now when it has none).
 
-    ``json`` (the rater API): the current trial, claiming a block if the rater has none; a
-    session without a rater is refused (``Forbidden``).
+    What stands before the trials (the join page, the comprehension question, a notice) carries
+    ``refused``: the rater API, which has no such pages, answers with that error.
     """
     with rater_transaction():
         study = get_object_or_404(Study, link_token=link_token)
         design = design_of(study)
         rater_id = session_rater_id(visitor, study.pk)
-        if respond == "json":
-            return _state(study, design, _api_assignment(study, rater_id), visitor)
+        no_rater = Forbidden("open the study link you were given first")
         rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
         user = visitor.user
         if rater is None and user.is_authenticated:
             if _is_staff_visitor(user):
-                return notice(
+                return replace(notice(
                     study, "This is the participant link",
                     "You are signed in as a researcher, so opening it here would not take a rater's place. "
                     "To try the study as a participant, open this link in a private window and add "
                     "?participant=your-test-id.",
-                )
+                ), refused=no_rater)
             rater = account_rater_get_or_create(study=study, user=user)
         if rater is None:
-            return Screen(kind="page", study=study, template="annotation/rater/join.html", context={"study": study})
+            return Screen(kind="page", study=study, template="annotation/rater/join.html", context={"study": study},
+                          refused=no_rater)
         try:
             assignment = participant_claim(study=study, rater=rater)
-        except ComprehensionRequired:
-            return comprehension_screen(study, rater)
-        except StudyFull:
-            return notice(study, "This study is full",
-                          "Thank you for your interest! All places in this study are already taken, so there is "
-                          "nothing left to do. If you came from a crowd-work platform, please return the study there.",
-                          screened_out=True)
-        except StudyClosed:
-            return notice(study, "This study is closed",
-                          "Thank you for your interest. The study is not accepting participants at the moment.")
+        except ComprehensionRequired as exc:
+            return replace(comprehension_screen(study, rater), refused=exc)
+        except StudyFull as exc:
+            return replace(notice(
+                study, "This study is full",
+                "Thank you for your interest! All places in this study are already taken, so there is "
+                "nothing left to do. If you came from a crowd-work platform, please return the study there.",
+                screened_out=True), refused=exc)
+        except StudyClosed as exc:
+            return replace(notice(study, "This study is closed",
+                                  "Thank you for your interest. The study is not accepting participants at the moment."),
+                           refused=exc)
         except ParticipationEnded as exc:
-            return notice(study, "Participation ended", str(exc), screened_out=True)
+            return replace(notice(study, "Participation ended", str(exc), screened_out=True), refused=exc)
         return _state(study, design, assignment, visitor)
 
 
-def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
-    """A vote: stored once (``vote_submit``), then the next trial, the end page or the break.
+def answer_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor) -> Screen:
+    """A vote: stored once (``vote_submit``), then the next trial's state (the break, or the end),
+    its response clock started in the vote's transaction, with what was recorded (``vote``).
 
-    ``fragment`` (htmx) and ``json``: the next trial's state (or the break, or the end), its
-    response clock started in the vote's transaction; ``page`` (no JavaScript): back to the study
-    link. ``json`` carries what was recorded too, and a refused answer raises (the rater API
-    answers it with its error body).
+    A refused answer is the current trial again with the reason (or a notice), and ``refused``:
+    the error the rater API answers with.
     """
     with rater_transaction():
-        return _answer(trial_token=trial_token, answer=answer, visitor=visitor, respond=respond)
+        return _answer(trial_token=trial_token, answer=answer, visitor=visitor)
 
 
-def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
-    """A new answer to an earlier trial (after Undo); then the current trial again."""
+def revise_trial(*, trial_token: str, answer: AnswerForm, visitor: Visitor) -> Screen:
+    """A new answer to an earlier trial (after Undo); then the current trial again, with what was
+    recorded (``vote``). A refused answer carries ``refused``, as in ``answer_trial``."""
     with rater_transaction():
-        if respond == "json":
-            trial = vote_trial(trial_token)
-            if trial is None:
-                raise NotFound("no such trial")
-            if answer.refused is not None:
-                raise answer.refused
-            study = trial.assignment.block.study
-            design = design_of(study)
-            result = vote_revise(_vote_input(trial_token, session_rater_id(visitor, study.pk), answer, design),
-                                 trial=trial)
-            return _recorded(_state(study, design, trial.assignment, visitor), trial_token, result)
         trial, study, rater_id = _own_trial(trial_token, visitor)
         design = design_of(study)
+        if answer.refused is not None:
+            return replace(notice(study, "Not available", "The answer could not be read.", status=400),
+                           refused=answer.refused)
         if rater_id is None or trial.assignment.rater_id != rater_id:
-            return notice(study, *NOT_YOURS, status=403)
+            return replace(notice(study, *NOT_YOURS, status=403), refused=Forbidden("this trial is not yours"))
         posted = answer.posted(design.rationale_field)
         try:
-            vote_revise(_vote_input(trial_token, rater_id, answer, design))
+            result = vote_revise(_vote_input(trial_token, rater_id, answer, design))
         except ValidationFailed as exc:
             try:
                 undo = vote_revision_view(trial_token=trial_token, rater_id=rater_id)
             except ArbiterError:
-                return _state(study, design, trial.assignment, visitor, status=409,
-                              notice="That answer can no longer be changed. Here is your current trial.")
-            return _undo_state(study, design, undo, visitor, status=400, error=exc, posted=posted)
+                return replace(_state(study, design, trial.assignment, visitor, status=409,
+                                      notice="That answer can no longer be changed. Here is your current trial."),
+                               refused=exc)
+            return replace(_undo_state(study, design, undo, visitor, status=400, error=exc, posted=posted), refused=exc)
         except Conflict as exc:
-            return _state(study, design, trial.assignment, visitor, status=409,
-                          notice=f"{exc}. Here is your current trial.")
+            return replace(_state(study, design, trial.assignment, visitor, status=409,
+                                  notice=f"{exc}. Here is your current trial."), refused=exc)
         except ArbiterError as exc:
-            return notice(study, "Not available", str(exc), status=exc.status_code)
-        if respond == "fragment":
-            return _state(study, design, trial.assignment, visitor)
-        return _to_link(study)
+            return replace(notice(study, "Not available", str(exc), status=exc.status_code), refused=exc)
+        return _recorded(_state(study, design, trial.assignment, visitor), trial_token, result)
 
 
 def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
@@ -224,25 +214,19 @@ def undo_trial(*, trial_token: str, visitor: Visitor) -> Screen:
         return _undo_state(study, design, undo, visitor)
 
 
-def continue_break(*, link_token: str, visitor: Visitor, respond: Respond) -> Screen:
-    """Leave the break screen: this session will not show the same break again (``session_break``).
-
-    ``page``: back to the study link; ``json``: the current trial at once.
-    """
+def continue_break(*, link_token: str, visitor: Visitor) -> Screen:
+    """Leave the break screen: this session will not show the same break again (``session_break``);
+    the current trial at once (the page is sent back to the study link: ``location``)."""
     with rater_transaction():
         study = get_object_or_404(Study, link_token=link_token)
         rater_id = session_rater_id(visitor, study.pk)
         assignment = rater_assignment(rater_id) if rater_id is not None else None
         if assignment is None:
-            if respond == "json":
-                raise Forbidden("open the study link you were given first")
-            return _to_link(study)
+            return replace(_to_link(study), refused=Forbidden("open the study link you were given first"))
         answered, _total = assignment_counts(assignment)
-        continued = (assignment.pk, answered)
-        if respond != "json":
-            return replace(_to_link(study), session_break=continued)
         visitor = replace(visitor, breaks={**visitor.breaks, str(assignment.pk): answered})
-        return replace(_state(study, design_of(study), assignment, visitor), session_break=continued)
+        screen = _state(study, design_of(study), assignment, visitor)
+        return replace(screen, session_break=(assignment.pk, answered), location=_link(study))
 
 
 def instructions_page(*, link_token: str) -> Screen:
@@ -271,23 +255,50 @@ def pause_page(*, link_token: str, visitor: Visitor, origin: str) -> Screen:
 
 
 def answer_comprehension(*, link_token: str, visitor: Visitor, answer: str) -> Screen:
-    """One attempt at the comprehension question; passed → the first trial (the study link)."""
+    """One attempt at the comprehension question; passed → the first trial (the study link).
+
+    The Screen's context carries the attempt's ``result`` (``passed``, ``retry``, ``failed``) and
+    the ``attempts_left``, which the rater API answers; a session without a rater gets neither.
+    """
     with rater_transaction():
         study = get_object_or_404(Study, link_token=link_token)
-        rater_id = session_rater_id(visitor, study.pk)
-        rater = Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
+        rater = _session_rater(study, visitor)
         if rater is None:
             return _to_link(study)
         try:
             result = comprehension_submit(rater=rater, answer=answer)
         except ValidationFailed as exc:
-            return comprehension_screen(study, rater, error=plain_sentence(exc), status=400)
+            return replace(comprehension_screen(study, rater, error=plain_sentence(exc), status=400), refused=exc)
+        outcome = {"result": result, "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0)}
         if result == "retry":
-            return comprehension_screen(
+            screen = comprehension_screen(
                 study, rater, status=400,
                 error="That is not the right answer. Read the instructions again; you have one more attempt.",
             )
-        return _to_link(study)
+        else:  # passed: the first trial; failed: the screened-out notice (both at the study link)
+            screen = _to_link(study)
+        return replace(screen, context={**screen.context, **outcome})
+
+
+def comprehension_page(*, link_token: str, visitor: Visitor) -> Screen:
+    """The comprehension question and the session's attempts (``state``: open, passed or failed);
+    a session without a rater is refused (``Forbidden``)."""
+    with rater_transaction():
+        study = get_object_or_404(Study, link_token=link_token)
+        rater = _session_rater(study, visitor)
+        if rater is None:
+            raise Forbidden("open the study link you were given first")
+        screen = comprehension_screen(study, rater)
+        question = comprehension_question(study)
+        return replace(screen, context={
+            **screen.context, "state": comprehension_state(rater), "question": question,
+            "attempts_left": max(MAX_ATTEMPTS - rater.comprehension_attempts, 0),
+        })
+
+
+def _session_rater(study: Study, visitor: Visitor) -> Rater | None:
+    rater_id = session_rater_id(visitor, study.pk)
+    return Rater.objects.filter(pk=rater_id, study=study).order_by().first() if rater_id else None
 
 
 def send_end_comment(*, link_token: str, visitor: Visitor, text: str) -> Screen:
@@ -306,35 +317,32 @@ def send_end_comment(*, link_token: str, visitor: Visitor, text: str) -> Screen:
         return Screen(kind="redirect", study=study, location=target or reverse("rater:link", args=[link_token]))
 
 
-def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor, respond: Respond) -> Screen:
-    """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer."""
+def report_problem(*, trial_token: str, problem: ProblemForm, visitor: Visitor) -> Screen:
+    """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer.
+
+    The problem report alone (its htmx answer), saying it was stored (``reported``, ``kind``) or
+    why not; ``refused``: the error the rater API answers with.
+    """
     with rater_transaction():
-        if respond == "json":
-            study_id = Trial.objects.filter(token=trial_token).values_list("assignment__block__study_id", flat=True).first()
-            if study_id is None:
-                raise NotFound("no such trial")
-            if problem.refused is not None:
-                raise problem.refused
-            stored = trial_problem_report(trial_token=trial_token, rater_id=session_rater_id(visitor, study_id),
-                                          kind=problem.kind, text=problem.text)
-            return Screen(kind="recorded", status=201, context={"reported": True, "kind": stored.kind})
         trial, study, rater_id = _own_trial(trial_token, visitor)
+        if problem.refused is not None:
+            return replace(notice(study, "Not available", "The report could not be read.", status=400),
+                           refused=problem.refused)
         if rater_id is None or trial.assignment.rater_id != rater_id:
-            return notice(study, *NOT_YOURS, status=403)
+            return replace(notice(study, *NOT_YOURS, status=403), refused=Forbidden("this trial is not yours"))
         context: dict[str, Any] = {"study": study, "view": {"trial": trial}, "problem_kinds": ProblemKind.choices,
                                    "links": trial_links(study, trial.token)}
-        status = 200
         try:
-            trial_problem_report(trial_token=trial_token, rater_id=rater_id, kind=problem.kind, text=problem.text)
-            context["problem_reported"] = True
+            stored = trial_problem_report(trial_token=trial_token, rater_id=rater_id, kind=problem.kind,
+                                          text=problem.text)
         except ValidationFailed as exc:
             context["problem_error"] = participant_error(exc, None, design_of(study))
-            status = 400
+            return Screen(kind="problem", study=study, status=400, context=context, htmx=visitor.htmx,
+                          location=_link(study), refused=exc)
         except ArbiterError as exc:
-            return notice(study, "Not available", str(exc), status=exc.status_code)
-        if respond != "fragment":
-            return _to_link(study)
-        return Screen(kind="problem", study=study, status=status, context=context, htmx=True)
+            return replace(notice(study, "Not available", str(exc), status=exc.status_code), refused=exc)
+        context.update({"problem_reported": True, "reported": True, "kind": stored.kind})
+        return Screen(kind="problem", study=study, context=context, htmx=visitor.htmx, location=_link(study))
 
 
 # --- screens --------------------------------------------------------------------------------------
@@ -428,42 +436,35 @@ def session_rater_id(visitor: Visitor, study_id: int) -> int | None:
 # --- how the actions are built ------------------------------------------------------------------
 
 
-def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor, respond: Respond) -> Screen:
-    trial = vote_trial(trial_token)  # with its study, its axes and its unit's page: read once
-    if trial is None:
-        if respond == "json":
-            raise NotFound("no such trial")
-        raise Http404
-    study = trial.assignment.block.study
+def _answer(*, trial_token: str, answer: AnswerForm, visitor: Visitor) -> Screen:
+    # The vote's lock reads the assignment with its study: all the answer reads before its trials.
+    assignment = vote_lock(trial_token)
+    if assignment is None:
+        raise Http404("no such trial")
+    study = assignment.block.study
     design = design_of(study)
     rater_id = session_rater_id(visitor, study.pk)
-    if respond == "json":
-        if answer.refused is not None:
-            raise answer.refused
-        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
-                             show_next=True)
-        fresh = not result.replayed and not result.finished
-        screen = _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
-        return _recorded(screen, trial_token, result)
-    if rater_id is None or trial.assignment.rater_id != rater_id:
-        return notice(study, *NOT_YOURS, status=403)
+    if answer.refused is not None:
+        return replace(notice(study, "Not available", "The answer could not be read.", status=400),
+                       refused=answer.refused)
+    if rater_id is None or assignment.rater_id != rater_id:
+        return replace(notice(study, *NOT_YOURS, status=403), refused=Forbidden("this trial is not yours"))
     posted = answer.posted(design.rationale_field)
     try:
-        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), trial=trial, design=design,
-                             show_next=respond == "fragment")
+        result = vote_submit(_vote_input(trial_token, rater_id, answer, design), locked=assignment, design=design,
+                             show_next=True)
     except ValidationFailed as exc:
-        return _state(study, design, trial.assignment, visitor, status=400, error=exc, posted=posted)
+        return replace(_state(study, design, assignment, visitor, status=400, error=exc, posted=posted), refused=exc)
     except Conflict as exc:
-        return _state(study, design, trial.assignment, visitor, status=409,
-                      notice=f"{exc}. Here is your current trial.")
+        return replace(_state(study, design, assignment, visitor, status=409,
+                              notice=f"{exc}. Here is your current trial."), refused=exc)
     except ArbiterError as exc:
-        return notice(study, "Not available", str(exc), status=exc.status_code)
-    if respond != "fragment":
-        return _to_link(study)
+        return replace(notice(study, "Not available", str(exc), status=exc.status_code), refused=exc)
     # A new vote that did not finish the block found the assignment ACTIVE under its row lock and
     # left a trial to answer; otherwise read it again (the end page shows the completion code).
     fresh = not result.replayed and not result.finished
-    return _state(study, design, trial.assignment, visitor, fresh=fresh, progress=result.progress)
+    screen = _state(study, design, assignment, visitor, fresh=fresh, progress=result.progress)
+    return _recorded(screen, trial_token, result)
 
 
 def _vote_input(trial_token: str, rater_id: int | None, answer: AnswerForm, design: StudyDesign) -> VoteInput:
@@ -477,13 +478,18 @@ def _vote_input(trial_token: str, rater_id: int | None, answer: AnswerForm, desi
 
 
 def _recorded(next_screen: Screen, trial_token: str, result: Any) -> Screen:
-    """An API answer stored: what was recorded (``vote``, ``recorded_trial``), with the screen that
-    follows it (the next trial, the break or the end), so a client needs no second request."""
-    return replace(next_screen, vote=result, recorded_trial=trial_token)
+    """An answer stored: what was recorded (``vote``, ``recorded_trial``), with the screen that
+    follows it (the next trial, the break or the end), so a client needs no second request; a page
+    without htmx is sent back to the study link (``location``)."""
+    return replace(next_screen, vote=result, recorded_trial=trial_token, location=next_screen.location or _link(next_screen.study))
+
+
+def _link(study: Study | None) -> str:
+    return reverse("rater:link", args=[study.link_token]) if study is not None else ""
 
 
 def _to_link(study: Study) -> Screen:
-    return Screen(kind="redirect", study=study, location=reverse("rater:link", args=[study.link_token]))
+    return Screen(kind="redirect", study=study, location=_link(study))
 
 
 def _own_trial(trial_token: str, visitor: Visitor) -> tuple[Trial, Study, int | None]:
@@ -559,7 +565,7 @@ def _trial_screen(
     if isinstance(error, ValidationFailed):
         extra["error"] = participant_error(error, view, design)
     context = _state_context(study, design, assignment, view, progress=progress, **extra)
-    images = _image_pass(view.trial, study, design) if view is not None else None
+    images = ImagePass(trial_token=view.token, files=view.files) if view is not None and view.files else None
     return Screen(
         kind="end" if view is None else "trial", study=study, status=status, context=context, trial=view,
         progress=progress, notice=str(extra.get("notice") or ""), error=str(extra.get("error") or ""),
@@ -604,33 +610,14 @@ def _state_context(
              "bboxes": [",".join(f"{v:g}" for v in t["bbox_1000"]) for t in axis["targets"]]}
             for i, axis in enumerate(view.axes)
         ]
-        context["blocks"] = {slot: blocks_attribute(b) for slot, b in trial_blocks(view.trial).items()}
-        ref = view.trial.comparison.page.image if view.trial.comparison else None  # type: ignore[union-attr]
-        context["ref_size"] = (ref.width, ref.height) if ref else None
+        context["blocks"] = dict(view.blocks)
+        context["ref_size"] = view.ref_size
         context["boxes"] = [",".join(f"{v:g}" for v in box) for box in view.boxes if len(box) == 4]
         context["ratings"] = [
             {"name": d, "index": i, "value": str((posted.get("ratings") or {}).get(d, ""))}
             for i, d in enumerate(view.dimensions)
         ]
     return context
-
-
-BLOCK_TYPES = frozenset({"title", "text", "list", "table", "formula", "figure"})
-
-
-def blocks_attribute(blocks: Any) -> str:
-    """A page's blocks as the trial page reads them (``data-blocks``, static/annotation/trial.js):
-    ``[[type, y0, y1], ...]`` in thousandths of the page's height, geometry only (never a block's
-    text); empty when the page has none."""
-    out = []
-    for block in blocks if isinstance(blocks, list) else []:
-        box = block.get("bbox_1000") if isinstance(block, dict) else None
-        if block.get("type") in BLOCK_TYPES and isinstance(box, list) and len(box) == 4:
-            try:
-                out.append([block["type"], round(float(box[1]), 1), round(float(box[3]), 1)])
-            except (TypeError, ValueError):
-                continue
-    return json.dumps(out, separators=(",", ":")) if out else ""
 
 
 def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
@@ -645,25 +632,3 @@ def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:
         "comment_sent": bool(study.end_comment and assignment.end_comment),
         "redirect_seconds": REDIRECT_SECONDS,
     }
-
-
-def _image_pass(trial: Trial, study: Study, design: StudyDesign) -> ImagePass | None:
-    """The shown trial's files for its image pass: read with the trial (``trial_current``), or one
-    query reads every slot of the trial."""
-    files = trial_shown_files(trial, study, design)
-    if files is None:
-        found = trial_images(trial_token=trial.token, item=not design.pairwise)
-        if found is None or not found.live:
-            return None
-        files = found.files
-    return ImagePass(trial_token=trial.token, files=files)
-
-
-def _api_assignment(study: Study, rater_id: int | None) -> Assignment:
-    """The rater API's assignment: the session's, claiming a block when the rater has none."""
-    if rater_id is None:
-        raise Forbidden("open the study link you were given first")
-    assignment = rater_assignment(rater_id)
-    if assignment is None:
-        assignment = participant_claim(study=study, rater=Rater.objects.get(pk=rater_id))
-    return assignment

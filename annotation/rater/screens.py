@@ -50,7 +50,9 @@ class Screen:
     ``context`` is the template's, complete. ``notice`` and ``error`` are what the trial state
     says above the trial; ``progress`` what the answer counted; ``images`` the image pass that goes
     with the response; ``session_rater``: (study id, rater id) the session speaks for from now on;
-    ``session_break``: (assignment id, answered) the break the session has continued from.
+    ``session_break``: (assignment id, answered) the break the session has continued from;
+    ``refused``: the error a refused answer, report or continue is (the rater API answers with it;
+    the page shows the Screen).
     """
 
     kind: ScreenKind
@@ -73,12 +75,13 @@ class Screen:
     recorded_trial: str = ""
     session_rater: tuple[int, int] | None = None
     session_break: tuple[int, int] | None = None
+    refused: Exception | None = None
 
 
 def screen_response(request: HttpRequest, screen: Screen) -> HttpResponse:
     """The Screen as an HTTP response: a page, the htmx fragment, or a redirect."""
     session_write(request, screen)
-    if screen.kind == "redirect":
+    if screen.kind == "redirect" or _after_post(screen):
         return redirect(screen.location, permanent=False)
     if screen.kind == "break" and screen.htmx:
         # A whole page load: the break screen is its own page (and survives a reload).
@@ -107,6 +110,13 @@ def screen_response(request: HttpRequest, screen: Screen) -> HttpResponse:
     if screen.kind == "break":
         response["Cache-Control"] = "no-store"
     return response
+
+
+def _after_post(screen: Screen) -> bool:
+    """A page without htmx, after an answer, a continue or a problem report that went through: back
+    to the study link (post/redirect/get), which shows what comes next."""
+    done = screen.vote is not None or screen.session_break is not None or screen.kind == "problem"
+    return done and not screen.htmx and bool(screen.location) and screen.status < 300
 
 
 def session_write(request: HttpRequest, screen: Screen) -> None:

@@ -32,8 +32,7 @@ def study_link(request: HttpRequest, link_token: str) -> HttpResponse:
 def trial_vote(request: HttpRequest, trial_token: str) -> HttpResponse:
     """Submit an answer (htmx swaps in the next trial; without JS: redirect back to the link)."""
     posted = forms.answer_posted(request)
-    screen = flow.answer_trial(trial_token=trial_token, answer=posted.form, visitor=posted.visitor,
-                               respond="fragment" if posted.visitor.htmx else "page")
+    screen = flow.answer_trial(trial_token=trial_token, answer=posted.form, visitor=posted.visitor)
     response = screen_response(request, screen)
     image_pass_grant(request, response, screen)
     return response
@@ -52,8 +51,7 @@ def trial_undo(request: HttpRequest, trial_token: str) -> HttpResponse:
 def trial_revise(request: HttpRequest, trial_token: str) -> HttpResponse:
     """The new answer to the previous trial (after Undo); then the current trial again."""
     posted = forms.answer_posted(request)
-    screen = flow.revise_trial(trial_token=trial_token, answer=posted.form, visitor=posted.visitor,
-                               respond="fragment" if posted.visitor.htmx else "page")
+    screen = flow.revise_trial(trial_token=trial_token, answer=posted.form, visitor=posted.visitor)
     response = screen_response(request, screen)
     image_pass_grant(request, response, screen)
     return response
@@ -63,8 +61,7 @@ def trial_revise(request: HttpRequest, trial_token: str) -> HttpResponse:
 def trial_problem(request: HttpRequest, trial_token: str) -> HttpResponse:
     """"Report a problem" on a trial: stored for researchers; the trial still waits for its answer."""
     posted = forms.problem_posted(request)
-    screen = flow.report_problem(trial_token=trial_token, problem=posted.form, visitor=posted.visitor,
-                                 respond="fragment" if posted.visitor.htmx else "page")
+    screen = flow.report_problem(trial_token=trial_token, problem=posted.form, visitor=posted.visitor)
     return screen_response(request, screen)
 
 
@@ -91,8 +88,7 @@ def pause(request: HttpRequest, link_token: str) -> HttpResponse:
 @require_POST
 def break_continue(request: HttpRequest, link_token: str) -> HttpResponse:
     """Leave the break screen: this session will not show the same break again."""
-    return screen_response(request, flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request),
-                                                        respond="page"))
+    return screen_response(request, flow.continue_break(link_token=link_token, visitor=forms.visitor_of(request)))
 
 
 @require_POST

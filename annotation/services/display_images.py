@@ -53,6 +53,7 @@ def stored_image_staged(stage: ImageStaging, stored_model: Any, clean: CleanImag
 
 def study_images_blind(*, study: Any, page_model: Any = None, candidate_model: Any = None, stored_model: Any = None) -> BlindResult:
     """Rebuild the shown images of one study from its originals; all or nothing."""
+    current = page_model is None  # not a migration's historical models
     if page_model is None:
         from annotation.models import Candidate, Page, StoredImage
 
@@ -104,4 +105,9 @@ def study_images_blind(*, study: Any, page_model: Any = None, candidate_model: A
                     image=image, original_image=source, neutralized_image=neutral_row
                 )
         stage.publish()
+    if current and result.changed:
+        # The trials not shown yet show the new images: their stored screens are made again (decision 0079).
+        from annotation.services.trial_screens import trial_screens_forget
+
+        trial_screens_forget(study.pk)
     return result

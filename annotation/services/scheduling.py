@@ -97,6 +97,7 @@ from annotation.models import (
 )
 from annotation.services.audit import audit_record
 from annotation.services.gold import study_gold_images
+from annotation.services.trial_screens import trial_screens_fill
 
 # Instructed-response attention checks per assignment of a docs/study-kinds.md "Scheduling" kind when none is
 # given.
@@ -541,6 +542,7 @@ def shuffled_block_create(
         allowed = [i for i, item in enumerate(items) if gold and supplied and item.comparison_id in supplied]
         plan = plan_with_gold(plan, gold=gold, n=len(items), slot=slot, seed=a_seed, allowed=allowed)
         _trials_create(assignment, items, plan, gold_images, supplied)
+    trial_screens_fill(block_id=block.pk)  # what each trial's screen reads, stored now (decision 0079)
     return block
 
 
@@ -581,6 +583,7 @@ def counterbalanced_block_create(
             answers=answers, pairwise=design.pairwise,
         )
         _trials_create(assignment, items, plan)
+    trial_screens_fill(block_id=block.pk)  # what each trial's screen reads, stored now (decision 0079)
     return block
 
 
@@ -743,7 +746,8 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
                   candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped,
                   attention_expected=t.attention_expected, gold_image_id=t.gold_image_id,
-                  gold_match_image_id=t.gold_match_image_id, supplied_gold_id=t.supplied_gold_id)
+                  gold_match_image_id=t.gold_match_image_id, supplied_gold_id=t.supplied_gold_id,
+                  screen=_screen_copied(t, serve_time=source.block.serve_time))
             for t in trials
             if not t.is_repeat
         ]
@@ -754,12 +758,20 @@ def assignment_plan_copy(*, source: Assignment) -> Assignment:
         [
             Trial(assignment=copy, position=t.position, comparison_id=t.comparison_id,
                   candidate_id=t.candidate_id, predicate_id=t.predicate_id, swapped=t.swapped, is_repeat=True,
-                  repeat_of=by_position[original_position[int(t.repeat_of_id or 0)]])
+                  repeat_of=by_position[original_position[int(t.repeat_of_id or 0)]], screen=_screen_copied(t, serve_time=source.block.serve_time))
             for t in trials
             if t.is_repeat
         ]
     )
     return copy
+
+
+def _screen_copied(trial: Trial, *, serve_time: bool) -> Any:
+    """A copied trial's screen: its source's while the source was never shown (what a shown trial
+    stored may have changed since; it is made again when the copy is shown). A serve-time block's
+    trials make theirs when reached, as the source's did."""
+    has_unit = trial.comparison_id or trial.candidate_id or trial.predicate_id
+    return trial.screen if trial.shown_at is None and has_unit and not serve_time else None
 
 
 def schedule_rows(study: Study) -> Iterator[dict[str, object]]:

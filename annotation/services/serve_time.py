@@ -139,6 +139,8 @@ def serve_block_create(
                 if p.repeat_of_position is not None
             ]
         )
+    # No trial of a serve-time block stores its screen before it is reached (decision 0079): a
+    # data trial has no unit yet, and a gold trial is shown by the same steps as the others.
     return block
 
 

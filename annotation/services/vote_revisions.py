@@ -42,7 +42,7 @@ from annotation.services.answers import (
     VoteResult,
     answer_for_trial,
     assignment_counts,
-    trial_current,
+    next_trial_choose,
     trial_view_of,
     vote_answers,
 )
@@ -97,8 +97,8 @@ def vote_undo_view(*, trial_token: str, rater_id: int | None) -> UndoView:
         raise Conflict("this block is finished; its answers can no longer be changed")
     if Vote.objects.filter(trial_id=trial.pk).exists():
         return _answered_view(assignment, study, before=trial.position)
-    current = trial_current(assignment, study)
-    if current is None or current.pk != trial.pk:
+    current = next_trial_choose(study=study, assignment_id=assignment.pk, pairwise=design_of(study).pairwise)
+    if current.next_trial_id != trial.pk:
         raise Conflict("this is not the current trial (reload the page)")
     return _answered_view(assignment, study)
 
@@ -120,7 +120,7 @@ def _answered_view(assignment: Assignment, study: Study, *, before: int | None =
         chosen = chosen.filter(position__lt=before)
     if at is not None:
         chosen = chosen.filter(position=at)
-    previous = chosen.select_related("vote", *design_of(study).trial_unit_related).order_by("-position").first()
+    previous = chosen.select_related("vote").order_by("-position").first()
     if previous is None:
         raise Conflict("there is no earlier answer to change" if before is not None or at is None
                        else "this trial has no answer to change (reload the page)")
@@ -130,14 +130,14 @@ def _answered_view(assignment: Assignment, study: Study, *, before: int | None =
     return UndoView(view=view, posted=displayed_answer(previous.vote, swapped=previous.swapped))
 
 
-def vote_revise(vote: VoteInput, *, trial: Trial | None = None) -> VoteResult:
+def vote_revise(vote: VoteInput) -> VoteResult:
     """Replace the stored answer of an answered trial of the active assignment (Undo, or review
     further back, issue 30), keeping the old one in ``Vote.history``.
 
     Not the last answered trial, or a finished assignment → Conflict (409); the same key and body
     again → the stored vote (``replayed``).
     """
-    checked = answer_for_trial(vote, trial=trial)
+    checked = answer_for_trial(vote)
     key, trial, answer, digest, axes_defaulted = checked.key, checked.trial, checked.answer, checked.digest, vote.axes_defaulted
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=trial.assignment_id)
@@ -161,7 +161,7 @@ def vote_revise(vote: VoteInput, *, trial: Trial | None = None) -> VoteResult:
             "request_hash": stored.request_hash, "replaced_at": timezone.now().isoformat(),
         }
         stored.label, stored.confidence, stored.axis_scores, stored.rationale = label, answer.confidence, scores, answer.rationale
-        stored.answers = vote_answers(study=trial.assignment.block.study, ratings=answer.ratings, scores=scores,
+        stored.answers = vote_answers(study=checked.study, ratings=answer.ratings, scores=scores,
                                     axes_defaulted=axes_defaulted)
         stored.idempotency_key, stored.request_hash = key, digest
         stored.history = [*(stored.history or []), replaced]

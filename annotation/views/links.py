@@ -1,50 +1,21 @@
-"""The rater page's links, without a full URL reversal for each.
+"""The rater page's links (Django's ``reverse``), and the origin a request was served from.
 
-A trial page names about ten URLs (its answer, three images, the problem report, undo, the
-study's instructions, pause and link pages), and Django's ``reverse`` of each was a measurable share
-of an answer's rendering (docs/benchmarks-history.md, "Rater hot path, third pass (issue 18),
-2026-12-01, this session's machine"). ``url`` reverses a name once per process and script prefix with marker arguments, and fills each later call's arguments
-into that pattern. Only for arguments ``reverse`` leaves as they are (tokens and slot names:
-letters, digits, ``-`` and ``_``); anything else is reversed the usual way.
+A per-process cache of reversed URL patterns stood here (docs/benchmarks-history.md, "Rater hot
+path, third pass (issue 18)"); it had no current A/B of 10 % or more and was removed (issue 47,
+docs/benchmarks.md "Speed pieces kept or removed").
 """
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
 from django.http import HttpRequest
-from django.urls import NoReverseMatch, get_script_prefix, reverse
+from django.urls import reverse
 
 from annotation.models import Study
 
-_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
-_MARK = "zArbiterArg{}z"
-_MARK_RE = re.compile(r"zArbiterArg\d+z")
-
-
-@lru_cache(maxsize=128)
-def _pattern(name: str, arity: int, prefix: str) -> tuple[str, ...] | None:
-    """The reversed URL of ``name`` split around its ``arity`` arguments (None: not reversible so)."""
-    try:
-        reversed_url = reverse(name, args=[_MARK.format(i) for i in range(arity)])
-    except NoReverseMatch:
-        return None
-    marks = _MARK_RE.findall(reversed_url)
-    if marks != [_MARK.format(i) for i in range(arity)]:
-        return None
-    return tuple(_MARK_RE.split(reversed_url))
-
 
 def url(name: str, *args: str) -> str:
-    """``reverse(name, args=args)``, from the name's cached pattern when the arguments are plain."""
-    parts = _pattern(name, len(args), get_script_prefix()) if all(_PLAIN.fullmatch(a) for a in args) else None
-    if parts is None:
-        return reverse(name, args=args)
-    pieces = [parts[0]]
-    for arg, after in zip(args, parts[1:], strict=True):
-        pieces += [arg, after]
-    return "".join(pieces)
+    """``reverse(name, args=args)``."""
+    return reverse(name, args=args)
 
 
 def trial_links(study: Study, trial_token: str, *, revising: bool = False) -> dict[str, str]:

@@ -123,7 +123,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Django's backend, with a health check that needs no round trip unless the server has spoken
+    # Django's backend under the project's name: the pooler's checks run with the database checks
     # (config/db/postgresql/base.py).
     DATABASES["default"]["ENGINE"] = "config.db.postgresql"
 # PostgreSQL connection pool (Django's psycopg pool): DATABASE_POOL_MAX_SIZE connections per process,
@@ -169,8 +169,6 @@ if ARBITER_RATER_PREPARED:
     )
     DATABASES["rater"]["TEST"] = {"MIRROR": "default"}
 DATABASE_ROUTERS = ["annotation.rater.db.RaterRouter"]
-# gunicorn workers import their views and freeze that heap out of the garbage collector (config/heap.py).
-ARBITER_GC_FREEZE = env_bool("ARBITER_GC_FREEZE", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent readers while a writer works (the dev server, in-process tasks).
     DATABASES["default"].setdefault("OPTIONS", {}).update(

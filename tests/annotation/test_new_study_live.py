@@ -66,7 +66,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         "MEDIA_ROOT": str(home / "media"),
         "ARBITER_BUNDLE_ARCHIVE": str(home / "bundles"),
         "ARBITER_NEW_STUDY_RENDERS": str(home / "renders"),
-        "ARBITER_GC_FREEZE": "0",
     }
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     shell(env, (

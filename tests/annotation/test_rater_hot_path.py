@@ -220,22 +220,3 @@ def test_answer_choices_show_what_the_rater_chose() -> None:
     assert form_of(nxt)["token"] != f["token"] and not _checked(nxt)
     # The same choices in another trial render as in the first one (only ids depend on the axis).
     assert re.findall(r'name="verdict" value="(\w+)"', nxt) == re.findall(r'name="verdict" value="(\w+)"', html)
-
-
-def test_the_next_trial_by_its_key_falls_back_when_another_tab_answered_it() -> None:
-    """The answer reads the next trial by the id its locked step found; if that trial was answered
-    meanwhile (another tab), the first trial still unanswered is shown instead."""
-    from annotation.models import Assignment
-    from annotation.services.answers import trial_current
-
-    rs = scheduled()
-    client = Client()
-    html = join(client, rs.study).content.decode()
-    first = Trial.objects.get(token=form_of(html)["token"])
-    assignment = Assignment.objects.get(pk=first.assignment_id)
-    trials = list(assignment.trials.order_by("position"))
-    assert trial_current(assignment, rs.study, trial_id=trials[2].pk).pk == trials[2].pk
-    answer(client, html)  # the first trial is answered now
-    found = trial_current(assignment, rs.study, trial_id=first.pk)
-    assert found is not None and found.pk == trials[1].pk
-    assert trial_current(assignment, rs.study).pk == trials[1].pk

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 
 from annotation.models import Axis
+from annotation.services.trial_screens import trial_screens_forget
 from tests.annotation.test_rater_flow import form_of, join, scheduled
 
 pytestmark = pytest.mark.django_db
@@ -46,6 +47,7 @@ def test_the_page_embeds_the_state_an_htmx_request_gets() -> None:
 def test_what_the_state_shows_is_escaped() -> None:
     rs = scheduled()
     Axis.objects.filter(study=rs.study).update(description='<script>alert("x")</script> & more')
+    trial_screens_forget(rs.study.pk)  # the trials' stored screens are made again with the new text
     client = Client()
     html = join(client, rs.study).content.decode()
     assert "<script>alert" not in html

@@ -16,6 +16,7 @@ from annotation.models import Assignment, AssignmentState, Axis, Trial, TrialPro
 from annotation.services.answers import VoteInput
 from annotation.services.bundles.exporting import study_export_bundle
 from annotation.services.bundles.importing import study_import_bundle
+from annotation.services.trial_screens import trial_screens_forget
 from annotation.services.vote_revisions import trial_problem_report, vote_revise
 from annotation.services.votes_csv import votes_export_csv, votes_import_csv
 from tests.annotation.rater_factories import make_rater_study
@@ -149,9 +150,8 @@ def test_any_answer_of_an_active_assignment_can_be_changed() -> None:
 
 
 def _axes_of(trial: Trial, score: int) -> dict[str, int]:
-    from annotation.services.answers import trial_active_axes
-
-    return {a["id"]: score for a in trial_active_axes(trial)}
+    """The trial's active axes, as its stored screen shows them (decision 0079)."""
+    return {a["id"]: score for a in Trial.objects.values_list("screen", flat=True).get(pk=trial.pk)["axes"]}
 
 
 def test_revisions_never_change_hidden_repeat_pairing() -> None:
@@ -265,6 +265,7 @@ def test_axis_titles_are_imported_exported_and_shown(tmp_path: Path, examples_di
 def test_trial_page_shows_axis_titles() -> None:
     rs = scheduled()
     Axis.objects.filter(study=rs.study, axis_id="GLOBAL_LAYOUT_FIDELITY").update(title="Layout")
+    trial_screens_forget(rs.study.pk)  # the trials' stored screens are made again with the new title
     html = join(Client(), rs.study).content.decode()
     assert "<legend>Layout</legend>" in html and "<legend>Text visual presentation</legend>" in html
 

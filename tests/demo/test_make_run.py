@@ -29,7 +29,7 @@ def test_the_local_settings_serve_static_files_from_the_source_folders(tmp_path:
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
     env.update(DJANGO_SETTINGS_MODULE="config.settings.local", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               STATIC_ROOT=str(tmp_path / "static-not-collected"), ARBITER_GC_FREEZE="0")
+               STATIC_ROOT=str(tmp_path / "static-not-collected"))
     server = subprocess.Popen([GUNICORN, "config.wsgi:application", "--workers", "1", "--threads", "4", "--timeout", "0",
                                "-b", f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)

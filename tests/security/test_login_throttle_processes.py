@@ -69,7 +69,6 @@ class Site:
             "DATABASE_URL": f"sqlite:///{home / 'site.sqlite3'}",
             "MEDIA_ROOT": str(home / "media"),
             "ARBITER_TEST_CHECKS": str(home / "checks.jsonl"),
-            "ARBITER_GC_FREEZE": "0",
             "PYTHONPATH": f"{home}{os.pathsep}{ROOT}",
         }
         for name in ("CACHE_URL", "CELERY_BROKER_URL", "ARBITER_LOGIN_COUNTERS"):

@@ -73,7 +73,6 @@ class Server:
             "DATABASE_URL": f"sqlite:///{home / 'site.sqlite3'}",
             "MEDIA_ROOT": str(home / "media"),
             "ARBITER_BUNDLE_ARCHIVE": str(home / "bundles"),
-            "ARBITER_GC_FREEZE": "0",
         }
         for name in ("CACHE_URL", "CELERY_BROKER_URL"):
             self.env.pop(name, None)

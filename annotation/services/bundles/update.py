@@ -51,6 +51,7 @@ from annotation.services.bundles.importing import StagedImages, _stage_images, _
 from annotation.services.bundles.opening import open_bundle, study_spec_from_bundle
 from annotation.services.bundles.reference_format import STUDY_JSON, CandidateSpec, StudySpec
 from annotation.services.bundles.upload import with_uploaded_bundle
+from annotation.services.trial_screens import trial_screens_forget
 from annotation.signals import candidates_replaced, candidates_replacing
 
 if TYPE_CHECKING:
@@ -330,6 +331,8 @@ def _write_update(
         if isinstance(response, dict):
             for name, n in response.items():
                 effects[name] = effects.get(name, 0) + int(n)
+    # The trials not shown yet show the new versions: their stored screens are made again (decision 0079).
+    trial_screens_forget(study.pk)
     result = StudyUpdate(
         study=study,
         replaced=tuple(replaced),
