@@ -66,6 +66,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = kept
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` (.ci/run): a module sharing a fixture runs on one worker (tests/xdist_modules.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_modules import ModuleFixtureScheduling
+
+    return ModuleFixtureScheduling(config, log)
+
+
 # A test reaches the database when it asks for pytest-django's access (a marker or one of these
 # fixtures, directly or through its own fixtures) or when its module starts processes, which may
 # open DATABASE_URL themselves (servers, manage.py, workers).

@@ -25,7 +25,9 @@ from ranking.models import Leaderboard, StudyPlanRun
 from tests.ranking.rank_factories import add_votes, make_ranked_study
 from tests.task_threads import RecordedThread, record_task_threads
 
-QUICK_PLAN = {"target": "kappa", "half_width": "0.1", "systems": "4", "studies": "10", "seed": "2"}
+# verify 20 (as tests/ranking/test_plan_page.py's QUICK): these tests are about the thread and the
+# poll, and the page's default check on 200 fresh studies (tested there) took 2-3 times the plan itself.
+QUICK_PLAN = {"target": "kappa", "half_width": "0.1", "systems": "4", "studies": "10", "seed": "2", "verify": "20"}
 POLL = 'hx-trigger="every 2s"'
 
 
