@@ -201,9 +201,7 @@ class ObjectivePageRow:
 def objective_page_rows(*, study: Study, systems: Iterable[str] | None = None) -> list[ObjectivePageRow]:
     """The kept scores of the study's candidates (in page, then system order): the four page scores
     only, read from the JSON in the database (not the matches)."""
-    from django.db.models import FloatField
     from django.db.models.fields.json import KT
-    from django.db.models.functions import Cast
 
     rows = ObjectiveScore.objects.filter(candidate__page__study=study)
     if systems is not None:
@@ -213,7 +211,7 @@ def objective_page_rows(*, study: Study, systems: Iterable[str] | None = None) -
         rows.order_by(
             "candidate__page__position", "candidate__page__external_id", "candidate__system__position"
         )
-        .annotate(**{f"v_{k}": Cast(KT(f"score__{k}"), FloatField()) for k in keys})
+        .annotate(**{f"v_{k}": KT(f"score__{k}") for k in keys})
         .values_list(
             "candidate_id",
             "candidate__page__external_id",
@@ -222,9 +220,17 @@ def objective_page_rows(*, study: Study, systems: Iterable[str] | None = None) -
             *(f"v_{k}" for k in keys),
         )
     )
+    # The values come as text and are made numbers here: a SQL cast would turn a JSON null (a page
+    # without a table has no TEDS) into 0.0 on SQLite.
     return [
         ObjectivePageRow(
-            candidate_id=c, page=p, system=s, rendered=r, score=dict(zip(keys, values, strict=True))
+            candidate_id=c,
+            page=p,
+            system=s,
+            rendered=r,
+            score={
+                k: None if v is None or v == "null" else float(v) for k, v in zip(keys, values, strict=True)
+            },
         )
         for c, p, s, r, *values in found
     ]
