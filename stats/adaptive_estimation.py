@@ -23,8 +23,13 @@ votes only through each pair's points, the weighted fit is the ordinary fit of t
 per pair (``fit_pair_points_batch``, the 10⁻³ penalty included).
 
 The weighted fit's covariance is the sandwich ``A⁻¹ B A⁻¹``: A the weighted fit's information
-(penalty included), B = Σ_t w_t² (y_t − p_t)² a_t a_tᵀ with a_t = e_i − e_j and p_t the fitted
-probability that the pair's first system wins. The floor keeps π_t ≥ floor / K, so the weights stay
+(penalty included), B = Σ_k max(Σ_t w_t² (y_t − p_k)², p_k (1 − p_k) Σ_t w_t²) a_k a_kᵀ over the pairs k,
+a_k = e_i − e_j and p_k the fitted probability that the pair's first system wins. The empirical
+term alone (HC0) is honest for answers with ties but narrower than the uniform design's model-based
+intervals, which ties make conservative; the per-pair floor at the model's variance makes a
+uniform study's covariance the plain fit's inverse information (the 10⁻³ penalty aside), so an adaptive study's
+coverage is compared like with like (issue 46, docs/decisions/0080-adaptive-scores-at-the-real-start.md),
+and it still grows where answers spread more than the model says. The floor keeps π_t ≥ floor / K, so the weights stay
 at most 1 / floor (4 at the 25 % floor).
 """
 
@@ -128,8 +133,11 @@ def fit_weighted_totals(totals: WeightedPairTotals, *, l2: float = L2_PENALTY) -
     )
     first, second = _pairs(m)
     p = expit(theta[:, first] - theta[:, second])
-    # Σ w² (y − p)² per pair = Σw²y² − 2p Σw²y + p² Σw².
-    spread = np.maximum(totals.sq_points2 - 2.0 * p * totals.sq_points + p * p * totals.sq_votes, 0.0)
+    # Σ w² (y − p)² per pair = Σw²y² − 2p Σw²y + p² Σw², never below the model's p(1 − p) Σ w²
+    # (docs/protocol.md "Scores of an adaptive study": with every weight 1 the covariance is then
+    # the plain fit's inverse information, as a uniform study's intervals are).
+    empirical = totals.sq_points2 - 2.0 * p * totals.sq_points + p * p * totals.sq_votes
+    spread = np.maximum(empirical, p * (1.0 - p) * totals.sq_votes)
     inverse = np.linalg.inv(info)
     covariance = inverse @ _laplacian(spread, m) @ inverse
     return WeightedFit(theta=theta, covariance=covariance)

@@ -45,11 +45,25 @@ def test_weighted_fit_equals_the_weighted_glm_and_its_sandwich() -> None:
     glm = sm.GLM(y, x[:, :-1], family=sm.families.Binomial(), var_weights=w).fit(cov_type="HC0")
     ours = fit.theta[0] - fit.theta[0][-1]
     assert ours[:-1] == pytest.approx(glm.params, abs=2e-3)
-    # Sandwich of the contrasts θ_i − θ_{m−1}: the GLM's HC0 (var_weights enter the score once
-    # and the Hessian once, as in A⁻¹ B A⁻¹ with B = Σ w² (y − p)² a aᵀ).
+    # Sandwich of the contrasts θ_i − θ_{m−1} from the GLM's own fit: its Hessian (A) and, per
+    # pair, the larger of the empirical Σ w² (y − p)² (HC0's meat) and the model's p(1 − p) Σ w².
     c = np.eye(m)[:-1] - np.eye(m)[-1]
     ours_cov = c @ fit.covariance[0] @ c.T
-    assert np.sqrt(np.diag(ours_cov)) == pytest.approx(np.sqrt(np.diag(glm.cov_params())), rel=0.02)
+    bread = np.linalg.inv(-glm.model.hessian(glm.params))
+    p_glm = glm.predict(x[:, :-1])
+    meat = np.zeros((m - 1, m - 1))
+    for i, j in {(min(u, v), max(u, v)) for u, v in zip(a, b, strict=True)}:
+        pair = ((a == i) & (b == j)) | ((a == j) & (b == i))
+        row = x[pair][0, :-1]  # a = e_first − e_second of the pair's votes in their stored order
+        sign = np.where(a[pair] == a[pair][0], 1.0, -1.0)
+        empirical = np.sum(w[pair] ** 2 * (y[pair] - p_glm[pair]) ** 2)
+        q = p_glm[pair][0] if sign[0] > 0 else 1 - p_glm[pair][0]
+        model = q * (1 - q) * np.sum(w[pair] ** 2)
+        meat += max(empirical, model) * np.outer(row, row)
+    expected = bread @ meat @ bread
+    assert np.sqrt(np.diag(ours_cov)) == pytest.approx(np.sqrt(np.diag(expected)), rel=0.02)
+    # With ties the model's variance is the larger one, so the intervals are wider than HC0's.
+    assert np.all(np.diag(ours_cov) > np.diag(glm.cov_params()))
 
 
 def test_weighting_removes_the_bias_of_stopping_to_ask_a_clear_pair() -> None:
