@@ -21,8 +21,10 @@ Printed, over the seeds: the reported scores (``annotation.selectors.allocation.
 the debiased fit of docs/protocol.md "Scores of an adaptive study") of the full study — the error of
 each of the true top three (Elo, ± its standard error over seeds) and the share of 95 % intervals
 that hold the target (the Bradley–Terry limit of the population's answers under the uniform
-design), for the true top four and for all systems; the uniform arm's plain fit at the same votes,
-the same way; and the saving: the votes until the plain fit (what the allocator and the stopping
+design), for the true top four and for all systems; the uniform arm's plain fit at the same votes
+by the same participants, the same way; both again against the target of the study's own panel
+(``panel_target``: a study of a few raters answers towards their own mixture, which no interval of
+either design covers); and the saving: the votes until the plain fit (what the allocator and the stopping
 rule read) names the true top three in a share ≥ P of the seeds, adaptive and uniform, for P =
 0.7, 0.8, 0.9 ("not reached" when the share stays below P within the votes played; never
 extrapolated). A seed costs about 35 ms per vote on an idle core (3,510 votes: 2 minutes), so a run
@@ -33,8 +35,10 @@ of a few seeds says little more than the sign of a bias; the many-seed figures a
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -43,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SCRATCH = Path(tempfile.mkdtemp(prefix="arbiter-bench-served-"))
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 os.environ["DATABASE_URL"] = f"sqlite:///{SCRATCH / 'db.sqlite3'}"
 os.environ["MEDIA_ROOT"] = str(SCRATCH / "media")
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
@@ -79,6 +84,7 @@ def main() -> int:
     from stats.study_simulation import votes_to_share
     from tests.annotation.served_study import (
         RaterModel,
+        panel_target,
         study_build,
         study_play,
         top_right_at,
@@ -102,6 +108,8 @@ def main() -> int:
         flush=True,
     )
     errors: dict[str, list[np.ndarray]] = {"adaptive": [], "uniform": []}
+    panel_errors: dict[str, list[np.ndarray]] = {"adaptive": [], "uniform": []}
+    panel_covered: dict[str, list[np.ndarray]] = {"adaptive": [], "uniform": []}
     covered: dict[str, list[np.ndarray]] = {"adaptive": [], "uniform": []}
     reached: dict[str, list[np.ndarray]] = {"adaptive": [], "uniform": []}
     votes_played = []
@@ -121,16 +129,21 @@ def main() -> int:
         low = np.array([by_system[f"s{i}"]["ci95"][0] for i in range(m)])
         high = np.array([by_system[f"s{i}"]["ci95"][1] for i in range(m)])
         target = SCORE_SCALE * truth.target
+        panel = SCORE_SCALE * panel_target(model, truth, served.panel)
         errors["adaptive"].append((est - est.mean() - target)[order[:3]])
         covered["adaptive"].append(((low - est.mean() <= target) & (target <= high - est.mean()))[order])
+        panel_errors["adaptive"].append((est - est.mean() - panel)[order[:3]])
+        panel_covered["adaptive"].append(((low - est.mean() <= panel) & (panel <= high - est.mean()))[order])
         reached["adaptive"].append(top_right_at(served.first, served.second, served.points, looks, truth, m))
-        a, b, y = uniform_votes(model, truth, seed, int(looks[-1]))
+        a, b, y = uniform_votes(model, truth, seed, int(looks[-1]), served.panel)
         n = len(served.first)
         fit = ipw_bradley_terry(a[:n], b[:n], y[:n], np.full(n, 1.0 / model.k_pairs), m)
         u_est = fit.scores[0]
         u_se = fit.standard_errors[0]
         errors["uniform"].append((u_est - u_est.mean() - target)[order[:3]])
         covered["uniform"].append((np.abs(u_est - u_est.mean() - target) <= Z95 * u_se)[order])
+        panel_errors["uniform"].append((u_est - u_est.mean() - panel)[order[:3]])
+        panel_covered["uniform"].append((np.abs(u_est - u_est.mean() - panel) <= Z95 * u_se)[order])
         reached["uniform"].append(top_right_at(a, b, y, looks, truth, m))
         print(
             f"  seed {seed}: {n} votes ({int(np.isnan(served.propensity).sum())} uniform start), reported "
@@ -142,13 +155,18 @@ def main() -> int:
     print(
         f"\n{n_seeds} seeds in {time.perf_counter() - started:.0f} s; votes per study {min(votes_played)}-{max(votes_played)}"
     )
-    for arm in ("adaptive", "uniform"):
-        err = np.array(errors[arm])
-        cover = np.array(covered[arm])
+    for (arm, against), (err_list, cover_list) in (
+        (("adaptive", "the population"), (errors["adaptive"], covered["adaptive"])),
+        (("uniform", "the population"), (errors["uniform"], covered["uniform"])),
+        (("adaptive", "the study's panel"), (panel_errors["adaptive"], panel_covered["adaptive"])),
+        (("uniform", "the study's panel"), (panel_errors["uniform"], panel_covered["uniform"])),
+    ):
+        err = np.array(err_list)
+        cover = np.array(cover_list)
         sem = err.std(axis=0, ddof=1) / math.sqrt(n_seeds) if n_seeds > 1 else np.full(3, math.nan)
         label = "reported (debiased) fit" if arm == "adaptive" else "plain fit, same votes"
         print(
-            f"  {arm:8s} {label}: bias of the true top-3 "
+            f"  against {against:17s} {arm:8s} {label}: error of the true top-3 "
             + " / ".join(f"{b:+.1f}±{e:.1f}" for b, e in zip(err.mean(axis=0), sem, strict=True))
             + f" Elo; coverage top-4 {cover[:, :4].mean():.3f}, all {cover.mean():.3f} ({cover.size} intervals)"
         )

@@ -146,6 +146,7 @@ class ServedVotes:
     second: np.ndarray
     points: np.ndarray
     propensity: np.ndarray
+    panel: tuple[Rater, ...] = ()  # the participants who answered, in order
 
 
 def study_unscheduled(model: RaterModel, slug: str, seed: int) -> Study:
@@ -202,6 +203,7 @@ def study_play(model: RaterModel, study: Study, truth: Truth, seed: int) -> Serv
         )
     }
     first, second, points, propensity = [], [], [], []
+    panel: list[Rater] = []
     n_participants = (model.start_blocks + model.serve_blocks) * model.raters
     with override_settings(ARBITER_SERVE_REFIT_VOTES=model.refit_votes):
         for r in range(n_participants):
@@ -211,6 +213,7 @@ def study_play(model: RaterModel, study: Study, truth: Truth, seed: int) -> Serv
                 assignment = participant_claim(study=study, rater=rater)
             except StudyFull:
                 break
+            panel.append(person)
             shown: dict[int, str] = {}
             while (view := trial_next(assignment=assignment, study=study)) is not None:
                 trial = view.trial
@@ -245,12 +248,44 @@ def study_play(model: RaterModel, study: Study, truth: Truth, seed: int) -> Serv
         np.array(second, dtype=np.int64),
         np.array(points),
         np.array(propensity),
+        tuple(panel),
     )
 
 
-def uniform_votes(model: RaterModel, truth: Truth, seed: int, total: int) -> tuple[np.ndarray, ...]:
+def panel_target(model: RaterModel, truth: Truth, panel: tuple[Rater, ...]) -> np.ndarray:
+    """θ (logit, centred) the study's own participants answer towards: the Bradley–Terry limit of
+    their answer probabilities, each participant weighted alike, both display orders. Against it the
+    error of a study's scores is the estimator's alone; against ``Truth.target`` (the population's)
+    it also holds the draw of a panel of a few raters, which no interval of either design covers."""
+    from stats.allocation import pair_indices
+    from stats.bradley_terry import fit_pair_points_batch
+    from stats.study_simulation import rater_mixture_probabilities
+
+    first, second = pair_indices(model.n_systems)
+    diff = (truth.elo[first] - truth.elo[second]) / SCORE_SCALE
+    answering = [r for r in panel if not r.clicker]
+    probabilities = np.zeros((len(first), 3))
+    if answering:
+        mixed = rater_mixture_probabilities(
+            diff[None, :],
+            np.array([[r.noise for r in answering]]),
+            np.array([[r.bias for r in answering]]),
+            np.array([truth.tie_band]),
+        )[0]
+        probabilities += len(answering) * mixed
+    probabilities += (len(panel) - len(answering)) * np.array([0.5, 0.0, 0.5])
+    probabilities /= max(len(panel), 1)
+    first_points = probabilities[:, 0] + 0.5 * probabilities[:, 1]
+    theta, _ = fit_pair_points_batch(1e9 * first_points[None, :], 1e9 * (1.0 - first_points[None, :]))
+    return theta[0] - theta[0].mean()
+
+
+def uniform_votes(
+    model: RaterModel, truth: Truth, seed: int, total: int, panel: tuple[Rater, ...] = ()
+) -> tuple[np.ndarray, ...]:
     """The uniform arm: (first, second, points) of ``total`` votes of the fixed design (module
-    docstring), answered by fresh participants of ``block_size`` votes each."""
+    docstring), ``block_size`` votes per participant: those of ``panel`` in order (the adaptive
+    study's, so both arms answer towards the same ``panel_target``), then fresh ones."""
     rng = np.random.default_rng([4646, seed])
     m, k = model.n_systems, model.k_pairs
     pair_first, pair_second = np.triu_indices(m, 1)
@@ -258,10 +293,14 @@ def uniform_votes(model: RaterModel, truth: Truth, seed: int, total: int) -> tup
     order = np.concatenate([rng.permutation(k) for _ in range(rounds)])[:total]
     served = np.zeros(k, dtype=np.int64)
     first, second, points = [], [], []
-    person = rater_draw(model, rng)
+
+    def participant(n: int) -> Rater:
+        return panel[n] if n < len(panel) else rater_draw(model, rng)
+
+    person = participant(0)
     for t, column in enumerate(order):
         if t and t % model.block_size == 0:
-            person = rater_draw(model, rng)
+            person = participant(t // model.block_size)
         a, b = int(pair_first[column]), int(pair_second[column])
         swapped = served[column] % 2 == 1
         served[column] += 1
