@@ -15,7 +15,13 @@ import pytest
 import statsmodels.api as sm
 from scipy.special import expit
 
-from stats.adaptive_estimation import IPW_ESTIMATOR, ipw_bradley_terry
+from stats.adaptive_estimation import (
+    IPW_ESTIMATOR,
+    WeightedPairTotals,
+    _laplacian,
+    answer_spread,
+    ipw_bradley_terry,
+)
 from stats.errors import StatisticsError
 
 
@@ -46,23 +52,29 @@ def test_weighted_fit_equals_the_weighted_glm_and_its_sandwich() -> None:
     ours = fit.theta[0] - fit.theta[0][-1]
     assert ours[:-1] == pytest.approx(glm.params, abs=2e-3)
     # Sandwich of the contrasts θ_i − θ_{m−1} from the GLM's own fit: its Hessian (A) and, per
-    # pair, the larger of the empirical Σ w² (y − p)² (HC0's meat) and the model's p(1 − p) Σ w².
+    # vote, the model's variance p(1 − p) w² (the GLM's own probabilities).
     c = np.eye(m)[:-1] - np.eye(m)[-1]
     ours_cov = c @ fit.covariance[0] @ c.T
     bread = np.linalg.inv(-glm.model.hessian(glm.params))
     p_glm = glm.predict(x[:, :-1])
-    meat = np.zeros((m - 1, m - 1))
-    for i, j in {(min(u, v), max(u, v)) for u, v in zip(a, b, strict=True)}:
-        pair = ((a == i) & (b == j)) | ((a == j) & (b == i))
-        row = x[pair][0, :-1]  # a = e_first − e_second of the pair's votes in their stored order
-        sign = np.where(a[pair] == a[pair][0], 1.0, -1.0)
-        empirical = np.sum(w[pair] ** 2 * (y[pair] - p_glm[pair]) ** 2)
-        q = p_glm[pair][0] if sign[0] > 0 else 1 - p_glm[pair][0]
-        model = q * (1 - q) * np.sum(w[pair] ** 2)
-        meat += max(empirical, model) * np.outer(row, row)
+    meat = (x[:, :-1] * (w**2 * p_glm * (1 - p_glm))[:, None]).T @ x[:, :-1]
     expected = bread @ meat @ bread
     assert np.sqrt(np.diag(ours_cov)) == pytest.approx(np.sqrt(np.diag(expected)), rel=0.02)
-    # With ties the model's variance is the larger one, so the intervals are wider than HC0's.
+    # The answers' own variance (``answer_spread``, HC0's middle term) gives the GLM's HC0, which is
+    # narrower here: with ties the answers vary less than the model says.
+    k_pairs = m * (m - 1) // 2
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    column = low * m - low * (low + 1) // 2 + (high - low - 1)
+    y_low = np.where(a == low, y, 1.0 - y)
+
+    def per_pair(values: np.ndarray) -> np.ndarray:
+        return np.bincount(column, weights=values, minlength=k_pairs)[None, :]
+
+    totals = WeightedPairTotals(
+        per_pair(w), per_pair(w * y_low), per_pair(w * w), per_pair(w * w * y_low), per_pair(w * w * y_low**2)
+    )
+    hc0 = bread @ _laplacian(answer_spread(totals, fit.theta), m)[0][:-1, :-1] @ bread
+    assert np.sqrt(np.diag(hc0)) == pytest.approx(np.sqrt(np.diag(glm.cov_params())), rel=0.02)
     assert np.all(np.diag(ours_cov) > np.diag(glm.cov_params()))
 
 
