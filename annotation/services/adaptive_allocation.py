@@ -115,11 +115,13 @@ def adaptive_start_check(*, study: Study, blocks: int, block_size: int, raters: 
 
     m = System.objects.filter(study=study).count()
     k_pairs = m * (m - 1) // 2
-    start = block_size * sum(raters[:blocks])
+    if len(raters) != blocks or min(raters, default=0) < 1 or block_size < 1:
+        return  # malformed: ``blocks_schedule`` refuses it with its own message
+    start = block_size * sum(raters)
     if k_pairs and start < MIN_START_VOTES_PER_PAIR * k_pairs:
         raise ValidationFailed(
-            f"an adaptive study's uniform start ({blocks} block(s) × {block_size} × {sum(raters[:blocks])} raters "
-            f"= {start} votes) holds {start / k_pairs:.1f} votes per system pair; its scores are measured unbiased "
+            f"an adaptive study's uniform start ({blocks} block(s) of {block_size}, rater targets "
+            f"{','.join(str(r) for r in raters)}: {start} votes) holds {start / k_pairs:.1f} votes per system pair; its scores are measured unbiased "
             f"from {MIN_START_VOTES_PER_PAIR} per pair ({MIN_START_VOTES_PER_PAIR * k_pairs} votes for {m} systems; "
             "docs/protocol.md 'Scores of an adaptive study'): give more blocks, raters or a larger block size",
             field="blocks",
