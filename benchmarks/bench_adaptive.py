@@ -229,8 +229,9 @@ def report_debias(
         print(f"  rounds of {size:3d} votes, adaptive / uniform votes (inf: not by {total}): " + "; ".join(levels))
         print(
             f"  rounds of {size:3d} votes: top-{TOP_K} at P >= {LEVEL} in {needed:.0f} votes = "
-            f"{needed / needed_u:.2f} x uniform (the allocation's fit); weighted fit's own order: "
-            f"{needed_ipw:.0f} votes = {needed_ipw / needed_u:.2f} x; at {run.votes[t]} votes "
+            + (f"{needed / needed_u:.2f} x uniform" if math.isfinite(needed_u) else f"uniform not reached by {total}")
+            + " (the allocation's fit); weighted fit's own order: "
+            f"{needed_ipw:.0f} votes; at {run.votes[t]} votes "
             f"(uniform at {uniform.votes[tu]}):"
         )
         print(f"    uniform, plain fit           {figures(uniform.theta[tu], uniform.se[tu])}")

@@ -23,8 +23,14 @@ votes only through each pair's points, the weighted fit is the ordinary fit of t
 per pair (``fit_pair_points_batch``, the 10⁻³ penalty included).
 
 The weighted fit's covariance is the sandwich ``A⁻¹ B A⁻¹``: A the weighted fit's information
-(penalty included), B = Σ_t w_t² (y_t − p_t)² a_t a_tᵀ with a_t = e_i − e_j and p_t the fitted
-probability that the pair's first system wins. The floor keeps π_t ≥ floor / K, so the weights stay
+(penalty included), B = Σ_k p_k (1 − p_k) (Σ_t w_t²) a_k a_kᵀ over the pairs k, a_k = e_i − e_j and
+p_k the fitted probability that the pair's first system wins: the variance of each weighted vote as
+the model gives it. With every weight 1 (a uniform study) that is the plain fit's inverse information
+(the 10⁻³ penalty aside), so an adaptive study's intervals are built as a uniform study's are and its
+coverage is compared like with like. The answers' own variance Σ w² (y − p)² (HC0) is smaller with
+ties, so with it the adaptive intervals covered less than the uniform design's, which ties make a
+little wide (issue 46, docs/decisions/0080-adaptive-scores-at-the-real-start.md); where a pair's
+votes are few, ``bias_corrected`` widens the interval to its refits' spread. The floor keeps π_t ≥ floor / K, so the weights stay
 at most 1 / floor (4 at the 25 % floor).
 """
 
@@ -46,7 +52,8 @@ Z95 = 1.959963984540054
 @dataclass(frozen=True, eq=False)
 class WeightedPairTotals:
     """What the weighted fit reads, per replicate (R) and pair (K), each (R, K):
-    Σ w n, Σ w y (first system's points) and, for the sandwich, Σ w² n, Σ w² y, Σ w² y²."""
+    Σ w n, Σ w y (first system's points) and Σ w² n (the sandwich's); Σ w² y and Σ w² y² give the
+    answers' own variance (``answer_spread``)."""
 
     votes: np.ndarray
     points: np.ndarray
@@ -119,6 +126,14 @@ def _laplacian(values: np.ndarray, m: int) -> np.ndarray:
     return out
 
 
+def answer_spread(totals: WeightedPairTotals, theta: np.ndarray) -> np.ndarray:
+    """Σ w² (y − p)² per pair at ``theta`` (R, K): the answers' own variance of the weighted score
+    (HC0's middle term), which the sandwich does not use (module docstring); for diagnostics."""
+    first, second = _pairs(theta.shape[1])
+    p = expit(theta[:, first] - theta[:, second])
+    return np.maximum(totals.sq_points2 - 2.0 * p * totals.sq_points + p * p * totals.sq_votes, 0.0)
+
+
 def fit_weighted_totals(totals: WeightedPairTotals, *, l2: float = L2_PENALTY) -> WeightedFit:
     """The inverse-propensity-weighted fit of every replicate (module docstring)."""
     k_pairs = totals.votes.shape[1]
@@ -128,8 +143,10 @@ def fit_weighted_totals(totals: WeightedPairTotals, *, l2: float = L2_PENALTY) -
     )
     first, second = _pairs(m)
     p = expit(theta[:, first] - theta[:, second])
-    # Σ w² (y − p)² per pair = Σw²y² − 2p Σw²y + p² Σw².
-    spread = np.maximum(totals.sq_points2 - 2.0 * p * totals.sq_points + p * p * totals.sq_votes, 0.0)
+    # The model's variance p(1 − p) Σ w² per pair (docs/protocol.md "Scores of an adaptive study": with
+    # every weight 1 the covariance is then the plain fit's inverse information, as a uniform
+    # study's intervals are).
+    spread = p * (1.0 - p) * totals.sq_votes
     inverse = np.linalg.inv(info)
     covariance = inverse @ _laplacian(spread, m) @ inverse
     return WeightedFit(theta=theta, covariance=covariance)
@@ -288,6 +305,7 @@ __all__ = [
     "IPW_ESTIMATOR",
     "WeightedFit",
     "WeightedPairTotals",
+    "answer_spread",
     "bias_corrected",
     "debiased_bradley_terry",
     "fit_weighted_totals",

@@ -30,7 +30,7 @@ from django.db import transaction
 from annotation.errors import ArbiterError, ValidationFailed
 from annotation.kinds import design_of
 from annotation.kinds.base import ScheduleUnit
-from annotation.models import Assignment, AssignmentState, Block, BlockItem, Comparison, Study
+from annotation.models import Assignment, AssignmentState, Block, BlockItem, Comparison, Study, System
 from annotation.selectors.allocation import (
     ALLOCATIONS,
     AllocationState,
@@ -107,6 +107,27 @@ def study_allocation_set(
         )
 
 
+def adaptive_start_check(*, study: Study, blocks: int, block_size: int, raters: list[int]) -> None:
+    """Refuse, in one line, a uniform start too small for the debiased scores of docs/protocol.md
+    "Scores of an adaptive study": fewer than ``MIN_START_VOTES_PER_PAIR`` votes per system pair
+    (the start's blocks × block size × rater target, over the study's system pairs)."""
+    from stats.planning import MIN_START_VOTES_PER_PAIR
+
+    m = System.objects.filter(study=study).count()
+    k_pairs = m * (m - 1) // 2
+    if len(raters) != blocks or min(raters, default=0) < 1 or block_size < 1:
+        return  # malformed: ``blocks_schedule`` refuses it with its own message
+    start = block_size * sum(raters)
+    if k_pairs and start < MIN_START_VOTES_PER_PAIR * k_pairs:
+        raise ValidationFailed(
+            f"an adaptive study's uniform start ({blocks} block(s) of {block_size}, rater targets "
+            f"{','.join(str(r) for r in raters)}: {start} votes) holds {start / k_pairs:.1f} votes per system pair; its scores are measured unbiased "
+            f"from {MIN_START_VOTES_PER_PAIR} per pair ({MIN_START_VOTES_PER_PAIR * k_pairs} votes for {m} systems; "
+            "docs/protocol.md 'Scores of an adaptive study'): give more blocks, raters or a larger block size",
+            field="blocks",
+        )
+
+
 def study_schedule(
     *,
     study: Study,
@@ -127,6 +148,9 @@ def study_schedule(
     allocation_check(study=study, allocation=allocation)
     if allocation == "adaptive" and target_k < 1:
         raise ValidationFailed(f"must be at least 1, got {target_k}", field="target_k")
+    if allocation == "adaptive":
+        adaptive_start_check(study=study, blocks=int(schedule.get("blocks", 0)),
+                             block_size=int(schedule.get("block_size", 0)), raters=list(schedule.get("raters") or []))
     with transaction.atomic():
         made = blocks_schedule(study=study, actor=actor, **schedule)
         if allocation == "adaptive":

@@ -18,6 +18,8 @@ from scipy.special import expit
 from stats.adaptive_estimation import (
     IPW_ESTIMATOR,
     WeightedPairTotals,
+    _laplacian,
+    answer_spread,
     fit_weighted_totals,
     ipw_bradley_terry,
 )
@@ -50,11 +52,31 @@ def test_weighted_fit_equals_the_weighted_glm_and_its_sandwich() -> None:
     glm = sm.GLM(y, x[:, :-1], family=sm.families.Binomial(), var_weights=w).fit(cov_type="HC0")
     ours = fit.theta[0] - fit.theta[0][-1]
     assert ours[:-1] == pytest.approx(glm.params, abs=2e-3)
-    # Sandwich of the contrasts θ_i − θ_{m−1}: the GLM's HC0 (var_weights enter the score once
-    # and the Hessian once, as in A⁻¹ B A⁻¹ with B = Σ w² (y − p)² a aᵀ).
+    # Sandwich of the contrasts θ_i − θ_{m−1} from the GLM's own fit: its Hessian (A) and, per
+    # vote, the model's variance p(1 − p) w² (the GLM's own probabilities).
     c = np.eye(m)[:-1] - np.eye(m)[-1]
     ours_cov = c @ fit.covariance[0] @ c.T
-    assert np.sqrt(np.diag(ours_cov)) == pytest.approx(np.sqrt(np.diag(glm.cov_params())), rel=0.02)
+    bread = np.linalg.inv(-glm.model.hessian(glm.params))
+    p_glm = glm.predict(x[:, :-1])
+    meat = (x[:, :-1] * (w**2 * p_glm * (1 - p_glm))[:, None]).T @ x[:, :-1]
+    expected = bread @ meat @ bread
+    assert np.sqrt(np.diag(ours_cov)) == pytest.approx(np.sqrt(np.diag(expected)), rel=0.02)
+    # The answers' own variance (``answer_spread``, HC0's middle term) gives the GLM's HC0, which is
+    # narrower here: with ties the answers vary less than the model says.
+    k_pairs = m * (m - 1) // 2
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    column = low * m - low * (low + 1) // 2 + (high - low - 1)
+    y_low = np.where(a == low, y, 1.0 - y)
+
+    def per_pair(values: np.ndarray) -> np.ndarray:
+        return np.bincount(column, weights=values, minlength=k_pairs)[None, :]
+
+    totals = WeightedPairTotals(
+        per_pair(w), per_pair(w * y_low), per_pair(w * w), per_pair(w * w * y_low), per_pair(w * w * y_low**2)
+    )
+    hc0 = bread @ _laplacian(answer_spread(totals, fit.theta), m)[0][:-1, :-1] @ bread
+    assert np.sqrt(np.diag(hc0)) == pytest.approx(np.sqrt(np.diag(glm.cov_params())), rel=0.02)
+    assert np.all(np.diag(ours_cov) > np.diag(glm.cov_params()))
 
 
 def _batch_gap(studies: list[tuple[np.ndarray, ...]], *, uniform: bool) -> np.ndarray:
