@@ -1,8 +1,8 @@
 """The rater page's links (Django's ``reverse``), and the origin a request was served from.
 
 A per-process cache of reversed URL patterns stood here (docs/benchmarks-history.md, "Rater hot
-path, third pass (issue 18)"); it had no current A/B of 10 % or more and was removed (issue 47,
-docs/benchmarks.md "Speed pieces kept or removed").
+path, third pass (issue 18), 2026-12-01, this session's machine"); it had no current A/B of 10 %
+or more and was removed (issue 47 item 6: its row in docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -12,9 +12,6 @@ from annotation.errors import ArbiterError
 from annotation.models import StudyKind
 from annotation.selectors.studies import study_get_for_user
 from annotation.views.decorators import researcher_required
-from calibration.lens_plots import agreement_by_gap_figure
-from calibration.services.lens import CONDITIONS, disagreement_report, drilldown_select, lens_judges
-from calibration.services.lens_checklist import CHECKLIST_CONDITIONS
 
 CONDITION_TITLES = {
     "inconsistent": "the judge's two orders differ",
@@ -49,6 +46,12 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The page answers at once with the judge's choice and "Comparing…"; the tables, the figure and
     the drill-down come on the page's own htmx request (``?part=body``), which computes them (as
     the agreement page does)."""
+    # NumPy and matplotlib only when the page is asked for, never at the web's start-up
+    # (tests/test_startup_imports.py).
+    from calibration.lens_plots import agreement_by_gap_figure
+    from calibration.services.lens import CONDITIONS, disagreement_report, drilldown_select, lens_judges
+    from calibration.services.lens_checklist import CHECKLIST_CONDITIONS
+
     study = study_get_for_user(user=request.user, slug=slug)
     judges = lens_judges(study=study)
     judge = (request.GET.get("judge") or "").strip() or (judges[0] if judges else "")

@@ -63,7 +63,7 @@ def test_make_run_installs_the_apps_packages_once_and_says_what_each_step_does()
     assert "--upgrade pip" not in run and "pip install --quiet -e '.[render]'" in run and ".[dev]" not in run
     assert "chromium" in run  # the renderer of HTML uploads (issue 45)
     assert run.count("manage.py shell") == 1  # one Django start finds the demo studies that are missing
-    for step in ("Python packages the app needs", "htmx from the npm registry", "database migrations",
+    for step in ("Python packages the app needs", "htmx and ECharts from the npm registry", "database migrations",
                  "demo study 'demo'", "calibration of the demo's judges"):
         assert f"==> {step}" in run or step in run
     test = dry("test")
