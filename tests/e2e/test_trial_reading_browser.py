@@ -23,6 +23,7 @@ from PIL import Image, ImageDraw
 
 from annotation.images import clean_image, staged_images
 from annotation.models import Candidate, Page
+from annotation.services.trial_screens import trial_screens_forget
 from tests.annotation.rater_factories import make_rater_study, stored_image_get_or_create
 from tests.e2e.test_rater_browser import app_url, browser, scheduled_with_secrets  # noqa: F401
 from tests.e2e.test_trial_page_browser import open_trial, shot
@@ -243,6 +244,9 @@ def test_a_pairwise_trial_scrolls_its_two_images_together_by_their_blocks(app_ur
             candidate.blocks = blocks
             candidate.save(update_fields=["image", "blocks"])
         staging.publish()
+    # The images changed after scheduling: the trials' stored screens are made again when shown,
+    # as the display pass and a bundle update do (decision 0079).
+    trial_screens_forget(study.pk)
     context, page = open_trial(browser, app_url, study, "reader-pairwise", {"width": 1280, "height": 800})
     pass_comprehension(page, study)
     page.wait_for_selector("[data-trial][data-ready]")
