@@ -9,6 +9,8 @@ time, no think time unless ``--think``), the systems in turn on loopback:
   failed navigation;
 - Potato, HTML page (``potato-html``): the same with the form's ``next_instance`` action, the
   navigation counted as a page fetch;
+- Potato, JSON client without navigation (``potato-json-direct``): ``GET /api/spans/<id>`` (the
+  item's text, fetch) and ``POST /updateinstance`` (submit), item after item by id;
 - Arbiter, rater JSON API: trial (fetch), its three images (fetch), vote (submit);
 - Arbiter, full HTML flow: the htmx answer (submit) returns the next trial's page; its three
   images (fetch);
@@ -19,7 +21,9 @@ Potato's settings (``potato_setting``): ``potato-json``/``potato-html`` its defa
 items (every participant is handed every item at once); ``-docs`` as its docs suggest for the
 benchmark study: the study's 240 comparisons, ``num_annotators_per_item`` the study's raters per
 comparison, ``max_annotations_per_user`` one block; ``-fastest`` one annotator per item and no
-per-user cap, over a pool the run cannot exhaust. ``--items`` overrides the size.
+per-user cap (``-1``: one item handed out at a time), over a pool the run cannot exhaust;
+``-direct`` one annotator per item and Potato's default cap (every item handed to every
+participant at sign-in), which is what lets a client label by id. ``--items`` overrides the size.
 
 How Potato is run, and why (read from Potato 2.12.1's source and its repository's docs):
 
@@ -33,11 +37,22 @@ How Potato is run, and why (read from Potato 2.12.1's source and its repository'
   with the pool: the 10,000 items this benchmark first used, against a study of 240 comparisons,
   made each page walk 10,000 items. The fastest setting retires items as they are labelled, so its
   pool shrinks during the run.
-- Two requests per label. ``/updateinstance`` stores a label and does not move the participant;
-  the navigation does, and its answer is the next item's page, naming the item. The API
-  reference's ``POST /go_to {"action": "next_instance"}`` answers 400 in 2.12.1 (that route reads
-  a form field ``go_to``, an item number). Asking ``/api/current_instance`` again before each label
-  would add a third request that tells the client nothing new.
+- Where Potato's CPU goes in a navigating client (py-spy, the docs setting): the navigation's page
+  render and what Potato does to every HTML answer (content fingerprints for each static URL,
+  BeautifulSoup over the page to find its front-end assets, the generated-template folder looked
+  up on disk) take most of it; ``/updateinstance`` with its state-file save about a seventh.
+- Two requests per label when navigating. ``/updateinstance`` stores a label and does not move the
+  participant; the navigation does, and its answer is the next item's page, naming the item. The
+  API reference's ``POST /go_to {"action": "next_instance"}`` answers 400 in 2.12.1 (that route
+  reads a form field ``go_to``, an item number). Asking ``/api/current_instance`` again before each
+  label would add a third request that tells the client nothing new.
+- No navigation at all (``-direct``): ``/updateinstance`` stores a label for any item assigned to
+  the participant, and ``/api/spans/<id>`` answers any item's text, so a client holding every
+  item labels them by id without a page render. This is Potato's cheapest path, several times
+  cheaper per label than navigating, and the likeliest reading of an outside figure measured with
+  "one annotator per item, no per-user cap". It is not a rater's page: nothing of Potato's own
+  interface (progress, required-answer checks, the item's order) takes part, and one annotator per
+  item holds only because the client splits the ids (Potato does not check a cap at submission).
 - Each label rewrites the participant's whole state file (indented JSON, fsync) and appends to its
   history file (fsync): Potato's storage, not configurable, kept.
 - The navigation's HTTP 500s are Potato's ("deque mutated during iteration": the progress walk
@@ -135,6 +150,8 @@ def potato_setting(system: str, *, raters_per_comparison: int, block: int, secon
         return PotatoSetting(per_item=raters_per_comparison, per_user=block, items=items or STUDY_COMPARISONS)
     if system.endswith("-fastest"):
         return PotatoSetting(per_item=1, per_user=-1, items=items or int(FASTEST_VOTES_PER_S * seconds * levels))
+    if system.endswith("-direct"):  # Potato's default cap: every item handed to every participant at once
+        return PotatoSetting(per_item=1, items=items or int(FASTEST_VOTES_PER_S * seconds * levels))
     return PotatoSetting(items=items or 10_000)
 
 
@@ -233,6 +250,50 @@ async def potato_sign_up(base: str, participants: list[str]) -> dict[str, dict[s
 
     await asyncio.gather(*(one(p) for p in participants))
     return sessions
+
+
+def potato_direct_flow(sessions: dict[str, dict[str, str]], raters: int) -> br.Flow:
+    """Two JSON requests per label, no navigation: ``GET /api/spans/<id>`` (the item's text; the
+    API reference's "Get Instance Content") and ``POST /updateinstance``, item after item.
+
+    Potato stores a label for any item assigned to the participant, wherever the participant's page
+    is. Without a per-user cap (its default) every participant is handed every item when it signs
+    in, so a client that knows the item ids (they are the researcher's own data file) can label
+    them in sequence. Rater ``i`` of ``raters`` labels items ``i``, ``i + raters``, ...: one
+    annotator per item, which Potato itself does not enforce at submission.
+    """
+
+    async def session(client: br.LoadClient, participant: str, deadline: float, think: float,
+                      stats: br.Stats, rng: random.Random) -> bool:
+        if participant not in sessions:
+            return False
+        client.set_cookies(sessions[participant])
+        stats.joins += 1
+        item = int(participant.rsplit("-r", 1)[1].split("-")[0])
+        failures = 0
+        while time.perf_counter() < deadline and failures < 3:
+            c = await br.timed(stats, "trial", client.get(f"/api/spans/{item}"))  # the item's text, by id
+            if c is None or c.status_code != 200:
+                stats.errors[f"trial: HTTP {getattr(c, 'status_code', '-')}"] += 1
+                failures += 1
+                item += raters
+                continue
+            value = rng.choice(["A", "B", "tie"])
+            body = {"instance_id": str(item), "type": "label", "schema": "preference",
+                    "state": [{"name": "preference", "value": value}]}
+            v = await br.timed(stats, "vote", client.post("/updateinstance", json=body))
+            if v is None or v.status_code != 200 or v.json().get("status") != "success":
+                stats.errors[f"vote: HTTP {getattr(v, 'status_code', '-')}"] += 1
+                failures += 1
+            else:
+                stats.acknowledged[f"{participant}/{item}"] = value
+                failures = 0
+            item += raters
+            if think > 0:
+                await asyncio.sleep(rng.expovariate(1 / think))
+        return False
+
+    return session
 
 
 def potato_flow(kind: str, sessions: dict[str, dict[str, str]]) -> br.Flow:
@@ -477,7 +538,8 @@ def main() -> None:
                     sessions = asyncio.run(potato_sign_up(
                         base, [f"{label}-r{i}-{j}" for i in range(n) for j in range(1, per_rater + 1)]
                     ))
-                    level = br.measure_level(base, potato_flow(system.split("-")[1], sessions), n, seconds=args.seconds,
+                    level = br.measure_level(base, (potato_direct_flow(sessions, n) if system.endswith("-direct")
+                                                    else potato_flow(system.split("-")[1], sessions)), n, seconds=args.seconds,
                                              think=args.think, ramp=args.ramp, label=label,
                                              server_pid=process.pid)
                     rows.append(summary(system, level))
