@@ -22,8 +22,8 @@ items (every participant is handed every item at once); ``-docs`` as its docs su
 benchmark study: the study's 240 comparisons, ``num_annotators_per_item`` the study's raters per
 comparison, ``max_annotations_per_user`` one block; ``-fastest`` one annotator per item and no
 per-user cap (``-1``: one item handed out at a time), over a pool the run cannot exhaust;
-``-direct`` one annotator per item and Potato's default cap (every item handed to every
-participant at sign-in), which is what lets a client label by id. ``--items`` overrides the size.
+``-direct`` one annotator per item and Potato's default cap (every unfinished item handed to a
+participant at once), which is what lets a client label by id. ``--items`` overrides the size.
 
 How Potato is run, and why (read from Potato 2.12.1's source and its repository's docs):
 
@@ -257,9 +257,9 @@ def potato_direct_flow(sessions: dict[str, dict[str, str]], raters: int) -> br.F
     API reference's "Get Instance Content") and ``POST /updateinstance``, item after item.
 
     Potato stores a label for any item assigned to the participant, wherever the participant's page
-    is. Without a per-user cap (its default) every participant is handed every item when it signs
-    in, so a client that knows the item ids (they are the researcher's own data file) can label
-    them in sequence. Rater ``i`` of ``raters`` labels items ``i``, ``i + raters``, ...: one
+    is. With its default cap every participant is handed every unfinished item at once, so a
+    client that knows the item ids (they are the researcher's own data file) can label them in
+    sequence. Rater ``i`` of ``raters`` labels items ``i``, ``i + raters``, ...: one
     annotator per item, which Potato itself does not enforce at submission.
     """
 
@@ -453,6 +453,7 @@ def print_table(rows: list[dict[str, object]]) -> None:
     pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json"),
              ("arbiter-api", "potato-json-docs"), ("arbiter-html", "potato-json-docs"),
              ("arbiter-api", "potato-json-fastest"), ("arbiter-html", "potato-json-fastest"),
+             ("arbiter-api", "potato-json-direct"), ("arbiter-html", "potato-json-direct"),
              ("arbiter-api-adaptive", "potato-json"), ("arbiter-html-adaptive", "potato-json"),
              ("arbiter-html-adaptive", "potato-html"), ("arbiter-api-adaptive", "arbiter-api"),
              ("arbiter-html-adaptive", "arbiter-html")]
