@@ -176,7 +176,8 @@ def judge_progress(
             invalid=Count("pk", filter=Q(status=OutputStatus.INVALID)),
             failed=Count("pk", filter=Q(status=OutputStatus.FAILED)),
             pending=Count("pk", filter=Q(status__in=[OutputStatus.PENDING, OutputStatus.RUNNING])),
-            comparisons=Count("comparison_id", distinct=True),
+            # The units judged: a call is about one comparison or one rendering (a checklist's).
+            comparisons=Count("comparison_id", distinct=True) + Count("candidate_id", distinct=True),
             sum_input=Sum("input_tokens"),
             sum_output=Sum("output_tokens"),
             sum_cached=Sum("cached_tokens"),

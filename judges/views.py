@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.errors import ArbiterError
+from annotation.kinds import design_of
 from annotation.selectors.studies import study_get_for_user
 from judges.models import Judge
 from judges.selectors import judge_progress, judges_callable
@@ -28,6 +29,8 @@ def study_judges(request: HttpRequest, slug: str) -> HttpResponse:
         "progress": progress,
         "running": any(p.pending for p in progress),
         "judges": judges_callable(),
+        # What one call is about, for the cost per unit: a comparison, or one rendering.
+        "unit_label": "rendering" if design_of(study).judge_plan(study).unit == "candidate" else "comparison",
     }
     template = "judges/study_judges.html"
     if getattr(request, "htmx", False):

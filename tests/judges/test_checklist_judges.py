@@ -507,6 +507,13 @@ def test_the_judges_page_runs_a_checklist_study_and_shows_its_progress(
     }
     page = client.get(f"/studies/{study.slug}/judges/").content.decode()
     assert judge.name in page
+    # Cost is per unit judged: the two renderings (a checklist call has no comparison).
+    from judges.selectors import judge_progress
+
+    [progress] = judge_progress(study=study)
+    assert progress.comparisons == 2
+    if progress.cost_usd is not None:
+        assert "per rendering" in page and "per comparison" not in page
     refused = client.post(
         f"/studies/{study.slug}/judges/run/", {"judge": judge.pk, "set": "human"}, follow=True
     )
