@@ -16,9 +16,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from calibration.drawing import drawing
 
 _STYLE: Any = {  # Any: matplotlib types rc keys as a Literal union
     "svg.hashsalt": "arbiter-agreement",
@@ -36,7 +37,7 @@ def figure_data_uri(fig: Figure) -> str:
     """Serialize a figure as an SVG data URI (deterministic)."""
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -59,7 +60,7 @@ def _empty(fig: Figure, message: str) -> str:
 
 
 def _new_figure(width: float, height: float) -> Figure:
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         return Figure(figsize=(width, height), layout="constrained")
 
 
@@ -106,7 +107,7 @@ def agreement_intervals_plot(report: Mapping[str, Any]) -> str:
     ]
     for axis in report.get("per_axis_alpha") or []:
         rows.append((f"α {axis['axis']}", axis.get("value"), axis.get("ci95")))
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 0.45 * len(rows) + 1.0)
         if not any(_finite(v) for _, v, _ in rows):
             return _empty(fig, "No agreement statistic is defined yet (too few votes).")
@@ -126,7 +127,7 @@ def human_reference_histogram(h_values: Sequence[float]) -> str:
     """Distribution of the human reference ``h_i`` over comparisons
     (docs/protocol.md "Human reference and agreement")."""
     values = [float(v) for v in h_values if _finite(v)]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 2.8)
         if not values:
             return _empty(fig, "No comparison has a valid vote yet.")
@@ -143,7 +144,7 @@ def human_reference_histogram(h_values: Sequence[float]) -> str:
 def rater_quality_plot(rater_quality: Sequence[Mapping[str, Any]]) -> str:
     """Per rater: hidden-repeat agreement and left-position share (decisive votes), Wilson 95%."""
     raters = [str(r["rater"]) for r in rater_quality]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, min(0.28 * len(raters), 40.0) + 1.2)
         if not raters:
             return _empty(fig, "No rater has voted yet.")
@@ -176,7 +177,7 @@ def human_ranking_plot(
     as small dots with their range.
     """
     systems = [str(r["system"]) for r in ranking]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 0.4 * len(systems) + 1.0)
         if not systems:
             return _empty(fig, "No human ranking yet.")

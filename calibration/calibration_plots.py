@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from django.template.loader import render_to_string
-from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from calibration.drawing import drawing
 
 _STYLE: Any = {
     "svg.hashsalt": "arbiter-calibration",
@@ -48,13 +49,13 @@ def _finite(value: Any) -> TypeGuard[float]:
 def _data_uri(fig: Figure) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
     return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _figure(width: float, height: float) -> Figure:
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         return Figure(figsize=(width, height), layout="constrained")
 
 
@@ -68,7 +69,7 @@ def _empty(fig: Figure, message: str) -> str:
 def reliability_plot(report: Mapping[str, Any]) -> str:
     """Binned out-of-fold p̂ against mean h (marker area ∝ comparisons in the bin)."""
     bins = [b for b in report.get("reliability") or [] if b.get("n") and _finite(b.get("mean_predicted"))]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _figure(4.6, 4.2)
         if not bins:
             return _empty(fig, "No out-of-fold prediction (needs at least two blocks).")
@@ -101,7 +102,7 @@ def reliability_plot(report: Mapping[str, Any]) -> str:
 def per_block_plot(report: Mapping[str, Any]) -> str:
     """Out-of-fold Brier and MAE of each held-out block."""
     rows = [r for r in report.get("per_block") or [] if _finite(r.get("brier"))]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _figure(7.0, 2.8)
         if not rows:
             return _empty(fig, "No per-block errors (needs at least two blocks).")
@@ -127,7 +128,7 @@ def coefficient_plot(report: Mapping[str, Any]) -> str:
     judges = list(report.get("judges") or [])
     coefs = report.get("coefficients") or {}
     ses = report.get("standard_errors") or {}
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _figure(7.0, 0.42 * len(judges) + 1.0)
         if not judges:
             return _empty(fig, "No coefficients.")
@@ -159,7 +160,7 @@ def diagnostics_plot(report: Mapping[str, Any]) -> str:
     diag = report.get("diagnostics") or {}
     per_judge = diag.get("judges") or {}
     judges = [j for j in report.get("judges") or [] if j in per_judge]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _figure(7.0, 0.6 * len(judges) + 1.3)
         if not judges:
             return _empty(fig, "No judge diagnostics.")

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matplotlib import rc_context
 from matplotlib.ticker import MaxNLocator
 
 from calibration.agreement_plots import (
@@ -35,6 +34,7 @@ from calibration.agreement_plots import (
     _new_figure,
     figure_data_uri,
 )
+from calibration.drawing import drawing
 
 _PALETTE = ("#2f5bd3", "#d97706", "#15803d", "#9333ea", "#b42318", "#0e7490")
 _BAND = "#dcfce7"
@@ -57,7 +57,7 @@ def score_preference_plot(analysis: Mapping[str, Any]) -> str:
     95 % error bars."""
     metrics = list(analysis.get("metrics") or [])
     bins = ["all", *analysis.get("gap_bins", [])]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 3.2)
         entries = [[m["overall"], *m["by_gap"]] for m in metrics]
         if not any(_finite(e.get("value")) for row in entries for e in row):
@@ -104,7 +104,7 @@ def checklist_plot(analysis: Mapping[str, Any]) -> str:
         rows.append((f"{source['source']} · all", source["overall"]))
         for t in source.get("by_type") or []:
             rows.append((f"{source['source']} · {t['question_type'] or 'untagged'}", t))
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 0.45 * len(rows) + 1.1)
         if not any(_finite(e.get("value")) for _, e in rows):
             return _empty(fig, "No predicate has both a human majority and an automatic answer yet.")
@@ -140,7 +140,7 @@ def rating_equivalence_plot(analysis: Mapping[str, Any]) -> str:
     (docs/study-kinds.md "The kind report")."""
     dims = list(analysis.get("dimensions") or [])
     margin = float(analysis.get("margin") or 0.5)
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 0.6 * len(dims) + 1.3)
         if not dims or not any(_finite(d.get("mean_difference")) for d in dims):
             return _empty(fig, "No dimension has a brief rated for both systems yet.")
@@ -188,7 +188,7 @@ def hygiene_plot(hygiene: Mapping[str, Any]) -> str:
     """Participants and answers each exclusion rule removed (first in rule order; outline: alone)."""
     removed = list(hygiene.get("removed") or [])
     labels = [RULE_LABELS.get(r["rule"], r["rule"]) + ("" if r["enabled"] else " (off)") for r in removed]
-    with rc_context(_STYLE):
+    with drawing(_STYLE):
         fig = _new_figure(7.0, 0.35 * len(removed) + 1.3)
         if not removed:
             return _empty(fig, "No exclusion rule.")

@@ -366,48 +366,52 @@ def study_plan_figure_bytes(plan: StudyPlan, fmt: str = "svg") -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 3.6))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    votes = [p.votes for p in plan.points]
-    ax.fill_between(
-        votes,
-        [p.low for p in plan.points],
-        [p.high for p in plan.points],
-        color="#c7d2fe",
-        label="95% (simulation)",
-    )
-    ax.plot(
-        votes,
-        [p.value for p in plan.points],
-        color="#2f5bd3",
-        marker="o",
-        markersize=3,
-        label=plan.allocation,
-    )
-    level = (
-        plan.target.probability
-        if plan.target.is_ranking
-        else float(plan.target.assurance or 0.0)
-        if plan.target.uses_assurance
-        else plan.target.half_width
-    )
-    ax.axhline(level, color="#b42318", linewidth=1, linestyle="--", label="target")
-    ax.axvline(plan.votes_needed, color="#98a2b3", linewidth=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("main votes")
-    ax.set_ylabel(
-        "probability target met"
-        if plan.target.is_ranking
-        else "share of studies reaching it"
-        if plan.target.uses_assurance
-        else "95% half-width"
-    )
-    ax.set_title(f"{plan.target.describe()}: {math.ceil(plan.votes_needed)} votes", fontsize=9)
-    ax.legend(fontsize=8, frameon=False)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, metadata={"Date": None} if fmt == "svg" else None, bbox_inches="tight")
-    return buf.getvalue()
+    from calibration.drawing import drawing
+
+    # One figure at a time per process, with a fixed id salt: the same plan gives the same bytes.
+    with drawing({"svg.hashsalt": "arbiter-plan"}):
+        fig = Figure(figsize=(6.4, 3.6))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        votes = [p.votes for p in plan.points]
+        ax.fill_between(
+            votes,
+            [p.low for p in plan.points],
+            [p.high for p in plan.points],
+            color="#c7d2fe",
+            label="95% (simulation)",
+        )
+        ax.plot(
+            votes,
+            [p.value for p in plan.points],
+            color="#2f5bd3",
+            marker="o",
+            markersize=3,
+            label=plan.allocation,
+        )
+        level = (
+            plan.target.probability
+            if plan.target.is_ranking
+            else float(plan.target.assurance or 0.0)
+            if plan.target.uses_assurance
+            else plan.target.half_width
+        )
+        ax.axhline(level, color="#b42318", linewidth=1, linestyle="--", label="target")
+        ax.axvline(plan.votes_needed, color="#98a2b3", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("main votes")
+        ax.set_ylabel(
+            "probability target met"
+            if plan.target.is_ranking
+            else "share of studies reaching it"
+            if plan.target.uses_assurance
+            else "95% half-width"
+        )
+        ax.set_title(f"{plan.target.describe()}: {math.ceil(plan.votes_needed)} votes", fontsize=9)
+        ax.legend(fontsize=8, frameon=False)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, metadata={"Date": None} if fmt == "svg" else None, bbox_inches="tight")
+        return buf.getvalue()
 
 
 def study_plan_figure(plan: StudyPlan, path: Path) -> None:
