@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -20,7 +21,7 @@ from kind_reports.services import kind_report_build
 
 # A page 800 × 1000 CSS px: a title at the top, a paragraph (left) beside a table (right), a bar
 # chart below the table, a short label near the bottom.
-KEPT = {
+KEPT: dict[str, Any] = {
     "page": {"width": 800, "height": 1000},
     "blocks": [
         {"type": "title", "text": "Quarterly Report 2025", "bbox": [50, 20, 750, 80]},
@@ -67,12 +68,12 @@ def test_the_rule_answers_from_the_kept_page(question: str, answer: str, evidenc
 
 def test_touching_boxes_are_not_above_each_other() -> None:
     """AesCode §E.1: elements that touch do not satisfy a relation."""
-    kept = {"page": {"width": 100, "height": 100}, "blocks": [
+    kept: dict[str, Any] = {"page": {"width": 100, "height": 100}, "blocks": [
         {"type": "title", "text": "Top", "bbox": [0, 0, 100, 50]},
         {"type": "table", "text": "cells", "bbox": [0, 50, 100, 90]},
     ]}
     assert answer_question("Is the title above the table?", page_of(kept)).answer == "no"
-    kept["blocks"][1]["bbox"] = [0, 51, 100, 90]  # type: ignore[index]
+    kept["blocks"][1]["bbox"] = [0, 51, 100, 90]
     assert answer_question("Is the title above the table?", page_of(kept)).answer == "yes"
 
 
@@ -81,12 +82,18 @@ def test_touching_boxes_are_not_above_each_other() -> None:
 # ---------------------------------------------------------------------------------------------
 
 RENDER = json.dumps({"viewport": "600x800", "mode": "canvas", "timeout_s": 8, "max_height": 800, "settle_ms": 100})
-# The good system: the title at the top, the date, a table. The bad one: the title at the bottom,
+# The good system: the title at the top, the date, a table, a live bar chart (ECharts from the npm
+# copy). The bad one: the title at the bottom,
 # no date, no table.
 GOOD = (
     "<body style='margin:0;font:16px sans-serif'><h1 style='margin:20px'>{title}</h1>"
     "<p style='margin:20px'>Saturday, May 3 at 8 pm in the town hall.</p>"
-    "<table style='margin:20px'><tr><th>Seat</th><th>Price</th></tr><tr><td>Front</td><td>30</td></tr></table></body>"
+    "<table style='margin:20px'><tr><th>Seat</th><th>Price</th></tr><tr><td>Front</td><td>30</td></tr></table>"
+    "<div id='chart' style='width:400px;height:200px'></div>"
+    "<script src='https://cdn.jsdelivr.net/npm/echarts@5.4.3/dist/echarts.min.js'></script>"
+    "<script>echarts.init(document.getElementById('chart')).setOption({{xAxis: {{type: 'category', "
+    "data: ['Front', 'Back']}}, yAxis: {{type: 'value'}}, series: [{{name: 'Seats sold', type: 'bar', "
+    "data: [30, 12]}}]}});</script></body>"
 )
 BAD = (
     "<body style='margin:0;font:16px sans-serif'><p style='margin:20px'>Music in the town hall.</p>"
@@ -97,6 +104,7 @@ QUESTIONS = (  # (question for brief p, type)
     ('Does the poster show the title "{title}"?', "Content"),
     ("Does the poster show the date of the event?", "Content"),
     ("Is there a table?", "Content"),
+    ("Is there a bar chart?", "Content"),
     ("Is the headline at the top of the poster?", "Layout"),
     ("Is the colour palette warm?", "Style"),
 )
@@ -128,7 +136,7 @@ def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api
     assert study.options.get("demo") is None  # not the demo's recorded truth
     # Each rendering keeps its page's text, for researchers and the local judge only.
     assert CandidateBlocks.objects.filter(candidate__page__study=study).count() == 4
-    assert Predicate.objects.filter(study=study).count() == 20
+    assert Predicate.objects.filter(study=study).count() == 24
 
     judge = demo_judge_ensure()
     out = io.StringIO()
@@ -158,22 +166,25 @@ def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api
         "NO", "looked for a date written on the page and found none")
     assert by_question["bad", "Is there a table?"][:2] == ("NO", "looked for a table and found none on the page")
     assert by_question["good", "Is there a table?"][0] == "YES"
+    chart = by_question["good", "Is there a bar chart?"]
+    assert chart[0] == "YES" and chart[1].startswith('a bar chart: "Seats sold Front Back" (bar chart block at')
+    assert by_question["bad", "Is there a bar chart?"][:2] == ("NO", "looked for a bar chart and found none on the page")
     assert by_question["good", "Is the headline at the top of the poster?"][0] == "YES"
     assert by_question["bad", "Is the headline at the top of the poster?"][0] == "NO"
     for system in ("good", "bad"):  # a colour question: unclear, a failure
         answer, evidence, passed = by_question[system, "Is the colour palette warm?"]
         assert answer == "UNCLEAR" and "not colours or styles" in evidence and passed is False
 
-    # The kind report's pass rates: good passes 3/3 Content, 1/1 Layout, 0/1 Style on both briefs;
-    # bad 1/3 Content (its title), 0 Layout, 0 Style.
+    # The kind report's pass rates: good passes 4/4 Content, 1/1 Layout, 0/1 Style on both briefs;
+    # bad 1/4 Content (its title), 0 Layout, 0 Style.
     report = kind_report_build(study=study, resamples=50, seed=3)
     (entry,) = report["checklist"]["judges"]
     scores = {s["system"]: s for s in entry["scores"]["systems"]}
     dims = {system: {d["dimension"]: d["value"] for d in scores[system]["dimensions"]} for system in scores}
     assert dims["good"] == pytest.approx({"Content": 100.0, "Layout": 100.0, "Style": 0.0})
-    assert dims["bad"] == pytest.approx({"Content": 100 / 3, "Layout": 0.0, "Style": 0.0})
+    assert dims["bad"] == pytest.approx({"Content": 25.0, "Layout": 0.0, "Style": 0.0})
     assert scores["good"]["visual"] == pytest.approx(200 / 3)
-    assert scores["bad"]["visual"] == pytest.approx(100 / 9)
+    assert scores["bad"]["visual"] == pytest.approx(25 / 3)
     assert scores["bad"]["visual"] > 0
 
 
@@ -193,3 +204,30 @@ def test_a_rendering_without_a_kept_page_is_unclear_and_the_request_names_no_sys
     assert judge_outputs_run_local(output_ids=plan.output_ids) == {"valid": 2}
     rows = list(JudgeChecklistAnswer.objects.filter(predicate__study=study))
     assert rows and {(r.answer, r.evidence) for r in rows} == {("UNCLEAR", LOCAL_UNCLEAR_EVIDENCE)}
+
+
+@pytest.mark.django_db
+def test_an_items_kept_page_imports_exports_and_is_checked(tmp_path: Path) -> None:
+    """docs/bundle-kinds.md: an item's ``dom_blocks`` is kept as its ``CandidateBlocks``, exported
+    back as read, and a malformed chart is refused naming its field."""
+    from annotation.errors import ValidationFailed
+    from annotation.services.bundles.exporting import study_export_bundle
+    from tests.annotation.test_bundles import read_doc
+    from tests.kind_reports.kind_report_factories import import_kind_study
+
+    def with_page(doc: dict[str, Any]) -> None:
+        doc["items"][0]["dom_blocks"] = KEPT
+
+    study = import_kind_study("checklist", tmp_path, slug="kept", briefs=1, edit=with_page)
+    (row,) = CandidateBlocks.objects.filter(candidate__page__study=study)
+    assert row.blocks["charts"] == KEPT["charts"] and [b["text"] for b in row.blocks["blocks"]] == [
+        b["text"] for b in KEPT["blocks"]
+    ]
+    exported = read_doc(study_export_bundle(study=study, path=tmp_path / "export"))
+    assert [item.get("dom_blocks") for item in exported["items"]] == [row.blocks, None]
+
+    def bad_chart(doc: dict[str, Any]) -> None:
+        doc["items"][0]["dom_blocks"] = {**KEPT, "charts": [{"box": [0, 0, 1], "types": [], "names": [], "categories": []}]}
+
+    with pytest.raises(ValidationFailed, match=r"items\[0\]\.dom_blocks\.charts\[0\]\.box"):
+        import_kind_study("checklist", tmp_path, slug="bad-chart", briefs=1, edit=bad_chart)
