@@ -35,6 +35,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from rapidfuzz import fuzz, process
@@ -139,6 +140,15 @@ class Element:
     box: tuple[float, float, float, float]
     chart_types: tuple[str, ...] = ()
 
+    @cached_property
+    def words(self) -> list[str]:
+        return _words(self.text)
+
+    @cached_property
+    def joined(self) -> str:
+        """Its words, lower-cased, one space apart (what a quoted string is matched against)."""
+        return " ".join(self.words)
+
     def shown(self) -> str:
         text = " ".join(self.text.split())
         quoted = f'"{text[:QUOTE_SHOWN]}{"…" if len(text) > QUOTE_SHOWN else ""}"' if text else "(no text)"
@@ -153,11 +163,27 @@ class Page:
     height: float
     elements: tuple[Element, ...]
 
+    @cached_property
     def words(self) -> list[str]:
-        return sorted({w for e in self.elements for w in _words(e.text)})
+        return sorted({w for e in self.elements for w in e.words})
 
     def text(self) -> str:
         return "\n".join(e.text for e in self.elements if e.text)
+
+    @cached_property
+    def side_by_side(self) -> tuple[Element, ...]:
+        """The most elements crossing one horizontal line (tried at every element's middle) whose
+        horizontal extents do not overlap: the page's columns."""
+        best: list[Element] = []
+        for line in sorted({(e.box[1] + e.box[3]) / 2 for e in self.elements}):
+            across = sorted((e for e in self.elements if e.box[1] <= line <= e.box[3]), key=lambda e: e.box[2])
+            chosen: list[Element] = []
+            for element in across:  # the most pairwise disjoint horizontal extents, by earliest end
+                if not chosen or element.box[0] > chosen[-1].box[2]:
+                    chosen.append(element)
+            if len(chosen) > len(best):
+                best = chosen
+        return tuple(best)
 
 
 @dataclass(frozen=True)
@@ -234,7 +260,7 @@ def _presence(question: str, page: Page) -> PageAnswer:
             return PageAnswer("no", f"looked for a {what} written on the page and found none")
         found.append(f'a {what}: "{match.group(0).strip()}"')
     numbers = [w for w in words if w.isdigit()]
-    page_words = page.words()
+    page_words = page.words
     for number in numbers:
         if number not in page_words:
             return PageAnswer("no", f"looked for the number {number} and found it nowhere on the page")
@@ -315,21 +341,21 @@ def _with_text(quote: str, page: Page) -> Element | None:
         return None
     best, best_score = None, float(TEXT_MATCH)
     for element in page.elements:
-        score = fuzz.partial_ratio(want, " ".join(_words(element.text)))
+        score = fuzz.partial_ratio(want, element.joined)
         if score >= best_score and (best is None or score > best_score):
             best, best_score = element, score
     return best
 
 
 def _term_score(terms: Sequence[str], element: Element) -> int:
-    words = _words(element.text)
+    words = element.words
     return sum(1 for t in terms if words and process.extractOne(t, words, scorer=fuzz.ratio, score_cutoff=TEXT_MATCH))
 
 
 def _best_for_terms(terms: Sequence[str], page: Page) -> Element | None:
     """The element holding most of the terms; on a tie the one with fewer words (a button's label
     rather than a paragraph that mentions it), then the first."""
-    scored = [(_term_score(terms, e), -len(_words(e.text)), -i, e) for i, e in enumerate(page.elements)]
+    scored = [(_term_score(terms, e), -len(e.words), -i, e) for i, e in enumerate(page.elements)]
     best = max(scored, key=lambda s: s[:3], default=None)
     return best[3] if best and best[0] > 0 else None
 
@@ -410,15 +436,7 @@ def _position(question: str, where: str, page: Page) -> PageAnswer:
 
 def _columns(at_least: str | None, wanted: int, page: Page) -> PageAnswer:
     """The most blocks side by side along one horizontal line (module docstring, 4)."""
-    best: list[Element] = []
-    for line in sorted({(e.box[1] + e.box[3]) / 2 for e in page.elements}):
-        across = sorted((e for e in page.elements if e.box[1] <= line <= e.box[3]), key=lambda e: e.box[2])
-        chosen: list[Element] = []
-        for element in across:  # the most pairwise disjoint horizontal extents, by earliest end
-            if not chosen or element.box[0] > chosen[-1].box[2]:
-                chosen.append(element)
-        if len(chosen) > len(best):
-            best = chosen
+    best = page.side_by_side
     holds = len(best) >= wanted if at_least else len(best) == wanted
     shown = "; ".join(e.shown() for e in best[:4])
     return PageAnswer(

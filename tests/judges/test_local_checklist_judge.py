@@ -231,3 +231,20 @@ def test_an_items_kept_page_imports_exports_and_is_checked(tmp_path: Path) -> No
 
     with pytest.raises(ValidationFailed, match=r"items\[0\]\.dom_blocks\.charts\[0\]\.box"):
         import_kind_study("checklist", tmp_path, slug="bad-chart", briefs=1, edit=bad_chart)
+
+
+def test_a_renders_shown_charts_are_summarised() -> None:
+    """``chart_summaries``: a shown chart's box, series types and names, category labels; a hidden
+    chart and a failed render give none."""
+    from annotation.render.page_charts import chart_summaries
+
+    chart = {
+        "box": [0, 10, 200, 110], "shown": True,
+        "series": [{"type": "bar", "name": "Sales"}, {"type": "line", "name": "Trend"}, {"type": "bar", "name": None}],
+        "x_axes": [{"type": "category", "data": ["Mon", "Tue", 3]}], "y_axes": [{"type": "value", "data": []}],
+    }
+    record = {"status": "ok", "dom": {"charts": [chart, {**chart, "shown": False}]}}
+    assert chart_summaries(record) == [
+        {"box": [0.0, 10.0, 200.0, 110.0], "types": ["bar", "line"], "names": ["Sales", "Trend"], "categories": ["Mon", "Tue"]}
+    ]
+    assert chart_summaries({**record, "status": "failed"}) == []
