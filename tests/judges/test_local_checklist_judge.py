@@ -112,7 +112,10 @@ QUESTIONS = (  # (question for brief p, type)
 
 @pytest.mark.browser
 @pytest.mark.django_db
-def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api_key(tmp_path: Path) -> None:
+def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judges.providers.demo import Demo
     from tests.annotation.render.conftest import browser_available
 
     browser_available()
@@ -139,9 +142,20 @@ def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api
     assert Predicate.objects.filter(study=study).count() == 24
 
     judge = demo_judge_ensure()
+    bodies: list[bytes] = []  # what the local provider gets: the request any provider would get
+    answer = Demo.answer
+    monkeypatch.setattr(Demo, "answer", lambda self, body: (bodies.append(body), answer(self, body))[1])
     out = io.StringIO()
     call_command("run_judges", study.slug, "--judge", judge.name, "--concurrency", "1", stdout=out)
     assert "valid 4, invalid 0, failed 0" in out.getvalue()
+    assert len(bodies) == 4
+    for body in bodies:
+        parts = [p for m in json.loads(body)["messages"] if isinstance(m["content"], list) for p in m["content"]]
+        prompt = " ".join(p["text"] for p in parts if p.get("type") == "text")
+        assert len([p for p in parts if p.get("type") == "image_url"]) == 1
+        # No system name, no page text: only the brief and the questions.
+        assert "QUESTIONS" in prompt and "the poster show the date of the event?" in prompt
+        assert not {"good", "bad", "saturday", "seat"} & set(prompt.lower().replace('"', " ").split())
     assert JudgeOutput.objects.filter(judge=judge, candidate__page__study=study, status="valid").count() == 4
 
     titled = {
@@ -189,9 +203,8 @@ def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api
 
 
 @pytest.mark.django_db
-def test_a_rendering_without_a_kept_page_is_unclear_and_the_request_names_no_system(tmp_path: Path) -> None:
-    """An image output keeps no page text: every answer is unclear with its reason; the request the
-    local judge gets is the one any provider gets (no system name, no DOM text)."""
+def test_a_rendering_without_a_kept_page_is_unclear(tmp_path: Path) -> None:
+    """An image output keeps no page text: every answer is unclear, with its reason."""
     from judges.providers.demo import LOCAL_UNCLEAR_EVIDENCE
     from judges.services.runs import judge_outputs_run_local, judge_run_start
     from tests.kind_reports.kind_report_factories import import_kind_study
