@@ -115,6 +115,7 @@ QUESTIONS = (  # (question for brief p, type)
 def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from judges.providers.base import Reply
     from judges.providers.demo import Demo
     from tests.annotation.render.conftest import browser_available
 
@@ -143,8 +144,13 @@ def test_the_local_judge_answers_a_checklist_study_from_html_outputs_with_no_api
 
     judge = demo_judge_ensure()
     bodies: list[bytes] = []  # what the local provider gets: the request any provider would get
-    answer = Demo.answer
-    monkeypatch.setattr(Demo, "answer", lambda self, body: (bodies.append(body), answer(self, body))[1])
+    original = Demo.answer
+
+    def recorded(self: Demo, body: bytes) -> Reply:
+        bodies.append(body)
+        return original(self, body)
+
+    monkeypatch.setattr(Demo, "answer", recorded)
     out = io.StringIO()
     call_command("run_judges", study.slug, "--judge", judge.name, "--concurrency", "1", stdout=out)
     assert "valid 4, invalid 0, failed 0" in out.getvalue()
