@@ -42,6 +42,7 @@ from rapidfuzz import fuzz, process
 
 TEXT_MATCH = 85  # rapidfuzz score (0–100) from which two texts or two words match
 QUOTE_SHOWN = 60  # characters of an element's text quoted in evidence
+MAX_EVIDENCE = 1_000  # an answer's evidence is cut to this (a reply's evidence may hold 4,000)
 
 STYLE_WORDS = re.compile(
     r"\b(colou?r\w*|palette|hues?|tones?|fonts?|typeface\w*|typograph\w*|serif|bold|italic\w*|underlin\w*|"
@@ -214,7 +215,15 @@ def page_of(kept: Mapping[str, Any]) -> Page:
 
 
 def answer_question(question: str, page: Page) -> PageAnswer:
-    """The rule's answer to one question (module docstring)."""
+    """The rule's answer to one question (module docstring), its evidence at most
+    :data:`MAX_EVIDENCE` characters."""
+    found = _answer(question, page)
+    if len(found.evidence) <= MAX_EVIDENCE:
+        return found
+    return PageAnswer(found.answer, found.evidence[: MAX_EVIDENCE - 1] + "…")
+
+
+def _answer(question: str, page: Page) -> PageAnswer:
     q = " ".join(question.lower().split())
     unquoted = _QUOTE.sub(" ", q)
     if style := STYLE_WORDS.search(unquoted):

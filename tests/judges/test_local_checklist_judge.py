@@ -267,3 +267,9 @@ def test_a_renders_shown_charts_are_summarised() -> None:
         {"box": [0.0, 10.0, 200.0, 110.0], "types": ["bar", "line"], "names": ["Sales", "Trend"], "categories": ["Mon", "Tue"]}
     ]
     assert chart_summaries({**record, "status": "failed"}) == []
+
+
+def test_evidence_stays_within_a_replys_limit() -> None:
+    long = "word " * 400
+    got = answer_question(f'Does the page show "{long.strip()}"?', page_of(KEPT))
+    assert got.answer == "no" and len(got.evidence) == 1_000 and got.evidence.endswith("…")
