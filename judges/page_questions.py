@@ -8,16 +8,18 @@ categories}``. :func:`answer_question` reads one question and decides, in this o
 
 1. **Style**: a question about colour, typography, contrast, spacing, size, overlap or taste
    (:data:`STYLE_WORDS`) is ``unclear``: the DOM export keeps no colours or styles.
-2. **Relation** "X above / below / beside / left of / right of Y": both X and Y are located
+2. **Absence**: a question asking for absence (:data:`_NEGATION`) is answered as the same
+   question without the negation, by the steps below, yes and no swapped.
+3. **Relation** "X above / below / beside / left of / right of Y": both X and Y are located
    (:func:`_locate`) and their boxes compared; touching or overlapping boxes fail, as the seed's
    spatial checks do (AesCode §E.1).
-3. **Position** "X at the top / bottom", "on the left / right (half)": X's box centre lies in the
+4. **Position** "X at the top / bottom", "on the left / right (half)": X's box centre lies in the
    top or bottom third, or the left or right half, of the page.
-4. **Columns** "N columns": the most blocks side by side along one horizontal line (no two
+5. **Columns** "N columns": the most blocks side by side along one horizontal line (no two
    overlapping horizontally) is N (at least N after "at least").
-5. **Count** "[at least | at most | exactly | more than | fewer than] N <kind>": the number of
+6. **Count** "[at least | at most | exactly | more than | fewer than] N <kind>": the number of
    blocks of that kind (charts: live charts).
-6. **Presence**, otherwise: every quoted string is found in one element's text (rapidfuzz
+7. **Presence**, otherwise: every quoted string is found in one element's text (rapidfuzz
    ``partial_ratio`` ≥ :data:`TEXT_MATCH`), every element kind named is on the page, every
    date, time, price, e-mail, phone number, web address and number asked for is written on the
    page, and of the question's other words (its key terms) at least half are words of the page
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -115,6 +117,11 @@ _ASKS_FOR: dict[str, str] = {
     **dict.fromkeys(("phone", "telephone"), "phone number"),
     **dict.fromkeys(("website", "url", "link", "links"), "web address"),
 }
+# A question asking for absence ("is there no …", "free of …", "does not show …"); "no more than"
+# and the like are counts, not negations.
+_NEGATION = re.compile(
+    r"\b(?:no|not)\b(?!\s+(?:more|fewer|less)\s+than)|\b(?:without|free of|never|lacks?|lacking|absent|missing)\b"
+)
 _QUOTE = re.compile(r"\"([^\"]+)\"|“([^”]+)”|‘([^’]+)’|(?<![\w])'([^']+)'(?![\w])")
 _RELATION = re.compile(
     r"\b(directly above|above|directly below|below|under|underneath|beneath|beside|next to|alongside|"
@@ -230,6 +237,17 @@ def _answer(question: str, page: Page) -> PageAnswer:
         return PageAnswer(
             "unclear", f"asks about {style.group(0)!r}: the page's DOM export keeps text and element boxes, not colours or styles"
         )
+    if negation := _NEGATION.search(unquoted):
+        found = _affirmative(_outside_quotes(question, lambda part: _NEGATION.sub(" ", part)), page)
+        if found.answer == "unclear":
+            return found
+        flipped = "no" if found.answer == "yes" else "yes"
+        return PageAnswer(flipped, f"asks for the opposite ({negation.group(0)!r}) of: {found.evidence}")
+    return _affirmative(question, page)
+
+
+def _affirmative(question: str, page: Page) -> PageAnswer:
+    unquoted = _QUOTE.sub(" ", " ".join(question.lower().split()))
     if relation := _RELATION.search(unquoted):
         return _relation(question, relation.group(1), page)
     if position := _POSITION.search(unquoted):
@@ -294,6 +312,15 @@ def _presence(question: str, page: Page) -> PageAnswer:
             + (f" in {element.shown()}" if element else "")
         )
     return PageAnswer("yes", "; ".join(found))
+
+
+def _outside_quotes(question: str, change: Callable[[str], str]) -> str:
+    """The question with ``change`` applied to its parts outside quoted strings."""
+    out, at = [], 0
+    for match in _QUOTE.finditer(question):
+        out += [change(question[at:match.start()]), match.group(0)]
+        at = match.end()
+    return "".join([*out, change(question[at:])])
 
 
 def _quotes(question: str) -> list[str]:
@@ -444,7 +471,7 @@ def _position(question: str, where: str, page: Page) -> PageAnswer:
 
 
 def _columns(at_least: str | None, wanted: int, page: Page) -> PageAnswer:
-    """The most blocks side by side along one horizontal line (module docstring, 4)."""
+    """The most blocks side by side along one horizontal line (module docstring, 5)."""
     best = page.side_by_side
     holds = len(best) >= wanted if at_least else len(best) == wanted
     shown = "; ".join(e.shown() for e in best[:4])
