@@ -90,6 +90,9 @@ class StudyDesign:
     # the study.json keys new_study makes from the files (an option may not give them)
     new_study_makes: ClassVar[tuple[str, ...]] = ("kind", "systems", "briefs", "items")
     takes_predicates: ClassVar[bool] = False  # a predicates file lists the questions asked of each item
+    # A rendered HTML item keeps its page's text and element boxes (``CandidateBlocks``), for the local
+    # judge (docs/protocol.md "The built-in local judge"); researchers only, never sent to a rater.
+    keeps_page_text: ClassVar[bool] = False
     # ---- the research pages
     abstain_name: ClassVar[str] = "Cannot judge"  # the abstain label's column title ("" : the kind never abstains)
     # what the kind's report (docs/study-kinds.md "The kind report") shows first

@@ -112,6 +112,7 @@ class ChecklistDesign(StudyDesign):
     bundle_optional = ("briefs", "options", *bundle_options, "judge_prompt", "settings", "crowd")
     bundle_option_defaults = {"k": 3}
     takes_predicates = True
+    keeps_page_text = True
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         predicates = (

@@ -23,9 +23,12 @@ No Django here (the renderer's threads use it).
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 ECHARTS_DIST = Path(__file__).resolve().parents[2] / "node_modules" / "echarts" / "dist"
@@ -181,3 +184,52 @@ CHARTS_JS = (
     .replace("__MAX_CELL__", str(MAX_CELL))
     .replace("__MAX_TUPLE__", str(MAX_TUPLE))
 )
+
+
+def chart_summaries(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The shown charts of a render's ``dom.charts``, in the short form a study keeps with a
+    rendering's text (docs/protocol.md "The built-in local judge"): ``{box, types, names,
+    categories}``: the element's box in CSS px, its series' types and names, and the category
+    labels of its axes (at most :data:`MAX_SUMMARY_LABELS` of each list). None for a failed render."""
+    dom = record.get("dom") if record.get("status") == "ok" else None
+    found = dom.get("charts") if isinstance(dom, Mapping) else None
+    out: list[dict[str, Any]] = []
+    for chart in found if isinstance(found, list) else []:
+        if not isinstance(chart, Mapping) or chart.get("shown") is not True:
+            continue
+        box = chart.get("box")
+        if not (isinstance(box, list) and len(box) == 4 and all(_finite(v) for v in box)):
+            continue
+        series = [s for s in chart.get("series") or [] if isinstance(s, Mapping)]
+        labels = [
+            d for axis in [*(chart.get("x_axes") or []), *(chart.get("y_axes") or [])] if isinstance(axis, Mapping)
+            for d in axis.get("data") or [] if isinstance(d, str)
+        ]
+        out.append({
+            "box": [round(float(v), 2) for v in box],
+            "types": _unique(s.get("type") for s in series),
+            "names": _unique(s.get("name") for s in series),
+            "categories": _unique(labels),
+        })
+        if len(out) == MAX_CHARTS:
+            break
+    return out
+
+
+MAX_SUMMARY_LABELS = 50
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unique(values: Iterable[object]) -> list[str]:
+    """The distinct strings of ``values`` in order, each cut to :data:`MAX_CELL`, at most
+    :data:`MAX_SUMMARY_LABELS`."""
+    out: list[str] = []
+    for value in values:
+        if isinstance(value, str) and value.strip() and value[:MAX_CELL] not in out:
+            out.append(value[:MAX_CELL])
+            if len(out) == MAX_SUMMARY_LABELS:
+                break
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,6 +64,55 @@ def blocks_of_render(record: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def page_text_of_render(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a study keeps of a rendering's page for the local judge (docs/protocol.md "The built-in
+    local judge"): its blocks in the format (:func:`blocks_of_render`) and, when the page drew live
+    ECharts charts, their summaries under ``charts``
+    (:func:`annotation.render.page_charts.chart_summaries`). None when the render has no blocks."""
+    from annotation.render.page_charts import chart_summaries
+
+    page = blocks_of_render(record)
+    if page is None:
+        return None
+    charts = chart_summaries(record)
+    return {**page, "charts": charts} if charts else page
+
+
+def page_text_checked(data: Any) -> dict[str, Any]:
+    """A rendering's kept page (:func:`page_text_of_render`) from a bundle: its blocks read as a
+    prediction (:func:`blocks_checked`), its ``charts`` checked field by field. :class:`TruthError`
+    names the bad field."""
+    from annotation.render.page_charts import MAX_CELL, MAX_CHARTS, MAX_SUMMARY_LABELS
+
+    page = blocks_checked(data)
+    charts = data.get("charts", [])
+    if not isinstance(charts, list) or len(charts) > MAX_CHARTS:
+        raise TruthError(f"charts: expected a list of at most {MAX_CHARTS} charts")
+    kept = []
+    for i, chart in enumerate(charts):
+        if not isinstance(chart, Mapping) or set(chart) != {"box", "types", "names", "categories"}:
+            raise TruthError(f"charts[{i}]: expected an object {{box, types, names, categories}}")
+        box = chart["box"]
+        if not (
+            isinstance(box, list) and len(box) == 4
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in box)
+        ):
+            raise TruthError(f"charts[{i}].box: expected four finite numbers")
+        entry: dict[str, Any] = {"box": [float(v) for v in box]}
+        for key in ("types", "names", "categories"):
+            values = chart[key]
+            if not (
+                isinstance(values, list) and len(values) <= MAX_SUMMARY_LABELS
+                and all(isinstance(v, str) and len(v) <= MAX_CELL for v in values)
+            ):
+                raise TruthError(
+                    f"charts[{i}].{key}: expected at most {MAX_SUMMARY_LABELS} strings of at most {MAX_CELL} characters"
+                )
+            entry[key] = list(values)
+        kept.append(entry)
+    return {**page, "charts": kept} if kept else page
+
+
 def page_score_json(truth: dict[str, Any], blocks: dict[str, Any] | None) -> dict[str, Any]:
     """The objective protocol's score of a candidate's blocks (None: a failed render, scored as an
     empty page of the truth's size) against its page's truth, as JSON keeps it. Django-free, so a
@@ -100,6 +150,8 @@ __all__ = [
     "blocks_of_render",
     "page_blocks_json",
     "page_score_json",
+    "page_text_checked",
+    "page_text_of_render",
     "truth_checked",
     "truth_of_render",
 ]

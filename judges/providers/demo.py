@@ -12,11 +12,13 @@ docs/protocol.md "Judges and calibration" and goes through the same validation a
 
 It answers two other requests (docs/protocol.md "The built-in local judge", decision 0077). A checklist
 call (one image and a ``QUESTIONS`` array, docs/protocol.md "Checklist judges") is answered question by
-question from the demo's recorded truth (``study.options["demo"]["predicate_truth"]``, written by
-``make_demo_study --kind checklist``) for the rendering whose image it got, with evidence saying so;
-every question the recorded truth does not settle, which is every question of any other study, is
-``unclear`` (a failure): the local judge reads no text and recognises no element in an image, and
-Arbiter keeps no DOM text of a rendering to answer from, so it never guesses. A call with two images
+question for the rendering whose image it got: from the demo's recorded truth where
+``make_demo_study --kind checklist`` wrote one (``study.options["demo"]["predicate_truth"]``), else
+from what the renderer exported of the page (``CandidateBlocks``: its blocks' text, types and boxes
+and its live charts, kept for an HTML output) by the rule of :mod:`judges.page_questions` (decision
+0084). The request carries nothing new: the rendering is found, here, by its image's hash. A
+rendering without a kept page (an image output) gets ``unclear`` on every question, with evidence
+saying why. A call with two images
 (a pairwise study without a reference) is refused with its reason: the local judge's only measure is
 likeness to a reference. A call with one image and no questions (ratings) is refused likewise.
 
@@ -119,30 +121,50 @@ def similarity_reply(images: list[str], prompt: str) -> str:
     )
 
 
-LOCAL_UNCLEAR_EVIDENCE = "the local judge reads no text or elements in an image; it cannot settle this question"
+LOCAL_UNCLEAR_EVIDENCE = (
+    "the local judge reads no text or elements in an image, and no page text was kept for this rendering "
+    "(not rendered from HTML here); it cannot settle this question"
+)
 
 
 def checklist_reply(image_url: str, questions: list[dict[str, Any]]) -> str:
     """The local judge's checklist answer (module docstring): the demo's recorded truth where it has
-    one for this rendering's question, else ``unclear``."""
-    truths = _predicate_truths(image_url)
+    one for this rendering's question, else the rule's answer from the kept page, else ``unclear``."""
+    from judges.page_questions import answer_question, page_of
+
+    candidate = _candidate_of(image_url)
+    truths = _predicate_truths(candidate)
+    kept = _kept_page(candidate)
+    page = page_of(kept) if kept is not None else None
     answers = []
     for i, question in enumerate(questions):
         truth = truths[i] if i < len(truths) else None
         if truth in ("YES", "NO"):
             answers.append({"id": question["id"], "answer": truth.lower(),
                             "evidence": "the demo's recorded look of this poster"})
+        elif page is not None:
+            found = answer_question(str(question["question"]), page)
+            answers.append({"id": question["id"], "answer": found.answer, "evidence": found.evidence})
         else:
             answers.append({"id": question["id"], "answer": "unclear", "evidence": LOCAL_UNCLEAR_EVIDENCE})
     return json.dumps({"answers": answers})
 
 
-def _predicate_truths(data_url: str) -> list[str | None]:
-    """The recorded truth of each question of the rendering whose image this is, in the order the
-    checklist design sends them (position, then id); empty when the study recorded none."""
+def _kept_page(candidate: Candidate | None) -> dict[str, Any] | None:
+    """The page the renderer exported for this rendering (``CandidateBlocks``), or None."""
+    from annotation.models import CandidateBlocks
+
+    if candidate is None:
+        return None
+    row = CandidateBlocks.objects.filter(candidate=candidate).values_list("blocks", flat=True).first()
+    return row if isinstance(row, dict) else None
+
+
+def _predicate_truths(candidate: Candidate | None) -> list[str | None]:
+    """The recorded truth of each question of this rendering, in the order the checklist design
+    sends them (position, then id); empty when the study recorded none."""
     from annotation.models import Predicate
 
-    candidate = _candidate_of(data_url)
     if candidate is None:
         return []
     truth = ((candidate.page.study.options or {}).get("demo") or {}).get("predicate_truth") or {}

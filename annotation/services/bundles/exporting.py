@@ -240,6 +240,7 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
         .order_by("page__position", "page__external_id", "system__position", "system__external_id")
     )
     items: list[ItemSpec] = []
+    dom_blocks = dict(CandidateBlocks.objects.filter(candidate__page__study=study).values_list("candidate_id", "blocks"))
     for c in candidates:
         if not c.external_id or original_of(c) is None:
             raise ArbiterError(
@@ -251,7 +252,7 @@ def questionnaire_spec_from_db(study: Study) -> tuple[QuestionnaireStudySpec, di
         items.append(
             ItemSpec(
                 id=c.external_id, image=name, brief=c.page.external_id, system=c.system.external_id,
-                metrics=c.metrics, rule=c.rule or {},
+                metrics=c.metrics, rule=c.rule or {}, dom_blocks=dom_blocks.get(c.pk),
             )
         )
     predicates = Predicate.objects.filter(study=study).select_related("candidate").order_by("position", "external_id")

@@ -436,6 +436,14 @@ def _write_kind_study(spec: QuestionnaireStudySpec, images: StagedImages, user: 
         batch_size=1000,
     )
     candidate_by_id = {c.external_id: c for c in candidates}
+    CandidateBlocks.objects.bulk_create(
+        [
+            CandidateBlocks(candidate=candidate_by_id[item.id], blocks=item.dom_blocks)
+            for item in spec.items
+            if item.dom_blocks is not None
+        ],
+        batch_size=500,
+    )
     _insert_comparisons(
         study,
         (

@@ -70,6 +70,7 @@ from annotation.services.bundles.reference_format import (
     parse_study_header,
     parse_systems,
     settings_to_json,
+    truth_field,
 )
 
 KINDS = tuple(d.kind for d in DESIGNS.values() if not d.has_reference)
@@ -111,6 +112,9 @@ class ItemSpec:
     where: str = ""
     # The output's rule score against its brief's requirements (docs/protocol.md "AesCode's rule score"); {} for none.
     rule: dict[str, Any] = field(default_factory=dict)
+    # A rendered HTML output's page text and element boxes, as its render's DOM gave them (a kind that
+    # keeps them: docs/protocol.md "The built-in local judge"); None for an image output.
+    dom_blocks: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -315,9 +319,9 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
     for i, value in enumerate(r.array(root["items"], "$.items")):
         where = f"$.items[{i}]"
         if design.pairwise:
-            raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics", "rule"))
+            raw = r.obj(value, where, ("id", "image", "brief", "system"), ("metrics", "rule", "dom_blocks"))
         else:
-            raw = r.obj(value, where, ("id", "image", "system"), ("brief", "metrics", "rule"))
+            raw = r.obj(value, where, ("id", "image", "system"), ("brief", "metrics", "rule", "dom_blocks"))
         item_id = r.identifier(raw["id"], f"{where}.id")
         if item_id in item_at:
             r.fail(f"{where}.id", f"duplicate item id {item_id!r} (first at {item_at[item_id].where})")
@@ -353,8 +357,10 @@ def questionnaire_spec_from_document(document: Any, *, filename: str = STUDY_JSO
             r.identifier(name, f"{where}.metrics", max_length=MAX_METRIC)
             metrics[name] = _number(r, score, f"{where}.metrics.{name}")
         rule = _rule(r, raw["rule"], f"{where}.rule") if raw.get("rule") else {}
+        dom_blocks = truth_field(r, raw.get("dom_blocks"), f"{where}.dom_blocks", page_text=True)
         item = ItemSpec(
-            id=item_id, image=image, brief=brief_id, system=system_id, metrics=metrics, where=where, rule=rule
+            id=item_id, image=image, brief=brief_id, system=system_id, metrics=metrics, where=where, rule=rule,
+            dom_blocks=dom_blocks,
         )
         item_at[item_id] = item
         item_of[(brief_id, system_id)] = item
@@ -528,6 +534,7 @@ def questionnaire_spec_to_json(spec: QuestionnaireStudySpec) -> dict[str, Any]:
             {
                 "id": i.id, "image": i.image, "brief": i.brief, "system": i.system, "metrics": dict(i.metrics),
                 **({"rule": i.rule} if i.rule else {}),
+                **({"dom_blocks": i.dom_blocks} if i.dom_blocks is not None else {}),
             }
             for i in spec.items
         ],

@@ -334,15 +334,20 @@ class _Reader:
         )
 
 
-def truth_field(r: _Reader, value: Any, path: str, *, prediction: bool = False) -> dict[str, Any] | None:
+def truth_field(
+    r: _Reader, value: Any, path: str, *, prediction: bool = False, page_text: bool = False
+) -> dict[str, Any] | None:
     """A page's ``truth`` or a candidate's ``dom_blocks`` (``prediction``: read as the objective
-    protocol reads a prediction, a malformed block dropped) (docs/protocol.md "Ground truth"),
-    checked by the format's own reader; its error names the field under ``path``."""
+    protocol reads a prediction, a malformed block dropped) (docs/protocol.md "Ground truth"), or
+    an item's ``dom_blocks`` (``page_text``: a prediction with its charts, docs/protocol.md "The
+    built-in local judge"), checked by the format's own reader; its error names the field under ``path``."""
     if value is None:
         return None
-    from annotation.services.ground_truth import TruthError, blocks_checked, truth_checked
+    from annotation.services.ground_truth import TruthError, blocks_checked, page_text_checked, truth_checked
 
     try:
+        if page_text:
+            return page_text_checked(value)
         return blocks_checked(value) if prediction else truth_checked(value)
     except TruthError as exc:
         field, sep, message = str(exc).partition(": ")

@@ -61,7 +61,7 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
         return
     from annotation.render.page_blocks import render_blocks
     from annotation.render.pages import render_folder
-    from annotation.services.ground_truth import blocks_of_render
+    from annotation.services.ground_truth import blocks_of_render, page_text_of_render
 
     if cache is None:
         plan.work_dir = Path(tempfile.mkdtemp(prefix="arbiter-render-"))
@@ -96,7 +96,7 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
         done = render_folder(
             src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=cache is not None,
             progress=_pages_rendered(stage, finished, detail["total"]), stems=stems[folder, width],
-            need_blocks=plan.wants_truth,
+            need_blocks=plan.wants_truth or plan.design.keeps_page_text,
         )
         finished += done.pages
         counts = detail["groups"].setdefault(group, {"rendered": 0, "failed": 0})
@@ -130,6 +130,9 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
             # What the objective protocol scores (a study with ground truth).
             if plan.wants_truth and system is not None and (found := blocks_of_render(record)) is not None:
                 plan.dom_blocks[source.label] = found
+            # What the local judge answers a checklist from (docs/protocol.md "The built-in local judge").
+            if plan.design.keeps_page_text and system is not None and (kept := page_text_of_render(record)):
+                plan.dom_blocks[source.label] = kept
             plan.media_known.add(source.label)
             if system is None:
                 plan.references[page] = rendered

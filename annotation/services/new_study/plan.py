@@ -125,7 +125,8 @@ class NewStudyPlan:
     # Ground truth (docs/protocol.md "Ground truth"): whether a truth folder was given, the checked
     # truth of each page (page → the format's JSON) and where it came from ("json" / "html"), the
     # pages whose truth was refused (page → one line naming the file and the field), and each
-    # rendered HTML source's full blocks (by label), what the objective protocol scores.
+    # rendered HTML source's full blocks (by label), what the objective protocol scores (and, for a
+    # kind that keeps page text, the local judge reads: docs/protocol.md "The built-in local judge").
     wants_truth: bool = False
     truth: dict[str, dict[str, Any]] = field(default_factory=dict)
     truth_sources: dict[str, str] = field(default_factory=dict)
@@ -465,6 +466,11 @@ class NewStudyPlan:
             {
                 "id": item_id(p, s), "image": by_source[self.images[(p, s)].label], "brief": p, "system": s,
                 **({"rule": self.rule_results[(p, s)]} if (p, s) in self.rule_results else {}),
+                **(
+                    {"dom_blocks": self.dom_blocks[self.images[p, s].label]}
+                    if self.images[p, s].label in self.dom_blocks
+                    else {}
+                ),
             }
             for p in self.pages
             for s in self.systems
