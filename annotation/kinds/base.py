@@ -91,7 +91,8 @@ class StudyDesign:
     new_study_makes: ClassVar[tuple[str, ...]] = ("kind", "systems", "briefs", "items")
     takes_predicates: ClassVar[bool] = False  # a predicates file lists the questions asked of each item
     # A rendered HTML item keeps its page's text and element boxes (``CandidateBlocks``), for the local
-    # judge (docs/protocol.md "The built-in local judge"); researchers only, never sent to a rater.
+    # judge (docs/protocol.md "The built-in local judge") and the disagreement lens's "more text"
+    # (docs/protocol.md "The disagreement lens"); researchers only, never sent to a rater or a judge.
     keeps_page_text: ClassVar[bool] = False
     # ---- the research pages
     abstain_name: ClassVar[str] = "Cannot judge"  # the abstain label's column title ("" : the kind never abstains)

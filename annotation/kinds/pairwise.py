@@ -101,6 +101,7 @@ class PairwiseDesign(StudyDesign):
     analysis_summary = "score–preference agreement by score gap"
     bundle_required = (*BUNDLE_COMMON_REQUIRED, "briefs")  # the brief is the task both images answer
     bundle_optional = ("comparisons", "judge_prompt", "settings", "crowd")
+    keeps_page_text = True  # "more text" of the disagreement lens counts characters
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         comparisons = (

@@ -300,6 +300,7 @@ class PairwiseReferenceDesign(StudyDesign):
     asks_comprehension = False
     counterbalanced = False
     new_study_makes = ("kind", "systems", "pages", "candidates")
+    keeps_page_text = True  # "more text" of the disagreement lens counts characters
 
     def schedule_units(self, study: Study) -> list[ScheduleUnit]:
         return [ScheduleUnit(c, c.page_id) for c in eligible_comparisons(study)]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Q
 from django.urls import reverse
 
 from annotation.errors import ValidationFailed
@@ -29,8 +30,11 @@ from judges.models import Judge, JudgeOutput
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Block types whose area counts as text (docs/protocol.md "Blocks from the DOM"); figures do not.
+#: Block types that count as text (docs/protocol.md "Blocks from the DOM"); figures do not.
 TEXT_BLOCKS = frozenset({"title", "text", "list", "table", "formula"})
+#: How "more text" is measured (docs/protocol.md "The disagreement lens"): the visible characters of
+#: the text blocks when every candidate with blocks kept its page's text, else their area.
+TEXT_CHARACTERS, TEXT_AREA = "characters", "area"
 #: Drill-down filters beside the pair: the condition names a row may carry.
 CONDITIONS = ("inconsistent", "taller", "more_text", "more_media", "failed")
 CONDITION_OF_ATTRIBUTE = {"height": "taller", "text": "more_text", "media": "more_media"}
@@ -53,22 +57,31 @@ def _area(boxes: Sequence[Mapping[str, Any]], width: int, height: int, keep: Any
     return total * width * height
 
 
+def _characters(page: Any) -> float:
+    """Visible characters of a kept page's text blocks (``CandidateBlocks``: blocks with their
+    text): every character of their ``text`` but whitespace."""
+    total = 0
+    for block in page.get("blocks") or [] if isinstance(page, Mapping) else []:
+        if isinstance(block, Mapping) and block.get("type") in TEXT_BLOCKS and isinstance(block.get("text"), str):
+            total += sum(1 for ch in block["text"] if not ch.isspace())
+    return float(total)
+
+
 def _candidate_attributes(
-    image: Any, blocks: list[Any], media: list[Any], rendered: bool
+    image: Any, blocks: list[Any], media: list[Any], rendered: bool, page: Any = None
 ) -> dict[str, float]:
-    """The render's height, text area and media area of one candidate (NaN where unknown):
-    text needs the render's blocks (a candidate given as an image has none); media is known from
-    blocks or regions."""
+    """The render's height, text and media area of one candidate (NaN where unknown): text is the
+    visible characters of its kept page (``page``, :func:`_characters`) when given, else the area of
+    its text blocks, and needs the render's blocks (a candidate given as an image has none); media
+    is known from blocks or regions."""
     nan = float("nan")
     if not rendered or image is None:
         return {"height": nan, "text": nan, "media": nan}
     w, h = int(image.width), int(image.height)
     known = bool(blocks)
-    return {
-        "height": float(h),
-        "text": _area(blocks, w, h, TEXT_BLOCKS) if known else nan,
-        "media": _area(media, w, h) if (known or media) else nan,
-    }
+    area = _area(blocks, w, h, TEXT_BLOCKS) if known else nan
+    text = _characters(page) if page is not None else area
+    return {"height": float(h), "text": text, "media": _area(media, w, h) if (known or media) else nan}
 
 
 @dataclass(frozen=True)
@@ -82,9 +95,36 @@ class LensComparison:
     has_reference: bool = True  # a `pairwise` study's page has no reference image
 
 
-def lens_comparisons(*, study: Study) -> list[LensComparison]:
+def text_measure(*, study: Study) -> str:
+    """``characters`` when every rendered candidate of the study's human-set comparisons whose
+    render has blocks also kept its page's text (``CandidateBlocks``, a kind whose design
+    ``keeps_page_text``), else ``area`` (docs/protocol.md "The disagreement lens"). One measure for
+    the whole study, so no comparison weighs characters against an area."""
+    from annotation.models import Candidate
+
+    human = Comparison.objects.filter(study=study, set=ComparisonSet.HUMAN)
+    shown = Candidate.objects.filter(
+        Q(pk__in=human.values("candidate_a_id")) | Q(pk__in=human.values("candidate_b_id")),
+        rendered=True, image__isnull=False,
+    )
+    with_text = set(shown.filter(objective_blocks__isnull=False).values_list("pk", flat=True))
+    with_blocks = {pk for pk, blocks in shown.values_list("pk", "blocks") if blocks}
+    return TEXT_CHARACTERS if with_text and with_blocks <= with_text else TEXT_AREA
+
+
+def lens_comparisons(*, study: Study, measure: str | None = None) -> list[LensComparison]:
     """The human-set comparisons with their candidates' render attributes (the display images'
-    sizes: raters and judges see these)."""
+    sizes: raters and judges see these); ``text`` by ``measure`` (:func:`text_measure` when None)."""
+    from annotation.models import CandidateBlocks
+
+    measure = measure or text_measure(study=study)
+    pages: dict[int, Any] = (
+        dict(
+            CandidateBlocks.objects.filter(candidate__page__study=study).values_list("candidate_id", "blocks")
+        )
+        if measure == TEXT_CHARACTERS
+        else {}
+    )
     rows = (
         Comparison.objects.filter(study=study, set=ComparisonSet.HUMAN)
         .select_related(
@@ -97,7 +137,8 @@ def lens_comparisons(*, study: Study) -> list[LensComparison]:
         attributes: dict[str, Any] = {}
         for side, candidate in (("a", c.candidate_a), ("b", c.candidate_b)):
             values = _candidate_attributes(
-                candidate.image, candidate.blocks or [], candidate.media or [], candidate.rendered
+                candidate.image, candidate.blocks or [], candidate.media or [], candidate.rendered,
+                pages.get(candidate.pk),
             )
             for name, value in values.items():
                 attributes[f"{name}_{side}"] = value
@@ -147,7 +188,6 @@ def _judge_for(study: Study, name: str) -> Judge:
 def lens_judges(*, study: Study) -> list[str]:
     """The judges with calls on the study's human set (a checklist study: on its renderings), by name
     (the page's choice)."""
-    from django.db.models import Q
 
     calls = JudgeOutput.objects.filter(
         Q(comparison__study=study, comparison__set=ComparisonSet.HUMAN) | Q(candidate__page__study=study)
@@ -240,7 +280,8 @@ def disagreement_report(
             f"study {study.slug} is a {study.kind} study: the lens covers the pairwise and checklist kinds",
             field="study",
         )
-    comparisons = lens_comparisons(study=study)
+    measure = text_measure(study=study)
+    comparisons = lens_comparisons(study=study, measure=measure)
     by_id = {c.external_id: c for c in comparisons}
     votes, exclusions = kept_votes(study=study, rules=rules, raw=raw)
     if len(votes):
@@ -286,6 +327,7 @@ def disagreement_report(
             "human_votes": n_valid_votes,
         },
         "next_steps": next_steps,
+        "text_measure": measure,
         "position": lens.position_summary(cases),
         "agreement": lens.agreement_tables(cases, votes),
         "agreement_by_gap": lens.agreement_by_gap(cases, votes, systems),

@@ -34,9 +34,14 @@ POSITION_TITLES = {
 }
 ATTRIBUTE_TITLES = {
     "height": "the taller page",
-    "text": "the page with more text (area of its text blocks)",
+    "text": "the page with more text",
     "media": "the page with more media area",
     "failed": "a failed render's opponent",
+}
+#: What "more text" counted (the report's ``text_measure``, docs/protocol.md "The disagreement lens").
+TEXT_MEASURE_NOTES = {
+    "characters": " (visible characters of its text blocks)",
+    "area": " (area of its text blocks: the page text was not kept)",
 }
 
 
@@ -89,7 +94,12 @@ def disagreement_page(request: HttpRequest, slug: str) -> HttpResponse:
             (POSITION_TITLES[k], report["position"]["counts"][k], report["position"]["shares"][k])
             for k in POSITION_TITLES
         ],
-        "conditioned": [(ATTRIBUTE_TITLES[row["attribute"]], row) for row in report["conditioned"]],
+        "conditioned": [
+            (ATTRIBUTE_TITLES[row["attribute"]] + TEXT_MEASURE_NOTES[report["text_measure"]], row)
+            if row["attribute"] == "text"
+            else (ATTRIBUTE_TITLES[row["attribute"]], row)
+            for row in report["conditioned"]
+        ],
         "gap_figure": agreement_by_gap_figure(report["agreement_by_gap"]),
         "conditions": [(c, CONDITION_TITLES[c]) for c in CONDITIONS],
     }

@@ -335,3 +335,56 @@ def test_a_check_on_an_image_item_or_an_unknown_check_is_one_line(tmp_path: Path
                 "--predicates", str(tmp_path / "predicates.csv"), "--slug", "c", "--dry-run")
         assert "\n" not in str(caught.value) and str(caught.value).startswith(f"{tmp_path}/predicates.csv:2: ")
         assert message in str(caught.value)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["pairwise_reference", "pairwise"])
+def test_pairwise_html_outputs_keep_their_page_text_for_the_lens(
+    kind: str, html_folders: Path, tmp_path: Path, researcher: Any
+) -> None:
+    """docs/protocol.md "The disagreement lens": a pairwise study's rendered HTML candidates keep
+    their page's blocks with text (``CandidateBlocks``, researchers only), the bundle exports them
+    as ``dom_blocks`` and an import reads them back unchanged; what the trial page draws
+    (``Candidate.blocks``) stays type and box only; the lens counts characters."""
+    from annotation.models import CandidateBlocks
+    from annotation.services.bundles.importing import study_import_bundle
+    from calibration.services.lens import text_measure
+
+    browser_available()
+    root = html_folders
+    if kind == "pairwise_reference":
+        run(*args(root, "--slug", "kt", "--researcher", researcher.username, "--no-neutralize"))
+    else:
+        (tmp_path / "briefs.csv").write_text("page,text\np0,A page with a photo\np1,A page of text\n")
+        run(
+            "pairwise", "--system", f"html={root / 'html'}", "--system", f"bad={root / 'bad'}",
+            "--briefs", str(tmp_path / "briefs.csv"), "--option", f"render={RENDER}", "--slug", "kt",
+        )
+    study = Study.objects.get(slug="kt")
+    kept = {
+        (row.candidate.page.external_id, row.candidate.system.external_id): row.blocks
+        for row in CandidateBlocks.objects.filter(candidate__page__study=study).select_related(
+            "candidate__page", "candidate__system"
+        )
+    }
+    assert set(kept) == {("p0", "html"), ("p1", "html"), ("p0", "bad")}  # not the failed render
+    assert [(b["type"], b["text"]) for b in kept["p1", "html"]["blocks"]] == [("title", "Page"), ("text", "only text")]
+    assert all(set(b) == {"type", "bbox_1000"} for c in Candidate.objects.filter(page__study=study) for b in c.blocks)
+    assert text_measure(study=study) == "characters"
+    # The bundle's round trip.
+    exported = zipfile.ZipFile(study_export_to_temporary_zip(study=study))
+    folder = tmp_path / "bundle"
+    exported.extractall(folder)
+    document = json.loads((folder / "study.json").read_text())
+    listed = document["candidates"] if kind == "pairwise_reference" else document["items"]
+    assert sum("dom_blocks" in c for c in listed) == 3
+    document["slug"] = "kt-again"
+    (folder / "study.json").write_text(json.dumps(document))
+    again = study_import_bundle(path=folder)
+    assert {
+        (row.candidate.page.external_id, row.candidate.system.external_id): row.blocks
+        for row in CandidateBlocks.objects.filter(candidate__page__study=again).select_related(
+            "candidate__page", "candidate__system"
+        )
+    } == kept

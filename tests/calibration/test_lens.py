@@ -312,6 +312,7 @@ def test_a_judge_preferring_the_taller_page_shows_it_in_the_conditioned_table(st
 @pytest.mark.django_db
 def test_text_and_media_areas_come_from_the_blocks_and_regions(staff: APIClient) -> None:
     report = report_of(staff, "prefers-taller")
+    assert report["text_measure"] == "area"  # no candidate kept its page's text
     row = next(r for r in report["drilldown"] if r["comparison"].startswith("c1-"))
     comparison = Comparison.objects.select_related("candidate_a__image").get(
         study__slug=SLUG, external_id=row["comparison"]

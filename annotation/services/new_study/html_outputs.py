@@ -127,11 +127,15 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
             rendered = Source(label=source.label, path=png, suffix=".png")
             plan.render_media[source.label] = [m for m in record.get("media") or [] if isinstance(m, dict)]
             plan.render_blocks[source.label] = render_blocks(record)
-            # What the objective protocol scores (a study with ground truth).
-            if plan.wants_truth and system is not None and (found := blocks_of_render(record)) is not None:
+            # What the objective protocol scores (a study with ground truth), and what the lens counts
+            # the characters of (docs/protocol.md "The disagreement lens"): a reference kind's
+            # candidates keep their blocks, as its bundle's ``dom_blocks`` reads them.
+            keeps_blocks = plan.wants_truth or (plan.design.keeps_page_text and plan.design.has_reference)
+            if keeps_blocks and system is not None and (found := blocks_of_render(record)) is not None:
                 plan.dom_blocks[source.label] = found
-            # What the local judge answers a checklist from (docs/protocol.md "The built-in local judge").
-            if plan.design.keeps_page_text and system is not None and (kept := page_text_of_render(record)):
+            # An item keeps its live charts too: the local judge answers a checklist from them
+            # (docs/protocol.md "The built-in local judge").
+            elif plan.design.keeps_page_text and system is not None and (kept := page_text_of_render(record)):
                 plan.dom_blocks[source.label] = kept
             plan.media_known.add(source.label)
             if system is None:

@@ -443,7 +443,9 @@ class NewStudyPlan:
                     **({"rule": self.rule_results[(p, s)]} if (p, s) in self.rule_results else {}),
                     **(
                         {"dom_blocks": self.dom_blocks[self.images[p, s].label]}
-                        if self.truth and (p, s) in self.images and self.images[p, s].label in self.dom_blocks
+                        if (self.truth or self.design.keeps_page_text)
+                        and (p, s) in self.images
+                        and self.images[p, s].label in self.dom_blocks
                         else {}
                     ),
                 }
