@@ -96,8 +96,8 @@ class JudgeOutput(models.Model):
     ``candidate`` rendering (the checklist kind: one answer per question in ``checklist_answers``;
     the rating kind: one score per dimension in ``axis_scores``). Exactly one of the two is set.
 
-    ``superseded``: a candidate of the comparison was replaced after this output was made
-    (``import_study --update``, paper B.5); it is kept, answers no current query
+    ``superseded``: a candidate of the comparison, or the rendering itself, was replaced after this
+    output was made (``import_study --update``, paper B.5); it is kept, answers no current query
     (``JudgeOutput.objects`` leaves it out), and ``run_judges`` makes its successor.
     """
 

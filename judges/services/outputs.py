@@ -6,14 +6,21 @@ validated and canonicalized by ``judges.validation.canonical_answer`` — the co
 A line with ``"status": "failed"`` (no reply after the transport retries, as exported) stays
 failed. Unknown judges are created with ``provider="imported"``. An output that already exists
 for (judge, comparison, order, repeat) is an error. Errors read ``judges.jsonl line 3: ...``.
+A line with ``item`` in place of ``comparison`` is a call about one rendering (a checklist or
+ratings call): its reply is validated against what the study's kind asks of that rendering
+(``judges.request_building.request_contract``, as a stored batch result is), and a valid checklist
+reply stores its questions' rows with it; (judge, item, order, repeat) must be new likewise.
 
-Export: the finished outputs (valid, invalid, failed), one JSON object per line:
-``comparison, judge, order, repeat, raw, status, error`` and, for valid ones, the canonical
-``winner, confidence, axes [{id, score}], reason``; when known (docs/protocol.md "Files") ``usage
-{input_tokens, output_tokens, cached_tokens}`` (summed over every attempt of the call), the served ``model``
-and the provider's ``request_id``; beyond docs/protocol.md "Files", the judge's ``family`` and, when known,
-the ``prompt_sha256`` of the template the judge answered (all read back on import).
-Exporting then importing round-trips.
+Export: the finished outputs in force (valid, invalid, failed; a superseded one is history), one
+JSON object per line, the comparisons' first: ``comparison, judge, order, repeat, raw, status,
+error`` and, for valid ones, the canonical ``winner, confidence, axes [{id, score}], reason``; when
+known (docs/protocol.md "Files") ``usage {input_tokens, output_tokens, cached_tokens}`` (summed
+over every attempt of the call), the served ``model`` and the provider's ``request_id``; beyond
+docs/protocol.md "Files", the judge's ``family`` and, when known, the ``prompt_sha256`` of the
+template the judge answered (all read back on import). Then the calls about one rendering:
+``item`` (its bundle id) in place of ``comparison``, and for a valid checklist call ``answers
+[{predicate, answer, evidence, passed}]`` (in the order asked), for a valid ratings call ``ratings
+[{id, score}], reason``. Exporting then importing round-trips.
 """
 
 from __future__ import annotations
@@ -29,14 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from annotation.errors import ValidationFailed
-from annotation.models import Axis, Comparison, Study
+from annotation.models import Axis, Candidate, Comparison, Study
 from annotation.safe_json import JSONRefused, loads_bounded
 from annotation.services.audit import audit_record
 from annotation.services.bulk_rows import JSONText, rows_insert
-from judges.models import Judge, JudgeOutput, Order, OutputStatus, Provider
+from judges.models import Judge, JudgeChecklistAnswer, JudgeOutput, Order, OutputStatus, Provider
 from judges.validation import InvalidReply, canonical_answer
 
 REQUIRED_KEYS = ("comparison", "judge", "order", "repeat", "raw")
@@ -190,6 +198,94 @@ def _parse_line(
         usage=_usage(data, where), model=_short_text(data, "model", where),
         request_id=_short_text(data, "request_id", where),
     )
+
+
+ITEM_REQUIRED_KEYS = ("item", "judge", "order", "repeat", "raw")
+
+
+@dataclass(slots=True)
+class _ItemLine:
+    """A line of a call about one rendering (``item``), checked and its reply validated."""
+
+    number: int
+    candidate: Candidate
+    judge: str
+    family: str
+    fields: dict[str, Any]  # the JudgeOutput fields besides judge and candidate
+    checklist: list[tuple[int, Any]]  # (predicate pk, ChecklistItem) of a valid checklist reply
+
+
+def _parse_item_line(*, where: str, number: int, data: dict[str, Any], items: dict[str, Candidate]) -> _ItemLine:
+    """A line ``{item, judge, order, repeat, raw, …}`` (docs/protocol.md "Files"): its reply validated
+    against what the study's kind asks of that rendering now (``request_contract``), as a live call's
+    is; the exported ``answers`` / ``ratings`` are not read, they follow from ``raw``."""
+    from judges.request_building import RequestNotBuildable, request_contract
+
+    missing = [k for k in ITEM_REQUIRED_KEYS if k not in data]
+    if missing:
+        raise ValidationFailed(f"missing key(s) {', '.join(missing)}", where=where)
+    item_id = data["item"]
+    if not isinstance(item_id, str) or item_id not in items:
+        raise ValidationFailed(f"unknown item {json.dumps(item_id)[:60]} in this study", where=where, field="item")
+    judge = data["judge"]
+    if not isinstance(judge, str) or not judge.strip() or len(judge) > 120:
+        raise ValidationFailed("expected a judge name (1–120 characters)", where=where, field="judge")
+    order = data["order"]
+    if not isinstance(order, str) or order not in ORDER_VALUES:
+        raise ValidationFailed(f"expected primary or swapped, got {json.dumps(order)[:40]}", where=where, field="order")
+    repeat = data["repeat"]
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
+        raise ValidationFailed(f"expected an integer ≥ 0, got {json.dumps(repeat)[:40]}", where=where, field="repeat")
+    raw = data["raw"]
+    if not isinstance(raw, str) or "\x00" in raw:
+        raise ValidationFailed("expected the raw reply as a string", where=where, field="raw")
+    status = data.get("status")
+    if status is not None and status not in FINISHED:
+        raise ValidationFailed(f"expected valid, invalid or failed, got {json.dumps(status)[:40]}", where=where, field="status")
+    family = data.get("family", "")
+    prompt_sha256 = data.get("prompt_sha256", "")
+    if not (prompt_sha256 == "" or (isinstance(prompt_sha256, str) and _SHA256.fullmatch(prompt_sha256))):
+        raise ValidationFailed("expected the prompt template's sha256 (64 lowercase hex digits)", where=where,
+                               field="prompt_sha256")
+    error = data.get("error")
+    error = error if isinstance(error, str) and "\x00" not in error else ""
+    candidate = items[item_id]
+    usage = _usage(data, where)
+    fields: dict[str, Any] = {
+        "order": order, "repeat": repeat, "raw": raw, "prompt_sha256": prompt_sha256,
+        "input_tokens": usage[0], "output_tokens": usage[1], "cached_tokens": usage[2],
+        "served_model": _short_text(data, "model", where), "request_id": _short_text(data, "request_id", where),
+    }
+    checklist: list[tuple[int, Any]] = []
+    if status == OutputStatus.FAILED:
+        fields.update(status=OutputStatus.FAILED, error=error or "no reply (imported as failed)", prompt_sha256="")
+    else:
+        try:
+            asked = request_contract(unit=candidate)
+        except RequestNotBuildable as exc:
+            raise ValidationFailed(f"item {item_id}: {exc}", where=where, field="item") from None
+        try:
+            parsed = asked.contract.parse(raw, order)
+        except InvalidReply as exc:
+            fields.update(status=OutputStatus.INVALID, error=str(exc))
+        else:
+            fields.update(status=OutputStatus.VALID, error="", **parsed.fields)
+            checklist = list(zip(asked.keys, parsed.checklist, strict=True)) if parsed.checklist else []
+    return _ItemLine(number, candidate, judge.strip(), family if isinstance(family, str) else "", fields, checklist)
+
+
+def _insert_item_lines(lines: list[_ItemLine], judge_pk: dict[str, int], now: Any) -> None:
+    """The calls about renderings, each with its questions' rows (as ``store_valid`` writes them)."""
+    for line in lines:
+        output = JudgeOutput.objects.create(
+            judge_id=judge_pk[line.judge], candidate=line.candidate, imported=True, finished_at=now,
+            **line.fields,
+        )
+        JudgeChecklistAnswer.objects.bulk_create(
+            JudgeChecklistAnswer(output=output, predicate_id=key, answer=item.answer, evidence=item.evidence[:4000],
+                                 passed=item.passed)
+            for key, item in line.checklist
+        )
 
 
 _FINISHED_SET = frozenset(str(s) for s in FINISHED)
@@ -361,11 +457,37 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
     targets: dict[str, tuple[int, list[str]]] = {}
     axes_json: dict[tuple[tuple[str, int], ...], JSONText] = {}  # few distinct score lists: encode each once
     counts = {"lines": 0, "created": 0, "valid": 0, "invalid": 0, "failed": 0, "judges_created": 0}
+    items: dict[str, Candidate] | None = None  # the study's renderings by item id, read at the first item line
+    item_lines: list[_ItemLine] = []
+    item_seen: dict[tuple[str, str, str, int], int] = {}
     for number, text in _read_lines(path):
         try:
-            fast = _fast_row(loads_bounded(text), comparisons, axes, active_of, targets, axes_json)
+            data = loads_bounded(text)
         except ValueError:  # not JSON, too deep, NUL: _parse_line words the error
-            fast = None
+            data = None
+        if type(data) is dict and "item" in data and "comparison" not in data:
+            # A call about one rendering (a checklist or ratings call).
+            if items is None:
+                items = {
+                    c.external_id: c
+                    for c in Candidate.objects.filter(page__study=study).exclude(external_id="").select_related("page")
+                }
+            where = f"{path.name} line {number}"
+            item_line = _parse_item_line(where=where, number=number, data=data, items=items)
+            item_key = (item_line.judge, item_line.candidate.external_id, item_line.fields["order"],
+                        item_line.fields["repeat"])
+            if item_key in item_seen:
+                raise ValidationFailed(
+                    f"the output (judge, item, order, repeat) = {item_key} repeats line {item_seen[item_key]}",
+                    where=where,
+                )
+            item_seen[item_key] = number
+            if item_line.family and not families.get(item_line.judge):
+                families[item_line.judge] = item_line.family
+            item_lines.append(item_line)
+            counts[str(item_line.fields["status"])] += 1
+            continue
+        fast = _fast_row(data, comparisons, axes, active_of, targets, axes_json) if data is not None else None
         if fast is None:
             line = _parse_line(
                 where=f"{path.name} line {number}", number=number, text=text, comparisons=comparisons, axes=axes,
@@ -387,10 +509,10 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
         line_judges.append(judge)
         rows.append(row)
         counts[row[3]] += 1
-    if not rows:
+    if not rows and not item_lines:
         raise ValidationFailed("the file holds no judge outputs", where=path.name)
 
-    names = sorted(set(line_judges))
+    names = sorted(set(line_judges) | {line.judge for line in item_lines})
     existing = set(
         JudgeOutput.objects.filter(comparison__study=study, judge__name__in=names).values_list(
             "judge__name", "comparison__external_id", "order", "repeat"
@@ -404,7 +526,20 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
                 where=f"{path.name} line {number}",
             )
 
-    counts["lines"] = len(rows)
+    existing_items = set(
+        JudgeOutput.objects.filter(candidate__page__study=study, judge__name__in=names).values_list(
+            "judge__name", "candidate__external_id", "order", "repeat"
+        )
+    ) if item_lines else set()
+    for key, number in item_seen.items() if existing_items else ():
+        if key in existing_items:
+            raise ValidationFailed(
+                f"an output for judge {key[0]}, item {key[1]}, order {key[2]}, repeat {key[3]} "
+                "already exists in this study",
+                where=f"{path.name} line {number}",
+            )
+
+    counts["lines"] = len(rows) + len(item_lines)
     now = timezone.now()
     with transaction.atomic():
         judge_pk = dict(Judge.objects.filter(name__in=names).values_list("name", "pk"))
@@ -416,22 +551,23 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
                 counts["judges_created"] += 1
         # One COPY (PostgreSQL) or executemany (SQLite) of prepared values: the ORM's per-row
         # instances and per-value compilation were most of the time (annotation.services.bulk_rows).
-        rows_insert(
-            JudgeOutput,
-            IMPORT_COLUMNS,
-            [(judge_pk[judge], *row) for judge, row in zip(line_judges, rows, strict=True)],
-            constants={"imported": True, "created_at": now, "finished_at": now},
-        )
-        counts["created"] = len(rows)
+        if rows:
+            rows_insert(
+                JudgeOutput,
+                IMPORT_COLUMNS,
+                [(judge_pk[judge], *row) for judge, row in zip(line_judges, rows, strict=True)],
+                constants={"imported": True, "created_at": now, "finished_at": now},
+            )
+        _insert_item_lines(item_lines, judge_pk, now)
+        counts["created"] = len(rows) + len(item_lines)
         audit_record(action="judges.import_outputs", user=user, study=study, target=path.name, **counts)
     return counts
 
 
-def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
-    """The docs/protocol.md "Files" JSONL record of one finished output (of a comparison)."""
-    assert output.comparison is not None, "a call about one rendering has no docs/protocol.md Files record"
+def _call_fields(output: JudgeOutput) -> dict[str, Any]:
+    """What every JSONL record of a finished call has, beside its unit: judge, order, repeat, reply,
+    status and, when known, the prompt's fingerprint, usage, served model and request id."""
     record: dict[str, Any] = {
-        "comparison": output.comparison.external_id,
         "judge": output.judge.name,
         # Beyond docs/protocol.md "Files" (extra keys are allowed): the vendor family, so a restored backup
         # keeps committee eligibility (docs/protocol.md "Judges and calibration").
@@ -453,6 +589,13 @@ def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
         record["model"] = output.served_model
     if output.request_id:
         record["request_id"] = output.request_id
+    return record
+
+
+def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
+    """The docs/protocol.md "Files" JSONL record of one finished output of a comparison."""
+    assert output.comparison is not None, "a call about one rendering is written by judge_item_output_record"
+    record: dict[str, Any] = {"comparison": output.comparison.external_id, **_call_fields(output)}
     if output.status == OutputStatus.VALID:
         record.update(
             winner=output.winner,
@@ -463,19 +606,63 @@ def judge_output_record(output: JudgeOutput) -> dict[str, Any]:
     return record
 
 
+def judge_item_output_record(output: JudgeOutput, answers: list[JudgeChecklistAnswer]) -> dict[str, Any]:
+    """The docs/protocol.md "Files" JSONL record of one finished call about one rendering (a checklist
+    or ratings call): ``item`` (the rendering's bundle id) for ``comparison``; a valid checklist call
+    lists its ``answers`` (question by question, in the order asked), a valid ratings call its
+    ``ratings`` and ``reason``."""
+    assert output.candidate is not None, "a comparison's call is written by judge_output_record"
+    record: dict[str, Any] = {"item": output.candidate.external_id, **_call_fields(output)}
+    if output.status == OutputStatus.VALID:
+        if answers:
+            record["answers"] = [
+                {
+                    "predicate": a.predicate.external_id,
+                    "answer": a.answer,
+                    "evidence": a.evidence,
+                    "passed": a.passed,
+                }
+                for a in answers
+            ]
+        else:
+            record.update(
+                ratings=[{"id": a["id"], "score": a["score"]} for a in output.axis_scores], reason=output.reason
+            )
+    return record
+
+
 def judge_outputs_export_jsonl(*, study: Study, path: Path) -> int:
-    """Write the study's finished judge outputs as JSONL; returns the number of lines."""
+    """Write the study's finished judge outputs as JSONL, those of comparisons then those of
+    renderings (checklist and ratings calls); returns the number of lines. Superseded outputs are
+    history, not exported."""
     path = Path(path)
     outputs = (
         JudgeOutput.objects.filter(comparison__study=study, status__in=FINISHED)
         .select_related("comparison", "judge")
         .order_by("comparison__external_id", "judge__name", "order", "repeat")
     )
+    item_outputs = (
+        JudgeOutput.objects.filter(candidate__page__study=study, status__in=FINISHED)
+        .select_related("candidate", "judge")
+        .prefetch_related(
+            Prefetch(
+                "checklist_answers",
+                queryset=JudgeChecklistAnswer.objects.select_related("predicate").order_by(
+                    "predicate__position", "predicate__external_id"
+                ),
+            )
+        )
+        .order_by("candidate__external_id", "judge__name", "order", "repeat")
+    )
     n = 0
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as handle:
         for output in outputs.iterator(chunk_size=2000):
             handle.write(json.dumps(judge_output_record(output), ensure_ascii=False) + "\n")
+            n += 1
+        for output in item_outputs.iterator(chunk_size=500):
+            answers = list(output.checklist_answers.all())
+            handle.write(json.dumps(judge_item_output_record(output, answers), ensure_ascii=False) + "\n")
             n += 1
     tmp.replace(path)
     return n

@@ -259,7 +259,7 @@ def _write_update(
         .values_list("pk", "set")
     )
     comparison_ids = [pk for pk, _ in touched]
-    candidates_replacing.send(sender=Study, study=study, comparison_ids=comparison_ids)
+    candidates_replacing.send(sender=Study, study=study, comparison_ids=comparison_ids, candidate_ids=ids)
 
     def shown(c: CandidateSpec) -> tuple[ImageInfo | None, ImageInfo | None, ImageInfo | None]:
         """The upload, the display image and the neutralized display image of ``c``."""
@@ -327,7 +327,9 @@ def _write_update(
     CandidateVersion.objects.bulk_create(versions, batch_size=1000)
 
     effects: dict[str, int] = {}
-    for _, response in candidates_replaced.send(sender=Study, study=study, comparison_ids=comparison_ids):
+    for _, response in candidates_replaced.send(
+        sender=Study, study=study, comparison_ids=comparison_ids, candidate_ids=ids
+    ):
         if isinstance(response, dict):
             for name, n in response.items():
                 effects[name] = effects.get(name, 0) + int(n)
