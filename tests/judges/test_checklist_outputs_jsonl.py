@@ -148,3 +148,41 @@ def test_a_replaced_renderings_checklist_calls_are_superseded_and_remade(tmp_pat
     assert judge_outputs_run_local(output_ids=plan.output_ids) == {"valid": 1}
     successor = JudgeOutput.objects.get(candidate=first)
     assert successor.pk != old.pk and JudgeChecklistAnswer.objects.filter(output=successor).count() == n_answers
+
+
+@pytest.mark.django_db
+def test_ratings_calls_round_trip_too(tmp_path: Path) -> None:
+    """A rating study's judge calls (one rendering, a score per dimension) are item lines with
+    ``ratings`` and ``reason``; a score off the scale is an invalid call on import."""
+    from judges.models import Judge
+
+    def dimensions(doc: dict[str, Any]) -> None:
+        doc["options"] = {"dimensions": ["clarity", "balance"], "scale": [1, 7]}
+
+    source = import_kind_study("rating", tmp_path, slug="rt", edit=dimensions)
+    judge = Judge.objects.create(name="rater-judge", family="acme", provider="openai", model="m")
+    reply = {"ratings": [{"id": "clarity", "score": 6}, {"id": "balance", "score": 2}], "reason": "clear, lopsided"}
+    candidate = Candidate.objects.filter(page__study=source).order_by("external_id").first()
+    assert candidate is not None
+    JudgeOutput.objects.create(
+        judge=judge, candidate=candidate, order="primary", status=OutputStatus.VALID, raw=json.dumps(reply),
+        axis_scores=reply["ratings"], reason=reply["reason"], input_tokens=10, output_tokens=5, cached_tokens=0,
+    )
+    first = tmp_path / "first.jsonl"
+    assert judge_outputs_export_jsonl(study=source, path=first) == 1
+    (line,) = lines_of(first)
+    assert (line["item"], line["ratings"], line["reason"], line["usage"]) == (
+        candidate.external_id, reply["ratings"], reply["reason"],
+        {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0},
+    )
+    target = import_kind_study("rating", tmp_path, slug="rt2", edit=dimensions)
+    assert judge_outputs_import_jsonl(study=target, path=first)["valid"] == 1
+    second = tmp_path / "second.jsonl"
+    judge_outputs_export_jsonl(study=target, path=second)
+    assert second.read_text() == first.read_text()
+    off_scale = {**reply, "ratings": [{"id": "clarity", "score": 9}, {"id": "balance", "score": 2}]}
+    third = import_kind_study("rating", tmp_path, slug="rt3", edit=dimensions)
+    path = tmp_path / "off.jsonl"
+    path.write_text(json.dumps({**line, "raw": json.dumps(off_scale)}) + "\n")
+    assert judge_outputs_import_jsonl(study=third, path=path)["invalid"] == 1
+    assert "must be an integer 1..7" in JudgeOutput.objects.get(candidate__page__study=third).error
