@@ -68,19 +68,19 @@ def _characters(page: Any) -> float:
 
 
 def _candidate_attributes(
-    image: Any, blocks: list[Any], media: list[Any], rendered: bool, page: Any = None
+    image: Any, blocks: list[Any], media: list[Any], rendered: bool, characters: float | None = None
 ) -> dict[str, float]:
     """The render's height, text and media area of one candidate (NaN where unknown): text is the
-    visible characters of its kept page (``page``, :func:`_characters`) when given, else the area of
-    its text blocks, and needs the render's blocks (a candidate given as an image has none); media
-    is known from blocks or regions."""
+    visible characters of its kept page (``characters``, :func:`_characters`) when given, else the
+    area of its text blocks, which needs the render's blocks (a candidate given as an image has
+    none); media is known from blocks or regions."""
     nan = float("nan")
     if not rendered or image is None:
         return {"height": nan, "text": nan, "media": nan}
     w, h = int(image.width), int(image.height)
     known = bool(blocks)
     area = _area(blocks, w, h, TEXT_BLOCKS) if known else nan
-    text = _characters(page) if page is not None else area
+    text = characters if characters is not None else area
     return {"height": float(h), "text": text, "media": _area(media, w, h) if (known or media) else nan}
 
 
@@ -107,9 +107,10 @@ def text_measure(*, study: Study) -> str:
         Q(pk__in=human.values("candidate_a_id")) | Q(pk__in=human.values("candidate_b_id")),
         rendered=True, image__isnull=False,
     )
-    with_text = set(shown.filter(objective_blocks__isnull=False).values_list("pk", flat=True))
-    with_blocks = {pk for pk, blocks in shown.values_list("pk", "blocks") if blocks}
-    return TEXT_CHARACTERS if with_text and with_blocks <= with_text else TEXT_AREA
+    if not shown.filter(objective_blocks__isnull=False).exists():
+        return TEXT_AREA
+    without_text = shown.filter(objective_blocks__isnull=True).exclude(blocks=[])
+    return TEXT_AREA if without_text.exists() else TEXT_CHARACTERS
 
 
 def lens_comparisons(*, study: Study, measure: str | None = None) -> list[LensComparison]:
@@ -118,10 +119,14 @@ def lens_comparisons(*, study: Study, measure: str | None = None) -> list[LensCo
     from annotation.models import CandidateBlocks
 
     measure = measure or text_measure(study=study)
-    pages: dict[int, Any] = (
-        dict(
-            CandidateBlocks.objects.filter(candidate__page__study=study).values_list("candidate_id", "blocks")
-        )
+    # Counted row by row: a kept page is kilobytes of text, its count a number.
+    characters: dict[int, float] = (
+        {
+            pk: _characters(page)
+            for pk, page in CandidateBlocks.objects.filter(candidate__page__study=study)
+            .values_list("candidate_id", "blocks")
+            .iterator(chunk_size=200)
+        }
         if measure == TEXT_CHARACTERS
         else {}
     )
@@ -138,7 +143,7 @@ def lens_comparisons(*, study: Study, measure: str | None = None) -> list[LensCo
         for side, candidate in (("a", c.candidate_a), ("b", c.candidate_b)):
             values = _candidate_attributes(
                 candidate.image, candidate.blocks or [], candidate.media or [], candidate.rendered,
-                pages.get(candidate.pk),
+                characters.get(candidate.pk),
             )
             for name, value in values.items():
                 attributes[f"{name}_{side}"] = value

@@ -169,3 +169,17 @@ def test_more_text_falls_back_to_the_area_when_a_page_text_is_missing(judged: AP
     client.force_login(researcher)
     body = client.get(f"/studies/{SLUG}/disagreement/", {"judge": "more-chars", "part": "body"}).content.decode()
     assert "the page with more text (area of its text blocks: the page text was not kept)" in body
+
+
+@pytest.mark.django_db
+def test_a_candidate_without_blocks_leaves_the_characters_measure(judged: APIClient) -> None:
+    """A candidate given as an image (no blocks, no page text) has no known amount of text: its
+    comparison leaves the row, and the others keep counting characters."""
+    candidate = Candidate.objects.get(page__external_id="p3", system__external_id="beta")
+    Candidate.objects.filter(pk=candidate.pk).update(blocks=[])
+    CandidateBlocks.objects.filter(candidate=candidate).delete()
+    report = report_of(judged)
+    assert report["text_measure"] == "characters"
+    text = next(r for r in report["conditioned"] if r["attribute"] == "text")
+    assert text["judge"] == {"p": 1.0, "n": 2 * (N_PAGES - 1), "n_comparisons": N_PAGES - 1}
+    assert text["n_equal"] == 0
