@@ -487,7 +487,10 @@ def _import_jsonl(*, study: Study, path: Path, user: Any) -> dict[str, int]:
             item_lines.append(item_line)
             counts[str(item_line.fields["status"])] += 1
             continue
-        fast = _fast_row(data, comparisons, axes, active_of, targets, axes_json) if data is not None else None
+        try:
+            fast = _fast_row(data, comparisons, axes, active_of, targets, axes_json) if data is not None else None
+        except ValueError:  # as before items were read: _parse_line words the error
+            fast = None
         if fast is None:
             line = _parse_line(
                 where=f"{path.name} line {number}", number=number, text=text, comparisons=comparisons, axes=axes,
