@@ -60,6 +60,7 @@ def test_checklist_calls_are_exported_and_imported_back(tmp_path: Path) -> None:
     for line, output in zip(
         lines, JudgeOutput.objects.filter(candidate__page__study=source).order_by("candidate__external_id"), strict=True
     ):
+        assert output.candidate_id is not None
         assert "comparison" not in line and line["item"] == items[output.candidate_id]
         assert (line["judge"], line["order"], line["repeat"], line["raw"], line["status"]) == (
             output.judge.name, output.order, output.repeat, output.raw, "valid"
@@ -161,12 +162,13 @@ def test_ratings_calls_round_trip_too(tmp_path: Path) -> None:
 
     source = import_kind_study("rating", tmp_path, slug="rt", edit=dimensions)
     judge = Judge.objects.create(name="rater-judge", family="acme", provider="openai", model="m")
-    reply = {"ratings": [{"id": "clarity", "score": 6}, {"id": "balance", "score": 2}], "reason": "clear, lopsided"}
+    ratings = [{"id": "clarity", "score": 6}, {"id": "balance", "score": 2}]
+    reply: dict[str, Any] = {"ratings": ratings, "reason": "clear, lopsided"}
     candidate = Candidate.objects.filter(page__study=source).order_by("external_id").first()
     assert candidate is not None
     JudgeOutput.objects.create(
         judge=judge, candidate=candidate, order="primary", status=OutputStatus.VALID, raw=json.dumps(reply),
-        axis_scores=reply["ratings"], reason=reply["reason"], input_tokens=10, output_tokens=5, cached_tokens=0,
+        axis_scores=ratings, reason="clear, lopsided", input_tokens=10, output_tokens=5, cached_tokens=0,
     )
     first = tmp_path / "first.jsonl"
     assert judge_outputs_export_jsonl(study=source, path=first) == 1
