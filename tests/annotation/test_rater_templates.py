@@ -52,3 +52,41 @@ def test_what_the_state_shows_is_escaped() -> None:
     html = join(client, rs.study).content.decode()
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; more" in html
+
+
+def test_the_axis_questions_come_alike_from_the_fragment_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The axis questions of a study whose trials all show them alike are rendered once per
+    process ({% cache %}); the state is the same with and without the cache."""
+    from django.core.cache import caches
+    from django.core.cache.utils import make_template_fragment_key
+
+    from annotation.rater import flow
+
+    rs = scheduled()
+    client = Client()
+    join(client, rs.study)
+    link = f"/s/{rs.study.link_token}/"
+    caches["template_fragments"].clear()
+    first = client.get(link, HTTP_HX_REQUEST="true")
+    key = first.context["axes_fragment"]
+    assert key and caches["template_fragments"].get(make_template_fragment_key("rater-axes", [key])) is not None
+    again = client.get(link, HTTP_HX_REQUEST="true")
+    monkeypatch.setattr(flow, "_axes_fragment", lambda axes, rater_page: "")
+    uncached = client.get(link, HTTP_HX_REQUEST="true")
+    assert uncached.context["axes_fragment"] == ""
+    assert 'name="axis:' in first.content.decode()
+    assert _normalized(first.content.decode()) == _normalized(again.content.decode()) == _normalized(uncached.content.decode())
+
+
+def test_axis_questions_with_targets_or_answers_are_never_cached() -> None:
+    """A trial's own targets, or an answer filled in (a refused vote, a revision), are rendered each
+    time: no trial may answer faster because an earlier one (a hidden repeat's original) filled the cache."""
+    from annotation.rater.flow import _axes_fragment
+
+    fixed = {"id": "LAYOUT", "title": "Layout", "description": "", "targets": [], "index": 0, "value": "", "bboxes": []}
+    options = {"digit_keys": True}
+    assert _axes_fragment([fixed], options)
+    assert _axes_fragment([fixed], options) != _axes_fragment([{**fixed, "title": "Other"}], options)
+    assert _axes_fragment([fixed], options) != _axes_fragment([fixed], {"digit_keys": False})
+    assert _axes_fragment([fixed, {**fixed, "targets": [{"bbox_1000": [1, 2, 3, 4]}]}], options) == ""
+    assert _axes_fragment([{**fixed, "value": 0}], options) == ""
