@@ -17,8 +17,6 @@ vote's ``Progress``); every other screen asks it through ``trial_next``.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -612,7 +610,6 @@ def _state_context(
              "bboxes": [",".join(f"{v:g}" for v in t["bbox_1000"]) for t in axis["targets"]]}
             for i, axis in enumerate(view.axes)
         ]
-        context["axes_fragment"] = _axes_fragment(context["axes"], context["rater_page"])
         context["blocks"] = dict(view.blocks)
         context["ref_size"] = view.ref_size
         context["boxes"] = [",".join(f"{v:g}" for v in box) for box in view.boxes if len(box) == 4]
@@ -621,16 +618,6 @@ def _state_context(
             for i, d in enumerate(view.dimensions)
         ]
     return context
-
-
-def _axes_fragment(axes: list[dict[str, Any]], rater_page: Mapping[str, bool]) -> str:
-    """The axis questions' fragment-cache key (templates/annotation/rater/_axes.html), when they
-    render alike on every trial of the study: no per-trial targets, no answer filled in. Empty:
-    rendered each time. A trial with targets is never cached, so no trial answers faster for an
-    earlier one with the same targets (a hidden repeat's original)."""
-    if any(axis["targets"] or axis["value"] != "" for axis in axes):
-        return ""
-    return hashlib.sha256(repr((axes, sorted(rater_page.items()))).encode()).hexdigest()
 
 
 def _end_context(study: Study, assignment: Assignment) -> dict[str, Any]:

@@ -246,9 +246,6 @@ CACHES: dict[str, dict[str, object]] = {
     if _cache_url
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
-# The template fragments cached with {% cache %} (the rater's axis questions, keyed by their
-# content): per process, never shared, as each key names its content.
-CACHES["template_fragments"] = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments"}
 # Where the login throttle counts (annotation/services/login_counters.py): every web process and
 # node must see the same counters. "cache": the shared cache above; "database": a table (the
 # default without a shared cache: LocMemCache is per process; SECURITY.md row 24).

@@ -26,8 +26,7 @@ ARBITER_STARTUP_CHECKS = env_bool("ARBITER_STARTUP_CHECKS", False)
 # Each test process keeps its own cache unless CACHE_URL names one (a test's own gunicorn on Redis);
 # the login throttle counts in the test database then (rolled back with each test), or in that cache.
 if not env_str("CACHE_URL"):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-              "template_fragments": CACHES["template_fragments"]}  # noqa: F405
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 ARBITER_LOGIN_COUNTERS = env_str("ARBITER_LOGIN_COUNTERS") or ("cache" if env_str("CACHE_URL") else "database")
 
 # The rater's prepared-statement alias (annotation/rater/db.py) only when a run asks for it: a
