@@ -11,6 +11,7 @@ answer and image p95 of each, and the ratios B / A; then the rounds' medians.
 
     .venv/bin/python benchmarks/bench_ab.py --b-env DATABASE_CONN_MAX_AGE=0 [--rounds 3] [--seconds 30]
     .venv/bin/python benchmarks/bench_ab.py --b-root /tmp/before [--raters 50]
+    .venv/bin/python benchmarks/bench_ab.py --b-workers 2 --b-threads 2   (gunicorn's layout)
 
 Both servers use one schema: B's code must not need other migrations than A's.
 """
@@ -69,6 +70,8 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--b-workers", type=int, default=None, help="server B's processes (default: --workers)")
+    parser.add_argument("--b-threads", type=int, default=None, help="server B's threads (default: --threads)")
     parser.add_argument("--a-env", nargs="*", default=[], metavar="NAME=VALUE", help="settings of server A only")
     parser.add_argument("--b-env", nargs="*", default=[], metavar="NAME=VALUE", help="settings of server B only")
     parser.add_argument("--b-root", type=Path, default=None, help="checkout server B runs from (default: this one)")
@@ -85,10 +88,11 @@ def main() -> None:
         # The benchmark's settings as server A got them, without A's own (B keeps what the shell had).
         env_b = {k: v for k, v in os.environ.items() if k not in a_env}
         env_b.update({k: base_env[k] for k in a_env if k in base_env}, **b_env)
-        base_b, server_b = start_b(root=b_root, env=env_b, workers=args.workers, threads=args.threads)
+        b_workers, b_threads = args.b_workers or args.workers, args.b_threads or args.threads
+        base_b, server_b = start_b(root=b_root, env=env_b, workers=b_workers, threads=b_threads)
         try:
             wait_until_serving(base_b, link, what=f"server B at {base_b}", tries=300)
-            asyncio.run(warm_up(base_b, link, args.workers * args.threads))
+            asyncio.run(warm_up(base_b, link, b_workers * b_threads))
             print(f"A: {base_a} {a_env or ''} (this checkout); B: {base_b} {b_env or ''} ({b_root}); "
                   f"{half} raters each, {args.seconds:.0f} s per round")
             print(f"{'round':>5} {'votes A':>8} {'votes B':>8} {'B/A':>5}  {'CPU/req A':>9} {'CPU/req B':>9} {'B/A':>5}  "

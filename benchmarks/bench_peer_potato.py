@@ -406,6 +406,8 @@ def summary(system: str, level: br.Level) -> dict[str, object]:
         "cpu_ms": level.per_request_ms(level.server_cpu),
         "db_cpu_ms": level.per_request_ms(level.database_cpu) if level.database_cpu else None,
         "cpu_per_vote_ms": 1000 * (level.server_cpu + level.database_cpu) / max(len(s.acknowledged), 1),
+        # The load generator's own CPU (it shares the cores with the server under test).
+        "client_cpu_per_vote_ms": 1000 * getattr(level, "client_cpu", 0.0) / max(len(s.acknowledged), 1),
         "requests": level.requests, "acknowledged": len(s.acknowledged),
         # Arbiter's SQL statements per stored vote, every request of the flow counted (Server-Timing).
         "sql_per_vote": (sum(sum(q) for q in s.queries.values()) / max(len(s.acknowledged), 1)
@@ -442,13 +444,14 @@ def print_rounds(rows: list[dict[str, object]]) -> None:
 
 def print_table(rows: list[dict[str, object]]) -> None:
     print("\n| system | N | fetch p95 ms | submit p95 ms | stored votes/s | errors | server CPU per request "
-          "| server + database CPU per stored vote | SQL statements per stored vote |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| server + database CPU per stored vote | load generator's CPU per stored vote | SQL statements per stored vote |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cpu = f"{r['cpu_ms']:.2f} ms" + (f" + PostgreSQL {r['db_cpu_ms']:.2f} ms" if r["db_cpu_ms"] else "")
         sql = f"{r['sql_per_vote']:.1f}" if r.get("sql_per_vote") is not None else "-"
         print(f"| {r['system']} | {r['n']} | {r['fetch_p95']:.0f} | {r['submit_p95']:.0f} | "
-              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms | {sql} |")
+              f"{r['stored_per_s']:.0f} | {r['errors']} | {cpu} | {r['cpu_per_vote_ms']:.1f} ms | "
+              f"{r['client_cpu_per_vote_ms']:.1f} ms | {sql} |")
     by = {(r["system"], r["n"]): r for r in rows}
     pairs = [("arbiter-api", "potato-json"), ("arbiter-html", "potato-html"), ("arbiter-html", "potato-json"),
              ("arbiter-api", "potato-json-docs"), ("arbiter-html", "potato-json-docs"),

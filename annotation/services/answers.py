@@ -12,6 +12,7 @@ answers the same; the same key with another body is a conflict. What differs bet
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
@@ -20,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import router, transaction
-from django.db.models import Case, Count, Exists, F, JSONField, OuterRef, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, Exists, OuterRef, Subquery, TextField, Value, When
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -225,11 +226,14 @@ def _progress_query(assignment_id: int) -> Any:
     """
     vote = Vote.objects.filter(trial_id=OuterRef("pk")).order_by().annotate(ms=Coalesce("response_ms", -1)).values("ms")[:1]
     answered = Vote.objects.filter(trial_id=OuterRef("pk")).order_by()
+    # The screens come as JSON text: a vote needs at most two of them (``_screen_of_row`` decodes
+    # those), not every unanswered trial's decoded.
     return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values(
         "id", *SLOT_FIELDS, *ROW_FIELDS
     ).annotate(
         vote_ms=Subquery(vote),
-        open_screen=Case(When(Exists(answered), then=Value(None)), default=F("screen"), output_field=JSONField()),
+        open_screen=Case(When(Exists(answered), then=Value(None)), default=Cast("screen", TextField()),
+                         output_field=TextField()),
     )
 
 
@@ -245,6 +249,8 @@ def _screen_of_row(row: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[str,
     (``trial_screen_build``) when it has none or its unit was just chosen (``stale``), the row then
     as the build read it."""
     stored = row.get("open_screen")
+    if isinstance(stored, str):
+        stored = json.loads(stored)
     if stored is None and not row.get("stale") and row.get("vote_ms") is not None:
         stored = Trial.objects.filter(pk=row["id"]).values_list("screen", flat=True).first()
     if stored is not None and not row.get("stale") and stored.get("v") == SCREEN_VERSION:

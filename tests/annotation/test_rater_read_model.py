@@ -219,3 +219,21 @@ def test_the_fill_and_a_forgotten_screen_made_again_agree_and_a_shown_screen_is_
     page = answer(client, html).content.decode()
     assert "2 of 10" in page and html_facts(page)["images"].keys() == {"ref", "left", "right"}
     assert Trial.objects.get(token=form_of(page)["token"]).screen is not None
+
+
+def test_the_assignments_trials_read_decodes_only_the_screen_it_shows() -> None:
+    """The read under a vote's lock brings every open trial's stored screen as JSON text; only the
+    one shown is decoded, and it is the stored screen."""
+    from annotation.models import Trial
+    from annotation.services.answers import _progress_query, _screen_of_row
+
+    rs = scheduled()
+    client = Client()
+    answer(client, join(client, rs.study).content.decode())  # one trial answered, the next shown
+    trial = Trial.objects.filter(vote__isnull=False).get()
+    rows = list(_progress_query(trial.assignment_id))
+    open_rows = [r for r in rows if r["vote_ms"] is None]
+    assert open_rows and all(isinstance(r["open_screen"], str) for r in open_rows)
+    assert next(r for r in rows if r["id"] == trial.pk)["open_screen"] is None
+    _row, screen = _screen_of_row(open_rows[0])
+    assert screen == Trial.objects.get(pk=open_rows[0]["id"]).screen
