@@ -8,7 +8,7 @@ With ``ARBITER_REQUIRE_SERVICES=1`` (set by .ci/run for its real-service pass) a
 skipped for want of PostgreSQL or a broker fails instead, so CI cannot pass by skipping.
 
 Tests marked ``serial`` share something server-wide (the Celery worker on the broker's one queue,
-a PostgreSQL restart); .ci/run runs them one at a time, after the two-worker pass of the rest.
+a PostgreSQL restart); .ci/run runs them one at a time, beside its SQLite step (which uses neither).
 """
 
 from __future__ import annotations
