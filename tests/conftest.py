@@ -8,7 +8,7 @@ With ``ARBITER_REQUIRE_SERVICES=1`` (set by .ci/run for its real-service pass) a
 skipped for want of PostgreSQL or a broker fails instead, so CI cannot pass by skipping.
 
 Tests marked ``serial`` share something server-wide (the Celery worker on the broker's one queue,
-a PostgreSQL restart); .ci/run runs them one at a time, after the two-worker pass of the rest.
+a PostgreSQL restart); .ci/run runs them one at a time, beside its SQLite step (which uses neither).
 """
 
 from __future__ import annotations
@@ -55,6 +55,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("uses celery_worker_process but is not marked serial: " + ", ".join(unmarked))
+    contradicted = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("same_on_any_database") and _asks_for_the_database(item)
+    ]
+    if contradicted:
+        raise pytest.UsageError("marked same_on_any_database but asks for the run's database: " + ", ".join(contradicted))
     if os.environ.get("ARBITER_DATABASE_TESTS_ONLY") == "1":
         # .ci/run's PostgreSQL pass: a test that reaches no database, neither itself nor through a
         # process it starts, ran in the SQLite pass and would only run the same code again here.
@@ -86,11 +93,19 @@ _STARTS_PROCESSES = ("subprocess", "Popen", "manage.py", "gunicorn", "DATABASE_U
 _module_starts_processes: dict[str, bool] = {}
 
 
+def _asks_for_the_database(item: pytest.Item) -> bool:
+    """Whether the test itself asks for the run's database (or its services) by marker or fixture."""
+    if any(item.get_closest_marker(name) for name in ("django_db", "postgres", "broker")):
+        return True
+    return bool(_DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
 def _reaches_a_database(item: pytest.Item) -> bool:
-    if item.get_closest_marker("django_db") or item.get_closest_marker("postgres"):
+    if _asks_for_the_database(item):
         return True
-    if _DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
+    # A test whose processes run on a SQLite file of their own (or on none) runs the same here.
+    if item.get_closest_marker("same_on_any_database"):
+        return False
     info = getattr(item, "_fixtureinfo", None)
     for name, definitions in info.name2fixturedefs.items() if info is not None else ():
         if name.startswith("_") or name == "django_db_blocker":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,12 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 
 def project_modules() -> dict[str, Path]:
+    return dict(_project_modules())
+
+
+@cache
+def _project_modules() -> dict[str, Path]:
+    """Listed once for the file: the slice tests ask for it once per module they read."""
     modules: dict[str, Path] = {}
     for app in LAYERS:
         for path in (ROOT / app).rglob("*.py"):
@@ -55,6 +62,12 @@ def project_modules() -> dict[str, Path]:
     return modules
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for the file (the tests walk it, never change it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     def resolve(name: str) -> str | None:
         while name and name not in modules:
@@ -64,7 +77,7 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for module, path in modules.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -158,7 +171,7 @@ def test_pure_maths_modules_import_no_django_and_no_app_code() -> None:
     modules = project_modules()
     edges = import_graph(modules)
     for name in PURE_MODULES:
-        tree = ast.parse(modules[name].read_text(encoding="utf-8"))
+        tree = _tree(modules[name])
         imported = {
             alias.name.split(".")[0]
             for node in ast.walk(tree)
@@ -199,7 +212,7 @@ SLICE_FLOW_ACTIONS = ("show_trial", "answer_trial", "revise_trial", "undo_trial"
 
 
 def _functions(module: str) -> dict[str, ast.FunctionDef]:
-    tree = ast.parse(project_modules()[module].read_text(encoding="utf-8"))
+    tree = _tree(project_modules()[module])
     return {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
 
 
@@ -275,7 +288,7 @@ def test_the_pages_around_the_trials_go_through_the_flow_too() -> None:
 
 
 def test_the_rater_api_calls_the_same_flow_functions() -> None:
-    tree = ast.parse(project_modules()[f"{SLICE}.api"].read_text(encoding="utf-8"))
+    tree = _tree(project_modules()[f"{SLICE}.api"])
     methods = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
     used = {c for f in methods for c in _called(f) if c.startswith("flow.")}
     assert {"flow.show_trial", "flow.answer_trial", "flow.revise_trial", "flow.report_problem"} <= used, sorted(used)

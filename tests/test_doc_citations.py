@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.same_on_any_database  # reads files and `git ls-files`
+
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".ico", ".zip", ".woff", ".woff2", ".pdf", ".sqlite3")
 

@@ -20,12 +20,14 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.same_on_any_database
 def test_production_refuses_to_start_without_a_secret_key() -> None:
     result = manage("check", DJANGO_SETTINGS_MODULE="config.settings.production")
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be set" in result.stderr
 
 
+@pytest.mark.same_on_any_database
 def test_production_passes_the_deploy_check(tmp_path: Path) -> None:
     result = manage(
         "check",
@@ -40,12 +42,14 @@ def test_production_passes_the_deploy_check(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr + result.stdout
 
 
+@pytest.mark.same_on_any_database
 def test_malformed_boolean_environment_fails_loudly() -> None:
     result = manage("check", DJANGO_SETTINGS_MODULE="config.settings.local", DJANGO_DEBUG="maybe")
     assert result.returncode != 0
     assert "DJANGO_DEBUG must be a boolean" in result.stderr
 
 
+@pytest.mark.same_on_any_database
 def test_database_url_and_broker_come_from_the_environment(tmp_path: Path) -> None:
     code = (
         "from django.conf import settings as s;"
@@ -97,6 +101,7 @@ def test_a_postgresql_connection_pool_serves_queries_when_asked_for(db: None) ->
     assert result.stdout.strip().endswith("True 1")
 
 
+@pytest.mark.same_on_any_database
 def test_production_refuses_login_counters_in_a_per_process_cache(tmp_path: Path) -> None:
     base = {
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
@@ -116,6 +121,7 @@ def test_production_refuses_login_counters_in_a_per_process_cache(tmp_path: Path
     assert shown.stdout.strip() == "database"
 
 
+@pytest.mark.same_on_any_database
 def test_the_rater_alias_is_refused_behind_pgbouncer_and_absent_on_sqlite(tmp_path: Path) -> None:
     refused = manage("check", DJANGO_SETTINGS_MODULE="config.settings.local", DATABASE_POOLER="pgbouncer",
                      DATABASE_URL="postgres://u:p@127.0.0.1:6432/arbiter", ARBITER_RATER_PREPARED="1")

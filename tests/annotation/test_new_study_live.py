@@ -25,7 +25,7 @@ import pytest
 from tests.annotation.render.conftest import browser_available
 from tests.http_servers import free_port, wait_until_serving
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.same_on_any_database]  # its own SQLite site
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "pw-arbiter-123"

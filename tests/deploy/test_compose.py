@@ -20,6 +20,8 @@ import yaml
 
 from deploy.cluster.cluster import Cluster
 
+pytestmark = pytest.mark.same_on_any_database  # its processes get the containers' environment, never the run's
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES = COMPOSE["services"]

@@ -1,8 +1,8 @@
 """One deadline over a judge call's whole exchange, and no second request while the first can be answered (issue 32).
 
 Real slow servers on loopback (``tests.judges.fake_provider``): one drips its status line and
-headers a byte every 1.5 s, the other its body. With ``add_judge --timeout 5`` every attempt is a
-transport failure at about 5 s, and the lease (renewed before each request, 2 × timeout + 5 s)
+headers a byte every 1.5 s, the other its body. With ``add_judge --timeout 5`` (2.5 in the one-run
+test) every attempt is a transport failure at about that deadline, and the lease (renewed before each request, 2 × timeout + 5 s)
 outlasts it: a second ``run_judges`` started while the first is still working finds every call
 held and sends nothing. In every case the requests the server received equal the outputs stored
 plus the retries recorded on them.
@@ -33,7 +33,10 @@ from tests.judges.fake_provider import FakeProvider
 
 TIMEOUT = 5.0
 DRIP = 1.5
-MESSAGES = {"header_drip": "no reply within the 5 s deadline", "drip": "the reply was still arriving after the 5 s deadline"}
+#: The one-run test's deadline: shorter (its four attempts run one after the other), still longer
+#: than a drip's pause, so every read is quick and only the whole exchange is late.
+SHORT_TIMEOUT = 2.5
+MESSAGES = {"header_drip": "no reply within the {:g} s deadline", "drip": "the reply was still arriving after the {:g} s deadline"}
 
 
 @pytest.fixture(params=["header_drip", "drip"])
@@ -45,9 +48,9 @@ def slow(request: pytest.FixtureRequest) -> Iterator[FakeProvider]:
     server.stop()
 
 
-def add_judge(url: str, *extra: str) -> None:
+def add_judge(url: str, *extra: str, timeout: float = TIMEOUT) -> None:
     call_command("add_judge", "judge-x", "--family", "acme", "--provider", "openai", "--model", "vlm-1",
-                 "--base-url", url, "--api-key-env", "ARBITER_TEST_JUDGE_KEY", "--timeout", f"{TIMEOUT:g}", *extra,
+                 "--base-url", url, "--api-key-env", "ARBITER_TEST_JUDGE_KEY", "--timeout", f"{timeout:g}", *extra,
                  stdout=StringIO())
 
 
@@ -76,7 +79,7 @@ def accounted(server: FakeProvider) -> tuple[int, int]:
 @pytest.mark.django_db
 def test_each_attempt_fails_as_a_transport_failure_at_the_deadline(slow: FakeProvider) -> None:
     make_example_study()
-    add_judge(slow.url, "--concurrency", "1", "--max-transport-retries", "1")
+    add_judge(slow.url, "--concurrency", "1", "--max-transport-retries", "1", timeout=SHORT_TIMEOUT)
     began = time.monotonic()
     run_judges("--orders", "primary", "--concurrency", "1", fails=True)
     elapsed = time.monotonic() - began
@@ -85,14 +88,14 @@ def test_each_attempt_fails_as_a_transport_failure_at_the_deadline(slow: FakePro
     for status, error, failures, log in rows:
         assert status == "failed"
         assert error.startswith("transport failure after 2 tries: ")
-        assert MESSAGES[slow.default] in error
+        assert MESSAGES[slow.default].format(SHORT_TIMEOUT) in error
         assert failures == 2 and [a["outcome"] for a in log] == ["transport", "transport"]
-    # 2 calls × 2 attempts × 5 s, one after the other; without the one deadline a header drip takes
-    # 1.5 s per byte of a 150-byte head (over 200 s per attempt).
-    assert 4 * TIMEOUT <= elapsed < 4 * TIMEOUT + 6
+    # 2 calls × 2 attempts × 2.5 s, one after the other; without the one deadline a header drip
+    # takes 1.5 s per byte of a 150-byte head (over 200 s per attempt).
+    assert 4 * SHORT_TIMEOUT <= elapsed < 4 * SHORT_TIMEOUT + 6
     # Each request was cut at its deadline, not at the next read.
     starts = sorted(r.at for r in slow.requests)
-    assert all(b - a < TIMEOUT + 1.5 for a, b in itertools.pairwise(starts))
+    assert all(b - a < SHORT_TIMEOUT + 1.5 for a, b in itertools.pairwise(starts))
     received, expected = accounted(slow)
     assert received == expected == 4
     # A run again re-sends nothing: every call is finished.
@@ -188,7 +191,7 @@ def test_a_real_worker_and_two_waiting_runs_send_no_more_than_stored_plus_retrie
     assert not errors, errors
     rows = list(JudgeOutput.objects.values_list("status", "error"))
     assert len(rows) == 4 and {s for s, _ in rows} == {"failed"}, rows
-    assert all(MESSAGES[slow.default] in e for _, e in rows), rows
+    assert all(MESSAGES[slow.default].format(TIMEOUT) in e for _, e in rows), rows
     # The worker runs 2 at a time: two rounds of 5 s (and the --wait polls requeue nothing live).
     assert elapsed < 4 * TIMEOUT + 10
     received, expected = accounted(slow)

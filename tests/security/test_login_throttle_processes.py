@@ -215,6 +215,7 @@ def _flood_and_check(site: Site, urls: list[str], kinds: list[str]) -> None:
     _right_password_refused(urls, username)
 
 
+@pytest.mark.same_on_any_database  # the site is a SQLite file of its own
 def test_forty_parallel_wrong_passwords_on_three_processes_get_at_most_five_checks(
     site: Site, serve: Callable[..., list[str]]
 ) -> None:
@@ -226,6 +227,7 @@ def test_forty_parallel_wrong_passwords_on_three_processes_get_at_most_five_chec
         assert _database_counters(site) == before + 2  # this account's pair and account counters
 
 
+@pytest.mark.same_on_any_database
 def test_two_web_nodes_on_one_database_share_the_limit(site: Site, serve: Callable[..., list[str]]) -> None:
     _flood_and_check(site, serve(nodes=2), ["token", "login"])
 

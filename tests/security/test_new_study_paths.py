@@ -28,7 +28,7 @@ from PIL import Image
 
 from tests.http_servers import free_port, wait_until_serving
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.same_on_any_database]  # a gunicorn on its own SQLite file
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "pw-arbiter-123"

@@ -315,6 +315,7 @@ def scratch(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.same_on_any_database  # reads the bombs, no database
 def test_the_bombs_are_real_bombs(examples_dir: Path, scratch: Path) -> None:
     """The hand-made archives are what they claim: small on disk, huge when inflated."""
     overlap = _overlap_bomb(examples_dir, scratch)
@@ -504,6 +505,7 @@ def child_rows(database: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.same_on_any_database  # the child runs on a SQLite file of its own
 def test_child_import_of_a_good_bundle_succeeds(
     child_env: tuple[dict[str, str], Path, Path], examples_dir: Path, scratch: Path
 ) -> None:
@@ -521,6 +523,7 @@ def test_child_import_of_a_good_bundle_succeeds(
 
 
 @pytest.mark.slow
+@pytest.mark.same_on_any_database  # the child runs on a SQLite file of its own
 @pytest.mark.parametrize("case", MEMORY_CASES)
 def test_child_import_study_refuses_bombs_under_512_mb(
     case: str, child_env: tuple[dict[str, str], Path, Path], examples_dir: Path, scratch: Path
@@ -540,6 +543,7 @@ def test_child_import_study_refuses_bombs_under_512_mb(
 
 
 @pytest.mark.slow
+@pytest.mark.same_on_any_database  # the child runs on a SQLite file of its own
 def test_child_import_refuses_a_json_bomb_under_512_mb(
     child_env: tuple[dict[str, str], Path, Path], examples_dir: Path, scratch: Path
 ) -> None:
@@ -557,6 +561,7 @@ def test_child_import_refuses_a_json_bomb_under_512_mb(
 
 
 @pytest.mark.slow
+@pytest.mark.same_on_any_database  # the child runs on a SQLite file of its own
 def test_child_import_refuses_honest_200mb_over_a_lowered_cap(
     child_env: tuple[dict[str, str], Path, Path], examples_dir: Path, scratch: Path
 ) -> None:
@@ -575,6 +580,7 @@ def test_child_import_refuses_honest_200mb_over_a_lowered_cap(
 
 
 @pytest.mark.slow
+@pytest.mark.same_on_any_database  # the child runs on a SQLite file of its own
 def test_child_import_of_an_in_limit_60_megapixel_page_stays_under_512_mb(
     child_env: tuple[dict[str, str], Path, Path], examples_dir: Path, scratch: Path
 ) -> None:

@@ -15,6 +15,8 @@ from django.core.management.base import CommandError
 from annotation.render import chromium, pages
 from tests.annotation.render.conftest import browser_available
 
+pytestmark = pytest.mark.same_on_any_database  # renders files to files
+
 KEYS = {"status", "reason", "settings", "media", "console_errors", "refused_requests", "ms", "manifest", "image"}
 PAGES = {
     "good": "<body style='margin:0'><img src='a.svg' width=200 height=100><p>text</p></body>",
