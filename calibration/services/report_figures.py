@@ -111,11 +111,14 @@ def calibration_figure_svg(*, study: Study, stored: CalibrationReport, name: str
     if draw is None:
         raise NotFound(f"the calibration report has no figure {name!r}")
     inputs = {"report": stored.report}
+    # Keyed by the report's content too: a row id alone can come back (SQLite reuses the highest id
+    # once its row is deleted), and a figure kept for the old row would be shown for the new one.
+    key = f"{stored.pk}-{report_content_key(stored.report)}"
     return report_figure_svg(
         kind="calibration",
         study=study,
-        key=str(stored.pk),
+        key=key,
         name=name,
         draw=lambda _: draw(stored.report),
-        recompute=lambda: (str(stored.pk), inputs),
+        recompute=lambda: (key, inputs),
     )

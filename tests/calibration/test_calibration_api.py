@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -178,3 +179,22 @@ def test_page_computes_once_then_freezes(cal, researcher, other_researcher) -> N
     assert download.status_code == 200 and b"<script" not in download.content
     data = json.loads(client.get("/studies/cal-api/calibration/report.json").content)
     assert data["bootstrap"] == {"resamples": 30, "seed": 4}
+
+
+def test_a_figure_kept_for_an_old_report_row_is_not_shown_for_a_new_row_of_the_same_id(cal, researcher) -> None:  # type: ignore[no-untyped-def]
+    # SQLite gives a new row the highest id again once that row is deleted; the figure kept in the
+    # cache for the old row must not be served for the new one.
+    client = Client()
+    client.force_login(researcher)
+    client.get("/studies/cal-api/calibration/")
+    stored = CalibrationReport.objects.get(study=cal.study)
+    url = f"/studies/cal-api/calibration/figures/{stored.pk}/coefficients.svg"
+    before = client.get(url).content
+    other = json.loads(json.dumps(stored.report))
+    for judge in other["coefficients"]:
+        other["coefficients"][judge] = -1.0
+    CalibrationReport.objects.filter(pk=stored.pk).update(report=other)
+    after = client.get(url).content
+    assert after != before
+    cache.clear()
+    assert client.get(url).content == after  # what a fresh process draws for the new row
