@@ -33,6 +33,20 @@ from annotation.models import Axis, AxisScope, Trial, axis_title
 # Bumped when the value's shape changes: a stored value of another shape is made again when shown.
 SCREEN_VERSION = 1
 FILL_BATCH = 500
+UPDATE_IDS = 5000  # ids in one UPDATE's IN list (SQLite's bound on a statement's parameters)
+
+# What a trial's screen is made of besides its study's axes and design (``screen_of``): trials
+# equal in these have equal screens. The trial's own id first.
+_SCREEN_INPUTS = (
+    "pk",
+    "assignment__block__study_id",
+    "comparison_id",
+    "candidate_id",
+    "predicate_id",
+    "swapped",
+    "gold_image_id",
+    "gold_match_image_id",
+)
 
 # What building a screen joins of a trial's unit (every shape: a trial has one unit).
 _UNIT_RELATED = (
@@ -183,36 +197,44 @@ def trial_screens_fill(
     axis_model: Any = Axis,
 ) -> int:
     """Store the screen of each trial given, or of every trial without one (of a block, of a study,
-    or of all): one read of their units per batch, one UPDATE per batch. Returns how many were
-    stored. ``trial_model``, ``axis_model``: a migration's historical models."""
+    or of all). Returns how many were stored. ``trial_model``, ``axis_model``: a migration's
+    historical models.
+
+    A screen depends on the trial's study, unit, side and gold images only, never on its rater, so
+    the trials that share those (every rater's copy of a comparison, on each side) share one screen:
+    it is built once, from one read of one of them, and stored on all of them by one UPDATE.
+    """
+    trials = trial_model.objects.filter(
+        Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False)
+    )
     if trial_ids is not None:
-        ids = list(trial_ids)
+        trials = trials.filter(pk__in=list(trial_ids))
     else:
-        trials = trial_model.objects.filter(screen__isnull=True)
+        trials = trials.filter(screen__isnull=True)
         if block_id is not None:
             trials = trials.filter(assignment__block_id=block_id)
         if study_id is not None:
             trials = trials.filter(assignment__block__study_id=study_id)
-        ids = list(
-            trials.filter(
-                Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False)
-            )
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
+    shared: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for pk, *key in trials.order_by("pk").values_list(*_SCREEN_INPUTS):
+        shared[tuple(key)].append(pk)
+    groups = list(shared.values())
     stored = 0
-    for start in range(0, len(ids), FILL_BATCH):
-        batch = list(
-            trial_model.objects.filter(pk__in=ids[start : start + FILL_BATCH])
-            .filter(Q(comparison__isnull=False) | Q(candidate__isnull=False) | Q(predicate__isnull=False))
+    for start in range(0, len(groups), FILL_BATCH):
+        chunk = groups[start : start + FILL_BATCH]
+        firsts = {
+            trial.pk: trial
+            for trial in trial_model.objects.filter(pk__in=[pks[0] for pks in chunk])
             .select_related(*_UNIT_RELATED)
             .order_by()
-        )
-        axes = _axes_by_study((t.assignment.block.study_id for t in batch), axis_model)
-        for trial in batch:
-            trial.screen = screen_of(trial, axes[trial.assignment.block.study_id])
-        trial_model.objects.bulk_update(batch, ["screen"])
-        stored += len(batch)
+        }
+        axes = _axes_by_study((t.assignment.block.study_id for t in firsts.values()), axis_model)
+        for pks in chunk:
+            first = firsts[pks[0]]
+            screen = screen_of(first, axes[first.assignment.block.study_id])
+            for at in range(0, len(pks), UPDATE_IDS):
+                trial_model.objects.filter(pk__in=pks[at : at + UPDATE_IDS]).update(screen=screen)
+            stored += len(pks)
     return stored
 
 

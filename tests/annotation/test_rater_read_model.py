@@ -197,6 +197,24 @@ def test_every_scheduled_trial_stores_its_screen_with_the_same_keys_and_no_syste
             assert trial.screen == original.screen
 
 
+def test_the_shared_fill_stores_on_every_trial_what_its_own_read_makes() -> None:
+    """Scheduling builds a screen once for the trials that share it (every rater's copy of a
+    comparison on a side); each trial's stored screen is what a read of that trial alone makes."""
+    from annotation.models import Trial
+    from annotation.services.scheduling import blocks_schedule
+    from annotation.services.trial_screens import _UNIT_RELATED, _axes_by_study, screen_of
+    from tests.annotation.rater_factories import make_rater_study
+
+    study = make_rater_study(slug="shared", pages=8).study
+    blocks_schedule(study=study, blocks=2, block_size=6, repeats=1, min_gap=2, raters=[3, 2], seed=7, gold=1)
+    trials = list(Trial.objects.filter(assignment__block__study=study).select_related(*_UNIT_RELATED))
+    axes = _axes_by_study([study.pk])[study.pk]
+    assert len({(t.comparison_id, t.swapped) for t in trials}) < len(trials)  # screens are shared
+    assert {t.swapped for t in trials} == {False, True} and any(t.gold_image_id for t in trials)
+    for trial in trials:
+        assert trial.screen == screen_of(trial, axes), trial.pk
+
+
 def test_the_fill_and_a_forgotten_screen_made_again_agree_and_a_shown_screen_is_kept() -> None:
     from annotation.models import Trial
     from annotation.services.trial_screens import trial_screens_fill, trial_screens_forget
