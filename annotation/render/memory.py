@@ -67,7 +67,8 @@ class MemoryLimit:
     def disarm(self) -> tuple[int, bool]:
         self._armed.clear()
         with self._lock:  # a measurement under way finishes first
-            return round(self._peak_kb / 1024), self._over
+            # Rounded up: a peak past the limit (which is what kills) never reads as the limit.
+            return -(-self._peak_kb // 1024), self._over
 
     def stop(self) -> None:
         self._stopped.set()
