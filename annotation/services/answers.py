@@ -12,17 +12,17 @@ answers the same; the same key with another body is a conflict. What differs bet
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db import router, transaction
-from django.db.models import Case, Count, Exists, OuterRef, Subquery, TextField, Value, When
-from django.db.models.functions import Cast, Coalesce
+from django.db import connections, router, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from annotation.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -33,12 +33,15 @@ from annotation.models import (
     GOLD_EXPECTED,
     Assignment,
     AssignmentState,
+    Candidate,
+    Comparison,
+    Predicate,
     Study,
     Trial,
     Vote,
     rater_page_options,
 )
-from annotation.services.candidate_versions import trials_record_versions, versions_now
+from annotation.services.candidate_versions import trials_record_versions
 from annotation.services.participants import LIVE_STATES, completion_code_new
 from annotation.services.trial_screens import SCREEN_VERSION, trial_screen_build, trial_screen_ensure
 
@@ -88,9 +91,37 @@ def attention_instruction(trial: Trial, study: Study, design: StudyDesign | None
     return (design or design_of(study)).attention_instruction(expected) if expected else ""
 
 
-def _shown_now_update(trial_id: int, now: datetime) -> tuple[Any, dict[str, Any]]:
-    """The next trial marked shown, with the candidate versions it displays (read in the UPDATE)."""
-    return Trial.objects.filter(pk=trial_id, shown_at__isnull=True), {"shown_at": now, **versions_now()}
+# The trial marked shown with the candidate versions it displays, read in the UPDATE itself, so
+# recording them costs no query of its own: a comparison's two candidates, else the rated
+# candidate, else the checklist predicate's candidate. SQL of its own, as the progress read below
+# (decision 0086).
+_SHOWN_NOW_SQL = """
+UPDATE {trial} SET shown_at = %s,
+    version_a = COALESCE(
+        (SELECT ca.version FROM {comparison} c JOIN {candidate} ca ON ca.id = c.candidate_a_id
+         WHERE c.id = {trial}.comparison_id),
+        (SELECT ca.version FROM {candidate} ca WHERE ca.id = {trial}.candidate_id),
+        (SELECT ca.version FROM {predicate} p JOIN {candidate} ca ON ca.id = p.candidate_id
+         WHERE p.id = {trial}.predicate_id)),
+    version_b = (SELECT cb.version FROM {comparison} c JOIN {candidate} cb ON cb.id = c.candidate_b_id
+                 WHERE c.id = {trial}.comparison_id)
+WHERE id = %s AND shown_at IS NULL
+"""
+
+
+@functools.cache
+def _shown_now_sql() -> str:
+    return _SHOWN_NOW_SQL.format(trial=Trial._meta.db_table, comparison=Comparison._meta.db_table,
+                                 candidate=Candidate._meta.db_table, predicate=Predicate._meta.db_table)
+
+
+def _shown_now(trial_id: int, now: datetime) -> None:
+    """The trial marked shown now (its response clock starts), with the candidate versions it
+    displays (docs/candidate-versions.md); a trial already shown keeps its time."""
+    connection = connections[router.db_for_write(Trial)]
+    when = Trial._meta.get_field("shown_at").get_db_prep_value(now, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_shown_now_sql(), [when, trial_id])
 
 
 def assignment_counts(assignment: Assignment) -> tuple[int, int]:
@@ -134,8 +165,7 @@ def trial_next(
     trial = _trial_of_row(row)
     if trial.shown_at is None and not progress.next_shown:
         # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-        shown, values = _shown_now_update(trial.pk, now)
-        shown.update(**values)
+        _shown_now(trial.pk, now)
         trial.shown_at = now
     if assignment.started_at is None:
         Assignment.objects.filter(pk=assignment.pk, started_at__isnull=True).update(started_at=now)
@@ -214,27 +244,53 @@ SLOT_FIELDS = ("comparison_id", "swapped", "is_repeat", "repeat_of_id", "attenti
 ROW_FIELDS = ("token", "assignment_id", "position", "shown_at", "version_a", "version_b")
 
 
-def _progress_query(assignment_id: int) -> Any:
-    """Every trial of an assignment in order, each with its vote's response time (-1 for a vote
-    without one, None for no vote) and, while it is unanswered, its stored screen: the one read a
-    vote or a trial page makes of the trials (the next trial's screen comes with it).
+# Every trial of an assignment in position order, each with its vote's response time (-1 for a vote
+# without one, None for no vote) and, while it is unanswered, its stored screen as JSON text (a
+# vote decodes at most two: ``_screen_of_row``). The vote is looked up per trial in the SELECT list
+# (one index probe each), never joined: a join lets PostgreSQL hash the whole vote table, which
+# costs more the more votes a study holds.
+_PROGRESS_SQL = """
+SELECT t.id, t.comparison_id, t.swapped, t.is_repeat, t.repeat_of_id, t.attention_expected,
+       t.token, t.assignment_id, t.position, t.shown_at, t.version_a, t.version_b,
+       (SELECT COALESCE(v.response_ms, -1) FROM {vote} v WHERE v.trial_id = t.id),
+       CASE WHEN EXISTS (SELECT 1 FROM {vote} v WHERE v.trial_id = t.id) THEN NULL
+            ELSE CAST(t.screen AS TEXT) END
+FROM {trial} t WHERE t.assignment_id = %s ORDER BY t.position
+"""
+# The names of its columns, as the rows carry them.
+PROGRESS_COLUMNS = ("id", *SLOT_FIELDS, *ROW_FIELDS, "vote_ms", "open_screen")
 
-    The vote is looked up per trial in the SELECT list (one index probe each), never joined: a join
-    lets PostgreSQL hash the whole vote table, which costs more the more votes a study holds. No
-    ordering in the probe: the vote's default ordering would join its trial's assignment, block and
-    study into each probe.
-    """
-    vote = Vote.objects.filter(trial_id=OuterRef("pk")).order_by().annotate(ms=Coalesce("response_ms", -1)).values("ms")[:1]
-    answered = Vote.objects.filter(trial_id=OuterRef("pk")).order_by()
-    # The screens come as JSON text: a vote needs at most two of them (``_screen_of_row`` decodes
-    # those), not every unanswered trial's decoded.
-    return Trial.objects.filter(assignment_id=assignment_id).order_by("position").values(
-        "id", *SLOT_FIELDS, *ROW_FIELDS
-    ).annotate(
-        vote_ms=Subquery(vote),
-        open_screen=Case(When(Exists(answered), then=Value(None)), default=Cast("screen", TextField()),
-                         output_field=TextField()),
-    )
+
+@functools.cache
+def _progress_sql() -> str:
+    return _PROGRESS_SQL.format(trial=Trial._meta.db_table, vote=Vote._meta.db_table)
+
+
+def _progress_query(assignment_id: int) -> list[dict[str, Any]]:
+    """Every trial of an assignment in order with its vote's response time and, while unanswered, its
+    stored screen: the one read a vote or a trial page makes of the trials (the next trial's screen
+    comes with it). SQL of its own (decision 0086): Django compiling this query cost more CPU than
+    PostgreSQL running it."""
+    connection = connections[router.db_for_read(Trial)]
+    with connection.cursor() as cursor:
+        cursor.execute(_progress_sql(), [assignment_id])
+        fetched = cursor.fetchall()
+    shown_at = Trial._meta.get_field("shown_at")
+    rows = []
+    for values in fetched:
+        row = dict(zip(PROGRESS_COLUMNS, values, strict=True))
+        # SQLite answers booleans as 0/1 and times in UTC without a zone; PostgreSQL's driver
+        # converts both.
+        row["swapped"], row["is_repeat"] = bool(row["swapped"]), bool(row["is_repeat"])
+        if row["shown_at"] is not None:
+            row["shown_at"] = _aware(shown_at.to_python(row["shown_at"]))
+        rows.append(row)
+    return rows
+
+
+def _aware(value: datetime) -> datetime:
+    """A time as SQLite stores it (UTC, no zone when ``USE_TZ``), aware."""
+    return timezone.make_aware(value, UTC) if timezone.is_naive(value) else value
 
 
 def _trial_of_row(row: Mapping[str, Any]) -> Trial:
@@ -518,8 +574,7 @@ def _vote_finish(assignment: Assignment, study: Study, progress: Progress, *, sh
         return _finish(assignment, study), progress
     if show_next and not progress.next_shown:
         # Shown now: its clock starts and the candidate versions it displays are recorded (B.5).
-        shown, values = _shown_now_update(progress.next_trial_id, timezone.now())
-        shown.update(**values)
+        _shown_now(progress.next_trial_id, timezone.now())
         progress = replace(progress, next_shown=True)
     return "", progress
 

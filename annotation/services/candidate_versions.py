@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from django.db.models import F, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import F
 
-from annotation.models import Candidate, Comparison, Predicate, Trial
+from annotation.models import Trial
 
 # Annotations that read the displayed candidates' versions in the query that loads a trial.
 VERSION_ANNOTATIONS = {
@@ -32,26 +31,6 @@ def displayed_versions(trial: Trial) -> tuple[int | None, int | None]:
         return a, getattr(trial, "unit_version_b", None)
     single = getattr(trial, "unit_version_single", None)
     return (single if single is not None else getattr(trial, "unit_version_predicate", None)), None
-
-
-def versions_now() -> dict[str, Coalesce | Subquery]:
-    """``Trial.objects.filter(...).update(**versions_now())``: the current versions, in the UPDATE itself.
-
-    For a trial marked shown inside another write (the htmx answer shows the next trial in the
-    vote's transaction), so recording the versions costs no query of its own.
-    """
-    # .order_by(): a model's default ordering would join its study (and more) into each subquery.
-    comparison = Comparison.objects.filter(pk=OuterRef("comparison_id")).order_by()
-    return {
-        "version_a": Coalesce(
-            Subquery(comparison.values("candidate_a__version")[:1]),
-            Subquery(Candidate.objects.filter(pk=OuterRef("candidate_id")).order_by().values("version")[:1]),
-            Subquery(
-                Predicate.objects.filter(pk=OuterRef("predicate_id")).order_by().values("candidate__version")[:1]
-            ),
-        ),
-        "version_b": Subquery(comparison.values("candidate_b__version")[:1]),
-    }
 
 
 def trials_record_versions(*, trial_ids: Iterable[int]) -> int:

@@ -246,7 +246,7 @@ def _fill(
 
 def _versions_of(comparison_id: int) -> dict[str, Subquery]:
     """The comparison's candidates' current versions, read inside the UPDATE that sets them (as
-    ``annotation.services.candidate_versions.versions_now``, for a trial whose comparison the same
+    ``annotation.services.answers._shown_now``, for a trial whose comparison the same
     UPDATE sets)."""
     comparison = Comparison.objects.filter(pk=comparison_id).order_by()
     return {"version_a": Subquery(comparison.values("candidate_a__version")[:1]),
@@ -358,7 +358,7 @@ class OneStatement:
 # ``u`` (the last one when rounding leaves none), its least-served comparison no other rater is
 # serving (SKIP LOCKED; NO KEY UPDATE, as in ``_choose``; ties in id order), that place taken and the
 # trial filled with it, the side from the count before and the comparison's parity (module docstring), and (``shown_at``) the trial marked shown with its candidates' versions, as
-# ``annotation.services.candidate_versions.versions_now`` records them. Data-modifying CTEs run
+# ``annotation.services.answers._shown_now`` records them. Data-modifying CTEs run
 # once, whether or not the final SELECT reads them.
 _ONE_STATEMENT = """
 WITH weights AS (
