@@ -255,3 +255,55 @@ def test_the_assignments_trials_read_decodes_only_the_screen_it_shows() -> None:
     assert next(r for r in rows if r["id"] == trial.pk)["open_screen"] is None
     _row, screen = _screen_of_row(open_rows[0])
     assert screen == Trial.objects.get(pk=open_rows[0]["id"]).screen
+
+
+def test_the_votes_own_sql_reads_what_the_orm_reads() -> None:
+    """The vote's lock, the assignment's trials and the shown-now UPDATE are SQL of their own
+    (decision 0086): checked against the ORM's reading of the same rows, field by field (times,
+    booleans and the study's JSON options included), on whichever database the suite runs on."""
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.db.models import Exists, OuterRef
+    from django.utils import timezone
+
+    from annotation.models import Assignment, Trial
+    from annotation.services.answers import _progress_query, _shown_now, vote_lock
+
+    rs = scheduled()
+    rs.study.options = {"rater_page": {"digit_keys": False}, "note": "ä"}
+    rs.study.save(update_fields=["options"])
+    client = Client()
+    answer(client, join(client, rs.study).content.decode())  # one vote (with a response time), the next shown
+    answered = Trial.objects.filter(vote__isnull=False).get()
+    with transaction.atomic():
+        locked = vote_lock(answered.token)
+    assert locked is not None and vote_lock("no-such-token") is None
+    orm = Assignment.objects.select_related("block__study").get(pk=answered.assignment_id)
+    for mine, theirs in ((locked, orm), (locked.block, orm.block), (locked.block.study, orm.block.study)):
+        for f in type(theirs)._meta.concrete_fields:
+            assert getattr(mine, f.attname) == getattr(theirs, f.attname), f.attname
+    assert locked.started_at is not None and timezone.is_aware(locked.started_at)
+    assert locked.block.study.options["note"] == "ä"
+
+    rows = _progress_query(answered.assignment_id)
+    trials = (Trial.objects.filter(assignment_id=answered.assignment_id).order_by("position")
+              .annotate(voted=Exists(Trial.objects.filter(pk=OuterRef("pk"), vote__isnull=False))))
+    assert [r["id"] for r in rows] == [t.pk for t in trials]
+    for row, trial in zip(rows, trials, strict=True):
+        for name in ("comparison_id", "swapped", "is_repeat", "repeat_of_id", "attention_expected", "token",
+                     "position", "shown_at", "version_a", "version_b"):
+            assert row[name] == getattr(trial, name), name
+        assert (row["vote_ms"] is not None) == trial.voted
+        assert row["vote_ms"] == (trial.vote.response_ms if trial.voted else None)
+        assert (row["open_screen"] is None) == trial.voted
+    assert any(r["shown_at"] is not None and r["vote_ms"] is None for r in rows)  # the next trial, shown
+
+    unshown = Trial.objects.filter(assignment_id=answered.assignment_id, shown_at__isnull=True).order_by("position")[0]
+    now = timezone.now()
+    _shown_now(unshown.pk, now)
+    _shown_now(unshown.pk, now + timedelta(seconds=5))  # shown once: the second keeps the first time
+    unshown.refresh_from_db()
+    comparison = unshown.comparison
+    assert unshown.shown_at == now
+    assert (unshown.version_a, unshown.version_b) == (comparison.candidate_a.version, comparison.candidate_b.version)
