@@ -246,17 +246,22 @@ ROW_FIELDS = ("token", "assignment_id", "position", "shown_at", "version_a", "ve
 
 
 # Every trial of an assignment in position order, each with its vote's response time (-1 for a vote
-# without one, None for no vote) and, while it is unanswered, its stored screen as JSON text (a
-# vote decodes at most two: ``_screen_of_row``). The vote is looked up per trial in the SELECT list
-# (one index probe each), never joined: a join lets PostgreSQL hash the whole vote table, which
-# costs more the more votes a study holds.
+# without one, None for no vote) and, for the first two unanswered trials, their stored screens as
+# JSON text: a vote needs the screen of the trial it answers and of the one it shows next, a page
+# the first one's (``_screen_of_row`` decodes them; another trial's screen is read when needed).
+# The vote is looked up per trial in the SELECT list (one index probe each), never joined: a join
+# lets PostgreSQL hash the whole vote table, which costs more the more votes a study holds.
 _PROGRESS_SQL = """
-SELECT t.id, t.comparison_id, t.swapped, t.is_repeat, t.repeat_of_id, t.attention_expected,
-       t.token, t.assignment_id, t.position, t.shown_at, t.version_a, t.version_b,
-       (SELECT COALESCE(v.response_ms, -1) FROM {vote} v WHERE v.trial_id = t.id),
-       CASE WHEN EXISTS (SELECT 1 FROM {vote} v WHERE v.trial_id = t.id) THEN NULL
-            ELSE CAST(t.screen AS TEXT) END
-FROM {trial} t WHERE t.assignment_id = %s ORDER BY t.position
+SELECT p.id, p.comparison_id, p.swapped, p.is_repeat, p.repeat_of_id, p.attention_expected,
+       p.token, p.assignment_id, p.position, p.shown_at, p.version_a, p.version_b, p.vote_ms,
+       CASE WHEN p.vote_ms IS NULL AND SUM(CASE WHEN p.vote_ms IS NULL THEN 1 ELSE 0 END)
+                 OVER (ORDER BY p.position ROWS UNBOUNDED PRECEDING) <= 2
+            THEN CAST(p.screen AS TEXT) END
+FROM (SELECT t.id, t.comparison_id, t.swapped, t.is_repeat, t.repeat_of_id, t.attention_expected,
+             t.token, t.assignment_id, t.position, t.shown_at, t.version_a, t.version_b, t.screen,
+             (SELECT COALESCE(v.response_ms, -1) FROM {vote} v WHERE v.trial_id = t.id) AS vote_ms
+      FROM {trial} t WHERE t.assignment_id = %s) p
+ORDER BY p.position
 """
 # The names of its columns, as the rows carry them.
 PROGRESS_COLUMNS = ("id", *SLOT_FIELDS, *ROW_FIELDS, "vote_ms", "open_screen")
@@ -268,10 +273,10 @@ def _progress_sql() -> str:
 
 
 def _progress_query(assignment_id: int) -> list[dict[str, Any]]:
-    """Every trial of an assignment in order with its vote's response time and, while unanswered, its
-    stored screen: the one read a vote or a trial page makes of the trials (the next trial's screen
-    comes with it). SQL of its own (decision 0086): Django compiling this query cost more CPU than
-    PostgreSQL running it."""
+    """Every trial of an assignment in order with its vote's response time and, for the first two
+    unanswered, their stored screens: the one read a vote or a trial page makes of the trials (the
+    next trial's screen comes with it). SQL of its own (decision 0086): Django compiling this query
+    cost more CPU than PostgreSQL running it."""
     connection = connections[router.db_for_read(Trial)]
     with connection.cursor() as cursor:
         cursor.execute(_progress_sql(), [assignment_id])
@@ -282,9 +287,11 @@ def _progress_query(assignment_id: int) -> list[dict[str, Any]]:
         row = dict(zip(PROGRESS_COLUMNS, values, strict=True))
         # SQLite answers booleans as 0/1 and times in UTC without a zone; PostgreSQL's driver
         # converts both.
-        row["swapped"], row["is_repeat"] = bool(row["swapped"]), bool(row["is_repeat"])
-        if row["shown_at"] is not None:
-            row["shown_at"] = _aware(shown_at.to_python(row["shown_at"]))
+        if type(row["swapped"]) is not bool or type(row["is_repeat"]) is not bool:
+            row["swapped"], row["is_repeat"] = bool(row["swapped"]), bool(row["is_repeat"])
+        when = row["shown_at"]
+        if when is not None and (not isinstance(when, datetime) or when.tzinfo is None):
+            row["shown_at"] = _aware(shown_at.to_python(when))
         rows.append(row)
     return rows
 

@@ -240,8 +240,9 @@ def test_the_fill_and_a_forgotten_screen_made_again_agree_and_a_shown_screen_is_
 
 
 def test_the_assignments_trials_read_decodes_only_the_screen_it_shows() -> None:
-    """The read under a vote's lock brings every open trial's stored screen as JSON text; only the
-    one shown is decoded, and it is the stored screen."""
+    """The read under a vote's lock brings the first two open trials' stored screens as JSON text
+    (the one a vote answers and the one it shows next), no other; the one shown is decoded, and it
+    is the stored screen."""
     from annotation.models import Trial
     from annotation.services.answers import _progress_query, _screen_of_row
 
@@ -251,7 +252,8 @@ def test_the_assignments_trials_read_decodes_only_the_screen_it_shows() -> None:
     trial = Trial.objects.filter(vote__isnull=False).get()
     rows = list(_progress_query(trial.assignment_id))
     open_rows = [r for r in rows if r["vote_ms"] is None]
-    assert open_rows and all(isinstance(r["open_screen"], str) for r in open_rows)
+    assert len(open_rows) > 2 and all(isinstance(r["open_screen"], str) for r in open_rows[:2])
+    assert all(r["open_screen"] is None for r in open_rows[2:])
     assert next(r for r in rows if r["id"] == trial.pk)["open_screen"] is None
     _row, screen = _screen_of_row(open_rows[0])
     assert screen == Trial.objects.get(pk=open_rows[0]["id"]).screen
@@ -296,7 +298,8 @@ def test_the_votes_own_sql_reads_what_the_orm_reads() -> None:
             assert row[name] == getattr(trial, name), name
         assert (row["vote_ms"] is not None) == trial.voted
         assert row["vote_ms"] == (trial.vote.response_ms if trial.voted else None)
-        assert (row["open_screen"] is None) == trial.voted
+    open_rows = [r for r in rows if r["vote_ms"] is None]
+    assert [r["open_screen"] is not None for r in rows] == [r in open_rows[:2] for r in rows]
     assert any(r["shown_at"] is not None and r["vote_ms"] is None for r in rows)  # the next trial, shown
 
     unshown = Trial.objects.filter(assignment_id=answered.assignment_id, shown_at__isnull=True).order_by("position")[0]
