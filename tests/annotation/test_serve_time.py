@@ -29,7 +29,16 @@ from annotation.services.scheduling import blocks_schedule
 from annotation.services.serve_time import _probabilities, serve_block_create
 from annotation.services.serve_weights import serve_weights_refit
 from tests.annotation.rater_factories import make_rater_study
-from tests.annotation.test_adaptive_allocation import BLOCK, GAP, RATERS, REPEATS, THETA, Served, _run_raters, _study
+from tests.annotation.test_adaptive_allocation import (
+    BLOCK,
+    GAP,
+    RATERS,
+    REPEATS,
+    THETA,
+    Served,
+    _run_raters,
+    _study,
+)
 from tests.annotation.test_concurrency import run_together
 
 pytestmark = pytest.mark.django_db
