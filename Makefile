@@ -40,9 +40,10 @@ help:
 # into the venv by the venv's own pip, which is used as it is: no upgrade each time): it fetches the
 # index pages in parallel, keeps every package unpacked in its cache (~/.cache/uv), so a second clone
 # links them from disk, and compiles no byte code up front (Python writes a module's .pyc when it is
-# first imported). A fresh clone with a warm cache installs in ~10 s where pip took 83 s, 50 s of it
-# compiling every installed module, mypy's and botocore's included (docs/decisions/0086-setup-with-uv.md).
-# uv resolves from PyPI the versions pip resolves. Where uv cannot be installed, pip does the work.
+# first imported; compiling every installed module, mypy's and botocore's included, is ~50 s of CPU).
+# A fresh clone's package step: 4 s with uv's cache warm, 14 s cold, where pip took 83 s
+# (docs/decisions/0086-setup-with-uv.md). uv resolves from PyPI the versions pip resolves (pip freeze
+# identical). Where uv cannot be installed, pip does the work.
 # The app's set includes the render extra (Playwright for Python), so an upload of HTML outputs
 # renders on `make run`; the browser is Debian's chromium (target `chromium`), never a download.
 RUN_STAMP := $(VENV)/.installed-run
