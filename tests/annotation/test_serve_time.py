@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
+from django.test import TestCase
 from django.test.utils import override_settings
 
 from annotation.models import GOLD_EXPECTED, Block, BlockItem, Comparison, ServeWeights, Study, Trial, Vote
@@ -26,7 +29,16 @@ from annotation.services.scheduling import blocks_schedule
 from annotation.services.serve_time import _probabilities, serve_block_create
 from annotation.services.serve_weights import serve_weights_refit
 from tests.annotation.rater_factories import make_rater_study
-from tests.annotation.test_adaptive_allocation import BLOCK, GAP, RATERS, REPEATS, THETA, _run_raters, _study
+from tests.annotation.test_adaptive_allocation import (
+    BLOCK,
+    GAP,
+    RATERS,
+    REPEATS,
+    THETA,
+    Served,
+    _run_raters,
+    _study,
+)
 from tests.annotation.test_concurrency import run_together
 
 pytestmark = pytest.mark.django_db
@@ -45,12 +57,43 @@ def _systems(trial: Trial) -> tuple[str, str]:
     return tuple(sorted((c.candidate_a.system.external_id, c.candidate_b.system.external_id)))  # type: ignore[return-value]
 
 
-@override_settings(ARBITER_SERVE_REFIT_VOTES=20)
-def test_served_trials_keep_every_guarantee_of_a_scheduled_block(tmp_path: Path, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
-    study = _study("serve-guarantees", "pairwise_reference", tmp_path)
-    _serving(study)
-    with django_capture_on_commit_callbacks(execute=True):  # the refits queued after each commit
-        served = _run_raters(study, 4 * RATERS, THETA)
+@dataclass(frozen=True)
+class ServedStudy:
+    study: Study
+    served: Served
+
+
+@pytest.fixture(scope="class")
+def served_study(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[ServedStudy]:  # type: ignore[no-untyped-def]
+    """One serve-time study answered by ``4 * RATERS`` simulated raters (the weights refitted every
+    20 votes), built once for the class's tests (issue 46 item 8: 11 s on SQLite, ~20 s on
+    PostgreSQL) inside a transaction rolled back after the class's last test; each test's own
+    transaction nests in it, so every test reads the same study as it was served."""
+    media = tmp_path_factory.mktemp("serve-media")
+    with (
+        django_db_blocker.unblock(),
+        override_settings(MEDIA_ROOT=media, ARBITER_SERVE_REFIT_VOTES=20),
+        transaction.atomic(),
+    ):
+        study = _study("serve-guarantees", "pairwise_reference", tmp_path_factory.mktemp("serve-bundle"))
+        _serving(study)
+        with TestCase.captureOnCommitCallbacks(execute=True):  # the refits queued after each commit
+            served = _run_raters(study, 4 * RATERS, THETA)
+        yield ServedStudy(study, served)
+        transaction.set_rollback(True)
+
+
+class TestOneServedStudy:
+    """Two views of one served study: every guarantee of a scheduled block, and the display sides."""
+
+    def test_served_trials_keep_every_guarantee_of_a_scheduled_block(self, served_study: ServedStudy) -> None:
+        _served_trials_keep_every_guarantee_of_a_scheduled_block(served_study.study, served_study.served)
+
+    def test_display_sides_are_balanced_per_pair_and_per_comparison(self, served_study: ServedStudy) -> None:
+        _display_sides_are_balanced_per_pair_and_per_comparison(served_study.study)
+
+
+def _served_trials_keep_every_guarantee_of_a_scheduled_block(study: Study, served: Served) -> None:
     assert served.n_raters == 4 * RATERS
     blocks = list(Block.objects.filter(study=study).order_by("position"))
     assert [(b.position, b.serve_time) for b in blocks] == [(1, False), (2, True), (3, True), (4, True)]
@@ -108,18 +151,13 @@ def _first_system_left(trial: Trial) -> bool:
     return a_first != trial.swapped
 
 
-@override_settings(ARBITER_SERVE_REFIT_VOTES=20)
-def test_display_sides_are_balanced_per_pair_and_per_comparison(tmp_path: Path, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def _display_sides_are_balanced_per_pair_and_per_comparison(study: Study) -> None:
     """docs/protocol.md "Serve-time choice": the bundle lists every pair in the same A/B order
     (``combinations``), and raters go through the served path (one statement on PostgreSQL, the
     steps on SQLite). Per pair of systems, the served data trials show its first system on the left
     and on the right equally often (±1), in the uniform start and in the serve-time blocks, the
     floor's serves included; so does every comparison served more than once; a single-serve
     comparison's side comes from its pair's alternation. Hidden repeats keep their original's side."""
-    study = _study("serve-sides", "pairwise_reference", tmp_path)
-    _serving(study)
-    with django_capture_on_commit_callbacks(execute=True):
-        _run_raters(study, 4 * RATERS, THETA)
     trials = list(Trial.objects.filter(assignment__block__study=study).select_related(
         "assignment__block", "repeat_of", "comparison__candidate_a__system", "comparison__candidate_b__system"))
     served = [t for t in trials if not t.is_repeat and not t.attention_expected and t.comparison_id is not None]

@@ -63,13 +63,17 @@ def test_make_run_installs_the_apps_packages_once_and_says_what_each_step_does()
         return subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, timeout=120,
                               check=True).stdout
 
+    # The packages go in with uv (put into the venv by its pip), or with pip where uv cannot be
+    # installed (docs/decisions/0087-setup-with-uv.md): both take the same arguments.
+    installer = "uv pip install --quiet --python .venv/bin/python \"$@\""
     run = dry("run")
-    assert "--upgrade pip" not in run and "pip install --quiet -e '.[render]'" in run and ".[dev]" not in run
+    assert "--upgrade pip" not in run and ".[dev]" not in run
+    assert installer in run and "install -e '.[render]'" in run and "-m pip install --quiet \"$@\"" in run
     assert "chromium" in run  # the renderer of HTML uploads (issue 45)
     assert run.count("manage.py shell") == 1  # one Django start finds the demo studies that are missing
     for step in ("Python packages the app needs", "htmx and ECharts from the npm registry", "database migrations",
                  "demo study 'demo'", "calibration of the demo's judges"):
         assert f"==> {step}" in run or step in run
     test = dry("test")
-    assert "pip install --quiet -e '.[dev]'" in test and "--upgrade pip" not in test
+    assert installer in test and "install -e '.[dev]'" in test and "--upgrade pip" not in test
     assert 'license = "Apache-2.0"' in (ROOT / "pyproject.toml").read_text()
