@@ -381,7 +381,7 @@ def _lock_sql(alias: str) -> str:
     features = connection.features
     lock = (" FOR UPDATE OF a" if features.has_select_for_update_of
             else " FOR UPDATE" if features.has_select_for_update else "")
-    columns = ", ".join(f"{name}.{connection.ops.quote_name(f.column)}"
+    columns = ", ".join(f"{name}.{connection.ops.quote_name(str(f.column))}"
                         for name, model in _LOCKED for f in model._meta.concrete_fields)
     tables = {name: connection.ops.quote_name(model._meta.db_table)
               for name, model in (("assignment", Assignment), ("block", Block), ("study", Study), ("trial", Trial))}
@@ -398,13 +398,14 @@ def vote_lock(trial_token: str) -> Assignment | None:
         values = cursor.fetchone()
     if values is None:
         return None
-    instances = []
+    instances: list[Any] = []
     start = 0
     for _name, model in _LOCKED:
         fields = model._meta.concrete_fields
         row = [_from_db(f, v, connection) for f, v in zip(fields, values[start:start + len(fields)], strict=True)]
         instances.append(model.from_db(alias, [f.attname for f in fields], row))
         start += len(fields)
+    assignment: Assignment
     assignment, block, study = instances
     block.study = study
     assignment.block = block
@@ -548,7 +549,7 @@ def _vote_locked_steps(
     """What ``vote_submit`` does under the assignment's row lock, step by step."""
     study = assignment.block.study
     rows = list(_progress_query(assignment.pk))
-    row = next((r for r in rows if r["token"] == vote.trial_token), None)
+    row: Mapping[str, Any] | None = next((r for r in rows if r["token"] == vote.trial_token), None)
     if row is None:
         raise NotFound("no such trial")
     row, screen = _screen_of_row(row)
