@@ -3,7 +3,8 @@
 :func:`render_folder` is the one way in (``manage.py render_pages``, ``new_study`` and the
 benchmark call it). Every ``*.html`` directly in the source folder is one page; its assets are the
 files of that folder. ``workers`` threads each run a :class:`~annotation.render.renderer.PageRenderer`
-(a browser of its own) over a shared queue. Each page's JSON is written last, after its PNG, so an
+(a browser of its own) over a shared queue; a :class:`RenderPool` keeps them, and their browsers,
+from one folder to the next (``new_study``). Each page's JSON is written last, after its PNG, so an
 interrupted run leaves every finished page whole; run again, a page whose JSON says it was made
 from the same bytes with the same settings and browser is not rendered again.
 """
@@ -122,6 +123,97 @@ def page_record(result: PageRender, *, settings: RenderSettings, manifest: dict[
     }
 
 
+class RenderPool:
+    """Render worker threads kept across :func:`render_folder` calls: a ``new_study`` run renders
+    every folder (and viewport width) through the same browsers rather than starting one per folder
+    (about a second each). Use as a context manager; leaving it stops the workers and closes their
+    browsers, after an error or a cancelled run too.
+
+    Each thread starts its :class:`~annotation.render.renderer.PageRenderer` at its first page (a
+    pool that renders nothing starts no browser) and keeps it (Playwright's sync API is one instance
+    per thread, so a renderer stays on its thread). A folder's first page on a worker gets a new
+    browser context with that folder's settings (:meth:`PageRenderer.use`), as a browser of its own
+    would: nothing a page of one folder left behind reaches another folder's page.
+    """
+
+    def __init__(self, workers: int = 1) -> None:
+        if workers < 1 or workers > 16:
+            raise ArbiterError(f"--workers: expected 1 to 16, got {workers}")
+        self.workers = workers
+        self._todo: queue.Queue[tuple[Path, _FolderRun] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> RenderPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (each finishes the page it renders) and close their browsers."""
+        for _ in self._threads:
+            self._todo.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+    def _submit(self, folder: _FolderRun, pages: list[Path]) -> None:
+        while len(self._threads) < self.workers:  # started at the first folder; a browser at a worker's first page
+            thread = threading.Thread(target=self._work, name=f"arbiter-render-{len(self._threads)}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        for path in pages:
+            self._todo.put((path, folder))
+
+    def _work(self) -> None:
+        renderer: PageRenderer | None = None
+        current: _FolderRun | None = None
+        try:
+            while (task := self._todo.get()) is not None:
+                path, folder = task
+                if folder.stopped:  # cancelled, or a worker failed: the folder's other pages are left
+                    folder.done.put(_SKIPPED)
+                    continue
+                try:
+                    if renderer is None:
+                        renderer = PageRenderer(folder.settings)
+                        try:
+                            renderer.__enter__()
+                        except BaseException:
+                            renderer.close()
+                            renderer = None
+                            raise
+                    elif current is not folder:
+                        renderer.use(folder.settings)
+                    current = folder
+                    manifest = render_manifest(folder.settings, renderer.chromium_version)
+                    result = renderer.render(path)
+                    folder.done.put((path, _write_page(folder.out, path, result, folder.settings, manifest)))
+                except BaseException as exc:  # render_folder raises it; this worker's browser is closed
+                    folder.stopped = True
+                    folder.done.put(exc)
+                    if renderer is not None:
+                        renderer.close()
+                    renderer, current = None, None
+        finally:
+            if renderer is not None:
+                renderer.close()
+
+
+@dataclass
+class _FolderRun:
+    """One :func:`render_folder` call's share of a :class:`RenderPool`: where its pages go, with
+    which settings, and the queue its workers answer on (one item per page)."""
+
+    out: Path
+    settings: RenderSettings
+    done: queue.Queue[tuple[Path, dict[str, Any]] | BaseException | object] = field(default_factory=queue.Queue)
+    stopped: bool = False
+
+
+_SKIPPED = object()  # a page a worker left because its folder stopped
+
+
 def render_folder(
     *,
     src: Path,
@@ -132,6 +224,7 @@ def render_folder(
     progress: Callable[[int, int], None] | None = None,
     stems: Collection[str] | None = None,
     need_blocks: bool = False,
+    pool: RenderPool | None = None,
 ) -> RenderRun:
     """Render every page of ``src`` (or those whose stem ``stems`` names) into ``out``. Failed
     renders are data: each gets its JSON (``status: failed`` and the reason) and no PNG. Raises
@@ -139,7 +232,10 @@ def render_folder(
 
     ``need_blocks``: an earlier render kept by ``resume`` must have its blocks (``dom.blocks``,
     docs/protocol.md "Blocks from the DOM"); one made before blocks existed is rendered again (a
-    study with ground truth scores them)."""
+    study with ground truth scores them).
+
+    ``pool``: the caller's :class:`RenderPool` (its workers, not ``workers``), kept open after this
+    folder for the next; without it, a pool of ``workers`` is started for this folder and closed."""
     pages = html_pages(src)
     if stems is not None:
         pages = [path for path in pages if path.stem in stems]
@@ -148,11 +244,7 @@ def render_folder(
     chromium.check_available()
     out.mkdir(parents=True, exist_ok=True)
     run = RenderRun(pages=len(pages))
-    todo: queue.Queue[Path | None] = queue.Queue()
-    done: queue.Queue[tuple[Path, dict[str, Any]] | BaseException | object] = queue.Queue()
     settings_json = settings.to_json()
-    manifest_box: dict[str, dict[str, Any]] = {}
-    manifest_ready = threading.Event()
 
     pending = list(pages)
     if resume:
@@ -186,43 +278,30 @@ def render_folder(
             )
     if not pending:
         return run
-    for path in pending:
-        todo.put(path)
-    n_workers = min(workers, len(pending))
-    for _ in range(n_workers):
-        todo.put(None)
+    owned = pool is None
+    used = RenderPool(min(workers, len(pending))) if pool is None else pool
+    try:
+        return _render_pending(run, pending, _FolderRun(out=out, settings=settings), used, progress)
+    finally:
+        if owned:
+            used.close()
 
-    stopped = object()  # what a worker puts last, however it ends
 
-    def worker() -> None:
-        try:
-            with PageRenderer(settings) as renderer:
-                if not manifest_ready.is_set():
-                    manifest_box.setdefault("m", render_manifest(settings, renderer.chromium_version))
-                    manifest_ready.set()
-                manifest = manifest_box["m"]
-                while (path := todo.get()) is not None:
-                    result = renderer.render(path)
-                    done.put((path, _write_page(out, path, result, settings, manifest)))
-        except BaseException as exc:  # the caller raises it; the other workers finish the queue
-            done.put(exc)
-        finally:
-            done.put(stopped)
-
-    threads = [threading.Thread(target=worker, name=f"arbiter-render-{i}", daemon=True) for i in range(n_workers)]
-    for thread in threads:
-        thread.start()
+def _render_pending(run: RenderRun, pending: list[Path], folder: _FolderRun, pool: RenderPool,
+                    progress: Callable[[int, int], None] | None) -> RenderRun:
+    """The pending pages of one folder through ``pool``; waits for every one of them (rendered,
+    failed or left), then raises the first worker error, if any."""
+    pool._submit(folder, pending)
+    answered = 0
     finished = 0
-    running = n_workers
     error: BaseException | None = None
     try:
         if progress:
             progress(run.kept, run.pages)
-        while running:
-            item = done.get()
-            if item is stopped:
-                running -= 1
-            elif isinstance(item, BaseException):
+        while answered < len(pending):
+            item = folder.done.get()
+            answered += 1
+            if isinstance(item, BaseException):
                 error = error or item
             elif isinstance(item, tuple):
                 finished += 1
@@ -231,19 +310,13 @@ def render_folder(
                     progress(run.kept + finished, run.pages)
     except BaseException:
         # The caller stopped the run (its progress raised: a cancelled upload): the workers take no
-        # further page, finish the one they render, and close their browsers before this raises.
-        while True:
-            try:
-                todo.get_nowait()
-            except queue.Empty:
-                break
-        for _ in threads:
-            todo.put(None)
-        for thread in threads:
-            thread.join()
+        # further page of this folder and finish the one they render; the pool's owner then closes
+        # the browsers (render_folder's own pool before this raises).
+        folder.stopped = True
+        while answered < len(pending):
+            folder.done.get()
+            answered += 1
         raise
-    for thread in threads:
-        thread.join()
     if error is not None:
         raise error
     return run

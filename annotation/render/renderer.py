@@ -164,6 +164,18 @@ class PageRenderer:
             finally:
                 self._manager = self._playwright = None
 
+    def use(self, settings: RenderSettings) -> None:
+        """Render the next pages with ``settings`` (another folder's: another viewport width, say)
+        in a new browser context, as a browser of their own would: the viewport, scale and
+        JavaScript are the context's, and nothing the last folder's pages left reaches the next.
+        The memory limit follows ``settings`` too; the browser itself is kept."""
+        self._visit = None
+        self._close_context()
+        if self._memory is not None and settings.memory_mb != self.settings.memory_mb:
+            self._memory.stop()
+            self._memory = MemoryLimit(self._marker, settings.memory_mb)
+        self.settings = settings
+
     def _start_browser(self) -> None:
         self._browser = chromium.launch(self._playwright, self._marker)
         if self._memory is None:

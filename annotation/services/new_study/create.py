@@ -73,8 +73,13 @@ def new_study_plan(*, data: NewStudyInput) -> NewStudyPlan:
     read_predicates(data, plan)
     read_requirements(requirements, plan)
     plan.wants_truth = data.truth is not None
-    render_html_sources(plan, cache=data.render_cache)
-    read_truth(data, plan)
+    from annotation.render.pages import RenderPool
+
+    # One set of render workers for every folder, width and the ground truth: a browser starts at
+    # the run's first page, not at each folder's (none for a study without HTML).
+    with RenderPool() as pool:
+        render_html_sources(plan, cache=data.render_cache, pool=pool)
+        read_truth(data, plan, pool=pool)
     read_media_option(media, plan)
     sources = [*plan.references.values(), *plan.images.values(), *plan.stray_sources]
     for i, source in enumerate(sources, 1):

@@ -4,6 +4,7 @@ they are read as images; the checks a predicate asks of a render are answered fr
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -25,12 +26,13 @@ from annotation.services.new_study.plan import NewStudyPlan, Source, item_id
 from annotation.services.new_study.sources import is_html, probe_source
 
 if TYPE_CHECKING:
+    from annotation.render.pages import RenderPool
     from annotation.render.settings import RenderSettings
 
 VIEWPORT_MIN, VIEWPORT_MAX = 100, 8192  # annotation.render.settings.parse_viewport's range
 
 
-def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> None:
+def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None, pool: RenderPool | None = None) -> None:
     """Render every HTML source (references and system outputs) with the study's render settings
     (annotation.render: each page served only from its own folder, every other request refused),
     then read the PNGs as images. A system's page that failed to render is its failed render; a
@@ -40,7 +42,11 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
     ``cache`` keeps the renders in a folder of the caller's (a new study run's, so the real run
     started from a dry run renders again only a page whose bytes or settings changed); without it
     they go to a temporary folder removed with the plan. Progress: the pages rendered of all, and
-    per group (each system, the references) the pages rendered and failed with the reasons."""
+    per group (each system, the references) the pages rendered and failed with the reasons.
+
+    ``pool``: the render workers of the whole run (``new_study_plan``'s, kept for the ground truth);
+    every folder and width renders through them, so the run starts its browser once, not once per
+    folder. Without it, one is opened for these folders."""
     keys: list[tuple[str, str | None, Source]] = [(p, None, s) for p, s in plan.references.items() if is_html(s)]
     keys += [(p, system, s) for (p, system), s in plan.images.items() if is_html(s)]
     # HTML files that no page uses are left out unrendered (not probed as images).
@@ -60,7 +66,7 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
         plan.errors.append(f"{first.label}: HTML pages are rendered from files on this machine, not from s3://; download them")
         return
     from annotation.render.page_blocks import render_blocks
-    from annotation.render.pages import render_folder
+    from annotation.render.pages import RenderPool
     from annotation.services.ground_truth import blocks_of_render, page_text_of_render
 
     if cache is None:
@@ -87,26 +93,9 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
     detail: dict[str, Any] = {
         "total": sum(len(s) for s in stems.values()), "rendered": 0, "kept": 0, "groups": {}, "failures": []
     }
-    finished = 0
-    for i, ((folder, width), out) in enumerate(outs.items(), 1):
-        group, shown = groups[folder, width]
-        several = len(outs) > len({g for g, _ in groups.values()})
-        stage = f"rendering HTML pages: {group}" + (f" (folder {i} of {len(outs)})" if several else "")
-        progress_step(stage, finished, detail["total"])
-        done = render_folder(
-            src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=cache is not None,
-            progress=_pages_rendered(stage, finished, detail["total"]), stems=stems[folder, width],
-            need_blocks=plan.wants_truth or plan.design.keeps_page_text,
-        )
-        finished += done.pages
-        counts = detail["groups"].setdefault(group, {"rendered": 0, "failed": 0})
-        counts["rendered"] += done.rendered
-        counts["failed"] += done.failed
-        detail["rendered"] += done.pages - done.kept
-        detail["kept"] += done.kept
-        detail["failures"] += [[str(shown / name), " ".join(reason.split())[:200]] for name, reason in done.failures]
-        del detail["failures"][50:]
-        progress_detail(detail)
+    with contextlib.ExitStack() as stack:
+        workers = pool if pool is not None else stack.enter_context(RenderPool())
+        _render_runs(plan, outs, stems, groups, detail, settings_used, workers, resume=cache is not None)
     for page in plan.pages:  # recorded with the page: rendered at another width than the study's
         if page in widths and widths[page] != settings_used.viewport_width:
             plan.page_viewports[page] = f"{widths[page]}x{settings_used.viewport_height}"
@@ -155,6 +144,37 @@ def render_html_sources(plan: NewStudyPlan, *, cache: Path | None = None) -> Non
     if plan.render_failed:  # a predicate of an item that failed to render has nothing to ask about
         failed = {item_id(p, s) for p, s in plan.render_failed}
         plan.predicates = [q for q in plan.predicates if q["item"] not in failed]
+
+
+def _render_runs(
+    plan: NewStudyPlan, outs: dict[tuple[Path, int], Path], stems: dict[tuple[Path, int], set[str]],
+    groups: dict[tuple[Path, int], tuple[str, PurePosixPath]], detail: dict[str, Any], settings_used: RenderSettings,
+    pool: RenderPool, *, resume: bool,
+) -> None:
+    """Each folder and width of :func:`render_html_sources` rendered into its own folder through
+    ``pool``, with the progress of all of them."""
+    from annotation.render.pages import render_folder
+
+    finished = 0
+    for i, ((folder, width), out) in enumerate(outs.items(), 1):
+        group, shown = groups[folder, width]
+        several = len(outs) > len({g for g, _ in groups.values()})
+        stage = f"rendering HTML pages: {group}" + (f" (folder {i} of {len(outs)})" if several else "")
+        progress_step(stage, finished, detail["total"])
+        done = render_folder(
+            src=folder, out=out, settings=replace(settings_used, viewport_width=width), resume=resume, pool=pool,
+            progress=_pages_rendered(stage, finished, detail["total"]), stems=stems[folder, width],
+            need_blocks=plan.wants_truth or plan.design.keeps_page_text,
+        )
+        finished += done.pages
+        counts = detail["groups"].setdefault(group, {"rendered": 0, "failed": 0})
+        counts["rendered"] += done.rendered
+        counts["failed"] += done.failed
+        detail["rendered"] += done.pages - done.kept
+        detail["kept"] += done.kept
+        detail["failures"] += [[str(shown / name), " ".join(reason.split())[:200]] for name, reason in done.failures]
+        del detail["failures"][50:]
+        progress_detail(detail)
 
 
 def _at_the_references_widths(

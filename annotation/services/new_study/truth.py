@@ -18,6 +18,7 @@ import tempfile
 import weakref
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -29,12 +30,16 @@ from annotation.services.new_study.inputs import _compile, _page_id, shown_path
 from annotation.services.new_study.plan import NewStudyInput, NewStudyPlan
 from annotation.services.new_study.sources import HTML_SUFFIXES
 
+if TYPE_CHECKING:
+    from annotation.render.pages import RenderPool
+
 TRUTH_SUFFIXES = (".json", *HTML_SUFFIXES)
 
 
-def read_truth(data: NewStudyInput, plan: NewStudyPlan) -> None:
+def read_truth(data: NewStudyInput, plan: NewStudyPlan, *, pool: RenderPool | None = None) -> None:
     """Fill the plan's ground truth from ``data.truth`` (after the study's own pages are read and
-    rendered, so an HTML truth page is rendered with the settings the candidates were)."""
+    rendered, so an HTML truth page is rendered with the settings the candidates were; through
+    ``pool``, the run's render workers, when given)."""
     if data.truth is None:
         return
     if not plan.design.has_reference:
@@ -91,10 +96,12 @@ def read_truth(data: NewStudyInput, plan: NewStudyPlan) -> None:
             plan.truth_problems[page] = f"{label}: {exc}"
         progress_step("reading the ground truth", i, len(json_files))
     if html_files:
-        _render_truth(data, plan, folder, html_files)
+        _render_truth(data, plan, folder, html_files, pool)
 
 
-def _render_truth(data: NewStudyInput, plan: NewStudyPlan, folder: Path, files: dict[str, Path]) -> None:
+def _render_truth(
+    data: NewStudyInput, plan: NewStudyPlan, folder: Path, files: dict[str, Path], pool: RenderPool | None
+) -> None:
     """Render the HTML ground-truth pages with the study's render settings (at the width the page's
     candidates were rendered at) and read their blocks as ground truth."""
     from annotation.render.pages import render_folder
@@ -128,6 +135,7 @@ def _render_truth(data: NewStudyInput, plan: NewStudyPlan, folder: Path, files: 
             resume=data.render_cache is not None,
             stems=stems,
             need_blocks=True,
+            pool=pool,
             progress=lambda n, _total, before=done: progress_step(  # type: ignore[misc]
                 "rendering the ground-truth HTML pages", before + n, len(files)
             ),
