@@ -255,6 +255,13 @@ def random_answer(rng: random.Random, axes: list[str]) -> tuple[str, int, dict[s
             {a: rng.randint(-2, 2) for a in axes})
 
 
+async def think_until(seconds: float, deadline: float) -> None:
+    """A rater's pause, cut at the run's end: no request follows the deadline, so waiting past it
+    (up to about ``think`` × ln N for the longest of N pauses: 50 s of CI's load check) measures
+    nothing."""
+    await asyncio.sleep(max(0.0, min(seconds, deadline - time.perf_counter())))
+
+
 async def fetch_images(client: LoadClient, urls: list[str], stats: Stats) -> None:
     for url in urls:
         img = await timed(stats, "image", client.get(url))
@@ -287,7 +294,7 @@ async def html_trials(client, html: str, csrf: str, deadline: float, think: floa
             return
         html = next_html
         if think > 0:
-            await asyncio.sleep(rng.expovariate(1 / think))
+            await think_until(rng.expovariate(1 / think), deadline)
 
 
 async def api_trials(client, link: str, csrf: str, deadline: float, think: float, stats: Stats,  # type: ignore[no-untyped-def]
@@ -328,7 +335,7 @@ async def api_trials(client, link: str, csrf: str, deadline: float, think: float
             stats.replay_mismatch += 1
         data = answers[-1]["next_trial"] if answers else None
         if think > 0:
-            await asyncio.sleep(rng.expovariate(1 / think))
+            await think_until(rng.expovariate(1 / think), deadline)
 
 
 # A flow is one participant's session: (client, participant id, deadline, think, stats, rng) -> go on?
